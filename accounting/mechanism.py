@@ -1,0 +1,94 @@
+"""The one interface every accountable release implements.
+
+A :class:`Mechanism` is an immutable description of one release (a batch of
+noisy-max answers, a run of DP-SGD, a round of randomized response, …) together
+with the unit it protects. An accountant asks it for its Rényi-DP curve at the
+orders it chooses; composition is the sum of curves (Mironov 2017, Prop. 1), so
+one interface serves sequential composition, parallel composition and the ledger.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Mapping
+from typing import Any, Literal
+
+import numpy as np
+
+from accounting._checks import check_choice
+from accounting.conversion import rdp_to_epsilon
+
+__all__ = ["ANALYSES", "UNITS", "Analysis", "Mechanism", "Unit", "relation_for_unit"]
+
+Unit = Literal["example", "party"]
+Analysis = Literal["classic", "tight"]
+
+UNITS: tuple[str, ...] = ("example", "party")
+ANALYSES: tuple[str, ...] = ("classic", "tight")
+
+_RELATIONS = {
+    "example": "example-level: neighbouring data sets differ in one training example (added, removed or replaced)",
+    "party": "party-level: neighbouring federations differ in one party's whole data set (replaced)",
+}
+
+
+def relation_for_unit(unit: str) -> str:
+    """A one-line statement of the neighbouring relation behind a unit."""
+    return _RELATIONS[check_choice("unit", unit, UNITS)]
+
+
+class Mechanism(abc.ABC):
+    """A release whose privacy loss privfed can account.
+
+    Subclasses are frozen dataclasses. They state their mathematics in their
+    docstring and implement :meth:`rdp` (the analysis' best valid bound, which
+    may use private statistics) and :meth:`rdp_data_independent` (a bound that
+    holds whatever the private data).
+    """
+
+    #: Short, stable identifier used in reports and ledgers.
+    kind: str = "mechanism"
+    #: The protected unit: ``"example"`` or ``"party"``.
+    unit: str
+
+    @property
+    def relation(self) -> str:
+        """The neighbouring relation this mechanism's guarantee is stated for."""
+        return relation_for_unit(self.unit)
+
+    @property
+    @abc.abstractmethod
+    def data_dependent(self) -> bool:
+        """Whether :meth:`rdp` depends on private data (its value then leaks, and is labelled so)."""
+
+    @property
+    @abc.abstractmethod
+    def num_queries(self) -> int:
+        """Number of answers (queries, steps, reports) this release consists of."""
+
+    @abc.abstractmethod
+    def rdp(self, orders: np.ndarray, *, analysis: str = "tight") -> np.ndarray:
+        """RDP ε(α) at each order α > 1, composed over the release's queries."""
+
+    @abc.abstractmethod
+    def rdp_data_independent(self, orders: np.ndarray, *, analysis: str = "tight") -> np.ndarray:
+        """RDP bound at each order that holds for every data set."""
+
+    @abc.abstractmethod
+    def parameters(self) -> Mapping[str, Any]:
+        """The public parameters, JSON-serialisable; never private data such as votes."""
+
+    def epsilon(
+        self, orders: np.ndarray, delta: float, *, analysis: str, data_independent: bool = False
+    ) -> tuple[float, float]:
+        """(ε, optimal order) of this mechanism released on its own."""
+        curve = self.rdp_data_independent if data_independent else self.rdp
+        return rdp_to_epsilon(orders, curve(orders, analysis=analysis), delta, analysis)
+
+    def pure_epsilon(self) -> float | None:
+        """ε of the basic (pure, δ = 0) composition, where the mechanism has one."""
+        return None
+
+    def describe(self) -> dict[str, Any]:
+        """``{"kind": ..., "unit": ..., **parameters}`` for reports."""
+        return {"kind": self.kind, "unit": self.unit, **self.parameters()}

@@ -1,0 +1,141 @@
+"""What an accountant returns: :class:`PrivacyReport` and its per-mechanism rows."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = ["MechanismReport", "PrivacyReport", "round_up"]
+
+_ANALYSIS_TEXT = {
+    "classic": "classic analysis (the papers' moments accountant, conversion ε = min_λ (α(λ) + ln(1/δ))/λ)",
+    "tight": "tight analysis (privfed's best valid RDP bound, dp-accounting's RDP→(ε,δ) conversion)",
+}
+
+
+def round_up(value: float, digits: int = 4) -> str:
+    """Format ``value`` with ``digits`` significant digits, never rounding down.
+
+    Printed ε values are upper bounds, so the printed number must not be smaller
+    than the computed one.
+    """
+    if not math.isfinite(value):
+        return "inf" if value > 0 else str(value)
+    if value == 0:
+        return "0"
+    exponent = math.floor(math.log10(abs(value)))
+    scale = 10.0 ** (digits - 1 - exponent)
+    rounded = math.ceil(value * scale) / scale
+    if rounded < value:  # floating-point division can land one ulp low
+        rounded = math.nextafter(rounded, math.inf)
+    return f"{rounded:.{max(digits - 1 - exponent, 0)}f}" if -4 <= exponent < 6 else f"{rounded:.{digits - 1}e}"
+
+
+@dataclass(frozen=True)
+class MechanismReport:
+    """One mechanism's share of a composition, accounted on its own."""
+
+    kind: str
+    unit: str
+    parameters: Mapping[str, Any]
+    num_queries: int
+    data_dependent: bool
+    epsilon: float
+    order: float
+    epsilon_data_independent: float
+    pure_epsilon: float | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "kind": self.kind,
+            "unit": self.unit,
+            "parameters": dict(self.parameters),
+            "num_queries": self.num_queries,
+            "data_dependent": self.data_dependent,
+            "epsilon": self.epsilon,
+            "order": self.order,
+            "epsilon_data_independent": self.epsilon_data_independent,
+            "pure_epsilon": self.pure_epsilon,
+        }
+
+
+@dataclass(frozen=True)
+class PrivacyReport:
+    """An (ε, δ) guarantee with everything needed to read it correctly.
+
+    Attributes
+    ----------
+    epsilon, delta:
+        The guarantee. ε is an upper bound; :meth:`__str__` rounds it up.
+    order:
+        The Rényi order α at which the conversion was optimal.
+    orders, rdp, log_moments:
+        The composed curve per order: RDP ε(α) and the papers' log-moments
+        α(λ) = λ · RDP(α) with λ = α − 1.
+    data_dependent:
+        ``True`` when ε was computed from private statistics (vote counts): the
+        number itself then depends on the private data and must be labelled so.
+    epsilon_data_independent:
+        ε from the same analysis using only data-independent bounds; safe to publish.
+    analysis, conversion:
+        ``"classic"`` or ``"tight"``, and a description of the conversion.
+    unit, relation:
+        The protected unit (``"example"`` or ``"party"``) and its neighbouring relation.
+    mechanisms:
+        Per-mechanism breakdown, each accounted alone under the same analysis.
+    notes:
+        Anything a reader must know (unaccounted releases, caveats).
+    """
+
+    epsilon: float
+    delta: float
+    order: float
+    orders: tuple[float, ...]
+    rdp: tuple[float, ...]
+    log_moments: tuple[float, ...]
+    data_dependent: bool
+    epsilon_data_independent: float
+    analysis: str
+    conversion: str
+    unit: str | None
+    relation: str | None
+    mechanisms: tuple[MechanismReport, ...] = ()
+    notes: tuple[str, ...] = field(default=())
+
+    def summary(self) -> str:
+        """One line: ε, δ, unit, analysis and whether ε is data-dependent."""
+        unit = f"{self.unit}-level DP" if self.unit else "no mechanism"
+        text = f"ε = {round_up(self.epsilon)}, δ = {self.delta:g} ({unit}; {_ANALYSIS_TEXT[self.analysis]}"
+        if self.data_dependent:
+            text += (
+                "; DATA-DEPENDENT: this ε was computed from the private votes and is itself private; "
+                f"data-independent ε = {round_up(self.epsilon_data_independent)}"
+            )
+        else:
+            text += "; data-independent"
+        return text + ")"
+
+    def __str__(self) -> str:
+        return self.summary()
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-serialisable dictionary (plain floats, lists and strings)."""
+        return {
+            "epsilon": self.epsilon,
+            "delta": self.delta,
+            "order": self.order,
+            "unit": self.unit,
+            "relation": self.relation,
+            "analysis": self.analysis,
+            "conversion": self.conversion,
+            "data_dependent": self.data_dependent,
+            "epsilon_data_independent": self.epsilon_data_independent,
+            "orders": list(self.orders),
+            "rdp": list(self.rdp),
+            "log_moments": list(self.log_moments),
+            "mechanisms": [m.to_dict() for m in self.mechanisms],
+            "notes": list(self.notes),
+            "summary": self.summary(),
+        }

@@ -1,0 +1,1 @@
+"""Epsilon-versus-accuracy sweeps and reports."""
