@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import KW_ONLY, dataclass, field
+from collections.abc import Mapping
 from typing import Any, ClassVar
 
 import dp_accounting
@@ -20,6 +21,7 @@ import numpy as np
 from accounting._checks import check_choice, check_int_at_least, check_orders, check_positive_finite, check_votes
 from accounting._dp_accounting import event_rdp
 from accounting.mechanism import ANALYSES, UNITS, Mechanism
+from accounting.registry import register
 
 __all__ = ["LaplaceNoisyMax", "laplace_failure_bounds"]
 
@@ -87,6 +89,7 @@ def _data_dependent_rdp(log_q: np.ndarray, epsilon: float, orders: np.ndarray) -
     return bound
 
 
+@register
 @dataclass(frozen=True, eq=False)
 class LaplaceNoisyMax(Mechanism):
     """Report-noisy-max over vote counts with Laplace(1/γ) noise on each count.
@@ -204,6 +207,18 @@ class LaplaceNoisyMax(Mechanism):
     def pure_epsilon(self) -> float:
         """Basic composition: N · 2kγ."""
         return self.num_queries * self.epsilon_per_query
+
+    def evidence(self) -> dict[str, np.ndarray]:
+        """The vote matrix (private)."""
+        return {"votes": self.votes}
+
+    @classmethod
+    def from_parameters(
+        cls, parameters: Mapping[str, Any], *, unit: str, evidence: Mapping[str, np.ndarray] | None = None
+    ) -> "LaplaceNoisyMax":
+        if not evidence or "votes" not in evidence:
+            raise ValueError("evidence must contain 'votes' to rebuild a LaplaceNoisyMax (its accounting is data-dependent)")
+        return cls(evidence["votes"], parameters["gamma"], parameters.get("votes_per_unit", 1), unit=unit)
 
     def parameters(self) -> dict[str, Any]:
         return {

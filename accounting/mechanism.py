@@ -89,6 +89,31 @@ class Mechanism(abc.ABC):
         """ε of the basic (pure, δ = 0) composition, where the mechanism has one."""
         return None
 
+    def evidence(self) -> dict[str, np.ndarray]:
+        """Private arrays the accounting was computed from (empty for data-independent mechanisms).
+
+        They never go into public records: ledgers store them in a separate
+        evidence file, referenced by hash.
+        """
+        return {}
+
+    @classmethod
+    def from_parameters(
+        cls, parameters: Mapping[str, Any], *, unit: str, evidence: Mapping[str, np.ndarray] | None = None
+    ) -> "Mechanism":
+        """Rebuild from :meth:`parameters` (and :meth:`evidence` for data-dependent mechanisms).
+
+        The default passes the constructor's own arguments found in ``parameters``;
+        derived values recorded for readers are ignored.
+        """
+        import dataclasses
+
+        names = {f.name for f in dataclasses.fields(cls) if f.init} - {"unit"}  # type: ignore[arg-type]
+        arguments = {name: parameters[name] for name in names if name in parameters}
+        if evidence:
+            arguments.update({name: evidence[name] for name in names if name in evidence})
+        return cls(**arguments, unit=unit)  # type: ignore[call-arg]
+
     def describe(self) -> dict[str, Any]:
         """``{"kind": ..., "unit": ..., **parameters}`` for reports."""
         return {"kind": self.kind, "unit": self.unit, **self.parameters()}

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -10,10 +10,12 @@ import numpy as np
 
 from accounting.conversion import rdp_to_epsilon
 from accounting.mechanism import Mechanism
+from accounting.registry import mechanism_from_record, register
 
 __all__ = ["ParallelComposition", "compose_parallel"]
 
 
+@register
 @dataclass(frozen=True, eq=False)
 class ParallelComposition(Mechanism):
     """Mechanisms that each see a disjoint part of the protected data.
@@ -75,7 +77,22 @@ class ParallelComposition(Mechanism):
         return None if any(v is None for v in values) else max(values)  # type: ignore[type-var]
 
     def parameters(self) -> dict[str, Any]:
-        return {"members": [m.describe() for m in self.mechanisms]}
+        return {"members": [{"kind": m.kind, "unit": m.unit, "parameters": m.parameters()} for m in self.mechanisms]}
+
+    def evidence(self) -> dict[str, np.ndarray]:
+        """Members' evidence, keys prefixed ``"<index>/"``."""
+        return {f"{i}/{name}": array for i, m in enumerate(self.mechanisms) for name, array in m.evidence().items()}
+
+    @classmethod
+    def from_parameters(
+        cls, parameters: Mapping[str, Any], *, unit: str, evidence: Mapping[str, np.ndarray] | None = None
+    ) -> "ParallelComposition":
+        members = []
+        for i, record in enumerate(parameters["members"]):
+            prefix = f"{i}/"
+            own = {k[len(prefix):]: v for k, v in (evidence or {}).items() if k.startswith(prefix)}
+            members.append(mechanism_from_record(record, evidence=own))
+        return cls(tuple(members))
 
 
 def compose_parallel(mechanisms: Iterable[Mechanism]) -> ParallelComposition:
