@@ -1,0 +1,70 @@
+"""The ``privfed account`` command line."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from accounting import LaplaceNoisyMax, account
+from privfed.cli import main
+
+EXAMPLE_VOTES = Path(__file__).resolve().parents[1] / "examples" / "votes.npy"
+
+
+@pytest.fixture
+def votes_file(tmp_path: Path) -> Path:
+    path = tmp_path / "votes.npy"
+    np.save(path, np.array([[40, 2], [25, 17], [30, 12]]))
+    return path
+
+
+def test_text_report(votes_file: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["account", str(votes_file), "--gamma", "0.04", "--votes-per-unit", "2", "--unit", "party", "--delta", "1e-5"])
+    out = capsys.readouterr().out
+    assert code == 0
+    assert "party-level" in out and "DATA-DEPENDENT" in out and "tight analysis" in out
+
+
+def test_json_report_equals_the_python_api(votes_file: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["account", str(votes_file), "--gamma", "0.04", "--delta", "1e-5", "--analysis", "classic", "--json"])
+    data = json.loads(capsys.readouterr().out)
+    expected = account(LaplaceNoisyMax(np.load(votes_file), 0.04), delta=1e-5, analysis="classic")
+    assert code == 0 and data["epsilon"] == expected.epsilon and data["analysis"] == "classic"
+
+
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        (["--gamma", "0", "--delta", "1e-5"], "gamma"),
+        (["--gamma", "0.1", "--delta", "1.5"], "delta"),
+        (["--gamma", "0.1", "--delta", "1e-5", "--votes-per-unit", "0"], "votes_per_unit"),
+        (["--delta", "1e-5"], "--gamma"),
+    ],
+)
+def test_bad_input_exits_2_with_one_line(votes_file: Path, arguments: list[str], message: str, capsys) -> None:
+    assert main(["account", str(votes_file), *arguments]) == 2
+    err = capsys.readouterr().err
+    assert message in err and len(err.strip().splitlines()) == 1 and "Traceback" not in err
+
+
+def test_unreadable_and_pickled_files_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["account", str(tmp_path / "missing.npy"), "--gamma", "0.1", "--delta", "1e-5"]) == 2
+    pickled = tmp_path / "objects.npy"
+    np.save(pickled, np.array([{"a": 1}], dtype=object), allow_pickle=True)
+    assert main(["account", str(pickled), "--gamma", "0.1", "--delta", "1e-5"]) == 2
+    assert "not a plain .npy array" in capsys.readouterr().err
+
+
+def test_installed_command_runs_on_the_shipped_example() -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "privfed", "account", str(EXAMPLE_VOTES), "--gamma", "0.04",
+         "--votes-per-unit", "2", "--unit", "party", "--delta", "1e-5"],
+        capture_output=True, text=True, check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith("ε = ")
