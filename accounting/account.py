@@ -95,8 +95,10 @@ def account(
         independent = member.rdp_data_independent(grid, analysis=analysis)
         curves.append(curve)
         independent_curves.append(independent)
-        epsilon, order = member.epsilon(grid, delta, analysis=analysis)
-        epsilon_independent, _ = member.epsilon(grid, delta, analysis=analysis, data_independent=True)
+        epsilon, order = member.epsilon(grid, delta, analysis=analysis, curve=curve)
+        epsilon_independent, _ = member.epsilon(
+            grid, delta, analysis=analysis, data_independent=True, curve=independent
+        )
         rows.append(
             MechanismReport(
                 kind=member.kind,

@@ -27,8 +27,26 @@ __all__ = ["LaplaceNoisyMax", "laplace_failure_bounds"]
 
 #: Rows of the vote matrix processed at once, so memory stays bounded (≈ 5 MB a chunk for 10 classes).
 _CHUNK_ROWS = 65_536
-#: (unique q values) × (orders) evaluated at once in the per-order step.
-_CHUNK_CELLS = 1_048_576
+#: (distinct q values) × (orders) evaluated at once in the per-order step: small enough to stay in cache.
+_CHUNK_CELLS = 131_072
+#: Largest vote count for which per-gap terms are tabulated instead of recomputed per cell.
+_MAX_TABULATED_GAP = 1_000_000
+#: Above this exponent e^{ελ} could overflow a float64; the log-space form is used instead.
+_MAX_LINEAR_EXPONENT = 700.0
+
+
+def _gap_terms(gaps: np.ndarray, gamma: float) -> np.ndarray:
+    """(2 + γΔ)/(4e^{γΔ}) for each gap Δ; zero where Δ = 0 (ties are counted separately)."""
+    largest = int(gaps.max(initial=0))
+    if largest <= _MAX_TABULATED_GAP:
+        grid = gamma * np.arange(largest + 1, dtype=float)
+        table = (2.0 + grid) / (4.0 * np.exp(grid))
+        table[0] = 0.0
+        return np.take(table, gaps)
+    scaled = gamma * gaps
+    terms = (2.0 + scaled) / (4.0 * np.exp(scaled))
+    terms[gaps == 0] = 0.0
+    return terms
 
 
 def laplace_failure_bounds(votes: np.ndarray, gamma: float) -> np.ndarray:
@@ -40,7 +58,7 @@ def laplace_failure_bounds(votes: np.ndarray, gamma: float) -> np.ndarray:
         q = min( Σ_{j ≠ j*} (2 + γΔ_j) / (4 e^{γΔ_j}),  1 − 1/C ).
 
     A class tied with the winner (Δ_j = 0) contributes exactly 1/2. Vectorised
-    and computed in chunks of rows.
+    (the terms are tabulated per integer gap) and computed in chunks of rows.
     """
     votes = check_votes(votes)
     gamma = check_positive_finite("gamma", gamma)
@@ -48,15 +66,14 @@ def laplace_failure_bounds(votes: np.ndarray, gamma: float) -> np.ndarray:
     cap = 1.0 - 1.0 / num_classes
     bounds = np.empty(num_queries, dtype=float)
     for start in range(0, num_queries, _CHUNK_ROWS):
-        chunk = votes[start : start + _CHUNK_ROWS].astype(float)
-        gaps = chunk.max(axis=1, keepdims=True) - chunk
-        scaled = gamma * gaps
-        terms = (2.0 + scaled) / (4.0 * np.exp(scaled))
-        tied = gaps == 0.0
+        # Classes along the first axis: reductions over classes become element-wise passes
+        # (free for the column-major copy LaplaceNoisyMax keeps).
+        chunk = votes[start : start + _CHUNK_ROWS].T
+        gaps = chunk.max(axis=0) - chunk
         # Every zero gap contributes 1/2; the winner itself is excluded, hence "ties − 1".
-        terms[tied] = 0.0
-        q = terms.sum(axis=1) + 0.5 * (tied.sum(axis=1) - 1)
-        np.minimum(q, cap, out=bounds[start : start + len(chunk)])
+        ties = (gaps == 0).sum(axis=0, dtype=np.int32)
+        q = np.add.reduce(_gap_terms(gaps, gamma), axis=0) + 0.5 * (ties - 1.0)
+        np.minimum(q, cap, out=bounds[start : start + chunk.shape[1]])
     return bounds
 
 
@@ -65,27 +82,34 @@ def _pure_bounds(epsilon: float, orders: np.ndarray) -> np.ndarray:
     return np.minimum(0.5 * epsilon * epsilon * orders, epsilon)
 
 
-def _data_dependent_rdp(log_q: np.ndarray, epsilon: float, orders: np.ndarray) -> np.ndarray:
+def _data_dependent_rdp(q: np.ndarray, epsilon: float, orders: np.ndarray) -> np.ndarray:
     """Data-dependent RDP bound per (query, order) for an ε-DP mechanism with outlier probability ≤ q.
 
     PATE 2017, Thm 3 at integer λ = α − 1 and PATE 2018 (``rdp_pure_eps``) at any
-    order, valid when q < (e^ε − 1)/(e^{2ε} − 1) = 1/(e^ε + 1):
+    order, valid when q < (e^ε − 1)/(e^{2ε} − 1) = 1/(e^ε + 1) (callers pass only such q):
 
-        λ · RDP(α) ≤ log( (1 − q) · ((1 − q)/(1 − e^ε q))^λ + q · e^{ελ} ).
+        λ · RDP(α) ≤ log( (1 − q) · x^λ + q · e^{ελ} ),   x = (1 − q)/(1 − e^ε q).
 
-    Computed in log space: logaddexp(log(1−q) + λ(log(1−q) − log(1−e^ε q)), log q + ελ).
-    Rows whose q is at or above the threshold get +inf (the bound does not apply).
+    Evaluated as log1p((1 − q)·expm1(λ log x) + q·expm1(ελ)) — accurate when the
+    moment is tiny — or, if e^{ελ} could overflow, as a log-space logaddexp.
     """
-    q = np.exp(log_q)[:, None]
-    moments = (orders - 1.0)[None, :]
+    moments = orders - 1.0
     log_keep = np.log1p(-q)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        log_t = np.logaddexp(
-            log_keep + moments * (log_keep - np.log1p(-math.exp(epsilon) * q)),
+    log_ratio = log_keep - np.log1p(-math.exp(epsilon) * q)
+    if epsilon * moments.max() < _MAX_LINEAR_EXPONENT:
+        bound = np.multiply.outer(log_ratio, moments)
+        np.expm1(bound, out=bound)
+        bound *= (1.0 - q)[:, None]
+        bound += np.multiply.outer(q, np.expm1(epsilon * moments))
+        np.log1p(bound, out=bound)
+    else:
+        with np.errstate(divide="ignore"):
+            log_q = np.log(q)
+        bound = np.logaddexp(
+            log_keep[:, None] + np.multiply.outer(log_ratio, moments),
             log_q[:, None] + epsilon * moments,
         )
-    bound = log_t / moments
-    bound[q[:, 0] >= 1.0 / (math.exp(epsilon) + 1.0)] = np.inf
+    bound /= moments
     return bound
 
 
@@ -130,7 +154,8 @@ class LaplaceNoisyMax(Mechanism):
     kind: ClassVar[str] = "laplace_noisy_max"
 
     def __post_init__(self) -> None:
-        votes = check_votes(self.votes).copy()
+        # A private, read-only copy, column-major so that per-query reductions over classes are fast.
+        votes = np.array(check_votes(self.votes), dtype=np.int64, order="F", copy=True)
         votes.setflags(write=False)
         object.__setattr__(self, "votes", votes)
         object.__setattr__(self, "gamma", check_positive_finite("gamma", self.gamma))
@@ -184,19 +209,22 @@ class LaplaceNoisyMax(Mechanism):
     def rdp(self, orders: np.ndarray, *, analysis: str = "tight") -> np.ndarray:
         orders = check_orders(orders)
         check_choice("analysis", analysis, ANALYSES)
+        key = ("rdp", analysis, orders.tobytes())
+        if key not in self._cache:
+            self._cache[key] = self._compose_rdp(orders, analysis)
+        return self._cache[key].copy()
+
+    def _compose_rdp(self, orders: np.ndarray, analysis: str) -> np.ndarray:
         independent = self._per_query_data_independent(orders, analysis)
         values, counts = self._unique_failure_bounds()
-        epsilon = self.epsilon_per_query
-        threshold = 1.0 / (math.exp(epsilon) + 1.0)
-        applicable = values < threshold
+        applicable = values < 1.0 / (math.exp(self.epsilon_per_query) + 1.0)
         total = float(counts[~applicable].sum()) * independent
         values, counts = values[applicable], counts[applicable].astype(float)
         rows = max(1, _CHUNK_CELLS // len(orders))
-        with np.errstate(divide="ignore"):
-            log_values = np.log(values)
         for start in range(0, len(values), rows):
-            bound = _data_dependent_rdp(log_values[start : start + rows], epsilon, orders)
-            total = total + counts[start : start + rows] @ np.minimum(bound, independent[None, :])
+            bound = _data_dependent_rdp(values[start : start + rows], self.epsilon_per_query, orders)
+            np.minimum(bound, independent, out=bound)
+            total += counts[start : start + rows] @ bound
         return total
 
     def rdp_data_independent(self, orders: np.ndarray, *, analysis: str = "tight") -> np.ndarray:

@@ -79,11 +79,21 @@ class Mechanism(abc.ABC):
         """The public parameters, JSON-serialisable; never private data such as votes."""
 
     def epsilon(
-        self, orders: np.ndarray, delta: float, *, analysis: str, data_independent: bool = False
+        self,
+        orders: np.ndarray,
+        delta: float,
+        *,
+        analysis: str,
+        data_independent: bool = False,
+        curve: np.ndarray | None = None,
     ) -> tuple[float, float]:
-        """(ε, optimal order) of this mechanism released on its own."""
-        curve = self.rdp_data_independent if data_independent else self.rdp
-        return rdp_to_epsilon(orders, curve(orders, analysis=analysis), delta, analysis)
+        """(ε, optimal order) of this mechanism released on its own.
+
+        ``curve`` is this mechanism's RDP at ``orders`` if the caller already has it.
+        """
+        if curve is None:
+            curve = (self.rdp_data_independent if data_independent else self.rdp)(orders, analysis=analysis)
+        return rdp_to_epsilon(orders, curve, delta, analysis)
 
     def pure_epsilon(self) -> float | None:
         """ε of the basic (pure, δ = 0) composition, where the mechanism has one."""

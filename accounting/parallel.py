@@ -64,13 +64,19 @@ class ParallelComposition(Mechanism):
         return np.max([m.rdp_data_independent(orders, analysis=analysis) for m in self.mechanisms], axis=0)
 
     def epsilon(
-        self, orders: np.ndarray, delta: float, *, analysis: str, data_independent: bool = False
+        self,
+        orders: np.ndarray,
+        delta: float,
+        *,
+        analysis: str,
+        data_independent: bool = False,
+        curve: np.ndarray | None = None,
     ) -> tuple[float, float]:
         """min(ε of the max-curve, max over members of each member's own ε)."""
-        curve = self.rdp_data_independent if data_independent else self.rdp
+        if curve is None:
+            curve = (self.rdp_data_independent if data_independent else self.rdp)(orders, analysis=analysis)
         members = [m.epsilon(orders, delta, analysis=analysis, data_independent=data_independent) for m in self.mechanisms]
-        best_member = max(members)
-        return min(rdp_to_epsilon(orders, curve(orders, analysis=analysis), delta, analysis), best_member)
+        return min(rdp_to_epsilon(orders, curve, delta, analysis), max(members))
 
     def pure_epsilon(self) -> float | None:
         values = [m.pure_epsilon() for m in self.mechanisms]
