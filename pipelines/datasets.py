@@ -44,8 +44,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from sklearn.datasets import load_svmlight_file
-
 from accounting._checks import check_choice, check_int_at_least, check_positive_finite
 from pipelines._random import RandomState, as_generator
 from pipelines.partition import dirichlet_partition, homogeneous_partition
@@ -244,6 +242,10 @@ def _load_libsvm(name: str, folder: Path) -> BenchmarkDataset:
 
 
 def _read_libsvm(path: Path, n_features: int) -> tuple[np.ndarray, np.ndarray]:
+    # Imported here: scikit-learn takes seconds to import, and joblib workers import
+    # ``pipelines`` whenever they run a task function defined in it.
+    from sklearn.datasets import load_svmlight_file
+
     try:
         X, labels = load_svmlight_file(str(path), n_features=n_features, dtype=np.float32, zero_based=False)
     except ValueError as error:

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Generic, Protocol, TypeVar
+from typing import Generic, Protocol, TypeVar, runtime_checkable
 
 from joblib import Parallel, delayed
 from tqdm.auto import tqdm
@@ -38,6 +38,7 @@ D = TypeVar("D")
 C = TypeVar("C")
 
 
+@runtime_checkable
 class Executor(Protocol):
     """Anything that maps a function over tasks and returns results in task order."""
 
