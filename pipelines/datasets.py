@@ -48,7 +48,7 @@ from accounting._checks import check_choice, check_int_at_least, check_positive_
 from pipelines._random import RandomState, as_generator
 from pipelines.partition import dirichlet_partition, homogeneous_partition
 
-__all__ = ["BenchmarkDataset", "FederatedSplit", "federated_split", "load_dataset", "read_idx"]
+__all__ = ["DATASET_NAMES", "BenchmarkDataset", "FederatedSplit", "federated_split", "load_dataset", "read_idx"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -199,7 +199,9 @@ def _load_npz(name: str, path: Path) -> BenchmarkDataset:
 
 def _check_pair(X: np.ndarray, y: np.ndarray, what: str) -> tuple[np.ndarray, np.ndarray]:
     if y.ndim != 1 or X.ndim < 2 or X.shape[0] != y.shape[0] or y.size == 0:
-        raise ValueError(f"{what}: expected X of shape (n, ...) and y of shape (n,), n >= 1; got {X.shape} and {y.shape}")
+        raise ValueError(
+            f"{what}: expected X of shape (n, ...) and y of shape (n,), n >= 1; got {X.shape} and {y.shape}"
+        )
     if not np.issubdtype(y.dtype, np.integer) or y.min() < 0:
         raise ValueError(f"{what}: labels must be non-negative integers 0..K-1, got dtype {y.dtype}")
     return X, y.astype(np.int64, copy=False)
@@ -462,7 +464,9 @@ def federated_split(
     if protocol == "reference-code":
         for argument, value in (("X_test", X_test), ("test_size", test_size), ("public_size", public_size)):
             if value is not None:
-                raise ValueError(f"{argument} is fixed by protocol='reference-code' and must be left out; got {value!r}")
+                raise ValueError(
+                    f"{argument} is fixed by protocol='reference-code' and must be left out; got {value!r}"
+                )
         n_held_out = math.ceil(REFERENCE_HELD_OUT_FRACTION * n_samples)
         n_public = n_held_out // 2
         n_test = n_held_out - n_public
@@ -550,5 +554,7 @@ def _size(name: str, value: object, total: int) -> int:
             raise ValueError(f"{name} must be a count >= 1 or a fraction in (0, 1), got {fraction!r}")
         count = max(1, math.ceil(fraction * total))
     if not 1 <= count < total:
-        raise ValueError(f"{name} must come to between 1 and {total - 1} rows here (of {total}), got {value!r} -> {count}")
+        raise ValueError(
+            f"{name} must come to between 1 and {total - 1} rows here (of {total}), got {value!r} -> {count}"
+        )
     return count

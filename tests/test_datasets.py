@@ -13,7 +13,9 @@ from pipelines.datasets import federated_split, load_dataset, read_idx
 
 def write_libsvm(path: Path, labels, rows: list[dict[int, float]]) -> None:
     """LIBSVM text: ``label index:value ...`` with 1-based feature indices."""
-    lines = [" ".join([f"{label:+d}"] + [f"{i}:{v:g}" for i, v in sorted(row.items())]) for label, row in zip(labels, rows)]
+    lines = [
+        " ".join([f"{label:+d}"] + [f"{i}:{v:g}" for i, v in sorted(row.items())]) for label, row in zip(labels, rows)
+    ]
     path.write_text("\n".join(lines) + "\n")
 
 
@@ -96,7 +98,10 @@ def test_fashion_mnist_is_read_from_its_own_subfolder(tmp_path):
     assert data.class_names[0] == "T-shirt/top"
 
 
-@pytest.mark.parametrize(("type_code", "dtype"), [(0x09, np.int8), (0x0B, np.int16), (0x0C, np.int32), (0x0D, np.float32), (0x0E, np.float64)])
+@pytest.mark.parametrize(
+    ("type_code", "dtype"),
+    [(0x09, np.int8), (0x0B, np.int16), (0x0C, np.int32), (0x0D, np.float32), (0x0E, np.float64)],
+)
 def test_read_idx_round_trips_every_type(tmp_path, type_code, dtype):
     array = (np.arange(24).reshape(2, 3, 4) - 7).astype(dtype)
     write_idx(tmp_path / "values.idx", array, type_code, compress=False)

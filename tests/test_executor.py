@@ -54,7 +54,8 @@ def test_parallel_equals_serial(parties):
 
 
 def test_results_keep_task_order_even_when_tasks_finish_out_of_order():
-    results = JoblibExecutor(n_jobs=2, progress=False).map(slow_when_first, [PartyTask(None, i, i, None) for i in range(6)])
+    tasks = [PartyTask(data=None, index=i, seed=i, config=None) for i in range(6)]
+    results = JoblibExecutor(n_jobs=2, progress=False).map(slow_when_first, tasks)
     assert [index for index, _ in results] == list(range(6))
 
 
@@ -95,7 +96,8 @@ def test_a_custom_executor_can_be_plugged_in():
             return list(reversed([fn(task) for task in reversed(list(tasks))]))
 
     expected = run_party_tasks(sum_of_random_draws, [1.0, 2.0], config=None, random_state=1, executor=SerialExecutor())
-    assert run_party_tasks(sum_of_random_draws, [1.0, 2.0], config=None, random_state=1, executor=Reversing()) == expected
+    reversed_run = run_party_tasks(sum_of_random_draws, [1.0, 2.0], config=None, random_state=1, executor=Reversing())
+    assert reversed_run == expected
 
 
 @pytest.mark.parametrize(

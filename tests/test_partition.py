@@ -128,7 +128,11 @@ def test_dirichlet_partition_validates_arguments(kwargs, error, match):
         dirichlet_partition(**arguments)
 
 
-@given(n=st.integers(min_value=1, max_value=500), n_parties=st.integers(min_value=1, max_value=40), seed=st.integers(0, 99))
+@given(
+    n=st.integers(min_value=1, max_value=500),
+    n_parties=st.integers(min_value=1, max_value=40),
+    seed=st.integers(0, 99),
+)
 def test_homogeneous_partition_is_balanced_cover(n, n_parties, seed):
     if n_parties > n:
         with pytest.raises(ValueError, match="n_parties"):
