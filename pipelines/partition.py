@@ -1,0 +1,263 @@
+"""Partitioning data among parties, and a party's data among teachers.
+
+Two ways to share a training set among ``n_parties`` parties, both returning one
+sorted ``int64`` index array per party (disjoint, together covering every example):
+
+* :func:`homogeneous_partition` — a uniformly random split into near-equal parts
+  (IID parties).
+* :func:`dirichlet_partition` — the label-skewed split used by FedKT (Li, He, Song,
+  IJCAI 2021, Sec. 5) and FedDF (Lin et al., NeurIPS 2020), following Hsu et al.
+  (2019): for each class ``c`` a vector of party shares ``p_c ~ Dir(β·1_n)`` is
+  drawn and the class's examples are dealt out in those proportions. Small ``β``
+  gives parties few classes; large ``β`` approaches the homogeneous split.
+
+And one way to split a single party's data for PATE-style teachers:
+
+* :func:`split_indices` — a random split of ``range(n)`` into disjoint near-equal parts.
+* :func:`teacher_subsets` — FedKT Algorithm 1, lines 3-5: for each of the ``s``
+  partitions the party's whole data set is divided afresh into ``t`` disjoint
+  subsets, one per teacher. Subsets are disjoint within a partition; different
+  partitions are independent divisions of the same data.
+"""
+
+from __future__ import annotations
+
+import numbers
+
+import numpy as np
+
+from accounting._checks import check_int_at_least, check_positive_finite
+from pipelines._random import RandomState, as_generator
+
+__all__ = ["dirichlet_partition", "homogeneous_partition", "split_indices", "teacher_subsets"]
+
+
+def _check_labels(y: object) -> np.ndarray:
+    labels = np.asarray(y)
+    if labels.ndim != 1:
+        raise ValueError(f"y must be a 1-D array of class labels, got shape {labels.shape}")
+    if labels.size == 0:
+        raise ValueError("y must hold at least one label, got an empty array")
+    return labels
+
+
+def _n_samples(n_samples_or_y: object) -> int:
+    if isinstance(n_samples_or_y, numbers.Integral) and not isinstance(n_samples_or_y, bool):
+        return check_int_at_least("n_samples", n_samples_or_y, 1)
+    return _check_labels(n_samples_or_y).shape[0]
+
+
+def homogeneous_partition(
+    n_samples_or_y: int | np.ndarray, n_parties: int, *, random_state: RandomState = None
+) -> list[np.ndarray]:
+    """Split examples uniformly at random into ``n_parties`` near-equal parts.
+
+    Parameters
+    ----------
+    n_samples_or_y : int or array-like of shape (n_samples,)
+        The number of examples, or the labels (only their count is used).
+    n_parties : int
+        Number of parties, ``1 <= n_parties <= n_samples``.
+    random_state : None, int, numpy SeedSequence or Generator
+        Seed of the random permutation.
+
+    Returns
+    -------
+    list of ndarray
+        ``n_parties`` sorted ``int64`` index arrays, disjoint and covering
+        ``range(n_samples)``; their sizes differ by at most one.
+
+    Examples
+    --------
+    >>> parts = homogeneous_partition(10, 3, random_state=0)
+    >>> [len(p) for p in parts]
+    [4, 3, 3]
+    """
+    n_samples = _n_samples(n_samples_or_y)
+    n_parties = check_int_at_least("n_parties", n_parties, 1)
+    if n_parties > n_samples:
+        raise ValueError(f"n_parties must be <= the number of examples ({n_samples}), got {n_parties}")
+    return split_indices(n_samples, n_parties, random_state=random_state)
+
+
+def dirichlet_partition(
+    y: np.ndarray,
+    n_parties: int,
+    beta: float,
+    *,
+    min_size: int = 10,
+    cap_party_size: bool = True,
+    max_draws: int = 1000,
+    random_state: RandomState = None,
+) -> list[np.ndarray]:
+    """Label-skewed partition: per-class party shares drawn from ``Dir(β)``.
+
+    For each class ``c`` (in sorted label order) the class's examples are shuffled,
+    shares ``p_c ~ Dir(β, ..., β)`` over the ``n_parties`` parties are drawn, and the
+    examples are cut at the cumulative shares ``⌊cumsum(p_c)·n_c⌋``. With
+    ``cap_party_size`` (the rule in FedKT's and NIID-Bench's reference code) a party
+    that already holds at least ``n_samples / n_parties`` examples gets no share of
+    the classes dealt after that, and the shares are renormalised; this keeps
+    party sizes from drifting far apart. The whole draw is repeated until every
+    party holds at least ``min_size`` examples, at most ``max_draws`` times.
+
+    Parameters
+    ----------
+    y : array-like of shape (n_samples,)
+        Class labels (any sortable values).
+    n_parties : int
+        Number of parties, >= 1.
+    beta : float
+        Concentration of the Dirichlet distribution, > 0 (FedKT uses 0.5).
+    min_size : int, default=10
+        Smallest number of examples any party may hold, >= 0; requires
+        ``n_parties * min_size <= n_samples``.
+    cap_party_size : bool, default=True
+        Apply the reference code's balancing rule described above.
+    max_draws : int, default=1000
+        How many times the whole partition may be drawn before giving up.
+    random_state : None, int, numpy SeedSequence or Generator
+        Seed of all draws.
+
+    Returns
+    -------
+    list of ndarray
+        ``n_parties`` sorted ``int64`` index arrays, disjoint and covering
+        ``range(n_samples)``, each of size >= ``min_size``.
+
+    Raises
+    ------
+    ValueError
+        On a bad argument, when ``n_parties * min_size > n_samples``, or when no
+        draw out of ``max_draws`` met ``min_size`` (raise ``beta``, lower
+        ``min_size`` or use fewer parties).
+
+    Examples
+    --------
+    >>> y = np.repeat([0, 1, 2], 100)
+    >>> parts = dirichlet_partition(y, 4, 0.5, random_state=0)
+    >>> sorted(np.concatenate(parts).tolist()) == list(range(300))
+    True
+    """
+    labels = _check_labels(y)
+    n_parties = check_int_at_least("n_parties", n_parties, 1)
+    beta = check_positive_finite("beta", beta)
+    min_size = check_int_at_least("min_size", min_size, 0)
+    max_draws = check_int_at_least("max_draws", max_draws, 1)
+    if not isinstance(cap_party_size, bool):
+        raise TypeError(f"cap_party_size must be a bool, got {cap_party_size!r}")
+    n_samples = labels.shape[0]
+    if n_parties * min_size > n_samples:
+        raise ValueError(
+            f"min_size={min_size} is impossible: {n_parties} parties need at least "
+            f"{n_parties * min_size} examples, but y holds {n_samples}"
+        )
+    rng = as_generator(random_state)
+    _, class_of = np.unique(labels, return_inverse=True)
+    examples_by_class = [np.flatnonzero(class_of == c) for c in range(class_of.max() + 1)]
+    size_cap = n_samples / n_parties
+    smallest = 0
+    for _ in range(max_draws):
+        parties = _draw_dirichlet_once(examples_by_class, n_parties, beta, size_cap if cap_party_size else None, rng)
+        smallest = min(len(part) for part in parties)
+        if smallest >= min_size:
+            return parties
+    raise ValueError(
+        f"no Dirichlet partition with every party holding >= min_size={min_size} examples was found in "
+        f"max_draws={max_draws} draws (n_samples={n_samples}, n_parties={n_parties}, beta={beta}; the last "
+        f"draw's smallest party held {smallest}); raise beta, lower min_size or use fewer parties"
+    )
+
+
+def _draw_dirichlet_once(
+    examples_by_class: list[np.ndarray],
+    n_parties: int,
+    beta: float,
+    size_cap: float | None,
+    rng: np.random.Generator,
+) -> list[np.ndarray]:
+    """One draw of :func:`dirichlet_partition`: each party's sorted indices."""
+    parties: list[list[np.ndarray]] = [[] for _ in range(n_parties)]
+    sizes = np.zeros(n_parties, dtype=np.int64)
+    for examples in examples_by_class:
+        examples = rng.permutation(examples)
+        shares = rng.dirichlet(np.full(n_parties, beta))
+        if size_cap is not None:
+            capped = shares * (sizes < size_cap)
+            # Before the last class some party is always below the cap; keep the
+            # uncapped shares in the degenerate case where every share was zeroed.
+            if capped.sum() > 0:
+                shares = capped / capped.sum()
+        cuts = (np.cumsum(shares) * len(examples)).astype(np.int64)[:-1]
+        for party, chunk in enumerate(np.split(examples, cuts)):
+            parties[party].append(chunk)
+            sizes[party] += len(chunk)
+    return [np.sort(np.concatenate(chunks)).astype(np.int64) for chunks in parties]
+
+
+def split_indices(n: int, n_splits: int, *, random_state: RandomState = None) -> list[np.ndarray]:
+    """Split ``range(n)`` at random into ``n_splits`` disjoint, near-equal parts.
+
+    Parameters
+    ----------
+    n : int
+        Number of items, >= 1.
+    n_splits : int
+        Number of parts, ``1 <= n_splits <= n`` (every part is non-empty).
+    random_state : None, int, numpy SeedSequence or Generator
+        Seed of the random permutation.
+
+    Returns
+    -------
+    list of ndarray
+        ``n_splits`` sorted ``int64`` index arrays whose sizes differ by at most one.
+    """
+    n = check_int_at_least("n", n, 1)
+    n_splits = check_int_at_least("n_splits", n_splits, 1)
+    if n_splits > n:
+        raise ValueError(f"cannot split {n} items into n_splits={n_splits} non-empty parts; need n_splits <= {n}")
+    permutation = as_generator(random_state).permutation(n)
+    return [np.sort(part).astype(np.int64) for part in np.array_split(permutation, n_splits)]
+
+
+def teacher_subsets(
+    n: int, *, n_partitions: int, n_teachers: int, random_state: RandomState = None
+) -> list[list[np.ndarray]]:
+    """Index subsets for a party's teachers, as in FedKT Algorithm 1 (lines 3-5).
+
+    For each of the ``n_partitions`` (s) partitions, ``range(n)`` is permuted afresh
+    and divided into ``n_teachers`` (t) disjoint subsets, one per teacher. A change
+    to one example therefore touches one teacher per partition (s teachers in all),
+    which is what the privacy analysis assumes.
+
+    Parameters
+    ----------
+    n : int
+        Number of examples the party holds, >= ``n_teachers``.
+    n_partitions : int
+        s, >= 1.
+    n_teachers : int
+        t, the teachers per partition, ``1 <= t <= n``.
+    random_state : None, int, numpy SeedSequence or Generator
+        Seed of the permutations.
+
+    Returns
+    -------
+    list of list of ndarray
+        ``result[i][j]`` holds the sorted indices of teacher ``j`` in partition ``i``.
+
+    Raises
+    ------
+    ValueError
+        If the party holds fewer examples than teachers per partition.
+    """
+    n = check_int_at_least("n", n, 1)
+    n_partitions = check_int_at_least("n_partitions", n_partitions, 1)
+    n_teachers = check_int_at_least("n_teachers", n_teachers, 1)
+    if n_teachers > n:
+        raise ValueError(
+            f"a party with {n} examples cannot give each of n_teachers={n_teachers} teachers a non-empty, "
+            f"disjoint subset; need n_teachers <= {n}"
+        )
+    rng = as_generator(random_state)
+    return [split_indices(n, n_teachers, random_state=rng) for _ in range(n_partitions)]

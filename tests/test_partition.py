@@ -1,0 +1,182 @@
+"""Partitions among parties and teacher subsets: disjoint, covering, sized, reproducible."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from pipelines.partition import dirichlet_partition, homogeneous_partition, split_indices, teacher_subsets
+
+
+def assert_exact_cover(parts: list[np.ndarray], n: int) -> None:
+    """Every index in range(n) appears in exactly one part; parts are sorted int arrays."""
+    for part in parts:
+        assert part.dtype == np.int64
+        assert np.all(np.diff(part) > 0)
+    combined = np.concatenate(parts)
+    assert len(combined) == n
+    assert np.array_equal(np.sort(combined), np.arange(n))
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    class_counts=st.lists(st.integers(min_value=0, max_value=60), min_size=1, max_size=6),
+    n_parties=st.integers(min_value=1, max_value=8),
+    beta=st.floats(min_value=0.05, max_value=50.0),
+    seed=st.integers(min_value=0, max_value=2**32 - 1),
+)
+def test_dirichlet_partition_covers_disjointly_with_min_size(class_counts, n_parties, beta, seed):
+    y = np.repeat(np.arange(len(class_counts)), class_counts)
+    if y.size == 0:
+        return
+    parts = dirichlet_partition(y, n_parties, beta, min_size=0, random_state=seed)
+    assert len(parts) == n_parties
+    assert_exact_cover(parts, y.size)
+    min_size = min(2, y.size // n_parties)
+    try:
+        parts = dirichlet_partition(y, n_parties, beta, min_size=min_size, max_draws=200, random_state=seed)
+    except ValueError as error:
+        # With few examples some settings never meet min_size; that must be the only failure.
+        assert "max_draws" in str(error)
+        return
+    assert_exact_cover(parts, y.size)
+    assert min(len(part) for part in parts) >= min_size
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_dirichlet_partition_meets_min_size_in_the_papers_setting(seed):
+    # Two classes, 50 parties, beta = 0.5, at least 10 rows each: FedKT's Adult setting, shrunk.
+    y = np.repeat([0, 1], [18000, 6000])
+    parts = dirichlet_partition(y, 50, 0.5, min_size=10, random_state=seed)
+    assert_exact_cover(parts, y.size)
+    assert min(len(part) for part in parts) >= 10
+
+
+def test_dirichlet_partition_is_deterministic_for_a_seed():
+    y = np.random.default_rng(1).integers(0, 4, size=500)
+    first = dirichlet_partition(y, 7, 0.5, random_state=123)
+    second = dirichlet_partition(y, 7, 0.5, random_state=123)
+    other = dirichlet_partition(y, 7, 0.5, random_state=124)
+    assert all(np.array_equal(a, b) for a, b in zip(first, second))
+    assert not all(np.array_equal(a, b) for a, b in zip(first, other))
+
+
+def test_dirichlet_partition_accepts_arbitrary_labels():
+    y = np.array(["cat", "dog", "emu"] * 40)
+    parts = dirichlet_partition(y, 3, 1.0, min_size=5, random_state=0)
+    assert_exact_cover(parts, y.size)
+
+
+def test_small_beta_skews_labels_and_large_beta_does_not():
+    y = np.repeat(np.arange(10), 300)
+
+    def mean_classes_per_party(beta: float) -> float:
+        parts = dirichlet_partition(y, 10, beta, min_size=10, random_state=0)
+        # classes holding at least 5 % of the party's data
+        return float(np.mean([np.sum(np.bincount(y[p], minlength=10) >= 0.05 * len(p)) for p in parts]))
+
+    assert mean_classes_per_party(0.1) < 4
+    assert mean_classes_per_party(1000.0) == 10
+
+
+def test_size_cap_keeps_parties_closer_in_size():
+    # The balancing rule of the reference code bounds how far parties drift above n/n_parties.
+    y = np.repeat(np.arange(10), 500)
+    spreads = {}
+    for cap in (True, False):
+        sizes = [
+            max(len(p) for p in dirichlet_partition(y, 20, 0.5, min_size=0, cap_party_size=cap, random_state=seed))
+            for seed in range(20)
+        ]
+        spreads[cap] = np.mean(sizes)
+    assert spreads[True] < spreads[False]
+
+
+def test_dirichlet_partition_reports_impossible_min_size():
+    y = np.zeros(50, dtype=int)
+    with pytest.raises(ValueError, match="min_size=10 is impossible"):
+        dirichlet_partition(y, 6, 0.5, min_size=10)
+
+
+def test_dirichlet_partition_gives_up_after_max_draws():
+    # One class, 40 parties and tiny beta: nearly all mass goes to one party, so 10 each is never met.
+    y = np.zeros(400, dtype=int)
+    with pytest.raises(ValueError, match="max_draws=5"):
+        dirichlet_partition(y, 40, 0.001, min_size=10, max_draws=5, random_state=0)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "match"),
+    [
+        ({"n_parties": 0}, ValueError, "n_parties"),
+        ({"n_parties": 2.5}, TypeError, "n_parties"),
+        ({"beta": 0.0}, ValueError, "beta"),
+        ({"beta": float("inf")}, ValueError, "beta"),
+        ({"min_size": -1}, ValueError, "min_size"),
+        ({"max_draws": 0}, ValueError, "max_draws"),
+        ({"y": np.zeros((3, 2))}, ValueError, "1-D"),
+        ({"y": np.array([])}, ValueError, "empty"),
+        ({"random_state": -3}, ValueError, "random_state"),
+        ({"random_state": "seed"}, TypeError, "random_state"),
+    ],
+)
+def test_dirichlet_partition_validates_arguments(kwargs, error, match):
+    arguments = {"y": np.zeros(100, dtype=int), "n_parties": 2, "beta": 0.5, "min_size": 1} | kwargs
+    with pytest.raises(error, match=match):
+        dirichlet_partition(**arguments)
+
+
+@given(
+    n=st.integers(min_value=1, max_value=500),
+    n_parties=st.integers(min_value=1, max_value=40),
+    seed=st.integers(0, 99),
+)
+def test_homogeneous_partition_is_balanced_cover(n, n_parties, seed):
+    if n_parties > n:
+        with pytest.raises(ValueError, match="n_parties"):
+            homogeneous_partition(n, n_parties, random_state=seed)
+        return
+    parts = homogeneous_partition(n, n_parties, random_state=seed)
+    assert_exact_cover(parts, n)
+    sizes = [len(p) for p in parts]
+    assert max(sizes) - min(sizes) <= 1
+
+
+def test_homogeneous_partition_accepts_labels_and_is_deterministic():
+    y = np.arange(30) % 3
+    assert all(
+        np.array_equal(a, b)
+        for a, b in zip(homogeneous_partition(y, 4, random_state=5), homogeneous_partition(30, 4, random_state=5))
+    )
+
+
+def test_split_indices_refuses_more_splits_than_items():
+    with pytest.raises(ValueError, match="n_splits=6"):
+        split_indices(5, 6)
+
+
+@given(
+    n=st.integers(min_value=1, max_value=300),
+    n_partitions=st.integers(min_value=1, max_value=4),
+    n_teachers=st.integers(min_value=1, max_value=30),
+    seed=st.integers(0, 99),
+)
+def test_teacher_subsets_are_disjoint_within_each_partition(n, n_partitions, n_teachers, seed):
+    if n_teachers > n:
+        with pytest.raises(ValueError, match=f"{n} examples"):
+            teacher_subsets(n, n_partitions=n_partitions, n_teachers=n_teachers, random_state=seed)
+        return
+    subsets = teacher_subsets(n, n_partitions=n_partitions, n_teachers=n_teachers, random_state=seed)
+    assert len(subsets) == n_partitions
+    for partition in subsets:
+        assert len(partition) == n_teachers
+        assert_exact_cover(partition, n)
+
+
+def test_teacher_subsets_redraw_each_partition():
+    subsets = teacher_subsets(200, n_partitions=2, n_teachers=5, random_state=0)
+    assert not all(np.array_equal(a, b) for a, b in zip(subsets[0], subsets[1]))
+    again = teacher_subsets(200, n_partitions=2, n_teachers=5, random_state=0)
+    assert all(np.array_equal(a, b) for p, q in zip(subsets, again) for a, b in zip(p, q))
