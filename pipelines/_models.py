@@ -1,0 +1,66 @@
+"""Fitting any classifier on a label subset, in the pipeline's global class space.
+
+Teachers and students see subsets of the data in which some classes may be
+missing, or only one class present. scikit-learn-style estimators handle this
+unevenly (XGBoost insists on labels 0..K−1), so pipelines fit every model
+through :func:`fit_classifier`, which encodes the present classes contiguously,
+falls back to a constant predictor for single-class data, and maps predictions
+back to global class codes 0..C−1.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+__all__ = ["FittedClassifier", "fit_classifier", "with_seed"]
+
+
+def with_seed(prototype: Any, seed: int) -> Any:
+    """An unfitted clone of ``prototype`` whose ``random_state`` (if it has one) is ``seed``."""
+    from sklearn.base import clone
+
+    estimator = clone(prototype)
+    if "random_state" in estimator.get_params(deep=False):
+        estimator.set_params(random_state=int(seed))
+    return estimator
+
+
+@dataclass(frozen=True, eq=False)
+class FittedClassifier:
+    """A fitted estimator and the global class codes its own labels 0..K−1 stand for.
+
+    ``estimator`` is ``None`` when the training labels held a single class: the
+    classifier then always predicts ``classes[0]``.
+    """
+
+    estimator: Any
+    classes: np.ndarray
+    n_classes: int
+
+    def predict(self, X: np.ndarray) -> np.ndarray:
+        """Global class codes, shape (n,)."""
+        if self.estimator is None:
+            return np.full(len(X), self.classes[0], dtype=np.int64)
+        return self.classes[np.asarray(self.estimator.predict(X), dtype=np.int64)]
+
+    def predict_proba(self, X: np.ndarray) -> np.ndarray:
+        """Probabilities over all global classes, shape (n, n_classes); absent classes get 0."""
+        proba = np.zeros((len(X), self.n_classes))
+        if self.estimator is None:
+            proba[:, self.classes[0]] = 1.0
+        else:
+            proba[:, self.classes] = self.estimator.predict_proba(X)
+        return proba
+
+
+def fit_classifier(prototype: Any, X: np.ndarray, y: np.ndarray, *, n_classes: int, seed: int) -> FittedClassifier:
+    """Fit a clone of ``prototype`` on global class codes ``y`` (integers in 0..n_classes−1)."""
+    present, encoded = np.unique(np.asarray(y, dtype=np.int64), return_inverse=True)
+    if len(present) == 1:
+        return FittedClassifier(None, present, n_classes)
+    estimator = with_seed(prototype, seed)
+    estimator.fit(X, encoded)
+    return FittedClassifier(estimator, present, n_classes)

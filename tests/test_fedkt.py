@@ -1,0 +1,209 @@
+"""FedKT end to end on scikit-learn's digits, and its building blocks."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from sklearn.datasets import load_digits
+from sklearn.ensemble import RandomForestClassifier
+from sklearn.tree import DecisionTreeClassifier
+
+import privfed
+from accounting import LaplaceNoisyMax, Ledger, account, compose_parallel
+from pipelines import dirichlet_partition
+from pipelines.fedkt import CentralizedPATE, FedKT, Solo, query_count
+from pipelines.voting import break_ties_at_random, consistent_votes, noisy_labels, prediction_votes
+
+
+@pytest.fixture(scope="module")
+def digits():
+    X, y = load_digits(return_X_y=True)
+    rng = np.random.default_rng(0)
+    order = rng.permutation(len(y))
+    X, y = X[order], y[order]
+    train, public, test = slice(0, 1100), slice(1100, 1500), slice(1500, None)
+    parts = dirichlet_partition(y[train], 5, 1.0, min_size=40, random_state=0)
+    parties = [(X[train][idx], y[train][idx]) for idx in parts]
+    return parties, X[public], (X[test], y[test])
+
+
+def tree():
+    return DecisionTreeClassifier(max_depth=10)
+
+
+# --- voting ---------------------------------------------------------------------------------------
+def test_consistent_voting_counts_a_party_only_when_its_students_agree() -> None:
+    predictions = np.array(
+        [
+            [[0, 1, 2], [0, 1, 1]],  # party 0: agrees on queries 0 and 1
+            [[0, 2, 2], [0, 2, 2]],  # party 1: agrees everywhere
+            [[1, 1, 0], [2, 1, 0]],  # party 2: agrees on queries 1 and 2
+        ]
+    )
+    votes = consistent_votes(predictions, 3)
+    np.testing.assert_array_equal(votes, [[4, 0, 0], [0, 4, 2], [2, 0, 2]])
+    np.testing.assert_array_equal(prediction_votes(predictions.reshape(-1, 3), 3).sum(axis=1), [6, 6, 6])
+
+
+def test_ties_are_broken_uniformly_not_toward_the_lowest_class() -> None:
+    rng = np.random.default_rng(1)
+    labels = break_ties_at_random(np.tile([3, 5, 5, 1], (4000, 1)), rng)
+    assert set(np.unique(labels)) == {1, 2}
+    assert abs(np.mean(labels == 1) - 0.5) < 0.03
+    assert (noisy_labels(np.array([[9, 0], [0, 9]]), rng) == [0, 1]).all()
+
+
+def test_query_count_is_a_ceiling_of_the_public_fraction() -> None:
+    assert query_count(0.01, 8141) == 82 and query_count(0.01, 8100) == 81 and query_count(1.0, 7) == 7
+
+
+# --- the algorithm ----------------------------------------------------------------------------------
+def test_l0_beats_solo_on_digits(digits) -> None:
+    parties, public, (X_test, y_test) = digits
+    fedkt = FedKT(tree(), RandomForestClassifier(n_estimators=30), random_state=0).fit(parties, public)
+    solo = Solo(tree(), random_state=0).fit(parties)
+    assert fedkt.score(X_test, y_test) > solo.score(X_test, y_test) + 0.1
+    assert fedkt.score(X_test, y_test) > 0.8
+    assert fedkt.ledger_.unaccounted and "no differential-privacy guarantee" in fedkt.ledger_.unaccounted[0]
+    assert fedkt.n_queries_answered_ == len(public)
+
+
+def test_l1_ledger_equals_account_on_the_evidence(digits) -> None:
+    parties, public, (X_test, y_test) = digits
+    model = FedKT(tree(), n_partitions=2, n_teachers=3, privacy="L1", gamma=0.2, query_fraction=0.25, random_state=3)
+    model.fit(parties, public)
+    votes = model.evidence_["server_votes"]
+    assert votes.shape == (query_count(0.25, len(public)), 10) == (model.n_queries_answered_, 10)
+    # A party contributes 0 or s = 2 votes per query.
+    assert votes.sum(axis=1).max() <= 2 * len(parties) and (votes % 2 == 0).all()
+    for unit in ("party", "example"):
+        for analysis in ("tight", "classic"):
+            from_ledger = model.ledger_.account(delta=1e-5, analysis=analysis, unit=unit)
+            direct = account(LaplaceNoisyMax(votes, 0.2, 2, unit=unit), delta=1e-5, analysis=analysis)
+            assert from_ledger.epsilon == pytest.approx(direct.epsilon, rel=1e-9)
+    assert any("students" in text for text in model.ledger_.unaccounted)
+    assert model.score(X_test, y_test) > 0.5
+
+
+def test_l2_accounts_parallel_composition_over_parties(digits) -> None:
+    parties, public, _ = digits
+    model = FedKT(tree(), n_partitions=2, n_teachers=3, privacy="L2", gamma=0.5, local_query_fraction=0.1,
+                  query_fraction=0.5, random_state=4)
+    model.fit(parties, public)
+    stacked = [model.evidence_[f"party_{i}_votes"] for i in range(len(parties))]
+    n_local = query_count(0.1, len(public))
+    assert all(v.shape == (2 * n_local, 10) for v in stacked)
+    expected = {
+        "example": compose_parallel([LaplaceNoisyMax(v, 0.5, 1, unit="example") for v in stacked]),
+        "party": compose_parallel([LaplaceNoisyMax(v, 0.5, 3, unit="party") for v in stacked]),
+    }
+    for unit, mechanism in expected.items():
+        assert model.ledger_.account(delta=1e-5, unit=unit).epsilon == pytest.approx(
+            account(mechanism, delta=1e-5).epsilon, rel=1e-9
+        )
+    assert model.ledger_.account(delta=1e-5).unit == "example"
+
+
+def test_budget_filter_stops_at_the_last_affordable_query(digits) -> None:
+    parties, public, _ = digits
+    target = 3.0
+    model = FedKT(tree(), n_partitions=1, n_teachers=3, privacy="L1", gamma=0.1, target_epsilon=target, random_state=5)
+    model.fit(parties, public)
+    n = model.n_queries_answered_
+    assert 0 < n < len(public)
+    votes = model.evidence_["server_votes"]
+    assert len(votes) == n
+    spent = model.ledger_.account(delta=1e-5, unit="party")
+    assert spent.epsilon <= target
+    # One more query would have passed the budget (the filter is on the data-independent bound by default).
+    one_more = LaplaceNoisyMax(np.vstack([votes, votes[:1]]), 0.1, 1, unit="party")
+    assert account(one_more, delta=1e-5).epsilon_data_independent > target
+
+
+def test_same_random_state_gives_the_same_model(digits) -> None:
+    parties, public, (X_test, _) = digits
+    settings = dict(n_teachers=3, privacy="L1", gamma=0.3, query_fraction=0.5, random_state=11)
+    first = FedKT(tree(), **settings).fit(parties, public)
+    second = FedKT(tree(), **settings).fit(parties, public)
+    np.testing.assert_array_equal(first.predict(X_test), second.predict(X_test))
+    np.testing.assert_array_equal(first.evidence_["server_votes"], second.evidence_["server_votes"])
+    assert first.ledger_.account(delta=1e-5).epsilon == second.ledger_.account(delta=1e-5).epsilon
+
+
+def test_two_jobs_give_the_same_model_as_one(digits) -> None:
+    parties, public, (X_test, _) = digits
+    settings = dict(n_teachers=2, n_partitions=1, query_fraction=0.3, random_state=2)
+    serial = FedKT(tree(), **settings).fit(parties, public)
+    parallel = FedKT(tree(), n_jobs=2, **settings).fit(parties, public)
+    np.testing.assert_array_equal(serial.predict(X_test), parallel.predict(X_test))
+
+
+def test_centralized_pate_pools_the_parties(digits) -> None:
+    parties, public, (X_test, y_test) = digits
+    model = CentralizedPATE(tree(), n_partitions=1, n_teachers=5, random_state=0).fit(parties, public)
+    assert len(model.students_) == 1 and model.score(X_test, y_test) > 0.7
+
+
+def test_predict_proba_columns_follow_classes(digits) -> None:
+    parties, public, (X_test, _) = digits
+    model = FedKT(tree(), RandomForestClassifier(n_estimators=10), n_teachers=2, random_state=0).fit(parties, public)
+    proba = model.predict_proba(X_test)
+    assert proba.shape == (len(X_test), 10)
+    np.testing.assert_allclose(proba.sum(axis=1), 1.0)
+    np.testing.assert_array_equal(model.classes_[proba.argmax(axis=1)], model.predict(X_test))
+
+
+def test_ledger_json_round_trip_keeps_the_totals(digits) -> None:
+    parties, public, _ = digits
+    model = FedKT(tree(), n_teachers=2, privacy="L1", gamma=0.2, query_fraction=0.2, random_state=0).fit(parties, public)
+    text = model.ledger_.to_json()
+    assert Ledger.from_json(text).account(delta=1e-5).epsilon == model.ledger_.account(delta=1e-5).epsilon
+    assert "server_votes" not in text and json.loads(text)
+
+
+# --- bad input and small parties -----------------------------------------------------------------
+def test_small_party_is_detected_before_training(digits) -> None:
+    parties, public, _ = digits
+    small = [*parties, (parties[0][0][:3], parties[0][1][:3])]
+    with pytest.raises(ValueError, match=r"party 5 holds 3 examples, fewer than n_teachers=5"):
+        FedKT(tree(), n_teachers=5).fit(small, public)
+    model = FedKT(tree(), n_teachers=5, small_parties="fewer-teachers", privacy="L2", gamma=0.5,
+                  local_query_fraction=0.05, random_state=0).fit(small, public)
+    members = model.ledger_.entries[0].analyses["party"].parameters["members"]
+    assert [m["parameters"]["votes_per_unit"] for m in members][-1] == 3
+
+
+@pytest.mark.parametrize(
+    ("settings", "message"),
+    [
+        ({"privacy": "L3"}, "privacy"),
+        ({"privacy": "L1"}, "gamma"),
+        ({"privacy": "L1", "gamma": -1.0}, "gamma"),
+        ({"gamma": 0.1}, "L0"),
+        ({"query_fraction": 0.0}, "query_fraction"),
+        ({"local_query_fraction": 1.5}, "local_query_fraction"),
+        ({"n_partitions": 0}, "n_partitions"),
+        ({"delta": 1.0}, "delta"),
+        ({"accounting": "optimistic"}, "accounting"),
+    ],
+)
+def test_bad_parameters_fail_at_fit_before_training(digits, settings, message) -> None:
+    parties, public, _ = digits
+    with pytest.raises(ValueError, match=message):
+        FedKT(tree(), **settings).fit(parties, public)
+
+
+def test_bad_data_fails_with_a_named_argument(digits) -> None:
+    parties, public, _ = digits
+    with pytest.raises(ValueError, match="parties"):
+        FedKT(tree()).fit([], public)
+    with pytest.raises(ValueError, match="public has features"):
+        FedKT(tree()).fit(parties, public[:, :10])
+    with pytest.raises(TypeError, match="teacher"):
+        FedKT("tree").fit(parties, public)
+
+
+def test_fedkt_is_importable_from_privfed() -> None:
+    assert privfed.FedKT is FedKT and privfed.Solo is Solo and privfed.CentralizedPATE is CentralizedPATE
