@@ -29,6 +29,7 @@ import json
 import math
 import numbers
 import platform
+import warnings
 from collections.abc import Mapping
 from datetime import datetime, timezone
 from importlib import metadata
@@ -275,6 +276,14 @@ class Ledger:
         """
         mechanisms = _mechanisms_per_unit(mechanism, unit)
         note = _check_str("note", note)
+        if any(m.data_dependent and m.num_queries == 1 for m in mechanisms.values()):
+            warnings.warn(
+                "recording a data-dependent release of a single query: its data-dependent RDP curve in the public "
+                "ledger is a per-query statistic of the private votes; size the batch with fits() and record the "
+                "answered queries as one entry",
+                UserWarning,
+                stacklevel=2,
+            )
         analyses = {u: analyse_mechanism(m, evidence_sha256=None) for u, m in mechanisms.items()}
         self._check_budget(analyses)
         for u, member in mechanisms.items():
