@@ -59,6 +59,13 @@ SKOPS_TRUSTED_TYPES: tuple[str, ...] = (
 _XGBOOST_CLASSES = ("Booster", "XGBClassifier", "XGBRegressor", "XGBRanker", "XGBRFClassifier", "XGBRFRegressor")
 #: Packages whose safe-state classes load_bundle may import by the name recorded in a bundle.
 _TRUSTED_PACKAGES = ("pipelines", "privfed")
+#: The files each model family is stored in; load_bundle reads only these, after checking their sha256.
+_FAMILY_FILES = {
+    "xgboost": ("model.ubj",),
+    "sklearn": ("model.skops",),
+    "torch-safe-state": (ARCHITECTURE_FILE, "model.safetensors"),
+    "torch-module": (ARCHITECTURE_FILE, "model.safetensors"),
+}
 _BUNDLE_FILES = (LEDGER_FILE, EVIDENCE_FILE, MODEL_CARD_FILE, ARCHITECTURE_FILE,
                  "model.ubj", "model.skops", "model.safetensors")
 
@@ -190,29 +197,25 @@ def _read_model(
                 "(they could execute code)"
             )
         return skops.io.load(path, trusted=list(untrusted))
-    architecture = json.loads((directory / ARCHITECTURE_FILE).read_text())
     if family == "torch-safe-state":
         import safetensors.numpy
+
+        architecture = json.loads((directory / ARCHITECTURE_FILE).read_text(encoding="utf-8"))
 
         cls = _safe_state_class(recorded, model_class)
         tensors = safetensors.numpy.load_file(os.fspath(directory / "model.safetensors"))
         if module_fn is None:
             return cls.from_safe_state(architecture["spec"], tensors)
         return cls.from_safe_state(architecture["spec"], tensors, module_fn=module_fn)
-    if family == "torch-module":
-        import safetensors.torch
+    import safetensors.torch  # family == "torch-module"
 
-        if module is None:
-            raise BundleError(
-                f"this bundle holds the state dict of a plain torch module ({recorded}); build the module with the "
-                "same architecture and pass load_bundle(path, module=...)"
-            )
-        safetensors.torch.load_model(module, os.fspath(directory / "model.safetensors"), strict=True)
-        return module
-    raise BundleError(
-        f"the bundle's model family {family!r} is not one privfed loads safely "
-        "(xgboost, sklearn, torch-safe-state, torch-module); refusing — privfed never unpickles a model"
-    )
+    if module is None:
+        raise BundleError(
+            f"this bundle holds the state dict of a plain torch module ({recorded}); build the module with the "
+            "same architecture and pass load_bundle(path, module=...)"
+        )
+    safetensors.torch.load_model(module, os.fspath(directory / "model.safetensors"), strict=True)
+    return module
 
 
 # --- public API -------------------------------------------------------------------------------------
@@ -331,9 +334,18 @@ def load_bundle(
     fingerprint = ledger.model_fingerprint
     if not fingerprint or not isinstance(fingerprint.get("files"), dict) or not fingerprint["files"]:
         raise BundleError(f"{LEDGER_FILE} records no model files (ledger.model.files): not a bundle's ledger")
-    for key in ("family", "class"):
-        if not isinstance(fingerprint.get(key), str):
-            raise BundleError(f"{LEDGER_FILE}: ledger.model.{key} must be a string, got {fingerprint.get(key)!r}")
+    if fingerprint.get("family") not in _FAMILY_FILES:
+        raise BundleError(
+            f"the bundle's model family {fingerprint.get('family')!r} is not one privfed loads safely "
+            f"({', '.join(_FAMILY_FILES)}); refusing — privfed never unpickles a model"
+        )
+    if not isinstance(fingerprint.get("class"), str):
+        raise BundleError(f"{LEDGER_FILE}: ledger.model.class must be a string, got {fingerprint.get('class')!r}")
+    if sorted(fingerprint["files"]) != sorted(_FAMILY_FILES[fingerprint["family"]]):
+        raise BundleError(
+            f"{LEDGER_FILE}: a {fingerprint['family']} model must list exactly the files "
+            f"{list(_FAMILY_FILES[fingerprint['family']])}, got {sorted(fingerprint['files'])}"
+        )
     for name, recorded in fingerprint["files"].items():
         _check_file(directory, name, recorded, what="model file")
 
