@@ -40,8 +40,7 @@ def _epsilon_lines(ledger: Ledger) -> list[str]:
     if any(member.data_dependent for entry in ledger.entries for member in entry.analyses.values()):
         lines += ["", "**Data-dependent ε**: computed from the private votes, so the number itself depends on "
                       "private data and is not protected; the data-independent ε holds whatever the data."]
-    for unit in ledger.units:
-        lines.append(f"- *{unit} level*: {relation_for_unit(unit)}")
+    lines += ["", "Neighbouring relations:", *[f"- {relation_for_unit(unit)}" for unit in ledger.units]]
     return lines
 
 

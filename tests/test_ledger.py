@@ -12,7 +12,7 @@ import pytest
 import accounting
 from accounting import BudgetExceededError, LaplaceNoisyMax, Ledger, LedgerFormatError, LedgerIntegrityError
 from accounting.fingerprint import data_fingerprint
-from accounting.ledger_entry import GENESIS_SHA256, LedgerEntry
+from accounting.ledger_entry import GENESIS_SHA256, Curve, LedgerEntry
 
 DELTA = 1e-5
 
@@ -123,6 +123,13 @@ def test_json_round_trip_keeps_everything(ledger):
     assert document["software"]["numpy"] == np.__version__
     assert document["head_sha256"] == document["entries"][-1]["sha256"]
     assert document["entries"][0]["previous_sha256"] == GENESIS_SHA256
+
+
+def test_unbounded_orders_are_written_as_strict_json():
+    curve = Curve(orders=(2.0, 3.0), rdp=(0.5, math.inf), rdp_data_independent=(0.5, math.inf))
+    text = json.dumps(curve.to_dict(), allow_nan=False)
+    assert '"inf"' in text
+    assert Curve.from_dict(json.loads(text), "curve") == curve
 
 
 def _numbers(value):
