@@ -16,12 +16,12 @@ __all__ = ["render_model_card"]
 
 
 def _epsilon_lines(ledger: Ledger) -> list[str]:
-    if ledger.delta is None:
-        return ["No δ was recorded with this ledger, so no (ε, δ) total is stated; call "
-                "`ledger.account(delta=...)` to compute one."]
     if not ledger.units:
         return ["**No release of private data is recorded: this model carries no differential-privacy guarantee "
                 "from privfed** (either it used no private data, or its releases were not recorded)."]
+    if ledger.delta is None:
+        return ["No δ was recorded with this ledger, so no (ε, δ) total is stated; call "
+                "`ledger.account(delta=...)` to compute one."]
     lines = [f"Totals recomputed from the recorded RDP curves at δ = {ledger.delta:g}; units are never composed "
              "together. ε values are upper bounds, rounded up.", "",
              "| unit | analysis | ε | data-independent ε | data-dependent? | optimal order |",
