@@ -87,6 +87,9 @@ class PrivacyReport:
         Per-mechanism breakdown, each accounted alone under the same analysis.
     notes:
         Anything a reader must know (unaccounted releases, caveats).
+    other_units:
+        Reports for the other protected units of the same releases (a ledger's
+        totals per unit); never composed with this one.
     """
 
     epsilon: float
@@ -103,6 +106,7 @@ class PrivacyReport:
     relation: str | None
     mechanisms: tuple[MechanismReport, ...] = ()
     notes: tuple[str, ...] = field(default=())
+    other_units: Mapping[str, "PrivacyReport"] = field(default_factory=dict)
 
     def summary(self) -> str:
         """One line: ε, δ, unit, analysis and whether ε is data-dependent."""
@@ -137,5 +141,6 @@ class PrivacyReport:
             "log_moments": list(self.log_moments),
             "mechanisms": [m.to_dict() for m in self.mechanisms],
             "notes": list(self.notes),
+            "other_units": {unit: report.to_dict() for unit, report in self.other_units.items()},
             "summary": self.summary(),
         }

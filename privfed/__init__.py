@@ -4,19 +4,31 @@ The public face of the project: everything a user needs is importable from here.
 """
 
 from accounting import (
+    BudgetExceededError,
     LaplaceNoisyMax,
+    Ledger,
+    LedgerFormatError,
+    LedgerIntegrityError,
     Mechanism,
     MechanismReport,
     ParallelComposition,
     PrivacyReport,
     account,
     compose_parallel,
+    data_fingerprint,
 )
+from privfed.bundle import BundleError, BundleIntegrityError, load_bundle, save_bundle
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "BudgetExceededError",
+    "BundleError",
+    "BundleIntegrityError",
     "LaplaceNoisyMax",
+    "Ledger",
+    "LedgerFormatError",
+    "LedgerIntegrityError",
     "Mechanism",
     "MechanismReport",
     "ParallelComposition",
@@ -24,4 +36,7 @@ __all__ = [
     "__version__",
     "account",
     "compose_parallel",
+    "data_fingerprint",
+    "load_bundle",
+    "save_bundle",
 ]

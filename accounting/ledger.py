@@ -1,0 +1,716 @@
+"""The privacy ledger: an append-only record of every release a model depends on.
+
+A :class:`Ledger` holds one :class:`~accounting.ledger_entry.LedgerEntry` per
+release (vote aggregation, DP-SGD training of a teacher, a round of randomized
+response, …) and recomputes the total privacy cost from the recorded RDP curves
+alone: curves are summed order by order within one protected unit (sequential
+composition, Mironov 2017, Prop. 1) and never across units. Releases no
+mechanism covers are recorded as ``unaccounted`` entries and reported beside ε.
+
+Private evidence (vote matrices) never enters the ledger's JSON: it is kept in
+memory, written to a separate ``evidence.npz`` (:meth:`Ledger.evidence`) and
+referenced by a salted sha256 commitment per entry. See ``docs/ledger.md`` for
+the JSON schema and the threat model.
+
+**Budget filter.** ``Ledger(target_epsilon=..., delta=...)`` refuses (raises
+:class:`BudgetExceededError` before appending) any release that would take a
+unit's spent ε past its target. By default the filter compares the
+*data-independent* ε (``budget_basis="data_independent"``) under the ledger's
+analysis (``"tight"`` by default): the point where a pipeline stops then
+depends only on public parameters, so the number of answered queries can be
+published. With ``budget_basis="data_dependent"`` the stopping point depends on
+the private votes and is itself private.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import numbers
+import platform
+import warnings
+from collections.abc import Mapping
+from datetime import datetime, timezone
+from importlib import metadata
+from typing import Any
+
+import numpy as np
+
+from accounting._checks import check_choice, check_delta, check_positive_finite
+from accounting.account import _CONVERSIONS
+from accounting.conversion import rdp_to_epsilon
+from accounting.fingerprint import canonical_json, commit_evidence, new_salt, sha256_hex
+from accounting.ledger_entry import (
+    GENESIS_SHA256,
+    LedgerEntry,
+    LedgerFormatError,
+    LedgerIntegrityError,
+    UnitAnalysis,
+    analyse_mechanism,
+    require,
+    require_sha256,
+    require_type,
+    sequence_of_entries,
+    to_json_value,
+)
+from accounting.mechanism import ANALYSES, UNITS, Mechanism, relation_for_unit
+from accounting.orders import default_orders
+from accounting.registry import mechanism_from_record
+from accounting.report import MechanismReport, PrivacyReport
+
+__all__ = [
+    "BUDGET_BASES",
+    "LEDGER_TYPE",
+    "SCHEMA_VERSION",
+    "BudgetExceededError",
+    "Ledger",
+    "LedgerFormatError",
+    "LedgerIntegrityError",
+    "software_versions",
+]
+
+LEDGER_TYPE = "privfed.ledger"
+SCHEMA_VERSION = 1
+#: What the budget filter compares with the target: the data-independent ε (default) or the data-dependent one.
+BUDGET_BASES: tuple[str, ...] = ("data_independent", "data_dependent")
+
+#: Distributions whose versions a ledger records (read from package metadata, never by importing them).
+_TRACKED_DISTRIBUTIONS = ("numpy", "scipy", "dp-accounting", "torch", "scikit-learn", "xgboost", "skops", "safetensors")
+#: Relative tolerance when a recorded total or curve is compared with its recomputation.
+_RTOL = 1e-9
+
+_REQUIRED_KEYS = (
+    "type",
+    "schema_version",
+    "privfed_version",
+    "software",
+    "created",
+    "description",
+    "seeds",
+    "public_data_sha256",
+    "model",
+    "evidence",
+    "primary_unit",
+    "analysis",
+    "delta",
+    "budget",
+    "spent",
+    "num_entries",
+    "head_sha256",
+    "entries",
+)
+
+
+class BudgetExceededError(RuntimeError):
+    """A release was refused because it would take a unit's spent ε past the ledger's target.
+
+    Nothing was recorded. Attributes: ``unit``, ``epsilon`` (what would have been
+    spent), ``target_epsilon``, ``delta``, ``analysis``, ``basis``.
+    """
+
+    def __init__(self, *, unit: str, epsilon: float, target_epsilon: float, delta: float, analysis: str, basis: str):
+        self.unit, self.epsilon, self.target_epsilon = unit, epsilon, target_epsilon
+        self.delta, self.analysis, self.basis = delta, analysis, basis
+        super().__init__(
+            f"recording this release would spend ε = {epsilon!r} > target {target_epsilon!r} at {unit} level "
+            f"({analysis} analysis, δ = {delta:g}, {basis.replace('_', '-')} ε); it was refused and nothing was recorded"
+        )
+
+
+def software_versions() -> dict[str, str | None]:
+    """Python's version and the installed versions of the libraries a ledger depends on (None if absent)."""
+    versions: dict[str, str | None] = {"python": platform.python_version()}
+    for name in _TRACKED_DISTRIBUTIONS:
+        try:
+            versions[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            versions[name] = None
+    return versions
+
+
+def _privfed_version() -> str | None:
+    try:
+        return metadata.version("privfed")
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+def _target_per_unit(target_epsilon: object) -> dict[str, float]:
+    if target_epsilon is None:
+        return {}
+    if isinstance(target_epsilon, Mapping):
+        for unit in target_epsilon:
+            check_choice("target_epsilon's unit", unit, UNITS)
+        return {unit: check_positive_finite(f"target_epsilon[{unit!r}]", value) for unit, value in target_epsilon.items()}
+    value = check_positive_finite("target_epsilon", target_epsilon)
+    return {unit: value for unit in UNITS}
+
+
+class Ledger:
+    """Append-only record of a model's releases, with their RDP curves and committed evidence.
+
+    Parameters
+    ----------
+    target_epsilon:
+        Budget: a float (the same target for every unit) or a mapping unit → ε.
+        ``None`` (default): no budget, nothing is refused.
+    delta:
+        The δ at which spent ε is computed and the budget enforced; needed for a
+        target and for the ``spent`` totals in the JSON.
+    primary_unit:
+        The unit :meth:`account` reports by default: ``"party"`` (default, federated
+        pipelines) or ``"example"``.
+    analysis:
+        The analysis of the ``spent`` totals and of the budget filter: ``"tight"``
+        (default) or ``"classic"``.
+    budget_basis:
+        ``"data_independent"`` (default; the stopping point is public) or
+        ``"data_dependent"`` (the stopping point depends on private votes).
+    seeds:
+        Random seeds used by the pipeline, name → integer.
+    public_data_sha256:
+        Fingerprint of the public data set (see :func:`accounting.fingerprint.data_fingerprint`).
+    description:
+        What the ledger's model is, in a sentence.
+
+    Attributes
+    ----------
+    created, software, privfed_version:
+        UTC creation time and the library versions in use (recorded at creation).
+    model_fingerprint, evidence_fingerprint:
+        Set by :func:`privfed.save_bundle`: the model files' sha256 and the evidence file's sha256.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from accounting import LaplaceNoisyMax, Ledger
+    >>> ledger = Ledger(delta=1e-5, primary_unit="party")
+    >>> votes = np.array([[9, 1], [7, 3]])
+    >>> entry = ledger.record({"party": LaplaceNoisyMax(votes, 0.05, 1, unit="party"),
+    ...                        "example": LaplaceNoisyMax(votes, 0.05, 2, unit="example")})
+    >>> entry = ledger.record_unaccounted("class counts of every party, sent in clear")
+    >>> report = ledger.account()
+    >>> report.unit, sorted(report.other_units)
+    ('party', ['example'])
+    """
+
+    def __init__(
+        self,
+        *,
+        target_epsilon: float | Mapping[str, float] | None = None,
+        delta: float | None = None,
+        primary_unit: str = "party",
+        analysis: str = "tight",
+        budget_basis: str = "data_independent",
+        seeds: Mapping[str, int] | None = None,
+        public_data_sha256: str | None = None,
+        description: str = "",
+    ) -> None:
+        self.target_epsilon = _target_per_unit(target_epsilon)
+        self.delta = None if delta is None else check_delta(delta)
+        if self.target_epsilon and self.delta is None:
+            raise ValueError("delta is required with target_epsilon: the budget is an (ε, δ) guarantee; pass delta=")
+        self.primary_unit = check_choice("primary_unit", primary_unit, UNITS)
+        self.analysis = check_choice("analysis", analysis, ANALYSES)
+        self.budget_basis = check_choice("budget_basis", budget_basis, BUDGET_BASES)
+        self.seeds = _check_seeds(seeds or {})
+        self.public_data_sha256 = require_sha256(public_data_sha256, "public_data_sha256", nullable=True)
+        self.description = _check_str("description", description)
+        self.created = _now()
+        self.privfed_version = _privfed_version()
+        self.software = software_versions()
+        self.model_fingerprint: dict[str, Any] | None = None
+        self.evidence_fingerprint: dict[str, Any] | None = None
+        self._entries: list[LedgerEntry] = []
+        self._evidence: dict[str, dict[str, np.ndarray]] = {}
+
+    # --- reading -------------------------------------------------------------------------------
+    @property
+    def entries(self) -> tuple[LedgerEntry, ...]:
+        """The entries, oldest first."""
+        return tuple(self._entries)
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def __repr__(self) -> str:
+        return f"Ledger(<{len(self)} entries>, units={list(self.units)}, primary_unit={self.primary_unit!r})"
+
+    @property
+    def units(self) -> tuple[str, ...]:
+        """The units some entry is analysed under, in :data:`UNITS` order."""
+        present = {unit for entry in self._entries for unit in entry.analyses}
+        return tuple(unit for unit in UNITS if unit in present)
+
+    @property
+    def unaccounted(self) -> tuple[str, ...]:
+        """Descriptions of the releases no mechanism covers."""
+        return tuple(entry.description for entry in self._entries if entry.kind == "unaccounted")
+
+    # --- recording -----------------------------------------------------------------------------
+    def record(
+        self, mechanism: Mechanism | Mapping[str, Mechanism], *, unit: str | None = None, note: str = ""
+    ) -> LedgerEntry:
+        """Append the entry of one release, analysed under one unit or several.
+
+        Parameters
+        ----------
+        mechanism:
+            A privfed :class:`Mechanism`, or a mapping unit → mechanism for one release
+            analysed under several units (FedKT-L1 votes: ``{"party": k = s, "example": k = z}``).
+        unit:
+            ``"example"`` or ``"party"``; must match ``mechanism.unit`` (default: that unit).
+            Not allowed with a mapping, whose keys are the units.
+        note:
+            Free text kept with the entry (what the release was).
+
+        Raises
+        ------
+        BudgetExceededError
+            If the release would take a unit past its target; nothing is recorded.
+        """
+        mechanisms = _mechanisms_per_unit(mechanism, unit)
+        note = _check_str("note", note)
+        if any(m.data_dependent and m.num_queries == 1 for m in mechanisms.values()):
+            warnings.warn(
+                "recording a data-dependent release of a single query: its data-dependent RDP curve in the public "
+                "ledger is a per-query statistic of the private votes; size the batch with fits() and record the "
+                "answered queries as one entry",
+                UserWarning,
+                stacklevel=2,
+            )
+        analyses = {u: analyse_mechanism(m, evidence_sha256=None) for u, m in mechanisms.items()}
+        self._check_budget(analyses)
+        for u, member in mechanisms.items():
+            arrays = {name: np.array(array) for name, array in member.evidence().items()}
+            if arrays:
+                salt = new_salt()
+                commitment = commit_evidence(arrays, salt)
+                self._evidence[commitment] = {**arrays, "#salt": salt}
+                analyses[u] = dataclasses.replace(analyses[u], evidence_sha256=commitment)
+        return self._append(kind="release", analyses=analyses, description="", note=note)
+
+    def record_unaccounted(self, description: str, *, note: str = "") -> LedgerEntry:
+        """Append a release that no mechanism covers (class counts in clear, selector decisions, …).
+
+        It costs no ε in the totals, and every report lists it: the guarantee does not cover it.
+        """
+        description = _check_str("description", description)
+        if not description.strip():
+            raise ValueError("description must say what was released without a guarantee, got an empty string")
+        return self._append(kind="unaccounted", analyses={}, description=description, note=_check_str("note", note))
+
+    def fits(self, mechanism: Mechanism | Mapping[str, Mechanism], *, unit: str | None = None) -> bool:
+        """Whether :meth:`record` would accept this release under the budget (nothing is recorded).
+
+        Pipelines use it to find how many queries they can answer, e.g. by bisection
+        on the number of queries, then record the answered ones as one entry.
+        """
+        analyses = {u: analyse_mechanism(m, evidence_sha256=None) for u, m in _mechanisms_per_unit(mechanism, unit).items()}
+        try:
+            self._check_budget(analyses)
+        except BudgetExceededError:
+            return False
+        return True
+
+    def _append(self, *, kind: str, analyses: Mapping[str, UnitAnalysis], description: str, note: str) -> LedgerEntry:
+        entry = LedgerEntry.create(
+            index=len(self._entries),
+            kind=kind,
+            analyses=analyses,
+            description=description,
+            note=note,
+            recorded=_now(),
+            previous_sha256=self._entries[-1].sha256 if self._entries else GENESIS_SHA256,
+        )
+        self._entries.append(entry)
+        return entry
+
+    def _check_budget(self, analyses: Mapping[str, UnitAnalysis]) -> None:
+        for unit, analysis in analyses.items():
+            target = self.target_epsilon.get(unit)
+            if target is None:
+                continue
+            orders, rdp, independent = self._total_curve(unit, self.analysis, extra=analysis)
+            curve = independent if self.budget_basis == "data_independent" else rdp
+            epsilon, _ = rdp_to_epsilon(orders, curve, self.delta, self.analysis)
+            if epsilon > target:
+                raise BudgetExceededError(
+                    unit=unit, epsilon=epsilon, target_epsilon=target, delta=self.delta,
+                    analysis=self.analysis, basis=self.budget_basis,
+                )
+
+    # --- accounting ----------------------------------------------------------------------------
+    def _members(self, unit: str) -> list[tuple[LedgerEntry, UnitAnalysis]]:
+        return [(entry, entry.analyses[unit]) for entry in self._entries if unit in entry.analyses]
+
+    def _total_curve(
+        self, unit: str, analysis: str, extra: UnitAnalysis | None = None
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(orders, summed rdp, summed data-independent rdp) over the unit's entries (and ``extra``)."""
+        members = [(f"entry {entry.index}", member) for entry, member in self._members(unit)]
+        if extra is not None:
+            members.append(("the new release", extra))
+        curves = []
+        for label, member in members:
+            curve = member.curves.get(analysis)
+            if curve is None:
+                raise ValueError(f"{label} ({member.kind}, {unit}) has no {analysis}-analysis curve; account it "
+                                 f"with analysis={next(iter(member.curves))!r}")
+            if curves and curve.orders != curves[0].orders:
+                raise ValueError(f"{label} ({member.kind}, {unit}) records its {analysis} curve on other orders than "
+                                 "the entries before it; curves on different grids cannot be summed")
+            curves.append(curve)
+        orders = np.asarray(curves[0].orders if curves else default_orders(analysis), dtype=float)
+        rdp = np.sum([curve.rdp for curve in curves], axis=0) if curves else np.zeros_like(orders)
+        independent = np.sum([c.rdp_data_independent for c in curves], axis=0) if curves else np.zeros_like(orders)
+        return orders, rdp, independent
+
+    def account(self, delta: float | None = None, *, analysis: str = "tight", unit: str | None = None) -> PrivacyReport:
+        """Recompute the total privacy cost from the recorded curves (no private data needed).
+
+        Parameters
+        ----------
+        delta:
+            Target δ in (0, 1); default: the ledger's ``delta``.
+        analysis:
+            ``"tight"`` (default) or ``"classic"``.
+        unit:
+            The unit to report (default: the ledger's ``primary_unit``). The other
+            units' totals are in the report's ``other_units``; units are never summed together.
+
+        Returns
+        -------
+        PrivacyReport
+            Its ``notes`` list every unaccounted release.
+        """
+        if delta is None and self.delta is None:
+            raise ValueError("delta is required: pass account(delta=...) or create the ledger with Ledger(delta=...)")
+        delta = check_delta(self.delta if delta is None else delta)
+        analysis = check_choice("analysis", analysis, ANALYSES)
+        unit = self.primary_unit if unit is None else check_choice("unit", unit, UNITS)
+        others = {other: self._unit_report(other, delta, analysis) for other in self.units if other != unit}
+        return dataclasses.replace(self._unit_report(unit, delta, analysis), other_units=others)
+
+    def _unit_report(self, unit: str, delta: float, analysis: str) -> PrivacyReport:
+        members = self._members(unit)
+        orders, total, total_independent = self._total_curve(unit, analysis)
+        rows = []
+        for _, member in members:
+            curve = member.curves[analysis]
+            epsilon, order = rdp_to_epsilon(curve.orders, curve.rdp, delta, analysis)
+            epsilon_independent, _ = rdp_to_epsilon(curve.orders, curve.rdp_data_independent, delta, analysis)
+            rows.append(MechanismReport(
+                kind=member.kind, unit=unit, parameters=member.parameters, num_queries=member.num_queries,
+                data_dependent=member.data_dependent, epsilon=epsilon, order=order,
+                epsilon_data_independent=epsilon_independent, pure_epsilon=member.pure_epsilon,
+            ))
+        if members:
+            epsilon, order = rdp_to_epsilon(orders, total, delta, analysis)
+            epsilon_independent, _ = rdp_to_epsilon(orders, total_independent, delta, analysis)
+        else:
+            epsilon, order, epsilon_independent = 0.0, float(orders[0]), 0.0
+        notes = [f"recomputed from the RDP curves of {len(members)} {unit}-level ledger entr"
+                 f"{'y' if len(members) == 1 else 'ies'}, summed order by order (sequential composition)"]
+        notes += [f"UNACCOUNTED release, not covered by this ε: {description}" for description in self.unaccounted]
+        return PrivacyReport(
+            epsilon=epsilon,
+            delta=delta,
+            order=order,
+            orders=tuple(float(a) for a in orders),
+            rdp=tuple(float(r) for r in total),
+            log_moments=tuple(float(r) for r in total * (orders - 1.0)),
+            data_dependent=any(member.data_dependent for _, member in members),
+            epsilon_data_independent=epsilon_independent,
+            analysis=analysis,
+            conversion=_CONVERSIONS[analysis],
+            unit=unit,
+            relation=relation_for_unit(unit),
+            mechanisms=tuple(rows),
+            notes=tuple(notes),
+        )
+
+    # --- evidence ------------------------------------------------------------------------------
+    def evidence(self) -> dict[str, np.ndarray]:
+        """The private evidence of every entry, ready for ``np.savez``: keys ``"<sha256>/<name>"`` and ``"<sha256>#salt"``.
+
+        Keep it away from the public ledger: give it only to auditors.
+        """
+        arrays: dict[str, np.ndarray] = {}
+        for entry in self._entries:
+            for unit, member in entry.analyses.items():
+                commitment = member.evidence_sha256
+                if commitment is None:
+                    continue
+                if commitment not in self._evidence:
+                    raise ValueError(
+                        f"this ledger holds no evidence for entry {entry.index} ({unit}): it was read from JSON "
+                        "without its evidence file; pass evidence= to Ledger.from_json"
+                    )
+                for name, array in self._evidence[commitment].items():
+                    key = f"{commitment}{name}" if name == "#salt" else f"{commitment}/{name}"
+                    arrays[key] = array
+        return arrays
+
+    def _attach_evidence(self, evidence: Mapping[str, np.ndarray]) -> None:
+        referenced = set()
+        for entry in self._entries:
+            for unit, member in entry.analyses.items():
+                commitment = member.evidence_sha256
+                if commitment is None:
+                    continue
+                referenced.add(commitment)
+                label = f"entry {entry.index} ({member.kind}, {unit})"
+                if f"{commitment}#salt" not in evidence:
+                    raise LedgerIntegrityError(
+                        f"evidence for {label} is missing: no arrays are committed as {commitment[:16]}…; "
+                        "the evidence belongs to another ledger or was edited"
+                    )
+                prefix = f"{commitment}/"
+                arrays = {key[len(prefix):]: np.asarray(value) for key, value in evidence.items() if key.startswith(prefix)}
+                salt = np.asarray(evidence[f"{commitment}#salt"])
+                if commit_evidence(arrays, salt) != commitment:
+                    raise LedgerIntegrityError(
+                        f"evidence for {label} does not match its sha256 commitment: the evidence was swapped or edited"
+                    )
+                self._evidence[commitment] = {**arrays, "#salt": salt}
+        stray = sorted({key.split("/")[0].split("#")[0] for key in evidence} - referenced)
+        if stray:
+            raise LedgerIntegrityError(
+                f"evidence holds arrays for {len(stray)} commitment(s) no entry references "
+                f"({', '.join(s[:16] + '…' for s in stray)}): it belongs to another ledger"
+            )
+
+    def verify(self) -> int:
+        """Rebuild every mechanism that can be rebuilt and check its recorded curves.
+
+        Data-independent mechanisms are rebuilt from their parameters alone;
+        data-dependent ones when the ledger holds their evidence. Returns the number
+        of (entry, unit) analyses recomputed.
+
+        Raises
+        ------
+        LedgerIntegrityError
+            When a recorded curve differs from the recomputed one.
+        """
+        checked = 0
+        for entry in self._entries:
+            for unit, member in entry.analyses.items():
+                if member.evidence_sha256 is None:
+                    arrays = None
+                elif member.evidence_sha256 in self._evidence:
+                    arrays = {k: v for k, v in self._evidence[member.evidence_sha256].items() if k != "#salt"}
+                else:
+                    continue
+                label = f"entry {entry.index} ({member.kind}, {unit})"
+                rebuilt = analyse_mechanism(mechanism_from_record(member.record(), evidence=arrays),
+                                            evidence_sha256=member.evidence_sha256)
+                for analysis, curve in member.curves.items():
+                    fresh = rebuilt.curves.get(analysis)
+                    if fresh is None or fresh.orders != curve.orders:
+                        raise LedgerIntegrityError(f"{label}: its {analysis} curve cannot be recomputed on its orders")
+                    for name in ("rdp", "rdp_data_independent"):
+                        recorded, recomputed = np.asarray(getattr(curve, name)), np.asarray(getattr(fresh, name))
+                        if not np.allclose(recorded, recomputed, rtol=_RTOL, atol=1e-12):
+                            raise LedgerIntegrityError(
+                                f"{label}: the recorded {analysis} {name} curve does not match the mechanism rebuilt "
+                                "from its parameters and evidence — the entry or its evidence was altered"
+                            )
+                checked += 1
+        return checked
+
+    # --- serialisation -------------------------------------------------------------------------
+    def _spent(self) -> dict[str, dict[str, Any]] | None:
+        if self.delta is None:
+            return None
+        spent = {}
+        for unit in self.units:
+            report = self._unit_report(unit, self.delta, self.analysis)
+            spent[unit] = {
+                "epsilon": report.epsilon,
+                "epsilon_data_independent": report.epsilon_data_independent,
+                "data_dependent": report.data_dependent,
+                "delta": self.delta,
+                "analysis": self.analysis,
+                "order": report.order,
+            }
+        return spent
+
+    def to_dict(self) -> dict[str, Any]:
+        """The ledger as a JSON-ready dictionary (schema: ``docs/ledger.md``); no private data."""
+        return {
+            "type": LEDGER_TYPE,
+            "schema_version": SCHEMA_VERSION,
+            "privfed_version": self.privfed_version,
+            "software": dict(self.software),
+            "created": self.created,
+            "description": self.description,
+            "seeds": dict(self.seeds),
+            "public_data_sha256": self.public_data_sha256,
+            "model": self.model_fingerprint,
+            "evidence": self.evidence_fingerprint,
+            "primary_unit": self.primary_unit,
+            "analysis": self.analysis,
+            "delta": self.delta,
+            "budget": {"target_epsilon": dict(self.target_epsilon), "basis": self.budget_basis},
+            "spent": self._spent(),
+            "num_entries": len(self._entries),
+            "head_sha256": self._entries[-1].sha256 if self._entries else GENESIS_SHA256,
+            "entries": [entry.to_dict() for entry in self._entries],
+        }
+
+    def to_json(self, *, indent: int | None = 2) -> str:
+        """The ledger as strict JSON text (see :meth:`to_dict`)."""
+        return json.dumps(self.to_dict(), indent=indent, ensure_ascii=False, allow_nan=False)
+
+    def digest(self) -> str:
+        """sha256 of the ledger's canonical JSON: publish it through a trusted channel to pin the ledger."""
+        return sha256_hex(canonical_json(self.to_dict()))
+
+    @classmethod
+    def from_json(cls, text: str | bytes, *, evidence: Mapping[str, np.ndarray] | None = None) -> "Ledger":
+        """Read a ledger written by :meth:`to_json`, checking it as :meth:`from_dict` does."""
+        try:
+            document = json.loads(text)
+        except json.JSONDecodeError as error:
+            raise LedgerFormatError(f"ledger is not valid JSON: {error}") from None
+        return cls.from_dict(document, evidence=evidence)
+
+    @classmethod
+    def from_dict(cls, document: Mapping[str, Any], *, evidence: Mapping[str, np.ndarray] | None = None) -> "Ledger":
+        """Rebuild a ledger, checking its format, its chain of entries and its recorded totals.
+
+        Parameters
+        ----------
+        document:
+            A dictionary from :meth:`to_dict`.
+        evidence:
+            Optional private evidence (from :meth:`evidence` / ``evidence.npz``); each
+            entry's arrays are checked against its commitment and the curves recomputed.
+
+        Raises
+        ------
+        LedgerFormatError
+            A key is missing or a value malformed; the message names it.
+        LedgerIntegrityError
+            An entry was edited, dropped, inserted or reordered, a recorded total does
+            not match the entries, or the evidence does not match its commitments.
+        """
+        if not isinstance(document, Mapping):
+            raise LedgerFormatError(f"ledger must be a JSON object, got {type(document).__name__}")
+        if document.get("type") != LEDGER_TYPE:
+            raise LedgerFormatError(f"ledger.type must be {LEDGER_TYPE!r}, got {document.get('type')!r}")
+        version = document.get("schema_version")
+        if not isinstance(version, int) or isinstance(version, bool) or version < 1:
+            raise LedgerFormatError(f"ledger.schema_version must be a positive integer, got {version!r}")
+        if version > SCHEMA_VERSION:
+            raise LedgerFormatError(
+                f"ledger.schema_version is {version}: written by a newer privfed; this one reads up to {SCHEMA_VERSION}"
+            )
+        missing = [key for key in _REQUIRED_KEYS if key not in document]
+        if missing:
+            raise LedgerFormatError(f"ledger is missing required keys: {', '.join(missing)}")
+
+        budget = require_type(document["budget"], dict, "ledger.budget", "an object")
+        try:
+            ledger = cls(
+                target_epsilon=require_type(require(budget, "target_epsilon", "ledger.budget"), dict,
+                                            "ledger.budget.target_epsilon", "an object") or None,
+                delta=document["delta"],
+                primary_unit=document["primary_unit"],
+                analysis=document["analysis"],
+                budget_basis=require(budget, "basis", "ledger.budget"),
+                seeds=require_type(document["seeds"], dict, "ledger.seeds", "an object"),
+                public_data_sha256=document["public_data_sha256"],
+                description=document["description"],
+            )
+        except LedgerFormatError:
+            raise
+        except (TypeError, ValueError) as error:
+            raise LedgerFormatError(f"ledger: {error}") from None
+        ledger.created = require_type(document["created"], str, "ledger.created", "a string")
+        ledger.privfed_version = require_type(document["privfed_version"], (str, type(None)), "ledger.privfed_version",
+                                              "a string or null")
+        ledger.software = require_type(document["software"], dict, "ledger.software", "an object")
+        ledger.model_fingerprint = require_type(document["model"], (dict, type(None)), "ledger.model", "an object or null")
+        ledger.evidence_fingerprint = require_type(document["evidence"], (dict, type(None)), "ledger.evidence",
+                                                   "an object or null")
+        entries = require_type(document["entries"], list, "ledger.entries", "a list")
+        ledger._entries = list(sequence_of_entries(
+            [LedgerEntry.from_dict(entry, f"ledger.entries[{i}]") for i, entry in enumerate(entries)]
+        ))
+        num_entries = require_type(document["num_entries"], int, "ledger.num_entries", "an integer")
+        head = require_sha256(document["head_sha256"], "ledger.head_sha256")
+        if num_entries != len(ledger._entries) or head != (ledger._entries[-1].sha256 if ledger._entries else GENESIS_SHA256):
+            raise LedgerIntegrityError(
+                f"ledger.num_entries is {num_entries} and ledger.head_sha256 names the last entry, but the ledger holds "
+                f"{len(ledger._entries)} entries whose last does not match: entries were removed from or added at the end"
+            )
+        _check_spent(document["spent"], ledger._spent())
+        if evidence is not None:
+            ledger._attach_evidence(evidence)
+            ledger.verify()
+        return ledger
+
+
+def _check_spent(recorded: Any, recomputed: dict[str, dict[str, Any]] | None) -> None:
+    if recomputed is None:
+        if recorded is not None:
+            raise LedgerIntegrityError("ledger.spent is recorded but ledger.delta is null: the ledger was edited")
+        return
+    recorded = require_type(recorded, dict, "ledger.spent", "an object")
+    if sorted(recorded) != sorted(recomputed):
+        raise LedgerIntegrityError(
+            f"ledger.spent lists units {sorted(recorded)} but the entries are analysed under {sorted(recomputed)}: "
+            "the totals or the entries were edited"
+        )
+    for unit, fresh in recomputed.items():
+        for key in ("epsilon", "epsilon_data_independent"):
+            value = require(recorded[unit], key, f"ledger.spent.{unit}")
+            if not (isinstance(value, numbers.Real) and math.isclose(value, fresh[key], rel_tol=_RTOL, abs_tol=1e-12)):
+                raise LedgerIntegrityError(
+                    f"ledger.spent.{unit}.{key} is {value!r} but the recorded RDP curves give {fresh[key]!r} "
+                    f"({fresh['analysis']} analysis, δ = {fresh['delta']:g}): the spent ε was edited"
+                )
+
+
+def _mechanisms_per_unit(mechanism: Mechanism | Mapping[str, Mechanism], unit: str | None) -> dict[str, Mechanism]:
+    if isinstance(mechanism, Mapping):
+        if unit is not None:
+            raise ValueError(f"unit must be None when mechanism is a mapping unit → mechanism, got unit={unit!r}")
+        if not mechanism:
+            raise ValueError("mechanism must map at least one unit to a mechanism, got an empty mapping")
+        for key, member in mechanism.items():
+            check_choice("mechanism's unit key", key, UNITS)
+            if not isinstance(member, Mechanism):
+                raise TypeError(f"mechanism[{key!r}] must be a privfed Mechanism, got {type(member).__name__}")
+            if member.unit != key:
+                raise ValueError(f"mechanism[{key!r}] protects unit {member.unit!r}, not {key!r}")
+        return {key: mechanism[key] for key in UNITS if key in mechanism}
+    if not isinstance(mechanism, Mechanism):
+        raise TypeError(
+            f"mechanism must be a privfed Mechanism or a mapping unit → Mechanism, got {type(mechanism).__name__}"
+        )
+    if unit is not None and check_choice("unit", unit, UNITS) != mechanism.unit:
+        raise ValueError(f"unit is {unit!r} but the mechanism protects unit {mechanism.unit!r}")
+    return {mechanism.unit: mechanism}
+
+
+def _check_str(name: str, value: object) -> str:
+    if not isinstance(value, str):
+        raise TypeError(f"{name} must be a string, got {type(value).__name__}")
+    return value
+
+
+def _check_seeds(seeds: Mapping[str, int]) -> dict[str, int]:
+    if not isinstance(seeds, Mapping):
+        raise TypeError(f"seeds must be a mapping name → integer, got {type(seeds).__name__}")
+    for name, value in seeds.items():
+        if not isinstance(name, str) or isinstance(value, bool) or not isinstance(value, numbers.Integral):
+            raise TypeError(f"seeds must map names to integers, got {name!r}: {value!r}")
+    return {name: int(value) for name, value in seeds.items()}

@@ -1,0 +1,99 @@
+"""``MODEL_CARD.md``: a model's privacy ledger rendered for people.
+
+The card is generated from the ledger and says what the model is, which releases
+of private data it depends on, the (ε, δ) spent per unit (both analyses,
+data-dependent or not), what is *not* covered, and how to verify all of it.
+It is documentation, not evidence: verification always goes through ``ledger.json``.
+"""
+
+from __future__ import annotations
+
+from accounting.ledger import Ledger
+from accounting.mechanism import relation_for_unit
+from accounting.report import round_up
+
+__all__ = ["render_model_card"]
+
+
+def _epsilon_lines(ledger: Ledger) -> list[str]:
+    if not ledger.units:
+        return ["**No release of private data is recorded: this model carries no differential-privacy guarantee "
+                "from privfed** (either it used no private data, or its releases were not recorded)."]
+    if ledger.delta is None:
+        return ["No δ was recorded with this ledger, so no (ε, δ) total is stated; call "
+                "`ledger.account(delta=...)` to compute one."]
+    lines = [f"Totals recomputed from the recorded RDP curves at δ = {ledger.delta:g}; units are never composed "
+             "together. ε values are upper bounds, rounded up.", "",
+             "| unit | analysis | ε | data-independent ε | data-dependent? | optimal order |",
+             "|---|---|---|---|---|---|"]
+    for unit in ledger.units:
+        for analysis in ("tight", "classic"):
+            try:
+                report = ledger.account(analysis=analysis, unit=unit)
+            except ValueError as error:  # an entry without a curve for this analysis
+                lines.append(f"| {unit} | {analysis} | not available: {error} | | | |")
+                continue
+            lines.append(
+                f"| {unit} | {analysis} | {round_up(report.epsilon)} | {round_up(report.epsilon_data_independent)} "
+                f"| {'**yes**' if report.data_dependent else 'no'} | {report.order:g} |"
+            )
+    if any(member.data_dependent for entry in ledger.entries for member in entry.analyses.values()):
+        lines += ["", "**Data-dependent ε**: computed from the private votes, so the number itself depends on "
+                      "private data and is not protected; the data-independent ε holds whatever the data."]
+    lines += ["", "Neighbouring relations:", *[f"- {relation_for_unit(unit)}" for unit in ledger.units]]
+    return lines
+
+
+def _release_lines(ledger: Ledger) -> list[str]:
+    releases = [entry for entry in ledger.entries if entry.kind == "release"]
+    if not releases:
+        return ["No accounted release is recorded."]
+    lines = ["| # | unit | mechanism | queries | data-dependent | key parameters | note |", "|---|---|---|---|---|---|---|"]
+    for entry in releases:
+        for unit, member in entry.analyses.items():
+            parameters = ", ".join(
+                f"{key}={value:g}" if isinstance(value, float) else f"{key}={value}"
+                for key, value in member.parameters.items()
+                if isinstance(value, (int, float, str))
+            )
+            lines.append(f"| {entry.index} | {unit} | `{member.kind}` | {member.num_queries} | "
+                         f"{'yes' if member.data_dependent else 'no'} | {parameters} | {entry.note} |")
+    return lines
+
+
+def render_model_card(ledger: Ledger, *, ledger_sha256: str) -> str:
+    """Markdown model card for a bundle whose ``ledger.json`` has sha256 ``ledger_sha256``."""
+    model = ledger.model_fingerprint or {}
+    files = model.get("files", {})
+    lines = [f"# Model card: {ledger.description or model.get('class', 'privfed model')}", ""]
+    lines += ["## The model", "",
+              f"- Class: `{model.get('class', 'unknown')}` ({model.get('family', 'unknown')} family)",
+              f"- Format: {model.get('format', 'unknown')} — a data format, loading it executes no code",
+              *[f"- `{name}`: sha256 `{digest}`" for name, digest in sorted(files.items())], ""]
+    lines += ["## Releases of private data it depends on", "", *_release_lines(ledger), ""]
+    if ledger.unaccounted:
+        lines += ["### Not covered by any guarantee", "",
+                  "These releases are recorded but no mechanism accounts for them; the ε below does **not** cover them:",
+                  "", *[f"- {description}" for description in ledger.unaccounted], ""]
+    lines += ["## Privacy guarantee", "", *_epsilon_lines(ledger), ""]
+    if ledger.target_epsilon:
+        targets = ", ".join(f"{unit}: ε ≤ {value:g}" for unit, value in ledger.target_epsilon.items())
+        lines += [f"Budget enforced while training ({ledger.analysis} analysis, "
+                  f"{ledger.budget_basis.replace('_', '-')} ε): {targets}.", ""]
+    software = ", ".join(f"{name} {version}" for name, version in ledger.software.items() if version)
+    evidence = ledger.evidence_fingerprint
+    lines += ["## Provenance", "",
+              f"- Ledger created {ledger.created} with privfed {ledger.privfed_version}; {software}",
+              f"- Seeds: {', '.join(f'{k}={v}' for k, v in ledger.seeds.items()) or 'none recorded'}",
+              f"- Public data sha256: `{ledger.public_data_sha256 or 'not recorded'}`",
+              f"- Evidence: {'`evidence.npz`, sha256 `' + evidence['sha256'] + '` (PRIVATE: for auditors only)' if evidence else 'not shipped with this bundle'}",
+              ""]
+    lines += ["## How to verify", "",
+              f"1. `ledger.json` has sha256 `{ledger_sha256}`; compare it with the digest the model's owner "
+              "published through a channel you trust (the bundle cannot vouch for itself).",
+              "2. `model, ledger = privfed.load_bundle(path)` checks the model files' sha256 against the ledger before "
+              "loading anything, the chain of entries, the recorded totals, and recomputes every curve it can "
+              "(all data-independent ones; data-dependent ones when `evidence.npz` is present).",
+              "3. `ledger.account(unit=\"party\")` / `ledger.account(unit=\"example\")` recompute ε from the recorded curves.",
+              ""]
+    return "\n".join(lines)
