@@ -385,7 +385,8 @@ class TorchClassifier(ClassifierMixin, BaseEstimator):
 
     def predict(self, X: Any) -> np.ndarray:
         """The class of the largest logit (the first one on ties)."""
-        return self.classes_[np.argmax(self._logits(X), axis=1)]
+        logits = self._logits(X)
+        return self.classes_[np.argmax(logits, axis=1)]
 
     # -------------------------------------------------------------- safe state
     def get_safe_state(self) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
