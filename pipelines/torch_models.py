@@ -67,6 +67,18 @@ def _check_int_tuple(name: str, value: object, *, length: int | None = None) -> 
     return sizes
 
 
+def _check_output_shape(module: nn.Module, example: torch.Tensor, n_classes: int) -> None:
+    """Require the network to map one example to ``n_classes`` logits (checked in eval mode)."""
+    module.eval()
+    with torch.no_grad():
+        shape = tuple(module(example).shape)
+    if shape != (1, n_classes):
+        raise ValueError(
+            f"the network must return logits of shape (batch, {n_classes}); "
+            f"for a batch of shape {tuple(example.shape)} it returned shape {shape}"
+        )
+
+
 def _resolve_device(device: object) -> torch.device:
     """Return the torch device for ``device``: CUDA if available when None, else CPU."""
     if device is None:
@@ -244,14 +256,12 @@ class TorchClassifier(ClassifierMixin, BaseEstimator):
         self._check_training_parameters()
         X, y = validate_data(self, X, y, allow_nd=True, dtype=np.float32)
         check_classification_targets(y)
-        self._record_input_shape(X)
         classes, encoded = np.unique(y, return_inverse=True)
         if classes.size < 2:
             raise ValueError(
                 f"y has only one class ({classes[0]!r}); {type(self).__name__} needs at least 2 classes"
             )
-        self.classes_ = classes
-        self._train(X, torch.from_numpy(encoded.astype(np.int64)), functional.cross_entropy)
+        self._train(X, classes, torch.from_numpy(encoded.astype(np.int64)), functional.cross_entropy)
         return self
 
     def fit_soft(
@@ -288,12 +298,16 @@ class TorchClassifier(ClassifierMixin, BaseEstimator):
         check_choice("loss", loss, ("kl", "l2", "l1"))
         temperature = check_positive_finite("temperature", temperature)
         if loss != "kl" and temperature != 1.0:
-            raise ValueError(f"temperature only applies to loss='kl'; got temperature={temperature!r} with loss={loss!r}")
+            raise ValueError(
+                f"temperature only applies to loss='kl'; got temperature={temperature!r} with loss={loss!r}"
+            )
         self._check_training_parameters()
         X, targets = validate_data(self, X, targets, allow_nd=True, dtype=np.float32, multi_output=True)
         targets = np.asarray(targets, dtype=np.float32)
         if targets.ndim != 2 or targets.shape[1] < 2:
-            raise ValueError(f"targets must have shape (n_samples, n_classes) with n_classes >= 2, got {targets.shape}")
+            raise ValueError(
+                f"targets must have shape (n_samples, n_classes) with n_classes >= 2, got {targets.shape}"
+            )
         if loss == "kl" and (targets.min() < 0 or not np.allclose(targets.sum(axis=1), 1.0, atol=1e-4)):
             raise ValueError("targets must be class probabilities for loss='kl' (rows >= 0 summing to 1)")
         classes = np.arange(targets.shape[1]) if classes is None else np.asarray(classes)
@@ -301,9 +315,7 @@ class TorchClassifier(ClassifierMixin, BaseEstimator):
             raise ValueError(
                 f"classes must hold {targets.shape[1]} distinct labels, one per target column; got {classes!r}"
             )
-        self._record_input_shape(X)
         order = np.argsort(classes, kind="stable")
-        self.classes_ = classes[order]
         targets = np.ascontiguousarray(targets[:, order])
         if loss == "kl":
             def loss_fn(logits: torch.Tensor, probabilities: torch.Tensor) -> torch.Tensor:
@@ -311,19 +323,34 @@ class TorchClassifier(ClassifierMixin, BaseEstimator):
                 return functional.kl_div(log_student, probabilities, reduction="batchmean") * temperature**2
         else:
             loss_fn = functional.mse_loss if loss == "l2" else functional.l1_loss
-        self._train(X, torch.from_numpy(targets), loss_fn)
+        self._train(X, classes[order], torch.from_numpy(targets), loss_fn)
         return self
 
-    def _train(self, X: np.ndarray, targets: torch.Tensor, loss_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]) -> None:
-        """Build a network for ``classes_`` and fit it to ``targets`` with ``loss_fn``."""
+    def _train(
+        self,
+        X: np.ndarray,
+        classes: np.ndarray,
+        targets: torch.Tensor,
+        loss_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
+    ) -> None:
+        """Build a network for ``classes`` and fit it to ``targets`` with ``loss_fn``.
+
+        The fitted attributes are replaced only once the new network has been built
+        and checked, so a refused network leaves a previous fit intact.
+        """
         device = _resolve_device(self.device)
         seed = int(check_random_state(self.random_state).randint(np.iinfo(np.int32).max))
-        cuda_devices = [device.index if device.index is not None else torch.cuda.current_device()] if device.type == "cuda" else []
+        cuda_devices = []
+        if device.type == "cuda":
+            cuda_devices = [device.index if device.index is not None else torch.cuda.current_device()]
         with torch.random.fork_rng(devices=cuda_devices):
             torch.manual_seed(seed)
-            module = self._build_module(self.input_shape_, len(self.classes_)).to(device)
+            input_shape = tuple(int(size) for size in X.shape[1:])
+            module = self._build_module(input_shape, len(classes)).to(device)
             inputs = torch.from_numpy(X).to(device)
-            self._check_output_shape(module, inputs[:1])
+            _check_output_shape(module, inputs[:1], len(classes))
+            self.classes_ = classes
+            self._record_input_shape(X)
             optimizer = self._make_optimizer(module)
             shuffle = torch.Generator().manual_seed(seed)
             targets = targets.to(device)
@@ -331,15 +358,15 @@ class TorchClassifier(ClassifierMixin, BaseEstimator):
             module.train()
             for epoch in range(self.epochs):
                 order = torch.randperm(len(inputs), generator=shuffle).to(device)
-                total = 0.0
+                total = torch.zeros((), device=device)
                 for start in range(0, len(inputs), self.batch_size):
                     batch = order[start : start + self.batch_size]
                     optimizer.zero_grad()
                     batch_loss = loss_fn(module(inputs[batch]), targets[batch])
                     batch_loss.backward()
                     optimizer.step()
-                    total += float(batch_loss.detach()) * len(batch)
-                self.loss_curve_.append(total / len(inputs))
+                    total += batch_loss.detach() * len(batch)
+                self.loss_curve_.append(float(total) / len(inputs))
                 if self.verbose:
                     print(f"{type(self).__name__} epoch {epoch + 1}/{self.epochs}: loss {self.loss_curve_[-1]:.4f}")
         self.module_ = module.eval()
@@ -349,16 +376,6 @@ class TorchClassifier(ClassifierMixin, BaseEstimator):
         if self.optimizer == "adam":
             return torch.optim.Adam(module.parameters(), lr=self.lr, weight_decay=self.weight_decay)
         return torch.optim.SGD(module.parameters(), lr=self.lr, momentum=self.momentum, weight_decay=self.weight_decay)
-
-    def _check_output_shape(self, module: nn.Module, example: torch.Tensor) -> None:
-        module.eval()
-        with torch.no_grad():
-            shape = tuple(module(example).shape)
-        if shape != (1, len(self.classes_)):
-            raise ValueError(
-                f"the network must map a batch of shape (batch, *{self.input_shape_}) to logits of shape "
-                f"(batch, {len(self.classes_)}); for a batch of 1 it returned shape {shape}"
-            )
 
     # -------------------------------------------------------------- prediction
     def _logits(self, X: Any) -> np.ndarray:

@@ -171,9 +171,15 @@ def test_cnn_learns_digits_and_reads_every_image_layout(digits):
 
 
 def test_cnn_refuses_images_it_cannot_read(digits):
-    X_train, _, y_train, _ = digits
+    X_train, X_test, y_train, _ = digits
     with pytest.raises(ValueError, match="padding=2"):
         TorchCNN(epochs=1).fit(X_train, y_train)
+    model = TorchCNN(padding=2, epochs=1, random_state=0).fit(X_train, y_train)
+    expected = model.predict_proba(X_test)
+    with pytest.raises(ValueError, match="padding=2"):
+        model.set_params(padding=0).fit(X_train, y_train % 3)
+    np.testing.assert_array_equal(model.classes_, np.arange(10))  # the refused refit left the fit intact
+    np.testing.assert_array_equal(model.predict_proba(X_test), expected)
     with pytest.raises(ValueError, match="square"):
         TorchCNN(epochs=1).fit(X_train[:, :50], y_train)
 
