@@ -115,10 +115,7 @@ def account(
 
     total = np.sum(curves, axis=0) if curves else np.zeros_like(grid)
     total_independent = np.sum(independent_curves, axis=0) if curves else np.zeros_like(grid)
-    if len(rows) == 1:  # a mechanism released alone may know a better conversion (parallel composition)
-        epsilon, order = rows[0].epsilon, rows[0].order
-        epsilon_independent = rows[0].epsilon_data_independent
-    elif rows:
+    if rows:
         epsilon, order = rdp_to_epsilon(grid, total, delta, analysis)
         epsilon_independent, _ = rdp_to_epsilon(grid, total_independent, delta, analysis)
     else:

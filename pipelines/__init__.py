@@ -1,9 +1,24 @@
 """Federated knowledge-transfer pipelines: partitioning, model adapters, FedKT, FedKD, PrivateKT, Selective-FD."""
 
+from __future__ import annotations
+
+from importlib import import_module
+from typing import Any
+
 from pipelines._random import spawn_seeds
 from pipelines.datasets import DATASET_NAMES, BenchmarkDataset, FederatedSplit, federated_split, load_dataset, read_idx
 from pipelines.executor import Executor, JoblibExecutor, PartyTask, SerialExecutor, run_party_tasks
 from pipelines.partition import dirichlet_partition, homogeneous_partition, split_indices, teacher_subsets
+
+# Estimators load lazily, so that `import pipelines` imports neither torch nor scikit-learn.
+_LAZY = {
+    "TorchCNN": "torch_models",
+    "TorchClassifier": "torch_models",
+    "TorchMLP": "torch_models",
+    "CentralizedPATE": "fedkt",
+    "FedKT": "fedkt",
+    "Solo": "fedkt",
+}
 
 __all__ = [
     "DATASET_NAMES",
@@ -22,4 +37,15 @@ __all__ = [
     "spawn_seeds",
     "split_indices",
     "teacher_subsets",
+    *_LAZY,
 ]
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        return getattr(import_module(f"pipelines.{_LAZY[name]}"), name)
+    raise AttributeError(f"module 'pipelines' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

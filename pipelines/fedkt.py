@@ -323,6 +323,8 @@ class FedKT(ClassifierMixin, BaseEstimator):
         if self.privacy == "L0":
             if self.gamma is not None or self.target_epsilon is not None:
                 raise ValueError("gamma and target_epsilon apply to privacy='L1' or 'L2' only; privacy='L0' adds no noise")
+        elif self.gamma is None:
+            raise ValueError(f"gamma is required with privacy={self.privacy!r} (Laplace noise of scale 1/gamma), got None")
         else:
             check_positive_finite("gamma", self.gamma)
         if self.target_epsilon is not None:
@@ -383,7 +385,7 @@ class FedKT(ClassifierMixin, BaseEstimator):
             delta=self.delta,
             primary_unit="example" if self.privacy == "L2" else "party",
             seeds={"random_state": int(seed_sequence.entropy)},
-            public_data_sha256=data_fingerprint(public),
+            public_data_sha256=data_fingerprint({"public": public}),
             description=(
                 f"FedKT-{self.privacy} final model: {len(parties)} parties, s = {self.n_partitions} partitions, "
                 f"t = {self.n_teachers} teachers, {type(self.teacher).__name__} teachers, "

@@ -3,6 +3,8 @@
 The public face of the project: everything a user needs is importable from here.
 """
 
+from typing import Any
+
 from accounting import (
     BudgetExceededError,
     LaplaceNoisyMax,
@@ -20,6 +22,33 @@ from accounting import (
 from privfed.bundle import BundleError, BundleIntegrityError, load_bundle, save_bundle
 
 __version__ = "0.1.0"
+
+# Pipelines and model adapters load on first use, so that `import privfed` (and the
+# `privfed account` command) import neither scikit-learn nor torch.
+_FROM_PIPELINES = (
+    "CentralizedPATE",
+    "FedKT",
+    "Solo",
+    "TorchCNN",
+    "TorchClassifier",
+    "TorchMLP",
+    "dirichlet_partition",
+    "federated_split",
+    "homogeneous_partition",
+    "load_dataset",
+)
+
+
+def __getattr__(name: str) -> Any:
+    if name in _FROM_PIPELINES:
+        import pipelines
+
+        return getattr(pipelines, name)
+    raise AttributeError(f"module 'privfed' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})
 
 __all__ = [
     "BudgetExceededError",
@@ -39,4 +68,5 @@ __all__ = [
     "data_fingerprint",
     "load_bundle",
     "save_bundle",
+    *_FROM_PIPELINES,
 ]

@@ -72,7 +72,7 @@ def test_l0_beats_solo_on_digits(digits) -> None:
 
 def test_l1_ledger_equals_account_on_the_evidence(digits) -> None:
     parties, public, (X_test, y_test) = digits
-    model = FedKT(tree(), n_partitions=2, n_teachers=3, privacy="L1", gamma=0.2, query_fraction=0.25, random_state=3)
+    model = FedKT(tree(), n_partitions=2, n_teachers=3, privacy="L1", gamma=1.0, query_fraction=0.25, random_state=3)
     model.fit(parties, public)
     votes = model.evidence_["server_votes"]
     assert votes.shape == (query_count(0.25, len(public)), 10) == (model.n_queries_answered_, 10)
@@ -81,10 +81,10 @@ def test_l1_ledger_equals_account_on_the_evidence(digits) -> None:
     for unit in ("party", "example"):
         for analysis in ("tight", "classic"):
             from_ledger = model.ledger_.account(delta=1e-5, analysis=analysis, unit=unit)
-            direct = account(LaplaceNoisyMax(votes, 0.2, 2, unit=unit), delta=1e-5, analysis=analysis)
+            direct = account(LaplaceNoisyMax(votes, 1.0, 2, unit=unit), delta=1e-5, analysis=analysis)
             assert from_ledger.epsilon == pytest.approx(direct.epsilon, rel=1e-9)
     assert any("students" in text for text in model.ledger_.unaccounted)
-    assert model.score(X_test, y_test) > 0.5
+    assert model.score(X_test, y_test) > 0.3  # ten classes: well above chance despite the noise
 
 
 def test_l2_accounts_parallel_composition_over_parties(digits) -> None:
