@@ -5,18 +5,31 @@ Depends on numpy, scipy and dp-accounting only.
 
 from accounting.account import account
 from accounting.fingerprint import data_fingerprint
+from accounting.dpsgd import DPSGD
+from accounting.gaussian_noisy_max import GaussianNoisyMax, gaussian_log_failure_bounds, gaussian_noisy_max_rdp
 from accounting.laplace_noisy_max import LaplaceNoisyMax, laplace_failure_bounds
 from accounting.ledger import BudgetExceededError, Ledger, LedgerFormatError, LedgerIntegrityError
 from accounting.ledger_entry import LedgerEntry
 from accounting.mechanism import Mechanism
 from accounting.orders import CLASSIC_ORDERS, TIGHT_ORDERS
 from accounting.parallel import ParallelComposition, compose_parallel
+from accounting.quantized_laplace import QuantizedLaplaceEnsemble, class_count_weights, quantize_logits
+from accounting.randomized_response import (
+    RandomizedResponse,
+    randomized_response_epsilon,
+    randomized_response_estimate,
+    randomized_response_keep_probability,
+    randomized_response_variance,
+)
 from accounting.report import MechanismReport, PrivacyReport
+from accounting.spec import load_mechanisms
 
 __all__ = [
     "CLASSIC_ORDERS",
+    "DPSGD",
     "TIGHT_ORDERS",
     "BudgetExceededError",
+    "GaussianNoisyMax",
     "LaplaceNoisyMax",
     "Ledger",
     "LedgerEntry",
@@ -26,8 +39,19 @@ __all__ = [
     "MechanismReport",
     "ParallelComposition",
     "PrivacyReport",
+    "QuantizedLaplaceEnsemble",
+    "RandomizedResponse",
     "account",
+    "class_count_weights",
     "compose_parallel",
     "data_fingerprint",
+    "gaussian_log_failure_bounds",
+    "gaussian_noisy_max_rdp",
     "laplace_failure_bounds",
+    "load_mechanisms",
+    "quantize_logits",
+    "randomized_response_epsilon",
+    "randomized_response_estimate",
+    "randomized_response_keep_probability",
+    "randomized_response_variance",
 ]

@@ -1,17 +1,35 @@
-"""The narrow bridge to dp-accounting: RDP curves of its standard events.
+"""The narrow bridge to dp-accounting: RDP curves and privacy loss distributions of its standard events.
 
 privfed never re-derives a mechanism that dp-accounting already implements;
 it asks an :class:`~dp_accounting.rdp.RdpAccountant` built on the caller's
-orders and reads its curve.
+orders and reads its curve, or builds the event's privacy loss distribution
+(PLD) from dp-accounting's constructors.
+
+The PLD is built here rather than with :class:`~dp_accounting.pld.PLDAccountant`
+because dp-accounting 0.6.0's accountant ignores ``count`` for
+:class:`~dp_accounting.RandomizedResponseDpEvent`: composing randomized response
+T times returns the single-use ε (``../shared/oracles/dp_accounting.json``,
+``replace_one_pld_accountant_compose_count_eps``). :func:`event_pld`
+self-composes every event explicitly, and builds each leaf under the neighbouring
+relation its mechanism is stated for.
 """
 
 from __future__ import annotations
 
+import math
+
 import dp_accounting
 import numpy as np
+from dp_accounting.pld import privacy_loss_distribution
 from dp_accounting.rdp import rdp_privacy_accountant
 
-__all__ = ["event_rdp"]
+__all__ = ["DEFAULT_PLD_INTERVAL", "event_pld", "event_pld_epsilon", "event_rdp", "pld_interval"]
+
+#: dp-accounting's default PLD value discretization interval.
+DEFAULT_PLD_INTERVAL = 1e-4
+#: The PLD grid is coarsened so that a composed PLD of total privacy loss ε spans
+#: about this many grid points: the cost stays bounded for vacuous compositions.
+_PLD_POINTS_PER_EPSILON = 50_000
 
 
 def event_rdp(
@@ -27,3 +45,95 @@ def event_rdp(
     )
     accountant.compose(event, count)
     return np.asarray(accountant.rdp, dtype=float).copy()
+
+
+def _randomized_response_epsilon(event: dp_accounting.RandomizedResponseDpEvent) -> float:
+    """Pure ε of one use of randomized response: ln(1 + (1 − p)·C / p) with p the noise parameter."""
+    p, buckets = event.noise_parameter, event.num_buckets
+    return math.log1p((1.0 - p) * buckets / p)
+
+
+def _leaves(event: dp_accounting.DpEvent) -> list[dp_accounting.DpEvent]:
+    if isinstance(event, dp_accounting.SelfComposedDpEvent):
+        return _leaves(event.event)
+    if isinstance(event, dp_accounting.ComposedDpEvent):
+        return [leaf for member in event.events for leaf in _leaves(member)]
+    return [event]
+
+
+def pld_interval(event: dp_accounting.DpEvent, *, epsilon_hint: float | None = None) -> float:
+    """The PLD discretization interval privfed uses for ``event``.
+
+    dp-accounting's default 10⁻⁴, refined to ε₀/1000 for randomized response of
+    small per-use ε₀ (its PLD has three atoms, so the rounding would otherwise
+    dominate), and coarsened to ``epsilon_hint`` / 50 000 when a valid upper bound
+    ``epsilon_hint`` on the composed ε (the RDP one) is large, so that the grid
+    stays small. Pessimistic rounding keeps every interval a valid upper bound.
+    """
+    interval = DEFAULT_PLD_INTERVAL
+    for leaf in _leaves(event):
+        if isinstance(leaf, dp_accounting.RandomizedResponseDpEvent):
+            interval = min(interval, _randomized_response_epsilon(leaf) / 1000.0)
+    if epsilon_hint is not None and math.isfinite(epsilon_hint):
+        interval = max(interval, epsilon_hint / _PLD_POINTS_PER_EPSILON)
+    return interval
+
+
+def event_pld(
+    event: dp_accounting.DpEvent, *, value_discretization_interval: float = DEFAULT_PLD_INTERVAL
+) -> privacy_loss_distribution.PrivacyLossDistribution:
+    """The pessimistic PLD of ``event``, every self-composition applied explicitly.
+
+    Supported leaves: Gaussian and Laplace (sensitivity 1, the event's noise
+    multiplier as scale), randomized response (replace-one: the true value
+    replaced by another), and the Poisson-subsampled Gaussian (add-or-remove-one,
+    as Opacus and dp-accounting's RDP accountant state DP-SGD).
+    """
+    interval = value_discretization_interval
+    if isinstance(event, dp_accounting.SelfComposedDpEvent):
+        if isinstance(event.event, dp_accounting.GaussianDpEvent):
+            # T Gaussians of scale σ compose exactly to one of scale σ/√T.
+            return privacy_loss_distribution.from_gaussian_mechanism(
+                standard_deviation=event.event.noise_multiplier / math.sqrt(event.count),
+                value_discretization_interval=interval,
+            )
+        return event_pld(event.event, value_discretization_interval=interval).self_compose(event.count)
+    if isinstance(event, dp_accounting.ComposedDpEvent):
+        composed = privacy_loss_distribution.identity(value_discretization_interval=interval)
+        for member in event.events:
+            composed = composed.compose(event_pld(member, value_discretization_interval=interval))
+        return composed
+    if isinstance(event, dp_accounting.RandomizedResponseDpEvent):
+        return privacy_loss_distribution.from_randomized_response(
+            noise_parameter=event.noise_parameter,
+            num_buckets=event.num_buckets,
+            value_discretization_interval=interval,
+            neighboring_relation=dp_accounting.NeighboringRelation.REPLACE_ONE,
+        )
+    if isinstance(event, dp_accounting.GaussianDpEvent):
+        return privacy_loss_distribution.from_gaussian_mechanism(
+            standard_deviation=event.noise_multiplier, value_discretization_interval=interval
+        )
+    if isinstance(event, dp_accounting.LaplaceDpEvent):
+        return privacy_loss_distribution.from_laplace_mechanism(
+            parameter=event.noise_multiplier, value_discretization_interval=interval
+        )
+    if isinstance(event, dp_accounting.PoissonSampledDpEvent) and isinstance(
+        event.event, dp_accounting.GaussianDpEvent
+    ):
+        return privacy_loss_distribution.from_gaussian_mechanism(
+            standard_deviation=event.event.noise_multiplier,
+            sampling_prob=event.sampling_probability,
+            value_discretization_interval=interval,
+            neighboring_relation=dp_accounting.NeighboringRelation.ADD_OR_REMOVE_ONE,
+        )
+    raise TypeError(f"event must be built from Gaussian, Laplace, randomized-response or Poisson-sampled Gaussian "
+                    f"events to get a privacy loss distribution, got {type(event).__name__}")
+
+
+def event_pld_epsilon(
+    event: dp_accounting.DpEvent, delta: float, *, epsilon_hint: float | None = None
+) -> float:
+    """ε at ``delta`` of ``event``'s PLD (a valid upper bound: pessimistic discretization)."""
+    interval = pld_interval(event, epsilon_hint=epsilon_hint)
+    return float(event_pld(event, value_discretization_interval=interval).get_epsilon_for_delta(delta))

@@ -13,6 +13,7 @@ import abc
 from collections.abc import Mapping
 from typing import Any, Literal
 
+import dp_accounting
 import numpy as np
 
 from accounting._checks import check_choice
@@ -98,6 +99,21 @@ class Mechanism(abc.ABC):
     def pure_epsilon(self) -> float | None:
         """ε of the basic (pure, δ = 0) composition, where the mechanism has one."""
         return None
+
+    def dp_event(self) -> dp_accounting.DpEvent | None:
+        """The whole release as a dp-accounting event, composed over its queries; ``None`` if it has none.
+
+        Given only where the event describes the release exactly or dominates it
+        (a valid upper bound), for the mechanism's own unit. Under
+        ``analysis="tight"``, :func:`~accounting.account.account` also converts it
+        through a privacy loss distribution (PLD) and reports the tighter of PLD
+        and RDP.
+        """
+        return None
+
+    def notes(self) -> tuple[str, ...]:
+        """Warnings a reader of this mechanism's ε must see (collected into :class:`PrivacyReport.notes`)."""
+        return ()
 
     def evidence(self) -> dict[str, np.ndarray]:
         """Private arrays the accounting was computed from (empty for data-independent mechanisms).

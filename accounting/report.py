@@ -15,6 +15,9 @@ _ANALYSIS_TEXT = {
 }
 
 
+_PLD_TEXT = "tight analysis (privacy loss distribution through dp-accounting, tighter than RDP here)"
+
+
 def round_up(value: float, digits: int = 4) -> str:
     """Format ``value`` with ``digits`` significant digits, never rounding down.
 
@@ -46,6 +49,7 @@ class MechanismReport:
     order: float
     epsilon_data_independent: float
     pure_epsilon: float | None
+    method: str = "rdp"
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -58,6 +62,7 @@ class MechanismReport:
             "order": self.order,
             "epsilon_data_independent": self.epsilon_data_independent,
             "pure_epsilon": self.pure_epsilon,
+            "method": self.method,
         }
 
 
@@ -90,6 +95,11 @@ class PrivacyReport:
     other_units:
         Reports for the other protected units of the same releases (a ledger's
         totals per unit); never composed with this one.
+    method:
+        Which accountant gave ``epsilon``: ``"rdp"`` (the curve above, converted at
+        ``order``) or ``"pld"`` (dp-accounting's privacy loss distribution of the
+        mechanisms' events, tighter here; ``order`` is then the RDP optimum, for
+        information only).
     """
 
     epsilon: float
@@ -107,11 +117,13 @@ class PrivacyReport:
     mechanisms: tuple[MechanismReport, ...] = ()
     notes: tuple[str, ...] = field(default=())
     other_units: Mapping[str, "PrivacyReport"] = field(default_factory=dict)
+    method: str = "rdp"
 
     def summary(self) -> str:
         """One line: ε, δ, unit, analysis and whether ε is data-dependent."""
         unit = f"{self.unit}-level DP" if self.unit else "no mechanism"
-        text = f"ε = {round_up(self.epsilon)}, δ = {self.delta:g} ({unit}; {_ANALYSIS_TEXT[self.analysis]}"
+        analysis = _PLD_TEXT if self.method == "pld" else _ANALYSIS_TEXT[self.analysis]
+        text = f"ε = {round_up(self.epsilon)}, δ = {self.delta:g} ({unit}; {analysis}"
         if self.data_dependent:
             text += (
                 "; DATA-DEPENDENT: this ε was computed from the private votes and is itself private; "
@@ -142,5 +154,6 @@ class PrivacyReport:
             "mechanisms": [m.to_dict() for m in self.mechanisms],
             "notes": list(self.notes),
             "other_units": {unit: report.to_dict() for unit, report in self.other_units.items()},
+            "method": self.method,
             "summary": self.summary(),
         }

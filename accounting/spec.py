@@ -1,0 +1,112 @@
+"""Mechanism files: a pipeline's releases listed in JSON or TOML, for ``privfed account``.
+
+A file lists mechanisms under ``mechanisms``, each with its registered ``kind``,
+an optional ``unit`` (the mechanism's default otherwise) and its constructor's
+arguments. Vote matrices of noisy-max mechanisms are named as ``.npy`` files,
+relative to the mechanism file, and loaded without pickle::
+
+    [[mechanisms]]
+    kind = "laplace_noisy_max"
+    unit = "example"
+    votes = "votes.npy"
+    gamma = 0.05
+
+    [[mechanisms]]
+    kind = "dpsgd"
+    noise_multiplier = 1.1
+    sample_rate = 0.01
+    steps = 2000
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import tomllib
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from accounting.mechanism import Mechanism
+from accounting.registry import mechanism_class, mechanism_kinds
+
+__all__ = ["load_mechanisms"]
+
+#: Arguments that name a ``.npy`` file (relative to the mechanism file) instead of holding the array.
+_ARRAY_FILE_ARGUMENTS = frozenset({"votes"})
+
+
+def _read(path: Path) -> Any:
+    suffix = path.suffix.lower()
+    if suffix == ".toml":
+        with path.open("rb") as handle:
+            return tomllib.load(handle)
+    if suffix == ".json":
+        with path.open("r", encoding="utf-8") as handle:
+            return json.load(handle)
+    raise ValueError(f"path must name a .json or .toml mechanism file, got {str(path)!r}")
+
+
+def _load_array(base: Path, value: object, *, where: str) -> np.ndarray:
+    if not isinstance(value, str) or not value.endswith(".npy"):
+        raise ValueError(f"{where} must name a .npy file relative to the mechanism file, got {value!r}")
+    file = base / value
+    if not file.is_file():
+        raise ValueError(f"{where} names {value!r}, but {str(file)!r} is not a file")
+    return np.load(file, allow_pickle=False)
+
+
+def _mechanism(entry: object, index: int, base: Path) -> Mechanism:
+    where = f"mechanisms[{index}]"
+    if not isinstance(entry, Mapping):
+        raise ValueError(f"{where} must be a table of kind and parameters, got {entry!r}")
+    arguments = dict(entry)
+    kind = arguments.pop("kind", None)
+    if kind not in mechanism_kinds():
+        raise ValueError(f"{where}.kind must be one of {', '.join(mechanism_kinds())}; got {kind!r}")
+    cls = mechanism_class(kind)
+    accepted = set(inspect.signature(cls).parameters) - {"self"}
+    unknown = sorted(set(arguments) - accepted)
+    if unknown:
+        raise ValueError(f"{where} ({kind}) has unknown parameters {unknown}; valid: {sorted(accepted)}")
+    for name in _ARRAY_FILE_ARGUMENTS & set(arguments):
+        arguments[name] = _load_array(base, arguments[name], where=f"{where}.{name}")
+    try:
+        return cls(**arguments)
+    except TypeError as error:
+        raise TypeError(f"{where} ({kind}): {error}") from error
+
+
+def load_mechanisms(path: str | Path) -> list[Mechanism]:
+    """Read the mechanisms listed in a JSON or TOML file.
+
+    Parameters
+    ----------
+    path:
+        A ``.json`` or ``.toml`` file with a top-level ``mechanisms`` list (and
+        optionally a ``description`` string).
+
+    Returns
+    -------
+    list of Mechanism, in file order (compose them with :func:`accounting.account`).
+
+    Examples
+    --------
+    >>> import privfed  # doctest: +SKIP
+    >>> privfed.account(privfed.load_mechanisms("examples/pipeline.toml"), delta=1e-5)  # doctest: +SKIP
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise ValueError(f"path must be an existing mechanism file, got {str(path)!r}")
+    document = _read(path)
+    if not isinstance(document, Mapping) or not isinstance(document.get("mechanisms"), list):
+        raise ValueError(f"{str(path)!r} must hold a top-level 'mechanisms' list")
+    extra = sorted(set(document) - {"mechanisms", "description"})
+    if extra:
+        raise ValueError(f"{str(path)!r} has unknown top-level keys {extra}; valid: ['description', 'mechanisms']")
+    if not document["mechanisms"]:
+        raise ValueError(f"{str(path)!r} lists no mechanisms")
+    base = path.resolve().parent
+    return [_mechanism(entry, i, base) for i, entry in enumerate(document["mechanisms"])]
