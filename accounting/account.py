@@ -15,7 +15,7 @@ from accounting.mechanism import ANALYSES, Mechanism, relation_for_unit
 from accounting.orders import default_orders
 from accounting.report import MechanismReport, PrivacyReport
 
-__all__ = ["account", "as_mechanisms"]
+__all__ = ["account", "as_mechanisms", "tighten_with_pld"]
 
 _CONVERSIONS = {
     "classic": "moments-accountant tail bound ε = min_α RDP(α) + ln(1/δ)/(α − 1) (PATE 2017 Thm 2; Mironov 2017 Prop. 3)",
@@ -25,7 +25,7 @@ _PLD_CONVERSION = (
     "dp-accounting privacy loss distribution of the mechanisms' DpEvents (pessimistic discretization, "
     "self-compositions applied by privfed), tighter than the RDP conversion here"
 )
-_PLD_INDEPENDENT_NOTE = "epsilon_data_independent comes from the privacy loss distribution (PLD) of the mechanisms' DpEvents"
+PLD_INDEPENDENT_NOTE = "epsilon_data_independent comes from the privacy loss distribution (PLD) of the mechanisms' DpEvents"
 
 
 def as_mechanisms(mechanisms: Mechanism | Iterable[Mechanism]) -> tuple[Mechanism, ...]:
@@ -57,7 +57,7 @@ def _pld_epsilon(members: Sequence[Mechanism], delta: float, *, epsilon_hint: fl
     return event_pld_epsilon(event, delta, epsilon_hint=epsilon_hint)
 
 
-def _tighten_with_pld(
+def tighten_with_pld(
     members: Sequence[Mechanism], delta: float, epsilon: float, epsilon_independent: float
 ) -> tuple[float, float, str, bool]:
     """(ε, data-independent ε, method, PLD gave the data-independent ε) with the PLD bound where smaller.
@@ -140,7 +140,7 @@ def account(
         )
         method, independent_from_pld = "rdp", False
         if analysis == "tight":
-            epsilon, epsilon_independent, method, independent_from_pld = _tighten_with_pld(
+            epsilon, epsilon_independent, method, independent_from_pld = tighten_with_pld(
                 [member], delta, epsilon, epsilon_independent
             )
         rows.append(
@@ -165,7 +165,7 @@ def account(
         epsilon_independent, _ = rdp_to_epsilon(grid, total_independent, delta, analysis)
         method, independent_from_pld = "rdp", False
         if analysis == "tight":
-            epsilon, epsilon_independent, method, independent_from_pld = _tighten_with_pld(
+            epsilon, epsilon_independent, method, independent_from_pld = tighten_with_pld(
                 members, delta, epsilon, epsilon_independent
             )
     else:
@@ -173,7 +173,7 @@ def account(
 
     notes = [note for member in members for note in member.notes()]
     if independent_from_pld and method == "rdp":
-        notes.append(_PLD_INDEPENDENT_NOTE)
+        notes.append(PLD_INDEPENDENT_NOTE)
 
     return PrivacyReport(
         epsilon=epsilon,

@@ -38,7 +38,7 @@ from typing import Any
 import numpy as np
 
 from accounting._checks import check_choice, check_delta, check_positive_finite
-from accounting.account import _CONVERSIONS
+from accounting.account import _CONVERSIONS, PLD_INDEPENDENT_NOTE, tighten_with_pld
 from accounting.conversion import rdp_to_epsilon
 from accounting.fingerprint import canonical_json, commit_evidence, new_salt, sha256_hex
 from accounting.ledger_entry import (
@@ -405,18 +405,36 @@ class Ledger:
             curve = member.curves[analysis]
             epsilon, order = rdp_to_epsilon(curve.orders, curve.rdp, delta, analysis)
             epsilon_independent, _ = rdp_to_epsilon(curve.orders, curve.rdp_data_independent, delta, analysis)
+            method = "rdp"
+            if analysis == "tight" and not member.data_dependent:
+                epsilon, epsilon_independent, method, _ = tighten_with_pld(
+                    [mechanism_from_record(member.record())], delta, epsilon, epsilon_independent
+                )
             rows.append(MechanismReport(
                 kind=member.kind, unit=unit, parameters=member.parameters, num_queries=member.num_queries,
                 data_dependent=member.data_dependent, epsilon=epsilon, order=order,
-                epsilon_data_independent=epsilon_independent, pure_epsilon=member.pure_epsilon,
+                epsilon_data_independent=epsilon_independent, pure_epsilon=member.pure_epsilon, method=method,
             ))
+        method, independent_from_pld = "rdp", False
         if members:
             epsilon, order = rdp_to_epsilon(orders, total, delta, analysis)
             epsilon_independent, _ = rdp_to_epsilon(orders, total_independent, delta, analysis)
+            if analysis == "tight" and not any(member.data_dependent for _, member in members):
+                # Data-independent releases are rebuilt from their public parameters, so the ledger
+                # gives the same PLD-or-RDP bound as account() on the mechanisms themselves.
+                rebuilt = [mechanism_from_record(member.record()) for _, member in members]
+                epsilon, epsilon_independent, method, independent_from_pld = tighten_with_pld(
+                    rebuilt, delta, epsilon, epsilon_independent
+                )
         else:
             epsilon, order, epsilon_independent = 0.0, float(orders[0]), 0.0
         notes = [f"recomputed from the RDP curves of {len(members)} {unit}-level ledger entr"
                  f"{'y' if len(members) == 1 else 'ies'}, summed order by order (sequential composition)"]
+        if method == "pld":
+            notes.append("ε from the privacy loss distribution of the entries' mechanisms, rebuilt from their "
+                         "recorded parameters (tighter than the summed RDP curves here)")
+        elif independent_from_pld:
+            notes.append(PLD_INDEPENDENT_NOTE)
         notes += [f"UNACCOUNTED release, not covered by this ε: {description}" for description in self.unaccounted]
         return PrivacyReport(
             epsilon=epsilon,
@@ -433,6 +451,7 @@ class Ledger:
             relation=relation_for_unit(unit),
             mechanisms=tuple(rows),
             notes=tuple(notes),
+            method=method,
         )
 
     # --- evidence ------------------------------------------------------------------------------

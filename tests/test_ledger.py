@@ -319,3 +319,19 @@ def test_budget_applies_to_every_unit_of_a_release():
     with pytest.raises(BudgetExceededError, match="at example level"):
         ledger.record(release)
     assert len(ledger) == 0
+
+
+def test_ledger_totals_equal_account_for_pld_accounted_mechanisms():
+    """Data-independent releases are rebuilt from their parameters: the ledger reports account()'s PLD bound."""
+    from accounting import DPSGD, RandomizedResponse, account
+
+    mechanisms = [DPSGD(1.1, 0.01, 500), RandomizedResponse(10, epsilon=1.0, reports=5, unit="example")]
+    ledger = Ledger(delta=1e-5, primary_unit="example")
+    for mechanism in mechanisms:
+        ledger.record(mechanism)
+    direct = account(mechanisms, delta=1e-5)
+    for candidate in (ledger, Ledger.from_json(ledger.to_json())):
+        report = candidate.account()
+        assert report.method == direct.method == "pld"
+        assert report.epsilon == pytest.approx(direct.epsilon, rel=1e-12)
+        assert report.epsilon < account(mechanisms, delta=1e-5, orders=report.orders).epsilon * (1 + 1e-12)
