@@ -68,3 +68,30 @@ def test_installed_command_runs_on_the_shipped_example() -> None:
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout.startswith("ε = ")
+
+
+def test_mechanism_file_is_accounted_like_the_python_api(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    np.save(tmp_path / "votes.npy", np.array([[30, 2, 1], [20, 15, 0]]))
+    (tmp_path / "pipeline.toml").write_text(
+        '[[mechanisms]]\nkind = "dpsgd"\nnoise_multiplier = 1.0\nsample_rate = 0.02\nsteps = 300\n\n'
+        '[[mechanisms]]\nkind = "laplace_noisy_max"\nvotes = "votes.npy"\ngamma = 0.1\n'
+    )
+    assert main(["account", str(tmp_path / "pipeline.toml"), "--delta", "1e-5", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    from accounting import DPSGD
+
+    expected = account([DPSGD(1.0, 0.02, 300), LaplaceNoisyMax(np.load(tmp_path / "votes.npy"), 0.1)], delta=1e-5)
+    assert data["epsilon"] == expected.epsilon
+    assert [m["kind"] for m in data["mechanisms"]] == ["dpsgd", "laplace_noisy_max"]
+
+
+def test_mechanism_file_errors_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    bad = tmp_path / "bad.toml"
+    bad.write_text("[[mechanisms]]\nkind = 'no_such_kind'\n")
+    assert main(["account", str(bad), "--delta", "1e-5"]) == 2
+    assert "kind" in capsys.readouterr().err
+    broken = tmp_path / "broken.toml"
+    broken.write_text("[[mechanisms]\n")
+    assert main(["account", str(broken), "--delta", "1e-5"]) == 2
+    assert main(["account", str(bad), "--delta", "1e-5", "--gamma", "0.1"]) == 2
+    assert "--gamma applies to a .npy" in capsys.readouterr().err
