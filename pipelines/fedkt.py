@@ -36,7 +36,7 @@ from sklearn.utils.validation import check_is_fitted
 from accounting import LaplaceNoisyMax, Ledger, account, compose_parallel
 from accounting._checks import check_choice, check_delta, check_int_at_least, check_positive_finite, check_probability
 from accounting.fingerprint import data_fingerprint
-from pipelines._models import FittedClassifier, fit_classifier
+from pipelines._models import FittedClassifier, fit_classifier, with_seed
 from pipelines._random import as_seed_sequence
 from pipelines.executor import PartyTask, run_party_tasks
 from pipelines.partition import teacher_subsets
@@ -231,10 +231,8 @@ class FedKT(ClassifierMixin, BaseEstimator):
     classes_ : ndarray
         The labels seen in the parties' data.
     final_model_ : estimator
-        The server's fitted final model (labels are indices into ``classes_`` when
-        ``final_classes_`` is not all classes).
-    final_classes_ : ndarray
-        Indices into ``classes_`` of the labels the final model was trained on.
+        The server's fitted final model, trained on the original labels: it can be
+        published on its own (``privfed.save_bundle(model, path)`` saves it with the ledger).
     students_ : list of list of FittedClassifier
         Each party's s students.
     ledger_ : accounting.Ledger
@@ -396,14 +394,13 @@ class FedKT(ClassifierMixin, BaseEstimator):
         n_answered = self._account(ledger, results, server_votes)
         server_rng = np.random.default_rng(server_seeds)
         labels = noisy_labels(server_votes[:n_answered], server_rng, gamma=gamma if self.privacy == "L1" else None)
-        fitted = fit_classifier(final, X_final[:n_answered], labels, n_classes=n_classes, seed=server_rng.integers(2**31))
-        if fitted.estimator is None:
+        if len(np.unique(labels)) < 2:
             raise ValueError(
                 "the server's voted labels hold a single class: the final model cannot be trained; "
                 "query more public examples (query_fraction) or lower the noise"
             )
-        self.final_model_ = fitted.estimator
-        self.final_classes_ = fitted.classes
+        # The final model learns the original labels, so that it can be published (and bundled) on its own.
+        self.final_model_ = with_seed(final, server_rng.integers(2**31)).fit(X_final[:n_answered], self.classes_[labels])
         self.n_queries_answered_ = int(n_answered)
         self.ledger_ = ledger
         return self
@@ -485,16 +482,15 @@ class FedKT(ClassifierMixin, BaseEstimator):
     def predict(self, X: np.ndarray) -> np.ndarray:
         """Labels predicted by the final model."""
         check_is_fitted(self, "final_model_")
-        codes = np.asarray(self.final_model_.predict(np.asarray(X)), dtype=np.int64)
-        return self.classes_[self.final_classes_[codes]]
+        return self.final_model_.predict(np.asarray(X))
 
     def predict_proba(self, X: np.ndarray) -> np.ndarray:
-        """Class probabilities of the final model, columns in ``classes_`` order (absent classes get 0)."""
+        """Class probabilities of the final model, columns in ``classes_`` order (classes it never saw get 0)."""
         check_is_fitted(self, "final_model_")
         if not hasattr(self.final_model_, "predict_proba"):
             raise AttributeError(f"the final model {type(self.final_model_).__name__} has no predict_proba")
         proba = np.zeros((len(X), len(self.classes_)))
-        proba[:, self.final_classes_] = self.final_model_.predict_proba(np.asarray(X))
+        proba[:, np.searchsorted(self.classes_, self.final_model_.classes_)] = self.final_model_.predict_proba(np.asarray(X))
         return proba
 
 

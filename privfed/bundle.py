@@ -235,7 +235,9 @@ def save_bundle(
         An xgboost model (``Booster`` or ``XGBClassifier``/…), a scikit-learn
         estimator (saved with skops), an object with ``get_safe_state()`` /
         ``from_safe_state()`` (``pipelines.TorchClassifier``), or a plain
-        ``torch.nn.Module`` (its state dict; loading needs the module).
+        ``torch.nn.Module`` (its state dict; loading needs the module). A fitted
+        privfed pipeline (an object with ``final_model_`` and ``ledger_``, such as
+        ``FedKT``) stands for its final model, with its own ledger by default.
     path:
         The bundle directory; created if missing.
     ledger:
@@ -254,6 +256,9 @@ def save_bundle(
     pathlib.Path
         The bundle directory.
     """
+    if hasattr(model, "final_model_") and hasattr(model, "ledger_"):
+        ledger = model.ledger_ if ledger is None else ledger
+        model = model.final_model_
     family = _model_family(model)
     if ledger is None:
         ledger = Ledger()

@@ -21,6 +21,7 @@ import numpy as np
 
 import accounting
 import accounting.report
+from privfed.demo import add_demo_command
 
 __all__ = ["main"]
 
@@ -91,6 +92,7 @@ def _parser() -> argparse.ArgumentParser:
     account.add_argument("--analysis", default="tight", choices=("tight", "classic"))
     account.add_argument("--json", action="store_true", help="print the report as JSON")
     account.set_defaults(handler=_account_command)
+    add_demo_command(commands)
     return parser
 
 
@@ -100,7 +102,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         return args.handler(args)
-    except (_UsageError, ValueError, TypeError) as error:
+    except (_UsageError, ValueError, TypeError, FileExistsError) as error:
         print(f"privfed {args.command}: error: {error}", file=sys.stderr)
         return 2
 

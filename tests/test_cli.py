@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+import accounting.report
 from accounting import LaplaceNoisyMax, account
 from privfed.cli import main
 
@@ -95,3 +96,17 @@ def test_mechanism_file_errors_exit_2(tmp_path: Path, capsys: pytest.CaptureFixt
     assert main(["account", str(broken), "--delta", "1e-5"]) == 2
     assert main(["account", str(bad), "--delta", "1e-5", "--gamma", "0.1"]) == 2
     assert "--gamma applies to a .npy" in capsys.readouterr().err
+
+
+def test_demo_writes_a_bundle_whose_ledger_matches_the_printout(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import privfed
+
+    out = tmp_path / "bundle"
+    assert main(["demo", "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    model, ledger = privfed.load_bundle(out)
+    report = ledger.account(unit="party")
+    assert f"ε = {accounting.report.round_up(report.epsilon)}" in printed and "party-level" in printed
+    assert hasattr(model, "predict") and (out / "MODEL_CARD.md").is_file()
+    assert main(["demo", "--out", str(out)]) == 2
+    assert "--overwrite" in capsys.readouterr().err

@@ -207,3 +207,50 @@ def test_bad_data_fails_with_a_named_argument(digits) -> None:
 
 def test_fedkt_is_importable_from_privfed() -> None:
     assert privfed.FedKT is FedKT and privfed.Solo is Solo and privfed.CentralizedPATE is CentralizedPATE
+
+
+# --- model families and bundles -------------------------------------------------------------------
+def test_xgboost_students_and_final_model(digits) -> None:
+    from xgboost import XGBClassifier
+
+    parties, public, (X_test, y_test) = digits
+    booster = XGBClassifier(n_estimators=20, max_depth=3, learning_rate=0.3, n_jobs=1)
+    model = FedKT(tree(), booster, n_teachers=3, privacy="L1", gamma=1.0, random_state=0).fit(parties, public)
+    assert type(model.final_model_).__name__ == "XGBClassifier"
+    assert model.score(X_test, y_test) > 0.5
+
+
+def test_torch_mlp_everywhere() -> None:
+    import torch
+
+    from pipelines import TorchMLP
+
+    X, y = load_digits(return_X_y=True)
+    X = X / 16.0
+    parts = dirichlet_partition(y[:1000], 3, 5.0, min_size=100, random_state=1)
+    parties = [(X[:1000][idx], y[:1000][idx]) for idx in parts]
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        mlp = TorchMLP(hidden=(32,), epochs=15, batch_size=32, lr=3e-3)
+        model = FedKT(mlp, n_partitions=1, n_teachers=2, privacy="L2", gamma=1.0, random_state=0)
+        model.fit(parties, X[1000:1400])
+    finally:
+        torch.set_num_threads(threads)
+    assert model.score(X[1400:], y[1400:]) > 0.6
+    assert type(model.final_model_).__name__ == "TorchMLP"
+
+
+@pytest.mark.parametrize("family", ["forest", "xgboost"])
+def test_fitted_fedkt_saves_a_bundle_that_reloads_and_recomputes(digits, tmp_path, family) -> None:
+    from xgboost import XGBClassifier
+
+    parties, public, (X_test, _) = digits
+    final = RandomForestClassifier(n_estimators=10) if family == "forest" else XGBClassifier(n_estimators=10, n_jobs=1)
+    model = FedKT(tree(), final, n_teachers=2, privacy="L1", gamma=1.0, query_fraction=0.5, random_state=0)
+    model.fit(parties, public)
+    path = privfed.save_bundle(model, tmp_path / "bundle", evidence=model.ledger_.evidence())
+    loaded, ledger = privfed.load_bundle(path)
+    np.testing.assert_array_equal(loaded.predict(X_test), model.predict(X_test))
+    assert ledger.account(delta=1e-5).epsilon == model.ledger_.account(delta=1e-5).epsilon
+    assert (path / "MODEL_CARD.md").read_text().count("party") > 0
