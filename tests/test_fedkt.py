@@ -220,7 +220,7 @@ def test_xgboost_students_and_final_model(digits) -> None:
     assert model.score(X_test, y_test) > 0.5
 
 
-def test_torch_mlp_everywhere() -> None:
+def test_torch_mlp_everywhere(tmp_path) -> None:
     import torch
 
     from pipelines import TorchMLP
@@ -239,6 +239,9 @@ def test_torch_mlp_everywhere() -> None:
         torch.set_num_threads(threads)
     assert model.score(X[1400:], y[1400:]) > 0.6
     assert type(model.final_model_).__name__ == "TorchMLP"
+    loaded, ledger = privfed.load_bundle(privfed.save_bundle(model, tmp_path / "bundle"))
+    np.testing.assert_array_equal(loaded.predict(X[1400:]), model.predict(X[1400:]))
+    assert ledger.account(delta=1e-5).epsilon == model.ledger_.account(delta=1e-5).epsilon
 
 
 @pytest.mark.parametrize("family", ["forest", "xgboost"])
