@@ -18,6 +18,7 @@ import numpy as np
 
 import accounting
 import accounting.report
+from privfed.audit_command import add_audit_command
 
 __all__ = ["main"]
 
@@ -69,6 +70,7 @@ def _parser() -> argparse.ArgumentParser:
     account.add_argument("--analysis", default="tight", choices=("tight", "classic"))
     account.add_argument("--json", action="store_true", help="print the report as JSON")
     account.set_defaults(handler=_account_command)
+    add_audit_command(commands)
     return parser
 
 
