@@ -61,8 +61,9 @@ _PICKLE_SUFFIXES = (".pkl", ".pickle", ".joblib", ".pt", ".pth", ".ckpt", ".bin"
 _FOREIGN_SUFFIXES = (".skops", ".ubj", ".json", ".safetensors")
 
 _INTEGRITY_MEANING = "the file or record was changed after it was written, so its privacy claims cannot be trusted."
-_RECOMPUTE_MEANING = ("privfed's own accountants give a different number from the one recorded, so the recorded "
-                      "privacy figure is wrong or was edited.")
+_RECOMPUTE_MEANING = ("privfed's own accountants, applied to the recorded or stated mechanism, give a different "
+                      "(larger) privacy loss, so the figure is wrong, was edited, or rests on an analysis privfed "
+                      "cannot confirm.")
 _UNSAFE_MEANING = ("opening this file would require a format that can run arbitrary code (such as pickle); privfed "
                    "refuses to open it.")
 
@@ -232,6 +233,10 @@ def _claims_statement(document: Mapping[str, Any], given_units: dict[str, int]) 
         report = account(members, delta=delta, analysis=analysis)
         if member_unit in placeholders:  # only the data-independent part of a placeholder rebuild means anything
             report = dataclasses.replace(report, epsilon=report.epsilon_data_independent, data_dependent=False)
+        pure = [member.pure_epsilon() for member in members]
+        if all(value is not None for value in pure) and sum(pure) < report.epsilon:
+            # Basic composition of pure ε-DP releases holds at δ = 0, hence at any δ (e.g. one randomized response).
+            report = dataclasses.replace(report, epsilon=float(sum(pure)), method="pure")
         return report
 
     reports = {u: report_for(ms * (rounds or 1), u, "tight") for u, ms in mechanisms.items()}

@@ -84,6 +84,9 @@ class Statement:
         return report.epsilon if report is not None else self.epsilon
 
 
+_PLURALS = {"party": "parties", "example": "examples"}
+
+
 def _fmt(value: float | None) -> str:
     return "none" if value is None else round_up(value)
 
@@ -118,8 +121,7 @@ def _unaccounted(statement: Statement) -> Check:
 
 def _composition(statement: Statement) -> Check:
     if statement.rounds is None:
-        return Check("composition", "pass",
-                     f"the ε covers all {len(statement.releases)} accounted release(s), composed")
+        return Check("composition", "pass", "the ε composes every accounted release (none is stated per round)")
     report = statement.reports.get(statement.unit)
     total = _fmt(report.epsilon if report else None)
     return Check("composition", "warn",
@@ -131,7 +133,9 @@ def _composition(statement: Statement) -> Check:
 
 def _unit(statement: Statement) -> Check:
     name = "protected unit"
-    units = set(statement.reports) or {statement.unit}
+    units = set(statement.reports)
+    if not units:
+        return Check(name, "pass", "no accounted release, so no unit is protected")
     if statement.setting == "federated" and units == {"example"}:
         return Check(name, "warn", "a federated model with an example-level ε only (one training record protected), "
                      "no party-level ε", "in federated learning a party contributes many records; protecting one record "
@@ -193,16 +197,16 @@ def _delta(statement: Statement) -> Check:
                      "without δ the ε cannot be read as a guarantee.", "delta")
     count = statement.protected_units.get(statement.unit)
     if count is None:
-        return Check(name, "warn", f"δ = {statement.delta:g}; the number of protected {statement.unit}s is unknown, so "
+        return Check(name, "warn", f"δ = {statement.delta:g}; the number of protected {_PLURALS[statement.unit]} is unknown, so "
                      "δ < 1/n could not be checked (pass --protected-units N)",
                      "δ is the probability that the guarantee fails outright; it must be far below one over the number "
                      "of people (or parties) protected, and that could not be verified here.", "delta")
     if statement.delta >= 1.0 / count:
         return Check(name, "warn", f"δ = {statement.delta:g} ≥ 1/n = {1.0 / count:.3g} with n = {count} protected "
-                     f"{statement.unit}s ({statement.protected_units_source})",
+                     f"{_PLURALS[statement.unit]} ({statement.protected_units_source})",
                      "with δ this large a mechanism could reveal one of the protected parties or records completely and "
                      "still meet the claim.", "delta")
-    return Check(name, "pass", f"δ = {statement.delta:g} < 1/n = {1.0 / count:.3g} (n = {count} {statement.unit}s, "
+    return Check(name, "pass", f"δ = {statement.delta:g} < 1/n = {1.0 / count:.3g} (n = {count} {_PLURALS[statement.unit]}, "
                  f"{statement.protected_units_source})")
 
 
