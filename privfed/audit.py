@@ -101,6 +101,20 @@ def rebuild_public_mechanism(record: Mapping[str, Any]) -> tuple[Mechanism, bool
         return mechanism_from_record(record, evidence=placeholder), True
 
 
+#: The parameter that counts a mechanism's own repetitions: scaled for a per-round claim instead of copying it.
+_REPETITIONS = {"randomized_response": "reports", "dpsgd": "steps", "quantized_laplace_ensemble": "draws_per_example"}
+
+
+def _over_rounds(record: Mapping[str, Any], rounds: int) -> dict[str, Any]:
+    """``record`` repeated ``rounds`` times, as one record when its kind counts its own repetitions."""
+    counter = _REPETITIONS.get(record.get("kind"))
+    parameters = dict(record.get("parameters", {}))
+    if counter is None or rounds == 1:
+        return dict(record)
+    parameters[counter] = int(parameters.get(counter, 1)) * rounds
+    return {**record, "parameters": parameters}
+
+
 def _close(recorded: float, recomputed: float) -> bool:
     if math.isinf(recorded) or math.isinf(recomputed):
         return recorded == recomputed
@@ -215,18 +229,24 @@ def _claims_statement(document: Mapping[str, Any], given_units: dict[str, int]) 
     claim = document["claim"]
     unit, delta, epsilon = claim["unit"], float(claim["delta"]), claim.get("epsilon")
     rounds = claim.get("rounds") if claim.get("scope", "total") == "per_round" else None
-    mechanisms: dict[str, list[Mechanism]] = {}
+    mechanisms: dict[str, list[Mechanism]] = {}  # one round (the whole release for a total claim)
+    composed: dict[str, list[Mechanism]] = {}  # over every round
     placeholders: set[str] = set()
     releases = []
     for index, record in enumerate(document.get("mechanisms", [])):
         try:
             mechanism, placeholder = rebuild_public_mechanism(record)
+            repeated = record if rounds is None else _over_rounds(record, rounds)
+            over_rounds = [rebuild_public_mechanism(repeated)[0]]
+            if rounds is not None and repeated is record:
+                over_rounds *= rounds
         except (ValueError, TypeError, KeyError) as error:
             raise AuditInputError(f"claims file: mechanisms[{index}] cannot be rebuilt: {error}") from None
         mechanisms.setdefault(mechanism.unit, []).append(mechanism)
+        composed.setdefault(mechanism.unit, []).extend(over_rounds)
         if placeholder:
             placeholders.add(mechanism.unit)
-        releases.append(Release(mechanism.kind, mechanism.unit, mechanism.num_queries * (rounds or 1),
+        releases.append(Release(mechanism.kind, mechanism.unit, sum(m.num_queries for m in over_rounds),
                                 mechanism.data_dependent and not placeholder, mechanism.parameters()))
 
     def report_for(members: list[Mechanism], member_unit: str, analysis: str) -> PrivacyReport:
@@ -239,7 +259,7 @@ def _claims_statement(document: Mapping[str, Any], given_units: dict[str, int]) 
             report = dataclasses.replace(report, epsilon=float(sum(pure)), method="pure")
         return report
 
-    reports = {u: report_for(ms * (rounds or 1), u, "tight") for u, ms in mechanisms.items()}
+    reports = {u: report_for(ms, u, "tight") for u, ms in composed.items()}
     headline = reports.get(unit)
     name, section = "claimed ε", "recomputation"
     if headline is None:
@@ -250,7 +270,7 @@ def _claims_statement(document: Mapping[str, Any], given_units: dict[str, int]) 
             check = Check(name, "warn", f"no ε is claimed and no {unit}-level mechanism is stated: no differential-"
                           "privacy guarantee", "nothing bounds what the model reveals about its training data.", section)
     else:
-        classic = report_for(mechanisms[unit] * (rounds or 1), unit, "classic")
+        classic = report_for(composed[unit], unit, "classic")
         recomputed = (f"privfed: ε = {_fmt(headline.epsilon)} (tight, {headline.method.upper()}), "
                       f"{_fmt(classic.epsilon)} (classic) at δ = {delta:g}, {unit} level"
                       + (", data-independent (the private votes are not published)" if unit in placeholders else ""))
