@@ -125,16 +125,17 @@ class AuditReport:
         """The verdict table as plain text (what ``privfed audit`` prints)."""
         name_width = max([len("check")] + [len(c.name) for c in self.checks])
         detail_width = max(30, width - name_width - 10)
+        wrap = textwrap.TextWrapper(detail_width, break_long_words=False, break_on_hyphens=False)
         lines = [f"privfed audit: {self.target}", ""]
         lines.append(f"{'check'.ljust(name_width)}  status  detail")
         lines.append(f"{'-' * name_width}  ------  {'-' * detail_width}")
         indent = " " * (name_width + 10)
         for check in self.checks:
-            detail = textwrap.wrap(check.detail, detail_width) or [""]
+            detail = wrap.wrap(check.detail) or [""]
             lines.append(f"{check.name.ljust(name_width)}  {check.status.upper().ljust(6)}  {detail[0]}")
             lines.extend(indent + line for line in detail[1:])
             if check.status != "pass" and check.meaning:
-                note = textwrap.wrap(f"What this means: {check.meaning} See {check.reference}.", detail_width)
+                note = wrap.wrap(f"What this means: {check.meaning} See {check.reference}.")
                 lines.extend(indent + line for line in note)
         lines += ["", self.verdict()]
         return "\n".join(lines)
