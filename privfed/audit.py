@@ -28,7 +28,7 @@ import math
 import os
 import re
 import zipfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -404,7 +404,8 @@ def _evidence_arrays(directory: Path, ledger: Ledger, evidence: object) -> tuple
 
 
 # --- bundles: recomputation -------------------------------------------------------------------------
-def _entry_epsilon(member: UnitAnalysis, curves: Mapping[str, Any], delta: float, name: str) -> float:
+def _entry_epsilon(curves: Mapping[str, Any], delta: float, name: str) -> float:
+    """ε of one entry's curve ``name`` (tight analysis where recorded), converted at ``delta``."""
     analysis = "tight" if "tight" in curves else next(iter(curves))
     curve = curves[analysis]
     return rdp_to_epsilon(np.asarray(curve.orders), np.asarray(getattr(curve, name)), delta, analysis)[0]
@@ -443,8 +444,8 @@ def _recompute_member(member: UnitAnalysis, arrays: dict[str, np.ndarray] | None
     summary = f"{member.unit}: {how}"
     if delta is not None:
         name = "rdp" if "rdp" in checked else "rdp_data_independent"
-        recorded_eps = _entry_epsilon(member, member.curves, delta, name)
-        fresh_eps = _entry_epsilon(member, {a: fresh.curves[a] for a in member.curves if a in fresh.curves} or member.curves,
+        recorded_eps = _entry_epsilon(member.curves, delta, name)
+        fresh_eps = _entry_epsilon({a: fresh.curves[a] for a in member.curves if a in fresh.curves} or member.curves,
                                    delta, name)
         if not _close(recorded_eps, fresh_eps):
             problems.append(f"ε from the recorded curve {recorded_eps:.10g} ≠ recomputed {fresh_eps:.10g}")
