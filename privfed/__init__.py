@@ -31,6 +31,18 @@ from accounting import (
     randomized_response_variance,
 )
 from privfed.bundle import BundleError, BundleIntegrityError, load_bundle, save_bundle
+from privfed.audit_report import AuditInputError, AuditReport, Check
+from privfed.audit import audit, load_claims
+from privfed.empirical import (
+    MembershipBound,
+    OneRunBound,
+    clopper_pearson,
+    insert_canaries,
+    membership_epsilon_lower_bound,
+    one_run_audit,
+    one_run_epsilon_lower_bound,
+    true_label_scores,
+)
 
 __version__ = "0.1.0"
 
@@ -62,9 +74,12 @@ def __dir__() -> list[str]:
     return sorted({*globals(), *__all__})
 
 __all__ = [
+    "AuditInputError",
+    "AuditReport",
     "BudgetExceededError",
     "BundleError",
     "BundleIntegrityError",
+    "Check",
     "DPSGD",
     "GaussianNoisyMax",
     "LaplaceNoisyMax",
@@ -73,16 +88,25 @@ __all__ = [
     "LedgerIntegrityError",
     "Mechanism",
     "MechanismReport",
+    "MembershipBound",
+    "OneRunBound",
     "ParallelComposition",
     "PrivacyReport",
     "QuantizedLaplaceEnsemble",
     "RandomizedResponse",
     "__version__",
     "account",
+    "audit",
     "class_count_weights",
+    "clopper_pearson",
     "compose_parallel",
     "data_fingerprint",
+    "insert_canaries",
     "load_bundle",
+    "load_claims",
+    "membership_epsilon_lower_bound",
+    "one_run_audit",
+    "one_run_epsilon_lower_bound",
     "save_bundle",
     "load_mechanisms",
     "quantize_logits",
@@ -90,5 +114,6 @@ __all__ = [
     "randomized_response_estimate",
     "randomized_response_keep_probability",
     "randomized_response_variance",
+    "true_label_scores",
     *_FROM_PIPELINES,
 ]

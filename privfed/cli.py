@@ -21,6 +21,7 @@ import numpy as np
 
 import accounting
 import accounting.report
+from privfed.audit_command import add_audit_command
 from privfed.demo import add_demo_command
 
 __all__ = ["main"]
@@ -93,6 +94,7 @@ def _parser() -> argparse.ArgumentParser:
     account.add_argument("--json", action="store_true", help="print the report as JSON")
     account.set_defaults(handler=_account_command)
     add_demo_command(commands)
+    add_audit_command(commands)
     return parser
 
 

@@ -1,0 +1,155 @@
+"""What an audit returns: a table of checks, each pass, warn or fail, readable by a non-expert."""
+
+from __future__ import annotations
+
+import json
+import math
+import textwrap
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = ["DOCS", "STATUSES", "AuditInputError", "AuditReport", "Check"]
+
+#: The three verdicts of a check: ``fail`` makes the audit fail (exit code 1).
+STATUSES: tuple[str, ...] = ("pass", "warn", "fail")
+#: Where every warning and failure is explained at length.
+DOCS = "docs/audit.md"
+
+
+class AuditInputError(ValueError):
+    """The audit's input cannot be used at all (no such file, not a bundle, a malformed claims file): exit code 2."""
+
+
+@dataclass(frozen=True)
+class Check:
+    """One line of the verdict table.
+
+    Attributes
+    ----------
+    name:
+        What was checked (``"model file"``, ``"entry 0"``, ``"unaccounted releases"``, …).
+    status:
+        ``"pass"``, ``"warn"`` or ``"fail"``.
+    detail:
+        The finding, with its numbers.
+    meaning:
+        For a warning or failure: what it means, in one sentence, for a reader who is not a DP expert.
+    section:
+        The anchor of the section of ``docs/audit.md`` that explains it.
+    """
+
+    name: str
+    status: str
+    detail: str
+    meaning: str = ""
+    section: str = ""
+
+    def __post_init__(self) -> None:
+        if self.status not in STATUSES:
+            raise ValueError(f"status must be one of {STATUSES}, got {self.status!r}")
+
+    @property
+    def reference(self) -> str:
+        """``docs/audit.md#section`` (or the document alone)."""
+        return f"{DOCS}#{self.section}" if self.section else DOCS
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"check": self.name, "status": self.status, "detail": self.detail, "meaning": self.meaning,
+                "reference": self.reference}
+
+
+def _json_safe(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return "inf" if value > 0 else "-inf"
+    if isinstance(value, dict):
+        return {key: _json_safe(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_json_safe(item) for item in value]
+    return value
+
+
+@dataclass(frozen=True)
+class AuditReport:
+    """The verdict on a model and its privacy claims.
+
+    Attributes
+    ----------
+    target:
+        What was audited (a bundle directory, a model file and/or a claims file).
+    checks:
+        The verdict table, in the order the checks ran.
+    claim:
+        The privacy claim under audit: ``epsilon``, ``delta``, ``unit`` and where it came from.
+    empirical:
+        The empirical lower bound, when member and non-member samples were given.
+    """
+
+    target: str
+    checks: tuple[Check, ...]
+    claim: dict[str, Any] = field(default_factory=dict)
+    empirical: dict[str, Any] | None = None
+
+    @property
+    def failed(self) -> tuple[Check, ...]:
+        return tuple(check for check in self.checks if check.status == "fail")
+
+    @property
+    def warnings(self) -> tuple[Check, ...]:
+        return tuple(check for check in self.checks if check.status == "warn")
+
+    @property
+    def passed(self) -> bool:
+        """True when no check failed (warnings allowed)."""
+        return not self.failed
+
+    @property
+    def exit_code(self) -> int:
+        """0 when nothing failed, 1 when a check failed."""
+        return 0 if self.passed else 1
+
+    def check(self, name: str) -> Check:
+        """The first check called ``name``."""
+        for check in self.checks:
+            if check.name == name:
+                return check
+        raise KeyError(f"no check named {name!r}; checks: {[c.name for c in self.checks]}")
+
+    def verdict(self) -> str:
+        if self.failed:
+            return f"FAIL: {len(self.failed)} check(s) failed; the privacy claims should not be trusted as stated."
+        if self.warnings:
+            return f"PASS with {len(self.warnings)} warning(s): the numbers check out; read the warnings before relying on them."
+        return "PASS: every check passed."
+
+    def table(self, *, width: int = 110) -> str:
+        """The verdict table as plain text (what ``privfed audit`` prints)."""
+        name_width = max([len("check")] + [len(c.name) for c in self.checks])
+        detail_width = max(30, width - name_width - 10)
+        wrap = textwrap.TextWrapper(detail_width, break_long_words=False, break_on_hyphens=False)
+        lines = [f"privfed audit: {self.target}", ""]
+        lines.append(f"{'check'.ljust(name_width)}  status  detail")
+        lines.append(f"{'-' * name_width}  ------  {'-' * detail_width}")
+        indent = " " * (name_width + 10)
+        for check in self.checks:
+            detail = wrap.wrap(check.detail) or [""]
+            lines.append(f"{check.name.ljust(name_width)}  {check.status.upper().ljust(6)}  {detail[0]}")
+            lines.extend(indent + line for line in detail[1:])
+            if check.status != "pass" and check.meaning:
+                note = wrap.wrap(f"What this means: {check.meaning} See {check.reference}.")
+                lines.extend(indent + line for line in note)
+        lines += ["", self.verdict()]
+        return "\n".join(lines)
+
+    def to_dict(self) -> dict[str, Any]:
+        return _json_safe({
+            "type": "privfed.audit",
+            "target": self.target,
+            "verdict": "fail" if self.failed else ("warn" if self.warnings else "pass"),
+            "exit_code": self.exit_code,
+            "claim": self.claim,
+            "empirical": self.empirical,
+            "checks": [check.to_dict() for check in self.checks],
+        })
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=2, ensure_ascii=False, allow_nan=False)
