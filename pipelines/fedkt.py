@@ -378,10 +378,12 @@ class FedKT(ClassifierMixin, BaseEstimator):
         else:
             server_votes = prediction_votes(predictions.reshape(-1, len(X_final)), n_classes)
 
+        primary_unit = "example" if self.privacy == "L2" else "party"
         ledger = Ledger(
-            target_epsilon=self.target_epsilon,
+            # The budget binds the primary unit: L2's party-level ε (k = t) is recorded but not budgeted.
+            target_epsilon=None if self.target_epsilon is None else {primary_unit: self.target_epsilon},
             delta=self.delta,
-            primary_unit="example" if self.privacy == "L2" else "party",
+            primary_unit=primary_unit,
             seeds={"random_state": int(seed_sequence.entropy)},
             public_data_sha256=data_fingerprint({"public": public}),
             description=(

@@ -257,3 +257,13 @@ def test_fitted_fedkt_saves_a_bundle_that_reloads_and_recomputes(digits, tmp_pat
     np.testing.assert_array_equal(loaded.predict(X_test), model.predict(X_test))
     assert ledger.account(delta=1e-5).epsilon == model.ledger_.account(delta=1e-5).epsilon
     assert (path / "MODEL_CARD.md").read_text().count("party") > 0
+
+
+def test_l2_budget_binds_the_example_level_only(digits) -> None:
+    parties, public, _ = digits
+    model = FedKT(tree(), n_partitions=1, n_teachers=3, privacy="L2", gamma=0.2, target_epsilon=2.0, random_state=0)
+    model.fit(parties, public)
+    assert 0 < min(model.n_local_queries_answered_) < len(public)
+    report = model.ledger_.account(delta=1e-5)
+    assert report.unit == "example" and report.epsilon_data_independent <= 2.0
+    assert report.other_units["party"].epsilon > 2.0  # recorded, not budgeted
