@@ -4,8 +4,8 @@ Depends on numpy, scipy and dp-accounting only.
 """
 
 from accounting.account import account
-from accounting.fingerprint import data_fingerprint
 from accounting.dpsgd import DPSGD
+from accounting.fingerprint import data_fingerprint
 from accounting.gaussian_noisy_max import GaussianNoisyMax, gaussian_log_failure_bounds, gaussian_noisy_max_rdp
 from accounting.laplace_noisy_max import LaplaceNoisyMax, laplace_failure_bounds
 from accounting.ledger import BudgetExceededError, Ledger, LedgerFormatError, LedgerIntegrityError

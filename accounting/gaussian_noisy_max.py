@@ -10,8 +10,8 @@ IJCAI 2021) names GNMax as the tighter aggregator for future work.
 from __future__ import annotations
 
 import math
-from dataclasses import KW_ONLY, dataclass, field
 from collections.abc import Mapping
+from dataclasses import KW_ONLY, dataclass, field
 from typing import Any, ClassVar
 
 import dp_accounting

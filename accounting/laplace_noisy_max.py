@@ -11,8 +11,8 @@ form of the same bound at general orders — "PATE 2018"); Li, He, Song,
 from __future__ import annotations
 
 import math
-from dataclasses import KW_ONLY, dataclass, field
 from collections.abc import Mapping
+from dataclasses import KW_ONLY, dataclass, field
 from typing import Any, ClassVar
 
 import dp_accounting

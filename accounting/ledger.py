@@ -52,7 +52,6 @@ from accounting.ledger_entry import (
     require_sha256,
     require_type,
     sequence_of_entries,
-    to_json_value,
 )
 from accounting.mechanism import ANALYSES, UNITS, Mechanism, relation_for_unit
 from accounting.orders import default_orders

@@ -13,8 +13,8 @@ building blocks, pure numpy, for pipelines to reuse.
 
 from __future__ import annotations
 
-from dataclasses import KW_ONLY, dataclass
 from collections.abc import Mapping
+from dataclasses import KW_ONLY, dataclass
 from typing import Any, ClassVar
 
 import dp_accounting

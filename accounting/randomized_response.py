@@ -9,8 +9,8 @@ Composition over reports is privfed's, through dp-accounting.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import dp_accounting

@@ -39,8 +39,9 @@ def simulate_votes(num_queries: int, num_classes: int, seed: int = 0) -> np.ndar
 
 def loop_rdp(votes: np.ndarray, gamma: float, k: int, orders: np.ndarray, analysis: str) -> np.ndarray:
     """The same per-query formulas, one query and one order at a time, in plain Python."""
-    from accounting._dp_accounting import event_rdp
     import dp_accounting
+
+    from accounting._dp_accounting import event_rdp
 
     epsilon = 2 * k * gamma
     histogram = event_rdp(dp_accounting.LaplaceDpEvent(1 / (k * gamma)), orders, count=2) if analysis == "tight" else None

@@ -44,6 +44,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+
 from accounting._checks import check_choice, check_int_at_least, check_positive_finite
 from pipelines._random import RandomState, as_generator
 from pipelines.partition import dirichlet_partition, homogeneous_partition

@@ -6,8 +6,8 @@ The public face of the project: everything a user needs is importable from here.
 from typing import Any
 
 from accounting import (
-    BudgetExceededError,
     DPSGD,
+    BudgetExceededError,
     GaussianNoisyMax,
     LaplaceNoisyMax,
     Ledger,
@@ -30,9 +30,9 @@ from accounting import (
     randomized_response_keep_probability,
     randomized_response_variance,
 )
-from privfed.bundle import BundleError, BundleIntegrityError, load_bundle, save_bundle
-from privfed.audit_report import AuditInputError, AuditReport, Check
 from privfed.audit import audit, load_claims
+from privfed.audit_report import AuditInputError, AuditReport, Check
+from privfed.bundle import BundleError, BundleIntegrityError, load_bundle, save_bundle
 from privfed.empirical import (
     MembershipBound,
     OneRunBound,

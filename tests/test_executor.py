@@ -6,6 +6,7 @@ import time
 
 import numpy as np
 import pytest
+
 from pipelines._random import spawn_seeds
 from pipelines.executor import Executor, JoblibExecutor, PartyTask, SerialExecutor, run_party_tasks
 

@@ -9,7 +9,7 @@ import pytest
 from dp_accounting.rdp.rdp_privacy_accountant import DEFAULT_RDP_ORDERS
 
 from accounting import LaplaceNoisyMax, account, laplace_failure_bounds
-from tests.conftest import oracle_cases
+from tests.conftest import oracle_cases, requires_oracles
 
 RTOL = 1e-9
 PATE_CASES = oracle_cases("pate_laplace.json")
@@ -22,9 +22,8 @@ def _moment_orders(moments: int) -> np.ndarray:
     return np.arange(2.0, moments + 2.0)
 
 
+@requires_oracles
 def test_oracles_present() -> None:
-    if not PATE_CASES:
-        pytest.skip("../shared/oracles is not beside this checkout")
     assert len(PATE_CASES) > 10 and len(CLOSED_FORMS) > 10
 
 

@@ -9,12 +9,11 @@ import warnings
 import numpy as np
 import pytest
 
-from accounting.orders import TIGHT_ORDERS
-
 import accounting
 from accounting import BudgetExceededError, LaplaceNoisyMax, Ledger, LedgerFormatError, LedgerIntegrityError
 from accounting.fingerprint import data_fingerprint
 from accounting.ledger_entry import GENESIS_SHA256, Curve, LedgerEntry
+from accounting.orders import TIGHT_ORDERS
 
 DELTA = 1e-5
 

@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
-
 import dp_accounting
 import numpy as np
 import pytest
@@ -13,18 +10,16 @@ import privfed
 from accounting._dp_accounting import event_pld_epsilon
 from accounting.conversion import classic_epsilon, tight_epsilon
 
-ORACLES = Path(__file__).resolve().parents[1].parent / "shared" / "oracles"
-
 opacus_rdp = pytest.importorskip("opacus.accountants.analysis.rdp")
+
+from tests.conftest import load_oracle, requires_oracles
 
 
 def _dpsgd_cases():
-    path = ORACLES / "dp_accounting.json"
-    if not path.is_file():
-        pytest.skip(f"reference values not found at {path}")
-    return json.loads(path.read_text())["dpsgd"]
+    return load_oracle("dp_accounting.json")["dpsgd"]
 
 
+@requires_oracles
 def test_matches_dp_accounting_oracle():
     for case in _dpsgd_cases():
         expected = case["expected"]

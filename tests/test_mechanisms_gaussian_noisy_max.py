@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
-
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -13,17 +10,14 @@ from hypothesis.extra import numpy as hnp
 
 import privfed
 from accounting.conversion import classic_epsilon, tight_epsilon
-
-ORACLES = Path(__file__).resolve().parents[1].parent / "shared" / "oracles"
+from tests.conftest import load_oracle, requires_oracles
 
 
 def _gnmax_cases():
-    path = ORACLES / "pate_gaussian.json"
-    if not path.is_file():
-        pytest.skip(f"reference values not found at {path}")
-    return json.loads(path.read_text())["gnmax"]
+    return load_oracle("pate_gaussian.json")["gnmax"]
 
 
+@requires_oracles
 def test_matches_pate2018_oracle():
     for case in _gnmax_cases():
         expected = case["expected"]
@@ -42,6 +36,7 @@ def test_matches_pate2018_oracle():
             expected["eps_improved_conversion_dp_accounting"], rel=1e-9, abs=1e-12)
 
 
+@requires_oracles
 def test_account_classic_reproduces_oracle_epsilon():
     case = _gnmax_cases()[0]
     mechanism = privfed.GaussianNoisyMax(np.array(case["counts"]), case["sigma"])

@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
-
 import dp_accounting
 import numpy as np
 import pytest
@@ -16,15 +13,7 @@ from hypothesis.extra import numpy as hnp
 import privfed
 from accounting._dp_accounting import event_pld_epsilon
 from accounting.conversion import tight_epsilon
-
-ORACLES = Path(__file__).resolve().parents[1].parent / "shared" / "oracles"
-
-
-def _oracle(name: str):
-    path = ORACLES / name
-    if not path.is_file():
-        pytest.skip(f"reference values not found at {path}")
-    return json.loads(path.read_text())
+from tests.conftest import load_oracle, requires_oracles
 
 
 # --- quantizer and weights ---------------------------------------------------------
@@ -77,8 +66,9 @@ def test_sensitivity_bound_is_attained_by_an_adversarial_party():
 
 
 # --- composition -------------------------------------------------------------------------
+@requires_oracles
 def test_tight_rdp_is_dp_accounting_laplace_and_matches_oracle():
-    for case in _oracle("dp_accounting.json")["laplace"][:4]:
+    for case in load_oracle("dp_accounting.json")["laplace"][:4]:
         # Oracle: Laplace with noise_multiplier = scale / ℓ1 sensitivity = 1/(2mγ), i.e. Δ₁ = 2m.
         gamma, m = case["gamma"], case["votes_changed_m"]
         weights = np.full((1, 2), float(m) / 2.0)  # public weights: Δ₁ = 2·Z·Σ_c ω = 2m with Z = 1

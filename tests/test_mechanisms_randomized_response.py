@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import json
 import math
-from pathlib import Path
 
 import dp_accounting
 import numpy as np
@@ -15,24 +13,17 @@ from hypothesis import strategies as st
 import privfed
 from accounting._dp_accounting import event_pld_epsilon, pld_interval
 from accounting.conversion import classic_epsilon, tight_epsilon
-
-ORACLES = Path(__file__).resolve().parents[1].parent / "shared" / "oracles"
-
-
-def _oracle(name: str):
-    path = ORACLES / name
-    if not path.is_file():
-        pytest.skip(f"reference values not found at {path}")
-    return json.loads(path.read_text())
+from tests.conftest import load_oracle, requires_oracles
 
 
 def _rr_cases():
-    return _oracle("dp_accounting.json")["randomized_response"]
+    return load_oracle("dp_accounting.json")["randomized_response"]
 
 
 # --- closed forms -------------------------------------------------------------
+@requires_oracles
 def test_beta_from_epsilon_matches_closed_forms():
-    for case in _oracle("closed_forms.json")["rr_beta_from_eps"]:
+    for case in load_oracle("closed_forms.json")["rr_beta_from_eps"]:
         expected = case["expected"]
         beta = privfed.randomized_response_keep_probability(case["eps_total"], num_classes=case["C"],
                                                             labels_per_report=case["K"])
@@ -42,8 +33,9 @@ def test_beta_from_epsilon_matches_closed_forms():
         assert mechanism.pure_epsilon() == pytest.approx(expected["eps_total_roundtrip"], rel=1e-9)
 
 
+@requires_oracles
 def test_epsilon_from_beta_matches_closed_forms():
-    for case in _oracle("closed_forms.json")["rr_eps_from_beta"]:
+    for case in load_oracle("closed_forms.json")["rr_eps_from_beta"]:
         expected = case["expected"]
         mechanism = privfed.RandomizedResponse(case["C"], keep_probability=case["beta"], labels_per_report=case["K"])
         assert mechanism.epsilon_per_report == pytest.approx(expected["eps_total"], rel=1e-9)
@@ -65,6 +57,7 @@ def test_beta_and_epsilon_are_inverse(epsilon, classes, labels):
 
 
 # --- composition over reports: RDP, PLD, pure --------------------------------
+@requires_oracles
 def test_rdp_and_pld_match_dp_accounting_oracle():
     for case in _rr_cases():
         expected = case["expected"]
@@ -85,6 +78,7 @@ def test_rdp_and_pld_match_dp_accounting_oracle():
         assert mechanism.pure_epsilon() == pytest.approx(expected["pure_composition_eps"], rel=1e-9)
 
 
+@requires_oracles
 def test_pld_self_composes_where_dp_accounting_pld_accountant_does_not():
     """dp-accounting 0.6.0's PLDAccountant ignores ``count`` for randomized response; privfed must not."""
     for case in _rr_cases():
