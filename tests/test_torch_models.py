@@ -252,9 +252,8 @@ def test_bad_hyper_parameters_fail_at_fit_naming_the_argument(estimator, name):
     assert not hasattr(estimator, "module_")
 
 
+@pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has CUDA")
 def test_cuda_request_without_cuda_is_refused():
-    if torch.cuda.is_available():
-        pytest.skip("this machine has CUDA")
     with pytest.raises(ValueError, match="CUDA is not available"):
         TorchMLP(device="cuda").fit(np.zeros((4, 4)), [0, 1, 0, 1])
 
