@@ -2,6 +2,8 @@
 
 ``privfed account VOTES.npy --gamma G [--votes-per-unit K] [--unit U] --delta D [--analysis A] [--json]``
 accounts a Laplace noisy-max release from a vote matrix saved with ``numpy.save``.
+``privfed report CONFIG.toml --out DIR`` runs an ε-versus-accuracy sweep and renders it
+(:mod:`privfed.report_command`).
 
 Exit codes: 0 on success, 2 on unusable input (a one-line message, never a traceback).
 """
@@ -18,6 +20,7 @@ import numpy as np
 
 import accounting
 import accounting.report
+from privfed.report_command import add_report_command
 
 __all__ = ["main"]
 
@@ -69,6 +72,7 @@ def _parser() -> argparse.ArgumentParser:
     account.add_argument("--analysis", default="tight", choices=("tight", "classic"))
     account.add_argument("--json", action="store_true", help="print the report as JSON")
     account.set_defaults(handler=_account_command)
+    add_report_command(commands)
     return parser
 
 

@@ -225,7 +225,9 @@ def parse_config(
     """Validate a configuration mapping (as :func:`tomllib.loads` returns) into a :class:`SweepConfig`."""
     _no_unknown_keys(document, _TOP_KEYS, "")
     name = _string(_required(document, "name", ""), "name")
-    description = _string(document.get("description", ""), "description")
+    description = document.get("description", "")
+    if not isinstance(description, str):
+        raise ConfigError(f"description must be a string, got {description!r}")
     seeds = _seeds(_required(document, "seeds", ""))
     n_jobs = _int(document.get("n_jobs", 1), "n_jobs", minimum=None)
     if n_jobs == 0:

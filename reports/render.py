@@ -364,8 +364,8 @@ def render_report(
               f"{len(errors)} failed; seeds: {sorted(set(int(s) for s in results['seed']))}")
     reading = (
         "ε is an upper bound at δ = " + ", ".join(f"{d:g}" for d in deltas) + ", the largest over the seeds, rounded "
-        "up, from each model's own ledger (`ledger.account()`); tight analysis (RDP, or PLD where the accountant "
-        "says so). `*` marks a data-dependent ε: computed from private vote counts, it is itself private and must "
+        "up, from each model's own ledger (ledger.account()); tight analysis (RDP, or PLD where the accountant "
+        "says so). A star (*) marks a data-dependent ε: computed from private vote counts, it is itself private and must "
         "not be published as is — the data-independent ε is in the section below. ∞ means no guarantee."
     )
 

@@ -63,6 +63,7 @@ __all__ = [
     "result_columns",
     "run_sweep",
     "save_ledger",
+    "varied_keys",
 ]
 
 RESULTS_FILE = "results.csv"
@@ -457,13 +458,17 @@ def environment() -> dict[str, Any]:
     }
 
 
+_TEXT_COLUMNS = ("key", "sweep", "role", "setting", "line", "reference_key", "status", "error", "estimator", "params",
+                 "split", "unit", "method_party", "method_example", "sources", "unaccounted", "ledger")
+
+
 def load_results(path: str | Path) -> pd.DataFrame:
     """Read a results CSV written by :func:`run_sweep` (``inf`` ε kept as infinity, text columns as strings)."""
-    frame = pd.read_csv(path, keep_default_na=False, na_values=["", "nan", "NaN"])
-    for column in ("error", "reference_key", "sources", "unaccounted", "ledger", "method_party", "method_example",
-                   "unit", "line", "setting"):
-        if column in frame:
-            frame[column] = frame[column].fillna("").astype(str)
+    header = pd.read_csv(path, nrows=0).columns
+    text = {column: str for column in _TEXT_COLUMNS if column in header}
+    frame = pd.read_csv(path, keep_default_na=False, na_values=["", "nan", "NaN"], dtype=text)
+    for column in text:
+        frame[column] = frame[column].fillna("")
     return frame
 
 
