@@ -62,28 +62,31 @@ def _varying(frame: pd.DataFrame, columns: Sequence[str]) -> list[str]:
 
 
 def summarize(results: pd.DataFrame) -> pd.DataFrame:
-    """One row per grid point (successful private runs), aggregated over seeds.
+    """One row per grid point, in the sweep's order, aggregated over the seeds whose run succeeded.
 
-    Columns: ``setting``, ``line``, the ``param_*`` columns, ``seeds``, ``n_queries``,
-    ``n_local_queries``, ``unit``, per unit ``epsilon_<unit>`` (largest over seeds, tight),
-    ``epsilon_<unit>_min``, ``epsilon_<unit>_classic``, ``epsilon_<unit>_data_independent``,
+    Columns: ``setting``, ``line``, the ``param_*`` columns, ``seeds`` (successful runs), ``runs``
+    (all runs), ``n_queries``, ``n_local_queries``, ``unit``, per unit ``epsilon_<unit>`` (largest over
+    seeds, tight), ``epsilon_<unit>_min``, ``epsilon_<unit>_classic``, ``epsilon_<unit>_data_independent``,
     ``data_dependent_<unit>``, ``method_<unit>``; ``accuracy_mean``, ``accuracy_std``, ``auc_mean``,
-    ``reference_accuracy_mean``, ``reference_accuracy_std``, ``reference_seeds``, ``keys``.
+    ``reference_accuracy_mean``, ``reference_accuracy_std``, ``reference_seeds`` (the non-private runs
+    of the point's seeds, failed private runs included), ``keys``. Points whose runs all failed are left out.
     """
-    ok = results[results["status"] == "ok"]
-    private = ok[ok["role"] == "private"]
-    references = ok[ok["role"] == "reference"].set_index("key")
+    private = results[results["role"] == "private"]
+    references = results[(results["role"] == "reference") & (results["status"] == "ok")].set_index("key")
     params = _param_columns(results)
     rows = []
-    for _, group in private.groupby(["setting", "line", *params], dropna=False, sort=False):
+    for _, runs in private.groupby(["setting", "line", *params], dropna=False, sort=False):
+        group = runs[runs["status"] == "ok"]
+        if group.empty:
+            continue
         first = group.iloc[0]
         row: dict[str, Any] = {"setting": first["setting"], "line": first["line"]}
         row.update({column: first[column] for column in params})
         row.update(
-            seeds=len(group), n_queries=group["n_queries"].mean(), n_local_queries=group["n_local_queries"].mean(),
-            unit=", ".join(sorted(set(group["unit"]))), accuracy_mean=group["accuracy"].mean(),
-            accuracy_std=group["accuracy"].std(ddof=1) if len(group) > 1 else 0.0, auc_mean=group["auc"].mean(),
-            keys=list(group["key"]), seed_list=list(group["seed"]),
+            seeds=len(group), runs=len(runs), n_queries=group["n_queries"].mean(),
+            n_local_queries=group["n_local_queries"].mean(), unit=", ".join(sorted(set(group["unit"]))),
+            accuracy_mean=group["accuracy"].mean(), accuracy_std=group["accuracy"].std(ddof=1) if len(group) > 1 else 0.0,
+            auc_mean=group["auc"].mean(), keys=list(group["key"]),
         )
         for unit in UNITS:
             row[f"epsilon_{unit}"] = group[f"epsilon_{unit}_tight"].max()
@@ -92,7 +95,7 @@ def summarize(results: pd.DataFrame) -> pd.DataFrame:
             row[f"epsilon_{unit}_data_independent"] = group[f"epsilon_{unit}_tight_data_independent"].max()
             row[f"data_dependent_{unit}"] = bool(group[f"data_dependent_{unit}"].astype(str).eq("True").any())
             row[f"method_{unit}"] = ", ".join(sorted(set(group[f"method_{unit}"].astype(str))))
-        linked = references.loc[references.index.intersection(list(set(group["reference_key"]) - {""}))]
+        linked = references.loc[references.index.intersection(list(set(runs["reference_key"]) - {""}))]
         row["reference_accuracy_mean"] = linked["accuracy"].mean() if len(linked) else math.nan
         row["reference_accuracy_std"] = linked["accuracy"].std(ddof=1) if len(linked) > 1 else 0.0
         row["reference_seeds"] = len(linked)
@@ -120,15 +123,19 @@ def plot_epsilon_accuracy(summary: pd.DataFrame, *, delta: float | None = None) 
     from matplotlib.figure import Figure
     from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
-    units = _plotted_units(summary) or ["party"]
-    figure = Figure(figsize=(6.2 * len(units), 4.6), layout="constrained")
+    units = _plotted_units(summary) if len(summary) else []
+    figure = Figure(figsize=(6.2 * max(len(units), 1), 4.6), layout="constrained")
     FigureCanvasAgg(figure)
-    axes = figure.subplots(1, len(units), sharey=True, squeeze=False)[0]
-    settings = list(dict.fromkeys(summary["setting"])) if len(summary) else []
+    axes = figure.subplots(1, max(len(units), 1), sharey=True, squeeze=False)[0]
+    if not units:
+        axes[0].text(0.5, 0.5, "no successful private run with a finite ε", ha="center", va="center")
+        axes[0].set_axis_off()
+        return figure
+    settings = list(dict.fromkeys(summary["setting"]))
     colours = {setting: f"C{index % 10}" for index, setting in enumerate(settings)}
     for axis, unit in zip(axes, units):
         column = f"epsilon_{unit}"
-        plotted = summary[np.isfinite(summary[column])] if len(summary) else summary
+        plotted = summary[np.isfinite(summary[column])]
         for setting in settings:
             in_setting = plotted[plotted["setting"] == setting]
             for index, (line, points) in enumerate(in_setting.groupby("line", sort=False)):
@@ -203,9 +210,14 @@ def paper_tables(summary: pd.DataFrame) -> list[tuple[str, list[str], list[list[
         binary = group["auc_mean"].notna().any()
         if binary:
             headers.insert(-1, "AUC")
+        incomplete = bool((group["seeds"] < group["runs"]).any())
+        if incomplete:
+            headers.insert(len(params) + 1, "seeds ok / run")
         rows = []
         for _, row in group.iterrows():
             cells = [_value(row[p]) for p in params] + [_queries(row["n_queries"])]
+            if incomplete:
+                cells.append(f"{row['seeds']} / {row['runs']}")
             for unit in units:
                 marker = " *" if row[f"data_dependent_{unit}"] else ""
                 cells.append(_epsilon(row[f"epsilon_{unit}"]) + marker)

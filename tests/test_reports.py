@@ -129,9 +129,9 @@ def test_epsilon_in_the_table_equals_the_saved_ledgers(swept) -> None:
         assert round_up(largest) in markdown and float(round_up(largest)) >= largest
 
 
-def test_same_seeds_give_the_same_numbers(swept, tmp_path) -> None:
+def test_a_rerun_with_the_same_seeds_gives_the_same_numbers_also_in_parallel(swept, tmp_path) -> None:
     _, first, _ = swept
-    second = run_sweep(tiny_config(), tmp_path, progress=False)
+    second = run_sweep(tiny_config(), tmp_path, n_jobs=2, progress=False)  # grid points on two workers
     columns = [c for c in first.columns if c != "wall_time_s"]
     pd.testing.assert_frame_equal(first[columns], second[columns])
 
@@ -189,6 +189,8 @@ def test_a_refused_point_is_recorded_and_the_sweep_goes_on(tmp_path) -> None:
     assert results.loc[results["param_target_epsilon"] == 50.0, "epsilon"].iloc[0] <= 50.0
     files = render_report(results, tmp_path)
     assert "Failed runs" in files.markdown.read_text() and "single server query" in files.html.read_text()
+    nothing = render_report(results[results["status"] == "error"], tmp_path / "failed")
+    assert nothing.png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and "Failed runs" in nothing.markdown.read_text()
 
 
 # --- rendering ------------------------------------------------------------------------------------------
