@@ -73,9 +73,6 @@ class ModelSpec:
         """A new instance with ``params`` updated by ``overrides``."""
         return _import_class(self.class_path, "class")(**{**self.params, **overrides})
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"class": self.class_path, "params": dict(self.params)}
-
 
 @dataclass(frozen=True)
 class DataSpec:
@@ -172,10 +169,6 @@ class SweepConfig:
     def estimator_class(self) -> type:
         """The estimator class, looked up in :mod:`pipelines`."""
         return estimator_class(self.estimator)
-
-    def estimator_parameters(self) -> tuple[str, ...]:
-        """The keyword parameters of the estimator's ``__init__``."""
-        return init_parameters(self.estimator_class())
 
     def estimator_defaults(self) -> dict[str, Any]:
         """Default values of the estimator's parameters (those that have one)."""

@@ -33,7 +33,7 @@ import time
 import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -47,7 +47,16 @@ from accounting.ledger import Ledger, software_versions
 from accounting.mechanism import UNITS
 from pipelines.datasets import federated_split, load_dataset
 from pipelines.executor import JoblibExecutor, SerialExecutor
-from reports.config import SPLIT_KEYS, ConfigError, DataSpec, ModelSpec, Setting, SweepConfig, estimator_class, init_parameters
+from reports.config import (
+    SPLIT_KEYS,
+    ConfigError,
+    DataSpec,
+    ModelSpec,
+    Setting,
+    SweepConfig,
+    estimator_class,
+    init_parameters,
+)
 
 __all__ = [
     "ANALYSES",
@@ -449,7 +458,7 @@ def environment() -> dict[str, Any]:
     except OSError:
         commit = None
     return {
-        "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "created": datetime.now(UTC).isoformat(timespec="seconds"),
         "platform": platform.platform(),
         "machine": platform.machine(),
         "cpu_count": os.cpu_count(),

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import base64
 import copy
-import json
 import math
 import re
 import shutil
@@ -17,14 +16,20 @@ import pytest
 pd = pytest.importorskip("pandas")
 pytest.importorskip("matplotlib")
 
-import reports.sweep as sweep_module  # noqa: E402
-from accounting import Ledger  # noqa: E402
-from accounting.report import round_up  # noqa: E402
-from privfed import load_bundle  # noqa: E402
-from privfed.cli import main  # noqa: E402
-from reports.config import ConfigError, parse_config  # noqa: E402
-from reports.render import plot_epsilon_accuracy, render_report, summarize  # noqa: E402
-from reports.sweep import RESULTS_FILE, load_results, result_columns, run_sweep, varied_keys  # noqa: E402
+import reports.sweep as sweep_module
+from accounting import Ledger
+from accounting.report import round_up
+from privfed import load_bundle
+from privfed.cli import main
+from reports.config import ConfigError, parse_config
+from reports.render import plot_epsilon_accuracy, render_report, summarize
+from reports.sweep import (
+    RESULTS_FILE,
+    load_results,
+    result_columns,
+    run_sweep,
+    varied_keys,
+)
 
 TINY = {
     "name": "tiny-digits",
@@ -195,7 +200,7 @@ def test_a_refused_point_is_recorded_and_the_sweep_goes_on(tmp_path) -> None:
 
 # --- rendering ------------------------------------------------------------------------------------------
 def test_report_embeds_a_valid_png_and_links_the_plots(swept) -> None:
-    out, _, files = swept
+    _, _, files = swept
     png = files.png.read_bytes()
     assert png[:8] == b"\x89PNG\r\n\x1a\n"
     import matplotlib.image
