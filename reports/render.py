@@ -373,7 +373,7 @@ def render_report(
     environment_rows = _environment_rows(environment)
     counts = (f"{len(results)} runs ({int((results['role'] == 'private').sum())} private, "
               f"{int((results['role'] == 'reference').sum())} non-private references), "
-              f"{len(errors)} failed; seeds: {sorted({int(s) for s in results["seed"]})}")
+              f"{len(errors)} failed; seeds: {sorted({int(s) for s in results['seed']})}")
     reading = (
         "ε is an upper bound at δ = " + ", ".join(f"{d:g}" for d in deltas) + ", the largest over the seeds, rounded "
         "up, from each model's own ledger (ledger.account()); tight analysis (RDP, or PLD where the accountant "
