@@ -4,6 +4,9 @@
 accounts a Laplace noisy-max release from a vote matrix saved with ``numpy.save``;
 ``privfed account PIPELINE.toml --delta D`` (or ``.json``) accounts the mechanisms a
 file lists, composed in order (see :mod:`accounting.spec`).
+accounts a Laplace noisy-max release from a vote matrix saved with ``numpy.save``.
+``privfed report CONFIG.toml --out DIR`` runs an ε-versus-accuracy sweep and renders it
+(:mod:`privfed.report_command`).
 
 Exit codes: 0 on success, 2 on unusable input (a one-line message, never a traceback).
 """
@@ -23,6 +26,7 @@ import accounting
 import accounting.report
 from privfed.audit_command import add_audit_command
 from privfed.demo import add_demo_command
+from privfed.report_command import add_report_command
 
 __all__ = ["main"]
 
@@ -95,6 +99,7 @@ def _parser() -> argparse.ArgumentParser:
     account.set_defaults(handler=_account_command)
     add_demo_command(commands)
     add_audit_command(commands)
+    add_report_command(commands)
     return parser
 
 
