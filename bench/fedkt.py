@@ -142,13 +142,19 @@ def fedkt_for(setting: Setting, split, seed: int, n_jobs: int) -> FedKT:
 
 def run_setting(key: str, setting: Setting, folder: Path, protocol: str, trials: int | None, n_jobs: int) -> dict:
     rows: dict[str, list] = {"accuracy": [], "seconds": [], "classic": [], "tight": [], "tight_independent": [],
-                             "queries": [], "solo": [], "centralized": []}
+                             "queries": [], "solo": [], "centralized": [], "failed": [], "majority": []}
     unit = "example" if setting.privacy == "L2" else "party"
     for trial in range(trials or setting.trials):
         split = prepare(setting.data, folder, protocol, setting.parties, seed=trial)
         model = fedkt_for(setting, split, trial, n_jobs)
+        rows["majority"].append(100 * np.mean(split.y_test == np.bincount(split.y_test).argmax()))
         start = time.perf_counter()
-        model.fit(split.parties, split.X_public)
+        try:
+            model.fit(split.parties, split.X_public)
+        except ValueError as error:  # e.g. every voted label in one class: no final model can be trained
+            rows["failed"].append(trial)
+            print(f"  {key} trial {trial}: FAILED: {error}", flush=True)
+            continue
         rows["seconds"].append(time.perf_counter() - start)
         rows["accuracy"].append(100 * model.score(split.X_test, split.y_test))
         if setting.privacy != "L0":
@@ -187,17 +193,20 @@ def markdown_row(key: str, setting: Setting, rows: dict, protocol: str) -> str:
     paper_accuracy, paper_std = setting.paper_accuracy
     paper = f"{paper_accuracy}" + (f" ± {paper_std}" if paper_std else "")
     paper_eps = f"{setting.paper_epsilon}" if setting.paper_epsilon else "–"
+    failed = f" ({len(rows['failed'])} failed)" if rows["failed"] else ""
     return (
-        f"| {key} | {protocol} | {len(rows['accuracy'])} | {paper} | {mean_std(rows['accuracy'])} | {paper_eps} | "
+        f"| {key} | {protocol} | {len(rows['accuracy'])}{failed} | {paper} | {mean_std(rows['accuracy'])} | "
+        f"{np.mean(rows['majority']):.1f} | {paper_eps} | "
         f"{eps_range(rows['classic'])} | {eps_range(rows['tight'])} | {eps_range(rows['tight_independent'])} | "
-        f"{mean_std(rows['solo'])} | {mean_std(rows['centralized'])} | {np.mean(rows['seconds']):.1f} |"
+        f"{mean_std(rows['solo'])} | {mean_std(rows['centralized'])} | "
+        f"{np.mean(rows['seconds']) if rows['seconds'] else float('nan'):.1f} |"
     )
 
 
 HEADER = (
-    "| setting | protocol | trials | paper accuracy % | ours % | paper ε | ours ε classic | ours ε tight | "
-    "tight data-independent | SOLO % | centralized PATE % | wall s / run |\n"
-    "|---|---|---|---|---|---|---|---|---|---|---|---|"
+    "| setting | protocol | trials | paper accuracy % | ours % | majority class % | paper ε | ours ε classic | "
+    "ours ε tight | tight data-independent | SOLO % | centralized PATE % | wall s / run |\n"
+    "|---|---|---|---|---|---|---|---|---|---|---|---|---|"
 )
 
 
