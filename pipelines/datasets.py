@@ -49,7 +49,15 @@ from accounting._checks import check_choice, check_int_at_least, check_positive_
 from pipelines._random import RandomState, as_generator
 from pipelines.partition import dirichlet_partition, homogeneous_partition
 
-__all__ = ["DATASET_NAMES", "BenchmarkDataset", "FederatedSplit", "federated_split", "load_dataset", "read_idx"]
+__all__ = [
+    "DATASET_NAMES",
+    "BenchmarkDataset",
+    "FederatedSplit",
+    "federated_split",
+    "load_dataset",
+    "read_idx",
+    "reference_class_order",
+]
 
 
 @dataclass(frozen=True, eq=False)
@@ -392,6 +400,18 @@ REFERENCE_HELD_OUT_FRACTION = 0.25
 ``train_test_split`` default); the first half of it is public, the rest evaluation."""
 
 
+def reference_class_order(y: np.ndarray) -> list[Any] | None:
+    """FedKT's code's class order for a binary label vector: the first row's label last; None otherwise.
+
+    The code recodes LIBSVM labels as ``1 if y == y[0] else 0`` and deals classes 0, 1 out in that order.
+    """
+    labels = np.unique(y)
+    if len(labels) != 2:
+        return None
+    first = y[0]
+    return [label for label in labels if label != first] + [first]
+
+
 def federated_split(
     X: np.ndarray,
     y: np.ndarray,
@@ -404,6 +424,7 @@ def federated_split(
     test_size: int | float | None = None,
     protocol: str = "standard",
     min_size: int = 10,
+    class_order: Sequence[Any] | None = None,
     random_state: RandomState = None,
 ) -> FederatedSplit:
     """Split a data set into parties, a public (unlabeled) set and a test set.
@@ -447,6 +468,13 @@ def federated_split(
     protocol : {"standard", "reference-code"}
     min_size : int, default=10
         Smallest party under a Dirichlet split (see ``dirichlet_partition``).
+    class_order : sequence, optional
+        Order in which a Dirichlet split deals the classes out (see
+        ``dirichlet_partition``). Default: sorted labels, except under
+        ``protocol="reference-code"`` for two classes, where the label of the first
+        row is dealt out last, as FedKT's code does (it maps a LIBSVM file's first
+        label to class 1). The order changes the partitions a lot under the size
+        cap; ``reference_class_order(y)`` gives the code's order for any protocol.
     random_state : None, int, numpy SeedSequence or Generator
         Seed of every random choice.
 
@@ -503,7 +531,11 @@ def federated_split(
     if beta == "homogeneous":
         shares = homogeneous_partition(len(pool), n_parties, random_state=rng)
     else:
-        shares = dirichlet_partition(y[pool], n_parties, beta, min_size=min_size, random_state=rng)
+        if class_order is None and protocol == "reference-code":
+            class_order = reference_class_order(y)
+        shares = dirichlet_partition(
+            y[pool], n_parties, beta, min_size=min_size, class_order=class_order, random_state=rng
+        )
     party_indices = tuple(pool[share] for share in shares)
     if X_test is None:
         X_test, y_test = X[test_indices], y[test_indices]

@@ -23,6 +23,8 @@ And one way to split a single party's data for PATE-style teachers:
 from __future__ import annotations
 
 import numbers
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -88,11 +90,12 @@ def dirichlet_partition(
     min_size: int = 10,
     cap_party_size: bool = True,
     max_draws: int = 1000,
+    class_order: Sequence[Any] | None = None,
     random_state: RandomState = None,
 ) -> list[np.ndarray]:
     """Label-skewed partition: per-class party shares drawn from ``Dir(β)``.
 
-    For each class ``c`` (in sorted label order) the class's examples are shuffled,
+    For each class ``c`` (in ``class_order``, sorted by default) the class's examples are shuffled,
     shares ``p_c ~ Dir(β, ..., β)`` over the ``n_parties`` parties are drawn, and the
     examples are cut at the cumulative shares ``⌊cumsum(p_c)·n_c⌋``. With
     ``cap_party_size`` (the rule in FedKT's and NIID-Bench's reference code) a party
@@ -116,6 +119,11 @@ def dirichlet_partition(
         Apply the reference code's balancing rule described above.
     max_draws : int, default=1000
         How many times the whole partition may be drawn before giving up.
+    class_order : sequence, default=None
+        The labels in the order their examples are dealt out (default: sorted).
+        With the size cap the order matters: the classes dealt last go only to
+        parties still below the cap. FedKT's code maps a binary file's first label
+        to class 1, so that label is dealt out last (see ``federated_split``).
     random_state : None, int, numpy SeedSequence or Generator
         Seed of all draws.
 
@@ -153,8 +161,14 @@ def dirichlet_partition(
             f"{n_parties * min_size} examples, but y holds {n_samples}"
         )
     rng = as_generator(random_state)
-    _, class_of = np.unique(labels, return_inverse=True)
-    examples_by_class = [np.flatnonzero(class_of == c) for c in range(class_of.max() + 1)]
+    present = np.unique(labels)
+    if class_order is None:
+        order = present
+    else:
+        order = np.asarray(list(class_order), dtype=present.dtype)
+        if len(order) != len(present) or not np.array_equal(np.sort(order), present):
+            raise ValueError(f"class_order must list each label of y once, got {list(order)} for labels {list(present)}")
+    examples_by_class = [np.flatnonzero(labels == label) for label in order]
     size_cap = n_samples / n_parties
     smallest = 0
     for _ in range(max_draws):

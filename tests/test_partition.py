@@ -180,3 +180,27 @@ def test_teacher_subsets_redraw_each_partition():
     assert not all(np.array_equal(a, b) for a, b in zip(subsets[0], subsets[1]))
     again = teacher_subsets(200, n_partitions=2, n_teachers=5, random_state=0)
     assert all(np.array_equal(a, b) for p, q in zip(subsets, again) for a, b in zip(p, q))
+
+
+def test_class_order_decides_which_class_meets_the_size_cap():
+    y = np.array([0] * 900 + [1] * 100)
+    natural = dirichlet_partition(y, 10, 0.5, min_size=5, random_state=3)
+    rarest_first = dirichlet_partition(y, 10, 0.5, min_size=5, class_order=[1, 0], random_state=3)
+    assert [len(p) for p in natural] != [len(p) for p in rarest_first]
+    assert sorted(np.concatenate(rarest_first).tolist()) == list(range(1000))
+    with pytest.raises(ValueError, match="class_order"):
+        dirichlet_partition(y, 10, 0.5, class_order=[0, 2])
+
+
+def test_reference_protocol_deals_the_first_rows_label_last():
+    from pipelines.datasets import federated_split, reference_class_order
+
+    rng = np.random.default_rng(0)
+    y = (rng.random(2000) < 0.25).astype(int)
+    y[0] = 0
+    assert reference_class_order(y) == [1, 0] and reference_class_order(np.arange(6) % 3) is None
+    X = rng.normal(size=(2000, 3))
+    default = federated_split(X, y, n_parties=8, beta=0.5, protocol="reference-code", random_state=1)
+    explicit = federated_split(X, y, n_parties=8, beta=0.5, protocol="reference-code", class_order=[1, 0],
+                               random_state=1)
+    assert all(np.array_equal(a, b) for a, b in zip(default.party_indices, explicit.party_indices))
