@@ -346,10 +346,10 @@ class FedKD(ClassifierMixin, BaseEstimator):
     --------
     >>> from sklearn.datasets import load_digits
     >>> from sklearn.ensemble import RandomForestClassifier
-    >>> from sklearn.linear_model import LogisticRegression
+    >>> from sklearn.tree import DecisionTreeClassifier
     >>> X, y = load_digits(return_X_y=True)
     >>> parties = [(X[i:1200:4], y[i:1200:4]) for i in range(4)]
-    >>> model = FedKD(RandomForestClassifier(n_estimators=20), LogisticRegression(max_iter=500),
+    >>> model = FedKD(RandomForestClassifier(n_estimators=20), DecisionTreeClassifier(max_depth=8),
     ...               gamma=0.05, clip=5.0, random_state=0).fit(parties, X[1200:1500])
     >>> model.ledger_.account(delta=1e-5).unit
     'party'
