@@ -61,7 +61,7 @@ from pipelines._random import as_seed_sequence
 from pipelines.executor import PartyTask, run_party_tasks
 from pipelines.fedkt import check_parties
 
-__all__ = ["BandwidthReport", "FedKD", "NoisyLogitEnsemble", "party_logits"]
+__all__ = ["BandwidthReport", "FedKD", "NoisyLogitEnsemble", "party_logits", "party_message"]
 
 WEIGHTINGS = ("class-count", "uniform")
 LOSSES = ("l2", "l1", "kl")
@@ -230,6 +230,18 @@ def _parameter_count(model: Any) -> int | None:
 
 
 # --- the party's task ------------------------------------------------------------------------------------
+def party_message(logits: np.ndarray, *, clip: float | None, quantization_scale: int | None) -> np.ndarray:
+    """What a party sends: its logits clipped to [−Z, Z] and quantized, Q(z; S) (FedKD Eq. 5 with a public Z).
+
+    ``quantization_scale=None`` only clips; ``clip=None`` (noiseless baseline) sends the logits as they are.
+    """
+    if clip is not None and quantization_scale is not None:
+        return quantize_logits(logits, clip=clip, quantization_scale=quantization_scale)
+    if clip is not None:
+        return np.clip(logits, -clip, clip)
+    return np.asarray(logits, dtype=float)
+
+
 @dataclass(frozen=True)
 class _PartyConfig:
     public: np.ndarray
@@ -259,11 +271,8 @@ def _train_party(task: PartyTask) -> _PartyResult:
         model = fitted.estimator
         logits = party_logits(fitted, config.public, clip=config.clip)
         counts = np.bincount(y, minlength=config.n_outputs)
-    if config.clip is not None and config.quantization_scale is not None:
-        logits = quantize_logits(logits, clip=config.clip, quantization_scale=config.quantization_scale)
-    elif config.clip is not None:
-        logits = np.clip(logits, -config.clip, config.clip)
-    return _PartyResult(logits, counts, None if model is None else _parameter_count(model))
+    message = party_message(logits, clip=config.clip, quantization_scale=config.quantization_scale)
+    return _PartyResult(message, counts, None if model is None else _parameter_count(model))
 
 
 # --- the estimator -----------------------------------------------------------------------------------------
@@ -493,9 +502,56 @@ class FedKD(ClassifierMixin, BaseEstimator):
             _train_party, [(X, y, m) for (X, y), m in zip(coded, models)], config=config,
             random_state=party_seeds, n_jobs=self.n_jobs, progress=self.progress,
         )
+        return self._fit_server(results, public, server_seeds, int(seed_sequence.entropy))
 
+    def fit_logits(self, party_logits: Sequence[np.ndarray], class_counts: np.ndarray, public: np.ndarray, *,
+                   classes: np.ndarray | None = None, parameter_counts: Sequence[int | None] | None = None) -> FedKD:
+        """Run FedKD from the parties' logits on the public set, computed elsewhere (a federated runtime, a cache).
+
+        Each party's logits (its :func:`party_logits` output, shape (n_public, C)) are
+        clipped and quantized here as the party would before sending
+        (:func:`party_message`), then the server runs exactly as in :meth:`fit`; with
+        the same ``random_state`` the noise and the server model are those of :meth:`fit`.
+
+        Parameters
+        ----------
+        party_logits : sequence of ndarray of shape (n_public, C)
+        class_counts : ndarray of shape (n_parties, C)
+            N_k^c (positives per label with ``multilabel=True``).
+        public : ndarray
+        classes : ndarray of shape (C,), default=None
+            The label of each column (``arange(C)`` when None).
+        parameter_counts : sequence, default=None
+            Each party's model size, for the FedAvg comparison in ``bandwidth_``.
+        """
+        self._validate()
+        public = np.asarray(public)
+        logits = [np.asarray(z, dtype=float) for z in party_logits]
+        counts = np.asarray(class_counts)
+        if not logits or any(z.ndim != 2 or z.shape != logits[0].shape or len(z) != len(public) for z in logits):
+            raise ValueError(
+                f"party_logits must be a non-empty list of arrays of one shape ({len(public)} public examples, C); "
+                f"got shapes {[z.shape for z in logits]}"
+            )
+        n_outputs = logits[0].shape[1]
+        if counts.shape != (len(logits), n_outputs):
+            raise ValueError(f"class_counts must have shape ({len(logits)}, {n_outputs}), got {counts.shape}")
+        self.classes_ = np.arange(n_outputs) if classes is None else np.asarray(classes)
+        if len(self.classes_) != n_outputs:
+            raise ValueError(f"classes must hold {n_outputs} labels, one per logit column; got {len(self.classes_)}")
+        sizes = parameter_counts if parameter_counts is not None else [None] * len(logits)
+        results = [
+            _PartyResult(party_message(z, clip=self.clip, quantization_scale=self.quantization_scale), c, size)
+            for z, c, size in zip(logits, counts, sizes)
+        ]
+        seed_sequence = as_seed_sequence(self.random_state)
+        return self._fit_server(results, public, seed_sequence.spawn(2)[1], int(seed_sequence.entropy))
+
+    def _fit_server(self, results: list[_PartyResult], public: np.ndarray, server_seeds: np.random.SeedSequence,
+                    seed: int) -> FedKD:
+        """Server side (Algorithm 1, lines 6–12): weights, ensemble, noise, distillation, ledger, bandwidth."""
         counts = np.stack([r.class_counts for r in results])
-        n_parties = len(results)
+        n_parties, n_outputs = counts.shape
         self.weights_ = (class_count_weights(counts) if self.weighting == "class-count"
                          else np.full((n_parties, n_outputs), 1.0 / n_parties))
         ensemble = np.einsum("kc,knc->nc", self.weights_, np.stack([r.quantized_logits for r in results]))
@@ -513,7 +569,7 @@ class FedKD(ClassifierMixin, BaseEstimator):
             class_count_bytes=n_outputs * COUNT_BYTES if self.weighting == "class-count" else 0,
             parameter_counts=tuple(r.parameter_count for r in results),
         )
-        self.ledger_ = self._ledger(public, n_parties, n_outputs, int(seed_sequence.entropy))
+        self.ledger_ = self._ledger(public, n_parties, n_outputs, seed)
         self.evidence_: dict[str, np.ndarray] = {}
         self.epsilon_ = self.ledger_.account(delta=self.delta).epsilon if self.gamma is not None else math.inf
         return self

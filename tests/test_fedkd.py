@@ -28,6 +28,7 @@ from pipelines.fedkd import (  # noqa: E402
     _PartyConfig,
     _train_party,
     party_logits,
+    party_message,
 )
 from pipelines.torch_models import TorchMLP  # noqa: E402
 
@@ -95,6 +96,24 @@ def test_party_sends_quantized_clipped_logits(digits):
     assert np.abs(values - np.clip(raw, -clip, clip)).max() <= step / 2 + 1e-9  # within half a step
     np.testing.assert_array_equal(quantize_logits(values, clip=clip, quantization_scale=scale), values)  # idempotent
     np.testing.assert_array_equal(sent.class_counts, np.bincount(y, minlength=10))
+
+
+def test_fit_logits_runs_the_server_on_given_logits(digits):
+    parties, public, (X_test, y_test) = digits
+    fitted = [fit_classifier(RandomForestClassifier(n_estimators=10), X, y, n_classes=10, seed=i)
+              for i, (X, y) in enumerate(parties)]
+    logits = [party_logits(f, public, clip=4.0) for f in fitted]
+    counts = np.stack([np.bincount(y, minlength=10) for _, y in parties])
+    plain = FedKD(None, mlp(epochs=10), gamma=None, clip=4.0, quantization_scale=20, random_state=0)
+    plain.fit_logits(logits, counts, public)
+    sent = [party_message(z, clip=4.0, quantization_scale=20) for z in logits]
+    np.testing.assert_allclose(plain.noisy_ensemble_, np.einsum("kc,knc->nc", counts / counts.sum(axis=0), sent))
+    assert plain.score(X_test, y_test) > 0.8
+    noisy = [FedKD(None, mlp(epochs=2), gamma=1.0, clip=4.0, random_state=3).fit_logits(logits, counts, public)
+             for _ in range(2)]
+    np.testing.assert_array_equal(noisy[0].noisy_ensemble_, noisy[1].noisy_ensemble_)
+    with pytest.raises(ValueError, match="class_counts"):
+        plain.fit_logits(logits, counts[:2], public)
 
 
 # --- the noisy ensemble ---------------------------------------------------------------------------
