@@ -12,7 +12,7 @@ party-level ε (tight, δ = 1e-5; pure composition beside it), plus the bytes ea
 party sends against FedAvg's.
 
 CPU only, one torch thread. Run: ``python bench/fedkd.py [--data ../shared/datasets] [--json out.json]``
-(about 15 minutes on a shared 2-core machine with the defaults).
+(about 18 minutes on a shared 2-core machine with the defaults).
 """
 
 from __future__ import annotations

@@ -59,18 +59,19 @@ def authors_cnn(input_size: tuple[int, ...], n_classes: int) -> nn.Module:
     )
 
 
-def plot_curve(history: list[dict], path: str, *, title: str) -> None:
-    """Accuracy per round (ours) beside the points of the authors' log, as a PNG."""
+def plot_curves(histories: dict[str, list[dict]], path: str, *, title: str) -> None:
+    """Accuracy per round of each run beside the points of the authors' log, as a PNG."""
     import matplotlib
 
     matplotlib.use("Agg")
     from matplotlib import pyplot as plt
 
     figure, axes = plt.subplots(figsize=(6.4, 4.0))
-    axes.plot([r["round"] for r in history], [r["accuracy"] for r in history], label="privfed PrivateKT (this run)")
-    last = history[-1]["round"]
+    for label, history in histories.items():
+        axes.plot([r["round"] for r in history], [r["accuracy"] for r in history], label=label)
+    last = max(history[-1]["round"] for history in histories.values())
     shown = {r: a for r, a in AUTHORS_LOG.items() if r <= max(last, 100)}
-    axes.plot(list(shown), list(shown.values()), "o--", label="authors' run log (their CNN, GPU)")
+    axes.plot(list(shown), list(shown.values()), "o--", label="authors' run log (their CNN, Keras)")
     axes.set_xlabel("round")
     axes.set_ylabel("MNIST test accuracy")
     axes.set_ylim(0, 1)
@@ -85,11 +86,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", default=str(Path(__file__).resolve().parents[2] / "shared" / "datasets"))
     parser.add_argument("--model", choices=("small-cnn", "authors"), default="small-cnn")
+    parser.add_argument("--optimizer", choices=("sgd", "adam"), default="sgd",
+                        help="sgd: the authors' plain SGD, lr 0.05; adam: Adam, lr 1e-3 (learns faster from a tiny buffer)")
     parser.add_argument("--rounds", type=int, default=100)
     parser.add_argument("--budget-minutes", type=float, default=20.0)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", default=None)
     parser.add_argument("--plot", default=None, help="write the accuracy-per-round curve to this PNG")
+    parser.add_argument("--plot-with", default=None, help="a previous run's --json file, drawn beside this run")
     args = parser.parse_args()
     torch.set_num_threads(1)
 
@@ -105,7 +109,8 @@ def main() -> None:
     sizes = [len(c[1]) for c in clients]
     print(f"80 clients hold {min(sizes)}–{max(sizes)} images (median {int(np.median(sizes))}); 12,000 public images")
 
-    network = dict(optimizer="sgd", lr=0.05, momentum=0.0, batch_size=32, random_state=args.seed)
+    optimizer = dict(optimizer="sgd", lr=0.05, momentum=0.0) if args.optimizer == "sgd" else dict(optimizer="adam", lr=1e-3)
+    network = dict(**optimizer, batch_size=32, random_state=args.seed)
     model = TorchCNN(**network) if args.model == "small-cnn" else TorchClassifier(authors_cnn, **network)
     settings = dict(epsilon_per_round=5.0, queries_per_round=2, buffer_rounds=25, self_training_size=1200,
                     client_fraction=0.5, local_epochs=5, fine_tune_epochs=4, self_training_epochs=1,
@@ -142,8 +147,12 @@ def main() -> None:
         print(f"a client joining {joined} of {total} rounds: basic ε = {release.pure_epsilon():g}, "
               f"tight ε = {projections[f'{joined} of {total} rounds']['tight']:.4g}")
     if args.plot:
-        plot_curve(fitted.history_, args.plot, title=f"PrivateKT on MNIST, ε = 5 per round, K = 2, B = 25, M = 1,200, "
-                                                     f"{args.model}")
+        histories = {f"privfed, {args.model}, {args.optimizer}": fitted.history_}
+        if args.plot_with:
+            previous = json.loads(Path(args.plot_with).read_text())
+            histories[f"privfed, {previous['settings']['model']}, {previous['settings'].get('optimizer', 'sgd')}"] = (
+                previous["history"])
+        plot_curves(histories, args.plot, title="PrivateKT on MNIST: ε = 5 per round, K = 2, B = 25, M = 1,200")
     if args.json:
         Path(args.json).write_text(json.dumps({
             "settings": {**vars(args), **settings}, "seconds_per_round_measured": per_round, "rounds": rounds,
