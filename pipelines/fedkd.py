@@ -53,8 +53,18 @@ from scipy.special import expit, softmax
 from sklearn.base import BaseEstimator, ClassifierMixin, clone
 from sklearn.utils.validation import check_is_fitted
 
-from accounting import Ledger, QuantizedLaplaceEnsemble, class_count_weights, quantize_logits
-from accounting._checks import check_choice, check_int_at_least, check_positive_finite
+from accounting import (
+    Ledger,
+    QuantizedLaplaceEnsemble,
+    class_count_weights,
+    quantize_logits,
+)
+from accounting._checks import (
+    check_choice,
+    check_delta,
+    check_int_at_least,
+    check_positive_finite,
+)
 from accounting.fingerprint import data_fingerprint
 from pipelines._models import FittedClassifier, fit_classifier, with_seed
 from pipelines._random import as_seed_sequence
@@ -333,8 +343,6 @@ class FedKD(ClassifierMixin, BaseEstimator):
         Labels seen in the parties' data (multi-label: ``arange(L)``).
     server_model_ : estimator
         The distilled server model (fit_soft server: its columns are ``classes_`` indices).
-    local_models_ : None
-        Never kept: no local model leaves its party.
     noisy_ensemble_ : ndarray of shape (n_public, C)
         The released noisy ensemble (the last draw when redrawn).
     weights_ : ndarray of shape (K, C)
@@ -426,6 +434,7 @@ class FedKD(ClassifierMixin, BaseEstimator):
             raise TypeError(f"server_model must be a scikit-learn-style classifier (fit, predict), got {server!r}")
         soft = _is_torch_classifier(server)
         check_choice("weighting", self.weighting, WEIGHTINGS)
+        check_delta(self.delta)
         check_choice("loss", self.loss, LOSSES)
         for name in ("multilabel", "redraw_noise_per_batch", "progress"):
             if not isinstance(getattr(self, name), bool):
@@ -560,7 +569,6 @@ class FedKD(ClassifierMixin, BaseEstimator):
         self._distill(noisy, public, server_rng)
         self.noisy_ensemble_ = noisy.latest
         self.draws_per_example_ = noisy.draws
-        self.local_models_ = None
         self.bandwidth_ = BandwidthReport(
             n_public=len(public),
             n_outputs=n_outputs,

@@ -66,7 +66,12 @@ from accounting import (
     randomized_response_estimate,
     randomized_response_keep_probability,
 )
-from accounting._checks import check_delta, check_int_at_least, check_positive_finite, check_probability
+from accounting._checks import (
+    check_delta,
+    check_int_at_least,
+    check_positive_finite,
+    check_probability,
+)
 from accounting.fingerprint import data_fingerprint
 from pipelines._models import FittedClassifier, fit_classifier
 from pipelines._random import as_seed_sequence

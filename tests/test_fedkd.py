@@ -259,6 +259,7 @@ def test_same_random_state_same_model_and_jobs_do_not_matter(digits):
         ({"loss": "kl", "temperature": 0.0}, ValueError, "temperature"),
         ({"distill_epochs": 0}, ValueError, "distill_epochs"),
         ({"redraw_noise_per_batch": "yes"}, TypeError, "redraw_noise_per_batch"),
+        ({"delta": 0.0}, ValueError, "delta"),
     ],
 )
 def test_bad_parameters_fail_before_training(digits, settings_, error, message):
