@@ -18,6 +18,8 @@ _LAZY = {
     "CentralizedPATE": "fedkt",
     "FedKT": "fedkt",
     "Solo": "fedkt",
+    "FedKD": "fedkd",
+    "PrivateKT": "privatekt",
 }
 
 __all__ = [

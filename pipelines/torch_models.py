@@ -272,8 +272,9 @@ class TorchClassifier(ClassifierMixin, BaseEstimator):
         loss: Literal["kl", "l2", "l1"] = "kl",
         temperature: float = 1.0,
         classes: Any = None,
+        warm_start: bool = False,
     ) -> TorchClassifier:
-        """Train a fresh network to match soft targets (knowledge distillation).
+        """Train the network to match soft targets (knowledge distillation).
 
         Parameters
         ----------
@@ -290,12 +291,22 @@ class TorchClassifier(ClassifierMixin, BaseEstimator):
         classes : array-like of shape (n_classes,), default=None
             The label of each target column; ``np.arange(n_classes)`` when None.
             Stored sorted as ``classes_`` (the columns are permuted to match).
+        warm_start : bool, default=False
+            False: train a freshly initialised network. True: when the estimator is
+            already fitted, continue training its network for ``epochs`` more epochs
+            (a new optimizer, so Adam's moment estimates restart); the classes and
+            the per-example input shape must be the ones it was fitted on. An
+            unfitted estimator builds a fresh network either way (as scikit-learn's
+            ``warm_start``). Used by pipelines whose model learns across rounds
+            (PrivateKT).
 
         Returns
         -------
         self
         """
         check_choice("loss", loss, ("kl", "l2", "l1"))
+        if not isinstance(warm_start, bool):
+            raise TypeError(f"warm_start must be True or False, got {warm_start!r}")
         temperature = check_positive_finite("temperature", temperature)
         if loss != "kl" and temperature != 1.0:
             raise ValueError(
@@ -317,14 +328,31 @@ class TorchClassifier(ClassifierMixin, BaseEstimator):
             )
         order = np.argsort(classes, kind="stable")
         targets = np.ascontiguousarray(targets[:, order])
+        previous = self._previous_module(X, classes[order]) if warm_start else None
         if loss == "kl":
             def loss_fn(logits: torch.Tensor, probabilities: torch.Tensor) -> torch.Tensor:
                 log_student = functional.log_softmax(logits / temperature, dim=1)
                 return functional.kl_div(log_student, probabilities, reduction="batchmean") * temperature**2
         else:
             loss_fn = functional.mse_loss if loss == "l2" else functional.l1_loss
-        self._train(X, classes[order], torch.from_numpy(targets), loss_fn)
+        self._train(X, classes[order], torch.from_numpy(targets), loss_fn, previous=previous)
         return self
+
+    def _previous_module(self, X: np.ndarray, classes: np.ndarray) -> nn.Module | None:
+        """The fitted network to continue training (None when unfitted); refuses other classes or input shapes."""
+        if not hasattr(self, "module_"):
+            return None
+        if not np.array_equal(np.asarray(self.classes_), classes):
+            raise ValueError(
+                f"warm_start=True continues a network fitted on classes {self.classes_.tolist()!r}; "
+                f"got classes {classes.tolist()!r}"
+            )
+        if tuple(X.shape[1:]) != self.input_shape_:
+            raise ValueError(
+                f"warm_start=True continues a network fitted on examples of shape {self.input_shape_}; "
+                f"got shape {tuple(X.shape[1:])}"
+            )
+        return self.module_
 
     def _train(
         self,
@@ -332,8 +360,10 @@ class TorchClassifier(ClassifierMixin, BaseEstimator):
         classes: np.ndarray,
         targets: torch.Tensor,
         loss_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
+        *,
+        previous: nn.Module | None = None,
     ) -> None:
-        """Build a network for ``classes`` and fit it to ``targets`` with ``loss_fn``.
+        """Fit a network for ``classes`` to ``targets`` with ``loss_fn``: ``previous`` if given, else a fresh one.
 
         The fitted attributes are replaced only once the new network has been built
         and checked, so a refused network leaves a previous fit intact.
@@ -346,7 +376,10 @@ class TorchClassifier(ClassifierMixin, BaseEstimator):
         with torch.random.fork_rng(devices=cuda_devices):
             torch.manual_seed(seed)
             input_shape = tuple(int(size) for size in X.shape[1:])
-            module = self._build_module(input_shape, len(classes)).to(device)
+            if previous is None:
+                module = self._build_module(input_shape, len(classes)).to(device)
+            else:
+                module = previous.to(device)
             inputs = torch.from_numpy(X).to(device)
             _check_output_shape(module, inputs[:1], len(classes))
             self.classes_ = classes

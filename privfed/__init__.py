@@ -50,7 +50,9 @@ __version__ = "0.1.0"
 # `privfed account` command) import neither scikit-learn nor torch.
 _FROM_PIPELINES = (
     "CentralizedPATE",
+    "FedKD",
     "FedKT",
+    "PrivateKT",
     "Solo",
     "TorchCNN",
     "TorchClassifier",

@@ -210,6 +210,29 @@ def test_fit_soft_sorts_classes_and_permutes_target_columns():
     assert np.mean(model.predict(X) == truth) > 0.9
 
 
+def test_fit_soft_warm_start_continues_the_fitted_network(digits):
+    X_train, X_test, y_train, y_test = digits
+    one_hot = np.eye(10)[y_train]
+    model = TorchMLP(hidden=(32,), epochs=1, lr=1e-3, random_state=0).fit_soft(X_train, one_hot)
+    after_one = {name: tensor.clone() for name, tensor in model.module_.state_dict().items()}
+    one_epoch_loss = model.loss_curve_[-1]
+    model.fit_soft(X_train, one_hot, warm_start=True)
+    # The same network object kept training from where it was: its loss went on falling below a
+    # fresh network's first epoch, and its weights moved away from the one-epoch weights.
+    assert model.loss_curve_[-1] < one_epoch_loss
+    assert any(not torch.equal(after_one[name], tensor) for name, tensor in model.module_.state_dict().items())
+    fresh = TorchMLP(hidden=(32,), epochs=1, lr=1e-3, random_state=0).fit_soft(X_train, one_hot)
+    assert fresh.loss_curve_[-1] == pytest.approx(one_epoch_loss)  # a cold start repeats the first epoch
+    cold = clone(fresh).fit_soft(X_train, one_hot, warm_start=True)  # unfitted: builds a fresh network
+    assert cold.loss_curve_ == pytest.approx(fresh.loss_curve_)
+    with pytest.raises(ValueError, match="classes"):
+        model.fit_soft(X_train, one_hot, classes=np.arange(1, 11), warm_start=True)
+    with pytest.raises(ValueError, match="shape"):
+        model.fit_soft(X_train[:, :32], one_hot, warm_start=True)
+    with pytest.raises(TypeError, match="warm_start"):
+        model.fit_soft(X_train, one_hot, warm_start="yes")
+
+
 @pytest.mark.parametrize(
     ("targets", "options", "message"),
     [

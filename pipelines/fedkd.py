@@ -1,0 +1,696 @@
+"""FedKD: one-shot distillation from a quantized, noisy, class-weighted logit ensemble.
+
+Gong, Sharma, Karanam, Wu, Chen, Doermann, Innanje, "Preserving privacy in
+federated learning with ensemble cross-domain knowledge distillation", AAAI 2022,
+Algorithm 1 (here "FedKD"). Each party trains a local model of any architecture
+on its own data, computes its logits on the unlabeled public set **once**,
+quantizes them (Eq. 5, Q(z; S) on the public range [−Z, Z]) and sends them with
+its class counts. The server weights each party's logits per class by its share
+of that class (Eq. 3, ω_k^c = N_k^c / Σ_k N_k^c), sums them, adds Laplace(1/γ)
+noise per public example and class (Eq. 4), and distills its own model on the
+public set from that noisy ensemble (Eq. 6–7). No model parameter leaves a party.
+
+**Logits.** What a party sends for a public example x, over the C classes:
+
+* a model whose ``decision_function`` returns one column per class it was
+  fitted on (multinomial linear models): those scores;
+* a :class:`~pipelines.torch_models.TorchClassifier`: ``predict_log_proba``
+  (its logits up to a per-example constant, in every case including two classes);
+* any other classifier with ``predict_proba`` (forests, boosting, k-NN):
+  log-probabilities, ``log(max(p, 1e-6))`` — the floor keeps them finite.
+
+Each row is then centred (its mean over the classes the model knows is
+subtracted). That changes no softmax, and it is the zero-mean form under which
+L2 distance between logits is the τ → ∞ limit of the distillation loss (Hinton,
+Vinyals, Dean 2015, §2.1), the form FedKD's Eq. 7 uses. A class a party never
+saw gets the bottom of the range, −Z (with class-count weights its weight is 0
+anyway). Multi-label (``multilabel=True``): one sigmoid logit per label,
+``decision_function`` when it has one column per label, else
+``log(p / (1 − p))`` of the positive probability with p clipped to [1e-6, 1 − 1e-6];
+no centring.
+
+**Privacy.** The release is :class:`accounting.QuantizedLaplaceEnsemble`: per
+public example the C-vector Σ_k ω_k^c Q(z^{ck}) + Lap(1/γ). Its ε is party-level
+(one party's whole data set replaced) and equally example-level; it covers the
+noisy ensemble and everything computed from it (the server model). It does not
+cover what the server sees before adding noise (every party's quantized logits:
+the server is trusted), nor the per-party class counts sent in clear for ω; the
+ledger records both as unaccounted. FedKD draws the noise once per public
+example and class here (cached); its code redraws it for every batch, which
+multiplies the cost by the number of epochs — available as
+``redraw_noise_per_batch=True`` and charged as ``draws_per_example``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from scipy.special import expit, softmax
+from sklearn.base import BaseEstimator, ClassifierMixin, clone
+from sklearn.utils.validation import check_is_fitted
+
+from accounting import (
+    Ledger,
+    QuantizedLaplaceEnsemble,
+    class_count_weights,
+    quantize_logits,
+)
+from accounting._checks import (
+    check_choice,
+    check_delta,
+    check_int_at_least,
+    check_positive_finite,
+)
+from accounting.fingerprint import data_fingerprint
+from pipelines._models import FittedClassifier, fit_classifier, with_seed
+from pipelines._random import as_seed_sequence
+from pipelines.executor import PartyTask, run_party_tasks
+from pipelines.fedkt import check_parties
+
+__all__ = ["BandwidthReport", "FedKD", "NoisyLogitEnsemble", "party_logits", "party_message"]
+
+WEIGHTINGS = ("class-count", "uniform")
+LOSSES = ("l2", "l1", "kl")
+#: Probabilities are floored here before taking logs, so that logits stay finite.
+PROBABILITY_FLOOR = 1e-6
+#: Bytes of one value sent unquantized (float32) and of one class count (int32).
+FLOAT_BYTES = 4
+COUNT_BYTES = 4
+
+
+# --- the parties' logits ------------------------------------------------------------------------------
+def _is_torch_classifier(model: Any) -> bool:
+    return hasattr(model, "fit_soft") and hasattr(model, "predict_log_proba")
+
+
+def _single_label_scores(model: Any, X: np.ndarray, n_known: int) -> np.ndarray:
+    """Raw per-class scores of a fitted model over the ``n_known`` classes it was fitted on."""
+    if _is_torch_classifier(model):
+        return model.predict_log_proba(X)
+    if hasattr(model, "decision_function"):
+        scores = np.asarray(model.decision_function(X), dtype=float)
+        if scores.ndim == 2 and scores.shape[1] == n_known:
+            return scores
+    if not hasattr(model, "predict_proba"):
+        raise TypeError(f"{type(model).__name__} has neither a per-class decision_function nor predict_proba")
+    return np.log(np.maximum(np.asarray(model.predict_proba(X), dtype=float), PROBABILITY_FLOOR))
+
+
+def _positive_probabilities(model: Any, X: np.ndarray, n_labels: int) -> np.ndarray:
+    """P(label = 1) for each label, from ``predict_proba``'s (n, L) array or its list of per-label arrays."""
+    proba = model.predict_proba(X)
+    if isinstance(proba, np.ndarray) and proba.shape == (len(X), n_labels):
+        return proba.astype(float)
+    if not isinstance(proba, list) or len(proba) != n_labels:
+        raise TypeError(
+            f"{type(model).__name__}.predict_proba must return an (n, {n_labels}) array or a list of "
+            f"{n_labels} per-label arrays for multilabel=True"
+        )
+    columns = []
+    for label, (classes, label_proba) in enumerate(zip(model.classes_, proba)):
+        classes = np.asarray(classes)
+        if not set(classes.tolist()) <= {0, 1}:
+            raise ValueError(f"label {label} must take values 0 and 1, the model saw {classes.tolist()}")
+        positive = np.flatnonzero(classes == 1)
+        columns.append(label_proba[:, positive[0]] if len(positive) else np.zeros(len(X)))
+    return np.stack(columns, axis=1)
+
+
+def party_logits(fitted: FittedClassifier | Any, X: np.ndarray, *, clip: float | None, multilabel: bool = False,
+                 n_outputs: int | None = None) -> np.ndarray:
+    """A fitted local model's logits on ``X``, shape (n, C): see the module docstring for the definition.
+
+    Parameters
+    ----------
+    fitted : FittedClassifier or estimator
+        Single-label: a :class:`~pipelines._models.FittedClassifier` (its ``classes``
+        say which global classes the model knows). Multi-label: the fitted estimator.
+    X : ndarray
+        The public examples.
+    clip : float or None
+        Z: classes the model never saw get −Z (−``log(1/floor)`` when None).
+    multilabel : bool, default=False
+    n_outputs : int, optional
+        The number of labels (multi-label only).
+    """
+    if multilabel:
+        if hasattr(fitted, "decision_function"):
+            scores = np.asarray(fitted.decision_function(X), dtype=float)
+            if scores.shape == (len(X), n_outputs):
+                return scores
+        p = np.clip(_positive_probabilities(fitted, X, n_outputs), PROBABILITY_FLOOR, 1.0 - PROBABILITY_FLOOR)
+        return np.log(p) - np.log1p(-p)
+    bottom = -(clip if clip is not None else -math.log(PROBABILITY_FLOOR))
+    logits = np.full((len(X), fitted.n_classes), bottom)
+    if fitted.estimator is None:  # a party holding one class
+        logits[:, fitted.classes[0]] = 0.0
+        return logits
+    scores = _single_label_scores(fitted.estimator, X, len(fitted.classes))
+    logits[:, fitted.classes] = scores - scores.mean(axis=1, keepdims=True)
+    return logits
+
+
+# --- the server's noisy ensemble ----------------------------------------------------------------------
+class NoisyLogitEnsemble:
+    """The server's release a_c = Σ_k ω_k^c Q(z^{ck}; S) + Lap(1/γ) (FedKD Eq. 4), noise drawn once and cached.
+
+    Parameters
+    ----------
+    ensemble : ndarray of shape (n_public, C)
+        The weighted sum of the parties' quantized logits (noise-free; server-private).
+    gamma : float or None
+        Laplace noise of scale 1/γ; None adds none.
+    rng : numpy Generator
+    redraw : bool, default=False
+        False: the noise is drawn on the first :meth:`read` and every later read
+        returns the same array (one draw per example and class). True: every read
+        draws fresh noise (FedKD's code, per batch), and :attr:`draws` counts the
+        reads, which the ledger charges as ``draws_per_example``.
+    """
+
+    def __init__(self, ensemble: np.ndarray, *, gamma: float | None, rng: np.random.Generator, redraw: bool = False):
+        self._ensemble = np.asarray(ensemble, dtype=float)
+        self._gamma = gamma
+        self._rng = rng
+        self._redraw = redraw
+        self.latest: np.ndarray | None = None
+        self.draws = 0
+
+    @property
+    def n_outputs(self) -> int:
+        """C, the classes (or labels) per example."""
+        return self._ensemble.shape[1]
+
+    def read(self) -> np.ndarray:
+        """The noisy ensemble (n_public, C): the cached draw, or a fresh one with ``redraw=True``."""
+        if self.latest is None or self._redraw:
+            noise = 0.0 if self._gamma is None else self._rng.laplace(0.0, 1.0 / self._gamma, self._ensemble.shape)
+            self.latest = self._ensemble + noise
+            self.latest.setflags(write=False)
+            self.draws += 1
+        return self.latest
+
+
+# --- bandwidth ------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class BandwidthReport:
+    """Bytes each party uploads in FedKD, beside what FedAvg would upload for the same local model (FedKD Table 1).
+
+    FedKD: |public| × C logits at ``bits_per_value`` bits (⌈log₂(2S + 1)⌉ for S
+    quantization steps each side of 0, 32 unquantized), packed, plus C class counts
+    (int32) with class-count weighting; once. FedAvg: the model's parameters as
+    float32, uploaded once per round (downloads not counted, for either).
+    """
+
+    n_public: int
+    n_outputs: int
+    bits_per_value: int
+    class_count_bytes: int
+    parameter_counts: tuple[int | None, ...]
+
+    @property
+    def logit_bytes(self) -> int:
+        """Bytes of one party's quantized logits, packed at ``bits_per_value`` bits."""
+        return math.ceil(self.n_public * self.n_outputs * self.bits_per_value / 8)
+
+    @property
+    def bytes_per_party(self) -> int:
+        """FedKD's total upload per party: logits plus class counts."""
+        return self.logit_bytes + self.class_count_bytes
+
+    def fedavg_bytes(self, rounds: int) -> list[int | None]:
+        """Per party: parameters × 4 bytes × ``rounds`` (None where the model has no parameter vector, e.g. a forest)."""
+        rounds = check_int_at_least("rounds", rounds, 1)
+        return [None if count is None else count * FLOAT_BYTES * rounds for count in self.parameter_counts]
+
+
+def _parameter_count(model: Any) -> int | None:
+    """Numbers a FedAvg round would send for this model: torch parameters, or sklearn coefficient arrays."""
+    module = getattr(model, "module_", None)
+    if module is not None:
+        return int(sum(parameter.numel() for parameter in module.parameters()))
+    arrays = [*getattr(model, "coefs_", []), *getattr(model, "intercepts_", [])]
+    if not arrays and hasattr(model, "coef_"):
+        arrays = [model.coef_, np.atleast_1d(getattr(model, "intercept_", []))]
+    return int(sum(np.size(array) for array in arrays)) if arrays else None
+
+
+# --- the party's task ------------------------------------------------------------------------------------
+def party_message(logits: np.ndarray, *, clip: float | None, quantization_scale: int | None) -> np.ndarray:
+    """What a party sends: its logits clipped to [−Z, Z] and quantized, Q(z; S) (FedKD Eq. 5 with a public Z).
+
+    ``quantization_scale=None`` only clips; ``clip=None`` (noiseless baseline) sends the logits as they are.
+    """
+    if clip is not None and quantization_scale is not None:
+        return quantize_logits(logits, clip=clip, quantization_scale=quantization_scale)
+    if clip is not None:
+        return np.clip(logits, -clip, clip)
+    return np.asarray(logits, dtype=float)
+
+
+@dataclass(frozen=True)
+class _PartyConfig:
+    public: np.ndarray
+    n_outputs: int
+    clip: float | None
+    quantization_scale: int | None
+    multilabel: bool
+
+
+@dataclass(frozen=True, eq=False)
+class _PartyResult:
+    quantized_logits: np.ndarray  # (n_public, C): sent to the server
+    class_counts: np.ndarray  # (C,): sent in clear for the weights
+    parameter_count: int | None
+
+
+def _train_party(task: PartyTask) -> _PartyResult:
+    """Party side of FedKD (Algorithm 1, lines 2–5): train locally, send quantized logits on the public set once."""
+    X, y, prototype = task.data
+    config: _PartyConfig = task.config
+    if config.multilabel:
+        model = with_seed(prototype, task.seed).fit(X, y)
+        logits = party_logits(model, config.public, clip=config.clip, multilabel=True, n_outputs=config.n_outputs)
+        counts = y.sum(axis=0).astype(np.int64)
+    else:
+        fitted = fit_classifier(prototype, X, y, n_classes=config.n_outputs, seed=task.seed)
+        model = fitted.estimator
+        logits = party_logits(fitted, config.public, clip=config.clip)
+        counts = np.bincount(y, minlength=config.n_outputs)
+    message = party_message(logits, clip=config.clip, quantization_scale=config.quantization_scale)
+    return _PartyResult(message, counts, None if model is None else _parameter_count(model))
+
+
+# --- the estimator -----------------------------------------------------------------------------------------
+class FedKD(ClassifierMixin, BaseEstimator):
+    """FedKD: parties send quantized logits on public data once; the server distills a noisy weighted ensemble.
+
+    Parameters
+    ----------
+    local_model : estimator or list of estimators
+        The parties' classifier (cloned per party), or one per party (heterogeneous
+        models). Each needs ``fit`` and ``predict_proba`` (or a per-class
+        ``decision_function``); see the module docstring for its logits.
+    server_model : estimator
+        Distilled on the public set. A :class:`~pipelines.torch_models.TorchClassifier`
+        learns the noisy ensemble itself (``fit_soft`` with ``loss``). Any other
+        scikit-learn classifier has no soft-target training: it is fitted on the
+        argmax of the noisy ensemble (multi-label: its positive entries) — hard
+        pseudo-labels, recorded in ``distillation_``.
+    quantization_scale : int or None, default=200
+        S: logits are rounded to a grid of step Z/S in [−Z, Z] (FedKD Eq. 5, with a
+        public Z). None sends them unquantized (only without noise: the noiseless
+        baseline).
+    gamma : float or None, default=1.0
+        Laplace noise of scale 1/γ per public example and class. None adds no noise
+        (no guarantee; recorded as such).
+    clip : float or None, default=10.0
+        Z, the public bound the logits are clipped to before quantization (FedKD
+        takes z_max from the data, which voids the guarantee; here Z is fixed in
+        advance). None (only without noise) leaves the logits unclipped.
+    weighting : {"class-count", "uniform"}, default="class-count"
+        ω_k^c = N_k^c / Σ_k N_k^c (FedKD Eq. 3; the counts are sent in clear and the
+        mechanism's sensitivity is 2ZC), or public weights 1/K (sensitivity 2ZC/K).
+    loss : {"l2", "l1", "kl"}, default="l2"
+        Distillation loss of a ``fit_soft`` server: L2 between logits (FedKD Eq. 7,
+        the τ → ∞ form), L1 (FedKD's code default), or KL between softmaxes at
+        ``temperature``. Multi-label: l2 or l1.
+    temperature : float, default=None
+        Softmax temperature, with ``loss="kl"`` only (None means 1).
+    distill_epochs, batch_size : int, default=None
+        Override the ``fit_soft`` server model's ``epochs`` and ``batch_size``.
+    multilabel : bool, default=False
+        Parties hold (n, L) 0/1 label indicators; sigmoid logits, class counts are
+        counts of positives; predictions are (n, L) indicators.
+    redraw_noise_per_batch : bool, default=False
+        Draw fresh noise every epoch of distillation (each example is in one batch
+        per epoch), as FedKD's code does; the ledger charges ``distill_epochs``
+        draws per example. Needs a ``fit_soft`` server.
+    delta : float, default=1e-5
+        δ of the ε reported in ``epsilon_``.
+    random_state : int, default=None
+    n_jobs : int, default=1
+        Parties trained in parallel (joblib).
+    progress : bool, default=False
+
+    Attributes
+    ----------
+    classes_ : ndarray
+        Labels seen in the parties' data (multi-label: ``arange(L)``).
+    server_model_ : estimator
+        The distilled server model (fit_soft server: its columns are ``classes_`` indices).
+    noisy_ensemble_ : ndarray of shape (n_public, C)
+        The released noisy ensemble (the last draw when redrawn).
+    weights_ : ndarray of shape (K, C)
+        ω_k^c.
+    draws_per_example_ : int
+        Noise draws per public example charged in the ledger.
+    distillation_ : str
+        How the server model learned from the ensemble.
+    bandwidth_ : BandwidthReport
+        Bytes per party, and FedAvg's for comparison (``bandwidth_.fedavg_bytes(R)``).
+    ledger_ : accounting.Ledger
+    evidence_ : dict of ndarray
+        Empty: the mechanism's ε does not depend on the data.
+    epsilon_ : float
+        Party-level ε at ``delta`` (tight analysis; ∞ without noise).
+
+    Examples
+    --------
+    >>> from sklearn.datasets import load_digits
+    >>> from sklearn.ensemble import RandomForestClassifier
+    >>> from sklearn.tree import DecisionTreeClassifier
+    >>> X, y = load_digits(return_X_y=True)
+    >>> parties = [(X[i:1200:4], y[i:1200:4]) for i in range(4)]
+    >>> model = FedKD(RandomForestClassifier(n_estimators=20), DecisionTreeClassifier(max_depth=8),
+    ...               gamma=0.05, clip=5.0, random_state=0).fit(parties, X[1200:1500])
+    >>> model.ledger_.account(delta=1e-5).unit
+    'party'
+    """
+
+    def __init__(
+        self,
+        local_model: Any,
+        server_model: Any,
+        *,
+        quantization_scale: int | None = 200,
+        gamma: float | None = 1.0,
+        clip: float | None = 10.0,
+        weighting: str = "class-count",
+        loss: str = "l2",
+        temperature: float | None = None,
+        distill_epochs: int | None = None,
+        batch_size: int | None = None,
+        multilabel: bool = False,
+        redraw_noise_per_batch: bool = False,
+        delta: float = 1e-5,
+        random_state: int | None = None,
+        n_jobs: int = 1,
+        progress: bool = False,
+    ) -> None:
+        self.local_model = local_model
+        self.server_model = server_model
+        self.quantization_scale = quantization_scale
+        self.gamma = gamma
+        self.clip = clip
+        self.weighting = weighting
+        self.loss = loss
+        self.temperature = temperature
+        self.distill_epochs = distill_epochs
+        self.batch_size = batch_size
+        self.multilabel = multilabel
+        self.redraw_noise_per_batch = redraw_noise_per_batch
+        self.delta = delta
+        self.random_state = random_state
+        self.n_jobs = n_jobs
+        self.progress = progress
+
+    # --- validation --------------------------------------------------------------------------------------
+    def _local_models(self, n_parties: int) -> list[Any]:
+        models = list(self.local_model) if isinstance(self.local_model, (list, tuple)) else [self.local_model] * n_parties
+        if len(models) != n_parties:
+            raise ValueError(f"local_model is a list of {len(models)} models; give one per party ({n_parties}) or one")
+        for index, model in enumerate(models):
+            if not (hasattr(model, "fit") and hasattr(model, "get_params")
+                    and (hasattr(model, "predict_proba") or hasattr(model, "decision_function"))):
+                raise TypeError(
+                    f"local_model[{index}] must be a scikit-learn-style classifier with fit and predict_proba "
+                    f"(or decision_function), got {model!r}"
+                )
+            if self.multilabel and _is_torch_classifier(model):
+                raise TypeError(
+                    f"local_model[{index}] is a {type(model).__name__}, which trains on single labels only; "
+                    "multilabel=True needs scikit-learn classifiers that accept (n, L) indicator targets"
+                )
+        return models
+
+    def _validate(self) -> None:
+        server = self.server_model
+        if not (hasattr(server, "fit") and hasattr(server, "predict") and hasattr(server, "get_params")):
+            raise TypeError(f"server_model must be a scikit-learn-style classifier (fit, predict), got {server!r}")
+        soft = _is_torch_classifier(server)
+        check_choice("weighting", self.weighting, WEIGHTINGS)
+        check_delta(self.delta)
+        check_choice("loss", self.loss, LOSSES)
+        for name in ("multilabel", "redraw_noise_per_batch", "progress"):
+            if not isinstance(getattr(self, name), bool):
+                raise TypeError(f"{name} must be True or False, got {getattr(self, name)!r}")
+        if self.gamma is not None:
+            check_positive_finite("gamma", self.gamma)
+        if self.quantization_scale is not None:
+            check_int_at_least("quantization_scale", self.quantization_scale, 1)
+        if self.clip is not None:
+            check_positive_finite("clip", self.clip)
+        if self.gamma is not None and (self.clip is None or self.quantization_scale is None):
+            raise ValueError(
+                "with noise (gamma set) the logits must be clipped to a public bound and quantized: give clip > 0 "
+                f"and quantization_scale >= 1 (got clip={self.clip!r}, quantization_scale={self.quantization_scale!r}); "
+                "None is for the noiseless baseline only"
+            )
+        if self.loss == "kl":
+            if self.multilabel:
+                raise ValueError("loss='kl' compares softmaxes; multilabel=True needs loss='l2' or 'l1'")
+            if self.temperature is not None:
+                check_positive_finite("temperature", self.temperature)
+        elif self.temperature is not None:
+            raise ValueError(f"temperature applies to loss='kl' only; got temperature={self.temperature!r} with loss={self.loss!r}")
+        for name in ("distill_epochs", "batch_size"):
+            if getattr(self, name) is not None:
+                check_int_at_least(name, getattr(self, name), 1)
+                if not soft:
+                    raise ValueError(f"{name} applies to a server model with fit_soft (a TorchClassifier); got {type(server).__name__}")
+        if self.redraw_noise_per_batch:
+            if not soft:
+                raise ValueError("redraw_noise_per_batch=True needs a server model with fit_soft (a TorchClassifier)")
+            if self.gamma is None:
+                raise ValueError("redraw_noise_per_batch=True needs noise (gamma)")
+
+    def _check_multilabel_parties(self, parties: object, public: object) -> tuple[list, np.ndarray]:
+        checked = []
+        if isinstance(parties, (str, bytes)) or not isinstance(parties, Sequence) or len(parties) == 0:
+            raise ValueError(f"parties must be a non-empty sequence of (X, Y) pairs, got {type(parties).__name__}")
+        for index, party in enumerate(parties):
+            X, Y = np.asarray(party[0]), np.asarray(party[1])
+            if X.ndim < 2 or Y.ndim != 2 or len(X) != len(Y) or Y.shape[1] < 2 or not np.isin(Y, (0, 1)).all():
+                raise ValueError(
+                    f"parties[{index}] must hold X of shape (n, features...) and a 0/1 indicator Y of shape (n, L >= 2) "
+                    f"with multilabel=True; got X {X.shape} and Y {Y.shape}"
+                )
+            if checked and Y.shape[1] != checked[0][1].shape[1]:
+                raise ValueError(f"parties[{index}] has {Y.shape[1]} labels, parties[0] has {checked[0][1].shape[1]}")
+            checked.append((X, Y.astype(np.int64)))
+        _, public = check_parties([(X, np.zeros(len(X))) for X, _ in checked], public)
+        return checked, public
+
+    # --- fitting ----------------------------------------------------------------------------------------
+    def fit(self, parties: Sequence[tuple[np.ndarray, np.ndarray]], public: np.ndarray) -> FedKD:
+        """Run FedKD on the parties' private data and the unlabeled public set."""
+        self._validate()
+        if self.multilabel:
+            parties, public = self._check_multilabel_parties(parties, public)
+            n_outputs = parties[0][1].shape[1]
+            self.classes_ = np.arange(n_outputs)
+            coded = [(X, Y) for X, Y in parties]
+        else:
+            parties, public = check_parties(parties, public)
+            self.classes_ = np.unique(np.concatenate([y for _, y in parties]))
+            n_outputs = len(self.classes_)
+            if n_outputs < 2:
+                raise ValueError(f"the parties' labels hold a single class {self.classes_[0]!r}; FedKD needs at least 2")
+            coded = [(X, np.searchsorted(self.classes_, y)) for X, y in parties]
+        models = self._local_models(len(parties))
+
+        seed_sequence = as_seed_sequence(self.random_state)
+        party_seeds, server_seeds = seed_sequence.spawn(2)
+        config = _PartyConfig(public, n_outputs, self.clip, self.quantization_scale, self.multilabel)
+        results: list[_PartyResult] = run_party_tasks(
+            _train_party, [(X, y, m) for (X, y), m in zip(coded, models)], config=config,
+            random_state=party_seeds, n_jobs=self.n_jobs, progress=self.progress,
+        )
+        return self._fit_server(results, public, server_seeds, int(seed_sequence.entropy))
+
+    def fit_logits(self, party_logits: Sequence[np.ndarray], class_counts: np.ndarray, public: np.ndarray, *,
+                   classes: np.ndarray | None = None, parameter_counts: Sequence[int | None] | None = None) -> FedKD:
+        """Run FedKD from the parties' logits on the public set, computed elsewhere (a federated runtime, a cache).
+
+        Each party's logits (its :func:`party_logits` output, shape (n_public, C)) are
+        clipped and quantized here as the party would before sending
+        (:func:`party_message`), then the server runs exactly as in :meth:`fit`; with
+        the same ``random_state`` the noise and the server model are those of :meth:`fit`.
+
+        Parameters
+        ----------
+        party_logits : sequence of ndarray of shape (n_public, C)
+        class_counts : ndarray of shape (n_parties, C)
+            N_k^c (positives per label with ``multilabel=True``).
+        public : ndarray
+        classes : ndarray of shape (C,), default=None
+            The label of each column (``arange(C)`` when None).
+        parameter_counts : sequence, default=None
+            Each party's model size, for the FedAvg comparison in ``bandwidth_``.
+        """
+        self._validate()
+        public = np.asarray(public)
+        logits = [np.asarray(z, dtype=float) for z in party_logits]
+        counts = np.asarray(class_counts)
+        if not logits or any(z.ndim != 2 or z.shape != logits[0].shape or len(z) != len(public) for z in logits):
+            raise ValueError(
+                f"party_logits must be a non-empty list of arrays of one shape ({len(public)} public examples, C); "
+                f"got shapes {[z.shape for z in logits]}"
+            )
+        n_outputs = logits[0].shape[1]
+        if counts.shape != (len(logits), n_outputs):
+            raise ValueError(f"class_counts must have shape ({len(logits)}, {n_outputs}), got {counts.shape}")
+        self.classes_ = np.arange(n_outputs) if classes is None else np.asarray(classes)
+        if len(self.classes_) != n_outputs:
+            raise ValueError(f"classes must hold {n_outputs} labels, one per logit column; got {len(self.classes_)}")
+        sizes = parameter_counts if parameter_counts is not None else [None] * len(logits)
+        results = [
+            _PartyResult(party_message(z, clip=self.clip, quantization_scale=self.quantization_scale), c, size)
+            for z, c, size in zip(logits, counts, sizes)
+        ]
+        seed_sequence = as_seed_sequence(self.random_state)
+        return self._fit_server(results, public, seed_sequence.spawn(2)[1], int(seed_sequence.entropy))
+
+    def _fit_server(self, results: list[_PartyResult], public: np.ndarray, server_seeds: np.random.SeedSequence,
+                    seed: int) -> FedKD:
+        """Server side (Algorithm 1, lines 6–12): weights, ensemble, noise, distillation, ledger, bandwidth."""
+        counts = np.stack([r.class_counts for r in results])
+        n_parties, n_outputs = counts.shape
+        self.weights_ = (class_count_weights(counts) if self.weighting == "class-count"
+                         else np.full((n_parties, n_outputs), 1.0 / n_parties))
+        ensemble = np.einsum("kc,knc->nc", self.weights_, np.stack([r.quantized_logits for r in results]))
+        server_rng = np.random.default_rng(server_seeds)
+        noisy = NoisyLogitEnsemble(ensemble, gamma=self.gamma, rng=server_rng, redraw=self.redraw_noise_per_batch)
+        self._distill(noisy, public, server_rng)
+        self.noisy_ensemble_ = noisy.latest
+        self.draws_per_example_ = noisy.draws
+        self.bandwidth_ = BandwidthReport(
+            n_public=len(public),
+            n_outputs=n_outputs,
+            bits_per_value=(32 if self.quantization_scale is None
+                            else math.ceil(math.log2(2 * self.quantization_scale + 1))),
+            class_count_bytes=n_outputs * COUNT_BYTES if self.weighting == "class-count" else 0,
+            parameter_counts=tuple(r.parameter_count for r in results),
+        )
+        self.ledger_ = self._ledger(public, n_parties, n_outputs, seed)
+        self.evidence_: dict[str, np.ndarray] = {}
+        self.epsilon_ = self.ledger_.account(delta=self.delta).epsilon if self.gamma is not None else math.inf
+        return self
+
+    def _distill(self, noisy: NoisyLogitEnsemble, public: np.ndarray, rng: np.random.Generator) -> None:
+        """Train the server model on the public set from the noisy ensemble (FedKD Algorithm 1, lines 8–12)."""
+        server = clone(self.server_model)
+        if _is_torch_classifier(server):
+            overrides = {"epochs": self.distill_epochs, "batch_size": self.batch_size}
+            server.set_params(**{k: v for k, v in overrides.items() if v is not None})
+            if "random_state" in server.get_params(deep=False):
+                server.set_params(random_state=int(rng.integers(2**31)))
+            temperature = 1.0 if self.temperature is None else float(self.temperature)
+            classes = np.arange(noisy.n_outputs)
+
+            def fit_on(targets: np.ndarray, warm_start: bool) -> None:
+                if self.loss == "kl":
+                    server.fit_soft(public, softmax(targets / temperature, axis=1), loss="kl",
+                                    temperature=temperature, classes=classes, warm_start=warm_start)
+                else:
+                    server.fit_soft(public, targets, loss=self.loss, classes=classes, warm_start=warm_start)
+
+            if self.redraw_noise_per_batch:
+                epochs = server.get_params()["epochs"]
+                server.set_params(epochs=1)
+                for epoch in range(epochs):
+                    fit_on(noisy.read(), warm_start=epoch > 0)
+                server.set_params(epochs=epochs)
+            else:
+                fit_on(noisy.read(), warm_start=False)
+            self.server_model_ = server
+            self.server_classes_ = classes
+            self.distillation_ = f"soft targets: fit_soft(loss={self.loss!r}" + (
+                f", temperature={temperature:g})" if self.loss == "kl" else ")")
+            return
+        targets = noisy.read()
+        if self.multilabel:
+            self.server_model_ = with_seed(server, int(rng.integers(2**31))).fit(public, (targets > 0).astype(np.int64))
+            self.server_classes_ = np.arange(targets.shape[1])
+            self.distillation_ = "hard pseudo-labels: the noisy ensemble's positive entries (server model has no fit_soft)"
+            return
+        fitted = fit_classifier(server, public, targets.argmax(axis=1), n_classes=targets.shape[1],
+                                seed=int(rng.integers(2**31)))
+        if fitted.estimator is None:
+            raise ValueError("the noisy ensemble's argmax holds a single class: the server model cannot be trained")
+        self.server_model_ = fitted.estimator
+        self.server_classes_ = fitted.classes
+        self.distillation_ = "hard pseudo-labels: argmax of the noisy ensemble (server model has no fit_soft)"
+
+    # --- accounting -------------------------------------------------------------------------------------
+    def _ledger(self, public: np.ndarray, n_parties: int, n_outputs: int, seed: int) -> Ledger:
+        ledger = Ledger(
+            delta=self.delta,
+            primary_unit="party",
+            seeds={"random_state": seed},
+            public_data_sha256=data_fingerprint({"public": public}),
+            description=(
+                f"FedKD server model: {n_parties} parties, {len(public)} public examples, S = {self.quantization_scale}, "
+                f"γ = {self.gamma}, Z = {self.clip}, {self.weighting} weights, {type(self.server_model).__name__} server"
+            ),
+        )
+        if self.gamma is None:
+            ledger.record_unaccounted("FedKD without noise (gamma=None): the ensemble is released as it is; no guarantee")
+        else:
+            weights = None if self.weighting == "class-count" else self.weights_
+            release = {
+                unit: QuantizedLaplaceEnsemble(
+                    n_outputs, float(self.clip), float(self.gamma), len(public), weights=weights,
+                    quantization_scale=int(self.quantization_scale), draws_per_example=self.draws_per_example_, unit=unit,
+                )
+                for unit in ("party", "example")
+            }
+            ledger.record(
+                release,
+                note=(
+                    f"noisy {self.weighting}-weighted ensemble of quantized logits on {len(public)} public examples, "
+                    f"Laplace scale 1/γ = {1 / self.gamma:g}, {self.draws_per_example_} draw(s) per example; "
+                    "example level = party level (one example may change a whole local model)"
+                ),
+            )
+            ledger.record_unaccounted(
+                "FedKD: each party's quantized logits reach the server before noise is added; the guarantee covers "
+                "the noisy ensemble and the server model, not the server's view (trust the server)"
+            )
+        if self.weighting == "class-count":
+            ledger.record_unaccounted(
+                f"FedKD: per-party class counts N_k^c ({n_parties} × {n_outputs} integers) are sent to the server in "
+                "clear to compute the weights ω; no mechanism covers them"
+            )
+        return ledger
+
+    # --- prediction -------------------------------------------------------------------------------------
+    def _server_scores(self, X: np.ndarray) -> np.ndarray:
+        """Multi-label server outputs: sigmoid logits (fit_soft server) or positive probabilities."""
+        if _is_torch_classifier(self.server_model_):
+            return expit(self.server_model_._logits(X))
+        return _positive_probabilities(self.server_model_, X, len(self.classes_))
+
+    def predict(self, X: np.ndarray) -> np.ndarray:
+        """Labels predicted by the server model ((n, L) indicators with ``multilabel=True``)."""
+        check_is_fitted(self, "server_model_")
+        X = np.asarray(X)
+        if self.multilabel:
+            return (self._server_scores(X) > 0.5).astype(np.int64)
+        codes = np.asarray(self.server_model_.predict(X), dtype=np.int64)
+        return self.classes_[self.server_classes_[codes]]
+
+    def predict_proba(self, X: np.ndarray) -> np.ndarray:
+        """Class probabilities in ``classes_`` order (multi-label: P(label = 1) per label)."""
+        check_is_fitted(self, "server_model_")
+        X = np.asarray(X)
+        if self.multilabel:
+            return self._server_scores(X)
+        proba = np.zeros((len(X), len(self.classes_)))
+        proba[:, self.server_classes_] = self.server_model_.predict_proba(X)
+        return proba

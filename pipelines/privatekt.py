@@ -1,0 +1,433 @@
+"""PrivateKT: federated knowledge transfer through locally private labels on a few public examples per round.
+
+Qi, Wu, Wu, He, Huang, Xie, "Differentially private knowledge transfer for
+federated learning", Nature Communications 14, 3785 (2023), Algorithm 1.
+Each round t:
+
+1. **Importance sampling.** The server draws K public examples without
+   replacement with probabilities softmax(H(x)), H the global model's predictive
+   entropy (uncertain examples first).
+2. **Local training and labelling.** A fraction of the clients, chosen at random,
+   each train a copy of the global model on their own data, predict the K labels,
+   and perturb them by K-ary randomized response (Eq. 2): each label is kept with
+   probability β = (e^{ε/K} − 1)/(e^{ε/K} − 1 + C) (Lemma 1) and otherwise
+   replaced by a uniform draw over the C classes. The report is ε-LDP for the client.
+3. **Aggregation.** The server estimates the true label counts without bias
+   (Eq. 3, :func:`accounting.randomized_response_estimate`) and takes their argmax
+   (which equals the plurality of the noisy reports: the estimator is an
+   increasing affine map of the counts), as the authors' code does.
+4. **Knowledge buffer.** The K (example, label) pairs join a FIFO buffer of the
+   last B rounds; the global model is fine-tuned on the whole buffer.
+5. **Self-training.** M public examples are drawn by softmax(−H) (confident
+   examples first) and the global model is trained on its own predictions there.
+
+**Privacy.** Only step 2 touches private data. A client's reports in the rounds
+it joins are composed (basic composition ε·T, and dp-accounting's RDP/PLD of the
+randomized-response event); clients hold disjoint data, so the federation-level
+guarantee for one client's data set is that client's own composition, i.e. the
+parallel composition over clients (per-order maximum). Everything else (client
+selection, sampling, fine-tuning, self-training) is the server's processing of
+public data and of those reports. The unit is the client's whole data set
+(``"party"``); the example-level guarantee has the same value. The paper argues
+that the privacy loss does not accumulate over rounds because the public
+examples change; privfed does not rely on that claim and notes it as the
+authors' in the ledger.
+
+**Models.** With a :class:`~pipelines.torch_models.TorchClassifier` the global
+model learns across rounds: clients continue training a copy of it, the server
+continues training it (``fit_soft(..., warm_start=True)``), and self-training uses
+its soft predictions, as in the paper. Any other scikit-learn classifier with
+``predict_proba`` cannot be trained incrementally here: each selected client fits
+a fresh model on its own data (no knowledge flows from the global model to the
+clients), and each round the server refits the global model from scratch on the
+buffer and then on the buffer plus the self-training examples with hard
+pseudo-labels — a degraded variant, recorded in ``training_``.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from collections import deque
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from scipy.special import softmax
+from sklearn.base import BaseEstimator, ClassifierMixin, clone
+from sklearn.utils.validation import check_is_fitted
+
+from accounting import (
+    Ledger,
+    RandomizedResponse,
+    account,
+    compose_parallel,
+    randomized_response_estimate,
+    randomized_response_keep_probability,
+)
+from accounting._checks import (
+    check_delta,
+    check_int_at_least,
+    check_positive_finite,
+    check_probability,
+)
+from accounting.fingerprint import data_fingerprint
+from pipelines._models import FittedClassifier, fit_classifier
+from pipelines._random import as_seed_sequence
+from pipelines.executor import PartyTask, run_party_tasks
+from pipelines.fedkt import check_parties
+from pipelines.voting import break_ties_at_random
+
+__all__ = ["KnowledgeBuffer", "PrivateKT", "importance_sample", "perturb_labels", "predictive_entropy"]
+
+
+def predictive_entropy(probabilities: np.ndarray) -> np.ndarray:
+    """H(x) = −Σ_c p_c log p_c per row of an (n, C) probability matrix (0 log 0 = 0)."""
+    p = np.asarray(probabilities, dtype=float)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return -np.sum(np.where(p > 0, p * np.log(p), 0.0), axis=1)
+
+
+def importance_sample(entropy: np.ndarray, size: int, rng: np.random.Generator, *, uncertain: bool = True) -> np.ndarray:
+    """``size`` distinct indices drawn with probabilities softmax(H) (``uncertain=True``) or softmax(−H).
+
+    PrivateKT's importance sampling of the knowledge-transfer examples (uncertain
+    first) and its self-training sampling (confident first).
+    """
+    scores = np.asarray(entropy, dtype=float)
+    size = check_int_at_least("size", size, 0)
+    if size > len(scores):
+        raise ValueError(f"size must be at most the number of examples ({len(scores)}), got {size}")
+    return rng.choice(len(scores), size=size, replace=False, p=softmax(scores if uncertain else -scores))
+
+
+def perturb_labels(labels: np.ndarray, *, keep_probability: float, num_classes: int,
+                   rng: np.random.Generator) -> np.ndarray:
+    """K-ary randomized response (PrivateKT Eq. 2): keep each label w.p. β, else draw one uniformly from all C classes."""
+    labels = np.asarray(labels, dtype=np.int64)
+    beta = check_probability("keep_probability", keep_probability, open_high=False)
+    keep = rng.random(labels.shape) < beta
+    return np.where(keep, labels, rng.integers(0, num_classes, size=labels.shape))
+
+
+class KnowledgeBuffer:
+    """FIFO buffer of the aggregated knowledge of the last ``rounds`` rounds (PrivateKT §"knowledge buffer")."""
+
+    def __init__(self, rounds: int) -> None:
+        self.rounds = check_int_at_least("rounds", rounds, 1)
+        self._entries: deque[tuple[np.ndarray, np.ndarray]] = deque(maxlen=self.rounds)
+
+    def __len__(self) -> int:
+        """Rounds currently held (at most ``rounds``)."""
+        return len(self._entries)
+
+    def push(self, indices: np.ndarray, labels: np.ndarray) -> None:
+        """Add one round's public-example indices and aggregated labels, dropping the oldest round when full."""
+        self._entries.append((np.asarray(indices, dtype=np.int64), np.asarray(labels, dtype=np.int64)))
+
+    def contents(self) -> tuple[np.ndarray, np.ndarray]:
+        """All held (indices, labels), oldest round first."""
+        return (np.concatenate([i for i, _ in self._entries]), np.concatenate([label for _, label in self._entries]))
+
+
+def _is_torch_classifier(model: Any) -> bool:
+    return hasattr(model, "fit_soft") and hasattr(model, "predict_log_proba")
+
+
+@dataclass(frozen=True)
+class _ClientConfig:
+    """What every selected client receives in a round (shared, read-only)."""
+
+    global_model: Any  # fitted TorchClassifier, an unfitted one (round 0), or a scikit-learn prototype
+    init_seed: int
+    queries: np.ndarray
+    n_classes: int
+    keep_probability: float
+    local_epochs: int
+    warm: bool
+
+
+def _client_round(task: PartyTask) -> np.ndarray:
+    """Client side of one round: train a copy of the global model, label the K queries, randomize them."""
+    X, y = task.data
+    config: _ClientConfig = task.config
+    rng = np.random.default_rng(task.seed)
+    if config.warm:
+        local = copy.deepcopy(config.global_model)
+        fitted = hasattr(local, "module_")
+        # Round 0: every client starts from the server's initialisation (the same seed).
+        local.set_params(epochs=config.local_epochs, random_state=int(rng.integers(2**31)) if fitted else config.init_seed)
+        local.fit_soft(X, np.eye(config.n_classes)[y], loss="kl", classes=np.arange(config.n_classes), warm_start=True)
+        predictions = np.asarray(local.predict(config.queries), dtype=np.int64)
+    else:
+        model = fit_classifier(config.global_model, X, y, n_classes=config.n_classes, seed=int(rng.integers(2**31)))
+        predictions = model.predict(config.queries)
+    return perturb_labels(predictions, keep_probability=config.keep_probability, num_classes=config.n_classes, rng=rng)
+
+
+class PrivateKT(ClassifierMixin, BaseEstimator):
+    """PrivateKT: rounds of locally private labels on importance-sampled public data, a knowledge buffer, self-training.
+
+    Parameters
+    ----------
+    model : estimator
+        The global model: a :class:`~pipelines.torch_models.TorchClassifier` (learns
+        across rounds) or any scikit-learn classifier with ``predict_proba``
+        (refitted each round; see the module docstring).
+    epsilon_per_round : float, default=5.0
+        ε of one client's report of K labels (Lemma 1; β follows).
+    queries_per_round : int, default=2
+        K, public examples labelled per round.
+    buffer_rounds : int, default=25
+        B, rounds of knowledge the buffer keeps.
+    self_training_size : int, default=1200
+        M, public examples the global model self-trains on each round (0: none).
+    rounds : int, default=100
+        T.
+    client_fraction : float, default=0.5
+        Share of the clients selected each round (⌊fraction·n⌋, at least 1).
+    local_epochs : int, default=5
+        Epochs of a client's training on its data.
+    fine_tune_epochs : int, default=4
+        Epochs of the server's fine-tuning on the buffer (torch model).
+    self_training_epochs : int, default=1
+        Epochs of self-training (torch model).
+    delta : float, default=1e-5
+        δ of the per-client ε in ``client_epsilons_``.
+    random_state : int, default=None
+    n_jobs : int, default=1
+        Clients trained in parallel within a round (joblib).
+    progress : bool, default=False
+
+    Attributes
+    ----------
+    classes_ : ndarray
+    global_model_ : estimator or None
+        The global model (None if it is a constant predictor). Its labels are
+        indices into ``classes_`` given by ``global_classes_``.
+    global_classes_ : ndarray
+    keep_probability_ : float
+        β.
+    participation_ : ndarray of int, shape (n_clients,)
+        Rounds each client joined.
+    client_epsilons_ : dict of ndarray
+        Per client: ``"basic"`` (ε·T) and ``"tight"`` (the ledger's analysis at ``delta``).
+    history_ : list of dict
+        Per round: ``round``, ``clients``, ``buffer_examples`` and, with ``eval_set``, ``accuracy``.
+    training_ : str
+        How the global model was trained (warm start or refit).
+    ledger_ : accounting.Ledger
+    evidence_ : dict of ndarray
+        Empty: randomized response's ε does not depend on the data.
+
+    Examples
+    --------
+    >>> from sklearn.datasets import load_digits
+    >>> from sklearn.tree import DecisionTreeClassifier
+    >>> X, y = load_digits(return_X_y=True)
+    >>> parties = [(X[i:1200:6], y[i:1200:6]) for i in range(6)]
+    >>> model = PrivateKT(DecisionTreeClassifier(max_depth=8), queries_per_round=20, self_training_size=50,
+    ...                   rounds=3, random_state=0).fit(parties, X[1200:1500])
+    >>> int(model.participation_.sum())  # 3 rounds × half of the 6 clients
+    9
+    """
+
+    def __init__(
+        self,
+        model: Any,
+        *,
+        epsilon_per_round: float = 5.0,
+        queries_per_round: int = 2,
+        buffer_rounds: int = 25,
+        self_training_size: int = 1200,
+        rounds: int = 100,
+        client_fraction: float = 0.5,
+        local_epochs: int = 5,
+        fine_tune_epochs: int = 4,
+        self_training_epochs: int = 1,
+        delta: float = 1e-5,
+        random_state: int | None = None,
+        n_jobs: int = 1,
+        progress: bool = False,
+    ) -> None:
+        self.model = model
+        self.epsilon_per_round = epsilon_per_round
+        self.queries_per_round = queries_per_round
+        self.buffer_rounds = buffer_rounds
+        self.self_training_size = self_training_size
+        self.rounds = rounds
+        self.client_fraction = client_fraction
+        self.local_epochs = local_epochs
+        self.fine_tune_epochs = fine_tune_epochs
+        self.self_training_epochs = self_training_epochs
+        self.delta = delta
+        self.random_state = random_state
+        self.n_jobs = n_jobs
+        self.progress = progress
+
+    # --- validation ---------------------------------------------------------------------------------------
+    def _validate(self, n_public: int) -> None:
+        if not (hasattr(self.model, "fit") and hasattr(self.model, "predict_proba") and hasattr(self.model, "get_params")):
+            raise TypeError(f"model must be a scikit-learn-style classifier with fit and predict_proba, got {self.model!r}")
+        check_positive_finite("epsilon_per_round", self.epsilon_per_round)
+        check_int_at_least("queries_per_round", self.queries_per_round, 1)
+        check_int_at_least("buffer_rounds", self.buffer_rounds, 1)
+        check_int_at_least("self_training_size", self.self_training_size, 0)
+        check_int_at_least("rounds", self.rounds, 1)
+        check_probability("client_fraction", self.client_fraction, open_high=False)
+        for name in ("local_epochs", "fine_tune_epochs", "self_training_epochs"):
+            check_int_at_least(name, getattr(self, name), 1)
+        check_delta(self.delta)
+        if not isinstance(self.progress, bool):
+            raise TypeError(f"progress must be True or False, got {self.progress!r}")
+        for name in ("queries_per_round", "self_training_size"):
+            if getattr(self, name) > n_public:
+                raise ValueError(f"{name} must be at most the public set's size {n_public}, got {getattr(self, name)}")
+
+    # --- fitting ---------------------------------------------------------------------------------------
+    def fit(self, parties: Sequence[tuple[np.ndarray, np.ndarray]], public: np.ndarray, *,
+            eval_set: tuple[np.ndarray, np.ndarray] | None = None) -> PrivateKT:
+        """Run ``rounds`` rounds of PrivateKT; ``eval_set=(X, y)`` records the accuracy after each round in ``history_``."""
+        parties, public = check_parties(parties, public)
+        self._validate(len(public))
+        self.classes_ = np.unique(np.concatenate([y for _, y in parties]))
+        n_classes, n_clients = len(self.classes_), len(parties)
+        if n_classes < 2:
+            raise ValueError(f"the clients' labels hold a single class {self.classes_[0]!r}; PrivateKT needs at least 2")
+        coded = [(X, np.searchsorted(self.classes_, y)) for X, y in parties]
+        per_round = max(1, math.floor(self.client_fraction * n_clients))
+        K = self.queries_per_round
+        beta = randomized_response_keep_probability(self.epsilon_per_round, num_classes=n_classes, labels_per_report=K)
+        warm = _is_torch_classifier(self.model)
+        seed_sequence = as_seed_sequence(self.random_state)
+        round_seeds = seed_sequence.spawn(self.rounds)
+        rng = np.random.default_rng(seed_sequence.spawn(1)[0])
+        init_seed = int(rng.integers(2**31))
+
+        global_: FittedClassifier | None = None
+        buffer = KnowledgeBuffer(self.buffer_rounds)
+        self.participation_ = np.zeros(n_clients, dtype=np.int64)
+        self.history_: list[dict[str, Any]] = []
+        for round_index in range(self.rounds):
+            entropy = np.zeros(len(public)) if global_ is None else predictive_entropy(global_.predict_proba(public))
+            queries = importance_sample(entropy, K, rng, uncertain=True)
+            clients = np.sort(rng.choice(n_clients, size=per_round, replace=False))
+            self.participation_[clients] += 1
+            config = _ClientConfig(
+                global_model=self._global_for_clients(global_, init_seed), init_seed=init_seed, queries=public[queries],
+                n_classes=n_classes, keep_probability=beta, local_epochs=self.local_epochs, warm=warm,
+            )
+            reports = np.stack(run_party_tasks(
+                _client_round, [coded[i] for i in clients], config=config, random_state=round_seeds[round_index],
+                n_jobs=self.n_jobs, progress=False,
+            ))  # (clients, K)
+            counts = np.stack([np.bincount(reports[:, j], minlength=n_classes) for j in range(K)])
+            estimate = randomized_response_estimate(counts, keep_probability=beta)
+            buffer.push(queries, break_ties_at_random(estimate, rng))
+            global_ = self._server_update(global_, buffer, public, n_classes, rng, init_seed, warm)
+            self.global_model_, self.global_classes_ = global_.estimator, global_.classes
+            record = {"round": round_index + 1, "clients": int(per_round), "buffer_examples": len(buffer.contents()[0])}
+            if eval_set is not None:
+                record["accuracy"] = float(np.mean(self.predict(eval_set[0]) == np.asarray(eval_set[1])))
+            self.history_.append(record)
+
+        self.keep_probability_ = beta
+        self.training_ = ("warm start: clients and server continue training the global TorchClassifier"
+                          if warm else "refit: clients fit fresh models; the server refits the global model each round")
+        self.ledger_ = self._ledger(public, n_classes, int(seed_sequence.entropy))
+        self.evidence_: dict[str, np.ndarray] = {}
+        return self
+
+    def _global_for_clients(self, global_: FittedClassifier | None, init_seed: int) -> Any:
+        """What clients copy: the global network (torch; an unfitted one before round 1), else the prototype."""
+        if global_ is not None and _is_torch_classifier(self.model):
+            return global_.estimator
+        model = clone(self.model)
+        if _is_torch_classifier(model):
+            model.set_params(random_state=init_seed)
+        return model
+
+    def _server_update(self, global_: FittedClassifier | None, buffer: KnowledgeBuffer, public: np.ndarray,
+                       n_classes: int, rng: np.random.Generator, init_seed: int, warm: bool) -> FittedClassifier:
+        """Fine-tune on the buffer, then self-train on M confident public examples (Algorithm 1, lines 12–16)."""
+        indices, labels = buffer.contents()
+        classes = np.arange(n_classes)
+        M = self.self_training_size
+        if warm:
+            if global_ is None:  # round 1: the network the clients started from (same seed)
+                model = clone(self.model).set_params(random_state=init_seed)
+            else:
+                model = global_.estimator.set_params(random_state=int(rng.integers(2**31)))
+            model.set_params(epochs=self.fine_tune_epochs)
+            model.fit_soft(public[indices], np.eye(n_classes)[labels], loss="kl", classes=classes, warm_start=True)
+            if M:
+                proba = model.predict_proba(public)
+                chosen = importance_sample(predictive_entropy(proba), M, rng, uncertain=False)
+                model.set_params(epochs=self.self_training_epochs, random_state=int(rng.integers(2**31)))
+                model.fit_soft(public[chosen], proba[chosen], loss="kl", classes=classes, warm_start=True)
+            return FittedClassifier(model, classes, n_classes)
+        fitted = fit_classifier(self.model, public[indices], labels, n_classes=n_classes, seed=int(rng.integers(2**31)))
+        if M:
+            proba = fitted.predict_proba(public)
+            chosen = importance_sample(predictive_entropy(proba), M, rng, uncertain=False)
+            fitted = fit_classifier(
+                self.model, np.concatenate([public[indices], public[chosen]]),
+                np.concatenate([labels, proba[chosen].argmax(axis=1)]), n_classes=n_classes,
+                seed=int(rng.integers(2**31)),
+            )
+        return fitted
+
+    # --- accounting ------------------------------------------------------------------------------------
+    def client_releases(self, *, unit: str = "party") -> list[RandomizedResponse]:
+        """Each participating client's composed randomized response (its reports over the rounds it joined)."""
+        check_is_fitted(self, "participation_")
+        return [
+            RandomizedResponse(len(self.classes_), epsilon=float(self.epsilon_per_round),
+                               labels_per_report=self.queries_per_round, reports=int(t), unit=unit)
+            for t in self.participation_ if t > 0
+        ]
+
+    def _ledger(self, public: np.ndarray, n_classes: int, seed: int) -> Ledger:
+        ledger = Ledger(
+            delta=self.delta,
+            primary_unit="party",
+            seeds={"random_state": seed},
+            public_data_sha256=data_fingerprint({"public": public}),
+            description=(
+                f"PrivateKT global model: {len(self.participation_)} clients, {self.rounds} rounds, "
+                f"ε = {self.epsilon_per_round:g} per report of K = {self.queries_per_round} labels, "
+                f"{type(self.model).__name__}"
+            ),
+        )
+        ledger.record(
+            {unit: compose_parallel(self.client_releases(unit=unit)) for unit in ("party", "example")},
+            note=(
+                f"k-ary randomized response (β = {self.keep_probability_:.6g}, C = {n_classes}): each client's reports "
+                f"composed over the rounds it joined (max {int(self.participation_.max())}), parallel composition "
+                "over clients (disjoint data). NOTE (authors' claim, not a guarantee privfed makes): PrivateKT argues "
+                "the privacy loss does not accumulate across rounds because the public examples change; privfed "
+                "composes every round a client joins."
+            ),
+        )
+        tight: dict[int, float] = {}
+        for release in self.client_releases():
+            tight.setdefault(release.reports, account(release, delta=self.delta).epsilon)
+        self.client_epsilons_ = {
+            "basic": self.participation_ * float(self.epsilon_per_round),
+            "tight": np.array([tight.get(int(t), 0.0) for t in self.participation_]),
+        }
+        return ledger
+
+    # --- prediction ------------------------------------------------------------------------------------
+    def _fitted_global(self) -> FittedClassifier:
+        check_is_fitted(self, "global_classes_")
+        return FittedClassifier(self.global_model_, self.global_classes_, len(self.classes_))
+
+    def predict(self, X: np.ndarray) -> np.ndarray:
+        """Labels predicted by the global model."""
+        return self.classes_[self._fitted_global().predict(np.asarray(X))]
+
+    def predict_proba(self, X: np.ndarray) -> np.ndarray:
+        """Class probabilities of the global model, columns in ``classes_`` order."""
+        return self._fitted_global().predict_proba(np.asarray(X))

@@ -1,0 +1,207 @@
+"""PrivateKT end to end on scikit-learn's digits, and its building blocks (sampling, RR, estimator, buffer)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from sklearn.datasets import load_digits
+from sklearn.ensemble import RandomForestClassifier
+from sklearn.linear_model import LogisticRegression
+from sklearn.tree import DecisionTreeClassifier
+
+torch = pytest.importorskip("torch")
+
+import privfed  # noqa: E402
+from accounting import (  # noqa: E402
+    RandomizedResponse,
+    account,
+    compose_parallel,
+    randomized_response_estimate,
+    randomized_response_keep_probability,
+    randomized_response_variance,
+)
+from pipelines import dirichlet_partition  # noqa: E402
+from pipelines.privatekt import (  # noqa: E402
+    KnowledgeBuffer,
+    PrivateKT,
+    importance_sample,
+    perturb_labels,
+    predictive_entropy,
+)
+from pipelines.torch_models import TorchMLP  # noqa: E402
+
+
+@pytest.fixture(autouse=True, scope="module")
+def one_torch_thread():
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+@pytest.fixture(scope="module")
+def digits():
+    X, y = load_digits(return_X_y=True)
+    X = X / 16.0
+    order = np.random.default_rng(0).permutation(len(y))
+    X, y = X[order], y[order]
+    parts = dirichlet_partition(y[:1100], 8, 1.0, min_size=40, random_state=0)
+    parties = [(X[:1100][idx], y[:1100][idx]) for idx in parts]
+    return parties, X[1100:1500], (X[1500:], y[1500:])
+
+
+# --- randomized response ----------------------------------------------------------------------------
+@pytest.mark.parametrize(("epsilon", "labels", "classes"), [(5.0, 2, 10), (1.0, 1, 3), (8.0, 4, 26)])
+def test_rr_frequencies_match_beta(epsilon, labels, classes):
+    rng = np.random.default_rng(7)
+    beta = randomized_response_keep_probability(epsilon, num_classes=classes, labels_per_report=labels)
+    n = 40_000
+    truth = rng.integers(0, classes, size=n)
+    reported = perturb_labels(truth, keep_probability=beta, num_classes=classes, rng=rng)
+    # A report equals the truth with probability β + (1 − β)/C; any given other class with (1 − β)/C.
+    p_same = beta + (1 - beta) / classes
+    assert abs(np.mean(reported == truth) - p_same) < 5 * math.sqrt(p_same * (1 - p_same) / n)
+    p_next = (1 - beta) / classes
+    assert abs(np.mean(reported == (truth + 1) % classes) - p_next) < 5 * math.sqrt(p_next * (1 - p_next) / n)
+
+
+def test_unbiased_estimator_is_unbiased_on_simulated_votes():
+    rng = np.random.default_rng(11)
+    classes, beta, clients, trials = 10, randomized_response_keep_probability(5.0, num_classes=10, labels_per_report=2), 40, 3000
+    truth = rng.integers(0, 3, size=clients)  # clients' true labels for one public example, 3 classes used
+    true_counts = np.bincount(truth, minlength=classes)
+    reports = perturb_labels(np.tile(truth, (trials, 1)), keep_probability=beta, num_classes=classes, rng=rng)
+    counts = np.stack([np.bincount(row, minlength=classes) for row in reports])
+    estimates = randomized_response_estimate(counts, keep_probability=beta)
+    standard_error = np.sqrt(randomized_response_variance(true_counts, keep_probability=beta) / trials)
+    assert np.all(np.abs(estimates.mean(axis=0) - true_counts) < 5 * standard_error)
+    # The raw counts are biased toward uniform: the estimator is what removes it.
+    assert np.abs(counts.mean(axis=0) - true_counts).max() > 10 * standard_error.max() * beta
+
+
+# --- sampling and the buffer --------------------------------------------------------------------------
+def test_entropy_of_uniform_and_one_hot_rows():
+    entropy = predictive_entropy(np.array([[0.25] * 4, [1.0, 0, 0, 0], [0.5, 0.5, 0, 0]]))
+    np.testing.assert_allclose(entropy, [math.log(4), 0.0, math.log(2)])
+
+
+def test_importance_sampling_favours_high_entropy_and_self_training_low():
+    rng = np.random.default_rng(0)
+    entropy = np.r_[np.zeros(500), np.full(500, math.log(10))]  # softmax weights 1 : 10
+    draws = 4000
+    high = np.mean([importance_sample(entropy, 1, rng)[0] >= 500 for _ in range(draws)])
+    p = 10 / 11
+    assert abs(high - p) < 5 * math.sqrt(p * (1 - p) / draws)
+    low = np.mean([importance_sample(entropy, 1, rng, uncertain=False)[0] < 500 for _ in range(draws)])
+    assert abs(low - p) < 5 * math.sqrt(p * (1 - p) / draws)
+    sample = importance_sample(entropy, 300, rng)
+    assert len(np.unique(sample)) == 300  # without replacement
+    with pytest.raises(ValueError, match="size"):
+        importance_sample(entropy, 1001, rng)
+
+
+@settings(max_examples=30, deadline=None)
+@given(capacity=st.integers(1, 6), pushes=st.integers(1, 15), per_round=st.integers(1, 4))
+def test_buffer_keeps_exactly_the_last_b_rounds(capacity, pushes, per_round):
+    buffer = KnowledgeBuffer(capacity)
+    for round_index in range(pushes):
+        buffer.push(np.full(per_round, round_index), np.full(per_round, round_index % 3))
+    assert len(buffer) == min(capacity, pushes)
+    indices, labels = buffer.contents()
+    expected_rounds = list(range(max(0, pushes - capacity), pushes))
+    np.testing.assert_array_equal(indices, np.repeat(expected_rounds, per_round))
+    np.testing.assert_array_equal(labels, np.repeat(expected_rounds, per_round) % 3)
+
+
+# --- end to end -------------------------------------------------------------------------------------
+def small(model, **options):
+    settings_ = dict(epsilon_per_round=20.0, queries_per_round=20, buffer_rounds=4, self_training_size=60, rounds=6,
+                     client_fraction=0.5, local_epochs=3, random_state=0)
+    return PrivateKT(model, **{**settings_, **options})
+
+
+def test_end_to_end_torch_learns_across_rounds(digits):
+    parties, public, (X_test, y_test) = digits
+    model = small(TorchMLP(hidden=(64,), lr=1e-2, batch_size=32, random_state=0), epsilon_per_round=100.0).fit(parties, public,
+                                                                                        eval_set=(X_test, y_test))
+    accuracy = [record["accuracy"] for record in model.history_]
+    assert len(accuracy) == 6 and accuracy[-1] > 0.5 and accuracy[-1] > accuracy[0]
+    assert [r["buffer_examples"] for r in model.history_] == [20, 40, 60, 80, 80, 80]
+    assert model.participation_.sum() == 6 * 4 and "warm start" in model.training_
+    assert model.score(X_test, y_test) == pytest.approx(accuracy[-1])
+
+
+def test_ledger_and_client_epsilons_equal_account(digits):
+    parties, public, _ = digits
+    model = small(DecisionTreeClassifier(max_depth=6), rounds=5, self_training_size=0).fit(parties, public)
+    assert "refit" in model.training_
+    releases = [RandomizedResponse(10, epsilon=20.0, labels_per_report=20, reports=int(t))
+                for t in model.participation_ if t > 0]
+    for unit in ("party", "example"):
+        for analysis in ("tight", "classic"):
+            assert model.ledger_.account(delta=1e-5, unit=unit, analysis=analysis).epsilon == pytest.approx(
+                account(compose_parallel(releases), delta=1e-5, analysis=analysis).epsilon, rel=1e-9)
+    for t, basic, tight in zip(model.participation_, model.client_epsilons_["basic"], model.client_epsilons_["tight"]):
+        assert basic == 20.0 * t
+        if t:
+            assert tight == pytest.approx(account(RandomizedResponse(10, epsilon=20.0, labels_per_report=20,
+                                                                     reports=int(t)), delta=1e-5).epsilon)
+            assert tight <= basic + 1e-9
+    # The busiest client bounds the federation: its composition is the parallel composition's.
+    busiest = int(model.participation_.max())
+    assert model.ledger_.account(delta=1e-5).epsilon >= model.client_epsilons_["tight"].max() - 1e-9
+    assert model.ledger_.entries[0].analyses["party"].parameters["members"][0]["parameters"]["reports"] <= busiest
+    assert "authors' claim" in model.ledger_.entries[0].note
+    assert model.keep_probability_ == pytest.approx(
+        randomized_response_keep_probability(20.0, num_classes=10, labels_per_report=20))
+
+
+def test_forest_model_and_bundle_round_trip(digits, tmp_path):
+    parties, public, (X_test, y_test) = digits
+    model = small(RandomForestClassifier(n_estimators=10), rounds=3, epsilon_per_round=50.0).fit(parties, public)
+    assert model.score(X_test, y_test) > 0.3
+    path = privfed.save_bundle(model.global_model_, tmp_path / "privatekt", model.ledger_)
+    loaded, ledger = privfed.load_bundle(path)
+    np.testing.assert_array_equal(loaded.predict_proba(X_test), model.global_model_.predict_proba(X_test))
+    assert ledger.account(delta=1e-5).epsilon == model.ledger_.account(delta=1e-5).epsilon
+
+
+def test_same_random_state_same_run(digits):
+    parties, public, (X_test, _) = digits
+    first = small(DecisionTreeClassifier(max_depth=6), rounds=2, self_training_size=0).fit(parties, public)
+    second = small(DecisionTreeClassifier(max_depth=6), rounds=2, self_training_size=0).fit(parties, public)
+    np.testing.assert_array_equal(first.participation_, second.participation_)
+    np.testing.assert_array_equal(first.predict(X_test), second.predict(X_test))
+
+
+@pytest.mark.parametrize(
+    ("settings_", "error", "message"),
+    [
+        ({"epsilon_per_round": 0.0}, ValueError, "epsilon_per_round"),
+        ({"queries_per_round": 0}, ValueError, "queries_per_round"),
+        ({"queries_per_round": 401}, ValueError, "queries_per_round"),
+        ({"self_training_size": 401}, ValueError, "self_training_size"),
+        ({"client_fraction": 0.0}, ValueError, "client_fraction"),
+        ({"buffer_rounds": 0}, ValueError, "buffer_rounds"),
+        ({"delta": 1.0}, ValueError, "delta"),
+        ({"local_epochs": 1.5}, TypeError, "local_epochs"),
+    ],
+)
+def test_bad_parameters_fail_before_training(digits, settings_, error, message):
+    parties, public, _ = digits
+    with pytest.raises(error, match=message):
+        small(LogisticRegression(), **settings_).fit(parties, public)
+
+
+def test_bad_model_is_named(digits):
+    parties, public, _ = digits
+    with pytest.raises(TypeError, match="predict_proba"):
+        PrivateKT(object()).fit(parties, public)
+
+
+def test_privatekt_is_importable_from_privfed():
+    assert privfed.PrivateKT is PrivateKT
