@@ -18,6 +18,11 @@ _LAZY = {
     "CentralizedPATE": "fedkt",
     "FedKT": "fedkt",
     "Solo": "fedkt",
+    "DensityRatioSelector": "kulsif",
+    "KuLSIF": "kulsif",
+    "FedMD": "selective_fd",
+    "IndependentLearning": "selective_fd",
+    "SelectiveFD": "selective_fd",
 }
 
 __all__ = [

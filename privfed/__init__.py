@@ -38,7 +38,12 @@ __version__ = "0.1.0"
 # `privfed account` command) import neither scikit-learn nor torch.
 _FROM_PIPELINES = (
     "CentralizedPATE",
+    "DensityRatioSelector",
     "FedKT",
+    "FedMD",
+    "IndependentLearning",
+    "KuLSIF",
+    "SelectiveFD",
     "Solo",
     "TorchCNN",
     "TorchClassifier",
