@@ -70,7 +70,7 @@ import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin, clone
 from sklearn.utils.validation import check_is_fitted
 
-from accounting import GaussianNoisyMax, Ledger, RandomizedResponse, compose_parallel, randomized_response_estimate
+from accounting import GaussianNoisyMax, Ledger, RandomizedResponse, randomized_response_estimate
 from accounting._checks import check_choice, check_delta, check_int_at_least, check_positive_finite, check_probability
 from accounting.fingerprint import data_fingerprint
 from pipelines._models import fit_classifier, with_seed
@@ -169,7 +169,9 @@ class _RoundConfig:
     protocol: _Protocol
     classes: np.ndarray
     first_round: bool
-    X_batch: np.ndarray | None = None  # the proxy examples to predict
+    n_public: int = 0
+    batch_indices: np.ndarray | None = None  # positions in the proxy set of ...
+    X_batch: np.ndarray | None = None  # ... the proxy examples to predict
     keep_probability: float | None = None  # randomized response's β
     X_distill: np.ndarray | None = None  # the examples the server returned
     targets: np.ndarray | None = None  # (k, C) distributions (soft) or (k,) class codes (hard)
@@ -184,6 +186,7 @@ class _Client:
     prototype: Any  # the unfitted, seeded model
     model: Any  # the fitted model: a partial-fit estimator, a FittedClassifier, or None before the first fit
     selector: DensityRatioSelector | None
+    proxy_scores: np.ndarray | None = None  # the selector's r̂ of each proxy example, NaN until first drawn
     distilled_X: np.ndarray | None = None  # refitted models only: every distilled proxy example so far
     distilled_y: np.ndarray | None = None
 
@@ -248,8 +251,15 @@ def _client_train_and_share(task: PartyTask) -> tuple[_Client, _Share | None]:
     probabilities = _probabilities(model, config.X_batch)
     if client.selector is None:
         shared = np.ones(len(config.X_batch), dtype=bool)
-    else:
-        shared = client.selector.select(config.X_batch)
+    else:  # r̂ is computed once per proxy example, the first time the server draws it
+        scores = np.full(config.n_public, np.nan) if client.proxy_scores is None else client.proxy_scores.copy()
+        batch_scores = scores[config.batch_indices]
+        new = np.isnan(batch_scores)
+        if new.any():
+            batch_scores[new] = client.selector.score_samples(config.X_batch[new])
+        scores[config.batch_indices] = batch_scores
+        client = replace(client, proxy_scores=scores)
+        shared = batch_scores > client.selector.threshold_
     if protocol.labels == "soft":
         tempered = probabilities ** (1.0 / protocol.temperature)
         return client, _Share(tempered / tempered.sum(axis=1, keepdims=True), shared)
@@ -355,6 +365,7 @@ class _FederatedDistillation(ClassifierMixin, BaseEstimator):
             share_seeds, distill_seeds = seeds.spawn(2)
             indices = np.sort(server_rng.choice(len(public), size=batch, replace=False)) if batch else None
             config = _RoundConfig(protocol=protocol, classes=self.classes_, first_round=round_index == 0,
+                                  n_public=0 if public is None else len(public), batch_indices=indices,
                                   X_batch=None if indices is None else public[indices],
                                   keep_probability=keep_probability)
             outputs = run_party_tasks(_client_train_and_share, clients, config=config, random_state=share_seeds, **run)
@@ -365,7 +376,7 @@ class _FederatedDistillation(ClassifierMixin, BaseEstimator):
                 if votes is not None:
                     released_votes.append(votes)
                 if len(kept):
-                    distill = replace(config, X_batch=None, X_distill=public[indices[kept]], targets=targets)
+                    distill = replace(config, batch_indices=None, X_batch=None, X_distill=public[indices[kept]], targets=targets)
                     clients = run_party_tasks(_client_distill, clients, config=distill, random_state=distill_seeds, **run)
             self.models_ = [client.model for client in clients]
             if self.callback is not None:
@@ -451,18 +462,20 @@ class _FederatedDistillation(ClassifierMixin, BaseEstimator):
                 "the clear and there is no differential-privacy guarantee"
             )
         elif protocol.privacy == "rr":
-            per_client = [
-                RandomizedResponse(n_classes, epsilon=protocol.epsilon_per_round, labels_per_report=batch,
-                                   reports=protocol.rounds, unit=unit)
+            # Every client runs the same mechanism on its own (disjoint) data: the parallel composition
+            # (per-order maximum) is that mechanism itself, recorded once so that its PLD applies.
+            per_client = {
+                unit: RandomizedResponse(n_classes, epsilon=protocol.epsilon_per_round, labels_per_report=batch,
+                                         reports=protocol.rounds, unit=unit)
                 for unit in ("party", "example")
-            ]
+            }
             ledger.record(
-                {mechanism.unit: compose_parallel([mechanism] * n_clients) for mechanism in per_client},
+                per_client,
                 note=(
                     f"k-ary randomized response on every hard label a client shares: ε = {protocol.epsilon_per_round:g} "
                     f"per client per round over up to {batch} labels (keep probability "
-                    f"{per_client[0].keep_probability:.6g}), {protocol.rounds} rounds composed, parallel over "
-                    f"{n_clients} clients (disjoint data)"
+                    f"{per_client['party'].keep_probability:.6g}), {protocol.rounds} rounds composed; the same "
+                    f"mechanism on each of {n_clients} clients' disjoint data (parallel composition)"
                 ),
             )
         else:
