@@ -13,8 +13,9 @@ proxy set (the paper's Fig. 5), with independent learning's local models.
 
 CPU only: torch and BLAS use one thread. ``--time`` measures rounds first.
 
-Run: ``python bench/selective_fd.py --rounds 20 --json docs/results-selective-fd.json
---figure docs/selective-fd-curves.png``.
+Run: ``python bench/selective_fd.py --json docs/results-selective-fd.json --figure
+docs/selective-fd-curves.png`` (about 26 minutes on two shared cores with the defaults);
+``--from-json docs/results-selective-fd.json`` re-renders the tables and the figure.
 """
 
 from __future__ import annotations
@@ -163,6 +164,34 @@ def plot(results: list[dict], path: Path) -> None:
     figure.savefig(path, dpi=110)
 
 
+def markdown(results: list[dict]) -> str:
+    """The results as markdown tables: accuracies, then the selector diagnostics."""
+    lines = [("| data set | non-IID | method | final mean client accuracy (min–max) | ε (δ = 1e-5, party level) "
+              "| shared pairs | kept / round | s / round |"), "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for row in results:
+        epsilon = "no guarantee" if row["epsilon"] is None else f"{row['epsilon']:.4g}"
+        if row["method"] == "Independent":
+            epsilon = "nothing shared"
+        shared = f"{row['shared_fraction']:.3f}" if "shared_fraction" in row else "–"
+        kept = f"{row['kept_per_round']:.0f}" if "kept_per_round" in row else "–"
+        lines.append(f"| {row['dataset']} | {row['setting']} | {row['method']} | {100 * row['accuracy_mean']:.2f} % "
+                     f"({100 * row['accuracy_min']:.1f}–{100 * row['accuracy_max']:.1f}) | {epsilon} | {shared} | "
+                     f"{kept} | {row['seconds_per_round']:.1f} |")
+    lines += ["", ("| data set | non-IID | selector AUROC, mean (min–max) over clients | local accuracy on shared / "
+                   "withheld proxy examples | share of proxy examples shared |"), "| --- | --- | --- | --- | --- |"]
+    for row in results:
+        if "selector_auroc" in row:
+            diagnostics = row["selector_auroc"]
+            auroc = np.asarray(diagnostics["auroc"])
+            lines.append(
+                f"| {row['dataset']} | {row['setting']} | {np.nanmean(auroc):.3f} ({np.nanmin(auroc):.3f}–"
+                f"{np.nanmax(auroc):.3f}) | {np.nanmean(diagnostics['local_accuracy_on_shared']):.3f} / "
+                f"{np.nanmean(diagnostics['local_accuracy_on_withheld']):.3f} | "
+                f"{np.mean(diagnostics['shared_fraction']):.3f} |"
+            )
+    return "\n".join(lines)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--datasets", nargs="+", default=["mnist", "fashion_mnist"])
@@ -182,7 +211,14 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", type=Path)
     parser.add_argument("--figure", type=Path)
+    parser.add_argument("--from-json", type=Path, help="only render the tables and figure of a saved run")
     args = parser.parse_args()
+    if args.from_json:
+        results = json.loads(args.from_json.read_text())["results"]
+        print(markdown(results))
+        if args.figure:
+            plot(results, args.figure)
+        return
     torch.set_num_threads(1)
     started = time.perf_counter()
     results = [row for dataset in args.datasets for setting in args.settings for row in run(dataset, setting, args)]
@@ -192,6 +228,7 @@ def main() -> None:
                                                       for k, v in vars(args).items()}, "results": results}, indent=1))
     if args.figure:
         plot(results, args.figure)
+    print(markdown(results))
 
 
 if __name__ == "__main__":

@@ -39,7 +39,7 @@ from sklearn.utils.validation import check_is_fitted
 from accounting._checks import check_int_at_least, check_positive_finite, check_probability
 from pipelines._random import RandomState, as_generator
 
-__all__ = ["KuLSIF", "DensityRatioSelector", "gaussian_kernel_sums", "median_distance"]
+__all__ = ["DensityRatioSelector", "KuLSIF", "gaussian_kernel_sums", "median_distance"]
 
 #: Kernel values held in memory at once when scoring (8 bytes each: 32 MiB).
 _BLOCK_CELLS = 1 << 22

@@ -16,10 +16,15 @@ import privfed  # noqa: E402
 from accounting import GaussianNoisyMax, RandomizedResponse, account  # noqa: E402
 from accounting.conversion import rdp_to_epsilon  # noqa: E402
 from pipelines._models import FittedClassifier  # noqa: E402
+from pipelines.executor import PartyTask  # noqa: E402
 from pipelines.selective_fd import (  # noqa: E402
     FedMD,
     IndependentLearning,
     SelectiveFD,
+    _Client,
+    _client_train_and_share,
+    _Protocol,
+    _RoundConfig,
     aggregate_predictions,
     confident_examples,
     training_rows,
@@ -89,6 +94,45 @@ def test_training_rows_give_exactly_the_steps_asked() -> None:
     np.testing.assert_array_equal(np.sort(rows[:10]), np.arange(10))  # whole shuffled passes first
     np.testing.assert_array_equal(np.sort(rows[10:20]), np.arange(10))
     assert len(training_rows(100, steps=2, batch_size=8, rng=rng)) == 16
+
+
+class FixedProbabilities:
+    """A stand-in for a fitted client model: the same probability row for every example."""
+
+    def __init__(self, row):
+        self.row = np.asarray(row, dtype=float)
+
+    def predict_proba(self, X):
+        return np.tile(self.row, (len(X), 1))
+
+
+def client_share(row, *, labels="hard", keep_probability=None, temperature=1.0, n=4000):
+    """One client's share of a round, its model fixed to ``row``, sharing every example (no selector)."""
+    protocol = _Protocol(rounds=1, local_steps=1, distill_steps=1, proxy_batch=n, labels=labels,
+                         temperature=temperature, selector=None, tau_server=2.0, privacy=None, epsilon_per_round=None,
+                         sigma=None, shares=True, name="test")
+    client = _Client(X=np.zeros((2, 3)), y=np.array([0, 1]), prototype=DecisionTreeClassifier(),
+                     model=FixedProbabilities(row), selector=None)
+    config = _RoundConfig(protocol=protocol, classes=np.arange(len(row)), first_round=False, n_public=n,
+                          batch_indices=np.arange(n), X_batch=np.zeros((n, 3)), keep_probability=keep_probability)
+    _, share = _client_train_and_share(PartyTask(data=client, index=0, seed=0, config=config))
+    return share
+
+
+def test_a_client_shares_the_argmax_and_randomized_response_keeps_it_at_the_right_rate() -> None:
+    clear = client_share([0.1, 0.55, 0.35])
+    assert (clear.predictions == 1).all() and clear.shared.all()
+    beta = 0.4
+    noisy = client_share([0.1, 0.55, 0.35], keep_probability=beta).predictions
+    # Kept with probability β, else uniform over the 3 classes: P(1) = β + (1 − β)/3, P(0) = P(2) = (1 − β)/3.
+    np.testing.assert_allclose(np.bincount(noisy, minlength=3) / len(noisy),
+                               [(1 - beta) / 3, beta + (1 - beta) / 3, (1 - beta) / 3], atol=0.03)
+
+
+def test_soft_shares_are_tempered_probabilities() -> None:
+    share = client_share([0.2, 0.8], labels="soft", temperature=2.0, n=3)
+    tempered = np.sqrt([0.2, 0.8]) / np.sqrt([0.2, 0.8]).sum()
+    np.testing.assert_allclose(share.predictions, np.tile(tempered, (3, 1)))
 
 
 # --- the protocol end to end -----------------------------------------------------------------------
