@@ -147,20 +147,23 @@ def plot(results: list[dict], path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    panels = sorted({(r["dataset"], r["setting"]) for r in results})
-    figure, axes = plt.subplots(1, len(panels), figsize=(4.2 * len(panels), 3.6), squeeze=False)
+    panels = list(dict.fromkeys((r["dataset"], r["setting"]) for r in results))
+    methods = list(dict.fromkeys(r["method"] for r in results))
+    colours = {method: f"C{index}" for index, method in enumerate(methods)}
+    figure, axes = plt.subplots(1, len(panels), figsize=(4.2 * len(panels), 4.0), squeeze=False)
     for axis, (dataset, setting) in zip(axes[0], panels):
         for row in results:
             if (row["dataset"], row["setting"]) == (dataset, setting) and row["curve"]:
                 rounds, accuracy = zip(*row["curve"])
-                axis.plot(rounds, accuracy, marker=".", label=row["method"])
+                axis.plot(rounds, accuracy, marker=".", color=colours[row["method"]], label=row["method"])
         axis.set_title(f"{dataset}, {setting} non-IID")
         axis.set_xlabel("round")
         axis.set_ylabel("mean client test accuracy")
         axis.set_ylim(0, 1)
         axis.grid(alpha=0.3)
-    axes[0][-1].legend(fontsize=7, loc="lower right")
-    figure.tight_layout()
+    handles = [plt.Line2D([], [], color=colours[method], marker=".") for method in methods]
+    figure.legend(handles, methods, loc="lower center", ncol=len(methods), fontsize=8)
+    figure.tight_layout(rect=(0, 0.08, 1, 1))
     figure.savefig(path, dpi=110)
 
 
