@@ -20,6 +20,11 @@ _LAZY = {
     "Solo": "fedkt",
     "FedKD": "fedkd",
     "PrivateKT": "privatekt",
+    "DensityRatioSelector": "kulsif",
+    "KuLSIF": "kulsif",
+    "FedMD": "selective_fd",
+    "IndependentLearning": "selective_fd",
+    "SelectiveFD": "selective_fd",
 }
 
 __all__ = [

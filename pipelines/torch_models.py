@@ -22,7 +22,8 @@ from __future__ import annotations
 
 import math
 import numbers
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from typing import Any, Literal
 
 import numpy as np
@@ -31,7 +32,7 @@ from scipy.special import log_softmax, softmax
 from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.utils import check_random_state
 from sklearn.utils.multiclass import check_classification_targets
-from sklearn.utils.validation import check_array, check_is_fitted, validate_data
+from sklearn.utils.validation import check_array, check_is_fitted, check_X_y, validate_data
 from torch import nn
 from torch.nn import functional
 
@@ -274,7 +275,7 @@ class TorchClassifier(ClassifierMixin, BaseEstimator):
         classes: Any = None,
         warm_start: bool = False,
     ) -> TorchClassifier:
-        """Train the network to match soft targets (knowledge distillation).
+        """Train a network for ``epochs`` epochs to match soft targets (knowledge distillation).
 
         Parameters
         ----------
@@ -292,56 +293,38 @@ class TorchClassifier(ClassifierMixin, BaseEstimator):
             The label of each target column; ``np.arange(n_classes)`` when None.
             Stored sorted as ``classes_`` (the columns are permuted to match).
         warm_start : bool, default=False
-            False: train a freshly initialised network. True: when the estimator is
-            already fitted, continue training its network for ``epochs`` more epochs
-            (a new optimizer, so Adam's moment estimates restart); the classes and
-            the per-example input shape must be the ones it was fitted on. An
-            unfitted estimator builds a fresh network either way (as scikit-learn's
-            ``warm_start``). Used by pipelines whose model learns across rounds
-            (PrivateKT).
+            Continue the fitted network (same classes and input shape) for ``epochs``
+            more epochs, with a fresh optimizer, instead of building a new one; an
+            unfitted estimator builds one. PrivateKT's rounds use it. (``partial_fit_soft``
+            instead runs one epoch per call and keeps the optimizer's state.)
 
         Returns
         -------
         self
         """
-        check_choice("loss", loss, ("kl", "l2", "l1"))
+        loss_fn = _soft_loss(loss, temperature)
         if not isinstance(warm_start, bool):
             raise TypeError(f"warm_start must be True or False, got {warm_start!r}")
-        temperature = check_positive_finite("temperature", temperature)
-        if loss != "kl" and temperature != 1.0:
-            raise ValueError(
-                f"temperature only applies to loss='kl'; got temperature={temperature!r} with loss={loss!r}"
-            )
         self._check_training_parameters()
         X, targets = validate_data(self, X, targets, allow_nd=True, dtype=np.float32, multi_output=True)
-        targets = np.asarray(targets, dtype=np.float32)
-        if targets.ndim != 2 or targets.shape[1] < 2:
-            raise ValueError(
-                f"targets must have shape (n_samples, n_classes) with n_classes >= 2, got {targets.shape}"
-            )
-        if loss == "kl" and (targets.min() < 0 or not np.allclose(targets.sum(axis=1), 1.0, atol=1e-4)):
-            raise ValueError("targets must be class probabilities for loss='kl' (rows >= 0 summing to 1)")
-        classes = np.arange(targets.shape[1]) if classes is None else np.asarray(classes)
-        if classes.ndim != 1 or len(classes) != targets.shape[1] or len(np.unique(classes)) != len(classes):
-            raise ValueError(
-                f"classes must hold {targets.shape[1]} distinct labels, one per target column; got {classes!r}"
-            )
+        targets = _check_soft_targets(targets, loss)
+        classes = _check_target_classes(np.arange(targets.shape[1]) if classes is None else classes, targets.shape[1])
         order = np.argsort(classes, kind="stable")
-        targets = np.ascontiguousarray(targets[:, order])
-        previous = self._previous_module(X, classes[order]) if warm_start else None
-        if loss == "kl":
-            def loss_fn(logits: torch.Tensor, probabilities: torch.Tensor) -> torch.Tensor:
-                log_student = functional.log_softmax(logits / temperature, dim=1)
-                return functional.kl_div(log_student, probabilities, reduction="batchmean") * temperature**2
+        targets = torch.from_numpy(np.ascontiguousarray(targets[:, order]))
+        if warm_start and hasattr(self, "module_"):
+            self._train_further(X, classes[order], targets, loss_fn)
         else:
-            loss_fn = functional.mse_loss if loss == "l2" else functional.l1_loss
-        self._train(X, classes[order], torch.from_numpy(targets), loss_fn, previous=previous)
+            self._train(X, classes[order], targets, loss_fn)
         return self
 
-    def _previous_module(self, X: np.ndarray, classes: np.ndarray) -> nn.Module | None:
-        """The fitted network to continue training (None when unfitted); refuses other classes or input shapes."""
-        if not hasattr(self, "module_"):
-            return None
+    def _train_further(
+        self,
+        X: np.ndarray,
+        classes: np.ndarray,
+        targets: torch.Tensor,
+        loss_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
+    ) -> None:
+        """``epochs`` more epochs of the fitted network with a fresh optimizer (``fit_soft(warm_start=True)``)."""
         if not np.array_equal(np.asarray(self.classes_), classes):
             raise ValueError(
                 f"warm_start=True continues a network fitted on classes {self.classes_.tolist()!r}; "
@@ -352,7 +335,11 @@ class TorchClassifier(ClassifierMixin, BaseEstimator):
                 f"warm_start=True continues a network fitted on examples of shape {self.input_shape_}; "
                 f"got shape {tuple(X.shape[1:])}"
             )
-        return self.module_
+        seed = int(check_random_state(self.random_state).randint(np.iinfo(np.int32).max))
+        with _seeded_torch(self.device_, seed):
+            self.loss_curve_ = []
+            self._optimizer_state = None
+            self._run_epochs(self.module_, X, targets, loss_fn, self.epochs, seed, self.device_)
 
     def _train(
         self,
@@ -360,50 +347,198 @@ class TorchClassifier(ClassifierMixin, BaseEstimator):
         classes: np.ndarray,
         targets: torch.Tensor,
         loss_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
-        *,
-        previous: nn.Module | None = None,
     ) -> None:
-        """Fit a network for ``classes`` to ``targets`` with ``loss_fn``: ``previous`` if given, else a fresh one.
+        """Build a network for ``classes`` and fit it to ``targets`` with ``loss_fn`` for ``epochs`` epochs.
 
         The fitted attributes are replaced only once the new network has been built
         and checked, so a refused network leaves a previous fit intact.
         """
         device = _resolve_device(self.device)
         seed = int(check_random_state(self.random_state).randint(np.iinfo(np.int32).max))
-        cuda_devices = []
-        if device.type == "cuda":
-            cuda_devices = [device.index if device.index is not None else torch.cuda.current_device()]
-        with torch.random.fork_rng(devices=cuda_devices):
-            torch.manual_seed(seed)
-            input_shape = tuple(int(size) for size in X.shape[1:])
-            if previous is None:
-                module = self._build_module(input_shape, len(classes)).to(device)
-            else:
-                module = previous.to(device)
-            inputs = torch.from_numpy(X).to(device)
-            _check_output_shape(module, inputs[:1], len(classes))
+        with _seeded_torch(device, seed):
+            module = self._new_module(X, classes, device)
             self.classes_ = classes
             self._record_input_shape(X)
-            optimizer = self._make_optimizer(module)
-            shuffle = torch.Generator().manual_seed(seed)
-            targets = targets.to(device)
             self.loss_curve_ = []
-            module.train()
-            for epoch in range(self.epochs):
-                order = torch.randperm(len(inputs), generator=shuffle).to(device)
-                total = torch.zeros((), device=device)
-                for start in range(0, len(inputs), self.batch_size):
-                    batch = order[start : start + self.batch_size]
-                    optimizer.zero_grad()
-                    batch_loss = loss_fn(module(inputs[batch]), targets[batch])
-                    batch_loss.backward()
-                    optimizer.step()
-                    total += batch_loss.detach() * len(batch)
-                self.loss_curve_.append(float(total) / len(inputs))
-                if self.verbose:
-                    print(f"{type(self).__name__} epoch {epoch + 1}/{self.epochs}: loss {self.loss_curve_[-1]:.4f}")
+            self._optimizer_state = None
+            self._run_epochs(module, X, targets, loss_fn, self.epochs, seed, device)
         self.module_ = module.eval()
         self.device_ = device
+
+    def _new_module(self, X: np.ndarray, classes: np.ndarray, device: torch.device) -> nn.Module:
+        """A freshly initialised network for examples shaped like ``X`` (under the caller's torch seed)."""
+        input_shape = tuple(int(size) for size in X.shape[1:])
+        module = self._build_module(input_shape, len(classes)).to(device)
+        _check_output_shape(module, torch.from_numpy(np.require(X[:1], requirements=["C", "W"])).to(device), len(classes))
+        return module
+
+    def _run_epochs(
+        self,
+        module: nn.Module,
+        X: np.ndarray,
+        targets: torch.Tensor,
+        loss_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
+        epochs: int,
+        seed: int,
+        device: torch.device,
+    ) -> None:
+        """Mini-batch training from the optimizer state kept by the previous call (fresh after ``fit``)."""
+        inputs = torch.from_numpy(np.require(X, requirements=["C", "W"])).to(device)
+        optimizer = self._make_optimizer(module)
+        if self._optimizer_state is not None:
+            optimizer.load_state_dict(self._optimizer_state)
+        shuffle = torch.Generator().manual_seed(seed)
+        targets = targets.to(device)
+        module.train()
+        for epoch in range(epochs):
+            order = torch.randperm(len(inputs), generator=shuffle).to(device)
+            total = torch.zeros((), device=device)
+            for start in range(0, len(inputs), self.batch_size):
+                batch = order[start : start + self.batch_size]
+                optimizer.zero_grad()
+                batch_loss = loss_fn(module(inputs[batch]), targets[batch])
+                batch_loss.backward()
+                optimizer.step()
+                total += batch_loss.detach() * len(batch)
+            self.loss_curve_.append(float(total) / len(inputs))
+            if self.verbose:
+                print(f"{type(self).__name__} epoch {len(self.loss_curve_)}: loss {self.loss_curve_[-1]:.4f}")
+        self._optimizer_state = optimizer.state_dict()
+        module.eval()
+
+    # ------------------------------------------------------- continued training
+    def partial_fit(self, X: Any, y: Any, classes: Any = None) -> TorchClassifier:
+        """One epoch of cross-entropy training on ``(X, y)``, continuing the current network.
+
+        scikit-learn's ``partial_fit`` convention: the first call (on an unfitted
+        estimator) builds the network for ``classes``, which must then list every
+        label that will ever be seen (``y`` itself may hold a single class, as a
+        federated client's data may); later calls continue the same network and
+        the same optimizer state (Adam's moments), ignore ``epochs``, and refuse
+        labels outside ``classes_``. A network trained by :meth:`fit` can be
+        continued too (with a fresh optimizer). Each call's shuffling and dropout
+        are seeded from ``random_state`` and the number of calls so far, so a
+        sequence of calls with an int ``random_state`` is deterministic.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features) or (n_samples, *input_shape)
+        y : array-like of shape (n_samples,)
+        classes : array-like of shape (n_classes,), default=None
+            Required on the first call; optional afterwards (it must then equal ``classes_``).
+
+        Returns
+        -------
+        self
+        """
+        first = self._check_partial_fit_classes(classes)
+        X, y = self._validate_partial_fit_data(X, y, first)
+        check_classification_targets(y)
+        if first:
+            self._start_partial_fit(X, np.unique(np.asarray(classes)))
+        codes = np.searchsorted(self.classes_, y)
+        unknown = (codes >= len(self.classes_)) | (self.classes_[np.minimum(codes, len(self.classes_) - 1)] != y)
+        if unknown.any():
+            raise ValueError(
+                f"y holds labels {np.unique(y[unknown]).tolist()} outside classes_ {self.classes_.tolist()}; "
+                "pass every label in classes= on the first call to partial_fit"
+            )
+        self._continue(X, torch.from_numpy(codes.astype(np.int64)), functional.cross_entropy)
+        return self
+
+    def partial_fit_soft(
+        self,
+        X: Any,
+        targets: Any,
+        *,
+        loss: Literal["kl", "l2", "l1"] = "kl",
+        temperature: float = 1.0,
+        classes: Any = None,
+    ) -> TorchClassifier:
+        """One epoch of distillation on soft ``targets``, continuing the current network.
+
+        As :meth:`fit_soft` for the loss and the targets (``classes`` labels the
+        target columns, ``np.arange(n_columns)`` on a first call without it), and
+        as :meth:`partial_fit` for continuing: on a fitted estimator ``classes``,
+        if given, must be a permutation of ``classes_`` (the columns are reordered
+        to match), and without it the columns are taken in ``classes_`` order.
+
+        Returns
+        -------
+        self
+        """
+        loss_fn = _soft_loss(loss, temperature)
+        first = not hasattr(self, "module_")
+        if first:
+            self._check_training_parameters()
+        X, targets = self._validate_partial_fit_data(X, targets, first, multi_output=True)
+        targets = _check_soft_targets(targets, loss)
+        if classes is None:
+            classes = np.arange(targets.shape[1]) if first else self.classes_
+        classes = _check_target_classes(classes, targets.shape[1])
+        order = np.argsort(classes, kind="stable")
+        if first:
+            self._start_partial_fit(X, classes[order])
+        elif not np.array_equal(classes[order], self.classes_):
+            raise ValueError(f"classes {classes.tolist()} must be a permutation of classes_ {self.classes_.tolist()}")
+        self._continue(X, torch.from_numpy(np.ascontiguousarray(targets[:, order])), loss_fn)
+        return self
+
+    def _check_partial_fit_classes(self, classes: Any) -> bool:
+        """Whether this is a first call; validates the hyper-parameters and ``classes`` then."""
+        if hasattr(self, "module_"):
+            if classes is not None and not np.array_equal(np.unique(np.asarray(classes)), self.classes_):
+                raise ValueError(
+                    f"classes={np.asarray(classes).tolist()!r} differs from classes_ {self.classes_.tolist()} "
+                    "of the first call to partial_fit"
+                )
+            return False
+        self._check_training_parameters()
+        if classes is None:
+            raise ValueError("classes must be passed on the first call to partial_fit (every label to be seen)")
+        if len(np.unique(np.asarray(classes))) < 2:
+            raise ValueError(f"classes must hold at least 2 labels, got {np.asarray(classes).tolist()!r}")
+        return True
+
+    def _validate_partial_fit_data(
+        self, X: Any, y: Any, first: bool, *, multi_output: bool = False
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """X as float32 (with the per-example shape of the first call, after it) and y."""
+        if first or len(self.input_shape_) == 1:
+            return validate_data(
+                self, X, y, allow_nd=True, dtype=np.float32, multi_output=multi_output, reset=first
+            )
+        X, y = check_X_y(X, y, allow_nd=True, dtype=np.float32, multi_output=multi_output)
+        if X.shape[1:] != self.input_shape_:
+            raise ValueError(
+                f"X has examples of shape {X.shape[1:]}, but {type(self).__name__} was fitted on shape "
+                f"{self.input_shape_}"
+            )
+        return X, y
+
+    def _start_partial_fit(self, X: np.ndarray, classes: np.ndarray) -> None:
+        """Build the network of a first ``partial_fit`` call."""
+        device = _resolve_device(self.device)
+        seed = int(check_random_state(self.random_state).randint(np.iinfo(np.int32).max))
+        with _seeded_torch(device, seed):
+            module = self._new_module(X, classes, device)
+        self.classes_ = classes
+        self._record_input_shape(X)
+        self.loss_curve_ = []
+        self._optimizer_state = None
+        self.module_ = module.eval()
+        self.device_ = device
+
+    def _continue(
+        self, X: np.ndarray, targets: torch.Tensor, loss_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+    ) -> None:
+        """One more epoch on the current network, seeded by ``random_state`` and the epoch count."""
+        if not hasattr(self, "_optimizer_state"):
+            self._optimizer_state = None  # a network from from_safe_state: the optimizer starts afresh
+        base = int(check_random_state(self.random_state).randint(np.iinfo(np.int32).max))
+        seed = int(np.random.SeedSequence([base, len(self.loss_curve_)]).generate_state(1)[0] >> 1)
+        with _seeded_torch(self.device_, seed):
+            self._run_epochs(self.module_, X, targets, loss_fn, 1, seed, self.device_)
 
     def _make_optimizer(self, module: nn.Module) -> torch.optim.Optimizer:
         if self.optimizer == "adam":
@@ -416,7 +551,8 @@ class TorchClassifier(ClassifierMixin, BaseEstimator):
         chunks = []
         with torch.inference_mode():
             for start in range(0, len(X), _INFERENCE_BATCH):
-                batch = torch.from_numpy(X[start : start + _INFERENCE_BATCH]).to(self.device_)
+                batch = torch.from_numpy(np.require(X[start : start + _INFERENCE_BATCH], requirements=["C", "W"]))
+                batch = batch.to(self.device_)
                 chunks.append(self.module_(batch).cpu().numpy())
         return np.concatenate(chunks).astype(np.float64)
 
@@ -696,6 +832,49 @@ class TorchCNN(TorchClassifier):
                 return 0
             side //= 2
         return side
+
+
+@contextmanager
+def _seeded_torch(device: torch.device, seed: int) -> Iterator[None]:
+    """Seed torch's generators (CPU, and ``device`` if CUDA) inside, restoring the caller's state after."""
+    cuda_devices = []
+    if device.type == "cuda":
+        cuda_devices = [device.index if device.index is not None else torch.cuda.current_device()]
+    with torch.random.fork_rng(devices=cuda_devices):
+        torch.manual_seed(seed)
+        yield
+
+
+def _soft_loss(loss: str, temperature: float) -> Callable[[torch.Tensor, torch.Tensor], torch.Tensor]:
+    """The distillation loss of :meth:`TorchClassifier.fit_soft` (validated)."""
+    check_choice("loss", loss, ("kl", "l2", "l1"))
+    temperature = check_positive_finite("temperature", temperature)
+    if loss != "kl" and temperature != 1.0:
+        raise ValueError(f"temperature only applies to loss='kl'; got temperature={temperature!r} with loss={loss!r}")
+    if loss != "kl":
+        return functional.mse_loss if loss == "l2" else functional.l1_loss
+
+    def kl_loss(logits: torch.Tensor, probabilities: torch.Tensor) -> torch.Tensor:
+        log_student = functional.log_softmax(logits / temperature, dim=1)
+        return functional.kl_div(log_student, probabilities, reduction="batchmean") * temperature**2
+
+    return kl_loss
+
+
+def _check_soft_targets(targets: Any, loss: str) -> np.ndarray:
+    targets = np.asarray(targets, dtype=np.float32)
+    if targets.ndim != 2 or targets.shape[1] < 2:
+        raise ValueError(f"targets must have shape (n_samples, n_classes) with n_classes >= 2, got {targets.shape}")
+    if loss == "kl" and (targets.min() < 0 or not np.allclose(targets.sum(axis=1), 1.0, atol=1e-4)):
+        raise ValueError("targets must be class probabilities for loss='kl' (rows >= 0 summing to 1)")
+    return targets
+
+
+def _check_target_classes(classes: Any, n_columns: int) -> np.ndarray:
+    classes = np.asarray(classes)
+    if classes.ndim != 1 or len(classes) != n_columns or len(np.unique(classes)) != len(classes):
+        raise ValueError(f"classes must hold {n_columns} distinct labels, one per target column; got {classes!r}")
+    return classes
 
 
 def _image_shape(input_shape: tuple[int, ...]) -> tuple[int, int, int]:

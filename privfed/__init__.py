@@ -50,9 +50,14 @@ __version__ = "0.1.0"
 # `privfed account` command) import neither scikit-learn nor torch.
 _FROM_PIPELINES = (
     "CentralizedPATE",
+    "DensityRatioSelector",
     "FedKD",
     "FedKT",
+    "FedMD",
+    "IndependentLearning",
+    "KuLSIF",
     "PrivateKT",
+    "SelectiveFD",
     "Solo",
     "TorchCNN",
     "TorchClassifier",

@@ -1,0 +1,238 @@
+"""Reproduction: Selective-FD vs the unselected baseline (FedMD) vs independent learning.
+
+Shao, Wu, Zhang (Nat. Commun. 2024) on MNIST and Fashion-MNIST: 10 clients, strong
+non-IID (client c holds class c only) or weak non-IID (client c holds half of
+class c and half of class c+1 mod 10), a proxy set of 10 % of the training images
+(unlabeled for the protocol), the authors' small CNN (conv 5×5 ×10 → pool → conv
+5×5 ×20 → pool → 50 → 10, without their dropout). Every method runs the same number
+of rounds with the same local and distillation steps; accuracies are *final*
+(last round), each client's model on the official test set, averaged over clients
+as the paper does. Also: Selective-FD with ``privacy="rr"`` at a few ε, and the
+client-side selector's AUROC for telling right from wrong local predictions on the
+proxy set (the paper's Fig. 5), with independent learning's local models.
+
+CPU only: torch and BLAS use one thread. ``--time`` measures rounds first.
+
+Run: ``python bench/selective_fd.py --json docs/results-selective-fd.json --figure
+docs/selective-fd-curves.png`` (about 26 minutes on two shared cores with the defaults);
+``--from-json docs/results-selective-fd.json`` re-renders the tables and the figure.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+# Run from the checkout this file is in: its folder's bench/accounting.py must not shadow the package.
+_ROOT = Path(__file__).resolve().parents[1]
+sys.path[:] = [str(_ROOT)] + [p for p in sys.path if Path(p or ".").resolve() not in (_ROOT, _ROOT / "bench")]
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+os.environ.setdefault("MKL_NUM_THREADS", "1")
+
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+from sklearn.metrics import roc_auc_score  # noqa: E402
+
+from pipelines.datasets import load_dataset  # noqa: E402
+from pipelines.selective_fd import FedMD, IndependentLearning, SelectiveFD  # noqa: E402
+from pipelines.torch_models import TorchCNN  # noqa: E402
+
+DATASETS = _ROOT.parent / "shared" / "datasets"
+N_CLIENTS = 10
+
+
+def split(y: np.ndarray, setting: str, rng: np.random.Generator) -> tuple[np.ndarray, list[np.ndarray]]:
+    """Proxy indices (10 % of the training set) and each client's indices."""
+    order = rng.permutation(len(y))
+    proxy, rest = np.sort(order[: len(y) // 10]), order[len(y) // 10 :]
+    by_class = [rest[y[rest] == c] for c in range(N_CLIENTS)]
+    if setting == "strong":
+        return proxy, [np.sort(members) for members in by_class]
+    halves = [np.array_split(members, 2) for members in by_class]
+    return proxy, [np.sort(np.concatenate([halves[c][0], halves[(c + 1) % N_CLIENTS][1]])) for c in range(N_CLIENTS)]
+
+
+def cnn(seed: int) -> TorchCNN:
+    return TorchCNN(conv_channels=(10, 20), hidden=(50,), lr=2e-3, batch_size=64, random_state=seed)
+
+
+def methods(args: argparse.Namespace, setting: str) -> dict[str, object]:
+    shared = dict(rounds=args.rounds, local_steps=args.local_steps, random_state=args.seed)
+    distil = dict(shared, distill_steps=args.distill_steps, proxy_batch=args.proxy_batch)
+    selective = dict(distil, kernel_width=args.kernel_width, tau_server=args.tau_server)
+    chosen = {
+        "Selective-FD soft": SelectiveFD(cnn(args.seed), labels="soft", **selective),
+        "Selective-FD hard": SelectiveFD(cnn(args.seed), labels="hard", **selective),
+        "FedMD soft": FedMD(cnn(args.seed), labels="soft", **distil),
+        "FedMD hard": FedMD(cnn(args.seed), labels="hard", **distil),
+        "Independent": IndependentLearning(cnn(args.seed), **shared),
+    }
+    for per_label in args.rr_epsilon_per_label if setting in args.rr_settings else ():
+        chosen[f"Selective-FD hard, RR ε/label={per_label:g}"] = SelectiveFD(
+            cnn(args.seed), labels="hard", privacy="rr", epsilon_per_round=per_label * args.proxy_batch, **selective
+        )
+    return chosen
+
+
+def run(dataset: str, setting: str, args: argparse.Namespace) -> list[dict]:
+    data = load_dataset(dataset, DATASETS)
+    X = (data.X_train.astype(np.float32) / 255.0)[:, None]
+    X_test = (data.X_test.astype(np.float32) / 255.0)[:, None]
+    rng = np.random.default_rng(args.seed)
+    proxy, clients = split(data.y_train, setting, rng)
+    parties = [(X[idx], data.y_train[idx]) for idx in clients]
+    curve_rows = rng.choice(len(X_test), size=args.curve_test_size, replace=False)
+    results, selectors = [], None
+    for label, estimator in methods(args, setting).items():
+        if args.methods and not any(m in label for m in args.methods):
+            continue
+        curve: list[tuple[int, float]] = []
+        times: list[float] = [time.perf_counter()]
+
+        def record(model, round_index, curve=curve, times=times):
+            times.append(time.perf_counter())
+            if (round_index + 1) % args.eval_every == 0 or round_index + 1 == args.rounds:
+                curve.append((round_index + 1, float(model.client_scores(X_test[curve_rows], data.y_test[curve_rows]).mean())))
+
+        estimator.set_params(callback=record)
+        start = time.perf_counter()
+        estimator.fit(parties, X[proxy])
+        elapsed = time.perf_counter() - start
+        scores = estimator.client_scores(X_test, data.y_test)
+        row = {
+            "dataset": dataset, "setting": setting, "method": label, "rounds": args.rounds,
+            "accuracy_mean": float(scores.mean()), "accuracy_min": float(scores.min()),
+            "accuracy_max": float(scores.max()), "curve": curve, "seconds": elapsed,
+            "seconds_per_round": float(np.mean(np.diff(times))),
+        }
+        if hasattr(estimator, "history_") and estimator.history_["shared_fraction"]:
+            row["shared_fraction"] = float(np.mean(estimator.history_["shared_fraction"]))
+            row["kept_per_round"] = float(np.mean(estimator.history_["kept"]))
+        report = estimator.ledger_.account(delta=1e-5)
+        row["epsilon"] = report.epsilon if report.mechanisms else None
+        row["unaccounted"] = list(estimator.ledger_.unaccounted)
+        if label == "Selective-FD soft":
+            selectors = estimator.selectors_
+        if label == "Independent" and selectors is not None:
+            probe = proxy[rng.choice(len(proxy), size=min(len(proxy), args.auroc_proxy_size), replace=False)]
+            row["selector_auroc"] = selector_auroc(selectors, estimator.models_, X[probe], data.y_train[probe])
+        results.append(row)
+        print(json.dumps({k: v for k, v in row.items() if k not in ("curve", "unaccounted")}), flush=True)
+    return results
+
+
+def selector_auroc(selectors, models, X_proxy: np.ndarray, y_proxy: np.ndarray) -> dict[str, list[float]]:
+    """Per client: AUROC of r̂ for 'the local model is right' on the proxy set, and accuracy shared / not shared."""
+    aurocs, right_if_shared, right_if_not, shared_fraction = [], [], [], []
+    for selector, model in zip(selectors, models):
+        scores = selector.score_samples(X_proxy)
+        right = model.predict(X_proxy) == y_proxy
+        aurocs.append(float(roc_auc_score(right, scores)) if 0 < right.mean() < 1 else float("nan"))
+        shared = scores > selector.threshold_
+        right_if_shared.append(float(right[shared].mean()) if shared.any() else float("nan"))
+        right_if_not.append(float(right[~shared].mean()) if (~shared).any() else float("nan"))
+        shared_fraction.append(float(shared.mean()))
+    return {"auroc": aurocs, "local_accuracy_on_shared": right_if_shared,
+            "local_accuracy_on_withheld": right_if_not, "shared_fraction": shared_fraction}
+
+
+def plot(results: list[dict], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    panels = list(dict.fromkeys((r["dataset"], r["setting"]) for r in results))
+    methods = list(dict.fromkeys(r["method"] for r in results))
+    colours = {method: f"C{index}" for index, method in enumerate(methods)}
+    figure, axes = plt.subplots(1, len(panels), figsize=(4.2 * len(panels), 4.0), squeeze=False)
+    for axis, (dataset, setting) in zip(axes[0], panels):
+        for row in results:
+            if (row["dataset"], row["setting"]) == (dataset, setting) and row["curve"]:
+                rounds, accuracy = zip(*row["curve"])
+                axis.plot(rounds, accuracy, marker=".", color=colours[row["method"]], label=row["method"])
+        axis.set_title(f"{dataset}, {setting} non-IID")
+        axis.set_xlabel("round")
+        axis.set_ylabel("mean client test accuracy")
+        axis.set_ylim(0, 1)
+        axis.grid(alpha=0.3)
+    handles = [plt.Line2D([], [], color=colours[method], marker=".") for method in methods]
+    figure.legend(handles, methods, loc="lower center", ncol=len(methods), fontsize=8)
+    figure.tight_layout(rect=(0, 0.08, 1, 1))
+    figure.savefig(path, dpi=110)
+
+
+def markdown(results: list[dict]) -> str:
+    """The results as markdown tables: accuracies, then the selector diagnostics."""
+    lines = [("| data set | non-IID | method | final mean client accuracy (min–max) | ε (δ = 1e-5, party level) "
+              "| shared pairs | kept / round | s / round |"), "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for row in results:
+        epsilon = "no guarantee" if row["epsilon"] is None else f"{row['epsilon']:.4g}"
+        if row["method"] == "Independent":
+            epsilon = "nothing shared"
+        shared = f"{row['shared_fraction']:.3f}" if "shared_fraction" in row else "–"
+        kept = f"{row['kept_per_round']:.0f}" if "kept_per_round" in row else "–"
+        lines.append(f"| {row['dataset']} | {row['setting']} | {row['method']} | {100 * row['accuracy_mean']:.2f} % "
+                     f"({100 * row['accuracy_min']:.1f}–{100 * row['accuracy_max']:.1f}) | {epsilon} | {shared} | "
+                     f"{kept} | {row['seconds_per_round']:.1f} |")
+    lines += ["", ("| data set | non-IID | selector AUROC, mean (min–max) over clients | local accuracy on shared / "
+                   "withheld proxy examples | share of proxy examples shared |"), "| --- | --- | --- | --- | --- |"]
+    for row in results:
+        if "selector_auroc" in row:
+            diagnostics = row["selector_auroc"]
+            auroc = np.asarray(diagnostics["auroc"])
+            lines.append(
+                f"| {row['dataset']} | {row['setting']} | {np.nanmean(auroc):.3f} ({np.nanmin(auroc):.3f}–"
+                f"{np.nanmax(auroc):.3f}) | {np.nanmean(diagnostics['local_accuracy_on_shared']):.3f} / "
+                f"{np.nanmean(diagnostics['local_accuracy_on_withheld']):.3f} | "
+                f"{np.mean(diagnostics['shared_fraction']):.3f} |"
+            )
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--datasets", nargs="+", default=["mnist", "fashion_mnist"])
+    parser.add_argument("--settings", nargs="+", default=["strong", "weak"])
+    parser.add_argument("--methods", nargs="*", default=[], help="substrings of method names to run (default all)")
+    parser.add_argument("--rounds", type=int, default=14)
+    parser.add_argument("--local-steps", type=int, default=5)
+    parser.add_argument("--distill-steps", type=int, default=10)
+    parser.add_argument("--proxy-batch", type=int, default=256)
+    parser.add_argument("--kernel-width", type=float, default=2.0)
+    parser.add_argument("--tau-server", type=float, default=1.5)
+    parser.add_argument("--rr-settings", nargs="+", default=["strong"], help="settings that also run the RR variants")
+    parser.add_argument("--rr-epsilon-per-label", type=float, nargs="*", default=[1.0, 4.0])
+    parser.add_argument("--eval-every", type=int, default=2)
+    parser.add_argument("--curve-test-size", type=int, default=2000)
+    parser.add_argument("--auroc-proxy-size", type=int, default=2000)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--json", type=Path)
+    parser.add_argument("--figure", type=Path)
+    parser.add_argument("--from-json", type=Path, help="only render the tables and figure of a saved run")
+    args = parser.parse_args()
+    if args.from_json:
+        results = json.loads(args.from_json.read_text())["results"]
+        print(markdown(results))
+        if args.figure:
+            plot(results, args.figure)
+        return
+    torch.set_num_threads(1)
+    started = time.perf_counter()
+    results = [row for dataset in args.datasets for setting in args.settings for row in run(dataset, setting, args)]
+    print(f"total {time.perf_counter() - started:.0f} s", flush=True)
+    if args.json:
+        args.json.write_text(json.dumps({"settings": {k: (str(v) if isinstance(v, Path) else v)
+                                                      for k, v in vars(args).items()}, "results": results}, indent=1))
+    if args.figure:
+        plot(results, args.figure)
+    print(markdown(results))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

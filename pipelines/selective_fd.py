@@ -1,0 +1,820 @@
+"""Selective-FD: selective knowledge sharing in federated distillation, and its baselines.
+
+Shao, Wu, Zhang, "Selective knowledge sharing for privacy-preserving federated
+distillation without a good teacher", Nat. Commun. 15, 349 (2024). Every client
+keeps a private data set and its own (possibly different) model. Each round:
+
+1. every client trains on its own data (``local_steps`` mini-batch steps);
+2. the server draws ``proxy_batch`` examples of the unlabeled proxy (public) set;
+   every client predicts them and, through its *client-side selector*, shares its
+   prediction only on the examples its KuLSIF density ratio deems in-distribution
+   (:class:`~pipelines.kulsif.DensityRatioSelector`, threshold τ_client);
+3. the server averages, per example, the predictions of the clients that shared
+   (equal weights), and its *server-side selector* drops the examples whose
+   ensemble confidence max_c e_c(x) is below 1 − τ_server/2 (that is, whose ℓ1
+   distance to the one-hot of its argmax, 2(1 − max_c e_c), exceeds τ_server;
+   τ_server = 2 keeps all);
+4. the ensemble goes back to every client, which distils from it
+   (``distill_steps`` steps): soft-target cross-entropy for ``labels="soft"``
+   (KL to the ensemble at ``temperature``), cross-entropy on its argmax for
+   ``labels="hard"``.
+
+:class:`FedMD` is the same protocol without either selector (every client shares
+every prediction: Li & Wang, "FedMD", 2019, the paper's unselected baseline), and
+:class:`IndependentLearning` trains each client alone for the same number of rounds.
+
+Privacy (beyond the paper, which has none). The guarantee covers what leaves a
+client: its shared labels.
+
+* ``privacy=None``: predictions are shared in the clear; no guarantee (recorded).
+* ``privacy="rr"``: hard labels pass through k-ary randomized response before they
+  are shared (:class:`~accounting.RandomizedResponse`): ``epsilon_per_round`` is the
+  ε-LDP of one client's report of a round, spread over the ``proxy_batch`` labels it
+  may send (each label ε/batch), composed over the rounds and in parallel over the
+  clients (disjoint data); party level, and example level with the same number.
+* ``privacy="gnmax"``: clients share hard labels in the clear with the *server*, which
+  adds N(0, σ²) to every vote count and returns the noisy argmax
+  (:class:`~accounting.GaussianNoisyMax`, PATE 2018): one client moves one vote per
+  example (k = 1), so the release is (σ, k = 1) GNMax at party and example level,
+  composed over every answered example of every round. The server is trusted.
+
+In every mode the selector decisions (which examples each client shares, hence how
+many clients voted on each) depend on the private data and are released without
+noise: the ledger records them as an ``unaccounted`` entry. The fitted model is one
+client's (``client``), trained on that client's raw data: the ε protects the *other*
+clients' data against whoever holds it, never the client's own (also recorded).
+
+Models. TorchClassifier-family models (anything with ``partial_fit`` and
+``partial_fit_soft``) keep training across rounds: exactly ``local_steps``
+mini-batches on the local data and ``distill_steps`` on the returned ensemble per
+round. Other scikit-learn classifiers cannot continue training, so they are refitted
+from scratch each round on the local data plus every proxy example distilled so far
+with its ensemble's hard label (a soft ensemble is reduced to its argmax);
+``local_steps``, ``distill_steps`` and ``temperature`` do not apply to them.
+
+Prediction. ``predict`` uses one client's model (``client``, default 0), and
+:meth:`client_scores` gives every client's accuracy (the paper reports their mean).
+Not the average of all clients' models: in federated distillation models never leave
+their clients (sharing them is what the protocol avoids), so no party holds such an
+average, and it would carry every client's un-noised model.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from typing import Any, ClassVar
+
+import numpy as np
+from sklearn.base import BaseEstimator, ClassifierMixin, clone
+from sklearn.utils.validation import check_is_fitted
+
+from accounting import GaussianNoisyMax, Ledger, RandomizedResponse, randomized_response_estimate
+from accounting._checks import check_choice, check_delta, check_int_at_least, check_positive_finite, check_probability
+from accounting.fingerprint import data_fingerprint
+from pipelines._models import fit_classifier, with_seed
+from pipelines._random import as_seed_sequence
+from pipelines.executor import JoblibExecutor, PartyTask, run_party_tasks
+from pipelines.fedkt import check_parties, check_party_data
+from pipelines.kulsif import DensityRatioSelector
+from pipelines.voting import break_ties_at_random
+
+__all__ = [
+    "FedMD",
+    "IndependentLearning",
+    "SelectiveFD",
+    "aggregate_predictions",
+    "confident_examples",
+    "training_rows",
+]
+
+LABELS = ("soft", "hard")
+PRIVACY_MODES = (None, "rr", "gnmax")
+
+
+# --- the server's two steps (pure functions) -------------------------------------------------------
+def aggregate_predictions(predictions: np.ndarray, shared: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per example, the equally weighted mean of the predictions of the clients that shared it.
+
+    Parameters
+    ----------
+    predictions : ndarray of shape (clients, examples, classes)
+        Each client's class probabilities (one-hot rows for hard labels).
+    shared : bool ndarray of shape (clients, examples)
+        Which client shared which example.
+
+    Returns
+    -------
+    ensemble : ndarray of shape (examples, classes)
+        The mean over sharing clients; rows of examples nobody shared are 0.
+    sharers : ndarray of shape (examples,)
+        How many clients shared each example.
+    """
+    predictions = np.asarray(predictions, dtype=float)
+    shared = np.asarray(shared, dtype=bool)
+    if predictions.ndim != 3 or shared.shape != predictions.shape[:2]:
+        raise ValueError(
+            f"predictions must have shape (clients, examples, classes) and shared (clients, examples); "
+            f"got {predictions.shape} and {shared.shape}"
+        )
+    sharers = shared.sum(axis=0)
+    total = np.einsum("ce,cek->ek", shared.astype(float), predictions)
+    return total / np.maximum(sharers, 1)[:, None], sharers
+
+
+def confident_examples(ensemble: np.ndarray, tau_server: float) -> np.ndarray:
+    """The server-side selector: keep x where max_c e_c(x) ≥ 1 − τ_server/2.
+
+    Equivalently ‖e(x) − onehot(argmax e(x))‖₁ = 2(1 − max_c e_c(x)) ≤ τ_server;
+    τ_server = 2 keeps every example, τ_server = 0 only unanimous ones.
+    """
+    tau_server = float(tau_server)
+    if not 0.0 <= tau_server <= 2.0:
+        raise ValueError(f"tau_server must be in [0, 2], got {tau_server!r}")
+    return np.asarray(ensemble, dtype=float).max(axis=1) >= 1.0 - tau_server / 2.0 - 1e-12
+
+
+def training_rows(n: int, steps: int, batch_size: int, rng: np.random.Generator) -> np.ndarray:
+    """Row indices for exactly ``steps`` mini-batches of ``batch_size``: shuffled passes over n rows, cut to length."""
+    needed = steps * batch_size
+    passes = math.ceil(needed / n)
+    return np.concatenate([rng.permutation(n) for _ in range(passes)])[:needed]
+
+
+# --- what travels between the server and the clients ----------------------------------------------
+@dataclass(frozen=True)
+class _Protocol:
+    """The validated settings of one run, shared read-only by every client task."""
+
+    rounds: int
+    local_steps: int
+    distill_steps: int
+    proxy_batch: int
+    labels: str
+    temperature: float
+    selector: DensityRatioSelector | None
+    tau_server: float
+    privacy: str | None
+    epsilon_per_round: float | None
+    sigma: float | None
+    shares: bool
+    name: str
+
+
+@dataclass(frozen=True)
+class _RoundConfig:
+    """What every client task of one round receives (shared, read-only)."""
+
+    protocol: _Protocol
+    classes: np.ndarray
+    first_round: bool
+    n_public: int = 0
+    batch_indices: np.ndarray | None = None  # positions in the proxy set of ...
+    X_batch: np.ndarray | None = None  # ... the proxy examples to predict
+    keep_probability: float | None = None  # randomized response's β
+    X_distill: np.ndarray | None = None  # the examples the server returned
+    targets: np.ndarray | None = None  # (k, C) distributions (soft) or (k,) class codes (hard)
+
+
+@dataclass(frozen=True, eq=False)
+class _Client:
+    """One client's private state (never sent to the server)."""
+
+    X: np.ndarray
+    y: np.ndarray  # class codes 0..C-1
+    prototype: Any  # the unfitted, seeded model
+    model: Any  # the fitted model: a partial-fit estimator, a FittedClassifier, or None before the first fit
+    selector: DensityRatioSelector | None
+    proxy_scores: np.ndarray | None = None  # the selector's r̂ of each proxy example, NaN until first drawn
+    distilled_X: np.ndarray | None = None  # refitted models only: every distilled proxy example so far
+    distilled_y: np.ndarray | None = None
+
+
+@dataclass(frozen=True, eq=False)
+class _Share:
+    """What a client sends in a round: its (perturbed) predictions and which examples it shares."""
+
+    predictions: np.ndarray  # (batch, C) probabilities, or (batch,) class codes for hard labels
+    shared: np.ndarray  # (batch,) bool
+
+
+def _continues_training(model: Any) -> bool:
+    return callable(getattr(model, "partial_fit", None)) and callable(getattr(model, "partial_fit_soft", None))
+
+
+def _probabilities(model: Any, X: np.ndarray) -> np.ndarray:
+    """Class probabilities over all C classes, columns in code order."""
+    return np.asarray(model.predict_proba(X), dtype=float)
+
+
+def _refit(client: _Client, classes: np.ndarray, seed: int) -> Any:
+    """A from-scratch fit on the local data plus the distilled proxy examples (non-continuing models)."""
+    X, y = client.X, client.y
+    if client.distilled_X is not None:
+        X, y = np.concatenate([X, client.distilled_X]), np.concatenate([y, client.distilled_y])
+    return fit_classifier(client.prototype, X, y, n_classes=len(classes), seed=seed)
+
+
+# --- client tasks (pure functions of a PartyTask) ---------------------------------------------------
+def _client_setup(task: PartyTask) -> _Client:
+    """Seed the client's model and fit its selector on its own data."""
+    X, y, prototype = task.data
+    protocol: _Protocol = task.config
+    seeds = np.random.SeedSequence(task.seed).spawn(2)
+    selector = None
+    if protocol.selector is not None:
+        selector = clone(protocol.selector).set_params(random_state=int(seeds[0].generate_state(1)[0])).fit(X)
+    return _Client(X=X, y=y, prototype=with_seed(prototype, int(seeds[1].generate_state(1)[0])), model=None,
+                   selector=selector)
+
+
+def _client_train_and_share(task: PartyTask) -> tuple[_Client, _Share | None]:
+    """Local training, then (when the protocol shares) predictions on the proxy batch, selected and perturbed."""
+    client: _Client = task.data
+    config: _RoundConfig = task.config
+    protocol = config.protocol
+    rng = np.random.default_rng(task.seed)
+    if _continues_training(client.prototype):
+        model = client.prototype if client.model is None else client.model
+        rows = training_rows(len(client.y), protocol.local_steps, model.batch_size, rng)
+        model.partial_fit(client.X[rows], config.classes[client.y[rows]], classes=config.classes)
+    elif config.first_round:
+        model = _refit(client, config.classes, int(rng.integers(2**31)))
+    else:
+        model = client.model  # refitted after the previous round's distillation
+    client = replace(client, model=model)
+    if not protocol.shares:
+        return client, None
+
+    n_classes = len(config.classes)
+    probabilities = _probabilities(model, config.X_batch)
+    if client.selector is None:
+        shared = np.ones(len(config.X_batch), dtype=bool)
+    else:  # r̂ is computed once per proxy example, the first time the server draws it
+        scores = np.full(config.n_public, np.nan) if client.proxy_scores is None else client.proxy_scores.copy()
+        batch_scores = scores[config.batch_indices]
+        new = np.isnan(batch_scores)
+        if new.any():
+            batch_scores[new] = client.selector.score_samples(config.X_batch[new])
+        scores[config.batch_indices] = batch_scores
+        client = replace(client, proxy_scores=scores)
+        shared = batch_scores > client.selector.threshold_
+    if protocol.labels == "soft":
+        tempered = probabilities ** (1.0 / protocol.temperature)
+        return client, _Share(tempered / tempered.sum(axis=1, keepdims=True), shared)
+    codes = probabilities.argmax(axis=1)
+    if config.keep_probability is not None:
+        replaced = rng.random(len(codes)) >= config.keep_probability
+        codes = np.where(replaced, rng.integers(n_classes, size=len(codes)), codes)
+    return client, _Share(codes, shared)
+
+
+def _client_distill(task: PartyTask) -> _Client:
+    """Distil from the server's ensemble on the examples it returned."""
+    client: _Client = task.data
+    config: _RoundConfig = task.config
+    protocol = config.protocol
+    rng = np.random.default_rng(task.seed)
+    if _continues_training(client.prototype):
+        model = client.model
+        rows = training_rows(len(config.X_distill), protocol.distill_steps, model.batch_size, rng)
+        if protocol.labels == "soft":
+            model.partial_fit_soft(config.X_distill[rows], config.targets[rows], temperature=protocol.temperature,
+                                   classes=config.classes)
+        else:
+            model.partial_fit(config.X_distill[rows], config.classes[config.targets[rows]], classes=config.classes)
+        return replace(client, model=model)
+    hard = config.targets if config.targets.ndim == 1 else config.targets.argmax(axis=1)
+    previous_X = client.distilled_X if client.distilled_X is not None else config.X_distill[:0]
+    previous_y = client.distilled_y if client.distilled_y is not None else hard[:0]
+    client = replace(client, distilled_X=np.concatenate([previous_X, config.X_distill]),
+                     distilled_y=np.concatenate([previous_y, hard]))
+    return replace(client, model=_refit(client, config.classes, int(rng.integers(2**31))))
+
+
+# --- the estimators ---------------------------------------------------------------------------------
+class _FederatedDistillation(ClassifierMixin, BaseEstimator):
+    """The protocol shared by Selective-FD, FedMD and independent learning (subclasses give ``_protocol``)."""
+
+    _estimator_name: ClassVar[str]
+
+    def _protocol(self) -> _Protocol:
+        raise NotImplementedError
+
+    def _check_common(self) -> None:
+        models = self.model if isinstance(self.model, (list, tuple)) else [self.model]
+        if len(models) == 0:
+            raise ValueError("model must be an estimator or a non-empty sequence of estimators (one per client)")
+        for index, model in enumerate(models):
+            if not (hasattr(model, "fit") and hasattr(model, "predict_proba") and hasattr(model, "get_params")):
+                raise TypeError(
+                    f"model{'' if len(models) == 1 else f'[{index}]'} must be a scikit-learn-style classifier "
+                    f"with fit, predict_proba and get_params, got {model!r}"
+                )
+        check_int_at_least("rounds", self.rounds, 1)
+        check_int_at_least("local_steps", self.local_steps, 1)
+        check_int_at_least("client", self.client, 0)
+        JoblibExecutor(n_jobs=self.n_jobs, progress=False)  # validates n_jobs
+        if self.callback is not None and not callable(self.callback):
+            raise TypeError(f"callback must be None or a callable (estimator, round) -> None, got {self.callback!r}")
+
+    def _client_models(self, n_clients: int) -> list[Any]:
+        if isinstance(self.model, (list, tuple)):
+            if len(self.model) != n_clients:
+                raise ValueError(f"model lists {len(self.model)} estimators for {n_clients} clients; give one per client")
+            return list(self.model)
+        return [self.model] * n_clients
+
+    def fit(self, parties: Sequence[tuple[np.ndarray, np.ndarray]], public: np.ndarray | None = None):
+        """Run the protocol on the clients' private ``(X, y)`` data and the unlabeled proxy set ``public``."""
+        protocol = self._protocol()
+        if protocol.shares:
+            if public is None:
+                raise ValueError(f"{type(self).__name__} needs the unlabeled proxy set: fit(parties, public)")
+            parties, public = check_parties(parties, public)
+        else:
+            parties = check_party_data(parties)
+        if self.client >= len(parties):
+            raise ValueError(f"client must index one of the {len(parties)} clients (0..{len(parties) - 1}), got {self.client}")
+        prototypes = self._client_models(len(parties))
+        self.classes_ = np.unique(np.concatenate([y for _, y in parties]))
+        n_classes = len(self.classes_)
+        if n_classes < 2:
+            raise ValueError(f"the parties' labels hold a single class ({self.classes_[0]!r}); at least 2 are needed")
+
+        seed_sequence = as_seed_sequence(self.random_state)
+        setup_seeds, round_seeds, server_seeds = seed_sequence.spawn(3)
+        server_rng = np.random.default_rng(server_seeds)
+        run = dict(n_jobs=self.n_jobs, progress=False)
+        clients: list[_Client] = run_party_tasks(
+            _client_setup,
+            [(X, np.searchsorted(self.classes_, y), prototype) for (X, y), prototype in zip(parties, prototypes)],
+            config=protocol, random_state=setup_seeds, **run,
+        )
+        batch = min(protocol.proxy_batch, len(public)) if protocol.shares else 0
+        keep_probability = None
+        if protocol.privacy == "rr":
+            keep_probability = RandomizedResponse(
+                n_classes, epsilon=protocol.epsilon_per_round, labels_per_report=batch
+            ).keep_probability
+        self.history_: dict[str, list[float]] = {"shared_fraction": [], "sharers_per_example": [], "kept": []}
+        released_votes = []
+        self.selectors_ = [client.selector for client in clients]
+        for round_index, seeds in enumerate(round_seeds.spawn(protocol.rounds)):
+            share_seeds, distill_seeds = seeds.spawn(2)
+            indices = np.sort(server_rng.choice(len(public), size=batch, replace=False)) if batch else None
+            config = _RoundConfig(protocol=protocol, classes=self.classes_, first_round=round_index == 0,
+                                  n_public=0 if public is None else len(public), batch_indices=indices,
+                                  X_batch=None if indices is None else public[indices],
+                                  keep_probability=keep_probability)
+            outputs = run_party_tasks(_client_train_and_share, clients, config=config, random_state=share_seeds, **run)
+            clients = [client for client, _ in outputs]
+            if protocol.shares:
+                shares = [share for _, share in outputs]
+                kept, targets, votes = self._server_round(shares, n_classes, keep_probability, server_rng, protocol)
+                if votes is not None:
+                    released_votes.append(votes)
+                if len(kept):
+                    distill = replace(config, batch_indices=None, X_batch=None, X_distill=public[indices[kept]], targets=targets)
+                    clients = run_party_tasks(_client_distill, clients, config=distill, random_state=distill_seeds, **run)
+            self.models_ = [client.model for client in clients]
+            if self.callback is not None:
+                self.callback(self, round_index)
+
+        self.n_rounds_ = protocol.rounds
+        self.ledger_ = self._make_ledger(protocol, parties, public, batch, seed_sequence)
+        self.evidence_: dict[str, np.ndarray] = {}
+        self._account(protocol, len(parties), n_classes, batch, released_votes)
+        return self
+
+    def _server_round(
+        self,
+        shares: list[_Share],
+        n_classes: int,
+        keep_probability: float | None,
+        rng: np.random.Generator,
+        protocol: _Protocol,
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+        """Aggregate, filter and label one batch: (kept positions, their targets, votes released by GNMax)."""
+        shared = np.stack([share.shared for share in shares])
+        if protocol.labels == "soft":
+            ensemble, sharers = aggregate_predictions(np.stack([share.predictions for share in shares]), shared)
+            kept = np.flatnonzero((sharers > 0) & confident_examples(ensemble, protocol.tau_server))
+            self._log_round(shared, sharers, kept)
+            return kept, ensemble[kept], None
+        codes = np.stack([np.where(share.shared, share.predictions, -1) for share in shares])
+        votes = np.zeros((codes.shape[1], n_classes), dtype=np.int64)
+        for client_codes in codes:
+            rows = np.flatnonzero(client_codes >= 0)
+            votes[rows, client_codes[rows]] += 1
+        sharers = votes.sum(axis=1)
+        answered = np.flatnonzero(sharers > 0)
+        released = None
+        if protocol.privacy == "gnmax":
+            released = votes[answered]
+            noisy = released + rng.normal(0.0, protocol.sigma, size=released.shape)
+            labels, confidence = noisy.argmax(axis=1), noisy.max(axis=1) / sharers[answered]
+        else:
+            counts = votes[answered].astype(float)
+            if keep_probability is not None:
+                counts = randomized_response_estimate(votes[answered], keep_probability=keep_probability)
+            labels = break_ties_at_random(counts, rng)
+            confidence = counts.max(axis=1) / sharers[answered]
+        confident = confidence >= 1.0 - protocol.tau_server / 2.0 - 1e-12
+        kept = answered[confident]
+        self._log_round(shared, sharers, kept)
+        return kept, labels[confident], released
+
+    def _log_round(self, shared: np.ndarray, sharers: np.ndarray, kept: np.ndarray) -> None:
+        self.history_["shared_fraction"].append(float(shared.mean()))
+        self.history_["sharers_per_example"].append(float(sharers.mean()))
+        self.history_["kept"].append(float(len(kept)))
+
+    # --- the ledger ---------------------------------------------------------------------------------
+    def _make_ledger(self, protocol: _Protocol, parties: list, public: np.ndarray | None, batch: int,
+                     seed_sequence: np.random.SeedSequence) -> Ledger:
+        models = sorted({type(model).__name__ for model in self._client_models(len(parties))})
+        description = f"{protocol.name}: model of client {self.client} of {len(parties)}, {protocol.rounds} rounds"
+        if protocol.shares:
+            description += (f", {batch} proxy examples per round, {protocol.labels} labels, "
+                            f"privacy={protocol.privacy!r}")
+        return Ledger(
+            delta=self.delta,
+            primary_unit="party",
+            seeds={"random_state": int(seed_sequence.entropy)},
+            public_data_sha256=None if public is None else data_fingerprint({"public": public}),
+            description=f"{description}; client models: {', '.join(models)}",
+        )
+
+    def _account(self, protocol: _Protocol, n_clients: int, n_classes: int, batch: int,
+                 released_votes: list[np.ndarray]) -> None:
+        ledger = self.ledger_
+        if not protocol.shares:
+            ledger.record_unaccounted(
+                f"{protocol.name}: nothing is shared; client {self.client}'s model is trained on its own data "
+                "without noise and has no differential-privacy guarantee for it"
+            )
+            return
+        if protocol.privacy is None:
+            ledger.record_unaccounted(
+                f"{protocol.name} with privacy=None: no noise is added at all; every shared prediction is released in "
+                "the clear and there is no differential-privacy guarantee"
+            )
+        elif protocol.privacy == "rr":
+            # Every client runs the same mechanism on its own (disjoint) data: the parallel composition
+            # (per-order maximum) is that mechanism itself, recorded once so that its PLD applies.
+            per_client = {
+                unit: RandomizedResponse(n_classes, epsilon=protocol.epsilon_per_round, labels_per_report=batch,
+                                         reports=protocol.rounds, unit=unit)
+                for unit in ("party", "example")
+            }
+            ledger.record(
+                per_client,
+                note=(
+                    f"k-ary randomized response on every hard label a client shares: ε = {protocol.epsilon_per_round:g} "
+                    f"per client per round over up to {batch} labels (keep probability "
+                    f"{per_client['party'].keep_probability:.6g}), {protocol.rounds} rounds composed; the same "
+                    f"mechanism on each of {n_clients} clients' disjoint data (parallel composition)"
+                ),
+            )
+        else:
+            votes = np.concatenate(released_votes) if released_votes else np.zeros((0, n_classes), dtype=np.int64)
+            if len(votes) == 0:
+                raise ValueError("no client shared any proxy example: nothing was released by GNMax; "
+                                 "raise tau_client's share or the proxy batch")
+            ledger.record(
+                {unit: GaussianNoisyMax(votes, protocol.sigma, 1, unit=unit) for unit in ("party", "example")},
+                note=(
+                    f"server GNMax on the clients' hard-label votes (N(0, σ²) per count, σ = {protocol.sigma:g} votes; "
+                    f"one client moves at most one vote per example, k = 1): {len(votes)} examples answered over "
+                    f"{protocol.rounds} rounds"
+                ),
+            )
+            self.evidence_["server_votes"] = votes
+            if protocol.tau_server < 2.0:
+                ledger.record_unaccounted(
+                    f"the server-side selector (tau_server = {protocol.tau_server:g}) reads the noisy top vote count, "
+                    "beyond the noisy argmax: PATE 2018's data-dependent ε does not cover it; the data-independent "
+                    "ε (the Gaussian mechanism on the whole vote histogram) does"
+                )
+        if protocol.selector is not None:
+            ledger.record_unaccounted(
+                f"{protocol.name} client-side selectors: which proxy examples each client shares in each of "
+                f"{protocol.rounds} rounds (KuLSIF density ratio above a quantile τ_client = "
+                f"{protocol.selector.quantile:g} of its own data), hence how many clients voted on each example, is "
+                "released without noise"
+            )
+        ledger.record_unaccounted(
+            f"the model is client {self.client}'s own, trained on its raw data: the ε protects the other clients' "
+            f"data against whoever holds this model, not client {self.client}'s"
+        )
+
+    # --- prediction ----------------------------------------------------------------------------------
+    def predict_proba(self, X: np.ndarray) -> np.ndarray:
+        """Class probabilities of client ``client``'s model, columns in ``classes_`` order."""
+        check_is_fitted(self, "models_")
+        return _probabilities(self.models_[self.client], np.asarray(X))
+
+    def predict(self, X: np.ndarray) -> np.ndarray:
+        """Labels predicted by client ``client``'s model."""
+        return self.classes_[self.predict_proba(X).argmax(axis=1)]
+
+    def client_scores(self, X: np.ndarray, y: np.ndarray) -> np.ndarray:
+        """Accuracy of every client's model on ``(X, y)`` (the paper reports their mean)."""
+        check_is_fitted(self, "models_")
+        X, y = np.asarray(X), np.asarray(y)
+        return np.array([np.mean(self.classes_[_probabilities(m, X).argmax(axis=1)] == y)
+                         for m in self.models_])
+
+
+def _check_distillation(estimator: Any) -> None:
+    check_int_at_least("distill_steps", estimator.distill_steps, 1)
+    check_int_at_least("proxy_batch", estimator.proxy_batch, 1)
+    check_choice("labels", estimator.labels, LABELS)
+    check_positive_finite("temperature", estimator.temperature)
+    check_delta(estimator.delta)
+    if estimator.privacy not in PRIVACY_MODES:
+        raise ValueError(f"privacy must be one of {PRIVACY_MODES}, got {estimator.privacy!r}")
+    if estimator.privacy is not None and estimator.labels != "hard":
+        raise ValueError(f"privacy={estimator.privacy!r} shares hard labels; set labels='hard' (got {estimator.labels!r})")
+    if estimator.privacy == "rr":
+        if estimator.epsilon_per_round is None:
+            raise ValueError("privacy='rr' needs epsilon_per_round (ε per client per round, > 0), got None")
+        check_positive_finite("epsilon_per_round", estimator.epsilon_per_round)
+    elif estimator.epsilon_per_round is not None:
+        raise ValueError(f"epsilon_per_round applies to privacy='rr' only, got it with privacy={estimator.privacy!r}")
+    if estimator.privacy == "gnmax":
+        if estimator.sigma is None:
+            raise ValueError("privacy='gnmax' needs sigma (the std of the Gaussian noise per vote count, > 0), got None")
+        check_positive_finite("sigma", estimator.sigma)
+    elif estimator.sigma is not None:
+        raise ValueError(f"sigma applies to privacy='gnmax' only, got it with privacy={estimator.privacy!r}")
+
+
+class SelectiveFD(_FederatedDistillation):
+    """Selective-FD: federated distillation with client-side (KuLSIF) and server-side selectors.
+
+    Parameters
+    ----------
+    model : estimator or sequence of estimators
+        A classifier with ``fit``/``predict_proba`` cloned for every client, or one per
+        client (heterogeneous models). TorchClassifier-family models continue training
+        across rounds; other classifiers are refitted each round (see the module docstring).
+    rounds : int, default=10
+        Communication rounds.
+    local_steps : int, default=10
+        Mini-batches of local training per round (continuing models).
+    distill_steps : int, default=10
+        Mini-batches of distillation on the returned ensemble per round (continuing models).
+    proxy_batch : int, default=512
+        Proxy examples the server draws (without replacement) each round.
+    labels : {"soft", "hard"}, default="soft"
+        Share probabilities and distil with soft-target cross-entropy, or share argmax
+        labels and distil with cross-entropy.
+    temperature : float, default=1.0
+        T: shared probabilities are softmax(z/T) (p^{1/T} renormalised) and distillation
+        matches them at T.
+    tau_client : float, default=0.25
+        The client threshold's quantile of r̂ on held-out local data (in [0, 1)).
+    tau_server : float, default=1.0
+        The server keeps an example if its ensemble's top class has at least 1 − τ/2 of
+        the mass (τ in [0, 2]; 2 keeps all; the default needs a majority).
+    kernel_width : float or "median", default="median"
+        σ of KuLSIF's Gaussian kernel, in the units of the inputs (or of ``feature_map``).
+    regularization : float, default=1e-3
+        KuLSIF's λ.
+    n_auxiliary : int, default=1000
+        KuLSIF's uniform auxiliary samples.
+    max_known : int, default=1000
+        Known samples KuLSIF keeps per client (uniform subsample).
+    validation_fraction : float, default=0.2
+        Share of each client's data held out to set its threshold.
+    feature_map : callable or None, default=None
+        Features the selector works on (raw flattened inputs when None).
+    privacy : {None, "rr", "gnmax"}, default=None
+    epsilon_per_round : float, default=None
+        ``privacy="rr"``: ε-LDP of one client's report of one round.
+    sigma : float, default=None
+        ``privacy="gnmax"``: the standard deviation of the Gaussian noise added to each
+        vote count, in votes (one client = one vote per example).
+    delta : float, default=1e-5
+        The ledger's δ.
+    client : int, default=0
+        Whose model ``predict`` uses.
+    callback : callable or None, default=None
+        ``callback(estimator, round_index)`` after every round, with ``models_`` current
+        (learning curves; the fitted model is the last round's, never the best one).
+    random_state : int, default=None
+    n_jobs : int, default=1
+        Clients run in parallel (joblib) within a round.
+
+    Attributes
+    ----------
+    classes_ : ndarray
+    models_ : list
+        Every client's fitted model (partial-fit estimators keep the data's labels;
+        refitted models are FittedClassifier objects over class codes).
+    selectors_ : list of DensityRatioSelector
+        Every client's fitted selector.
+    history_ : dict of lists
+        Per round: ``shared_fraction`` (of client × example pairs), ``sharers_per_example``
+        and ``kept`` (examples the server returned).
+    ledger_ : accounting.Ledger
+    evidence_ : dict of ndarray
+        ``server_votes`` under GNMax (private).
+
+    Examples
+    --------
+    >>> from sklearn.datasets import load_digits
+    >>> from pipelines.torch_models import TorchMLP
+    >>> X, y = load_digits(return_X_y=True)
+    >>> X = X / 16
+    >>> parties = [(X[:1000][y[:1000] % 5 == c], y[:1000][y[:1000] % 5 == c]) for c in range(5)]
+    >>> model = SelectiveFD(TorchMLP(hidden=(32,)), rounds=2, proxy_batch=100, random_state=0)
+    >>> model = model.fit(parties, X[1000:1400])
+    >>> any("no noise is added at all" in text for text in model.ledger_.unaccounted)
+    True
+    """
+
+    _estimator_name = "Selective-FD"
+
+    def __init__(
+        self,
+        model: Any,
+        *,
+        rounds: int = 10,
+        local_steps: int = 10,
+        distill_steps: int = 10,
+        proxy_batch: int = 512,
+        labels: str = "soft",
+        temperature: float = 1.0,
+        tau_client: float = 0.25,
+        tau_server: float = 1.0,
+        kernel_width: float | str = "median",
+        regularization: float = 1e-3,
+        n_auxiliary: int = 1000,
+        max_known: int = 1000,
+        validation_fraction: float = 0.2,
+        feature_map: Callable[[np.ndarray], np.ndarray] | None = None,
+        privacy: str | None = None,
+        epsilon_per_round: float | None = None,
+        sigma: float | None = None,
+        delta: float = 1e-5,
+        client: int = 0,
+        callback: Callable[[Any, int], None] | None = None,
+        random_state: int | None = None,
+        n_jobs: int = 1,
+    ) -> None:
+        self.model = model
+        self.rounds = rounds
+        self.local_steps = local_steps
+        self.distill_steps = distill_steps
+        self.proxy_batch = proxy_batch
+        self.labels = labels
+        self.temperature = temperature
+        self.tau_client = tau_client
+        self.tau_server = tau_server
+        self.kernel_width = kernel_width
+        self.regularization = regularization
+        self.n_auxiliary = n_auxiliary
+        self.max_known = max_known
+        self.validation_fraction = validation_fraction
+        self.feature_map = feature_map
+        self.privacy = privacy
+        self.epsilon_per_round = epsilon_per_round
+        self.sigma = sigma
+        self.delta = delta
+        self.client = client
+        self.callback = callback
+        self.random_state = random_state
+        self.n_jobs = n_jobs
+
+    def _protocol(self) -> _Protocol:
+        self._check_common()
+        _check_distillation(self)
+        check_probability("tau_client", self.tau_client, open_low=False, open_high=True)
+        confident_examples(np.ones((1, 2)) / 2, self.tau_server)  # validates tau_server
+        selector = DensityRatioSelector(
+            quantile=self.tau_client, validation_fraction=self.validation_fraction, feature_map=self.feature_map,
+            kernel_width=self.kernel_width, regularization=self.regularization, n_auxiliary=self.n_auxiliary,
+            max_known=self.max_known,
+        )
+        _validate_selector(selector)
+        return _Protocol(
+            rounds=self.rounds, local_steps=self.local_steps, distill_steps=self.distill_steps,
+            proxy_batch=self.proxy_batch, labels=self.labels, temperature=float(self.temperature), selector=selector,
+            tau_server=float(self.tau_server), privacy=self.privacy, epsilon_per_round=self.epsilon_per_round,
+            sigma=self.sigma, shares=True, name=self._estimator_name,
+        )
+
+
+def _validate_selector(selector: DensityRatioSelector) -> None:
+    """Check the selector's settings before any work (the selector itself validates again in fit)."""
+    from pipelines.kulsif import KuLSIF
+
+    check_probability("validation_fraction", selector.validation_fraction)
+    if selector.feature_map is not None and not callable(selector.feature_map):
+        raise TypeError(f"feature_map must be None or a callable X -> features, got {selector.feature_map!r}")
+    KuLSIF(kernel_width=selector.kernel_width, regularization=selector.regularization,
+           n_auxiliary=selector.n_auxiliary, max_known=selector.max_known)._validate()
+
+
+class FedMD(_FederatedDistillation):
+    """The unselected federated-distillation baseline: every client shares every prediction (FedMD-style).
+
+    Selective-FD's protocol with neither selector (Li & Wang, "FedMD: heterogenous
+    federated learning via model distillation", 2019, as the Selective-FD paper runs
+    it): each round the server averages all clients' predictions on a random proxy
+    batch and every client distils from the average. Parameters, attributes and
+    privacy modes as in :class:`SelectiveFD`.
+    """
+
+    _estimator_name = "FedMD"
+
+    def __init__(
+        self,
+        model: Any,
+        *,
+        rounds: int = 10,
+        local_steps: int = 10,
+        distill_steps: int = 10,
+        proxy_batch: int = 512,
+        labels: str = "soft",
+        temperature: float = 1.0,
+        privacy: str | None = None,
+        epsilon_per_round: float | None = None,
+        sigma: float | None = None,
+        delta: float = 1e-5,
+        client: int = 0,
+        callback: Callable[[Any, int], None] | None = None,
+        random_state: int | None = None,
+        n_jobs: int = 1,
+    ) -> None:
+        self.model = model
+        self.rounds = rounds
+        self.local_steps = local_steps
+        self.distill_steps = distill_steps
+        self.proxy_batch = proxy_batch
+        self.labels = labels
+        self.temperature = temperature
+        self.privacy = privacy
+        self.epsilon_per_round = epsilon_per_round
+        self.sigma = sigma
+        self.delta = delta
+        self.client = client
+        self.callback = callback
+        self.random_state = random_state
+        self.n_jobs = n_jobs
+
+    def _protocol(self) -> _Protocol:
+        self._check_common()
+        _check_distillation(self)
+        return _Protocol(
+            rounds=self.rounds, local_steps=self.local_steps, distill_steps=self.distill_steps,
+            proxy_batch=self.proxy_batch, labels=self.labels, temperature=float(self.temperature), selector=None,
+            tau_server=2.0, privacy=self.privacy, epsilon_per_round=self.epsilon_per_round, sigma=self.sigma,
+            shares=True, name=self._estimator_name,
+        )
+
+
+class IndependentLearning(_FederatedDistillation):
+    """Each client trains alone: ``rounds`` × ``local_steps`` mini-batches on its own data, nothing shared.
+
+    The lower baseline of federated distillation, at the same round count. Models
+    that cannot continue training are fitted once. ``fit(parties, public=None)``
+    ignores ``public``. The ledger records that nothing is shared and that the model
+    has no guarantee for its own client.
+    """
+
+    _estimator_name = "Independent learning"
+
+    def __init__(
+        self,
+        model: Any,
+        *,
+        rounds: int = 10,
+        local_steps: int = 10,
+        delta: float = 1e-5,
+        client: int = 0,
+        callback: Callable[[Any, int], None] | None = None,
+        random_state: int | None = None,
+        n_jobs: int = 1,
+    ) -> None:
+        self.model = model
+        self.rounds = rounds
+        self.local_steps = local_steps
+        self.delta = delta
+        self.client = client
+        self.callback = callback
+        self.random_state = random_state
+        self.n_jobs = n_jobs
+
+    def _protocol(self) -> _Protocol:
+        self._check_common()
+        check_delta(self.delta)
+        return _Protocol(
+            rounds=self.rounds, local_steps=self.local_steps, distill_steps=1, proxy_batch=1, labels="hard",
+            temperature=1.0, selector=None, tau_server=2.0, privacy=None, epsilon_per_round=None, sigma=None,
+            shares=False, name=self._estimator_name,
+        )
