@@ -55,7 +55,7 @@ from accounting.ledger_entry import (
 )
 from accounting.mechanism import ANALYSES, UNITS, Mechanism, relation_for_unit
 from accounting.orders import default_orders
-from accounting.registry import mechanism_from_record
+from accounting.registry import mechanism_from_record, public_mechanism_from_record
 from accounting.report import MechanismReport, PrivacyReport
 
 __all__ = [
@@ -405,9 +405,9 @@ class Ledger:
             epsilon, order = rdp_to_epsilon(curve.orders, curve.rdp, delta, analysis)
             epsilon_independent, _ = rdp_to_epsilon(curve.orders, curve.rdp_data_independent, delta, analysis)
             method = "rdp"
-            if analysis == "tight" and not member.data_dependent:
+            if analysis == "tight":
                 epsilon, epsilon_independent, method, _ = tighten_with_pld(
-                    [mechanism_from_record(member.record())], delta, epsilon, epsilon_independent
+                    [public_mechanism_from_record(member.record())[0]], delta, epsilon, epsilon_independent
                 )
             rows.append(MechanismReport(
                 kind=member.kind, unit=unit, parameters=member.parameters, num_queries=member.num_queries,
@@ -418,10 +418,11 @@ class Ledger:
         if members:
             epsilon, order = rdp_to_epsilon(orders, total, delta, analysis)
             epsilon_independent, _ = rdp_to_epsilon(orders, total_independent, delta, analysis)
-            if analysis == "tight" and not any(member.data_dependent for _, member in members):
-                # Data-independent releases are rebuilt from their public parameters, so the ledger
-                # gives the same PLD-or-RDP bound as account() on the mechanisms themselves.
-                rebuilt = [mechanism_from_record(member.record()) for _, member in members]
+            if analysis == "tight":
+                # Mechanisms are rebuilt from their public parameters (placeholder votes for noisy-max
+                # releases, whose dp-accounting events do not depend on the votes), so the ledger gives
+                # the same PLD-or-RDP bound as account() on the mechanisms themselves.
+                rebuilt = [public_mechanism_from_record(member.record())[0] for _, member in members]
                 epsilon, epsilon_independent, method, independent_from_pld = tighten_with_pld(
                     rebuilt, delta, epsilon, epsilon_independent
                 )

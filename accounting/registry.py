@@ -16,7 +16,7 @@ import numpy as np
 
 from accounting.mechanism import Mechanism
 
-__all__ = ["mechanism_class", "mechanism_from_record", "mechanism_kinds", "register"]
+__all__ = ["mechanism_class", "mechanism_from_record", "mechanism_kinds", "public_mechanism_from_record", "register"]
 
 _REGISTRY: dict[str, type[Mechanism]] = {}
 
@@ -52,3 +52,35 @@ def mechanism_from_record(
         raise ValueError(f"record must be a mapping with a 'kind' key, got {record!r}")
     cls = mechanism_class(record["kind"])
     return cls.from_parameters(record.get("parameters", {}), unit=record.get("unit", "example"), evidence=evidence)
+
+
+def _placeholder_evidence(record: Mapping[str, Any]) -> dict[str, np.ndarray]:
+    """All-zero vote matrices of the recorded shapes, for noisy-max releases whose votes are private."""
+    parameters = record.get("parameters", {})
+    if record.get("kind") == "parallel_composition":
+        return {
+            f"{i}/{name}": array
+            for i, member in enumerate(parameters.get("members", []))
+            for name, array in _placeholder_evidence(member).items()
+        }
+    if "num_queries" in parameters and "num_classes" in parameters:
+        return {"votes": np.zeros((int(parameters["num_queries"]), int(parameters["num_classes"])), dtype=np.int64)}
+    return {}
+
+
+def public_mechanism_from_record(record: Mapping[str, Any]) -> tuple[Mechanism, bool]:
+    """Rebuild a mechanism from ``{"kind", "unit", "parameters"}`` without private data.
+
+    Returns ``(mechanism, placeholder)``. ``placeholder`` is True when the
+    mechanism's private evidence (vote matrices) was replaced by all-zero votes
+    of the recorded shape: the data-independent curve, ε and ``dp_event()`` of a
+    noisy-max release depend only on its public parameters, so they are exact;
+    its data-dependent values then mean nothing.
+    """
+    try:
+        return mechanism_from_record(record), False
+    except (ValueError, KeyError) as error:
+        placeholder = _placeholder_evidence(record)
+        if not placeholder:
+            raise ValueError(f"cannot rebuild {record.get('kind')!r} from its public parameters: {error}") from None
+        return mechanism_from_record(record, evidence=placeholder), True

@@ -41,7 +41,7 @@ from accounting.fingerprint import commit_evidence, file_sha256
 from accounting.ledger import Ledger, LedgerFormatError, LedgerIntegrityError
 from accounting.ledger_entry import UnitAnalysis, analyse_mechanism
 from accounting.mechanism import UNITS, Mechanism
-from accounting.registry import mechanism_from_record
+from accounting.registry import mechanism_from_record, public_mechanism_from_record
 from accounting.report import PrivacyReport, round_up
 from privfed.audit_hygiene import SETTINGS, Release, Statement, hygiene_checks
 from privfed.audit_report import AuditInputError, AuditReport, Check
@@ -69,38 +69,6 @@ _UNSAFE_MEANING = ("opening this file would require a format that can run arbitr
 
 
 # --- rebuilding mechanisms from public parameters ---------------------------------------------------
-def _placeholder_evidence(record: Mapping[str, Any]) -> dict[str, np.ndarray]:
-    """All-zero vote matrices of the recorded shapes, for noisy-max releases whose votes are private.
-
-    The data-independent curve of a noisy-max release is a function of its public
-    parameters only (noise, votes per unit, number of queries and classes), so it
-    can be rebuilt with any vote matrix of the right shape.
-    """
-    parameters = record.get("parameters", {})
-    if record.get("kind") == "parallel_composition":
-        return {f"{i}/{name}": array for i, member in enumerate(parameters.get("members", []))
-                for name, array in _placeholder_evidence(member).items()}
-    if "num_queries" in parameters and "num_classes" in parameters:
-        return {"votes": np.zeros((int(parameters["num_queries"]), int(parameters["num_classes"])), dtype=np.int64)}
-    return {}
-
-
-def rebuild_public_mechanism(record: Mapping[str, Any]) -> tuple[Mechanism, bool]:
-    """Rebuild a mechanism from ``{"kind", "unit", "parameters"}`` without private data.
-
-    Returns ``(mechanism, placeholder)``: ``placeholder`` is True when the
-    mechanism's private evidence was replaced by all-zero votes, in which case
-    only its data-independent curve and ε mean anything.
-    """
-    try:
-        return mechanism_from_record(record), False
-    except (ValueError, KeyError) as error:
-        placeholder = _placeholder_evidence(record)
-        if not placeholder:
-            raise ValueError(f"cannot rebuild {record.get('kind')!r} from its public parameters: {error}") from None
-        return mechanism_from_record(record, evidence=placeholder), True
-
-
 #: The parameter that counts a mechanism's own repetitions: scaled for a per-round claim instead of copying it.
 _REPETITIONS = {"randomized_response": "reports", "dpsgd": "steps", "quantized_laplace_ensemble": "draws_per_example"}
 
@@ -235,9 +203,9 @@ def _claims_statement(document: Mapping[str, Any], given_units: dict[str, int]) 
     releases = []
     for index, record in enumerate(document.get("mechanisms", [])):
         try:
-            mechanism, placeholder = rebuild_public_mechanism(record)
+            mechanism, placeholder = public_mechanism_from_record(record)
             repeated = record if rounds is None else _over_rounds(record, rounds)
-            over_rounds = [rebuild_public_mechanism(repeated)[0]]
+            over_rounds = [public_mechanism_from_record(repeated)[0]]
             if rounds is not None and repeated is record:
                 over_rounds *= rounds
         except (ValueError, TypeError, KeyError) as error:
@@ -420,7 +388,7 @@ def _recompute_member(member: UnitAnalysis, arrays: dict[str, np.ndarray] | None
         mechanism, checked = mechanism_from_record(member.record(), evidence=arrays), ("rdp", "rdp_data_independent")
         how = "recomputed from the raw votes"
     else:
-        mechanism, _ = rebuild_public_mechanism(member.record())
+        mechanism, _ = public_mechanism_from_record(member.record())
         checked, how = ("rdp_data_independent",), "data-independent curve rebuilt from its parameters"
     fresh = analyse_mechanism(mechanism, evidence_sha256=member.evidence_sha256)
     problems = []
