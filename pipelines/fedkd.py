@@ -676,6 +676,11 @@ class FedKD(ClassifierMixin, BaseEstimator):
             return expit(self.server_model_._logits(X))
         return _positive_probabilities(self.server_model_, X, len(self.classes_))
 
+    @property
+    def final_model_(self) -> Any:
+        """The distilled server model (what ``privfed.save_bundle(model, path)`` publishes)."""
+        return self.server_model_
+
     def predict(self, X: np.ndarray) -> np.ndarray:
         """Labels predicted by the server model ((n, L) indicators with ``multilabel=True``)."""
         check_is_fitted(self, "server_model_")

@@ -424,6 +424,11 @@ class PrivateKT(ClassifierMixin, BaseEstimator):
         check_is_fitted(self, "global_classes_")
         return FittedClassifier(self.global_model_, self.global_classes_, len(self.classes_))
 
+    @property
+    def final_model_(self) -> Any:
+        """The global model (what ``privfed.save_bundle(model, path)`` publishes)."""
+        return self.global_model_
+
     def predict(self, X: np.ndarray) -> np.ndarray:
         """Labels predicted by the global model."""
         return self.classes_[self._fitted_global().predict(np.asarray(X))]

@@ -516,6 +516,11 @@ class _FederatedDistillation(ClassifierMixin, BaseEstimator):
         check_is_fitted(self, "models_")
         return _probabilities(self.models_[self.client], np.asarray(X))
 
+    @property
+    def final_model_(self) -> Any:
+        """The chosen client's model (``client``) (what ``privfed.save_bundle(model, path)`` publishes)."""
+        return self.models_[self.client]
+
     def predict(self, X: np.ndarray) -> np.ndarray:
         """Labels predicted by client ``client``'s model."""
         return self.classes_[self.predict_proba(X).argmax(axis=1)]

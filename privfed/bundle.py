@@ -117,7 +117,14 @@ def _write_model(model: Any, family: str, directory: Path) -> dict[str, Any]:
         import skops.io
 
         path = directory / "model.skops"
-        skops.io.dump(model, path)
+        try:
+            skops.io.dump(model, path)
+        except Exception as error:  # skops reduces every attribute; some objects (torch tensors) cannot be
+            path.unlink(missing_ok=True)
+            raise TypeError(
+                f"model {type(model).__name__} could not be written with skops ({type(error).__name__}: {error}); "
+                "a privfed pipeline is saved through its final_model_, a torch network through TorchClassifier"
+            ) from None
         untrusted = sorted(set(skops.io.get_untrusted_types(file=path)) - set(SKOPS_TRUSTED_TYPES))
         if untrusted:
             path.unlink()

@@ -324,3 +324,26 @@ def test_report_opens_in_headless_chromium(swept, tmp_path) -> None:
     assert pixels.shape[:2] == (1600, 1280)
     # The embedded plot rendered: many distinct colours, not a blank page or a broken-image icon.
     assert len(np.unique(pixels.reshape(-1, pixels.shape[-1])[:, :3], axis=0)) > 50
+
+
+def test_sweep_runs_other_pipelines_and_bundles_their_final_model(tmp_path):
+    """Reports are generic over privfed's estimators: FedKD with scikit-learn models, saved through final_model_."""
+    import privfed
+    from privfed.cli import main
+
+    config = tmp_path / "fedkd.toml"
+    config.write_text(
+        'name = "fedkd-tiny"\nseeds = [0]\n\n[pipeline]\nestimator = "FedKD"\n\n'
+        "[pipeline.params]\nclip = 5.0\n\n"
+        '[pipeline.models.local_model]\nclass = "sklearn.linear_model.LogisticRegression"\nparams = { max_iter = 200 }\n\n'
+        '[pipeline.models.server_model]\nclass = "sklearn.tree.DecisionTreeClassifier"\nparams = { max_depth = 8 }\n\n'
+        '[data]\nsklearn = "load_digits"\n\n[split]\nn_parties = 3\nbeta = "homogeneous"\npublic_size = 300\n'
+        "test_size = 300\n\n[grid]\ngamma = [0.1, 1.0]\n\n[[setting]]\nlabel = \"FedKD\"\n"
+    )
+    out = tmp_path / "out"
+    assert main(["report", str(config), "--out", str(out), "--no-progress"]) == 0
+    results = pd.read_csv(out / "results.csv")
+    assert len(results) == 2 and (results["status"] == "ok").all()
+    for run in sorted((out / "runs").iterdir()):
+        model, ledger = privfed.load_bundle(run)
+        assert type(model).__name__ == "DecisionTreeClassifier" and ledger.account(delta=1e-5).epsilon > 0
