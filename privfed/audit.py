@@ -48,7 +48,7 @@ from privfed.audit_report import AuditInputError, AuditReport, Check
 from privfed.bundle import EVIDENCE_FILE, LEDGER_FILE, SKOPS_TRUSTED_TYPES, BundleError, load_bundle
 from privfed.empirical import membership_epsilon_lower_bound, true_label_scores
 
-__all__ = ["CLAIMS_TYPE", "RTOL", "audit", "load_claims", "rebuild_public_mechanism"]
+__all__ = ["CLAIMS_TYPE", "RTOL", "audit", "load_claims"]
 
 #: Relative tolerance of every recomputation.
 RTOL = 1e-9
