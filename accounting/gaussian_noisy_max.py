@@ -10,7 +10,6 @@ IJCAI 2021) names GNMax as the tighter aggregator for future work.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
 from dataclasses import KW_ONLY, dataclass, field
 from typing import Any, ClassVar
 
@@ -18,8 +17,9 @@ import dp_accounting
 import numpy as np
 from scipy import special, stats
 
-from accounting._checks import check_choice, check_int_at_least, check_orders, check_positive_finite, check_votes
-from accounting.mechanism import ANALYSES, UNITS, Mechanism
+from accounting._checks import check_choice, check_orders, check_positive_finite, check_votes
+from accounting.mechanism import ANALYSES
+from accounting.noisy_max import VoteMechanism
 from accounting.registry import register
 
 __all__ = ["GaussianNoisyMax", "gaussian_log_failure_bounds", "gaussian_noisy_max_rdp"]
@@ -95,8 +95,8 @@ def gaussian_noisy_max_rdp(log_q: np.ndarray, sigma: float, orders: np.ndarray) 
 
 
 @register
-@dataclass(frozen=True, eq=False)
-class GaussianNoisyMax(Mechanism):
+@dataclass(frozen=True, eq=False, repr=False)
+class GaussianNoisyMax(VoteMechanism):
     """Report-noisy-max over vote counts with N(0, σ²) noise on each count (GNMax).
 
     ``votes`` has shape (queries, classes); each query releases
@@ -130,32 +130,10 @@ class GaussianNoisyMax(Mechanism):
     _cache: dict[str, Any] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     kind: ClassVar[str] = "gaussian_noisy_max"
+    noise_parameter: ClassVar[str] = "sigma"
 
     def __post_init__(self) -> None:
-        votes = check_votes(self.votes).copy()
-        votes.setflags(write=False)
-        object.__setattr__(self, "votes", votes)
-        object.__setattr__(self, "sigma", check_positive_finite("sigma", self.sigma))
-        object.__setattr__(self, "votes_per_unit", check_int_at_least("votes_per_unit", self.votes_per_unit, 1))
-        check_choice("unit", self.unit, UNITS)
-
-    def __repr__(self) -> str:
-        return (
-            f"GaussianNoisyMax(<{self.num_queries} queries × {self.num_classes} classes>, sigma={self.sigma!r}, "
-            f"votes_per_unit={self.votes_per_unit!r}, unit={self.unit!r})"
-        )
-
-    @property
-    def num_queries(self) -> int:
-        return int(self.votes.shape[0])
-
-    @property
-    def num_classes(self) -> int:
-        return int(self.votes.shape[1])
-
-    @property
-    def data_dependent(self) -> bool:
-        return True
+        self._validate_votes()
 
     @property
     def effective_sigma(self) -> float:
@@ -191,22 +169,4 @@ class GaussianNoisyMax(Mechanism):
         check_choice("analysis", analysis, ANALYSES)
         return self.num_queries * orders / self.effective_sigma**2
 
-    def evidence(self) -> dict[str, np.ndarray]:
-        """The vote matrix (private)."""
-        return {"votes": self.votes}
 
-    @classmethod
-    def from_parameters(
-        cls, parameters: Mapping[str, Any], *, unit: str, evidence: Mapping[str, np.ndarray] | None = None
-    ) -> "GaussianNoisyMax":
-        if not evidence or "votes" not in evidence:
-            raise ValueError("evidence must contain 'votes' to rebuild a GaussianNoisyMax (its accounting is data-dependent)")
-        return cls(evidence["votes"], parameters["sigma"], parameters.get("votes_per_unit", 1), unit=unit)
-
-    def parameters(self) -> dict[str, Any]:
-        return {
-            "sigma": self.sigma,
-            "votes_per_unit": self.votes_per_unit,
-            "num_queries": self.num_queries,
-            "num_classes": self.num_classes,
-        }

@@ -11,16 +11,16 @@ form of the same bound at general orders — "PATE 2018"); Li, He, Song,
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
 from dataclasses import KW_ONLY, dataclass, field
 from typing import Any, ClassVar
 
 import dp_accounting
 import numpy as np
 
-from accounting._checks import check_choice, check_int_at_least, check_orders, check_positive_finite, check_votes
+from accounting._checks import check_choice, check_orders, check_positive_finite, check_votes
 from accounting._dp_accounting import event_rdp
-from accounting.mechanism import ANALYSES, UNITS, Mechanism
+from accounting.mechanism import ANALYSES
+from accounting.noisy_max import VoteMechanism
 from accounting.registry import register
 
 __all__ = ["LaplaceNoisyMax", "laplace_failure_bounds"]
@@ -114,8 +114,8 @@ def _data_dependent_rdp(q: np.ndarray, epsilon: float, orders: np.ndarray) -> np
 
 
 @register
-@dataclass(frozen=True, eq=False)
-class LaplaceNoisyMax(Mechanism):
+@dataclass(frozen=True, eq=False, repr=False)
+class LaplaceNoisyMax(VoteMechanism):
     """Report-noisy-max over vote counts with Laplace(1/γ) noise on each count.
 
     ``votes`` has shape (queries, classes). For each query the mechanism
@@ -152,39 +152,15 @@ class LaplaceNoisyMax(Mechanism):
     _cache: dict[str, Any] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     kind: ClassVar[str] = "laplace_noisy_max"
+    noise_parameter: ClassVar[str] = "gamma"
 
     def __post_init__(self) -> None:
-        # A private, read-only copy, column-major so that per-query reductions over classes are fast.
-        votes = np.array(check_votes(self.votes), dtype=np.int64, order="F", copy=True)
-        votes.setflags(write=False)
-        object.__setattr__(self, "votes", votes)
-        object.__setattr__(self, "gamma", check_positive_finite("gamma", self.gamma))
-        object.__setattr__(self, "votes_per_unit", check_int_at_least("votes_per_unit", self.votes_per_unit, 1))
-        check_choice("unit", self.unit, UNITS)
-
-    def __repr__(self) -> str:
-        return (
-            f"LaplaceNoisyMax(<{self.num_queries} queries × {self.num_classes} classes>, gamma={self.gamma!r}, "
-            f"votes_per_unit={self.votes_per_unit!r}, unit={self.unit!r})"
-        )
-
-    # --- public properties -------------------------------------------------
-    @property
-    def num_queries(self) -> int:
-        return int(self.votes.shape[0])
-
-    @property
-    def num_classes(self) -> int:
-        return int(self.votes.shape[1])
+        self._validate_votes()
 
     @property
     def epsilon_per_query(self) -> float:
         """ε₀ = 2kγ: the pure-DP guarantee of one answer."""
         return 2.0 * self.votes_per_unit * self.gamma
-
-    @property
-    def data_dependent(self) -> bool:
-        return True
 
     def failure_bounds(self) -> np.ndarray:
         """Per-query q (private: computed from the votes). See :func:`laplace_failure_bounds`."""
@@ -236,24 +212,5 @@ class LaplaceNoisyMax(Mechanism):
         """Basic composition: N · 2kγ."""
         return self.num_queries * self.epsilon_per_query
 
-    def evidence(self) -> dict[str, np.ndarray]:
-        """The vote matrix (private)."""
-        return {"votes": self.votes}
-
-    @classmethod
-    def from_parameters(
-        cls, parameters: Mapping[str, Any], *, unit: str, evidence: Mapping[str, np.ndarray] | None = None
-    ) -> "LaplaceNoisyMax":
-        if not evidence or "votes" not in evidence:
-            raise ValueError("evidence must contain 'votes' to rebuild a LaplaceNoisyMax (its accounting is data-dependent)")
-        return cls(evidence["votes"], parameters["gamma"], parameters.get("votes_per_unit", 1), unit=unit)
-
     def parameters(self) -> dict[str, Any]:
-        return {
-            "gamma": self.gamma,
-            "noise_scale": 1.0 / self.gamma,
-            "votes_per_unit": self.votes_per_unit,
-            "num_queries": self.num_queries,
-            "num_classes": self.num_classes,
-            "epsilon_per_query": self.epsilon_per_query,
-        }
+        return {**super().parameters(), "noise_scale": 1.0 / self.gamma, "epsilon_per_query": self.epsilon_per_query}

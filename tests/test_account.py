@@ -157,3 +157,11 @@ def test_bad_accounting_input_is_a_value_error(arguments: dict, message: str) ->
 def test_float_votes_with_integral_values_are_accepted() -> None:
     as_float = account(LaplaceNoisyMax(VOTES.astype(float), 0.1), delta=1e-5)
     assert as_float.epsilon == account(LaplaceNoisyMax(VOTES, 0.1), delta=1e-5).epsilon
+
+
+def test_noisy_max_repr_never_prints_the_votes() -> None:
+    from accounting import GaussianNoisyMax
+
+    for mechanism in (LaplaceNoisyMax(VOTES, 0.1), GaussianNoisyMax(VOTES, 3.0)):
+        text = repr(mechanism)
+        assert "4 queries × 3 classes" in text and "49" not in text and "array" not in text
