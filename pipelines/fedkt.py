@@ -12,10 +12,11 @@ labels.
 Privacy levels (FedKT §4):
 
 * ``"L0"`` — no noise, no guarantee (recorded in the ledger as such);
-* ``"L1"`` — Laplace(1/γ) on the server's vote counts: party-level DP with
+* ``"L1"`` — noise on the server's vote counts (Laplace(1/γ), or Gaussian N(0, σ²)
+  with ``aggregator="gaussian"``): party-level DP with
   k = s, and example-level DP with k = s (an example sits in one teacher per
   partition, so it can change all s students of its party; see ``accounting``);
-* ``"L2"`` — Laplace(1/γ) on each partition's teacher votes inside the party:
+* ``"L2"`` — the same noise on each partition's teacher votes inside the party:
   example-level DP with k = 1 over the party's s·Q_local answers, and
   party-level DP with k = t; parallel composition over parties (FedKT Thm 4).
   Everything after the noisy labels (students, server votes, final model) is
@@ -33,9 +34,10 @@ import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.utils.validation import check_is_fitted
 
-from accounting import LaplaceNoisyMax, Ledger, account, compose_parallel
+from accounting import GaussianNoisyMax, LaplaceNoisyMax, Ledger, account, compose_parallel
 from accounting._checks import check_choice, check_delta, check_int_at_least, check_positive_finite, check_probability
 from accounting.fingerprint import data_fingerprint
+from accounting.noisy_max import VoteMechanism
 from pipelines._models import FittedClassifier, fit_classifier, with_seed
 from pipelines._random import as_seed_sequence
 from pipelines.executor import PartyTask, run_party_tasks
@@ -87,6 +89,30 @@ def check_parties(parties: object, public: object) -> tuple[list[tuple[np.ndarra
 
 
 @dataclass(frozen=True)
+class NoisyArgmax:
+    """The noisy-max aggregator of one tier: Laplace(1/γ) (PATE 2017) or Gaussian N(0, σ²) (PATE 2018) counts."""
+
+    aggregator: str
+    scale: float  # γ for "laplace", σ for "gaussian"
+
+    def labels(self, votes: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        """Noisy argmax of every row of ``votes``."""
+        if self.aggregator == "laplace":
+            return noisy_labels(votes, rng, gamma=self.scale)
+        return noisy_labels(votes, rng, sigma=self.scale)
+
+    def mechanism(self, votes: np.ndarray, votes_per_unit: int, unit: str) -> VoteMechanism:
+        """The privfed mechanism that accounts these answers."""
+        cls = LaplaceNoisyMax if self.aggregator == "laplace" else GaussianNoisyMax
+        return cls(votes, self.scale, votes_per_unit, unit=unit)
+
+    def describe(self) -> str:
+        if self.aggregator == "laplace":
+            return f"Laplace noise of scale 1/γ = {1 / self.scale:g}"
+        return f"Gaussian noise of σ = {self.scale:g}"
+
+
+@dataclass(frozen=True)
 class _PartyConfig:
     """What every party's task needs besides its own data (shared, read-only)."""
 
@@ -95,8 +121,7 @@ class _PartyConfig:
     n_partitions: int
     n_classes: int
     X_query: np.ndarray
-    privacy: str
-    gamma: float | None
+    noise: NoisyArgmax | None  # the party tier's aggregator (L2), None without party-side noise
     target_epsilon: float | None
     delta: float
 
@@ -126,7 +151,7 @@ def _answerable_local_queries(votes: np.ndarray, config: _PartyConfig) -> int:
     def fits(n: int) -> bool:
         ledger = Ledger(target_epsilon=config.target_epsilon, delta=config.delta, primary_unit="example")
         stacked = votes[:, :n].reshape(-1, votes.shape[2])
-        return ledger.fits(LaplaceNoisyMax(stacked, config.gamma, 1, unit="example"), unit="example")
+        return ledger.fits(config.noise.mechanism(stacked, 1, "example"), unit="example")
 
     return _largest_fitting(votes.shape[1], fits)
 
@@ -158,16 +183,15 @@ def _train_party(task: PartyTask) -> _PartyResult:
             for rows in members
         ]
         votes[partition] = prediction_votes(np.stack(predictions), config.n_classes)
-    n_answered = _answerable_local_queries(votes, config) if config.privacy == "L2" else n_query
+    n_answered = _answerable_local_queries(votes, config) if config.noise is not None else n_query
     if n_answered == 0:
         raise ValueError(
             f"target_epsilon={config.target_epsilon} does not allow party {task.index} to answer a single local query"
         )
     students = []
     for partition in range(config.n_partitions):
-        labels = noisy_labels(
-            votes[partition, :n_answered], rng, gamma=config.gamma if config.privacy == "L2" else None
-        )
+        answered = votes[partition, :n_answered]
+        labels = noisy_labels(answered, rng) if config.noise is None else config.noise.labels(answered, rng)
         students.append(
             fit_classifier(
                 config.student, config.X_query[:n_answered], labels, n_classes=config.n_classes, seed=rng.integers(2**31)
@@ -200,15 +224,18 @@ class FedKT(ClassifierMixin, BaseEstimator):
     privacy : {"L0", "L1", "L2"}, default="L0"
         Where Laplace noise is added (see the module docstring).
     gamma : float, default=None
-        Laplace noise parameter (scale 1/γ); required for L1 and L2.
+        Laplace noise parameter (scale 1/γ); required for L1 and L2 with ``aggregator="laplace"``.
     query_fraction : float, default=1.0
         Fraction of the public set the server queries (the first ⌈fraction·|public|⌉ examples).
     local_query_fraction : float, default=1.0
         Fraction of the public set each party's teachers label for its students.
     consistent_voting : bool, default=True
         A party votes (with s votes) only when its s students agree; otherwise every student votes once.
-    aggregator : {"laplace"}, default="laplace"
-        Noisy-max aggregator.
+    aggregator : {"laplace", "gaussian"}, default="laplace"
+        Noisy-max aggregator: Laplace(1/γ) counts (the paper's), or Gaussian N(0, σ²) counts (PATE 2018's
+        GNMax, the tighter aggregator FedKT names as future work), accounted by ``GaussianNoisyMax``.
+    sigma : float, default=None
+        Gaussian noise standard deviation in votes; required for L1 and L2 with ``aggregator="gaussian"``.
     accounting : {"conservative", "paper"}, default="conservative"
         Example-level accounting of L1. ``"conservative"``: k = s, valid for every data set.
         ``"paper"``: k = z as FedKT's code counts it (partitions with a top-2 teacher gap ≤ 1) —
@@ -272,6 +299,7 @@ class FedKT(ClassifierMixin, BaseEstimator):
         local_query_fraction: float = 1.0,
         consistent_voting: bool = True,
         aggregator: str = "laplace",
+        sigma: float | None = None,
         accounting: str = "conservative",
         target_epsilon: float | None = None,
         delta: float = 1e-5,
@@ -291,6 +319,7 @@ class FedKT(ClassifierMixin, BaseEstimator):
         self.local_query_fraction = local_query_fraction
         self.consistent_voting = consistent_voting
         self.aggregator = aggregator
+        self.sigma = sigma
         self.accounting = accounting
         self.target_epsilon = target_epsilon
         self.delta = delta
@@ -310,7 +339,7 @@ class FedKT(ClassifierMixin, BaseEstimator):
         check_int_at_least("n_partitions", self.n_partitions, 1)
         check_int_at_least("n_teachers", self.n_teachers, 1)
         check_choice("privacy", self.privacy, PRIVACY_LEVELS)
-        check_choice("aggregator", self.aggregator, ("laplace",))
+        check_choice("aggregator", self.aggregator, ("laplace", "gaussian"))
         check_choice("accounting", self.accounting, ACCOUNTINGS)
         check_choice("small_parties", self.small_parties, SMALL_PARTY_POLICIES)
         check_probability("query_fraction", self.query_fraction, open_high=False)
@@ -318,13 +347,20 @@ class FedKT(ClassifierMixin, BaseEstimator):
         check_delta(self.delta)
         if not isinstance(self.consistent_voting, bool):
             raise TypeError(f"consistent_voting must be a bool, got {self.consistent_voting!r}")
+        needed, unused = ("gamma", "sigma") if self.aggregator == "laplace" else ("sigma", "gamma")
+        if getattr(self, unused) is not None:
+            raise ValueError(f"{unused} does not apply to aggregator={self.aggregator!r}; got {getattr(self, unused)!r}")
         if self.privacy == "L0":
-            if self.gamma is not None or self.target_epsilon is not None:
-                raise ValueError("gamma and target_epsilon apply to privacy='L1' or 'L2' only; privacy='L0' adds no noise")
-        elif self.gamma is None:
-            raise ValueError(f"gamma is required with privacy={self.privacy!r} (Laplace noise of scale 1/gamma), got None")
+            if getattr(self, needed) is not None or self.target_epsilon is not None:
+                raise ValueError(
+                    f"{needed} and target_epsilon apply to privacy='L1' or 'L2' only; privacy='L0' adds no noise"
+                )
+        elif getattr(self, needed) is None:
+            raise ValueError(
+                f"{needed} is required with privacy={self.privacy!r} and aggregator={self.aggregator!r}, got None"
+            )
         else:
-            check_positive_finite("gamma", self.gamma)
+            check_positive_finite(needed, getattr(self, needed))
         if self.target_epsilon is not None:
             check_positive_finite("target_epsilon", self.target_epsilon)
 
@@ -353,15 +389,16 @@ class FedKT(ClassifierMixin, BaseEstimator):
         party_seeds, server_seeds = seed_sequence.spawn(2)
         student = self.teacher if self.student is None else self.student
         final = student if self.final is None else self.final
-        gamma = None if self.privacy == "L0" else float(self.gamma)
+        noise = None
+        if self.privacy != "L0":
+            noise = NoisyArgmax(self.aggregator, float(self.gamma if self.aggregator == "laplace" else self.sigma))
         config = _PartyConfig(
             teacher=self.teacher,
             student=student,
             n_partitions=self.n_partitions,
             n_classes=n_classes,
             X_query=public[: query_count(self.local_query_fraction, len(public))],
-            privacy=self.privacy,
-            gamma=gamma,
+            noise=noise if self.privacy == "L2" else None,
             target_epsilon=self.target_epsilon if self.privacy == "L2" else None,
             delta=self.delta,
         )
@@ -393,9 +430,10 @@ class FedKT(ClassifierMixin, BaseEstimator):
             ),
         )
         self.evidence_: dict[str, np.ndarray] = {}
-        n_answered = self._account(ledger, results, server_votes)
+        n_answered = self._account(ledger, results, server_votes, noise)
         server_rng = np.random.default_rng(server_seeds)
-        labels = noisy_labels(server_votes[:n_answered], server_rng, gamma=gamma if self.privacy == "L1" else None)
+        answered = server_votes[:n_answered]
+        labels = noise.labels(answered, server_rng) if self.privacy == "L1" else noisy_labels(answered, server_rng)
         if len(np.unique(labels)) < 2:
             raise ValueError(
                 "the server's voted labels hold a single class: the final model cannot be trained; "
@@ -408,7 +446,9 @@ class FedKT(ClassifierMixin, BaseEstimator):
         return self
 
     # --- accounting -------------------------------------------------------------------------------
-    def _account(self, ledger: Ledger, results: list[_PartyResult], server_votes: np.ndarray) -> int:
+    def _account(
+        self, ledger: Ledger, results: list[_PartyResult], server_votes: np.ndarray, noise: NoisyArgmax | None
+    ) -> int:
         """Record every release in the ledger; return the number of server queries answered."""
         s = self.n_partitions
         if self.privacy == "L0":
@@ -418,14 +458,12 @@ class FedKT(ClassifierMixin, BaseEstimator):
 
         if self.privacy == "L2":
             stacked = [result.votes.reshape(-1, result.votes.shape[2]) for result in results]
-            example = compose_parallel([LaplaceNoisyMax(v, self.gamma, 1, unit="example") for v in stacked])
-            party = compose_parallel(
-                [LaplaceNoisyMax(v, self.gamma, r.n_teachers, unit="party") for v, r in zip(stacked, results)]
-            )
+            example = compose_parallel([noise.mechanism(v, 1, "example") for v in stacked])
+            party = compose_parallel([noise.mechanism(v, r.n_teachers, "party") for v, r in zip(stacked, results)])
             ledger.record(
                 {"example": example, "party": party},
                 note=(
-                    f"party-side noisy teacher votes (Laplace, scale 1/γ = {1 / self.gamma:g}): "
+                    f"party-side noisy teacher votes ({noise.describe()}): "
                     f"{[r.n_answered for r in results]} local queries per partition answered by each party, "
                     f"s = {s} partitions; example level k = 1, party level k = teachers per partition; "
                     "parallel composition over parties"
@@ -438,11 +476,11 @@ class FedKT(ClassifierMixin, BaseEstimator):
         # L1: noise on the server's vote counts.
         z = {gap: max(r.max_affected_partitions[gap] for r in results) for gap in (1, 2)}
 
-        def releases(n: int) -> dict[str, LaplaceNoisyMax]:
+        def releases(n: int) -> dict[str, VoteMechanism]:
             example_k = s if self.accounting == "conservative" else max(z[1], 1)
             return {
-                "party": LaplaceNoisyMax(server_votes[:n], self.gamma, s, unit="party"),
-                "example": LaplaceNoisyMax(server_votes[:n], self.gamma, example_k, unit="example"),
+                "party": noise.mechanism(server_votes[:n], s, "party"),
+                "example": noise.mechanism(server_votes[:n], example_k, "example"),
             }
 
         n_answered = len(server_votes)
@@ -451,11 +489,9 @@ class FedKT(ClassifierMixin, BaseEstimator):
             if n_answered == 0:
                 raise ValueError(f"target_epsilon={self.target_epsilon} does not allow a single server query")
         self.example_level_epsilons_ = {
-            "conservative": account(
-                LaplaceNoisyMax(server_votes[:n_answered], self.gamma, s), delta=self.delta
-            ).epsilon,
+            "conservative": account(noise.mechanism(server_votes[:n_answered], s, "example"), delta=self.delta).epsilon,
             "paper": account(
-                LaplaceNoisyMax(server_votes[:n_answered], self.gamma, max(z[1], 1)), delta=self.delta, analysis="classic"
+                noise.mechanism(server_votes[:n_answered], max(z[1], 1), "example"), delta=self.delta, analysis="classic"
             ).epsilon,
             "z_gap_le_1": z[1],
             "z_gap_le_2": z[2],
@@ -463,7 +499,7 @@ class FedKT(ClassifierMixin, BaseEstimator):
         ledger.record(
             releases(n_answered),
             note=(
-                f"server noisy consistent votes (Laplace, scale 1/γ = {1 / self.gamma:g}) on {n_answered} public "
+                f"server noisy consistent votes ({noise.describe()}) on {n_answered} public "
                 f"queries; party level k = s = {s}; example level k = "
                 + (f"s = {s} (conservative)" if self.accounting == "conservative" else f"z = {max(z[1], 1)} (paper)")
             ),

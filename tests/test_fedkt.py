@@ -267,3 +267,37 @@ def test_l2_budget_binds_the_example_level_only(digits) -> None:
     report = model.ledger_.account(delta=1e-5)
     assert report.unit == "example" and report.epsilon_data_independent <= 2.0
     assert report.other_units["party"].epsilon > 2.0  # recorded, not budgeted
+
+
+@pytest.mark.parametrize("privacy", ["L1", "L2"])
+def test_gaussian_aggregator_is_accounted_with_gnmax(digits, privacy) -> None:
+    from accounting import GaussianNoisyMax
+
+    parties, public, (X_test, y_test) = digits
+    model = FedKT(tree(), n_partitions=1, n_teachers=3, privacy=privacy, aggregator="gaussian", sigma=0.5,
+                  query_fraction=0.3, local_query_fraction=0.1, random_state=0).fit(parties, public)
+    if privacy == "L1":
+        expected = GaussianNoisyMax(model.evidence_["server_votes"], 0.5, 1, unit="party")
+    else:
+        expected = compose_parallel(
+            [GaussianNoisyMax(model.evidence_[f"party_{i}_votes"], 0.5, 1, unit="example") for i in range(len(parties))]
+        )
+    report = model.ledger_.account(delta=1e-5)
+    assert report.mechanisms[0].kind == ("gaussian_noisy_max" if privacy == "L1" else "parallel_composition")
+    assert report.epsilon == pytest.approx(account(expected, delta=1e-5).epsilon, rel=1e-9)
+    assert model.score(X_test, y_test) > 0.3
+
+
+@pytest.mark.parametrize(
+    ("settings", "message"),
+    [
+        ({"privacy": "L1", "aggregator": "gaussian"}, "sigma is required"),
+        ({"privacy": "L1", "aggregator": "gaussian", "sigma": 1.0, "gamma": 0.1}, "gamma does not apply"),
+        ({"privacy": "L1", "gamma": 0.1, "sigma": 1.0}, "sigma does not apply"),
+        ({"privacy": "L1", "aggregator": "median", "gamma": 0.1}, "aggregator"),
+    ],
+)
+def test_aggregator_parameters_are_checked(digits, settings, message) -> None:
+    parties, public, _ = digits
+    with pytest.raises(ValueError, match=message):
+        FedKT(tree(), **settings).fit(parties, public)
