@@ -19,7 +19,7 @@ the public set. This script uses the paper's query *counts*.
 
 Usage::
 
-    python bench/fedkt.py --settings adult-l0,adult-l1 --trials 5 --markdown docs/results-fedkt.md
+    python bench/fedkt.py --settings adult-l0,adult-l1 --trials 5 --markdown out/fedkt.md
     python bench/fedkt.py --speed            # Adult L0 with n_jobs=1 and 2
 """
 
