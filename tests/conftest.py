@@ -7,6 +7,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import settings
+
+# Property tests: enough examples to find counterexamples, no per-example deadline (the machine is shared).
+settings.register_profile("privfed", max_examples=40, deadline=None)
+settings.load_profile("privfed")
 
 ORACLES = Path(__file__).resolve().parents[1].parent / "shared" / "oracles"
 
@@ -28,3 +33,30 @@ def oracle_cases(name: str, section: str | None = None) -> list:
         return []
     data = load_oracle(name)
     return data if section is None else data[section]
+
+
+@pytest.fixture(scope="module")
+def one_torch_thread():
+    """Tiny networks train fastest on one thread, and the test machine's two cores are shared."""
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+def digits_federation(n_parties: int) -> tuple[list, Any, tuple[Any, Any]]:
+    """scikit-learn's digits scaled to [0, 1]: Dirichlet(1) parties over 1,100 rows, 400 public, the rest test."""
+    import numpy as np
+    from sklearn.datasets import load_digits
+
+    from pipelines import dirichlet_partition
+
+    X, y = load_digits(return_X_y=True)
+    X = X / 16.0
+    order = np.random.default_rng(0).permutation(len(y))
+    X, y = X[order], y[order]
+    parts = dirichlet_partition(y[:1100], n_parties, 1.0, min_size=40, random_state=0)
+    parties = [(X[:1100][idx], y[:1100][idx]) for idx in parts]
+    return parties, X[1100:1500], (X[1500:], y[1500:])

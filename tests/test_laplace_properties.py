@@ -3,15 +3,13 @@
 from __future__ import annotations
 
 import numpy as np
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
 from accounting import LaplaceNoisyMax, account
 
 DELTA = 1e-5
-settings.register_profile("privfed", max_examples=40, deadline=None)
-settings.load_profile("privfed")
 
 votes_strategy = st.integers(2, 5).flatmap(
     lambda classes: arrays(np.int64, st.tuples(st.integers(1, 12), st.just(classes)), elements=st.integers(0, 60))

@@ -8,7 +8,6 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from sklearn.datasets import load_digits
 from sklearn.ensemble import RandomForestClassifier
 from sklearn.linear_model import LogisticRegression
 from sklearn.tree import DecisionTreeClassifier
@@ -24,7 +23,6 @@ from accounting import (  # noqa: E402
     randomized_response_keep_probability,
     randomized_response_variance,
 )
-from pipelines import dirichlet_partition  # noqa: E402
 from pipelines.privatekt import (  # noqa: E402
     KnowledgeBuffer,
     PrivateKT,
@@ -33,25 +31,14 @@ from pipelines.privatekt import (  # noqa: E402
     predictive_entropy,
 )
 from pipelines.torch_models import TorchMLP  # noqa: E402
+from tests.conftest import digits_federation  # noqa: E402
 
-
-@pytest.fixture(autouse=True, scope="module")
-def one_torch_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 @pytest.fixture(scope="module")
 def digits():
-    X, y = load_digits(return_X_y=True)
-    X = X / 16.0
-    order = np.random.default_rng(0).permutation(len(y))
-    X, y = X[order], y[order]
-    parts = dirichlet_partition(y[:1100], 8, 1.0, min_size=40, random_state=0)
-    parties = [(X[:1100][idx], y[:1100][idx]) for idx in parts]
-    return parties, X[1100:1500], (X[1500:], y[1500:])
+    return digits_federation(8)
 
 
 # --- randomized response ----------------------------------------------------------------------------

@@ -24,13 +24,7 @@ from pipelines.torch_models import TorchClassifier, TorchCNN, TorchMLP  # noqa: 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_torch_thread():
-    """Tiny networks train fastest on one thread, and the test machine's two cores are shared."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def linear_module(n_features, n_classes):

@@ -15,13 +15,7 @@ from sklearn.model_selection import train_test_split  # noqa: E402
 
 from pipelines.torch_models import TorchCNN, TorchMLP  # noqa: E402
 
-
-@pytest.fixture(autouse=True, scope="module")
-def one_torch_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 @pytest.fixture(scope="module")
