@@ -15,7 +15,7 @@ from accounting.mechanism import ANALYSES, Mechanism, relation_for_unit
 from accounting.orders import default_orders
 from accounting.report import MechanismReport, PrivacyReport
 
-__all__ = ["account", "as_mechanisms", "tighten_with_pld"]
+__all__ = ["account", "as_mechanisms", "conversion_description", "tighten_with_pld"]
 
 _CONVERSIONS = {
     "classic": "moments-accountant tail bound ε = min_α RDP(α) + ln(1/δ)/(α − 1) (PATE 2017 Thm 2; Mironov 2017 Prop. 3)",
@@ -25,6 +25,13 @@ _PLD_CONVERSION = (
     "dp-accounting privacy loss distribution of the mechanisms' DpEvents (pessimistic discretization, "
     "self-compositions applied by privfed), tighter than the RDP conversion here"
 )
+
+
+def conversion_description(analysis: str, method: str) -> str:
+    """How ε was obtained: the analysis' RDP conversion, or the PLD when it gave the smaller ε."""
+    return _PLD_CONVERSION if method == "pld" else _CONVERSIONS[analysis]
+
+
 PLD_INDEPENDENT_NOTE = "epsilon_data_independent comes from the privacy loss distribution (PLD) of the mechanisms' DpEvents"
 
 
@@ -185,7 +192,7 @@ def account(
         data_dependent=any(m.data_dependent for m in members),
         epsilon_data_independent=epsilon_independent,
         analysis=analysis,
-        conversion=_PLD_CONVERSION if method == "pld" else _CONVERSIONS[analysis],
+        conversion=conversion_description(analysis, method),
         unit=unit,
         relation=relation_for_unit(unit) if unit else None,
         mechanisms=tuple(rows),

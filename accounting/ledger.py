@@ -38,7 +38,7 @@ from typing import Any
 import numpy as np
 
 from accounting._checks import check_choice, check_delta, check_positive_finite
-from accounting.account import _CONVERSIONS, PLD_INDEPENDENT_NOTE, tighten_with_pld
+from accounting.account import PLD_INDEPENDENT_NOTE, conversion_description, tighten_with_pld
 from accounting.conversion import rdp_to_epsilon
 from accounting.fingerprint import canonical_json, commit_evidence, new_salt, sha256_hex
 from accounting.ledger_entry import (
@@ -446,7 +446,7 @@ class Ledger:
             data_dependent=any(member.data_dependent for _, member in members),
             epsilon_data_independent=epsilon_independent,
             analysis=analysis,
-            conversion=_CONVERSIONS[analysis],
+            conversion=conversion_description(analysis, method),
             unit=unit,
             relation=relation_for_unit(unit),
             mechanisms=tuple(rows),
