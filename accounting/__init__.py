@@ -3,26 +3,26 @@
 Depends on numpy, scipy and dp-accounting only.
 """
 
-from accounting.account import account
-from accounting.dpsgd import DPSGD
-from accounting.fingerprint import data_fingerprint
-from accounting.gaussian_noisy_max import GaussianNoisyMax, gaussian_log_failure_bounds, gaussian_noisy_max_rdp
-from accounting.laplace_noisy_max import LaplaceNoisyMax, laplace_failure_bounds
-from accounting.ledger import BudgetExceededError, Ledger, LedgerFormatError, LedgerIntegrityError
-from accounting.ledger_entry import LedgerEntry
-from accounting.mechanism import Mechanism
-from accounting.orders import CLASSIC_ORDERS, TIGHT_ORDERS
-from accounting.parallel import ParallelComposition, compose_parallel
-from accounting.quantized_laplace import QuantizedLaplaceEnsemble, class_count_weights, quantize_logits
-from accounting.randomized_response import (
+from privfed.accounting.account import account
+from privfed.accounting.dpsgd import DPSGD
+from privfed.accounting.fingerprint import data_fingerprint
+from privfed.accounting.gaussian_noisy_max import GaussianNoisyMax, gaussian_log_failure_bounds, gaussian_noisy_max_rdp
+from privfed.accounting.laplace_noisy_max import LaplaceNoisyMax, laplace_failure_bounds
+from privfed.accounting.ledger import BudgetExceededError, Ledger, LedgerFormatError, LedgerIntegrityError
+from privfed.accounting.ledger_entry import LedgerEntry
+from privfed.accounting.mechanism import Mechanism
+from privfed.accounting.orders import CLASSIC_ORDERS, TIGHT_ORDERS
+from privfed.accounting.parallel import ParallelComposition, compose_parallel
+from privfed.accounting.quantized_laplace import QuantizedLaplaceEnsemble, class_count_weights, quantize_logits
+from privfed.accounting.randomized_response import (
     RandomizedResponse,
     randomized_response_epsilon,
     randomized_response_estimate,
     randomized_response_keep_probability,
     randomized_response_variance,
 )
-from accounting.report import MechanismReport, PrivacyReport
-from accounting.spec import load_mechanisms
+from privfed.accounting.report import MechanismReport, PrivacyReport
+from privfed.accounting.spec import load_mechanisms
 
 __all__ = [
     "CLASSIC_ORDERS",

@@ -8,12 +8,12 @@ from collections.abc import Iterable, Sequence
 import dp_accounting
 import numpy as np
 
-from accounting._checks import check_choice, check_delta, check_orders
-from accounting._dp_accounting import event_pld_epsilon
-from accounting.conversion import rdp_to_epsilon
-from accounting.mechanism import ANALYSES, Mechanism, relation_for_unit
-from accounting.orders import default_orders
-from accounting.report import MechanismReport, PrivacyReport
+from privfed.accounting._checks import check_choice, check_delta, check_orders
+from privfed.accounting._dp_accounting import event_pld_epsilon
+from privfed.accounting.conversion import rdp_to_epsilon
+from privfed.accounting.mechanism import ANALYSES, Mechanism, relation_for_unit
+from privfed.accounting.orders import default_orders
+from privfed.accounting.report import MechanismReport, PrivacyReport
 
 __all__ = ["account", "as_mechanisms", "conversion_description", "tighten_with_pld"]
 

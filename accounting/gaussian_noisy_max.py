@@ -17,10 +17,10 @@ import dp_accounting
 import numpy as np
 from scipy import special, stats
 
-from accounting._checks import check_choice, check_orders, check_positive_finite, check_votes
-from accounting.mechanism import ANALYSES
-from accounting.noisy_max import VoteMechanism
-from accounting.registry import register
+from privfed.accounting._checks import check_choice, check_orders, check_positive_finite, check_votes
+from privfed.accounting.mechanism import ANALYSES
+from privfed.accounting.noisy_max import VoteMechanism
+from privfed.accounting.registry import register
 
 __all__ = ["GaussianNoisyMax", "gaussian_log_failure_bounds", "gaussian_noisy_max_rdp"]
 

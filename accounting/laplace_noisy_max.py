@@ -17,11 +17,11 @@ from typing import Any, ClassVar
 import dp_accounting
 import numpy as np
 
-from accounting._checks import check_choice, check_orders, check_positive_finite, check_votes
-from accounting._dp_accounting import event_rdp
-from accounting.mechanism import ANALYSES
-from accounting.noisy_max import VoteMechanism
-from accounting.registry import register
+from privfed.accounting._checks import check_choice, check_orders, check_positive_finite, check_votes
+from privfed.accounting._dp_accounting import event_rdp
+from privfed.accounting.mechanism import ANALYSES
+from privfed.accounting.noisy_max import VoteMechanism
+from privfed.accounting.registry import register
 
 __all__ = ["LaplaceNoisyMax", "laplace_failure_bounds"]
 

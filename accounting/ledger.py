@@ -37,11 +37,11 @@ from typing import Any
 
 import numpy as np
 
-from accounting._checks import check_choice, check_delta, check_positive_finite
-from accounting.account import PLD_INDEPENDENT_NOTE, conversion_description, tighten_with_pld
-from accounting.conversion import rdp_to_epsilon
-from accounting.fingerprint import canonical_json, commit_evidence, new_salt, sha256_hex
-from accounting.ledger_entry import (
+from privfed.accounting._checks import check_choice, check_delta, check_positive_finite
+from privfed.accounting.account import PLD_INDEPENDENT_NOTE, conversion_description, tighten_with_pld
+from privfed.accounting.conversion import rdp_to_epsilon
+from privfed.accounting.fingerprint import canonical_json, commit_evidence, new_salt, sha256_hex
+from privfed.accounting.ledger_entry import (
     GENESIS_SHA256,
     LedgerEntry,
     LedgerFormatError,
@@ -53,10 +53,10 @@ from accounting.ledger_entry import (
     require_type,
     sequence_of_entries,
 )
-from accounting.mechanism import ANALYSES, UNITS, Mechanism, relation_for_unit
-from accounting.orders import default_orders
-from accounting.registry import mechanism_from_record, public_mechanism_from_record
-from accounting.report import MechanismReport, PrivacyReport
+from privfed.accounting.mechanism import ANALYSES, UNITS, Mechanism, relation_for_unit
+from privfed.accounting.orders import default_orders
+from privfed.accounting.registry import mechanism_from_record, public_mechanism_from_record
+from privfed.accounting.report import MechanismReport, PrivacyReport
 
 __all__ = [
     "BUDGET_BASES",
@@ -173,7 +173,7 @@ class Ledger:
     seeds:
         Random seeds used by the pipeline, name → integer.
     public_data_sha256:
-        Fingerprint of the public data set (see :func:`accounting.fingerprint.data_fingerprint`).
+        Fingerprint of the public data set (see :func:`privfed.accounting.fingerprint.data_fingerprint`).
     description:
         What the ledger's model is, in a sentence.
 

@@ -5,7 +5,7 @@ analysed under it keeps the mechanism's kind and public parameters, the
 neighbouring relation, the number of queries, whether the accounting is
 data-dependent, and the RDP curves (orders and values) under both analyses, so
 totals can be recomputed without the private data. The private data itself is
-represented only by a salted sha256 commitment (:mod:`accounting.fingerprint`).
+represented only by a salted sha256 commitment (:mod:`privfed.accounting.fingerprint`).
 
 Entries are chained: each stores the sha256 of the previous entry, and its own
 sha256 covers its whole content, so editing, dropping, inserting or reordering
@@ -22,9 +22,9 @@ from typing import Any
 
 import numpy as np
 
-from accounting.fingerprint import canonical_json, sha256_hex
-from accounting.mechanism import ANALYSES, UNITS, Mechanism, relation_for_unit
-from accounting.orders import default_orders
+from privfed.accounting.fingerprint import canonical_json, sha256_hex
+from privfed.accounting.mechanism import ANALYSES, UNITS, Mechanism, relation_for_unit
+from privfed.accounting.orders import default_orders
 
 __all__ = [
     "ENTRY_KINDS",
@@ -180,7 +180,7 @@ class UnitAnalysis:
     evidence_sha256: str | None
 
     def record(self) -> dict[str, Any]:
-        """``{"kind", "unit", "parameters"}``, as :func:`accounting.registry.mechanism_from_record` expects."""
+        """``{"kind", "unit", "parameters"}``, as :func:`privfed.accounting.registry.mechanism_from_record` expects."""
         return {"kind": self.kind, "unit": self.unit, "parameters": dict(self.parameters)}
 
     def to_dict(self) -> dict[str, Any]:

@@ -13,8 +13,8 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from accounting._checks import check_choice, check_int_at_least, check_positive_finite, check_votes
-from accounting.mechanism import UNITS, Mechanism
+from privfed.accounting._checks import check_choice, check_int_at_least, check_positive_finite, check_votes
+from privfed.accounting.mechanism import UNITS, Mechanism
 
 __all__ = ["VoteMechanism"]
 

@@ -2,7 +2,7 @@
 
 privfed always speaks of Rényi orders α > 1, as dp-accounting does. The PATE
 and FedKT papers speak of moments λ = α − 1 and of log-moments
-α(λ) = λ · RDP(α); :mod:`accounting.report` exposes both.
+α(λ) = λ · RDP(α); :mod:`privfed.accounting.report` exposes both.
 """
 
 from __future__ import annotations

@@ -8,8 +8,8 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from accounting.mechanism import Mechanism
-from accounting.registry import mechanism_from_record, register
+from privfed.accounting.mechanism import Mechanism
+from privfed.accounting.registry import mechanism_from_record, register
 
 __all__ = ["ParallelComposition", "compose_parallel"]
 

@@ -20,16 +20,16 @@ from typing import Any, ClassVar
 import dp_accounting
 import numpy as np
 
-from accounting._checks import (
+from privfed.accounting._checks import (
     check_choice,
     check_int_at_least,
     check_nonnegative_int_array,
     check_orders,
     check_positive_finite,
 )
-from accounting._dp_accounting import event_rdp
-from accounting.mechanism import ANALYSES, UNITS, Mechanism
-from accounting.registry import register
+from privfed.accounting._dp_accounting import event_rdp
+from privfed.accounting.mechanism import ANALYSES, UNITS, Mechanism
+from privfed.accounting.registry import register
 
 __all__ = ["QuantizedLaplaceEnsemble", "class_count_weights", "quantize_logits"]
 

@@ -16,7 +16,7 @@ from typing import Any, ClassVar
 import dp_accounting
 import numpy as np
 
-from accounting._checks import (
+from privfed.accounting._checks import (
     check_choice,
     check_int_at_least,
     check_nonnegative_int_array,
@@ -24,9 +24,9 @@ from accounting._checks import (
     check_positive_finite,
     check_probability,
 )
-from accounting._dp_accounting import event_rdp
-from accounting.mechanism import ANALYSES, UNITS, Mechanism
-from accounting.registry import register
+from privfed.accounting._dp_accounting import event_rdp
+from privfed.accounting.mechanism import ANALYSES, UNITS, Mechanism
+from privfed.accounting.registry import register
 
 __all__ = [
     "RandomizedResponse",

@@ -14,7 +14,7 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from accounting.mechanism import Mechanism
+from privfed.accounting.mechanism import Mechanism
 
 __all__ = ["mechanism_class", "mechanism_from_record", "mechanism_kinds", "public_mechanism_from_record", "register"]
 

@@ -29,8 +29,8 @@ from typing import Any
 
 import numpy as np
 
-from accounting.mechanism import Mechanism
-from accounting.registry import mechanism_class, mechanism_kinds
+from privfed.accounting.mechanism import Mechanism
+from privfed.accounting.registry import mechanism_class, mechanism_kinds
 
 __all__ = ["load_mechanisms"]
 
@@ -90,7 +90,7 @@ def load_mechanisms(path: str | Path) -> list[Mechanism]:
 
     Returns
     -------
-    list of Mechanism, in file order (compose them with :func:`accounting.account`).
+    list of Mechanism, in file order (compose them with :func:`privfed.accounting.account`).
 
     Examples
     --------

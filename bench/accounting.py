@@ -27,8 +27,8 @@ sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__)
 
 import numpy as np  # noqa: E402
 
-from accounting import LaplaceNoisyMax, account  # noqa: E402
-from accounting.orders import default_orders  # noqa: E402
+from privfed.accounting import LaplaceNoisyMax, account  # noqa: E402
+from privfed.accounting.orders import default_orders  # noqa: E402
 
 GAMMA, DELTA, VOTES_PER_UNIT, TEACHERS = 0.05, 1e-5, 1, 250
 
@@ -46,7 +46,7 @@ def loop_rdp(votes: np.ndarray, gamma: float, k: int, orders: np.ndarray, analys
     """The same per-query formulas, one query and one order at a time, in plain Python."""
     import dp_accounting
 
-    from accounting._dp_accounting import event_rdp
+    from privfed.accounting._dp_accounting import event_rdp
 
     epsilon = 2 * k * gamma
     histogram = event_rdp(dp_accounting.LaplaceDpEvent(1 / (k * gamma)), orders, count=2) if analysis == "tight" else None

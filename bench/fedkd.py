@@ -31,11 +31,11 @@ sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__)
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
-from accounting import QuantizedLaplaceEnsemble  # noqa: E402
-from pipelines._models import fit_classifier  # noqa: E402
-from pipelines.datasets import federated_split, load_dataset  # noqa: E402
-from pipelines.fedkd import FedKD, party_logits  # noqa: E402
-from pipelines.torch_models import TorchCNN  # noqa: E402
+from privfed.accounting import QuantizedLaplaceEnsemble  # noqa: E402
+from privfed.pipelines._models import fit_classifier  # noqa: E402
+from privfed.pipelines.datasets import federated_split, load_dataset  # noqa: E402
+from privfed.pipelines.fedkd import FedKD, party_logits  # noqa: E402
+from privfed.pipelines.torch_models import TorchCNN  # noqa: E402
 
 DELTA = 1e-5
 GRID = [(None, None)] + [(s, 1.0) for s in (10, 50, 200)] + [(200, g) for g in (0.1, 10.0)]

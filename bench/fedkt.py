@@ -40,9 +40,9 @@ import numpy as np  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from pipelines import federated_split, load_dataset  # noqa: E402
-from pipelines.datasets import reference_class_order  # noqa: E402
-from pipelines.fedkt import CentralizedPATE, FedKT, Solo  # noqa: E402
+from privfed.pipelines import federated_split, load_dataset  # noqa: E402
+from privfed.pipelines.datasets import reference_class_order  # noqa: E402
+from privfed.pipelines.fedkt import CentralizedPATE, FedKT, Solo  # noqa: E402
 
 DELTA = 1e-5
 
@@ -66,7 +66,7 @@ def boosted() -> Any:
 
 
 def mlp() -> Any:
-    from pipelines import TorchMLP
+    from privfed.pipelines import TorchMLP
 
     return TorchMLP(hidden=(100, 100), epochs=10, batch_size=64, lr=1e-3)
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 from importlib import import_module
 from typing import Any
 
-from pipelines._random import spawn_seeds
-from pipelines.datasets import DATASET_NAMES, BenchmarkDataset, FederatedSplit, federated_split, load_dataset, read_idx
-from pipelines.executor import Executor, JoblibExecutor, PartyTask, SerialExecutor, run_party_tasks
-from pipelines.partition import dirichlet_partition, homogeneous_partition, split_indices, teacher_subsets
+from privfed.pipelines._random import spawn_seeds
+from privfed.pipelines.datasets import DATASET_NAMES, BenchmarkDataset, FederatedSplit, federated_split, load_dataset, read_idx
+from privfed.pipelines.executor import Executor, JoblibExecutor, PartyTask, SerialExecutor, run_party_tasks
+from privfed.pipelines.partition import dirichlet_partition, homogeneous_partition, split_indices, teacher_subsets
 
 # Estimators load lazily, so that `import pipelines` imports neither torch nor scikit-learn.
 _LAZY = {
@@ -50,7 +50,7 @@ __all__ = [
 
 def __getattr__(name: str) -> Any:
     if name in _LAZY:
-        return getattr(import_module(f"pipelines.{_LAZY[name]}"), name)
+        return getattr(import_module(f"privfed.pipelines.{_LAZY[name]}"), name)
     raise AttributeError(f"module 'pipelines' has no attribute {name!r}")
 
 

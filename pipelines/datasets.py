@@ -45,9 +45,9 @@ from typing import Any
 
 import numpy as np
 
-from accounting._checks import check_choice, check_int_at_least, check_positive_finite
-from pipelines._random import RandomState, as_generator
-from pipelines.partition import dirichlet_partition, homogeneous_partition
+from privfed.accounting._checks import check_choice, check_int_at_least, check_positive_finite
+from privfed.pipelines._random import RandomState, as_generator
+from privfed.pipelines.partition import dirichlet_partition, homogeneous_partition
 
 __all__ = [
     "DATASET_NAMES",

@@ -7,7 +7,7 @@ is shared, so the same function runs unchanged on one core, on a joblib pool, or
 a cluster engine that implements the one-method :class:`Executor` protocol.
 
 Seeds are derived from one ``random_state`` with
-:meth:`numpy.random.SeedSequence.spawn` (see :func:`pipelines._random.spawn_seeds`):
+:meth:`numpy.random.SeedSequence.spawn` (see :func:`privfed.pipelines._random.spawn_seeds`):
 task ``i`` always gets the same seed, whichever executor runs it and in whatever
 order, so results are identical for ``n_jobs=1`` and ``n_jobs=2``.
 
@@ -28,7 +28,7 @@ from typing import Generic, Protocol, TypeVar, runtime_checkable
 from joblib import Parallel, delayed
 from tqdm.auto import tqdm
 
-from pipelines._random import RandomState, spawn_seeds
+from privfed.pipelines._random import RandomState, spawn_seeds
 
 __all__ = ["Executor", "JoblibExecutor", "PartyTask", "SerialExecutor", "run_party_tasks"]
 

@@ -29,7 +29,7 @@ anyway). Multi-label (``multilabel=True``): one sigmoid logit per label,
 ``log(p / (1 − p))`` of the positive probability with p clipped to [1e-6, 1 − 1e-6];
 no centring.
 
-**Privacy.** The release is :class:`accounting.QuantizedLaplaceEnsemble`: per
+**Privacy.** The release is :class:`privfed.accounting.QuantizedLaplaceEnsemble`: per
 public example the C-vector Σ_k ω_k^c Q(z^{ck}) + Lap(1/γ). Its ε is party-level
 (one party's whole data set replaced) and equally example-level; it covers the
 noisy ensemble and everything computed from it (the server model). It does not
@@ -53,23 +53,23 @@ from scipy.special import expit, softmax
 from sklearn.base import BaseEstimator, ClassifierMixin, clone
 from sklearn.utils.validation import check_is_fitted
 
-from accounting import (
+from privfed.accounting import (
     Ledger,
     QuantizedLaplaceEnsemble,
     class_count_weights,
     quantize_logits,
 )
-from accounting._checks import (
+from privfed.accounting._checks import (
     check_choice,
     check_delta,
     check_int_at_least,
     check_positive_finite,
 )
-from accounting.fingerprint import data_fingerprint
-from pipelines._models import FittedClassifier, fit_classifier, with_seed
-from pipelines._random import as_seed_sequence
-from pipelines.executor import PartyTask, run_party_tasks
-from pipelines.fedkt import check_parties
+from privfed.accounting.fingerprint import data_fingerprint
+from privfed.pipelines._models import FittedClassifier, fit_classifier, with_seed
+from privfed.pipelines._random import as_seed_sequence
+from privfed.pipelines.executor import PartyTask, run_party_tasks
+from privfed.pipelines.fedkt import check_parties
 
 __all__ = ["BandwidthReport", "FedKD", "NoisyLogitEnsemble", "party_logits", "party_message"]
 

@@ -34,15 +34,15 @@ import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.utils.validation import check_is_fitted
 
-from accounting import GaussianNoisyMax, LaplaceNoisyMax, Ledger, account, compose_parallel
-from accounting._checks import check_choice, check_delta, check_int_at_least, check_positive_finite, check_probability
-from accounting.fingerprint import data_fingerprint
-from accounting.noisy_max import VoteMechanism
-from pipelines._models import FittedClassifier, fit_classifier, with_seed
-from pipelines._random import as_seed_sequence
-from pipelines.executor import PartyTask, run_party_tasks
-from pipelines.partition import teacher_subsets
-from pipelines.voting import consistent_votes, noisy_labels, prediction_votes
+from privfed.accounting import GaussianNoisyMax, LaplaceNoisyMax, Ledger, account, compose_parallel
+from privfed.accounting._checks import check_choice, check_delta, check_int_at_least, check_positive_finite, check_probability
+from privfed.accounting.fingerprint import data_fingerprint
+from privfed.accounting.noisy_max import VoteMechanism
+from privfed.pipelines._models import FittedClassifier, fit_classifier, with_seed
+from privfed.pipelines._random import as_seed_sequence
+from privfed.pipelines.executor import PartyTask, run_party_tasks
+from privfed.pipelines.partition import teacher_subsets
+from privfed.pipelines.voting import consistent_votes, noisy_labels, prediction_votes
 
 __all__ = ["CentralizedPATE", "FedKT", "Solo", "check_parties", "check_party_data", "query_count"]
 

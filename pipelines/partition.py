@@ -28,8 +28,8 @@ from typing import Any
 
 import numpy as np
 
-from accounting._checks import check_int_at_least, check_positive_finite
-from pipelines._random import RandomState, as_generator
+from privfed.accounting._checks import check_int_at_least, check_positive_finite
+from privfed.pipelines._random import RandomState, as_generator
 
 __all__ = ["dirichlet_partition", "homogeneous_partition", "split_indices", "teacher_subsets"]
 

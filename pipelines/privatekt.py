@@ -13,7 +13,7 @@ Each round t:
    probability β = (e^{ε/K} − 1)/(e^{ε/K} − 1 + C) (Lemma 1) and otherwise
    replaced by a uniform draw over the C classes. The report is ε-LDP for the client.
 3. **Aggregation.** The server estimates the true label counts without bias
-   (Eq. 3, :func:`accounting.randomized_response_estimate`) and takes their argmax
+   (Eq. 3, :func:`privfed.accounting.randomized_response_estimate`) and takes their argmax
    (which equals the plurality of the noisy reports: the estimator is an
    increasing affine map of the counts), as the authors' code does.
 4. **Knowledge buffer.** The K (example, label) pairs join a FIFO buffer of the
@@ -58,7 +58,7 @@ from scipy.special import softmax
 from sklearn.base import BaseEstimator, ClassifierMixin, clone
 from sklearn.utils.validation import check_is_fitted
 
-from accounting import (
+from privfed.accounting import (
     Ledger,
     RandomizedResponse,
     account,
@@ -66,18 +66,18 @@ from accounting import (
     randomized_response_estimate,
     randomized_response_keep_probability,
 )
-from accounting._checks import (
+from privfed.accounting._checks import (
     check_delta,
     check_int_at_least,
     check_positive_finite,
     check_probability,
 )
-from accounting.fingerprint import data_fingerprint
-from pipelines._models import FittedClassifier, fit_classifier
-from pipelines._random import as_seed_sequence
-from pipelines.executor import PartyTask, run_party_tasks
-from pipelines.fedkt import check_parties
-from pipelines.voting import break_ties_at_random
+from privfed.accounting.fingerprint import data_fingerprint
+from privfed.pipelines._models import FittedClassifier, fit_classifier
+from privfed.pipelines._random import as_seed_sequence
+from privfed.pipelines.executor import PartyTask, run_party_tasks
+from privfed.pipelines.fedkt import check_parties
+from privfed.pipelines.voting import break_ties_at_random
 
 __all__ = ["KnowledgeBuffer", "PrivateKT", "importance_sample", "perturb_labels", "predictive_entropy"]
 

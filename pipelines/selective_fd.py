@@ -70,15 +70,15 @@ import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin, clone
 from sklearn.utils.validation import check_is_fitted
 
-from accounting import GaussianNoisyMax, Ledger, RandomizedResponse, randomized_response_estimate
-from accounting._checks import check_choice, check_delta, check_int_at_least, check_positive_finite, check_probability
-from accounting.fingerprint import data_fingerprint
-from pipelines._models import fit_classifier, with_seed
-from pipelines._random import as_seed_sequence
-from pipelines.executor import JoblibExecutor, PartyTask, run_party_tasks
-from pipelines.fedkt import check_parties, check_party_data
-from pipelines.kulsif import DensityRatioSelector
-from pipelines.voting import break_ties_at_random
+from privfed.accounting import GaussianNoisyMax, Ledger, RandomizedResponse, randomized_response_estimate
+from privfed.accounting._checks import check_choice, check_delta, check_int_at_least, check_positive_finite, check_probability
+from privfed.accounting.fingerprint import data_fingerprint
+from privfed.pipelines._models import fit_classifier, with_seed
+from privfed.pipelines._random import as_seed_sequence
+from privfed.pipelines.executor import JoblibExecutor, PartyTask, run_party_tasks
+from privfed.pipelines.fedkt import check_parties, check_party_data
+from privfed.pipelines.kulsif import DensityRatioSelector
+from privfed.pipelines.voting import break_ties_at_random
 
 __all__ = [
     "FedMD",
@@ -716,7 +716,7 @@ class SelectiveFD(_FederatedDistillation):
 
 def _validate_selector(selector: DensityRatioSelector) -> None:
     """Check the selector's settings before any work (the selector itself validates again in fit)."""
-    from pipelines.kulsif import KuLSIF
+    from privfed.pipelines.kulsif import KuLSIF
 
     check_probability("validation_fraction", selector.validation_fraction)
     if selector.feature_map is not None and not callable(selector.feature_map):

@@ -36,7 +36,7 @@ from sklearn.utils.validation import check_array, check_is_fitted, check_X_y, va
 from torch import nn
 from torch.nn import functional
 
-from accounting._checks import check_choice, check_int_at_least, check_positive_finite, check_probability
+from privfed.accounting._checks import check_choice, check_int_at_least, check_positive_finite, check_probability
 
 __all__ = ["TorchCNN", "TorchClassifier", "TorchMLP"]
 

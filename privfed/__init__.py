@@ -3,9 +3,18 @@
 The public face of the project: everything a user needs is importable from here.
 """
 
+from pathlib import Path
 from typing import Any
 
-from accounting import (
+# In a source checkout the layers live beside this folder (accounting/, pipelines/, reports/ at the
+# repository root, as the design keeps them); an installed distribution maps them under privfed/
+# (pyproject.toml's package-dir). Searching the checkout's root for submodules makes `privfed.accounting`
+# resolve to the checkout being run, not to whichever checkout was installed in editable mode.
+_CHECKOUT_ROOT = Path(__file__).resolve().parent.parent
+if (_CHECKOUT_ROOT / "pyproject.toml").is_file() and (_CHECKOUT_ROOT / "accounting" / "__init__.py").is_file():
+    __path__.append(str(_CHECKOUT_ROOT))
+
+from privfed.accounting import (  # noqa: E402
     DPSGD,
     BudgetExceededError,
     GaussianNoisyMax,
@@ -71,7 +80,7 @@ _FROM_PIPELINES = (
 
 def __getattr__(name: str) -> Any:
     if name in _FROM_PIPELINES:
-        import pipelines
+        from privfed import pipelines
 
         return getattr(pipelines, name)
     raise AttributeError(f"module 'privfed' has no attribute {name!r}")

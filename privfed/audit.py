@@ -34,15 +34,15 @@ from typing import Any
 
 import numpy as np
 
-from accounting._checks import check_delta
-from accounting.account import account
-from accounting.conversion import rdp_to_epsilon
-from accounting.fingerprint import commit_evidence, file_sha256
-from accounting.ledger import Ledger, LedgerFormatError, LedgerIntegrityError
-from accounting.ledger_entry import UnitAnalysis, analyse_mechanism
-from accounting.mechanism import UNITS, Mechanism
-from accounting.registry import mechanism_from_record, public_mechanism_from_record
-from accounting.report import PrivacyReport, round_up
+from privfed.accounting._checks import check_delta
+from privfed.accounting.account import account
+from privfed.accounting.conversion import rdp_to_epsilon
+from privfed.accounting.fingerprint import commit_evidence, file_sha256
+from privfed.accounting.ledger import Ledger, LedgerFormatError, LedgerIntegrityError
+from privfed.accounting.ledger_entry import UnitAnalysis, analyse_mechanism
+from privfed.accounting.mechanism import UNITS, Mechanism
+from privfed.accounting.registry import mechanism_from_record, public_mechanism_from_record
+from privfed.accounting.report import PrivacyReport, round_up
 from privfed.audit_hygiene import SETTINGS, Release, Statement, hygiene_checks
 from privfed.audit_report import AuditInputError, AuditReport, Check
 from privfed.bundle import EVIDENCE_FILE, LEDGER_FILE, SKOPS_TRUSTED_TYPES, BundleError, load_bundle

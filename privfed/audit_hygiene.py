@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from accounting.report import PrivacyReport, round_up
+from privfed.accounting.report import PrivacyReport, round_up
 from privfed.audit_report import Check
 
 __all__ = ["LARGE_EPSILON", "LARGE_PUBLIC_SET", "Release", "Statement", "hygiene_checks"]

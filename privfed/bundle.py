@@ -28,8 +28,8 @@ from typing import Any
 
 import numpy as np
 
-from accounting.fingerprint import file_sha256
-from accounting.ledger import Ledger, LedgerIntegrityError
+from privfed.accounting.fingerprint import file_sha256
+from privfed.accounting.ledger import Ledger, LedgerIntegrityError
 from privfed.model_card import render_model_card
 
 __all__ = [
@@ -58,7 +58,9 @@ SKOPS_TRUSTED_TYPES: tuple[str, ...] = (
 #: xgboost classes a bundle may name; each is rebuilt empty, then filled by ``load_model``.
 _XGBOOST_CLASSES = ("Booster", "XGBClassifier", "XGBRegressor", "XGBRanker", "XGBRFClassifier", "XGBRFRegressor")
 #: Packages whose safe-state classes load_bundle may import by the name recorded in a bundle.
-_TRUSTED_PACKAGES = ("pipelines", "privfed")
+_TRUSTED_PACKAGES = ("privfed",)
+#: Bundles written before privfed became one import package name ``pipelines.…`` classes.
+_LEGACY_PREFIX = "pipelines."
 #: The files each model family is stored in; load_bundle reads only these, after checking their sha256.
 _FAMILY_FILES = {
     "xgboost": ("model.ubj",),
@@ -98,7 +100,7 @@ def _model_family(model: Any) -> str:
         return "sklearn"
     raise TypeError(
         f"model must be an xgboost model, a scikit-learn estimator, a torch.nn.Module or an object with "
-        f"get_safe_state()/from_safe_state() (e.g. pipelines.TorchClassifier); got {type(model).__name__}"
+        f"get_safe_state()/from_safe_state() (e.g. privfed.TorchClassifier); got {type(model).__name__}"
     )
 
 
@@ -166,6 +168,8 @@ def _safe_state_class(recorded: str, model_class: type | None) -> type:
         if model_class.__qualname__ != recorded.rsplit(".", 1)[-1]:
             raise BundleError(f"model_class is {_qualified_name(model_class)} but the bundle was saved from {recorded}")
         return model_class
+    if recorded.startswith(_LEGACY_PREFIX):
+        recorded = "privfed." + recorded
     module_name, _, class_name = recorded.rpartition(".")
     if module_name.split(".")[0] not in _TRUSTED_PACKAGES:
         raise BundleError(

@@ -3,7 +3,7 @@
 ``privfed account VOTES.npy --gamma G [--votes-per-unit K] [--unit U] --delta D [--analysis A] [--json]``
 accounts a Laplace noisy-max release from a vote matrix saved with ``numpy.save``;
 ``privfed account PIPELINE.toml --delta D`` (or ``.json``) accounts the mechanisms a
-file lists, composed in order (see :mod:`accounting.spec`).
+file lists, composed in order (see :mod:`privfed.accounting.spec`).
 accounts a Laplace noisy-max release from a vote matrix saved with ``numpy.save``.
 ``privfed report CONFIG.toml --out DIR`` runs an ε-versus-accuracy sweep and renders it
 (:mod:`privfed.report_command`).
@@ -22,8 +22,8 @@ from pathlib import Path
 
 import numpy as np
 
-import accounting
-import accounting.report
+from privfed import accounting
+import privfed.accounting.report
 from privfed.audit_command import add_audit_command
 from privfed.demo import add_demo_command
 from privfed.report_command import add_report_command

@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from accounting.report import round_up
+from privfed.accounting.report import round_up
 
 __all__ = ["add_demo_command", "run_demo"]
 
@@ -26,8 +26,8 @@ def run_demo(out: Path, *, gamma: float = 0.5, query_fraction: float = 0.2, seed
     from sklearn.ensemble import RandomForestClassifier
     from sklearn.tree import DecisionTreeClassifier
 
-    from pipelines import federated_split
-    from pipelines.fedkt import FedKT, Solo
+    from privfed.pipelines import federated_split
+    from privfed.pipelines.fedkt import FedKT, Solo
     from privfed.bundle import save_bundle
 
     X, y = load_digits(return_X_y=True)

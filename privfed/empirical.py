@@ -38,7 +38,7 @@ from typing import Any
 import numpy as np
 from scipy import optimize, stats
 
-from accounting._checks import check_int_at_least, check_probability
+from privfed.accounting._checks import check_int_at_least, check_probability
 
 __all__ = [
     "MembershipBound",

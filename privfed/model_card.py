@@ -8,9 +8,9 @@ It is documentation, not evidence: verification always goes through ``ledger.jso
 
 from __future__ import annotations
 
-from accounting.ledger import Ledger
-from accounting.mechanism import relation_for_unit
-from accounting.report import round_up
+from privfed.accounting.ledger import Ledger
+from privfed.accounting.mechanism import relation_for_unit
+from privfed.accounting.report import round_up
 
 __all__ = ["render_model_card"]
 

@@ -61,13 +61,13 @@ def _report_command(args: argparse.Namespace) -> int:
         results = Path(args.render)
         if not results.is_file():
             raise ValueError(f"--render: results file {str(results)!r} does not exist")
-        from reports.render import render_report
+        from privfed.reports.render import render_report
 
         files = render_report(results, out)
     else:
-        from reports.config import load_config
-        from reports.render import render_report
-        from reports.sweep import RESULTS_FILE, run_sweep, save_ledger
+        from privfed.reports.config import load_config
+        from privfed.reports.render import render_report
+        from privfed.reports.sweep import RESULTS_FILE, run_sweep, save_ledger
 
         config = load_config(args.config, data_folder=args.data_folder)
         save = save_final_model_bundle if args.save == "bundle" else save_ledger

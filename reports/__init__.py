@@ -1,8 +1,8 @@
 """Epsilon-versus-accuracy sweeps and reports (needs the ``reports`` extra: pandas, matplotlib).
 
-* :func:`load_config` / :func:`parse_config` — TOML sweep configurations (:mod:`reports.config`);
-* :func:`run_sweep` — run or resume a sweep, one row per run in ``results.csv`` (:mod:`reports.sweep`);
-* :func:`render_report` — the ε-versus-accuracy plot, Markdown and self-contained HTML (:mod:`reports.render`).
+* :func:`load_config` / :func:`parse_config` — TOML sweep configurations (:mod:`privfed.reports.config`);
+* :func:`run_sweep` — run or resume a sweep, one row per run in ``results.csv`` (:mod:`privfed.reports.sweep`);
+* :func:`render_report` — the ε-versus-accuracy plot, Markdown and self-contained HTML (:mod:`privfed.reports.render`).
 
 See ``docs/reports.md``. pandas and matplotlib load on first use of the sweep or the renderer.
 """
@@ -12,7 +12,7 @@ from __future__ import annotations
 from importlib import import_module
 from typing import Any
 
-from reports.config import ConfigError, SweepConfig, load_config, parse_config
+from privfed.reports.config import ConfigError, SweepConfig, load_config, parse_config
 
 _LAZY = {
     "BASE_COLUMNS": "sweep",
@@ -30,7 +30,7 @@ __all__ = ["ConfigError", "SweepConfig", "load_config", "parse_config", *_LAZY]
 
 def __getattr__(name: str) -> Any:
     if name in _LAZY:
-        return getattr(import_module(f"reports.{_LAZY[name]}"), name)
+        return getattr(import_module(f"privfed.reports.{_LAZY[name]}"), name)
     raise AttributeError(f"module 'reports' has no attribute {name!r}")
 
 

@@ -1,6 +1,6 @@
 """Sweep configurations: TOML files parsed with :mod:`tomllib` and validated before any work.
 
-A configuration names a pipeline (an estimator of :mod:`pipelines` with
+A configuration names a pipeline (an estimator of :mod:`privfed.pipelines` with
 ``fit(parties, public)``, ``score`` and ``ledger_``), its models, a data set,
 how the data set is split among parties, a grid of parameters, optional named
 settings, an optional non-private reference, and seeds. ``docs/reports.md``
@@ -40,8 +40,8 @@ __all__ = [
 #: scikit-learn's bundled data sets a sweep may use (``[data] sklearn = "load_digits"``).
 BUNDLED_DATASETS: tuple[str, ...] = ("load_breast_cancer", "load_digits", "load_iris", "load_wine")
 #: Top-level packages a model class may come from (``class = "sklearn.tree.DecisionTreeClassifier"``).
-MODEL_PACKAGES: tuple[str, ...] = ("sklearn", "xgboost", "pipelines")
-#: Parameters of :func:`pipelines.federated_split`, sweepable like estimator parameters.
+MODEL_PACKAGES: tuple[str, ...] = ("sklearn", "xgboost", "privfed")
+#: Parameters of :func:`privfed.pipelines.federated_split`, sweepable like estimator parameters.
 SPLIT_KEYS: tuple[str, ...] = ("n_parties", "beta", "public_size", "test_size", "protocol", "min_size")
 #: Estimator parameters the sweep sets itself.
 _RESERVED = ("random_state", "progress")
@@ -83,9 +83,9 @@ class DataSpec:
     sklearn : str or None
         A name in :data:`BUNDLED_DATASETS`.
     name : str or None
-        A benchmark name for :func:`pipelines.load_dataset` (``"a9a"``, ``"mnist"``, ...).
+        A benchmark name for :func:`privfed.pipelines.load_dataset` (``"a9a"``, ``"mnist"``, ...).
     folder : Path or None
-        The folder :func:`pipelines.load_dataset` reads ``name`` from (relative paths in a
+        The folder :func:`privfed.pipelines.load_dataset` reads ``name`` from (relative paths in a
         file are resolved against the file's folder).
     """
 
@@ -127,14 +127,14 @@ class SweepConfig:
     ----------
     name, description : str
     estimator : str
-        Name of the estimator class in :mod:`pipelines` (``"FedKT"``).
+        Name of the estimator class in :mod:`privfed.pipelines` (``"FedKT"``).
     params : mapping
         Fixed estimator parameters (``[pipeline.params]``).
     models : mapping of str to ModelSpec
         Estimator parameters that are models (``[pipeline.models.<param>]``).
     data : DataSpec
     split : mapping
-        Fixed :func:`pipelines.federated_split` parameters (``[split]``).
+        Fixed :func:`privfed.pipelines.federated_split` parameters (``[split]``).
     grid : mapping of str to tuple
         Axis name → values; every combination is run (``[grid]``).
     settings : tuple of Setting
@@ -167,7 +167,7 @@ class SweepConfig:
     source_text: str = ""
 
     def estimator_class(self) -> type:
-        """The estimator class, looked up in :mod:`pipelines`."""
+        """The estimator class, looked up in :mod:`privfed.pipelines`."""
         return estimator_class(self.estimator)
 
     def estimator_defaults(self) -> dict[str, Any]:
@@ -414,7 +414,7 @@ def _import_class(class_path: str, where: str) -> type:
 
 def estimator_class(name: str) -> type:
     """The class ``pipelines.<name>`` (an estimator with ``fit`` and ``score``)."""
-    import pipelines
+    from privfed import pipelines
 
     cls = getattr(pipelines, name, None)
     if not isinstance(cls, type) or not (callable(getattr(cls, "fit", None)) and callable(getattr(cls, "score", None))):

@@ -1,6 +1,6 @@
 """Rendering a sweep's results: the ε-versus-accuracy plot, the papers' table, the sources of every ε.
 
-:func:`render_report` turns a results table (:func:`reports.sweep.run_sweep`'s
+:func:`render_report` turns a results table (:func:`privfed.reports.sweep.run_sweep`'s
 DataFrame, or its ``results.csv``) into
 
 * ``epsilon_accuracy.png`` and ``.svg``: accuracy against ε, one panel per protected
@@ -14,7 +14,7 @@ DataFrame, or its ``results.csv``) into
   the table in the papers' shape, where every ε comes from (mechanism, unit,
   analysis, data dependence), failed runs, the environment and the exact configuration.
 
-Printed ε are rounded up (:func:`accounting.report.round_up`), never down.
+Printed ε are rounded up (:func:`privfed.accounting.report.round_up`), never down.
 """
 
 from __future__ import annotations
@@ -31,9 +31,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from accounting.mechanism import UNITS
-from accounting.report import round_up
-from reports.sweep import SWEEP_FILE, load_results
+from privfed.accounting.mechanism import UNITS
+from privfed.accounting.report import round_up
+from privfed.reports.sweep import SWEEP_FILE, load_results
 
 __all__ = ["PLOT_NAME", "ReportFiles", "plot_epsilon_accuracy", "render_report", "summarize"]
 
@@ -331,7 +331,7 @@ def render_report(
     Parameters
     ----------
     results : DataFrame or path
-        A results table of :func:`reports.sweep.run_sweep`, or the path of its CSV (whose
+        A results table of :func:`privfed.reports.sweep.run_sweep`, or the path of its CSV (whose
         ``sweep.json`` beside it supplies the configuration and environment when present).
     out_dir : str or Path
     title : str, optional

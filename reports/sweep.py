@@ -42,12 +42,12 @@ import numpy as np
 import pandas as pd
 from tqdm.auto import tqdm
 
-from accounting.fingerprint import data_fingerprint
-from accounting.ledger import Ledger, software_versions
-from accounting.mechanism import UNITS
-from pipelines.datasets import federated_split, load_dataset
-from pipelines.executor import JoblibExecutor, SerialExecutor
-from reports.config import (
+from privfed.accounting.fingerprint import data_fingerprint
+from privfed.accounting.ledger import Ledger, software_versions
+from privfed.accounting.mechanism import UNITS
+from privfed.pipelines.datasets import federated_split, load_dataset
+from privfed.pipelines.executor import JoblibExecutor, SerialExecutor
+from privfed.reports.config import (
     SPLIT_KEYS,
     ConfigError,
     DataSpec,
@@ -152,7 +152,7 @@ class SweepPoint:
     estimator_params : mapping
         Every estimator parameter (models as ``{"class", "params"}`` specifications).
     split_params : mapping
-        :func:`pipelines.federated_split` keyword arguments.
+        :func:`privfed.pipelines.federated_split` keyword arguments.
     reference_key : str
     """
 
@@ -507,7 +507,7 @@ def run_sweep(
         write the model's ledger as ``directory / "ledger.json"``. Must be picklable (a module-level
         function) when ``n_jobs`` != 1.
     n_jobs : int, optional
-        Runs in parallel (default: ``config.n_jobs``), through :class:`pipelines.JoblibExecutor`.
+        Runs in parallel (default: ``config.n_jobs``), through :class:`privfed.pipelines.JoblibExecutor`.
     progress : bool, default=True
         Show a progress bar over the runs.
 

@@ -51,7 +51,7 @@ def digits_federation(n_parties: int) -> tuple[list, Any, tuple[Any, Any]]:
     import numpy as np
     from sklearn.datasets import load_digits
 
-    from pipelines import dirichlet_partition
+    from privfed.pipelines import dirichlet_partition
 
     X, y = load_digits(return_X_y=True)
     X = X / 16.0

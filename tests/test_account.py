@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 
 import privfed
-from accounting import CLASSIC_ORDERS, TIGHT_ORDERS, LaplaceNoisyMax, account, compose_parallel
-from accounting.registry import mechanism_from_record
-from accounting.report import round_up
+from privfed.accounting import CLASSIC_ORDERS, TIGHT_ORDERS, LaplaceNoisyMax, account, compose_parallel
+from privfed.accounting.registry import mechanism_from_record
+from privfed.accounting.report import round_up
 
 VOTES = np.array([[40, 5, 5], [20, 18, 12], [30, 30, 0], [49, 1, 0]])
 
@@ -160,7 +160,7 @@ def test_float_votes_with_integral_values_are_accepted() -> None:
 
 
 def test_noisy_max_repr_never_prints_the_votes() -> None:
-    from accounting import GaussianNoisyMax
+    from privfed.accounting import GaussianNoisyMax
 
     for mechanism in (LaplaceNoisyMax(VOTES, 0.1), GaussianNoisyMax(VOTES, 3.0)):
         text = repr(mechanism)

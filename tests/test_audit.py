@@ -13,10 +13,10 @@ from sklearn.datasets import make_classification
 from sklearn.tree import DecisionTreeClassifier
 
 import privfed
-from accounting import LaplaceNoisyMax, Ledger, RandomizedResponse
-from accounting.fingerprint import file_sha256
-from accounting.ledger_entry import GENESIS_SHA256, LedgerEntry
-from pipelines.fedkt import FedKT
+from privfed.accounting import LaplaceNoisyMax, Ledger, RandomizedResponse
+from privfed.accounting.fingerprint import file_sha256
+from privfed.accounting.ledger_entry import GENESIS_SHA256, LedgerEntry
+from privfed.pipelines.fedkt import FedKT
 from privfed import AuditInputError, audit, save_bundle
 from privfed.cli import main
 

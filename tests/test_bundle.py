@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 import privfed
-from accounting import LaplaceNoisyMax, Ledger, LedgerIntegrityError
-from accounting.fingerprint import file_sha256
+from privfed.accounting import LaplaceNoisyMax, Ledger, LedgerIntegrityError
+from privfed.accounting.fingerprint import file_sha256
 from privfed import BundleError, BundleIntegrityError, load_bundle, save_bundle
 
 torch = pytest.importorskip("torch")

@@ -10,8 +10,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import accounting.report
-from accounting import LaplaceNoisyMax, account
+import privfed.accounting.report
+from privfed import accounting
+from privfed.accounting import LaplaceNoisyMax, account
 from privfed.cli import main
 
 EXAMPLE_VOTES = Path(__file__).resolve().parents[1] / "examples" / "votes.npy"
@@ -79,7 +80,7 @@ def test_mechanism_file_is_accounted_like_the_python_api(tmp_path: Path, capsys:
     )
     assert main(["account", str(tmp_path / "pipeline.toml"), "--delta", "1e-5", "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
-    from accounting import DPSGD
+    from privfed.accounting import DPSGD
 
     expected = account([DPSGD(1.0, 0.02, 300), LaplaceNoisyMax(np.load(tmp_path / "votes.npy"), 0.1)], delta=1e-5)
     assert data["epsilon"] == expected.epsilon

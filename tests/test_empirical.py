@@ -9,7 +9,7 @@ import pytest
 from sklearn.datasets import make_classification
 from sklearn.tree import DecisionTreeClassifier
 
-from pipelines.fedkt import FedKT
+from privfed.pipelines.fedkt import FedKT
 from privfed.empirical import (
     clopper_pearson,
     insert_canaries,

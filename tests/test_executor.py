@@ -7,8 +7,8 @@ import time
 import numpy as np
 import pytest
 
-from pipelines._random import spawn_seeds
-from pipelines.executor import Executor, JoblibExecutor, PartyTask, SerialExecutor, run_party_tasks
+from privfed.pipelines._random import spawn_seeds
+from privfed.pipelines.executor import Executor, JoblibExecutor, PartyTask, SerialExecutor, run_party_tasks
 
 
 def fit_bagged_least_squares(task: PartyTask) -> np.ndarray:

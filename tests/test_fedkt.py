@@ -11,10 +11,10 @@ from sklearn.ensemble import RandomForestClassifier
 from sklearn.tree import DecisionTreeClassifier
 
 import privfed
-from accounting import LaplaceNoisyMax, Ledger, account, compose_parallel
-from pipelines import dirichlet_partition
-from pipelines.fedkt import CentralizedPATE, FedKT, Solo, query_count
-from pipelines.voting import break_ties_at_random, consistent_votes, noisy_labels, prediction_votes
+from privfed.accounting import LaplaceNoisyMax, Ledger, account, compose_parallel
+from privfed.pipelines import dirichlet_partition
+from privfed.pipelines.fedkt import CentralizedPATE, FedKT, Solo, query_count
+from privfed.pipelines.voting import break_ties_at_random, consistent_votes, noisy_labels, prediction_votes
 
 
 @pytest.fixture(scope="module")
@@ -223,7 +223,7 @@ def test_xgboost_students_and_final_model(digits) -> None:
 def test_torch_mlp_everywhere(tmp_path) -> None:
     import torch
 
-    from pipelines import TorchMLP
+    from privfed.pipelines import TorchMLP
 
     X, y = load_digits(return_X_y=True)
     X = X / 16.0
@@ -271,7 +271,7 @@ def test_l2_budget_binds_the_example_level_only(digits) -> None:
 
 @pytest.mark.parametrize("privacy", ["L1", "L2"])
 def test_gaussian_aggregator_is_accounted_with_gnmax(digits, privacy) -> None:
-    from accounting import GaussianNoisyMax
+    from privfed.accounting import GaussianNoisyMax
 
     parties, public, (X_test, y_test) = digits
     model = FedKT(tree(), n_partitions=1, n_teachers=3, privacy=privacy, aggregator="gaussian", sigma=0.5,

@@ -7,7 +7,7 @@ import pytest
 from scipy import stats
 from threadpoolctl import threadpool_limits
 
-from pipelines.kulsif import DensityRatioSelector, KuLSIF, gaussian_kernel_sums, median_distance
+from privfed.pipelines.kulsif import DensityRatioSelector, KuLSIF, gaussian_kernel_sums, median_distance
 
 
 @pytest.fixture(autouse=True, scope="module")

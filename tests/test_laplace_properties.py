@@ -7,7 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
-from accounting import LaplaceNoisyMax, account
+from privfed.accounting import LaplaceNoisyMax, account
 
 DELTA = 1e-5
 

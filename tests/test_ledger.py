@@ -9,11 +9,11 @@ import warnings
 import numpy as np
 import pytest
 
-import accounting
-from accounting import BudgetExceededError, LaplaceNoisyMax, Ledger, LedgerFormatError, LedgerIntegrityError
-from accounting.fingerprint import data_fingerprint
-from accounting.ledger_entry import GENESIS_SHA256, Curve, LedgerEntry
-from accounting.orders import TIGHT_ORDERS
+from privfed import accounting
+from privfed.accounting import BudgetExceededError, LaplaceNoisyMax, Ledger, LedgerFormatError, LedgerIntegrityError
+from privfed.accounting.fingerprint import data_fingerprint
+from privfed.accounting.ledger_entry import GENESIS_SHA256, Curve, LedgerEntry
+from privfed.accounting.orders import TIGHT_ORDERS
 
 DELTA = 1e-5
 
@@ -321,14 +321,14 @@ def test_budget_applies_to_every_unit_of_a_release():
 
 
 def rdp_to_epsilon_of(report):
-    from accounting.conversion import tight_epsilon
+    from privfed.accounting.conversion import tight_epsilon
 
     return tight_epsilon(report.orders, report.rdp, report.delta)[0]
 
 
 def test_ledger_totals_equal_account_for_pld_accounted_mechanisms():
     """Data-independent releases are rebuilt from their parameters: the ledger reports account()'s PLD bound."""
-    from accounting import DPSGD, RandomizedResponse, account
+    from privfed.accounting import DPSGD, RandomizedResponse, account
 
     mechanisms = [DPSGD(1.1, 0.01, 500), RandomizedResponse(10, epsilon=1.0, reports=5, unit="example")]
     ledger = Ledger(delta=1e-5, primary_unit="example")

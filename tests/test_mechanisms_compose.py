@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 
 import privfed
-from accounting._dp_accounting import event_pld_epsilon
-from accounting.conversion import tight_epsilon
-from accounting.mechanism import Mechanism
+from privfed.accounting._dp_accounting import event_pld_epsilon
+from privfed.accounting.conversion import tight_epsilon
+from privfed.accounting.mechanism import Mechanism
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 

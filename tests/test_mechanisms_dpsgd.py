@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 import privfed
-from accounting._dp_accounting import event_pld_epsilon
-from accounting.conversion import classic_epsilon, tight_epsilon
+from privfed.accounting._dp_accounting import event_pld_epsilon
+from privfed.accounting.conversion import classic_epsilon, tight_epsilon
 
 opacus_rdp = pytest.importorskip("opacus.accountants.analysis.rdp")
 

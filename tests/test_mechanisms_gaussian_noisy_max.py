@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 import privfed
-from accounting.conversion import classic_epsilon, tight_epsilon
+from privfed.accounting.conversion import classic_epsilon, tight_epsilon
 from tests.conftest import load_oracle, requires_oracles
 
 
@@ -75,7 +75,7 @@ def test_dp_event_is_the_gaussian_histogram():
     mechanism = privfed.GaussianNoisyMax(np.array([[9, 1], [4, 6]]), 3.0, 2)
     event = mechanism.dp_event()
     assert event.count == 2 and event.event.noise_multiplier == pytest.approx(3.0 / (np.sqrt(2) * 2))
-    from accounting._dp_accounting import event_rdp
+    from privfed.accounting._dp_accounting import event_rdp
 
     orders = np.array([2.0, 7.0])
     np.testing.assert_allclose(event_rdp(event, orders), mechanism.rdp_data_independent(orders), rtol=1e-12)
@@ -103,7 +103,7 @@ def test_bad_arguments_are_refused(votes, sigma, k, error, match):
 
 
 def test_rebuild_needs_the_votes():
-    from accounting.registry import mechanism_from_record
+    from privfed.accounting.registry import mechanism_from_record
 
     mechanism = privfed.GaussianNoisyMax(np.array([[3, 1]]), 2.0)
     record = {"kind": mechanism.kind, "unit": mechanism.unit, "parameters": mechanism.parameters()}

@@ -11,8 +11,8 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 import privfed
-from accounting._dp_accounting import event_pld_epsilon
-from accounting.conversion import tight_epsilon
+from privfed.accounting._dp_accounting import event_pld_epsilon
+from privfed.accounting.conversion import tight_epsilon
 from tests.conftest import load_oracle, requires_oracles
 
 

@@ -11,8 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import privfed
-from accounting._dp_accounting import event_pld_epsilon, pld_interval
-from accounting.conversion import classic_epsilon, tight_epsilon
+from privfed.accounting._dp_accounting import event_pld_epsilon, pld_interval
+from privfed.accounting.conversion import classic_epsilon, tight_epsilon
 from tests.conftest import load_oracle, requires_oracles
 
 
@@ -170,7 +170,7 @@ def test_bad_num_classes_and_counts_are_refused():
 
 
 def test_rebuilds_from_its_record():
-    from accounting.registry import mechanism_from_record
+    from privfed.accounting.registry import mechanism_from_record
 
     mechanism = privfed.RandomizedResponse(10, epsilon=2.0, labels_per_report=5, reports=3, unit="example")
     rebuilt = mechanism_from_record(mechanism.describe() | {"parameters": mechanism.parameters()})

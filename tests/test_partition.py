@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pipelines.partition import dirichlet_partition, homogeneous_partition, split_indices, teacher_subsets
+from privfed.pipelines.partition import dirichlet_partition, homogeneous_partition, split_indices, teacher_subsets
 
 
 def assert_exact_cover(parts: list[np.ndarray], n: int) -> None:
@@ -193,7 +193,7 @@ def test_class_order_decides_which_class_meets_the_size_cap():
 
 
 def test_reference_protocol_deals_the_first_rows_label_last():
-    from pipelines.datasets import federated_split, reference_class_order
+    from privfed.pipelines.datasets import federated_split, reference_class_order
 
     rng = np.random.default_rng(0)
     y = (rng.random(2000) < 0.25).astype(int)

@@ -15,7 +15,7 @@ from sklearn.tree import DecisionTreeClassifier
 torch = pytest.importorskip("torch")
 
 import privfed  # noqa: E402
-from accounting import (  # noqa: E402
+from privfed.accounting import (  # noqa: E402
     RandomizedResponse,
     account,
     compose_parallel,
@@ -23,14 +23,14 @@ from accounting import (  # noqa: E402
     randomized_response_keep_probability,
     randomized_response_variance,
 )
-from pipelines.privatekt import (  # noqa: E402
+from privfed.pipelines.privatekt import (  # noqa: E402
     KnowledgeBuffer,
     PrivateKT,
     importance_sample,
     perturb_labels,
     predictive_entropy,
 )
-from pipelines.torch_models import TorchMLP  # noqa: E402
+from privfed.pipelines.torch_models import TorchMLP  # noqa: E402
 from tests.conftest import digits_federation  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")

@@ -16,14 +16,14 @@ import pytest
 pd = pytest.importorskip("pandas")
 pytest.importorskip("matplotlib")
 
-import reports.sweep as sweep_module
-from accounting import Ledger
-from accounting.report import round_up
+import privfed.reports.sweep as sweep_module
+from privfed.accounting import Ledger
+from privfed.accounting.report import round_up
 from privfed import load_bundle
 from privfed.cli import main
-from reports.config import ConfigError, parse_config
-from reports.render import plot_epsilon_accuracy, render_report, summarize
-from reports.sweep import (
+from privfed.reports.config import ConfigError, parse_config
+from privfed.reports.render import plot_epsilon_accuracy, render_report, summarize
+from privfed.reports.sweep import (
     RESULTS_FILE,
     load_results,
     result_columns,

@@ -19,7 +19,7 @@ from sklearn.model_selection import train_test_split  # noqa: E402
 from sklearn.utils.estimator_checks import parametrize_with_checks  # noqa: E402
 from torch import nn  # noqa: E402
 
-from pipelines.torch_models import TorchClassifier, TorchCNN, TorchMLP  # noqa: E402
+from privfed.pipelines.torch_models import TorchClassifier, TorchCNN, TorchMLP  # noqa: E402
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
@@ -59,12 +59,12 @@ def test_sklearn_estimator_checks(estimator, check):
 
 # --------------------------------------------------------------------------- basics
 def test_import_pipelines_does_not_import_torch():
-    code = "import sys, pipelines; assert 'torch' not in sys.modules, 'pipelines imported torch'"
+    code = "import sys, privfed.pipelines; assert 'torch' not in sys.modules, 'privfed.pipelines imported torch'"
     subprocess.run([sys.executable, "-c", code], cwd=REPO_ROOT, check=True)
 
 
 def test_pipelines_exposes_the_torch_models_lazily():
-    import pipelines
+    from privfed import pipelines
 
     assert (pipelines.TorchClassifier, pipelines.TorchMLP, pipelines.TorchCNN) == (TorchClassifier, TorchMLP, TorchCNN)
     assert {"TorchClassifier", "TorchMLP", "TorchCNN"} <= set(dir(pipelines))

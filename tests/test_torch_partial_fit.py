@@ -13,7 +13,7 @@ from scipy.special import softmax  # noqa: E402
 from sklearn.datasets import load_digits  # noqa: E402
 from sklearn.model_selection import train_test_split  # noqa: E402
 
-from pipelines.torch_models import TorchCNN, TorchMLP  # noqa: E402
+from privfed.pipelines.torch_models import TorchCNN, TorchMLP  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 

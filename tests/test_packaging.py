@@ -1,0 +1,70 @@
+"""The distribution is one import package: privfed, with its layers and examples inside it."""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+LAYERS = {"accounting": 0, "pipelines": 1, "reports": 2, "privfed": 3}
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("wheel")
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(out), str(REPO_ROOT)],
+        check=True, capture_output=True,
+    )
+    (built,) = out.glob("privfed-*.whl")
+    return built
+
+
+def test_wheel_installs_only_the_privfed_package(wheel):
+    names = zipfile.ZipFile(wheel).namelist()
+    top_level = {name.split("/", 1)[0] for name in names}
+    assert {name for name in top_level if not name.endswith(".dist-info")} == {"privfed"}
+    for layer in ("accounting", "pipelines", "reports"):
+        assert f"privfed/{layer}/__init__.py" in names
+
+
+def test_wheel_ships_the_examples(wheel):
+    names = set(zipfile.ZipFile(wheel).namelist())
+    assert {"privfed/examples/votes.npy", "privfed/examples/pipeline.toml",
+            "privfed/examples/claims/fedkt_l1_adult.json"} <= names
+
+
+def _imported_layers(folder: Path) -> set[str]:
+    found = set()
+    for path in folder.glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module:
+                parts = node.module.split(".")
+                names = [alias.name for alias in node.names]
+                if parts[0] == "privfed" and len(parts) > 1:
+                    found.add(parts[1] if parts[1] in LAYERS else "privfed")
+                elif parts == ["privfed"]:
+                    found.update(name if name in LAYERS else "privfed" for name in names)
+            elif isinstance(node, ast.Import):
+                for alias in node.names:
+                    parts = alias.name.split(".")
+                    if parts[0] == "privfed":
+                        found.add(parts[1] if len(parts) > 1 and parts[1] in LAYERS else "privfed")
+    return found
+
+
+@pytest.mark.parametrize("layer", ["accounting", "pipelines", "reports"])
+def test_layers_import_only_downwards(layer):
+    imported = _imported_layers(REPO_ROOT / layer)
+    assert all(LAYERS[name] <= LAYERS[layer] for name in imported), f"{layer} imports {sorted(imported)}"
+
+
+def test_accounting_imports_no_ml_framework():
+    code = ("import sys, privfed.accounting; bad = {'sklearn', 'torch', 'xgboost', 'pandas'} & set(sys.modules); "
+            "assert not bad, bad")
+    subprocess.run([sys.executable, "-c", code], cwd=REPO_ROOT, check=True)
