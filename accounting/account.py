@@ -7,7 +7,6 @@ from collections.abc import Iterable, Sequence
 
 import dp_accounting
 import numpy as np
-
 from privfed.accounting._checks import check_choice, check_delta, check_orders
 from privfed.accounting._dp_accounting import event_pld_epsilon
 from privfed.accounting.conversion import rdp_to_epsilon

@@ -13,8 +13,13 @@ from typing import Any, ClassVar
 
 import dp_accounting
 import numpy as np
-
-from privfed.accounting._checks import check_choice, check_int_at_least, check_orders, check_positive_finite, check_probability
+from privfed.accounting._checks import (
+    check_choice,
+    check_int_at_least,
+    check_orders,
+    check_positive_finite,
+    check_probability,
+)
 from privfed.accounting._dp_accounting import event_rdp
 from privfed.accounting.mechanism import ANALYSES, UNITS, Mechanism
 from privfed.accounting.registry import register

@@ -15,12 +15,11 @@ from typing import Any, ClassVar
 
 import dp_accounting
 import numpy as np
-from scipy import special, stats
-
 from privfed.accounting._checks import check_choice, check_orders, check_positive_finite, check_votes
 from privfed.accounting.mechanism import ANALYSES
 from privfed.accounting.noisy_max import VoteMechanism
 from privfed.accounting.registry import register
+from scipy import special, stats
 
 __all__ = ["GaussianNoisyMax", "gaussian_log_failure_bounds", "gaussian_noisy_max_rdp"]
 

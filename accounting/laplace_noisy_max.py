@@ -16,7 +16,6 @@ from typing import Any, ClassVar
 
 import dp_accounting
 import numpy as np
-
 from privfed.accounting._checks import check_choice, check_orders, check_positive_finite, check_votes
 from privfed.accounting._dp_accounting import event_rdp
 from privfed.accounting.mechanism import ANALYSES

@@ -36,7 +36,6 @@ from importlib import metadata
 from typing import Any
 
 import numpy as np
-
 from privfed.accounting._checks import check_choice, check_delta, check_positive_finite
 from privfed.accounting.account import PLD_INDEPENDENT_NOTE, conversion_description, tighten_with_pld
 from privfed.accounting.conversion import rdp_to_epsilon

@@ -21,7 +21,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-
 from privfed.accounting.fingerprint import canonical_json, sha256_hex
 from privfed.accounting.mechanism import ANALYSES, UNITS, Mechanism, relation_for_unit
 from privfed.accounting.orders import default_orders

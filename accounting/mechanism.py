@@ -15,7 +15,6 @@ from typing import Any, Literal
 
 import dp_accounting
 import numpy as np
-
 from privfed.accounting._checks import check_choice
 from privfed.accounting.conversion import rdp_to_epsilon
 

@@ -12,7 +12,6 @@ from collections.abc import Mapping
 from typing import Any, ClassVar
 
 import numpy as np
-
 from privfed.accounting._checks import check_choice, check_int_at_least, check_positive_finite, check_votes
 from privfed.accounting.mechanism import UNITS, Mechanism
 

@@ -7,7 +7,6 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 import numpy as np
-
 from privfed.accounting.mechanism import Mechanism
 from privfed.accounting.registry import mechanism_from_record, register
 

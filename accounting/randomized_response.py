@@ -15,7 +15,6 @@ from typing import Any, ClassVar
 
 import dp_accounting
 import numpy as np
-
 from privfed.accounting._checks import (
     check_choice,
     check_int_at_least,

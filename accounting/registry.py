@@ -13,7 +13,6 @@ from collections.abc import Mapping
 from typing import Any, TypeVar
 
 import numpy as np
-
 from privfed.accounting.mechanism import Mechanism
 
 __all__ = ["mechanism_class", "mechanism_from_record", "mechanism_kinds", "public_mechanism_from_record", "register"]

@@ -28,7 +28,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-
 from privfed.accounting.mechanism import Mechanism
 from privfed.accounting.registry import mechanism_class, mechanism_kinds
 

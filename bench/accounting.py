@@ -26,7 +26,6 @@ for variable in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
 
 import numpy as np  # noqa: E402
-
 from privfed.accounting import LaplaceNoisyMax, account  # noqa: E402
 from privfed.accounting.orders import default_orders  # noqa: E402
 
@@ -45,7 +44,6 @@ def simulate_votes(num_queries: int, num_classes: int, seed: int = 0) -> np.ndar
 def loop_rdp(votes: np.ndarray, gamma: float, k: int, orders: np.ndarray, analysis: str) -> np.ndarray:
     """The same per-query formulas, one query and one order at a time, in plain Python."""
     import dp_accounting
-
     from privfed.accounting._dp_accounting import event_rdp
 
     epsilon = 2 * k * gamma

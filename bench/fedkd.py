@@ -30,7 +30,6 @@ sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__)
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
-
 from privfed.accounting import QuantizedLaplaceEnsemble  # noqa: E402
 from privfed.pipelines._models import fit_classifier  # noqa: E402
 from privfed.pipelines.datasets import federated_split, load_dataset  # noqa: E402

@@ -31,13 +31,12 @@ sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__)
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
-from torch import nn  # noqa: E402
-
 from privfed.accounting import RandomizedResponse, account  # noqa: E402
 from privfed.pipelines.datasets import load_dataset  # noqa: E402
 from privfed.pipelines.partition import dirichlet_partition  # noqa: E402
 from privfed.pipelines.privatekt import PrivateKT  # noqa: E402
 from privfed.pipelines.torch_models import TorchClassifier, TorchCNN  # noqa: E402
+from torch import nn  # noqa: E402
 
 DELTA = 1e-5
 #: Test accuracy after round r in the authors' run log (Code/main.ipynb of taoqi98/PrivateKT; its index r − 1).

@@ -36,11 +36,10 @@ os.environ.setdefault("MKL_NUM_THREADS", "1")
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
-from sklearn.metrics import roc_auc_score  # noqa: E402
-
 from privfed.pipelines.datasets import load_dataset  # noqa: E402
 from privfed.pipelines.selective_fd import FedMD, IndependentLearning, SelectiveFD  # noqa: E402
 from privfed.pipelines.torch_models import TorchCNN  # noqa: E402
+from sklearn.metrics import roc_auc_score  # noqa: E402
 
 DATASETS = _ROOT.parent / "shared" / "datasets"
 N_CLIENTS = 10

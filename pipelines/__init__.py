@@ -6,7 +6,14 @@ from importlib import import_module
 from typing import Any
 
 from privfed.pipelines._random import spawn_seeds
-from privfed.pipelines.datasets import DATASET_NAMES, BenchmarkDataset, FederatedSplit, federated_split, load_dataset, read_idx
+from privfed.pipelines.datasets import (
+    DATASET_NAMES,
+    BenchmarkDataset,
+    FederatedSplit,
+    federated_split,
+    load_dataset,
+    read_idx,
+)
 from privfed.pipelines.executor import Executor, JoblibExecutor, PartyTask, SerialExecutor, run_party_tasks
 from privfed.pipelines.partition import dirichlet_partition, homogeneous_partition, split_indices, teacher_subsets
 

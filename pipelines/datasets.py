@@ -44,7 +44,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-
 from privfed.accounting._checks import check_choice, check_int_at_least, check_positive_finite
 from privfed.pipelines._random import RandomState, as_generator
 from privfed.pipelines.partition import dirichlet_partition, homogeneous_partition

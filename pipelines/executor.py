@@ -26,9 +26,8 @@ from dataclasses import dataclass
 from typing import Generic, Protocol, TypeVar, runtime_checkable
 
 from joblib import Parallel, delayed
-from tqdm.auto import tqdm
-
 from privfed.pipelines._random import RandomState, spawn_seeds
+from tqdm.auto import tqdm
 
 __all__ = ["Executor", "JoblibExecutor", "PartyTask", "SerialExecutor", "run_party_tasks"]
 

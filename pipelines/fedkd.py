@@ -49,10 +49,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from scipy.special import expit, softmax
-from sklearn.base import BaseEstimator, ClassifierMixin, clone
-from sklearn.utils.validation import check_is_fitted
-
 from privfed.accounting import (
     Ledger,
     QuantizedLaplaceEnsemble,
@@ -70,6 +66,9 @@ from privfed.pipelines._models import FittedClassifier, fit_classifier, with_see
 from privfed.pipelines._random import as_seed_sequence
 from privfed.pipelines.executor import PartyTask, run_party_tasks
 from privfed.pipelines.fedkt import check_parties
+from scipy.special import expit, softmax
+from sklearn.base import BaseEstimator, ClassifierMixin, clone
+from sklearn.utils.validation import check_is_fitted
 
 __all__ = ["BandwidthReport", "FedKD", "NoisyLogitEnsemble", "party_logits", "party_message"]
 

@@ -31,11 +31,14 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from sklearn.base import BaseEstimator, ClassifierMixin
-from sklearn.utils.validation import check_is_fitted
-
 from privfed.accounting import GaussianNoisyMax, LaplaceNoisyMax, Ledger, account, compose_parallel
-from privfed.accounting._checks import check_choice, check_delta, check_int_at_least, check_positive_finite, check_probability
+from privfed.accounting._checks import (
+    check_choice,
+    check_delta,
+    check_int_at_least,
+    check_positive_finite,
+    check_probability,
+)
 from privfed.accounting.fingerprint import data_fingerprint
 from privfed.accounting.noisy_max import VoteMechanism
 from privfed.pipelines._models import FittedClassifier, fit_classifier, with_seed
@@ -43,6 +46,8 @@ from privfed.pipelines._random import as_seed_sequence
 from privfed.pipelines.executor import PartyTask, run_party_tasks
 from privfed.pipelines.partition import teacher_subsets
 from privfed.pipelines.voting import consistent_votes, noisy_labels, prediction_votes
+from sklearn.base import BaseEstimator, ClassifierMixin
+from sklearn.utils.validation import check_is_fitted
 
 __all__ = ["CentralizedPATE", "FedKT", "Solo", "check_parties", "check_party_data", "query_count"]
 

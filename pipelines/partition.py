@@ -27,7 +27,6 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-
 from privfed.accounting._checks import check_int_at_least, check_positive_finite
 from privfed.pipelines._random import RandomState, as_generator
 

@@ -54,10 +54,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from scipy.special import softmax
-from sklearn.base import BaseEstimator, ClassifierMixin, clone
-from sklearn.utils.validation import check_is_fitted
-
 from privfed.accounting import (
     Ledger,
     RandomizedResponse,
@@ -78,6 +74,9 @@ from privfed.pipelines._random import as_seed_sequence
 from privfed.pipelines.executor import PartyTask, run_party_tasks
 from privfed.pipelines.fedkt import check_parties
 from privfed.pipelines.voting import break_ties_at_random
+from scipy.special import softmax
+from sklearn.base import BaseEstimator, ClassifierMixin, clone
+from sklearn.utils.validation import check_is_fitted
 
 __all__ = ["KnowledgeBuffer", "PrivateKT", "importance_sample", "perturb_labels", "predictive_entropy"]
 

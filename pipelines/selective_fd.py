@@ -67,11 +67,14 @@ from dataclasses import dataclass, replace
 from typing import Any, ClassVar
 
 import numpy as np
-from sklearn.base import BaseEstimator, ClassifierMixin, clone
-from sklearn.utils.validation import check_is_fitted
-
 from privfed.accounting import GaussianNoisyMax, Ledger, RandomizedResponse, randomized_response_estimate
-from privfed.accounting._checks import check_choice, check_delta, check_int_at_least, check_positive_finite, check_probability
+from privfed.accounting._checks import (
+    check_choice,
+    check_delta,
+    check_int_at_least,
+    check_positive_finite,
+    check_probability,
+)
 from privfed.accounting.fingerprint import data_fingerprint
 from privfed.pipelines._models import fit_classifier, with_seed
 from privfed.pipelines._random import as_seed_sequence
@@ -79,6 +82,8 @@ from privfed.pipelines.executor import JoblibExecutor, PartyTask, run_party_task
 from privfed.pipelines.fedkt import check_parties, check_party_data
 from privfed.pipelines.kulsif import DensityRatioSelector
 from privfed.pipelines.voting import break_ties_at_random
+from sklearn.base import BaseEstimator, ClassifierMixin, clone
+from sklearn.utils.validation import check_is_fitted
 
 __all__ = [
     "FedMD",

@@ -28,6 +28,7 @@ from typing import Any, Literal
 
 import numpy as np
 import torch
+from privfed.accounting._checks import check_choice, check_int_at_least, check_positive_finite, check_probability
 from scipy.special import log_softmax, softmax
 from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.utils import check_random_state
@@ -35,8 +36,6 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_array, check_is_fitted, check_X_y, validate_data
 from torch import nn
 from torch.nn import functional
-
-from privfed.accounting._checks import check_choice, check_int_at_least, check_positive_finite, check_probability
 
 __all__ = ["TorchCNN", "TorchClassifier", "TorchMLP"]
 

@@ -23,7 +23,6 @@ from pathlib import Path
 import numpy as np
 
 from privfed import accounting
-import privfed.accounting.report
 from privfed.audit_command import add_audit_command
 from privfed.demo import add_demo_command
 from privfed.report_command import add_report_command

@@ -26,9 +26,9 @@ def run_demo(out: Path, *, gamma: float = 0.5, query_fraction: float = 0.2, seed
     from sklearn.ensemble import RandomForestClassifier
     from sklearn.tree import DecisionTreeClassifier
 
+    from privfed.bundle import save_bundle
     from privfed.pipelines import federated_split
     from privfed.pipelines.fedkt import FedKT, Solo
-    from privfed.bundle import save_bundle
 
     X, y = load_digits(return_X_y=True)
     split = federated_split(X, y, n_parties=20, beta=1.0, public_size=500, test_size=297, min_size=20, random_state=seed)

@@ -30,7 +30,6 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-
 from privfed.accounting.mechanism import UNITS
 from privfed.accounting.report import round_up
 from privfed.reports.sweep import SWEEP_FILE, load_results

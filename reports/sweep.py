@@ -40,8 +40,6 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from tqdm.auto import tqdm
-
 from privfed.accounting.fingerprint import data_fingerprint
 from privfed.accounting.ledger import Ledger, software_versions
 from privfed.accounting.mechanism import UNITS
@@ -57,6 +55,7 @@ from privfed.reports.config import (
     estimator_class,
     init_parameters,
 )
+from tqdm.auto import tqdm
 
 __all__ = [
     "ANALYSES",

@@ -49,9 +49,8 @@ def one_torch_thread():
 def digits_federation(n_parties: int) -> tuple[list, Any, tuple[Any, Any]]:
     """scikit-learn's digits scaled to [0, 1]: Dirichlet(1) parties over 1,100 rows, 400 public, the rest test."""
     import numpy as np
-    from sklearn.datasets import load_digits
-
     from privfed.pipelines import dirichlet_partition
+    from sklearn.datasets import load_digits
 
     X, y = load_digits(return_X_y=True)
     X = X / 16.0

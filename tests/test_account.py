@@ -7,11 +7,11 @@ import math
 
 import numpy as np
 import pytest
-
-import privfed
 from privfed.accounting import CLASSIC_ORDERS, TIGHT_ORDERS, LaplaceNoisyMax, account, compose_parallel
 from privfed.accounting.registry import mechanism_from_record
 from privfed.accounting.report import round_up
+
+import privfed
 
 VOTES = np.array([[40, 5, 5], [20, 18, 12], [30, 30, 0], [49, 1, 0]])
 

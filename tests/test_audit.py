@@ -9,14 +9,14 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from sklearn.datasets import make_classification
-from sklearn.tree import DecisionTreeClassifier
-
-import privfed
 from privfed.accounting import LaplaceNoisyMax, Ledger, RandomizedResponse
 from privfed.accounting.fingerprint import file_sha256
 from privfed.accounting.ledger_entry import GENESIS_SHA256, LedgerEntry
 from privfed.pipelines.fedkt import FedKT
+from sklearn.datasets import make_classification
+from sklearn.tree import DecisionTreeClassifier
+
+import privfed
 from privfed import AuditInputError, audit, save_bundle
 from privfed.cli import main
 

@@ -8,10 +8,10 @@ import warnings
 
 import numpy as np
 import pytest
-
-import privfed
 from privfed.accounting import LaplaceNoisyMax, Ledger, LedgerIntegrityError
 from privfed.accounting.fingerprint import file_sha256
+
+import privfed
 from privfed import BundleError, BundleIntegrityError, load_bundle, save_bundle
 
 torch = pytest.importorskip("torch")

@@ -9,10 +9,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
-import privfed.accounting.report
-from privfed import accounting
 from privfed.accounting import LaplaceNoisyMax, account
+
+from privfed import accounting
 from privfed.cli import main
 
 EXAMPLE_VOTES = Path(__file__).resolve().parents[1] / "examples" / "votes.npy"

@@ -7,7 +7,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from privfed.pipelines.datasets import federated_split, load_dataset, read_idx
 
 

@@ -6,10 +6,10 @@ import math
 
 import numpy as np
 import pytest
+from privfed.pipelines.fedkt import FedKT
 from sklearn.datasets import make_classification
 from sklearn.tree import DecisionTreeClassifier
 
-from privfed.pipelines.fedkt import FedKT
 from privfed.empirical import (
     clopper_pearson,
     insert_canaries,

@@ -6,7 +6,6 @@ import time
 
 import numpy as np
 import pytest
-
 from privfed.pipelines._random import spawn_seeds
 from privfed.pipelines.executor import Executor, JoblibExecutor, PartyTask, SerialExecutor, run_party_tasks
 

@@ -14,7 +14,6 @@ from sklearn.neighbors import KNeighborsClassifier
 
 torch = pytest.importorskip("torch")
 
-import privfed  # noqa: E402
 from privfed.accounting import QuantizedLaplaceEnsemble, account, quantize_logits  # noqa: E402
 from privfed.pipelines._models import fit_classifier  # noqa: E402
 from privfed.pipelines.executor import PartyTask  # noqa: E402
@@ -29,6 +28,8 @@ from privfed.pipelines.fedkd import (  # noqa: E402
     party_message,
 )
 from privfed.pipelines.torch_models import TorchMLP  # noqa: E402
+
+import privfed  # noqa: E402
 from tests.conftest import digits_federation  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")

@@ -6,15 +6,15 @@ import json
 
 import numpy as np
 import pytest
+from privfed.accounting import LaplaceNoisyMax, Ledger, account, compose_parallel
+from privfed.pipelines import dirichlet_partition
+from privfed.pipelines.fedkt import CentralizedPATE, FedKT, Solo, query_count
+from privfed.pipelines.voting import break_ties_at_random, consistent_votes, noisy_labels, prediction_votes
 from sklearn.datasets import load_digits
 from sklearn.ensemble import RandomForestClassifier
 from sklearn.tree import DecisionTreeClassifier
 
 import privfed
-from privfed.accounting import LaplaceNoisyMax, Ledger, account, compose_parallel
-from privfed.pipelines import dirichlet_partition
-from privfed.pipelines.fedkt import CentralizedPATE, FedKT, Solo, query_count
-from privfed.pipelines.voting import break_ties_at_random, consistent_votes, noisy_labels, prediction_votes
 
 
 @pytest.fixture(scope="module")
@@ -222,7 +222,6 @@ def test_xgboost_students_and_final_model(digits) -> None:
 
 def test_torch_mlp_everywhere(tmp_path) -> None:
     import torch
-
     from privfed.pipelines import TorchMLP
 
     X, y = load_digits(return_X_y=True)

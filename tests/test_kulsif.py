@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from privfed.pipelines.kulsif import DensityRatioSelector, KuLSIF, gaussian_kernel_sums, median_distance
 from scipy import stats
 from threadpoolctl import threadpool_limits
-
-from privfed.pipelines.kulsif import DensityRatioSelector, KuLSIF, gaussian_kernel_sums, median_distance
 
 
 @pytest.fixture(autouse=True, scope="module")

@@ -7,8 +7,8 @@ import math
 import numpy as np
 import pytest
 from dp_accounting.rdp.rdp_privacy_accountant import DEFAULT_RDP_ORDERS
-
 from privfed.accounting import LaplaceNoisyMax, account, laplace_failure_bounds
+
 from tests.conftest import oracle_cases, requires_oracles
 
 RTOL = 1e-9

@@ -6,7 +6,6 @@ import numpy as np
 from hypothesis import given
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
-
 from privfed.accounting import LaplaceNoisyMax, account
 
 DELTA = 1e-5

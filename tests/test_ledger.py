@@ -8,12 +8,12 @@ import warnings
 
 import numpy as np
 import pytest
-
-from privfed import accounting
 from privfed.accounting import BudgetExceededError, LaplaceNoisyMax, Ledger, LedgerFormatError, LedgerIntegrityError
 from privfed.accounting.fingerprint import data_fingerprint
 from privfed.accounting.ledger_entry import GENESIS_SHA256, Curve, LedgerEntry
 from privfed.accounting.orders import TIGHT_ORDERS
+
+from privfed import accounting
 
 DELTA = 1e-5
 

@@ -8,9 +8,9 @@ import warnings
 import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from privfed.accounting import LaplaceNoisyMax, Ledger
 
 from privfed import accounting
-from privfed.accounting import LaplaceNoisyMax, Ledger
 
 
 @st.composite

@@ -8,11 +8,11 @@ from pathlib import Path
 import dp_accounting
 import numpy as np
 import pytest
-
-import privfed
 from privfed.accounting._dp_accounting import event_pld_epsilon
 from privfed.accounting.conversion import tight_epsilon
 from privfed.accounting.mechanism import Mechanism
+
+import privfed
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 import dp_accounting
 import numpy as np
 import pytest
-
-import privfed
 from privfed.accounting._dp_accounting import event_pld_epsilon
 from privfed.accounting.conversion import classic_epsilon, tight_epsilon
+
+import privfed
 
 opacus_rdp = pytest.importorskip("opacus.accountants.analysis.rdp")
 

@@ -7,9 +7,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
+from privfed.accounting.conversion import classic_epsilon, tight_epsilon
 
 import privfed
-from privfed.accounting.conversion import classic_epsilon, tight_epsilon
 from tests.conftest import load_oracle, requires_oracles
 
 

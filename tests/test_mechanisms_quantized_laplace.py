@@ -9,10 +9,10 @@ from dp_accounting.pld import privacy_loss_distribution
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
-
-import privfed
 from privfed.accounting._dp_accounting import event_pld_epsilon
 from privfed.accounting.conversion import tight_epsilon
+
+import privfed
 from tests.conftest import load_oracle, requires_oracles
 
 

@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
-import privfed
 from privfed.accounting._dp_accounting import event_pld_epsilon, pld_interval
 from privfed.accounting.conversion import classic_epsilon, tight_epsilon
+
+import privfed
 from tests.conftest import load_oracle, requires_oracles
 
 

@@ -6,7 +6,6 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
 from privfed.pipelines.partition import dirichlet_partition, homogeneous_partition, split_indices, teacher_subsets
 
 

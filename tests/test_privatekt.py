@@ -14,7 +14,6 @@ from sklearn.tree import DecisionTreeClassifier
 
 torch = pytest.importorskip("torch")
 
-import privfed  # noqa: E402
 from privfed.accounting import (  # noqa: E402
     RandomizedResponse,
     account,
@@ -31,6 +30,8 @@ from privfed.pipelines.privatekt import (  # noqa: E402
     predictive_entropy,
 )
 from privfed.pipelines.torch_models import TorchMLP  # noqa: E402
+
+import privfed  # noqa: E402
 from tests.conftest import digits_federation  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")

@@ -19,8 +19,6 @@ pytest.importorskip("matplotlib")
 import privfed.reports.sweep as sweep_module
 from privfed.accounting import Ledger
 from privfed.accounting.report import round_up
-from privfed import load_bundle
-from privfed.cli import main
 from privfed.reports.config import ConfigError, parse_config
 from privfed.reports.render import plot_epsilon_accuracy, render_report, summarize
 from privfed.reports.sweep import (
@@ -30,6 +28,9 @@ from privfed.reports.sweep import (
     run_sweep,
     varied_keys,
 )
+
+from privfed import load_bundle
+from privfed.cli import main
 
 TINY = {
     "name": "tiny-digits",

@@ -7,12 +7,6 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from sklearn.datasets import load_digits  # noqa: E402
-from sklearn.linear_model import LogisticRegression  # noqa: E402
-from sklearn.tree import DecisionTreeClassifier  # noqa: E402
-from threadpoolctl import threadpool_limits  # noqa: E402
-
-import privfed  # noqa: E402
 from privfed.accounting import GaussianNoisyMax, RandomizedResponse, account  # noqa: E402
 from privfed.accounting.conversion import rdp_to_epsilon  # noqa: E402
 from privfed.pipelines._models import FittedClassifier  # noqa: E402
@@ -30,6 +24,12 @@ from privfed.pipelines.selective_fd import (  # noqa: E402
     training_rows,
 )
 from privfed.pipelines.torch_models import TorchMLP  # noqa: E402
+from sklearn.datasets import load_digits  # noqa: E402
+from sklearn.linear_model import LogisticRegression  # noqa: E402
+from sklearn.tree import DecisionTreeClassifier  # noqa: E402
+from threadpoolctl import threadpool_limits  # noqa: E402
+
+import privfed  # noqa: E402
 
 FAST = dict(rounds=6, local_steps=3, distill_steps=20, proxy_batch=150, random_state=0)
 SELECTOR = dict(n_auxiliary=150, max_known=150, tau_server=1.5)

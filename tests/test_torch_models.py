@@ -12,14 +12,13 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
+from privfed.pipelines.torch_models import TorchClassifier, TorchCNN, TorchMLP  # noqa: E402
 from scipy.special import log_softmax, softmax  # noqa: E402
 from sklearn.base import clone  # noqa: E402
 from sklearn.datasets import load_digits  # noqa: E402
 from sklearn.model_selection import train_test_split  # noqa: E402
 from sklearn.utils.estimator_checks import parametrize_with_checks  # noqa: E402
 from torch import nn  # noqa: E402
-
-from privfed.pipelines.torch_models import TorchClassifier, TorchCNN, TorchMLP  # noqa: E402
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
