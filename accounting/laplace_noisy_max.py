@@ -34,16 +34,22 @@ _MAX_TABULATED_GAP = 1_000_000
 _MAX_LINEAR_EXPONENT = 700.0
 
 
+#: Floor of a failure bound q: an underflow to 0 would understate the privacy cost.
+_SMALLEST_FAILURE_BOUND = float(np.finfo(float).tiny)
+
+
 def _gap_terms(gaps: np.ndarray, gamma: float) -> np.ndarray:
     """(2 + γΔ)/(4e^{γΔ}) for each gap Δ; zero where Δ = 0 (ties are counted separately)."""
     largest = int(gaps.max(initial=0))
     if largest <= _MAX_TABULATED_GAP:
         grid = gamma * np.arange(largest + 1, dtype=float)
-        table = (2.0 + grid) / (4.0 * np.exp(grid))
+        with np.errstate(over="ignore"):  # e^{γΔ} = inf gives the term's true limit, 0
+            table = (2.0 + grid) / (4.0 * np.exp(grid))
         table[0] = 0.0
         return np.take(table, gaps)
     scaled = gamma * gaps
-    terms = (2.0 + scaled) / (4.0 * np.exp(scaled))
+    with np.errstate(over="ignore"):
+        terms = (2.0 + scaled) / (4.0 * np.exp(scaled))
     terms[gaps == 0] = 0.0
     return terms
 
@@ -58,6 +64,11 @@ def laplace_failure_bounds(votes: np.ndarray, gamma: float) -> np.ndarray:
 
     A class tied with the winner (Δ_j = 0) contributes exactly 1/2. Vectorised
     (the terms are tabulated per integer gap) and computed in chunks of rows.
+
+    q is floored at the smallest positive normal float: for large γΔ the sum
+    underflows to 0, which would claim the argmax deterministic (RDP 0, ε 0),
+    while the true probability is positive. Any q ≥ Pr[M(d) ≠ j*] keeps PATE
+    2017's Thm 3 valid, so the floor is conservative.
     """
     votes = check_votes(votes)
     gamma = check_positive_finite("gamma", gamma)
@@ -72,7 +83,7 @@ def laplace_failure_bounds(votes: np.ndarray, gamma: float) -> np.ndarray:
         # Every zero gap contributes 1/2; the winner itself is excluded, hence "ties − 1".
         ties = (gaps == 0).sum(axis=0, dtype=np.int32)
         q = np.add.reduce(_gap_terms(gaps, gamma), axis=0) + 0.5 * (ties - 1.0)
-        np.minimum(q, cap, out=bounds[start : start + chunk.shape[1]])
+        np.clip(q, _SMALLEST_FAILURE_BOUND, cap, out=bounds[start : start + chunk.shape[1]])
     return bounds
 
 

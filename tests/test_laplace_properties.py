@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
@@ -74,3 +75,15 @@ def test_rdp_never_exceeds_pure_composition(votes, gamma, k, analysis):
     mechanism = LaplaceNoisyMax(votes, gamma, k)
     report = account(mechanism, delta=DELTA, analysis=analysis)
     assert max(report.rdp) <= mechanism.pure_epsilon() * (1 + 1e-12)
+
+
+@pytest.mark.parametrize("analysis", ["tight", "classic"])
+def test_underflowing_failure_bounds_stay_positive(analysis):
+    # γ = 300 puts (2 + γΔ)/(4e^{γΔ}) below the smallest float for every gap ≥ 3. The bound must
+    # stay positive (floored): q = 0 would claim the argmax deterministic, RDP exactly 0. (The
+    # data-dependent ε may still convert to 0 at δ = 1e-5 — dp-accounting's conversion gives (0, δ)
+    # once the divergence is below -log(1 - δ²) — which is correct for these votes.)
+    votes = np.array([[40, 0, 3, 1], [20, 17, 0, 0]] * 40)
+    mechanism = LaplaceNoisyMax(votes, gamma=300.0)
+    assert np.all(mechanism.failure_bounds() > 0)
+    assert np.all(mechanism.rdp(np.array([1.5, 2.0, 8.0, 64.0]), analysis=analysis) > 0)
