@@ -9,13 +9,24 @@ out of public records.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import difflib
+import math
+import numbers
+from collections.abc import Iterator, Mapping
 from typing import Any, TypeVar
 
 import numpy as np
+from privfed.accounting.documents import unknown_key_message
 from privfed.accounting.mechanism import Mechanism
 
-__all__ = ["mechanism_class", "mechanism_from_record", "mechanism_kinds", "public_mechanism_from_record", "register"]
+__all__ = [
+    "checked_public_mechanism_from_record",
+    "mechanism_class",
+    "mechanism_from_record",
+    "mechanism_kinds",
+    "public_mechanism_from_record",
+    "register",
+]
 
 _REGISTRY: dict[str, type[Mechanism]] = {}
 
@@ -83,3 +94,110 @@ def public_mechanism_from_record(record: Mapping[str, Any]) -> tuple[Mechanism, 
         if not placeholder:
             raise ValueError(f"cannot rebuild {record.get('kind')!r} from its public parameters: {error}") from None
         return mechanism_from_record(record, evidence=placeholder), True
+
+
+class _ReadRecorder(Mapping[str, Any]):
+    """A read-only view of a record that remembers which keys were looked up (nested mappings and lists too)."""
+
+    def __init__(self, data: Mapping[str, Any]) -> None:
+        self._data = data
+        self.read: set[str] = set()
+        self.children: dict[str, Any] = {}
+
+    def __getitem__(self, key: str) -> Any:
+        self.read.add(key)
+        value = self._data[key]
+        if key not in self.children:
+            self.children[key] = _wrap(value)
+        return self.children[key]
+
+    def __iter__(self) -> Iterator[str]:
+        self.read.update(self._data)  # a reader that iterates hands every key on
+        return iter(self._data)
+
+    def __len__(self) -> int:
+        return len(self._data)
+
+    def __contains__(self, key: object) -> bool:
+        if isinstance(key, str):
+            self.read.add(key)
+        return key in self._data
+
+
+def _wrap(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return _ReadRecorder(value)
+    if isinstance(value, list) and value and all(isinstance(item, Mapping) for item in value):
+        return [_ReadRecorder(item) for item in value]
+    return value
+
+
+def _same(given: Any, rebuilt: Any) -> bool:
+    if isinstance(given, bool) or isinstance(rebuilt, bool) or given is None or rebuilt is None:
+        return given is rebuilt or given == rebuilt
+    if isinstance(given, numbers.Real) and isinstance(rebuilt, numbers.Real):
+        return math.isclose(float(given), float(rebuilt), rel_tol=1e-9, abs_tol=1e-300)
+    if isinstance(given, list) and isinstance(rebuilt, list):
+        try:
+            return bool(np.allclose(np.asarray(given, dtype=float), np.asarray(rebuilt, dtype=float), rtol=1e-9, atol=0))
+        except (TypeError, ValueError):
+            return given == rebuilt
+    return bool(given == rebuilt)
+
+
+def _check_read(recorder: _ReadRecorder, rebuilt: object, where: str) -> None:
+    """Every key of ``recorder`` was read by the rebuild or is a value the rebuilt mechanism records identically."""
+    rebuilt = rebuilt if isinstance(rebuilt, Mapping) else {}
+    for key, value in recorder._data.items():
+        here = f"{where}.{key}"
+        if key not in recorder.read and key not in rebuilt:
+            raise ValueError(unknown_key_message(key, recorder.read | set(rebuilt), where))
+        child, recorded = recorder.children.get(key), rebuilt.get(key)
+        if isinstance(child, _ReadRecorder):
+            _check_read(child, recorded, here)
+        elif isinstance(child, list) and child and isinstance(child[0], _ReadRecorder):
+            items = recorded if isinstance(recorded, list) else []
+            for index, item in enumerate(child):
+                _check_read(item, items[index] if index < len(items) else None, f"{here}[{index}]")
+        elif key in rebuilt and not isinstance(recorded, Mapping):
+            if (isinstance(recorded, numbers.Integral) and not isinstance(recorded, bool)
+                    and isinstance(value, numbers.Real) and not isinstance(value, bool)
+                    and not float(value).is_integer()):
+                raise ValueError(f"{here} must be an integer, got {value!r}")
+            if not _same(value, recorded):
+                raise ValueError(f"{here} = {value!r} disagrees with the other parameters, which give {recorded!r}")
+
+
+def checked_public_mechanism_from_record(record: Mapping[str, Any], *, where: str = "record") -> tuple[Mechanism, bool]:
+    """:func:`public_mechanism_from_record`, refusing every key the rebuild would ignore.
+
+    A key of ``record`` (or of its ``parameters``, members included) is accepted when
+    the kind's :meth:`~Mechanism.from_parameters` reads it, or when the rebuilt
+    mechanism records it among its :meth:`~Mechanism.parameters` with the same value
+    (a derived value such as ``num_queries``, checked for agreement: ``2.5`` queries
+    is refused, not truncated). Anything else — a misspelled optional parameter that
+    would silently take its default — raises ``ValueError`` naming the key, the valid
+    keys and the closest one. The valid keys are learnt from the registered class
+    itself, so every registered kind is checked the same way.
+    """
+    if not isinstance(record, Mapping):
+        raise ValueError(f"{where} must be an object with kind, unit and parameters, got {record!r}")
+    kind = record.get("kind")
+    if kind not in _REGISTRY:
+        close = difflib.get_close_matches(str(kind), mechanism_kinds(), n=1)
+        raise ValueError(f"{where}.kind must be one of {list(mechanism_kinds())}, got {kind!r}"
+                         + (f"; did you mean {close[0]!r}?" if close else ""))
+    recorder = _ReadRecorder(record)
+    try:
+        mechanism, placeholder = public_mechanism_from_record(recorder)
+    except (ValueError, TypeError, KeyError, OverflowError) as error:
+        reason = f"missing parameter {error}" if isinstance(error, KeyError) else str(error)
+        parameters = recorder.children.get("parameters")
+        if isinstance(parameters, _ReadRecorder):
+            stray = [key for key in parameters._data if key not in parameters.read
+                     and difflib.get_close_matches(str(key), parameters.read, n=1, cutoff=0.6)]
+            if stray:  # a misspelling of what the rebuild looked for
+                reason += "; " + unknown_key_message(stray[0], parameters.read, f"{where}.parameters")
+        raise ValueError(f"{where} ({kind}) cannot be rebuilt: {reason}") from None
+    _check_read(recorder, {"kind": mechanism.kind, "unit": mechanism.unit, "parameters": mechanism.parameters()}, where)
+    return mechanism, placeholder

@@ -21,6 +21,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from privfed.accounting.documents import check_finite_numbers, unknown_key_message
+
 __all__ = [
     "BUNDLED_DATASETS",
     "MODEL_PACKAGES",
@@ -217,6 +219,10 @@ def parse_config(
 ) -> SweepConfig:
     """Validate a configuration mapping (as :func:`tomllib.loads` returns) into a :class:`SweepConfig`."""
     _no_unknown_keys(document, _TOP_KEYS, "")
+    try:
+        check_finite_numbers(document, "")
+    except ValueError as error:
+        raise ConfigError(str(error)) from None
     name = _string(_required(document, "name", ""), "name")
     description = document.get("description", "")
     if not isinstance(description, str):
@@ -307,7 +313,7 @@ class _Keys:
             valid = [k for k in self.estimator_keys if k not in _RESERVED]
             if split_allowed:
                 valid += list(SPLIT_KEYS) + [f"{m}.<parameter>" for m in self.models]
-            raise ConfigError(f"{where}: unknown key {key!r}; valid keys are {valid}")
+            raise ConfigError(unknown_key_message(key, valid, where))
 
 
 def _settings(raw: object, keys: _Keys, grid: Mapping[str, Any]) -> tuple[Setting, ...]:
@@ -435,8 +441,7 @@ def init_parameters(cls: type) -> tuple[str, ...]:
 def _no_unknown_keys(table: Mapping[str, Any], allowed: Sequence[str], where: str) -> None:
     for key in table:
         if key not in allowed:
-            prefix = f"{where}." if where else ""
-            raise ConfigError(f"{prefix}{key}: unknown key; {where or 'the top level'} allows {list(allowed)}")
+            raise ConfigError(unknown_key_message(key, allowed, f"{where}.{key}" if where else str(key)))
 
 
 def _required(table: Mapping[str, Any], key: str, where: str) -> Any:
