@@ -109,11 +109,13 @@ def load_mechanisms(path: str | Path) -> list[Mechanism]:
     if not path.is_file():
         raise ValueError(f"path must be an existing mechanism file, got {str(path)!r}")
     document = _read(path)
-    if not isinstance(document, Mapping) or not isinstance(document.get("mechanisms"), list):
+    if not isinstance(document, Mapping):
         raise ValueError(f"{str(path)!r} must hold a top-level 'mechanisms' list")
     for key in document:
         if key not in ("mechanisms", "description"):
             raise ValueError(unknown_key_message(key, ("description", "mechanisms"), repr(str(path))))
+    if not isinstance(document.get("mechanisms"), list):
+        raise ValueError(f"{str(path)!r} must hold a top-level 'mechanisms' list")
     check_finite_numbers(document, f"{str(path)!r}:")
     if not document["mechanisms"]:
         raise ValueError(f"{str(path)!r} lists no mechanisms")
