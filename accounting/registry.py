@@ -139,7 +139,9 @@ def _same(given: Any, rebuilt: Any) -> bool:
         return math.isclose(float(given), float(rebuilt), rel_tol=1e-9, abs_tol=1e-300)
     if isinstance(given, list) and isinstance(rebuilt, list):
         try:
-            return bool(np.allclose(np.asarray(given, dtype=float), np.asarray(rebuilt, dtype=float), rtol=1e-9, atol=0))
+            given_array, rebuilt_array = np.asarray(given, dtype=float), np.asarray(rebuilt, dtype=float)
+            same_shape = given_array.shape == rebuilt_array.shape
+            return same_shape and bool(np.allclose(given_array, rebuilt_array, rtol=1e-9, atol=0))
         except (TypeError, ValueError):
             return given == rebuilt
     return bool(given == rebuilt)

@@ -90,7 +90,7 @@ def integer_at_least(minimum: int):
 
 
 def max_gamma(votes_per_unit: int) -> float:
-    """The largest Laplace γ privfed accounts with ``votes_per_unit`` = k: the pure ε of one answer, 2kγ, is at most 709."""
+    """The largest Laplace γ privfed accounts with ``votes_per_unit`` = k: one answer's pure ε, 2kγ, is at most 709."""
     return MAX_EPSILON_PER_ANSWER / (2 * votes_per_unit)
 
 

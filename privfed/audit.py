@@ -37,11 +37,11 @@ import numpy as np
 from privfed.accounting._checks import check_delta
 from privfed.accounting.account import account
 from privfed.accounting.conversion import rdp_to_epsilon
+from privfed.accounting.documents import reject_json_constant, unknown_key_message
 from privfed.accounting.fingerprint import commit_evidence, file_sha256
 from privfed.accounting.ledger import Ledger, LedgerFormatError, LedgerIntegrityError
 from privfed.accounting.ledger_entry import UnitAnalysis, analyse_mechanism
 from privfed.accounting.mechanism import UNITS, Mechanism
-from privfed.accounting.documents import reject_json_constant, unknown_key_message
 from privfed.accounting.registry import (
     checked_public_mechanism_from_record,
     mechanism_from_record,
@@ -111,11 +111,15 @@ def _samples(value: object, name: str) -> tuple[np.ndarray, np.ndarray]:
         path = Path(value)
         if not path.is_file():
             raise AuditInputError(f"{name} file {str(path)!r} does not exist")
+        if not zipfile.is_zipfile(path):
+            raise AuditInputError(f"{name} file {str(path)!r} is not a NumPy .npz file (save X and y with "
+                                  "numpy.savez)")
         try:
             arrays = _load_npz(path)
-        except ValueError as error:
-            raise AuditInputError(f"{name} file {str(path)!r} needs unpickling to read ({error}); refused") from None
-        except (OSError, zipfile.BadZipFile) as error:
+        except ValueError:
+            raise AuditInputError(f"{name} file {str(path)!r} holds Python objects (an object array), not numeric "
+                                  "arrays; privfed never unpickles: save X and y with numpy.savez") from None
+        except (OSError, zipfile.BadZipFile, EOFError) as error:
             raise AuditInputError(f"{name} file {str(path)!r} is not a readable .npz: {error}") from None
         if not {"X", "y"} <= set(arrays):
             raise AuditInputError(f"{name} file {str(path)!r} must hold arrays 'X' and 'y', got {sorted(arrays)}")

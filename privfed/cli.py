@@ -114,7 +114,8 @@ def _add_account_command(commands: argparse._SubParsersAction) -> None:
                          help="Laplace noise parameter γ > 0 (noise scale 1/γ; 2·k·γ ≤ 709), for a .npy file")
     account.add_argument("--votes-per-unit", type=integer_at_least(1),
                          help="votes one protected unit can move (k ≥ 1, default 1), for a .npy file")
-    account.add_argument("--unit", choices=("example", "party"), help="protected unit (default example), for a .npy file")
+    account.add_argument("--unit", choices=("example", "party"),
+                         help="protected unit (default example), for a .npy file")
     account.add_argument("--delta", type=number_in(0, 1, high_open=True), required=True, help="target δ in (0, 1)")
     account.add_argument("--analysis", default="tight", choices=("tight", "classic"),
                          help="tight (privfed's best valid bound, default) or classic (the papers' analysis)")

@@ -249,7 +249,7 @@ def parse_config(
     }
     for key in models:
         if key not in estimator_keys:
-            raise ConfigError(f"pipeline.models.{key}: {estimator} has no parameter {key!r}; it has {list(estimator_keys)}")
+            raise ConfigError(unknown_key_message(key, estimator_keys, f"pipeline.models.{key}"))
     overlap = sorted(set(estimator_keys) & set(SPLIT_KEYS))
     if overlap:
         raise ConfigError(f"pipeline.estimator: {estimator}'s parameters {overlap} clash with the split's keys")
@@ -400,6 +400,12 @@ def _model_spec(raw: object, where: str) -> ModelSpec:
     except (ImportError, AttributeError, TypeError, ValueError) as error:
         raise ConfigError(str(error)) from None
     params = dict(_table(table.get("params", {}), f"{where}.params"))
+    cls = _import_class(class_path, f"{where}.class")
+    signature = inspect.signature(cls.__init__).parameters.values()
+    if not any(parameter.kind is parameter.VAR_KEYWORD for parameter in signature):  # xgboost takes **kwargs
+        for key in params:
+            if key not in init_parameters(cls):
+                raise ConfigError(unknown_key_message(key, init_parameters(cls), f"{where}.params.{key}"))
     try:
         ModelSpec(class_path, params).build()
     except (TypeError, ValueError) as error:

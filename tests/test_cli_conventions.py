@@ -42,7 +42,8 @@ def test_help_imports_neither_numpy_nor_the_accounting_core() -> None:
     code = ("import sys\nfrom privfed.cli import main\n"
             "for argv in (['--help'], *[[c, '--help'] for c in %r]):\n"
             "    assert main(argv) == 0\n"
-            "heavy = {'numpy', 'scipy', 'dp_accounting', 'sklearn', 'pandas', 'privfed.accounting'} & set(sys.modules)\n"
+            "heavy = {'numpy', 'scipy', 'dp_accounting', 'sklearn', 'pandas', 'privfed.accounting'}\n"
+            "heavy &= set(sys.modules)\n"
             "assert not heavy, heavy\n") % (COMMANDS,)
     result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=False)
     assert result.returncode == 0, result.stderr

@@ -210,3 +210,20 @@ def test_sweep_configuration_typos_suggest_the_key(tmp_path: Path, capsys) -> No
     assert main(["report", str(path), "--out", str(tmp_path / "out")]) == 2
     error = capsys.readouterr().err
     assert "grid.gamma[1]" in error and "finite" in error and not (tmp_path / "out").exists()
+
+
+# --- audit samples -----------------------------------------------------------------------------------------------
+def test_member_samples_that_are_not_npz_are_refused_without_a_pickle_hint(tmp_path: Path, capsys) -> None:
+    pytest.importorskip("sklearn")
+    claims = ROOT / "examples" / "claims" / "fedkt_l1_adult.json"
+    np.savez(tmp_path / "good.npz", X=np.zeros((4, 2)), y=np.zeros(4))
+    np.save(tmp_path / "array.npy", np.zeros((4, 2)))
+    (tmp_path / "text.npz").write_text("X,y\n")
+    np.savez(tmp_path / "objects.npz", X=np.array([{"a": 1}] * 4, dtype=object), y=np.zeros(4))
+    for bad, message in (("array.npy", "not a NumPy .npz file"), ("text.npz", "not a NumPy .npz file"),
+                         ("objects.npz", "holds Python objects")):
+        code = main(["audit", "--claims", str(claims), "--members", str(tmp_path / bad),
+                     "--non-members", str(tmp_path / "good.npz")])
+        error = capsys.readouterr().err
+        assert code == 2 and error.count("\n") == 1 and message in error and "members file" in error, error
+        assert bad in error and "allow_pickle" not in error and "Traceback" not in error
