@@ -24,10 +24,23 @@ from pathlib import Path
 
 import numpy as np
 
-__all__ = ["NPY_MAGIC", "check_finite_numbers", "load_npy", "reject_json_constant", "unknown_key_message"]
+__all__ = [
+    "MAX_EPSILON_PER_ANSWER",
+    "NPY_MAGIC",
+    "check_answer_epsilon",
+    "check_finite_numbers",
+    "load_npy",
+    "reject_json_constant",
+    "unknown_key_message",
+]
 
 #: The first bytes of every ``.npy`` file (numpy's format specification).
 NPY_MAGIC = b"\x93NUMPY"
+#: The largest pure ε of one answer (one noisy-max query, one label) accounted: exp(ε) overflows a float beyond
+#: ln(largest float) ≈ 709.78.
+MAX_EPSILON_PER_ANSWER = 709.0
+#: Properties through which mechanisms state the pure ε of one answer.
+_ANSWER_EPSILONS = ("epsilon_per_query", "epsilon_per_label")
 
 
 def load_npy(path: str | Path, name: str) -> np.ndarray:
@@ -90,6 +103,19 @@ def check_finite_numbers(document: object, where: str) -> None:
     elif isinstance(document, list):
         for index, value in enumerate(document):
             check_finite_numbers(value, f"{where}[{index}]")
+
+
+def check_answer_epsilon(mechanism: object, where: str) -> None:
+    """Refuse a mechanism whose one-answer ε (``epsilon_per_query``/``epsilon_per_label``) exceeds 709.
+
+    Beyond it, exp(ε) overflows a float and the accounting cannot represent the
+    release; checked where a file is parsed, before any accounting.
+    """
+    for name in _ANSWER_EPSILONS:
+        value = getattr(mechanism, name, None)
+        if isinstance(value, float) and value > MAX_EPSILON_PER_ANSWER:
+            raise ValueError(f"{where}: {name} = {value:g} is beyond what privfed can account: the ε of one answer "
+                             f"must be at most {MAX_EPSILON_PER_ANSWER:g} (exp(ε) overflows a float beyond it)")
 
 
 def reject_json_constant(constant: str) -> float:

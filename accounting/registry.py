@@ -16,7 +16,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any, TypeVar
 
 import numpy as np
-from privfed.accounting.documents import unknown_key_message
+from privfed.accounting.documents import check_answer_epsilon, unknown_key_message
 from privfed.accounting.mechanism import Mechanism
 
 __all__ = [
@@ -202,4 +202,6 @@ def checked_public_mechanism_from_record(record: Mapping[str, Any], *, where: st
                 reason += "; " + unknown_key_message(stray[0], parameters.read, f"{where}.parameters")
         raise ValueError(f"{where} ({kind}) cannot be rebuilt: {reason}") from None
     _check_read(recorder, {"kind": mechanism.kind, "unit": mechanism.unit, "parameters": mechanism.parameters()}, where)
+    for member in getattr(mechanism, "mechanisms", (mechanism,)):
+        check_answer_epsilon(member, f"{where} ({member.kind})")
     return mechanism, placeholder

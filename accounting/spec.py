@@ -30,7 +30,14 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from privfed.accounting.documents import check_finite_numbers, load_npy, reject_json_constant, unknown_key_message
+from privfed.accounting.documents import (
+    MAX_EPSILON_PER_ANSWER,
+    check_answer_epsilon,
+    check_finite_numbers,
+    load_npy,
+    reject_json_constant,
+    unknown_key_message,
+)
 from privfed.accounting.mechanism import Mechanism
 from privfed.accounting.registry import mechanism_class, mechanism_kinds
 
@@ -80,11 +87,17 @@ def _mechanism(entry: object, index: int, base: Path) -> Mechanism:
     for name in _ARRAY_FILE_ARGUMENTS & set(arguments):
         arguments[name] = _load_array(base, arguments[name], where=f"{where}.{name}")
     try:
-        return cls(**arguments)
+        mechanism = cls(**arguments)
     except TypeError as error:
         raise TypeError(f"{where} ({kind}): {error}") from None
     except ValueError as error:
         raise ValueError(f"{where} ({kind}): {error}") from None
+    except OverflowError as error:
+        given = ", ".join(f"{key}={value!r}" for key, value in entry.items() if isinstance(value, (int, float)))
+        raise ValueError(f"{where} ({kind}): {given} overflow the accounting ({error}): the ε of one answer must be "
+                         f"at most {MAX_EPSILON_PER_ANSWER:g}") from None
+    check_answer_epsilon(mechanism, f"{where} ({kind})")
+    return mechanism
 
 
 def load_mechanisms(path: str | Path) -> list[Mechanism]:

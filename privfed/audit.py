@@ -180,7 +180,7 @@ def load_claims(path: str | os.PathLike[str]) -> dict[str, Any]:
     """
     path = Path(path)
     if not path.is_file():
-        raise AuditInputError(f"claims file {str(path)!r} does not exist")
+        raise AuditInputError(f"claims file {str(path)!r} " + ("is a folder" if path.is_dir() else "does not exist"))
     try:
         document = json.loads(path.read_text(encoding="utf-8"), parse_constant=reject_json_constant)
     except (json.JSONDecodeError, UnicodeDecodeError) as error:

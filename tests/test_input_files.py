@@ -227,3 +227,21 @@ def test_member_samples_that_are_not_npz_are_refused_without_a_pickle_hint(tmp_p
         error = capsys.readouterr().err
         assert code == 2 and error.count("\n") == 1 and message in error and "members file" in error, error
         assert bad in error and "allow_pickle" not in error and "Traceback" not in error
+
+
+# --- values the accounting cannot represent ----------------------------------------------------------------------
+def test_one_answer_epsilon_beyond_709_is_refused_where_files_are_parsed(tmp_path: Path, capsys) -> None:
+    from privfed._arguments import MAX_EPSILON_PER_ANSWER
+    from privfed.accounting.documents import MAX_EPSILON_PER_ANSWER as ACCOUNTING_MAX
+
+    assert MAX_EPSILON_PER_ANSWER == ACCOUNTING_MAX
+    np.save(tmp_path / "votes.npy", np.array([[5, 1], [3, 3]]))
+    for body, name in (('kind = "laplace_noisy_max"\nvotes = "votes.npy"\ngamma = 400.0\n', "epsilon_per_query"),
+                       ('kind = "randomized_response"\nnum_classes = 10\nepsilon = 800.0\n', "epsilon")):
+        path = tmp_path / "p.toml"
+        path.write_text("[[mechanisms]]\n" + body)
+        _account_error(path, capsys, "mechanisms[0]", name)
+    claims = copy.deepcopy(CLAIMS)
+    claims["mechanisms"][0]["parameters"]["gamma"] = 400.0
+    error = _audit_error(tmp_path, claims, capsys)
+    assert "epsilon_per_query = 800" in error and "709" in error
