@@ -10,6 +10,7 @@ out of public records.
 from __future__ import annotations
 
 import difflib
+import inspect
 import math
 import numbers
 from collections.abc import Iterator, Mapping
@@ -112,7 +113,6 @@ class _ReadRecorder(Mapping[str, Any]):
         return self.children[key]
 
     def __iter__(self) -> Iterator[str]:
-        self.read.update(self._data)  # a reader that iterates hands every key on
         return iter(self._data)
 
     def __len__(self) -> int:
@@ -147,27 +147,47 @@ def _same(given: Any, rebuilt: Any) -> bool:
     return bool(given == rebuilt)
 
 
-def _check_read(recorder: _ReadRecorder, rebuilt: object, where: str) -> None:
-    """Every key of ``recorder`` was read by the rebuild or is a value the rebuilt mechanism records identically."""
-    rebuilt = rebuilt if isinstance(rebuilt, Mapping) else {}
-    for key, value in recorder._data.items():
-        here = f"{where}.{key}"
-        if key not in recorder.read and key not in rebuilt:
-            raise ValueError(unknown_key_message(key, recorder.read | set(rebuilt), where))
-        child, recorded = recorder.children.get(key), rebuilt.get(key)
-        if isinstance(child, _ReadRecorder):
-            _check_read(child, recorded, here)
-        elif isinstance(child, list) and child and isinstance(child[0], _ReadRecorder):
-            items = recorded if isinstance(recorded, list) else []
-            for index, item in enumerate(child):
-                _check_read(item, items[index] if index < len(items) else None, f"{here}[{index}]")
-        elif key in rebuilt and not isinstance(recorded, Mapping):
-            if (isinstance(recorded, numbers.Integral) and not isinstance(recorded, bool)
-                    and isinstance(value, numbers.Real) and not isinstance(value, bool)
-                    and not float(value).is_integer()):
-                raise ValueError(f"{here} must be an integer, got {value!r}")
-            if not _same(value, recorded):
-                raise ValueError(f"{here} = {value!r} disagrees with the other parameters, which give {recorded!r}")
+#: The keys of a mechanism record (ledgers, claims files).
+RECORD_KEYS = ("kind", "parameters", "unit")
+
+
+def _constructor_names(kind: str) -> set[str]:
+    return set(inspect.signature(_REGISTRY[kind]).parameters) - {"self", "unit"}
+
+
+def _check_record(record: _ReadRecorder, rebuilt: Mapping[str, Any], where: str) -> None:
+    """Every key of ``record`` is one the rebuild of its kind used, or a value the rebuilt mechanism records identically.
+
+    A parameter is *used* when ``from_parameters`` looked it up and it names a constructor
+    argument (a reader that walks every item, ``parameters.items()``, thus still cannot
+    accept a typo), or when the rebuilt mechanism's ``parameters()`` records it (derived
+    values such as ``num_queries``, and ``members`` of a composition), whose value must
+    then agree.
+    """
+    for key in record._data:
+        if key not in RECORD_KEYS:
+            raise ValueError(unknown_key_message(key, RECORD_KEYS, where))
+    parameters, recorded = record.children.get("parameters"), rebuilt.get("parameters", {})
+    if not isinstance(parameters, _ReadRecorder):
+        return
+    valid = (parameters.read & _constructor_names(rebuilt["kind"])) | set(recorded)
+    for key, value in parameters._data.items():
+        here = f"{where}.parameters.{key}"
+        if key not in valid:
+            raise ValueError(unknown_key_message(key, valid, f"{where}.parameters"))
+        if key not in recorded:
+            continue
+        child, expected = parameters.children.get(key), recorded[key]
+        if isinstance(child, list) and child and isinstance(child[0], _ReadRecorder):
+            if not isinstance(expected, list) or len(expected) != len(child):
+                raise ValueError(f"{here} disagrees with the rebuilt mechanism")
+            for index, (item, rebuilt_item) in enumerate(zip(child, expected)):
+                _check_record(item, rebuilt_item, f"{here}[{index}]")
+        elif (isinstance(expected, numbers.Integral) and not isinstance(expected, bool)
+              and isinstance(value, numbers.Real) and not isinstance(value, bool) and not float(value).is_integer()):
+            raise ValueError(f"{here} must be an integer, got {value!r}")
+        elif not _same(value, expected):
+            raise ValueError(f"{here} = {value!r} disagrees with the other parameters, which give {expected!r}")
 
 
 def checked_public_mechanism_from_record(record: Mapping[str, Any], *, where: str = "record") -> tuple[Mechanism, bool]:
@@ -201,7 +221,7 @@ def checked_public_mechanism_from_record(record: Mapping[str, Any], *, where: st
             if stray:  # a misspelling of what the rebuild looked for
                 reason += "; " + unknown_key_message(stray[0], parameters.read, f"{where}.parameters")
         raise ValueError(f"{where} ({kind}) cannot be rebuilt: {reason}") from None
-    _check_read(recorder, {"kind": mechanism.kind, "unit": mechanism.unit, "parameters": mechanism.parameters()}, where)
+    _check_record(recorder, {"kind": mechanism.kind, "unit": mechanism.unit, "parameters": mechanism.parameters()}, where)
     for member in getattr(mechanism, "mechanisms", (mechanism,)):
         check_answer_epsilon(member, f"{where} ({member.kind})")
     return mechanism, placeholder

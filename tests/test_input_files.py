@@ -245,3 +245,42 @@ def test_one_answer_epsilon_beyond_709_is_refused_where_files_are_parsed(tmp_pat
     claims["mechanisms"][0]["parameters"]["gamma"] = 400.0
     error = _audit_error(tmp_path, claims, capsys)
     assert "epsilon_per_query = 800" in error and "709" in error
+
+
+def test_a_kind_added_elsewhere_is_checked_too_even_if_it_reads_every_item(monkeypatch) -> None:
+    """A new registered kind gets the check for free, also when its from_parameters walks ``parameters.items()``."""
+    import dataclasses
+
+    from privfed.accounting import registry
+    from privfed.accounting.mechanism import Mechanism
+
+    @dataclasses.dataclass(frozen=True)
+    class Shuffled(Mechanism):
+        epsilon0: float
+        n_users: int
+        unit: str = "example"
+        kind = "test_shuffled"
+
+        data_dependent = False
+        num_queries = 1
+
+        def rdp(self, orders, *, analysis="tight"):
+            return np.full(len(orders), self.epsilon0)
+
+        rdp_data_independent = rdp
+
+        def parameters(self):
+            return {"epsilon0": self.epsilon0, "n_users": self.n_users}
+
+        @classmethod
+        def from_parameters(cls, parameters, *, unit, evidence=None):
+            names = {"epsilon0", "n_users"}
+            return cls(**{k: v for k, v in parameters.items() if k in names}, unit=unit)
+
+    monkeypatch.setitem(registry._REGISTRY, "test_shuffled", Shuffled)
+    good = {"kind": "test_shuffled", "unit": "example", "parameters": {"epsilon0": 1.0, "n_users": 100}}
+    assert checked_public_mechanism_from_record(good)[0].n_users == 100
+    typo = copy.deepcopy(good)
+    typo["parameters"]["n_user"] = 5
+    with pytest.raises(ValueError, match="unknown key 'n_user'.*did you mean 'n_users'"):
+        checked_public_mechanism_from_record(typo)
