@@ -156,7 +156,7 @@ def _constructor_names(kind: str) -> set[str]:
 
 
 def _check_record(record: _ReadRecorder, rebuilt: Mapping[str, Any], where: str) -> None:
-    """Every key of ``record`` is one the rebuild of its kind used, or a value the rebuilt mechanism records identically.
+    """Every key of ``record`` is one the rebuild of its kind used, or a value the rebuilt mechanism records alike.
 
     A parameter is *used* when ``from_parameters`` looked it up and it names a constructor
     argument (a reader that walks every item, ``parameters.items()``, thus still cannot
@@ -221,7 +221,8 @@ def checked_public_mechanism_from_record(record: Mapping[str, Any], *, where: st
             if stray:  # a misspelling of what the rebuild looked for
                 reason += "; " + unknown_key_message(stray[0], parameters.read, f"{where}.parameters")
         raise ValueError(f"{where} ({kind}) cannot be rebuilt: {reason}") from None
-    _check_record(recorder, {"kind": mechanism.kind, "unit": mechanism.unit, "parameters": mechanism.parameters()}, where)
+    rebuilt = {"kind": mechanism.kind, "unit": mechanism.unit, "parameters": mechanism.parameters()}
+    _check_record(recorder, rebuilt, where)
     for member in getattr(mechanism, "mechanisms", (mechanism,)):
         check_answer_epsilon(member, f"{where} ({member.kind})")
     return mechanism, placeholder

@@ -44,8 +44,8 @@ EXIT_BAD_INPUT = 2
 EXIT_RUNS_FAILED = 3
 EXIT_INTERRUPTED = 130
 
-#: The largest pure ε of one noisy-max answer privfed accounts (:data:`privfed.accounting.documents.MAX_EPSILON_PER_ANSWER`,
-#: repeated here so that building the parser imports nothing heavy; a test keeps the two equal).
+#: The largest pure ε of one noisy-max answer privfed accounts: ``privfed.accounting.documents.MAX_EPSILON_PER_ANSWER``,
+#: repeated here so that building the parser imports nothing heavy (a test keeps the two equal).
 MAX_EPSILON_PER_ANSWER = 709.0
 
 

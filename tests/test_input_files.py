@@ -231,8 +231,9 @@ def test_member_samples_that_are_not_npz_are_refused_without_a_pickle_hint(tmp_p
 
 # --- values the accounting cannot represent ----------------------------------------------------------------------
 def test_one_answer_epsilon_beyond_709_is_refused_where_files_are_parsed(tmp_path: Path, capsys) -> None:
-    from privfed._arguments import MAX_EPSILON_PER_ANSWER
     from privfed.accounting.documents import MAX_EPSILON_PER_ANSWER as ACCOUNTING_MAX
+
+    from privfed._arguments import MAX_EPSILON_PER_ANSWER
 
     assert MAX_EPSILON_PER_ANSWER == ACCOUNTING_MAX
     np.save(tmp_path / "votes.npy", np.array([[5, 1], [3, 3]]))
