@@ -98,14 +98,15 @@ def __getattr__(name: str) -> Any:
 
 
 class _Package(types.ModuleType):
-    """privfed's module type: the public function ``privfed.audit`` keeps its name when its submodule loads.
+    """privfed's module type: a public name keeps its meaning when a submodule of the same name loads.
 
-    Importing ``privfed.audit`` (the module) binds the package attribute ``audit``; the public API gives that
-    name to the function :func:`privfed.audit.audit`, as an eager ``from privfed.audit import audit`` did.
+    Importing a submodule binds it as a package attribute (``privfed.audit``, the module); where the public API
+    gives that name to something the submodule defines (the function :func:`privfed.audit.audit`), the public
+    object is bound instead, as an eager ``from privfed.audit import audit`` did.
     """
 
     def __setattr__(self, name: str, value: Any) -> None:
-        if name in _FROM_AUDIT and isinstance(value, types.ModuleType) and value.__name__ == "privfed.audit":
+        if isinstance(value, types.ModuleType) and _LAZY.get(name) == value.__name__ == f"{__name__}.{name}":
             value = getattr(value, name)
         super().__setattr__(name, value)
 
