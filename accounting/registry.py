@@ -9,13 +9,25 @@ out of public records.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import difflib
+import inspect
+import math
+import numbers
+from collections.abc import Iterator, Mapping
 from typing import Any, TypeVar
 
 import numpy as np
+from privfed.accounting.documents import check_answer_epsilon, unknown_key_message
 from privfed.accounting.mechanism import Mechanism
 
-__all__ = ["mechanism_class", "mechanism_from_record", "mechanism_kinds", "public_mechanism_from_record", "register"]
+__all__ = [
+    "checked_public_mechanism_from_record",
+    "mechanism_class",
+    "mechanism_from_record",
+    "mechanism_kinds",
+    "public_mechanism_from_record",
+    "register",
+]
 
 _REGISTRY: dict[str, type[Mechanism]] = {}
 
@@ -83,3 +95,134 @@ def public_mechanism_from_record(record: Mapping[str, Any]) -> tuple[Mechanism, 
         if not placeholder:
             raise ValueError(f"cannot rebuild {record.get('kind')!r} from its public parameters: {error}") from None
         return mechanism_from_record(record, evidence=placeholder), True
+
+
+class _ReadRecorder(Mapping[str, Any]):
+    """A read-only view of a record that remembers which keys were looked up (nested mappings and lists too)."""
+
+    def __init__(self, data: Mapping[str, Any]) -> None:
+        self._data = data
+        self.read: set[str] = set()
+        self.children: dict[str, Any] = {}
+
+    def __getitem__(self, key: str) -> Any:
+        self.read.add(key)
+        value = self._data[key]
+        if key not in self.children:
+            self.children[key] = _wrap(value)
+        return self.children[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._data)
+
+    def __len__(self) -> int:
+        return len(self._data)
+
+    def __contains__(self, key: object) -> bool:
+        if isinstance(key, str):
+            self.read.add(key)
+        return key in self._data
+
+
+def _wrap(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return _ReadRecorder(value)
+    if isinstance(value, list) and value and all(isinstance(item, Mapping) for item in value):
+        return [_ReadRecorder(item) for item in value]
+    return value
+
+
+def _same(given: Any, rebuilt: Any) -> bool:
+    if isinstance(given, bool) or isinstance(rebuilt, bool) or given is None or rebuilt is None:
+        return given is rebuilt or given == rebuilt
+    if isinstance(given, numbers.Real) and isinstance(rebuilt, numbers.Real):
+        return math.isclose(float(given), float(rebuilt), rel_tol=1e-9, abs_tol=1e-300)
+    if isinstance(given, list) and isinstance(rebuilt, list):
+        try:
+            given_array, rebuilt_array = np.asarray(given, dtype=float), np.asarray(rebuilt, dtype=float)
+            same_shape = given_array.shape == rebuilt_array.shape
+            return same_shape and bool(np.allclose(given_array, rebuilt_array, rtol=1e-9, atol=0))
+        except (TypeError, ValueError):
+            return given == rebuilt
+    return bool(given == rebuilt)
+
+
+#: The keys of a mechanism record (ledgers, claims files).
+RECORD_KEYS = ("kind", "parameters", "unit")
+
+
+def _constructor_names(kind: str) -> set[str]:
+    return set(inspect.signature(_REGISTRY[kind]).parameters) - {"self", "unit"}
+
+
+def _check_record(record: _ReadRecorder, rebuilt: Mapping[str, Any], where: str) -> None:
+    """Every key of ``record`` is one the rebuild of its kind used, or a value the rebuilt mechanism records alike.
+
+    A parameter is *used* when ``from_parameters`` looked it up and it names a constructor
+    argument (a reader that walks every item, ``parameters.items()``, thus still cannot
+    accept a typo), or when the rebuilt mechanism's ``parameters()`` records it (derived
+    values such as ``num_queries``, and ``members`` of a composition), whose value must
+    then agree.
+    """
+    for key in record._data:
+        if key not in RECORD_KEYS:
+            raise ValueError(unknown_key_message(key, RECORD_KEYS, where))
+    parameters, recorded = record.children.get("parameters"), rebuilt.get("parameters", {})
+    if not isinstance(parameters, _ReadRecorder):
+        return
+    valid = (parameters.read & _constructor_names(rebuilt["kind"])) | set(recorded)
+    for key, value in parameters._data.items():
+        here = f"{where}.parameters.{key}"
+        if key not in valid:
+            raise ValueError(unknown_key_message(key, valid, f"{where}.parameters"))
+        if key not in recorded:
+            continue
+        child, expected = parameters.children.get(key), recorded[key]
+        if isinstance(child, list) and child and isinstance(child[0], _ReadRecorder):
+            if not isinstance(expected, list) or len(expected) != len(child):
+                raise ValueError(f"{here} disagrees with the rebuilt mechanism")
+            for index, (item, rebuilt_item) in enumerate(zip(child, expected)):
+                _check_record(item, rebuilt_item, f"{here}[{index}]")
+        elif (isinstance(expected, numbers.Integral) and not isinstance(expected, bool)
+              and isinstance(value, numbers.Real) and not isinstance(value, bool) and not float(value).is_integer()):
+            raise ValueError(f"{here} must be an integer, got {value!r}")
+        elif not _same(value, expected):
+            raise ValueError(f"{here} = {value!r} disagrees with the other parameters, which give {expected!r}")
+
+
+def checked_public_mechanism_from_record(record: Mapping[str, Any], *, where: str = "record") -> tuple[Mechanism, bool]:
+    """:func:`public_mechanism_from_record`, refusing every key the rebuild would ignore.
+
+    A key of ``record`` (or of its ``parameters``, members included) is accepted when
+    the kind's :meth:`~Mechanism.from_parameters` reads it, or when the rebuilt
+    mechanism records it among its :meth:`~Mechanism.parameters` with the same value
+    (a derived value such as ``num_queries``, checked for agreement: ``2.5`` queries
+    is refused, not truncated). Anything else — a misspelled optional parameter that
+    would silently take its default — raises ``ValueError`` naming the key, the valid
+    keys and the closest one. The valid keys are learnt from the registered class
+    itself, so every registered kind is checked the same way.
+    """
+    if not isinstance(record, Mapping):
+        raise ValueError(f"{where} must be an object with kind, unit and parameters, got {record!r}")
+    kind = record.get("kind")
+    if kind not in _REGISTRY:
+        close = difflib.get_close_matches(str(kind), mechanism_kinds(), n=1)
+        raise ValueError(f"{where}.kind must be one of {list(mechanism_kinds())}, got {kind!r}"
+                         + (f"; did you mean {close[0]!r}?" if close else ""))
+    recorder = _ReadRecorder(record)
+    try:
+        mechanism, placeholder = public_mechanism_from_record(recorder)
+    except (ValueError, TypeError, KeyError, OverflowError) as error:
+        reason = f"missing parameter {error}" if isinstance(error, KeyError) else str(error)
+        parameters = recorder.children.get("parameters")
+        if isinstance(parameters, _ReadRecorder):
+            stray = [key for key in parameters._data if key not in parameters.read
+                     and difflib.get_close_matches(str(key), parameters.read, n=1, cutoff=0.6)]
+            if stray:  # a misspelling of what the rebuild looked for
+                reason += "; " + unknown_key_message(stray[0], parameters.read, f"{where}.parameters")
+        raise ValueError(f"{where} ({kind}) cannot be rebuilt: {reason}") from None
+    rebuilt = {"kind": mechanism.kind, "unit": mechanism.unit, "parameters": mechanism.parameters()}
+    _check_record(recorder, rebuilt, where)
+    for member in getattr(mechanism, "mechanisms", (mechanism,)):
+        check_answer_epsilon(member, f"{where} ({member.kind})")
+    return mechanism, placeholder

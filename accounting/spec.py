@@ -3,7 +3,8 @@
 A file lists mechanisms under ``mechanisms``, each with its registered ``kind``,
 an optional ``unit`` (the mechanism's default otherwise) and its constructor's
 arguments. Vote matrices of noisy-max mechanisms are named as ``.npy`` files,
-relative to the mechanism file, and loaded without pickle::
+relative to the mechanism file and inside its folder, and loaded without pickle.
+Unknown keys are refused with the closest valid one, and numbers must be finite::
 
     [[mechanisms]]
     kind = "laplace_noisy_max"
@@ -20,6 +21,7 @@ relative to the mechanism file, and loaded without pickle::
 
 from __future__ import annotations
 
+import difflib
 import inspect
 import json
 import tomllib
@@ -28,6 +30,14 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from privfed.accounting.documents import (
+    MAX_EPSILON_PER_ANSWER,
+    check_answer_epsilon,
+    check_finite_numbers,
+    load_npy,
+    reject_json_constant,
+    unknown_key_message,
+)
 from privfed.accounting.mechanism import Mechanism
 from privfed.accounting.registry import mechanism_class, mechanism_kinds
 
@@ -44,17 +54,19 @@ def _read(path: Path) -> Any:
             return tomllib.load(handle)
     if suffix == ".json":
         with path.open("r", encoding="utf-8") as handle:
-            return json.load(handle)
+            return json.load(handle, parse_constant=reject_json_constant)
     raise ValueError(f"path must name a .json or .toml mechanism file, got {str(path)!r}")
 
 
 def _load_array(base: Path, value: object, *, where: str) -> np.ndarray:
+    """The ``.npy`` file ``value`` names, which must lie inside the mechanism file's folder ``base``."""
     if not isinstance(value, str) or not value.endswith(".npy"):
         raise ValueError(f"{where} must name a .npy file relative to the mechanism file, got {value!r}")
-    file = base / value
-    if not file.is_file():
-        raise ValueError(f"{where} names {value!r}, but {str(file)!r} is not a file")
-    return np.load(file, allow_pickle=False)
+    file = (base / value).resolve()
+    if not file.is_relative_to(base):
+        raise ValueError(f"{where} names {value!r}, outside the mechanism file's folder {str(base)!r}; "
+                         "a mechanism file may only name files in its own folder or below")
+    return load_npy(file, f"{where} file")
 
 
 def _mechanism(entry: object, index: int, base: Path) -> Mechanism:
@@ -64,18 +76,28 @@ def _mechanism(entry: object, index: int, base: Path) -> Mechanism:
     arguments = dict(entry)
     kind = arguments.pop("kind", None)
     if kind not in mechanism_kinds():
-        raise ValueError(f"{where}.kind must be one of {', '.join(mechanism_kinds())}; got {kind!r}")
+        close = difflib.get_close_matches(str(kind), mechanism_kinds(), n=1)
+        raise ValueError(f"{where}.kind must be one of {', '.join(mechanism_kinds())}; got {kind!r}"
+                         + (f"; did you mean {close[0]!r}?" if close else ""))
     cls = mechanism_class(kind)
     accepted = set(inspect.signature(cls).parameters) - {"self"}
-    unknown = sorted(set(arguments) - accepted)
-    if unknown:
-        raise ValueError(f"{where} ({kind}) has unknown parameters {unknown}; valid: {sorted(accepted)}")
+    for key in arguments:
+        if key not in accepted:
+            raise ValueError(unknown_key_message(key, accepted, f"{where} ({kind})"))
     for name in _ARRAY_FILE_ARGUMENTS & set(arguments):
         arguments[name] = _load_array(base, arguments[name], where=f"{where}.{name}")
     try:
-        return cls(**arguments)
+        mechanism = cls(**arguments)
     except TypeError as error:
-        raise TypeError(f"{where} ({kind}): {error}") from error
+        raise TypeError(f"{where} ({kind}): {error}") from None
+    except ValueError as error:
+        raise ValueError(f"{where} ({kind}): {error}") from None
+    except OverflowError as error:
+        given = ", ".join(f"{key}={value!r}" for key, value in entry.items() if isinstance(value, (int, float)))
+        raise ValueError(f"{where} ({kind}): {given} overflow the accounting ({error}): the ε of one answer must be "
+                         f"at most {MAX_EPSILON_PER_ANSWER:g}") from None
+    check_answer_epsilon(mechanism, f"{where} ({kind})")
+    return mechanism
 
 
 def load_mechanisms(path: str | Path) -> list[Mechanism]:
@@ -100,11 +122,14 @@ def load_mechanisms(path: str | Path) -> list[Mechanism]:
     if not path.is_file():
         raise ValueError(f"path must be an existing mechanism file, got {str(path)!r}")
     document = _read(path)
-    if not isinstance(document, Mapping) or not isinstance(document.get("mechanisms"), list):
+    if not isinstance(document, Mapping):
         raise ValueError(f"{str(path)!r} must hold a top-level 'mechanisms' list")
-    extra = sorted(set(document) - {"mechanisms", "description"})
-    if extra:
-        raise ValueError(f"{str(path)!r} has unknown top-level keys {extra}; valid: ['description', 'mechanisms']")
+    for key in document:
+        if key not in ("mechanisms", "description"):
+            raise ValueError(unknown_key_message(key, ("description", "mechanisms"), repr(str(path))))
+    if not isinstance(document.get("mechanisms"), list):
+        raise ValueError(f"{str(path)!r} must hold a top-level 'mechanisms' list")
+    check_finite_numbers(document, f"{str(path)!r}:")
     if not document["mechanisms"]:
         raise ValueError(f"{str(path)!r} lists no mechanisms")
     base = path.resolve().parent

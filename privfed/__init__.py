@@ -3,6 +3,8 @@
 The public face of the project: everything a user needs is importable from here.
 """
 
+import sys
+import types
 from pathlib import Path
 from typing import Any
 
@@ -14,49 +16,48 @@ _CHECKOUT_ROOT = Path(__file__).resolve().parent.parent
 if (_CHECKOUT_ROOT / "pyproject.toml").is_file() and (_CHECKOUT_ROOT / "accounting" / "__init__.py").is_file():
     __path__.append(str(_CHECKOUT_ROOT))
 
-from privfed.accounting import (  # noqa: E402
-    DPSGD,
-    BudgetExceededError,
-    GaussianNoisyMax,
-    LaplaceNoisyMax,
-    Ledger,
-    LedgerFormatError,
-    LedgerIntegrityError,
-    Mechanism,
-    MechanismReport,
-    ParallelComposition,
-    PrivacyReport,
-    QuantizedLaplaceEnsemble,
-    RandomizedResponse,
-    account,
-    class_count_weights,
-    compose_parallel,
-    data_fingerprint,
-    load_mechanisms,
-    quantize_logits,
-    randomized_response_epsilon,
-    randomized_response_estimate,
-    randomized_response_keep_probability,
-    randomized_response_variance,
-)
-from privfed.audit import audit, load_claims
-from privfed.audit_report import AuditInputError, AuditReport, Check
-from privfed.bundle import BundleError, BundleIntegrityError, load_bundle, save_bundle
-from privfed.empirical import (
-    MembershipBound,
-    OneRunBound,
-    clopper_pearson,
-    insert_canaries,
-    membership_epsilon_lower_bound,
-    one_run_audit,
-    one_run_epsilon_lower_bound,
-    true_label_scores,
-)
-
 __version__ = "0.1.0"
 
-# Pipelines and model adapters load on first use, so that `import privfed` (and the
-# `privfed account` command) import neither scikit-learn nor torch.
+# Every public name loads on first use, so that `import privfed` costs nothing and `privfed --help` answers at
+# once; pipeline classes and model adapters import neither scikit-learn nor torch until they are used.
+_FROM_ACCOUNTING = (
+    "DPSGD",
+    "BudgetExceededError",
+    "GaussianNoisyMax",
+    "LaplaceNoisyMax",
+    "Ledger",
+    "LedgerFormatError",
+    "LedgerIntegrityError",
+    "Mechanism",
+    "MechanismReport",
+    "ParallelComposition",
+    "PrivacyReport",
+    "QuantizedLaplaceEnsemble",
+    "RandomizedResponse",
+    "account",
+    "class_count_weights",
+    "compose_parallel",
+    "data_fingerprint",
+    "load_mechanisms",
+    "quantize_logits",
+    "randomized_response_epsilon",
+    "randomized_response_estimate",
+    "randomized_response_keep_probability",
+    "randomized_response_variance",
+)
+_FROM_AUDIT = ("audit", "load_claims")
+_FROM_AUDIT_REPORT = ("AuditInputError", "AuditReport", "Check")
+_FROM_BUNDLE = ("BundleError", "BundleIntegrityError", "load_bundle", "save_bundle")
+_FROM_EMPIRICAL = (
+    "MembershipBound",
+    "OneRunBound",
+    "clopper_pearson",
+    "insert_canaries",
+    "membership_epsilon_lower_bound",
+    "one_run_audit",
+    "one_run_epsilon_lower_bound",
+    "true_label_scores",
+)
 _FROM_PIPELINES = (
     "CentralizedPATE",
     "DensityRatioSelector",
@@ -76,14 +77,41 @@ _FROM_PIPELINES = (
     "homogeneous_partition",
     "load_dataset",
 )
+_LAZY = {
+    **dict.fromkeys(_FROM_ACCOUNTING, "privfed.accounting"),
+    **dict.fromkeys(_FROM_AUDIT, "privfed.audit"),
+    **dict.fromkeys(_FROM_AUDIT_REPORT, "privfed.audit_report"),
+    **dict.fromkeys(_FROM_BUNDLE, "privfed.bundle"),
+    **dict.fromkeys(_FROM_EMPIRICAL, "privfed.empirical"),
+    **dict.fromkeys(_FROM_PIPELINES, "privfed.pipelines"),
+}
 
 
 def __getattr__(name: str) -> Any:
-    if name in _FROM_PIPELINES:
-        from privfed import pipelines
+    if name in _LAZY:
+        import importlib
 
-        return getattr(pipelines, name)
+        value = getattr(importlib.import_module(_LAZY[name]), name)
+        setattr(sys.modules[__name__], name, value)
+        return value
     raise AttributeError(f"module 'privfed' has no attribute {name!r}")
+
+
+class _Package(types.ModuleType):
+    """privfed's module type: a public name keeps its meaning when a submodule of the same name loads.
+
+    Importing a submodule binds it as a package attribute (``privfed.audit``, the module); where the public API
+    gives that name to something the submodule defines (the function :func:`privfed.audit.audit`), the public
+    object is bound instead, as an eager ``from privfed.audit import audit`` did.
+    """
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if isinstance(value, types.ModuleType) and _LAZY.get(name) == value.__name__ == f"{__name__}.{name}":
+            value = getattr(value, name)
+        super().__setattr__(name, value)
+
+
+sys.modules[__name__].__class__ = _Package
 
 
 def __dir__() -> list[str]:

@@ -37,11 +37,16 @@ import numpy as np
 from privfed.accounting._checks import check_delta
 from privfed.accounting.account import account
 from privfed.accounting.conversion import rdp_to_epsilon
+from privfed.accounting.documents import reject_json_constant, unknown_key_message
 from privfed.accounting.fingerprint import commit_evidence, file_sha256
 from privfed.accounting.ledger import Ledger, LedgerFormatError, LedgerIntegrityError
 from privfed.accounting.ledger_entry import UnitAnalysis, analyse_mechanism
 from privfed.accounting.mechanism import UNITS, Mechanism
-from privfed.accounting.registry import mechanism_from_record, public_mechanism_from_record
+from privfed.accounting.registry import (
+    checked_public_mechanism_from_record,
+    mechanism_from_record,
+    public_mechanism_from_record,
+)
 from privfed.accounting.report import PrivacyReport, round_up
 from privfed.audit_hygiene import SETTINGS, Release, Statement, hygiene_checks
 from privfed.audit_report import AuditInputError, AuditReport, Check
@@ -106,11 +111,15 @@ def _samples(value: object, name: str) -> tuple[np.ndarray, np.ndarray]:
         path = Path(value)
         if not path.is_file():
             raise AuditInputError(f"{name} file {str(path)!r} does not exist")
+        if not zipfile.is_zipfile(path):
+            raise AuditInputError(f"{name} file {str(path)!r} is not a NumPy .npz file (save X and y with "
+                                  "numpy.savez)")
         try:
             arrays = _load_npz(path)
-        except ValueError as error:
-            raise AuditInputError(f"{name} file {str(path)!r} needs unpickling to read ({error}); refused") from None
-        except (OSError, zipfile.BadZipFile) as error:
+        except ValueError:
+            raise AuditInputError(f"{name} file {str(path)!r} holds Python objects (an object array), not numeric "
+                                  "arrays; privfed never unpickles: save X and y with numpy.savez") from None
+        except (OSError, zipfile.BadZipFile, EOFError) as error:
             raise AuditInputError(f"{name} file {str(path)!r} is not a readable .npz: {error}") from None
         if not {"X", "y"} <= set(arrays):
             raise AuditInputError(f"{name} file {str(path)!r} must hold arrays 'X' and 'y', got {sorted(arrays)}")
@@ -149,28 +158,53 @@ def _resolve_units(given: dict[str, int], headline: str, fallback: Mapping[str, 
 
 
 # --- claims files -------------------------------------------------------------------------------------
+_CLAIMS_KEYS = ("type", "schema_version", "description", "source", "setting", "protected_units", "claim",
+                "mechanisms", "unaccounted", "model")
+_CLAIM_KEYS = ("epsilon", "delta", "unit", "scope", "rounds", "data_dependent")
+_MODEL_KEYS = ("file", "sha256")
+
+
+def _known_keys(table: Mapping[str, Any], valid: tuple[str, ...], where: str) -> None:
+    for key in table:
+        if key not in valid:
+            raise AuditInputError(unknown_key_message(key, valid, where))
+
+
 def load_claims(path: str | os.PathLike[str]) -> dict[str, Any]:
-    """Read and validate a claims file (JSON; schema in ``docs/audit.md``)."""
+    """Read and validate a claims file (JSON; schema in ``docs/audit.md``).
+
+    Unknown keys (at the top level, in ``claim``, ``model``, and in each mechanism's
+    record and parameters) are refused with the closest valid key: a misspelled
+    optional parameter never falls back to its default. Each mechanism is rebuilt
+    here, so that a claims file that loads is one the audit can recompute.
+    """
     path = Path(path)
     if not path.is_file():
-        raise AuditInputError(f"claims file {str(path)!r} does not exist")
+        raise AuditInputError(f"claims file {str(path)!r} " + ("is a folder" if path.is_dir() else "does not exist"))
     try:
-        document = json.loads(path.read_text(encoding="utf-8"))
+        document = json.loads(path.read_text(encoding="utf-8"), parse_constant=reject_json_constant)
     except (json.JSONDecodeError, UnicodeDecodeError) as error:
         raise AuditInputError(f"claims file {str(path)!r} is not valid JSON: {error}") from None
+    except ValueError as error:
+        raise AuditInputError(f"claims file {str(path)!r}: {error}") from None
+    except OSError as error:
+        raise AuditInputError(f"claims file {str(path)!r} could not be read: {error.strerror or error}") from None
     where = f"claims file {path.name}"
     if not isinstance(document, dict) or document.get("type") != CLAIMS_TYPE:
         raise AuditInputError(f"{where}: 'type' must be {CLAIMS_TYPE!r}")
+    _known_keys(document, _CLAIMS_KEYS, where)
     if document.get("schema_version") != 1:
         raise AuditInputError(f"{where}: 'schema_version' must be 1, got {document.get('schema_version')!r}")
     claim = document.get("claim")
     if not isinstance(claim, dict):
         raise AuditInputError(f"{where}: 'claim' must be an object with epsilon, delta, unit")
+    _known_keys(claim, _CLAIM_KEYS, f"{where}: claim")
     if claim.get("unit") not in UNITS:
         raise AuditInputError(f"{where}: claim.unit must be one of {UNITS}, got {claim.get('unit')!r}")
     epsilon = claim.get("epsilon")
-    if epsilon is not None and (isinstance(epsilon, bool) or not isinstance(epsilon, (int, float)) or epsilon <= 0):
-        raise AuditInputError(f"{where}: claim.epsilon must be a positive number or null, got {epsilon!r}")
+    if epsilon is not None and (isinstance(epsilon, bool) or not isinstance(epsilon, (int, float))
+                                or not math.isfinite(epsilon) or epsilon <= 0):
+        raise AuditInputError(f"{where}: claim.epsilon must be a finite positive number or null, got {epsilon!r}")
     try:
         check_delta(claim.get("delta"), "claim.delta")
     except (TypeError, ValueError) as error:
@@ -181,6 +215,10 @@ def load_claims(path: str | os.PathLike[str]) -> dict[str, Any]:
     rounds = claim.get("rounds")
     if scope == "per_round" and (not isinstance(rounds, int) or isinstance(rounds, bool) or rounds < 1):
         raise AuditInputError(f"{where}: a per_round claim needs claim.rounds, a positive integer; got {rounds!r}")
+    if scope != "per_round" and rounds is not None:
+        raise AuditInputError(f"{where}: claim.rounds applies to scope 'per_round' only, got scope {scope!r}")
+    if not isinstance(claim.get("data_dependent", False), bool):
+        raise AuditInputError(f"{where}: claim.data_dependent must be true or false, got {claim['data_dependent']!r}")
     if not isinstance(document.get("mechanisms", []), list) or not isinstance(document.get("unaccounted", []), list):
         raise AuditInputError(f"{where}: 'mechanisms' and 'unaccounted' must be lists")
     if document.get("setting", "unknown") not in SETTINGS:
@@ -188,7 +226,13 @@ def load_claims(path: str | os.PathLike[str]) -> dict[str, Any]:
     model = document.get("model")
     if model is not None and not isinstance(model, dict):
         raise AuditInputError(f"{where}: 'model' must be an object (file, sha256) or absent")
+    _known_keys(model or {}, _MODEL_KEYS, f"{where}: model")
     _protected_units(document.get("protected_units"))
+    for index, record in enumerate(document.get("mechanisms", [])):
+        try:
+            checked_public_mechanism_from_record(record, where=f"mechanisms[{index}]")
+        except (ValueError, TypeError) as error:
+            raise AuditInputError(f"{where}: {error}") from None
     return document
 
 

@@ -12,6 +12,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from privfed._arguments import integer_at_least
+
 __all__ = ["add_audit_command"]
 
 
@@ -43,8 +45,14 @@ def add_audit_command(subparsers: Any) -> argparse.ArgumentParser:
         "audit",
         help="audit a model's privacy claims (a bundle, or a model file with a claims file)",
         description="Check a model's privacy claims: integrity, recomputation of every ε, claim hygiene, safe loading "
-                    "and, with member/non-member samples, an empirical lower bound on ε. Exit 0: no check failed; "
-                    "1: a check failed; 2: unusable input. Explanations: docs/audit.md.",
+                    "and, with member/non-member samples, an empirical lower bound on ε. Explanations: docs/audit.md.",
+        epilog="examples:\n"
+               "  privfed demo --out my-bundle && privfed audit my-bundle\n"
+               "  privfed examples ex && privfed audit --claims ex/claims/fedkt_l1_adult.json\n"
+               "  privfed audit model.skops --claims claims.json --members m.npz --non-members n.npz\n\n"
+               "exit codes: 0 no check failed, 1 a check failed, 2 unusable input (one line, no traceback), "
+               "130 interrupted",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("target", nargs="?", help="bundle directory, or a .skops/.ubj/.json/.safetensors model file")
     parser.add_argument("--claims", help="claims file (JSON) for a model that is not a privfed bundle")
@@ -53,7 +61,8 @@ def add_audit_command(subparsers: Any) -> argparse.ArgumentParser:
     parser.add_argument("--non-members", dest="non_members", help=".npz with arrays X, y of non-members")
     parser.add_argument("--protected-units", dest="protected_units", type=_positive_int,
                         help="number of protected units (parties or examples) for the δ < 1/n check")
-    parser.add_argument("--seed", type=int, default=0, help="seed of the empirical check's split (default 0)")
+    parser.add_argument("--seed", type=integer_at_least(0), default=0,
+                        help="seed of the empirical check's split, >= 0 (default 0)")
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
     parser.set_defaults(handler=_audit_command)
     return parser

@@ -21,6 +21,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from privfed.accounting.documents import check_finite_numbers, unknown_key_message
+
 __all__ = [
     "BUNDLED_DATASETS",
     "MODEL_PACKAGES",
@@ -217,6 +219,10 @@ def parse_config(
 ) -> SweepConfig:
     """Validate a configuration mapping (as :func:`tomllib.loads` returns) into a :class:`SweepConfig`."""
     _no_unknown_keys(document, _TOP_KEYS, "")
+    try:
+        check_finite_numbers(document, "")
+    except ValueError as error:
+        raise ConfigError(str(error)) from None
     name = _string(_required(document, "name", ""), "name")
     description = document.get("description", "")
     if not isinstance(description, str):
@@ -243,7 +249,7 @@ def parse_config(
     }
     for key in models:
         if key not in estimator_keys:
-            raise ConfigError(f"pipeline.models.{key}: {estimator} has no parameter {key!r}; it has {list(estimator_keys)}")
+            raise ConfigError(unknown_key_message(key, estimator_keys, f"pipeline.models.{key}"))
     overlap = sorted(set(estimator_keys) & set(SPLIT_KEYS))
     if overlap:
         raise ConfigError(f"pipeline.estimator: {estimator}'s parameters {overlap} clash with the split's keys")
@@ -307,7 +313,7 @@ class _Keys:
             valid = [k for k in self.estimator_keys if k not in _RESERVED]
             if split_allowed:
                 valid += list(SPLIT_KEYS) + [f"{m}.<parameter>" for m in self.models]
-            raise ConfigError(f"{where}: unknown key {key!r}; valid keys are {valid}")
+            raise ConfigError(unknown_key_message(key, valid, where))
 
 
 def _settings(raw: object, keys: _Keys, grid: Mapping[str, Any]) -> tuple[Setting, ...]:
@@ -394,6 +400,12 @@ def _model_spec(raw: object, where: str) -> ModelSpec:
     except (ImportError, AttributeError, TypeError, ValueError) as error:
         raise ConfigError(str(error)) from None
     params = dict(_table(table.get("params", {}), f"{where}.params"))
+    cls = _import_class(class_path, f"{where}.class")
+    signature = inspect.signature(cls.__init__).parameters.values()
+    if not any(parameter.kind is parameter.VAR_KEYWORD for parameter in signature):  # xgboost takes **kwargs
+        for key in params:
+            if key not in init_parameters(cls):
+                raise ConfigError(unknown_key_message(key, init_parameters(cls), f"{where}.params.{key}"))
     try:
         ModelSpec(class_path, params).build()
     except (TypeError, ValueError) as error:
@@ -435,8 +447,7 @@ def init_parameters(cls: type) -> tuple[str, ...]:
 def _no_unknown_keys(table: Mapping[str, Any], allowed: Sequence[str], where: str) -> None:
     for key in table:
         if key not in allowed:
-            prefix = f"{where}." if where else ""
-            raise ConfigError(f"{prefix}{key}: unknown key; {where or 'the top level'} allows {list(allowed)}")
+            raise ConfigError(unknown_key_message(key, allowed, f"{where}.{key}" if where else str(key)))
 
 
 def _required(table: Mapping[str, Any], key: str, where: str) -> Any:

@@ -64,6 +64,7 @@ __all__ = [
     "RESULTS_FILE",
     "SWEEP_FILE",
     "SaveModel",
+    "SweepInterrupted",
     "SweepPoint",
     "environment",
     "expand_points",
@@ -484,6 +485,14 @@ def _parquet_available() -> bool:
     return any(importlib.util.find_spec(engine) is not None for engine in ("pyarrow", "fastparquet"))
 
 
+class SweepInterrupted(KeyboardInterrupt):
+    """Ctrl-C during :func:`run_sweep`: ``done`` of ``total`` runs are saved; rerunning resumes from them."""
+
+    def __init__(self, done: int, total: int) -> None:
+        super().__init__(f"interrupted after {done} of {total} runs; rerun the same command to resume")
+        self.done, self.total = done, total
+
+
 def run_sweep(
     config: SweepConfig,
     out_dir: str | Path,
@@ -491,6 +500,7 @@ def run_sweep(
     save_model: SaveModel = save_ledger,
     n_jobs: int | None = None,
     progress: bool = True,
+    log: Callable[[str], None] | None = None,
 ) -> pd.DataFrame:
     """Run (or resume) a sweep and return its results, one row per run, in expansion order.
 
@@ -509,11 +519,18 @@ def run_sweep(
         Runs in parallel (default: ``config.n_jobs``), through :class:`privfed.pipelines.JoblibExecutor`.
     progress : bool, default=True
         Show a progress bar over the runs.
+    log : callable, optional
+        Called with one line when runs of an earlier (interrupted) call are reused.
 
     Returns
     -------
     pandas.DataFrame
         The results of every run of ``config`` (those computed now and those found in the CSV).
+
+    Raises
+    ------
+    SweepInterrupted
+        On Ctrl-C (a ``KeyboardInterrupt``), saying how many runs are saved.
     """
     if not callable(save_model):
         raise TypeError(f"save_model must be callable as save_model(model, directory), got {save_model!r}")
@@ -537,6 +554,8 @@ def run_sweep(
     keys = {point.key for point in points}
     done = _previous_rows(csv_path, keys, columns)
     pending = [point for point in points if point.key not in set(done["key"])]
+    if len(done) and log is not None:
+        log(f"resuming: reusing {len(done)} of {len(points)} runs already in {csv_path}")
     context = _Context(estimator=config.estimator, data=config.data, out_dir=out_dir, save_model=save_model,
                        delta=config.delta, sweep=config.name, columns=columns)
     import joblib
@@ -545,12 +564,16 @@ def run_sweep(
     executor = SerialExecutor() if workers == 1 else JoblibExecutor(n_jobs=n_jobs, progress=False)
     bar = tqdm(total=len(points), initial=len(points) - len(pending), desc=f"sweep {config.name}",
                disable=not progress, unit="run")
+    finished = len(points) - len(pending)
     try:
         for start in range(0, len(pending), workers):
             chunk = pending[start:start + workers]
             rows = executor.map(_run_point, [_Task(point, context) for point in chunk])
             pd.DataFrame(rows, columns=list(columns)).to_csv(csv_path, mode="a", header=False, index=False)
+            finished += len(chunk)
             bar.update(len(chunk))
+    except KeyboardInterrupt:
+        raise SweepInterrupted(finished, len(points)) from None
     finally:
         bar.close()
     results = load_results(csv_path)

@@ -114,14 +114,15 @@ def test_json_and_toml_files_give_the_same_mechanisms(tmp_path):
     [
         ({"mechanisms": [{"kind": "nope"}]}, "kind must be one of"),
         ({"mechanisms": [{"kind": "dpsgd", "noise_multiplier": 1.0, "sample_rate": 0.1, "step": 3}]},
-         "unknown parameters"),
+         "unknown key 'step'.*did you mean 'steps'"),
         ({"mechanisms": [{"kind": "dpsgd", "noise_multiplier": 1.0, "sample_rate": 2.0, "steps": 3}]}, "sample_rate"),
-        ({"mechanisms": [{"kind": "laplace_noisy_max", "votes": "missing.npy", "gamma": 0.1}]}, "is not a file"),
+        ({"mechanisms": [{"kind": "laplace_noisy_max", "votes": "missing.npy", "gamma": 0.1}]}, "does not exist"),
         ({"mechanisms": [{"kind": "laplace_noisy_max", "votes": [[1, 2]], "gamma": 0.1}]}, "must name a .npy"),
         ({"mechanisms": []}, "lists no mechanisms"),
-        ({"mechanism": []}, "top-level 'mechanisms' list"),
+        ({"mechanism": []}, "unknown key 'mechanism'.*did you mean 'mechanisms'"),
+        ({"description": "none"}, "top-level 'mechanisms' list"),
         ({"mechanisms": [{"kind": "dpsgd", "noise_multiplier": 1.0, "sample_rate": 0.1, "steps": 3}], "delta": 1},
-         "unknown top-level keys"),
+         "unknown key 'delta'"),
     ],
 )
 def test_bad_files_are_refused(tmp_path, document, match):

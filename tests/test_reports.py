@@ -251,7 +251,7 @@ def test_epsilon_axis_is_logarithmic_only_when_it_spans_a_decade(swept) -> None:
          r"^pipeline\.models\.teacher\.class must be 'package\.module\.Class' from"),
         ({"pipeline": {"estimator": "FedKT", "models": {"teacher": {
             "class": "sklearn.tree.DecisionTreeClassifier", "params": {"depth": 3}}}}},
-         r"^pipeline\.models\.teacher\.params: sklearn\.tree\.DecisionTreeClassifier refuses"),
+         r"^pipeline\.models\.teacher\.params\.depth: unknown key 'depth'.*did you mean 'max_depth'\?"),
         ({"setting": [{"label": "a", "privacy": "L1", "link": {"local_query_fraction": "nothing"}}]},
          r"^setting\[0\]\.link\.local_query_fraction must name a grid axis"),
         ({"setting": [{"label": "a", "gamma": 0.1}]}, r"^setting\[0\]\.gamma: 'gamma' is also a grid axis"),

@@ -1,0 +1,123 @@
+"""Reading what users write: ``.npy`` arrays without pickle, and the keys and numbers of JSON/TOML documents.
+
+Every reader of a user's file (mechanism files, claims files, sweep configurations,
+vote matrices) goes through these checks, so that each mistake is answered the same
+way: one ``ValueError`` naming the file or key, what is wrong and what is valid.
+
+* :func:`load_npy` reads a ``.npy`` file that must hold a plain numeric array. A
+  file that is not ``.npy`` at all, a truncated one, or one holding Python objects
+  is refused as such; privfed never unpickles (numpy's own message would suggest
+  ``allow_pickle=True``, the opposite of this rule).
+* :func:`unknown_key_message` names an unknown key, the valid keys and the closest
+  valid key (``difflib``), so that a misspelled optional parameter is refused rather
+  than silently replaced by its default.
+* :func:`check_finite_numbers` refuses ``inf`` and ``nan`` anywhere in a document
+  (TOML has them; JSON readers accept ``Infinity``), naming the key.
+"""
+
+from __future__ import annotations
+
+import difflib
+import math
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+
+import numpy as np
+
+__all__ = [
+    "MAX_EPSILON_PER_ANSWER",
+    "NPY_MAGIC",
+    "check_answer_epsilon",
+    "check_finite_numbers",
+    "load_npy",
+    "reject_json_constant",
+    "unknown_key_message",
+]
+
+#: The first bytes of every ``.npy`` file (numpy's format specification).
+NPY_MAGIC = b"\x93NUMPY"
+#: The largest pure ε of one answer (one noisy-max query, one label) accounted: exp(ε) overflows a float beyond
+#: ln(largest float) ≈ 709.78.
+MAX_EPSILON_PER_ANSWER = 709.0
+#: Properties through which mechanisms state the pure ε of one answer.
+_ANSWER_EPSILONS = ("epsilon_per_query", "epsilon_per_label")
+
+
+def load_npy(path: str | Path, name: str) -> np.ndarray:
+    """The array of a ``.npy`` file, read with ``allow_pickle=False``.
+
+    Parameters
+    ----------
+    path : str or Path
+        The file.
+    name : str
+        How the message names the file (an argument such as ``"VOTES file"`` or a key).
+
+    Raises
+    ------
+    ValueError
+        The file does not exist, cannot be read, is not a ``.npy`` file, is truncated
+        or corrupt, or holds Python objects.
+    """
+    path = Path(path)
+    if not path.exists():
+        raise ValueError(f"{name} {str(path)!r} does not exist")
+    if not path.is_file():
+        raise ValueError(f"{name} {str(path)!r} is not a file")
+    try:
+        with path.open("rb") as handle:
+            if handle.read(len(NPY_MAGIC)) != NPY_MAGIC:
+                raise ValueError(f"{name} {str(path)!r} is not a NumPy .npy file (it lacks the .npy header; "
+                                 "save the array with numpy.save)")
+            handle.seek(0)
+            try:
+                return np.lib.format.read_array(handle, allow_pickle=False)
+            except ValueError as error:
+                if "pickle" in str(error).lower():
+                    raise ValueError(f"{name} {str(path)!r} holds Python objects (an object array), not a numeric "
+                                     "array; privfed never unpickles: save a numeric array with numpy.save") from None
+                raise ValueError(f"{name} {str(path)!r} is not a valid NumPy .npy file (truncated or corrupt: "
+                                 f"{error})") from None
+            except (EOFError, SyntaxError, TypeError) as error:
+                raise ValueError(f"{name} {str(path)!r} is not a valid NumPy .npy file (truncated or corrupt: "
+                                 f"{error})") from None
+    except OSError as error:
+        raise ValueError(f"{name} {str(path)!r} could not be read: {error.strerror or error}") from None
+
+
+def unknown_key_message(key: str, valid: Iterable[str], where: str) -> str:
+    """``"<where>: unknown key 'x'; valid keys: [...]; did you mean 'y'?"``."""
+    valid = sorted(set(valid))
+    close = difflib.get_close_matches(str(key), valid, n=1, cutoff=0.6)
+    hint = f"; did you mean {close[0]!r}?" if close else ""
+    return f"{where}: unknown key {key!r}; valid keys: {valid}{hint}"
+
+
+def check_finite_numbers(document: object, where: str) -> None:
+    """Raise ``ValueError`` naming the first ``inf`` or ``nan`` found anywhere in ``document``."""
+    if isinstance(document, float) and not math.isfinite(document):
+        raise ValueError(f"{where} must be a finite number, got {document!r}")
+    if isinstance(document, Mapping):
+        for key, value in document.items():
+            check_finite_numbers(value, f"{where}.{key}" if where else str(key))
+    elif isinstance(document, list):
+        for index, value in enumerate(document):
+            check_finite_numbers(value, f"{where}[{index}]")
+
+
+def check_answer_epsilon(mechanism: object, where: str) -> None:
+    """Refuse a mechanism whose one-answer ε (``epsilon_per_query``/``epsilon_per_label``) exceeds 709.
+
+    Beyond it, exp(ε) overflows a float and the accounting cannot represent the
+    release; checked where a file is parsed, before any accounting.
+    """
+    for name in _ANSWER_EPSILONS:
+        value = getattr(mechanism, name, None)
+        if isinstance(value, float) and value > MAX_EPSILON_PER_ANSWER:
+            raise ValueError(f"{where}: {name} = {value:g} is beyond what privfed can account: the ε of one answer "
+                             f"must be at most {MAX_EPSILON_PER_ANSWER:g} (exp(ε) overflows a float beyond it)")
+
+
+def reject_json_constant(constant: str) -> float:
+    """``json.loads(..., parse_constant=reject_json_constant)``: ``Infinity``, ``-Infinity`` and ``NaN`` are refused."""
+    raise ValueError(f"{constant} is not a finite number (JSON has no {constant}; privacy parameters must be finite)")
