@@ -116,6 +116,25 @@ def test_server_and_client_apps_reproduce_fit(federation, task_identity, privacy
     assert [e.description for e in ledger.entries] == [e.description for e in local.ledger_.entries]
 
 
+def test_fedkd_over_the_apps_reproduces_fit(federation, task_identity) -> None:
+    from privfed.federation.server_app import ServerJob, run_server
+    from privfed.pipelines.fedkd import FedKD
+    from sklearn.linear_model import LogisticRegression
+
+    parties, paths, public, (X_test, _) = federation
+
+    def fedkd() -> FedKD:
+        return FedKD(LogisticRegression(max_iter=200), DecisionTreeClassifier(max_depth=8), gamma=1.0, random_state=2)
+
+    local = fedkd().fit(parties, public)
+    flower = run_server(LocalGrid(paths), ServerJob(fedkd(), public, num_supernodes=3, timeout=5))
+    np.testing.assert_array_equal(flower.predict(X_test), local.predict(X_test))
+    np.testing.assert_array_equal(flower.noisy_ensemble_, local.noisy_ensemble_)
+    assert flower.ledger_.account(delta=1e-5).epsilon == local.ledger_.account(delta=1e-5).epsilon
+    assert [e.description for e in flower.ledger_.entries] == [e.description for e in local.ledger_.entries]
+    assert flower.bandwidth_ == local.bandwidth_
+
+
 def test_a_silent_party_stops_the_run_and_nothing_is_written(federation, task_identity, tmp_path) -> None:
     from privfed.federation.server_app import FederationError, ServerJob, run_server
 

@@ -17,11 +17,12 @@ from collections.abc import Sequence
 from typing import Any
 
 from privfed.federation.task import build_model, from_recorddict, load_party_data, to_recorddict
+from privfed.pipelines.fedkd_steps import FedKDTask, fedkd_party_step
 from privfed.pipelines.fedkt_steps import FedKTTask, fedkt_party_step
 from privfed.pipelines.messages import DEFAULT_MAX_BYTES, MessageError
 from privfed.pipelines.party_schema import describe_party
 
-__all__ = ["app", "make_client_app", "party_data_path"]
+__all__ = ["make_client_app", "party_data_path"]
 
 
 def party_data_path(context: Any, data_paths: Sequence[str] | None = None) -> str:
@@ -46,6 +47,21 @@ def _party_index(context: Any) -> int:
     return int(node.get("party-index", node.get("partition-id", -1)))
 
 
+def _fedkt_step(task: FedKTTask, X: Any, y: Any, config: dict, party: str) -> list:
+    teacher = build_model(str(config.get("teacher", "")), name="teacher")
+    student = build_model(str(config.get("student", "")), name="student")
+    return fedkt_party_step(task, X, y, teacher=teacher, student=student, party=party).sent()
+
+
+def _fedkd_step(task: FedKDTask, X: Any, y: Any, config: dict, party: str) -> list:
+    local_model = build_model(str(config.get("local-model", "")), name="local_model")
+    return [fedkd_party_step(task, X, y, local_model=local_model, party=party)]
+
+
+#: Task message kind → (message class, its field of feature rows, party step).
+_TASKS = {FedKTTask.KIND: (FedKTTask, "queries", _fedkt_step), FedKDTask.KIND: (FedKDTask, "public", _fedkd_step)}
+
+
 def make_client_app(data_paths: Sequence[str] | None = None) -> Any:
     """A Flower ``ClientApp`` running the party steps (``data_paths``: the simulation's files, by partition-id)."""
     from flwr.app import Message
@@ -68,19 +84,17 @@ def make_client_app(data_paths: Sequence[str] | None = None) -> Any:
     def train(message: Any, context: Any) -> Any:
         X, y = party_data(context)
         records, config = from_recorddict(message.content, sender="the server")
-        if len(records) != 1:
-            raise MessageError(f"the server sent {len(records)} messages to the train step, expected 1")
-        task = FedKTTask.from_record(
-            records[0], sender="the server", shapes={"queries": (None, *X.shape[1:])},
+        if len(records) != 1 or records[0].kind not in _TASKS:
+            raise MessageError(
+                f"the server sent {[r.kind for r in records]} to the train step, expected one of {sorted(_TASKS)}"
+            )
+        kind, features, run_step = _TASKS[records[0].kind]
+        task = kind.from_record(
+            records[0], sender="the server", shapes={features: (None, *X.shape[1:])},
             max_bytes=int(config.get("max-message-bytes", DEFAULT_MAX_BYTES)),
         )
-        outcome = fedkt_party_step(
-            task, X, y,
-            teacher=build_model(str(config.get("teacher", "")), name="teacher"),
-            student=build_model(str(config.get("student", "")), name="student"),
-            party=f"party {_party_index(context)}",
-        )
-        return Message(to_recorddict([sent.to_record() for sent in outcome.sent()]), reply_to=message)
+        sent = run_step(task, X, y, config, f"party {_party_index(context)}")
+        return Message(to_recorddict([reply.to_record() for reply in sent]), reply_to=message)
 
     return client
 

@@ -4,14 +4,14 @@
 estimator it describes and writes the output bundle; :func:`privfed.federation.simulate` runs the same
 :func:`run_server` through :func:`make_server_app` and returns the fitted estimator instead.
 
-The exchange (FedKT): a ``query.schema`` message to every SuperNode (each party's schema, checked
-before any training), then one ``train`` message per party carrying its :class:`FedKTTask` and the
-model specs; the replies are validated (:func:`~privfed.pipelines.fedkt_steps.receive_fedkt_replies`)
-and handed to the server step.
+The exchange: a ``query.schema`` message to every SuperNode (each party's schema, checked before any
+training), then one ``train`` message per party carrying its task (FedKT: ``FedKTTask``; FedKD:
+``FedKDTask``) and the model specs; the replies are validated by the pipeline's ``receive_*_replies``
+and handed to its server step.
 
 Faults: a party that does not reply within ``timeout`` seconds, or replies with an error, stops the
-run with a :class:`FederationError` naming it and the step — FedKT is one-shot, so a federation
-missing a party is not the federation the user configured, and nothing is written. A malformed,
+run with a :class:`FederationError` naming it and the step — FedKT and FedKD are one-shot, so a
+federation missing a party is not the federation the user configured, and nothing is written. A malformed,
 oversized or wrongly shaped reply stops it the same way (a :class:`MessageError` naming the party).
 The bundle is written only after the server step has succeeded.
 """
@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+
 from privfed.federation.task import (
     estimator_from_config,
     from_recorddict,
@@ -32,11 +33,12 @@ from privfed.federation.task import (
     to_recorddict,
 )
 from privfed.pipelines._random import as_seed_sequence
+from privfed.pipelines.fedkd_steps import receive_fedkd_replies
 from privfed.pipelines.fedkt_steps import FedKTTask, fedkt_server_step, fedkt_tasks, receive_fedkt_replies
 from privfed.pipelines.messages import DEFAULT_MAX_BYTES, MessageError, record_sizes
 from privfed.pipelines.party_schema import PartySchema, federation_classes
 
-__all__ = ["FederationError", "ServerJob", "app", "make_server_app", "run_server"]
+__all__ = ["FederationError", "ServerJob", "job_from_config", "make_server_app", "run_server"]
 
 #: Seconds between two looks at the connected SuperNodes while waiting for them.
 _POLL_SECONDS = 0.2
@@ -84,7 +86,7 @@ def _exchange(
     if missing:
         raise FederationError(
             f"{', '.join(missing)} did not reply to the {step} step within timeout={timeout} s (timed out or "
-            "disconnected); FedKT stops without partial results and nothing was written"
+            "disconnected); the run stops without partial results and nothing was written"
         )
     received = {}
     for node in contents:
@@ -96,14 +98,16 @@ def _exchange(
 
 
 def run_server(grid: Any, job: ServerJob) -> Any:
-    """Fit ``job.estimator`` (FedKT) over the Grid's SuperNodes; return it fitted, as ``fit`` would."""
+    """Fit ``job.estimator`` (FedKT or FedKD) over the Grid's SuperNodes; return it fitted, as ``fit`` would."""
+    from privfed.pipelines.fedkd import FedKD
+
     model = job.estimator
     model._validate()
+    if isinstance(model, FedKD) and model.multilabel:
+        raise ValueError("FedKD with multilabel=True runs in-process only (fit); on Flower multilabel must be False")
     public = np.asarray(job.public)
     if public.ndim < 2 or len(public) == 0:
         raise ValueError(f"public must be a non-empty array of shape (n, features...), got shape {public.shape}")
-    student = model.teacher if model.student is None else model.student
-    specs = {"teacher": model_spec(model.teacher, name="teacher"), "student": model_spec(student, name="student")}
     nodes = _wait_for_nodes(grid, job.num_supernodes, job.timeout)
 
     # 1. Schemas: every party describes its data; the server orders the parties and checks them.
@@ -117,28 +121,58 @@ def run_server(grid: Any, job: ServerJob) -> Any:
         if len(records) != 1:
             raise MessageError(f"{names[node]} sent {len(records)} messages to the schema step, expected 1")
         schemas.append(PartySchema.from_record(records[0], sender=names[node], max_bytes=job.max_message_bytes))
-    ordered_names = [names[node] for node in order]
-    classes = federation_classes(schemas, public.shape[1:], ordered_names)
+    classes = federation_classes(schemas, public.shape[1:], [names[node] for node in order])
 
-    # 2. One task per party; the replies carry the students' predictions (and L2's evidence).
-    seed_sequence = as_seed_sequence(model.random_state)
-    party_seeds, server_seeds = seed_sequence.spawn(2)
-    tasks: list[FedKTTask] = fedkt_tasks(model, schemas, classes, public, party_seeds, ordered_names)
-    config = {**specs, "max-message-bytes": int(job.max_message_bytes)}
-    contents = {node: to_recorddict([task.to_record()], config) for node, task in zip(order, tasks)}
-    results = _exchange(grid, contents, "train", names, job.timeout, "train")
-    sent = [results[node][0] for node in order]
-    replies = receive_fedkt_replies(tasks, sent, ordered_names, max_bytes=job.max_message_bytes)
-
-    # 3. The server step, then (only on success) the bundle.
-    fitted = fedkt_server_step(model, replies, classes, public, seed_sequence, server_seeds)
-    schema_records = [[schema.to_record()] for schema in schemas]
-    model._set_fitted(fitted, classes, record_sizes([first + rest for first, rest in zip(schema_records, sent)]))
+    # 2. One task per party, then the server step; the bundle only once the server step has succeeded.
+    train = _train_fedkd if isinstance(model, FedKD) else _train_fedkt
+    train(grid, job, model, public, schemas, classes, order, names)
     if job.output_bundle:
         from privfed.bundle import save_bundle
 
         save_bundle(model, job.output_bundle, evidence=model.ledger_.evidence())
     return model
+
+
+def _send_tasks(
+    grid: Any, job: ServerJob, tasks: list, order: list[int], names: dict[int, str], configs: list[dict]
+) -> list[list]:
+    """Send each party its task (with its config) and return the records each party sent back, in party order."""
+    contents = {
+        node: to_recorddict([task.to_record()], {**config, "max-message-bytes": int(job.max_message_bytes)})
+        for node, task, config in zip(order, tasks, configs)
+    }
+    results = _exchange(grid, contents, "train", names, job.timeout, "train")
+    return [results[node][0] for node in order]
+
+
+def _train_fedkt(grid, job, model, public, schemas, classes, order, names) -> None:
+    """FedKT: tasks with the public queries; replies with the students' predictions (and L2's evidence)."""
+    student = model.teacher if model.student is None else model.student
+    specs = {"teacher": model_spec(model.teacher, name="teacher"), "student": model_spec(student, name="student")}
+    ordered_names = [names[node] for node in order]
+    seed_sequence = as_seed_sequence(model.random_state)
+    party_seeds, server_seeds = seed_sequence.spawn(2)
+    tasks: list[FedKTTask] = fedkt_tasks(model, schemas, classes, public, party_seeds, ordered_names)
+    sent = _send_tasks(grid, job, tasks, order, names, [specs] * len(order))
+    replies = receive_fedkt_replies(tasks, sent, ordered_names, max_bytes=job.max_message_bytes)
+    fitted = fedkt_server_step(model, replies, classes, public, seed_sequence, server_seeds)
+    schema_records = [[schema.to_record()] for schema in schemas]
+    model._set_fitted(fitted, classes, record_sizes([first + rest for first, rest in zip(schema_records, sent)]))
+
+
+def _train_fedkd(grid, job, model, public, schemas, classes, order, names) -> None:
+    """FedKD: tasks with the public set; replies with quantized logits and class counts; the server distils."""
+    if len(classes) < 2:
+        raise ValueError(f"the parties' labels hold a single class {classes[0]!r}; FedKD needs at least 2")
+    model.classes_ = classes
+    local_models = model._local_models(len(order))
+    configs = [{"local-model": model_spec(m, name=f"local_model[{i}]")} for i, m in enumerate(local_models)]
+    seed_sequence = as_seed_sequence(model.random_state)
+    party_seeds, server_seeds = seed_sequence.spawn(2)
+    tasks = model._party_tasks(public, party_seeds, len(order))
+    sent = _send_tasks(grid, job, tasks, order, names, configs)
+    replies = receive_fedkd_replies(tasks, sent, [names[node] for node in order], max_bytes=job.max_message_bytes)
+    model._fit_server(replies, public, server_seeds, int(seed_sequence.entropy))
 
 
 def make_server_app(job: ServerJob | None = None, on_fitted: Callable[[Any], None] | None = None) -> Any:

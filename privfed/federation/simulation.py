@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+
 from privfed.federation.client_app import make_client_app
 from privfed.federation.server_app import FederationError, ServerJob, make_server_app
 from privfed.federation.task import DATA_FORMATS
@@ -77,9 +78,10 @@ def simulate(
 
     Parameters
     ----------
-    estimator : FedKT
-        Unfitted and configured as for ``fit`` (its teacher and student must be describable by class
-        name and JSON hyper-parameters: they travel to the parties as specs, never as objects).
+    estimator : FedKT or FedKD
+        Unfitted and configured as for ``fit`` (the models the parties train — FedKT's teacher and
+        student, FedKD's local models — must be describable by class name and JSON hyper-parameters:
+        they travel to the parties as specs, never as objects). FedKD on Flower is single-label.
     parties : sequence of (X, y) pairs, or of data files
         As ``fit`` takes them, or one file per party (npz with ``X`` and ``y``, CSV/Parquet with the
         label in the last column, LIBSVM). Pairs are written to a temporary npz file per party.
@@ -97,13 +99,15 @@ def simulate(
     -------
     estimator
         Fitted: ``final_model_``, ``ledger_``, ``evidence_``, ``bandwidth_`` and the rest as ``fit`` sets
-        them — except ``students_``, which stay on the parties.
+        them — except FedKT's ``students_``, which stay on the parties.
     """
+    from privfed.pipelines.fedkd import FedKD
     from privfed.pipelines.fedkt import FedKT
 
-    if not isinstance(estimator, FedKT):
+    if not isinstance(estimator, (FedKT, FedKD)):
         raise TypeError(
-            f"estimator must be a privfed FedKT (the pipeline that runs on Flower so far), got {type(estimator).__name__}"
+            f"estimator must be a privfed FedKT or FedKD (the pipelines that run on Flower so far), got "
+            f"{type(estimator).__name__}; PrivateKT and SelectiveFD run in-process only (fit)"
         )
     if random_state is not None:
         estimator.set_params(random_state=random_state)

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+
 from privfed.pipelines.messages import MessageError, Record
 
 __all__ = [
@@ -87,14 +88,27 @@ def _model_from_config(config: Mapping[str, Any], key: str) -> Any:
 
 
 def estimator_from_config(config: Mapping[str, Any]) -> Any:
-    """The unfitted FedKT estimator that a run configuration describes (0 or "" stand for "not set")."""
+    """The unfitted estimator (FedKT or FedKD) that a run configuration describes (0 or "" stand for "not set")."""
+    algorithm = str(config.get("algorithm", "fedkt"))
+    if algorithm not in ("fedkt", "fedkd"):
+        raise ValueError(f"algorithm must be 'fedkt' or 'fedkd' (the pipelines on Flower so far), got {algorithm!r}")
+    optional = {key: float(config[key]) or None for key in ("gamma", "sigma", "target-epsilon", "clip") if key in config}
+    seed = int(config.get("random-state", -1))
+    common = dict(delta=float(config.get("delta", 1e-5)), random_state=None if seed < 0 else seed)
+    if algorithm == "fedkd":
+        from privfed.pipelines.fedkd import FedKD
+
+        return FedKD(
+            _model_from_config(config, "local-model"),
+            _model_from_config(config, "server-model"),
+            quantization_scale=int(config.get("quantization-scale", 200)) or None,
+            gamma=optional.get("gamma"),
+            clip=optional.get("clip"),
+            weighting=str(config.get("weighting", "class-count")),
+            **common,
+        )
     from privfed.pipelines.fedkt import FedKT
 
-    algorithm = str(config.get("algorithm", "fedkt"))
-    if algorithm != "fedkt":
-        raise ValueError(f"algorithm must be 'fedkt' (the one pipeline on Flower so far), got {algorithm!r}")
-    optional = {key: float(config[key]) or None for key in ("gamma", "sigma", "target-epsilon") if key in config}
-    seed = int(config.get("random-state", -1))
     return FedKT(
         _model_from_config(config, "teacher"),
         _model_from_config(config, "student"),
@@ -110,9 +124,8 @@ def estimator_from_config(config: Mapping[str, Any]) -> Any:
         aggregator=str(config.get("aggregator", "laplace")),
         accounting=str(config.get("accounting", "conservative")),
         target_epsilon=optional.get("target-epsilon"),
-        delta=float(config.get("delta", 1e-5)),
         small_parties=str(config.get("small-parties", "error")),
-        random_state=None if seed < 0 else seed,
+        **common,
     )
 
 
