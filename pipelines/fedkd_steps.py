@@ -188,9 +188,8 @@ def fedkd_party_step(task: FedKDTask, X: np.ndarray, y: np.ndarray, *, local_mod
         logits = party_logits(fitted, task.public, clip=clip)
         counts = np.bincount(codes, minlength=n_outputs)
     size = None if model is None else _parameter_count(model)
-    return FedKDLogits(
-        party_message(logits, clip=clip, quantization_scale=scale), counts.astype(np.int64), -1 if size is None else size
-    )
+    quantized = party_message(logits, clip=clip, quantization_scale=scale)
+    return FedKDLogits(quantized, counts.astype(np.int64), -1 if size is None else size)
 
 
 def receive_fedkd_replies(

@@ -199,7 +199,8 @@ def fedkt_party_step(
     votes = np.zeros((task.n_partitions, len(X_local), n_classes), dtype=np.int64)
     for partition, members in enumerate(subsets):
         predictions = [
-            fit_classifier(teacher, X[rows], codes[rows], n_classes=n_classes, seed=rng.integers(2**31)).predict(X_local)
+            fit_classifier(teacher, X[rows], codes[rows], n_classes=n_classes, seed=rng.integers(2**31))
+            .predict(X_local)
             for rows in members
         ]
         votes[partition] = prediction_votes(np.stack(predictions), n_classes)
@@ -260,7 +261,9 @@ def fedkt_tasks(
                 seed=int(seed),
                 party_noise="" if noise is None else noise.aggregator,
                 noise_scale=0.0 if noise is None else noise.scale,
-                target_epsilon=math.nan if noise is None or model.target_epsilon is None else float(model.target_epsilon),
+                target_epsilon=(
+                    math.nan if noise is None or model.target_epsilon is None else float(model.target_epsilon)
+                ),
                 delta=float(model.delta),
             )
         )
@@ -279,7 +282,8 @@ def receive_fedkt_replies(
             raise MessageError(f"{name} sent messages {[r.kind for r in sent]}, expected {sorted(expected)}")
         s, n_classes = task.n_partitions, len(task.classes)
         votes = FedKTVotes.from_record(
-            by_kind[FedKTVotes.KIND], sender=name, shapes={"predictions": (s, task.n_final_queries)}, max_bytes=max_bytes
+            by_kind[FedKTVotes.KIND], sender=name, shapes={"predictions": (s, task.n_final_queries)},
+            max_bytes=max_bytes,
         )
         if not 1 <= votes.n_local_answered <= task.n_local_queries or votes.n_teachers != task.n_teachers:
             raise MessageError(
@@ -291,7 +295,9 @@ def receive_fedkt_replies(
         for gap in (1, 2):
             value = getattr(votes, f"affected_partitions_gap_{gap}")
             if not 0 <= value <= s:
-                raise MessageError(f"{name} sent a malformed 'fedkt-votes' message: gap-{gap} count {value} not in 0..{s}")
+                raise MessageError(
+                    f"{name} sent a malformed 'fedkt-votes' message: gap-{gap} count {value} not in 0..{s}"
+                )
         evidence = None
         if task.party_noise:
             evidence = FedKTEvidence.from_record(
@@ -387,14 +393,18 @@ def _account(
     """Record every release in the ledger; return the server queries answered and L1's example-level ε."""
     s = model.n_partitions
     if model.privacy == "L0":
-        ledger.record_unaccounted("FedKT-L0: no noise is added anywhere; the model has no differential-privacy guarantee")
+        ledger.record_unaccounted(
+            "FedKT-L0: no noise is added anywhere; the model has no differential-privacy guarantee"
+        )
         evidence["server_votes"] = server_votes
         return len(server_votes), None
 
     if model.privacy == "L2":
         stacked = [sent.teacher_votes.reshape(-1, sent.teacher_votes.shape[2]) for _, sent in replies]
         example = compose_parallel([noise.mechanism(v, 1, "example") for v in stacked])
-        party = compose_parallel([noise.mechanism(v, votes.n_teachers, "party") for v, (votes, _) in zip(stacked, replies)])
+        party = compose_parallel(
+            [noise.mechanism(v, votes.n_teachers, "party") for v, (votes, _) in zip(stacked, replies)]
+        )
         ledger.record(
             {"example": example, "party": party},
             note=(

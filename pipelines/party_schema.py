@@ -41,7 +41,9 @@ def _label_family(classes: np.ndarray) -> str:
     return "text" if classes.dtype.kind == "U" else "numeric"
 
 
-def federation_classes(schemas: Sequence[PartySchema], feature_shape: tuple[int, ...], names: Sequence[str]) -> np.ndarray:
+def federation_classes(
+    schemas: Sequence[PartySchema], feature_shape: tuple[int, ...], names: Sequence[str]
+) -> np.ndarray:
     """Check every party's schema against the public set's ``feature_shape``; return the sorted class union.
 
     Raises :class:`MessageError` naming the first party whose feature shape differs, whose label type

@@ -11,12 +11,11 @@ import importlib.util
 
 import numpy as np
 import pytest
+from conftest import digits_federation
 from privfed.pipelines.fedkt import FedKT
 from privfed.pipelines.fedkt_steps import FedKTVotes
 from privfed.pipelines.messages import MessageError
 from sklearn.tree import DecisionTreeClassifier
-
-from conftest import digits_federation
 
 pytestmark = pytest.mark.skipif(
     importlib.util.find_spec("flwr") is None, reason="flwr is not installed: pip install 'privfed[federation]'"
@@ -40,6 +39,7 @@ class LocalGrid:
 
     def __init__(self, paths, *, silent=None, tamper=None):
         from flwr.app import Context, RecordDict
+
         from privfed.federation.client_app import make_client_app
 
         self.client = make_client_app()
@@ -117,9 +117,10 @@ def test_server_and_client_apps_reproduce_fit(federation, task_identity, privacy
 
 
 def test_fedkd_over_the_apps_reproduces_fit(federation, task_identity) -> None:
-    from privfed.federation.server_app import ServerJob, run_server
     from privfed.pipelines.fedkd import FedKD
     from sklearn.linear_model import LogisticRegression
+
+    from privfed.federation.server_app import ServerJob, run_server
 
     parties, paths, public, (X_test, _) = federation
 
@@ -151,6 +152,7 @@ def test_a_silent_party_stops_the_run_and_nothing_is_written(federation, task_id
 
 def test_a_wrongly_shaped_reply_is_refused_naming_the_party(federation, task_identity, tmp_path) -> None:
     from flwr.app import Message
+
     from privfed.federation.server_app import ServerJob, run_server
     from privfed.federation.task import from_recorddict, to_recorddict
 

@@ -18,11 +18,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import digits_federation
 from privfed.pipelines.fedkt import FedKT
 from sklearn.tree import DecisionTreeClassifier
 
 import privfed
-from conftest import digits_federation
 
 pytestmark = [
     pytest.mark.slow,
@@ -80,7 +80,8 @@ def test_three_supernodes_on_localhost_reproduce_fit_and_a_killed_one_stops_the_
     link_port = free_port()
     (folder / "flwr-home").mkdir()
     (folder / "flwr-home" / "config.toml").write_text(
-        f'[superlink]\ndefault = "localhost"\n\n[superlink.localhost]\naddress = "127.0.0.1:{link_port}"\ninsecure = true\n'
+        '[superlink]\ndefault = "localhost"\n\n[superlink.localhost]\n'
+        f'address = "127.0.0.1:{link_port}"\ninsecure = true\n'
     )
     processes: list[subprocess.Popen] = []
 

@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from conftest import digits_federation
 from privfed.pipelines.fedkt import FedKT
 from privfed.pipelines.fedkt_steps import FedKTEvidence, FedKTTask, FedKTVotes, receive_fedkt_replies
 from privfed.pipelines.messages import MessageError, Record
 from privfed.pipelines.party_schema import PartySchema, describe_party, federation_classes
 from sklearn.tree import DecisionTreeClassifier
-
-from conftest import digits_federation
 
 
 @pytest.fixture(scope="module")
@@ -61,7 +60,8 @@ def test_messages_round_trip_through_the_wire_form() -> None:
 )
 def test_malformed_votes_are_refused_naming_the_party(record: Record, complaint: str) -> None:
     with pytest.raises(MessageError, match="party 1") as raised:
-        receive_fedkt_replies([task(), task()], [[votes().to_record()], [record]], ["party 0", "party 1"], max_bytes=2**20)
+        receive_fedkt_replies([task(), task()], [[votes().to_record()], [record]], ["party 0", "party 1"],
+                              max_bytes=2**20)
     assert complaint in str(raised.value)
 
 
@@ -73,7 +73,8 @@ def test_oversized_and_missing_messages_are_refused() -> None:
         receive_fedkt_replies([task("laplace")], [[votes().to_record()]], ["party 0"], max_bytes=2**20)
     forged = FedKTEvidence(np.full((2, 6, 3), 5, dtype=np.int64))
     with pytest.raises(MessageError, match="party 0 sent a malformed 'fedkt-evidence'"):
-        receive_fedkt_replies([task("laplace")], [[votes().to_record(), forged.to_record()]], ["party 0"], max_bytes=2**20)
+        receive_fedkt_replies([task("laplace")], [[votes().to_record(), forged.to_record()]], ["party 0"],
+                              max_bytes=2**20)
 
 
 def test_schema_mismatches_name_the_party() -> None:

@@ -52,7 +52,8 @@ def model_spec(estimator: Any, *, name: str = "estimator") -> str:
     params = estimator.get_params(deep=False)
     for key, value in params.items():
         values = value if isinstance(value, (list, tuple)) else [value]
-        if not all(isinstance(v, _JSON_SCALARS) for v in values) or (isinstance(value, float) and not math.isfinite(value)):
+        finite = not isinstance(value, float) or math.isfinite(value)
+        if not finite or not all(isinstance(v, _JSON_SCALARS) for v in values):
             raise TypeError(
                 f"{name} {cls.__name__} cannot travel to the parties: its parameter {key}={value!r} is not a "
                 "JSON scalar or list of scalars (only such hyper-parameters cross the wire, never objects)"
@@ -84,7 +85,8 @@ def _model_from_config(config: Mapping[str, Any], key: str) -> Any:
     path = str(config.get(key, ""))
     if not path:
         return None
-    return build_model(json.dumps({"class": path, "params": json.loads(str(config.get(f"{key}-params", "{}")))}), name=key)
+    params = json.loads(str(config.get(f"{key}-params", "{}")))
+    return build_model(json.dumps({"class": path, "params": params}), name=key)
 
 
 def estimator_from_config(config: Mapping[str, Any]) -> Any:
@@ -92,7 +94,8 @@ def estimator_from_config(config: Mapping[str, Any]) -> Any:
     algorithm = str(config.get("algorithm", "fedkt"))
     if algorithm not in ("fedkt", "fedkd"):
         raise ValueError(f"algorithm must be 'fedkt' or 'fedkd' (the pipelines on Flower so far), got {algorithm!r}")
-    optional = {key: float(config[key]) or None for key in ("gamma", "sigma", "target-epsilon", "clip") if key in config}
+    optional = {key: float(config[key]) or None for key in ("gamma", "sigma", "target-epsilon", "clip")
+                if key in config}
     seed = int(config.get("random-state", -1))
     common = dict(delta=float(config.get("delta", 1e-5)), random_state=None if seed < 0 else seed)
     if algorithm == "fedkd":
@@ -188,7 +191,7 @@ def to_recorddict(records: Sequence[Record], config: Mapping[str, Any] | None = 
 
 
 def from_recorddict(content: Any, *, sender: str) -> tuple[list[Record], dict[str, Any]]:
-    """privfed's records and the ``privfed`` config of a Flower ``RecordDict``; :class:`MessageError` names ``sender``."""
+    """privfed's records and ``privfed`` config in a Flower ``RecordDict``; :class:`MessageError` names ``sender``."""
     records, config = [], {}
     for key, value in content.items():
         if key == "privfed":
