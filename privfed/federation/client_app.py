@@ -1,8 +1,9 @@
 """privfed's Flower ClientApp: one party's steps, on the data its SuperNode holds.
 
 Each SuperNode reads its own data from ``data-path`` in its node config (``flower-supernode
---node-config 'data-path="site-a.npz"'``; optional ``label-column`` for CSV/Parquet, ``party-index``
-to fix the party's position); under the simulation engine, from the run config's ``data-paths``
+--node-config 'data-path="site-a.npz"'``; optional ``label-column`` and ``feature-columns`` for
+CSV/Parquet, ``n-features`` for LIBSVM, ``party-index`` to fix the party's position); under the
+simulation engine, from the run config's ``data-paths``
 (comma-separated, indexed by the virtual SuperNode's ``partition-id``). Rows never leave the party:
 the schema step sends the shape of an example, the labels present and the number of examples, and the
 train step sends what the pipeline's party step releases (FedKT: the students' predictions).
@@ -70,8 +71,13 @@ def make_client_app(data_paths: Sequence[str] | None = None) -> Any:
     client = ClientApp()
 
     def party_data(context: Any) -> tuple[Any, Any]:
+        node = context.node_config
+        features = str(node.get("feature-columns", ""))
         return load_party_data(
-            party_data_path(context, data_paths), label_column=context.node_config.get("label-column", -1)
+            party_data_path(context, data_paths),
+            label_column=node.get("label-column", -1),
+            feature_columns=[c.strip() for c in features.split(",") if c.strip()] or None,
+            n_features=int(node["n-features"]) if "n-features" in node else None,
         )
 
     @client.query("schema")

@@ -133,8 +133,20 @@ def estimator_from_config(config: Mapping[str, Any]) -> Any:
 
 
 # --- party data -------------------------------------------------------------------------------------
-def load_party_data(path: str | Path, *, label_column: str | int = -1) -> tuple[np.ndarray, np.ndarray]:
-    """A party's ``(X, y)`` from its own file: npz (``X``, ``y``), CSV/Parquet (``label_column``), LIBSVM."""
+def load_party_data(
+    path: str | Path,
+    *,
+    label_column: str | int = -1,
+    feature_columns: Sequence[str] | None = None,
+    n_features: int | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """A party's ``(X, y)`` from its own file.
+
+    ``.npz``: arrays ``X`` and ``y``. ``.csv``/``.parquet`` (pandas; Parquet also needs pyarrow): the label
+    is ``label_column`` (a name, or a position, default the last column), the features are
+    ``feature_columns`` (names; default every other column). ``.svm``/``.libsvm``: LIBSVM, with
+    ``n_features`` columns (default: the largest index in the file, which may differ between parties).
+    """
     path = Path(path)
     suffix = path.suffix.lower()
     if suffix not in DATA_FORMATS:
@@ -144,20 +156,28 @@ def load_party_data(path: str | Path, *, label_column: str | int = -1) -> tuple[
     if suffix == ".npz":
         with np.load(path, allow_pickle=False) as arrays:
             if not {"X", "y"} <= set(arrays.files):
-                raise ValueError(f"{path} must hold arrays 'X' and 'y', has {arrays.files}")
+                raise ValueError(f"data-path {str(path)!r} must hold arrays 'X' and 'y', has {arrays.files}")
             return arrays["X"], arrays["y"]
     if suffix in (".svm", ".libsvm"):
         from sklearn.datasets import load_svmlight_file
 
-        X, y = load_svmlight_file(str(path))
+        X, y = load_svmlight_file(str(path), n_features=n_features)
         return X.toarray(), y
-    import pandas as pd
-
+    try:
+        import pandas as pd
+    except ImportError as error:
+        raise ValueError(f"reading {path.name} needs pandas: pip install 'privfed[reports]' (or use .npz)") from error
     frame = pd.read_csv(path) if suffix == ".csv" else pd.read_parquet(path)
-    label = frame.columns[label_column] if isinstance(label_column, int) else label_column
-    if label not in frame.columns:
-        raise ValueError(f"label column {label!r} is not among {path}'s columns {list(frame.columns)}")
-    return frame.drop(columns=[label]).to_numpy(dtype=float), frame[label].to_numpy()
+    columns = list(frame.columns)
+    if isinstance(label_column, int) and not isinstance(label_column, bool):
+        if not -len(columns) <= label_column < len(columns):
+            raise ValueError(f"label-column {label_column} is outside {path.name}'s {len(columns)} columns")
+        label_column = columns[label_column]
+    features = [c for c in columns if c != label_column] if feature_columns is None else list(feature_columns)
+    missing = [c for c in [label_column, *features] if c not in columns]
+    if missing:
+        raise ValueError(f"columns {missing} are not among {path.name}'s columns {columns}")
+    return frame[features].to_numpy(dtype=float), frame[label_column].to_numpy()
 
 
 def load_public(path: str | Path) -> np.ndarray:
