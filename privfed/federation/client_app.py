@@ -23,7 +23,8 @@ from privfed.pipelines.fedkt_steps import FedKTTask, fedkt_party_step
 from privfed.pipelines.messages import DEFAULT_MAX_BYTES, MessageError
 from privfed.pipelines.party_schema import describe_party
 
-__all__ = ["make_client_app", "party_data_path"]
+# `app` (built on first access, see __getattr__) is listed: Flower checks the component statically, in __all__.
+__all__ = ["app", "make_client_app", "party_data_path"]  # noqa: F822
 
 
 def party_data_path(context: Any, data_paths: Sequence[str] | None = None) -> str:

@@ -38,7 +38,8 @@ from privfed.pipelines.fedkt_steps import FedKTTask, fedkt_server_step, fedkt_ta
 from privfed.pipelines.messages import DEFAULT_MAX_BYTES, MessageError, record_sizes
 from privfed.pipelines.party_schema import PartySchema, federation_classes
 
-__all__ = ["FederationError", "ServerJob", "job_from_config", "make_server_app", "run_server"]
+# `app` (built on first access, see __getattr__) is listed: Flower checks the component statically, in __all__.
+__all__ = ["FederationError", "ServerJob", "app", "job_from_config", "make_server_app", "run_server"]  # noqa: F822
 
 #: Seconds between two looks at the connected SuperNodes while waiting for them.
 _POLL_SECONDS = 0.2
