@@ -8,7 +8,9 @@ random-forest students), same seed throughout:
 * ``privfed.federation.simulate`` (Flower's Ray engine, one virtual SuperNode per party) against the
   in-process ``fit`` with ``n_jobs=2``, on the same cores;
 * bytes each party sent (``bandwidth_``) against the size of its s students in the bundle's safe
-  format (skops), i.e. what sending the models would have cost.
+  format (skops), i.e. what sending the models would have cost;
+* peak resident memory of one party's step in a fresh process, and of the server (this process,
+  Ray's driver included) after the Flower run.
 
 Not part of the test suite. Usage::
 
@@ -19,7 +21,9 @@ Not part of the test suite. Usage::
 from __future__ import annotations
 
 import argparse
+import multiprocessing
 import os
+import resource
 import sys
 import time
 from pathlib import Path
@@ -38,6 +42,20 @@ def timed(fit) -> tuple[object, float]:
     start = time.perf_counter()
     model = fit()
     return model, time.perf_counter() - start
+
+
+def _party_peak(queue, split, setting) -> None:
+    """Run party 0's step alone and report this process's peak resident memory (MiB)."""
+    from privfed.pipelines.fedkt_steps import fedkt_party_step, fedkt_tasks
+    from privfed.pipelines.party_schema import describe_party
+
+    model = fedkt_for(setting, split, 0, 1)
+    X, y = split.parties[0]
+    schemas = [describe_party(X, y)]
+    task = fedkt_tasks(model, schemas, np.unique(np.concatenate([p[1] for p in split.parties])), split.X_public,
+                       np.random.SeedSequence(0), ["party 0"])[0]
+    fedkt_party_step(task, X, y, teacher=model.teacher, student=model.student, party="party 0")
+    queue.put(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
 
 
 def main() -> None:
@@ -64,6 +82,13 @@ def main() -> None:
           f"{ {kind: int(np.median(v)) for kind, v in serial.bandwidth_.items()} }); "
           f"its students in skops: median {int(np.median(models)):,} (×{np.median(models) / np.median(sent):.0f})")
 
+    context = multiprocessing.get_context("spawn")
+    queue = context.Queue()
+    process = context.Process(target=_party_peak, args=(queue, split, setting))
+    process.start()
+    print(f"peak memory of one party's step in its own process: {queue.get():.0f} MiB")
+    process.join()
+
     if args.skip_flower:
         return
     from privfed.federation import simulate
@@ -71,7 +96,8 @@ def main() -> None:
     flower, tf = timed(lambda: simulate(fedkt_for(setting, split, 0, 1), split.parties, split.X_public, timeout=3600))
     assert (flower.predict(split.X_test) == serial.predict(split.X_test)).all()
     print(f"Flower simulation, {setting.parties} SuperNodes: {tf:.1f} s; ratio to in-process n_jobs=2 ×{tf / t2:.2f} "
-          f"(same predictions: yes)")
+          f"(same predictions: yes); server process peak memory "
+          f"{resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MiB")
 
 
 if __name__ == "__main__":

@@ -214,3 +214,18 @@ def test_simulation_on_ray_equals_fit_for_l1(federation) -> None:
     local = fedkt("L1").fit(parties, public)
     flower = simulate(fedkt("L1", random_state=None), paths, public, timeout=120, random_state=5)
     assert_same_fit(flower, local, X_test)
+
+
+def test_simulate_refuses_bad_arguments_before_starting_anything(federation) -> None:
+    from privfed.federation import simulate
+    from privfed.pipelines.selective_fd import FedMD
+
+    parties, paths, public, _ = federation
+    with pytest.raises(TypeError, match="estimator must be a privfed FedKT or FedKD .* got FedMD"):
+        simulate(FedMD(DecisionTreeClassifier()), parties, public)
+    with pytest.raises(ValueError, match="num_supernodes must be None or len\\(parties\\) = 3, got 5"):
+        simulate(fedkt("L0"), paths, public, num_supernodes=5)
+    with pytest.raises(ValueError, match="timeout must be a positive number of seconds or None, got -1"):
+        simulate(fedkt("L0"), parties, public, timeout=-1)
+    with pytest.raises(ValueError, match=r"parties\[1\] = .*site.xlsx' must be an existing file"):
+        simulate(fedkt("L0"), [paths[0], "site.xlsx"], public)

@@ -114,7 +114,10 @@ def simulate(
     estimator._validate()
     if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0):
         raise ValueError(f"timeout must be a positive number of seconds or None, got {timeout!r}")
-    from flwr.simulation import run_simulation
+    try:
+        from flwr.simulation import run_simulation
+    except ImportError as error:
+        raise ImportError("privfed.federation.simulate needs Flower: pip install 'privfed[federation]'") from error
 
     fitted: list[Any] = []
     with tempfile.TemporaryDirectory(prefix="privfed-parties-") as folder, _checkout_on_worker_path():
