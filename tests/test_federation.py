@@ -217,8 +217,9 @@ def test_simulation_on_ray_equals_fit_for_l1(federation) -> None:
 
 
 def test_simulate_refuses_bad_arguments_before_starting_anything(federation) -> None:
-    from privfed.federation import simulate
     from privfed.pipelines.selective_fd import FedMD
+
+    from privfed.federation import simulate
 
     parties, paths, public, _ = federation
     with pytest.raises(TypeError, match="estimator must be a privfed FedKT or FedKD .* got FedMD"):
