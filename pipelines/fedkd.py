@@ -49,12 +49,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from privfed.accounting import (
-    Ledger,
-    QuantizedLaplaceEnsemble,
-    class_count_weights,
-    quantize_logits,
-)
+from privfed.accounting import Ledger, QuantizedLaplaceEnsemble, class_count_weights
 from privfed.accounting._checks import (
     check_choice,
     check_delta,
@@ -62,95 +57,33 @@ from privfed.accounting._checks import (
     check_positive_finite,
 )
 from privfed.accounting.fingerprint import data_fingerprint
-from privfed.pipelines._models import FittedClassifier, fit_classifier, with_seed
-from privfed.pipelines._random import as_seed_sequence
+from privfed.pipelines._models import fit_classifier, with_seed
+from privfed.pipelines._random import as_seed_sequence, spawn_seeds
 from privfed.pipelines.executor import PartyTask, run_party_tasks
+from privfed.pipelines.fedkd_steps import (
+    PROBABILITY_FLOOR,
+    FedKDLogits,
+    FedKDTask,
+    _is_torch_classifier,
+    _positive_probabilities,
+    fedkd_party_step,
+    party_logits,
+    party_message,
+    receive_fedkd_replies,
+)
 from privfed.pipelines.fedkt import check_parties
+from privfed.pipelines.messages import DEFAULT_MAX_BYTES
 from scipy.special import expit, softmax
 from sklearn.base import BaseEstimator, ClassifierMixin, clone
 from sklearn.utils.validation import check_is_fitted
 
-__all__ = ["BandwidthReport", "FedKD", "NoisyLogitEnsemble", "party_logits", "party_message"]
+__all__ = ["PROBABILITY_FLOOR", "BandwidthReport", "FedKD", "NoisyLogitEnsemble", "party_logits", "party_message"]
 
 WEIGHTINGS = ("class-count", "uniform")
 LOSSES = ("l2", "l1", "kl")
-#: Probabilities are floored here before taking logs, so that logits stay finite.
-PROBABILITY_FLOOR = 1e-6
 #: Bytes of one value sent unquantized (float32) and of one class count (int32).
 FLOAT_BYTES = 4
 COUNT_BYTES = 4
-
-
-# --- the parties' logits ------------------------------------------------------------------------------
-def _is_torch_classifier(model: Any) -> bool:
-    return hasattr(model, "fit_soft") and hasattr(model, "predict_log_proba")
-
-
-def _single_label_scores(model: Any, X: np.ndarray, n_known: int) -> np.ndarray:
-    """Raw per-class scores of a fitted model over the ``n_known`` classes it was fitted on."""
-    if _is_torch_classifier(model):
-        return model.predict_log_proba(X)
-    if hasattr(model, "decision_function"):
-        scores = np.asarray(model.decision_function(X), dtype=float)
-        if scores.ndim == 2 and scores.shape[1] == n_known:
-            return scores
-    if not hasattr(model, "predict_proba"):
-        raise TypeError(f"{type(model).__name__} has neither a per-class decision_function nor predict_proba")
-    return np.log(np.maximum(np.asarray(model.predict_proba(X), dtype=float), PROBABILITY_FLOOR))
-
-
-def _positive_probabilities(model: Any, X: np.ndarray, n_labels: int) -> np.ndarray:
-    """P(label = 1) for each label, from ``predict_proba``'s (n, L) array or its list of per-label arrays."""
-    proba = model.predict_proba(X)
-    if isinstance(proba, np.ndarray) and proba.shape == (len(X), n_labels):
-        return proba.astype(float)
-    if not isinstance(proba, list) or len(proba) != n_labels:
-        raise TypeError(
-            f"{type(model).__name__}.predict_proba must return an (n, {n_labels}) array or a list of "
-            f"{n_labels} per-label arrays for multilabel=True"
-        )
-    columns = []
-    for label, (classes, label_proba) in enumerate(zip(model.classes_, proba)):
-        classes = np.asarray(classes)
-        if not set(classes.tolist()) <= {0, 1}:
-            raise ValueError(f"label {label} must take values 0 and 1, the model saw {classes.tolist()}")
-        positive = np.flatnonzero(classes == 1)
-        columns.append(label_proba[:, positive[0]] if len(positive) else np.zeros(len(X)))
-    return np.stack(columns, axis=1)
-
-
-def party_logits(fitted: FittedClassifier | Any, X: np.ndarray, *, clip: float | None, multilabel: bool = False,
-                 n_outputs: int | None = None) -> np.ndarray:
-    """A fitted local model's logits on ``X``, shape (n, C): see the module docstring for the definition.
-
-    Parameters
-    ----------
-    fitted : FittedClassifier or estimator
-        Single-label: a :class:`~pipelines._models.FittedClassifier` (its ``classes``
-        say which global classes the model knows). Multi-label: the fitted estimator.
-    X : ndarray
-        The public examples.
-    clip : float or None
-        Z: classes the model never saw get −Z (−``log(1/floor)`` when None).
-    multilabel : bool, default=False
-    n_outputs : int, optional
-        The number of labels (multi-label only).
-    """
-    if multilabel:
-        if hasattr(fitted, "decision_function"):
-            scores = np.asarray(fitted.decision_function(X), dtype=float)
-            if scores.shape == (len(X), n_outputs):
-                return scores
-        p = np.clip(_positive_probabilities(fitted, X, n_outputs), PROBABILITY_FLOOR, 1.0 - PROBABILITY_FLOOR)
-        return np.log(p) - np.log1p(-p)
-    bottom = -(clip if clip is not None else -math.log(PROBABILITY_FLOOR))
-    logits = np.full((len(X), fitted.n_classes), bottom)
-    if fitted.estimator is None:  # a party holding one class
-        logits[:, fitted.classes[0]] = 0.0
-        return logits
-    scores = _single_label_scores(fitted.estimator, X, len(fitted.classes))
-    logits[:, fitted.classes] = scores - scores.mean(axis=1, keepdims=True)
-    return logits
 
 
 # --- the server's noisy ensemble ----------------------------------------------------------------------
@@ -227,64 +160,13 @@ class BandwidthReport:
         return [None if count is None else count * FLOAT_BYTES * rounds for count in self.parameter_counts]
 
 
-def _parameter_count(model: Any) -> int | None:
-    """Numbers a FedAvg round would send for this model: torch parameters, or sklearn coefficient arrays."""
-    module = getattr(model, "module_", None)
-    if module is not None:
-        return int(sum(parameter.numel() for parameter in module.parameters()))
-    arrays = [*getattr(model, "coefs_", []), *getattr(model, "intercepts_", [])]
-    if not arrays and hasattr(model, "coef_"):
-        arrays = [model.coef_, np.atleast_1d(getattr(model, "intercept_", []))]
-    return int(sum(np.size(array) for array in arrays)) if arrays else None
-
-
-# --- the party's task ------------------------------------------------------------------------------------
-def party_message(logits: np.ndarray, *, clip: float | None, quantization_scale: int | None) -> np.ndarray:
-    """What a party sends: its logits clipped to [−Z, Z] and quantized, Q(z; S) (FedKD Eq. 5 with a public Z).
-
-    ``quantization_scale=None`` only clips; ``clip=None`` (noiseless baseline) sends the logits as they are.
-    """
-    if clip is not None and quantization_scale is not None:
-        return quantize_logits(logits, clip=clip, quantization_scale=quantization_scale)
-    if clip is not None:
-        return np.clip(logits, -clip, clip)
-    return np.asarray(logits, dtype=float)
-
-
-@dataclass(frozen=True)
-class _PartyConfig:
-    public: np.ndarray
-    n_outputs: int
-    clip: float | None
-    quantization_scale: int | None
-    multilabel: bool
-
-
-@dataclass(frozen=True, eq=False)
-class _PartyResult:
-    quantized_logits: np.ndarray  # (n_public, C): sent to the server
-    class_counts: np.ndarray  # (C,): sent in clear for the weights
-    parameter_count: int | None
-
-
-def _train_party(task: PartyTask) -> _PartyResult:
-    """Party side of FedKD (Algorithm 1, lines 2–5): train locally, send quantized logits on the public set once."""
-    X, y, prototype = task.data
-    config: _PartyConfig = task.config
-    if config.multilabel:
-        model = with_seed(prototype, task.seed).fit(X, y)
-        logits = party_logits(model, config.public, clip=config.clip, multilabel=True, n_outputs=config.n_outputs)
-        counts = y.sum(axis=0).astype(np.int64)
-    else:
-        fitted = fit_classifier(prototype, X, y, n_classes=config.n_outputs, seed=task.seed)
-        model = fitted.estimator
-        logits = party_logits(fitted, config.public, clip=config.clip)
-        counts = np.bincount(y, minlength=config.n_outputs)
-    message = party_message(logits, clip=config.clip, quantization_scale=config.quantization_scale)
-    return _PartyResult(message, counts, None if model is None else _parameter_count(model))
-
-
 # --- the estimator -----------------------------------------------------------------------------------------
+def _party_step(task: PartyTask) -> FedKDLogits:
+    """One party's work in the in-process run (a joblib task): the party step on its own data."""
+    X, y, message, local_model = task.data
+    return fedkd_party_step(message, X, y, local_model=local_model, party=f"party {task.index}")
+
+
 class FedKD(ClassifierMixin, BaseEstimator):
     """FedKD: parties send quantized logits on public data once; the server distills a noisy weighted ensemble.
 
@@ -493,24 +375,38 @@ class FedKD(ClassifierMixin, BaseEstimator):
             parties, public = self._check_multilabel_parties(parties, public)
             n_outputs = parties[0][1].shape[1]
             self.classes_ = np.arange(n_outputs)
-            coded = [(X, Y) for X, Y in parties]
         else:
             parties, public = check_parties(parties, public)
             self.classes_ = np.unique(np.concatenate([y for _, y in parties]))
             n_outputs = len(self.classes_)
             if n_outputs < 2:
                 raise ValueError(f"the parties' labels hold a single class {self.classes_[0]!r}; FedKD needs at least 2")
-            coded = [(X, np.searchsorted(self.classes_, y)) for X, y in parties]
         models = self._local_models(len(parties))
 
         seed_sequence = as_seed_sequence(self.random_state)
         party_seeds, server_seeds = seed_sequence.spawn(2)
-        config = _PartyConfig(public, n_outputs, self.clip, self.quantization_scale, self.multilabel)
-        results: list[_PartyResult] = run_party_tasks(
-            _train_party, [(X, y, m) for (X, y), m in zip(coded, models)], config=config,
+        tasks = self._party_tasks(public, party_seeds, len(parties))
+        sent: list[FedKDLogits] = run_party_tasks(
+            _party_step, [(X, y, task, m) for (X, y), task, m in zip(parties, tasks, models)], config=None,
             random_state=party_seeds, n_jobs=self.n_jobs, progress=self.progress,
         )
-        return self._fit_server(results, public, server_seeds, int(seed_sequence.entropy))
+        names = [f"party {index}" for index in range(len(parties))]
+        replies = receive_fedkd_replies(tasks, [[m.to_record()] for m in sent], names, max_bytes=DEFAULT_MAX_BYTES)
+        return self._fit_server(replies, public, server_seeds, int(seed_sequence.entropy))
+
+    def _party_tasks(self, public: np.ndarray, party_seeds: np.random.SeedSequence, n_parties: int) -> list[FedKDTask]:
+        """One :class:`~privfed.pipelines.fedkd_steps.FedKDTask` per party (shared with ``privfed.federation``)."""
+        return [
+            FedKDTask(
+                public=public,
+                classes=np.arange(len(self.classes_)) if self.multilabel else self.classes_,
+                multilabel=bool(self.multilabel),
+                clip=math.nan if self.clip is None else float(self.clip),
+                quantization_scale=0 if self.quantization_scale is None else int(self.quantization_scale),
+                seed=int(seed),
+            )
+            for seed in spawn_seeds(party_seeds, n_parties)
+        ]
 
     def fit_logits(self, party_logits: Sequence[np.ndarray], class_counts: np.ndarray, public: np.ndarray, *,
                    classes: np.ndarray | None = None, parameter_counts: Sequence[int | None] | None = None) -> FedKD:
@@ -549,13 +445,14 @@ class FedKD(ClassifierMixin, BaseEstimator):
             raise ValueError(f"classes must hold {n_outputs} labels, one per logit column; got {len(self.classes_)}")
         sizes = parameter_counts if parameter_counts is not None else [None] * len(logits)
         results = [
-            _PartyResult(party_message(z, clip=self.clip, quantization_scale=self.quantization_scale), c, size)
+            FedKDLogits(party_message(z, clip=self.clip, quantization_scale=self.quantization_scale), c,
+                        -1 if size is None else size)
             for z, c, size in zip(logits, counts, sizes)
         ]
         seed_sequence = as_seed_sequence(self.random_state)
         return self._fit_server(results, public, seed_sequence.spawn(2)[1], int(seed_sequence.entropy))
 
-    def _fit_server(self, results: list[_PartyResult], public: np.ndarray, server_seeds: np.random.SeedSequence,
+    def _fit_server(self, results: list[FedKDLogits], public: np.ndarray, server_seeds: np.random.SeedSequence,
                     seed: int) -> FedKD:
         """Server side (Algorithm 1, lines 6–12): weights, ensemble, noise, distillation, ledger, bandwidth."""
         counts = np.stack([r.class_counts for r in results])
@@ -574,7 +471,7 @@ class FedKD(ClassifierMixin, BaseEstimator):
             bits_per_value=(32 if self.quantization_scale is None
                             else math.ceil(math.log2(2 * self.quantization_scale + 1))),
             class_count_bytes=n_outputs * COUNT_BYTES if self.weighting == "class-count" else 0,
-            parameter_counts=tuple(r.parameter_count for r in results),
+            parameter_counts=tuple(None if r.parameter_count < 0 else r.parameter_count for r in results),
         )
         self.ledger_ = self._ledger(public, n_parties, n_outputs, seed)
         self.evidence_: dict[str, np.ndarray] = {}

@@ -4,7 +4,8 @@ Li, He, Song, "Practical One-Shot Federated Learning for Cross-Silo Setting",
 IJCAI 2021, Algorithm 1 (here "FedKT"). Each party splits its data s times
 (partitions) into t disjoint subsets and trains one teacher per subset; for each
 partition the teachers label a local query set of public examples by vote, and a
-student learns those labels. Only the s students leave the party. The server
+student learns those labels. Only the s students' predictions on the final
+queries leave the party (:mod:`privfed.pipelines.fedkt_steps` lists the messages). The server
 lets the students vote on a final query set — a party counts only if its s
 students agree (consistent voting) — and trains the final model on the voted
 labels.
@@ -25,13 +26,10 @@ Privacy levels (FedKT §4):
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from privfed.accounting import GaussianNoisyMax, LaplaceNoisyMax, Ledger, account, compose_parallel
 from privfed.accounting._checks import (
     check_choice,
     check_delta,
@@ -39,13 +37,20 @@ from privfed.accounting._checks import (
     check_positive_finite,
     check_probability,
 )
-from privfed.accounting.fingerprint import data_fingerprint
-from privfed.accounting.noisy_max import VoteMechanism
-from privfed.pipelines._models import FittedClassifier, fit_classifier, with_seed
+from privfed.pipelines._models import fit_classifier
 from privfed.pipelines._random import as_seed_sequence
 from privfed.pipelines.executor import PartyTask, run_party_tasks
-from privfed.pipelines.partition import teacher_subsets
-from privfed.pipelines.voting import consistent_votes, noisy_labels, prediction_votes
+from privfed.pipelines.fedkt_steps import (
+    FedKTFit,
+    FedKTPartyOutcome,
+    fedkt_party_step,
+    fedkt_server_step,
+    fedkt_tasks,
+    query_count,
+    receive_fedkt_replies,
+)
+from privfed.pipelines.messages import DEFAULT_MAX_BYTES, record_sizes
+from privfed.pipelines.party_schema import PartySchema, describe_party, federation_classes
 from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.utils.validation import check_is_fitted
 
@@ -54,11 +59,6 @@ __all__ = ["CentralizedPATE", "FedKT", "Solo", "check_parties", "check_party_dat
 PRIVACY_LEVELS = ("L0", "L1", "L2")
 ACCOUNTINGS = ("conservative", "paper")
 SMALL_PARTY_POLICIES = ("error", "fewer-teachers")
-
-
-def query_count(fraction: float, n_public: int) -> int:
-    """⌈fraction · |public|⌉: the first this-many public examples are the query set."""
-    return min(n_public, math.ceil(fraction * n_public - 1e-9))
 
 
 def check_party_data(parties: object) -> list[tuple[np.ndarray, np.ndarray]]:
@@ -91,124 +91,6 @@ def check_parties(parties: object, public: object) -> tuple[list[tuple[np.ndarra
     if public.shape[1:] != feature_shape:
         raise ValueError(f"public has features of shape {public.shape[1:]}, the parties have {feature_shape}")
     return checked, public
-
-
-@dataclass(frozen=True)
-class NoisyArgmax:
-    """The noisy-max aggregator of one tier: Laplace(1/γ) (PATE 2017) or Gaussian N(0, σ²) (PATE 2018) counts."""
-
-    aggregator: str
-    scale: float  # γ for "laplace", σ for "gaussian"
-
-    def labels(self, votes: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-        """Noisy argmax of every row of ``votes``."""
-        if self.aggregator == "laplace":
-            return noisy_labels(votes, rng, gamma=self.scale)
-        return noisy_labels(votes, rng, sigma=self.scale)
-
-    def mechanism(self, votes: np.ndarray, votes_per_unit: int, unit: str) -> VoteMechanism:
-        """The privfed mechanism that accounts these answers."""
-        cls = LaplaceNoisyMax if self.aggregator == "laplace" else GaussianNoisyMax
-        return cls(votes, self.scale, votes_per_unit, unit=unit)
-
-    def describe(self) -> str:
-        if self.aggregator == "laplace":
-            return f"Laplace noise of scale 1/γ = {1 / self.scale:g}"
-        return f"Gaussian noise of σ = {self.scale:g}"
-
-
-@dataclass(frozen=True)
-class _PartyConfig:
-    """What every party's task needs besides its own data (shared, read-only)."""
-
-    teacher: Any
-    student: Any
-    n_partitions: int
-    n_classes: int
-    X_query: np.ndarray
-    noise: NoisyArgmax | None  # the party tier's aggregator (L2), None without party-side noise
-    target_epsilon: float | None
-    delta: float
-
-
-@dataclass(frozen=True, eq=False)
-class _PartyResult:
-    """What a party sends (its students) and what it keeps private (votes, diagnostics)."""
-
-    students: tuple[FittedClassifier, ...]
-    votes: np.ndarray  # (s, local queries, classes): private evidence
-    n_answered: int
-    n_teachers: int
-    max_affected_partitions: dict[int, int]  # gap threshold -> partitions whose labels one example may flip
-
-
-def _affected_partitions(votes: np.ndarray, gap: int) -> int:
-    """Partitions with some query whose top-2 teacher-vote gap is ≤ ``gap`` (FedKT's z)."""
-    top_two = np.sort(votes, axis=2)[:, :, -2:]
-    return int(((top_two[:, :, 1] - top_two[:, :, 0]) <= gap).any(axis=1).sum())
-
-
-def _answerable_local_queries(votes: np.ndarray, config: _PartyConfig) -> int:
-    """Largest n such that answering the first n local queries of every partition stays within budget."""
-    if config.target_epsilon is None:
-        return votes.shape[1]
-
-    def fits(n: int) -> bool:
-        ledger = Ledger(target_epsilon=config.target_epsilon, delta=config.delta, primary_unit="example")
-        stacked = votes[:, :n].reshape(-1, votes.shape[2])
-        return ledger.fits(config.noise.mechanism(stacked, 1, "example"), unit="example")
-
-    return _largest_fitting(votes.shape[1], fits)
-
-
-def _largest_fitting(upper: int, fits: Any) -> int:
-    """The largest n in [0, upper] with fits(n), for a monotone predicate (bisection)."""
-    low, high = 0, upper
-    while low < high:
-        middle = (low + high + 1) // 2
-        if fits(middle):
-            low = middle
-        else:
-            high = middle - 1
-    return low
-
-
-def _train_party(task: PartyTask) -> _PartyResult:
-    """Party side of FedKT (Algorithm 1, lines 2–10): a pure function of the party's task."""
-    X, y, n_teachers = task.data
-    config: _PartyConfig = task.config
-    rng = np.random.default_rng(task.seed)
-    subsets = teacher_subsets(len(y), n_partitions=config.n_partitions, n_teachers=n_teachers, random_state=rng)
-    n_query = len(config.X_query)
-    votes = np.zeros((config.n_partitions, n_query, config.n_classes), dtype=np.int64)
-    for partition, members in enumerate(subsets):
-        predictions = [
-            fit_classifier(config.teacher, X[rows], y[rows], n_classes=config.n_classes, seed=rng.integers(2**31))
-            .predict(config.X_query)
-            for rows in members
-        ]
-        votes[partition] = prediction_votes(np.stack(predictions), config.n_classes)
-    n_answered = _answerable_local_queries(votes, config) if config.noise is not None else n_query
-    if n_answered == 0:
-        raise ValueError(
-            f"target_epsilon={config.target_epsilon} does not allow party {task.index} to answer a single local query"
-        )
-    students = []
-    for partition in range(config.n_partitions):
-        answered = votes[partition, :n_answered]
-        labels = noisy_labels(answered, rng) if config.noise is None else config.noise.labels(answered, rng)
-        students.append(
-            fit_classifier(
-                config.student, config.X_query[:n_answered], labels, n_classes=config.n_classes, seed=rng.integers(2**31)
-            )
-        )
-    return _PartyResult(
-        students=tuple(students),
-        votes=votes[:, :n_answered],
-        n_answered=n_answered,
-        n_teachers=n_teachers,
-        max_affected_partitions={gap: _affected_partitions(votes[:, :n_answered], gap) for gap in (1, 2)},
-    )
 
 
 class FedKT(ClassifierMixin, BaseEstimator):
@@ -369,157 +251,50 @@ class FedKT(ClassifierMixin, BaseEstimator):
         if self.target_epsilon is not None:
             check_positive_finite("target_epsilon", self.target_epsilon)
 
-    def _teacher_counts(self, parties: list[tuple[np.ndarray, np.ndarray]]) -> list[int]:
-        counts = []
-        for index, (_, y) in enumerate(parties):
-            if len(y) < self.n_teachers and self.small_parties == "error":
-                raise ValueError(
-                    f"party {index} holds {len(y)} examples, fewer than n_teachers={self.n_teachers} (each teacher "
-                    "needs a non-empty disjoint subset); lower n_teachers or pass small_parties='fewer-teachers'"
-                )
-            counts.append(min(self.n_teachers, len(y)))
-        return counts
-
     # --- fitting ----------------------------------------------------------------------------------
     def fit(self, parties: Sequence[tuple[np.ndarray, np.ndarray]], public: np.ndarray) -> FedKT:
-        """Run FedKT on the parties' private data and the unlabeled public set."""
+        """Run FedKT on the parties' private data and the unlabeled public set.
+
+        A driver over the party and server steps of :mod:`privfed.pipelines.fedkt_steps`: every message
+        goes through its wire form, exactly as in a Flower run (``privfed.federation``).
+        """
         self._validate()
         parties, public = check_parties(parties, public)
-        teacher_counts = self._teacher_counts(parties)
-        self.classes_ = np.unique(np.concatenate([y for _, y in parties]))
-        n_classes = len(self.classes_)
-        coded = [(X, np.searchsorted(self.classes_, y), t) for (X, y), t in zip(parties, teacher_counts)]
-
+        names = [f"party {index}" for index in range(len(parties))]
+        schemas = [
+            PartySchema.from_record(describe_party(X, y).to_record(), sender=name) for (X, y), name in zip(parties, names)
+        ]
+        classes = federation_classes(schemas, public.shape[1:], names)
         seed_sequence = as_seed_sequence(self.random_state)
         party_seeds, server_seeds = seed_sequence.spawn(2)
+        tasks = fedkt_tasks(self, schemas, classes, public, party_seeds, names)
         student = self.teacher if self.student is None else self.student
-        final = student if self.final is None else self.final
-        noise = None
-        if self.privacy != "L0":
-            noise = NoisyArgmax(self.aggregator, float(self.gamma if self.aggregator == "laplace" else self.sigma))
-        config = _PartyConfig(
-            teacher=self.teacher,
-            student=student,
-            n_partitions=self.n_partitions,
-            n_classes=n_classes,
-            X_query=public[: query_count(self.local_query_fraction, len(public))],
-            noise=noise if self.privacy == "L2" else None,
-            target_epsilon=self.target_epsilon if self.privacy == "L2" else None,
-            delta=self.delta,
+        outcomes: list[FedKTPartyOutcome] = run_party_tasks(
+            _party_step, [(X, y, task) for (X, y), task in zip(parties, tasks)], config=(self.teacher, student),
+            random_state=party_seeds, n_jobs=self.n_jobs, progress=self.progress,
         )
-        results: list[_PartyResult] = run_party_tasks(
-            _train_party, coded, config=config, random_state=party_seeds, n_jobs=self.n_jobs, progress=self.progress
+        sent = [[message.to_record() for message in outcome.sent()] for outcome in outcomes]
+        replies = receive_fedkt_replies(tasks, sent, names, max_bytes=DEFAULT_MAX_BYTES)
+        self.students_ = [list(outcome.students) for outcome in outcomes]
+        schema_records = [[schema.to_record()] for schema in schemas]
+        self._set_fitted(
+            fedkt_server_step(self, replies, classes, public, seed_sequence, server_seeds),
+            classes,
+            record_sizes([first + rest for first, rest in zip(schema_records, sent)]),
         )
-        self.students_ = [list(result.students) for result in results]
-        self.n_local_queries_answered_ = [result.n_answered for result in results]
-
-        X_final = public[: query_count(self.query_fraction, len(public))]
-        predictions = np.stack([[s.predict(X_final) for s in result.students] for result in results])
-        if self.consistent_voting:
-            server_votes = consistent_votes(predictions, n_classes)
-        else:
-            server_votes = prediction_votes(predictions.reshape(-1, len(X_final)), n_classes)
-
-        primary_unit = "example" if self.privacy == "L2" else "party"
-        ledger = Ledger(
-            # The budget binds the primary unit: L2's party-level ε (k = t) is recorded but not budgeted.
-            target_epsilon=None if self.target_epsilon is None else {primary_unit: self.target_epsilon},
-            delta=self.delta,
-            primary_unit=primary_unit,
-            seeds={"random_state": int(seed_sequence.entropy)},
-            public_data_sha256=data_fingerprint({"public": public}),
-            description=(
-                f"FedKT-{self.privacy} final model: {len(parties)} parties, s = {self.n_partitions} partitions, "
-                f"t = {self.n_teachers} teachers, {type(self.teacher).__name__} teachers, "
-                f"{type(final).__name__} final model"
-            ),
-        )
-        self.evidence_: dict[str, np.ndarray] = {}
-        n_answered = self._account(ledger, results, server_votes, noise)
-        server_rng = np.random.default_rng(server_seeds)
-        answered = server_votes[:n_answered]
-        labels = noise.labels(answered, server_rng) if self.privacy == "L1" else noisy_labels(answered, server_rng)
-        if len(np.unique(labels)) < 2:
-            raise ValueError(
-                "the server's voted labels hold a single class: the final model cannot be trained; "
-                "query more public examples (query_fraction) or lower the noise"
-            )
-        # The final model learns the original labels, so that it can be published (and bundled) on its own.
-        self.final_model_ = with_seed(final, server_rng.integers(2**31)).fit(X_final[:n_answered], self.classes_[labels])
-        self.n_queries_answered_ = int(n_answered)
-        self.ledger_ = ledger
         return self
 
-    # --- accounting -------------------------------------------------------------------------------
-    def _account(
-        self, ledger: Ledger, results: list[_PartyResult], server_votes: np.ndarray, noise: NoisyArgmax | None
-    ) -> int:
-        """Record every release in the ledger; return the number of server queries answered."""
-        s = self.n_partitions
-        if self.privacy == "L0":
-            ledger.record_unaccounted("FedKT-L0: no noise is added anywhere; the model has no differential-privacy guarantee")
-            self.evidence_["server_votes"] = server_votes
-            return len(server_votes)
-
-        if self.privacy == "L2":
-            stacked = [result.votes.reshape(-1, result.votes.shape[2]) for result in results]
-            example = compose_parallel([noise.mechanism(v, 1, "example") for v in stacked])
-            party = compose_parallel([noise.mechanism(v, r.n_teachers, "party") for v, r in zip(stacked, results)])
-            ledger.record(
-                {"example": example, "party": party},
-                note=(
-                    f"party-side noisy teacher votes ({noise.describe()}): "
-                    f"{[r.n_answered for r in results]} local queries per partition answered by each party, "
-                    f"s = {s} partitions; example level k = 1, party level k = teachers per partition; "
-                    "parallel composition over parties"
-                ),
-            )
-            for index, v in enumerate(stacked):
-                self.evidence_[f"party_{index}_votes"] = v
-            return len(server_votes)
-
-        # L1: noise on the server's vote counts.
-        z = {gap: max(r.max_affected_partitions[gap] for r in results) for gap in (1, 2)}
-
-        def releases(n: int) -> dict[str, VoteMechanism]:
-            example_k = s if self.accounting == "conservative" else max(z[1], 1)
-            return {
-                "party": noise.mechanism(server_votes[:n], s, "party"),
-                "example": noise.mechanism(server_votes[:n], example_k, "example"),
-            }
-
-        n_answered = len(server_votes)
-        if self.target_epsilon is not None:
-            n_answered = _largest_fitting(len(server_votes), lambda n: n > 0 and ledger.fits(releases(n)))
-            if n_answered == 0:
-                raise ValueError(f"target_epsilon={self.target_epsilon} does not allow a single server query")
-        self.example_level_epsilons_ = {
-            "conservative": account(noise.mechanism(server_votes[:n_answered], s, "example"), delta=self.delta).epsilon,
-            "paper": account(
-                noise.mechanism(server_votes[:n_answered], max(z[1], 1), "example"), delta=self.delta, analysis="classic"
-            ).epsilon,
-            "z_gap_le_1": z[1],
-            "z_gap_le_2": z[2],
-        }
-        ledger.record(
-            releases(n_answered),
-            note=(
-                f"server noisy consistent votes ({noise.describe()}) on {n_answered} public "
-                f"queries; party level k = s = {s}; example level k = "
-                + (f"s = {s} (conservative)" if self.accounting == "conservative" else f"z = {max(z[1], 1)} (paper)")
-            ),
-        )
-        ledger.record_unaccounted(
-            "FedKT-L1: the students each party sends to the server are trained on un-noised teacher votes; "
-            "the guarantee covers the final model and the server's noisy labels, not the students (trust the server)"
-        )
-        if self.accounting == "paper":
-            ledger.record_unaccounted(
-                f"FedKT-L1 example level uses the paper's data-dependent sensitivity k = z = {max(z[1], 1)}, "
-                "which is not a differential-privacy guarantee; the conservative k = s is"
-            )
-        self.evidence_["server_votes"] = server_votes[:n_answered]
-        return n_answered
+    def _set_fitted(self, fitted: FedKTFit, classes: np.ndarray, bandwidth: dict[str, list[int]]) -> None:
+        """Set the fitted attributes from the server step's result (shared with ``privfed.federation``)."""
+        self.classes_ = classes
+        self.final_model_ = fitted.final_model
+        self.ledger_ = fitted.ledger
+        self.evidence_ = fitted.evidence
+        self.n_queries_answered_ = fitted.n_queries_answered
+        self.n_local_queries_answered_ = fitted.n_local_queries_answered
+        if fitted.example_level_epsilons is not None:
+            self.example_level_epsilons_ = fitted.example_level_epsilons
+        self.bandwidth_ = bandwidth
 
     # --- prediction -------------------------------------------------------------------------------
     def predict(self, X: np.ndarray) -> np.ndarray:
@@ -535,6 +310,13 @@ class FedKT(ClassifierMixin, BaseEstimator):
         proba = np.zeros((len(X), len(self.classes_)))
         proba[:, np.searchsorted(self.classes_, self.final_model_.classes_)] = self.final_model_.predict_proba(np.asarray(X))
         return proba
+
+
+def _party_step(task: PartyTask) -> FedKTPartyOutcome:
+    """One party's work in the in-process run (a joblib task): the party step on its own data."""
+    X, y, message = task.data
+    teacher, student = task.config
+    return fedkt_party_step(message, X, y, teacher=teacher, student=student, party=f"party {task.index}")
 
 
 class CentralizedPATE(FedKT):

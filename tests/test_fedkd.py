@@ -16,17 +16,15 @@ torch = pytest.importorskip("torch")
 
 from privfed.accounting import QuantizedLaplaceEnsemble, account, quantize_logits  # noqa: E402
 from privfed.pipelines._models import fit_classifier  # noqa: E402
-from privfed.pipelines.executor import PartyTask  # noqa: E402
 from privfed.pipelines.fedkd import (  # noqa: E402
     PROBABILITY_FLOOR,
     BandwidthReport,
     FedKD,
     NoisyLogitEnsemble,
-    _PartyConfig,
-    _train_party,
     party_logits,
     party_message,
 )
+from privfed.pipelines.fedkd_steps import FedKDTask, fedkd_party_step  # noqa: E402
 from privfed.pipelines.torch_models import TorchMLP  # noqa: E402
 
 import privfed  # noqa: E402
@@ -74,8 +72,8 @@ def test_party_sends_quantized_clipped_logits(digits):
     parties, public, _ = digits
     X, y = parties[1]
     clip, scale = 3.0, 7
-    config = _PartyConfig(public, 10, clip, scale, False)
-    sent = _train_party(PartyTask(data=(X, y, LogisticRegression(max_iter=300)), index=0, seed=5, config=config))
+    task = FedKDTask(public, np.arange(10), multilabel=False, clip=clip, quantization_scale=scale, seed=5)
+    sent = fedkd_party_step(task, X, y, local_model=LogisticRegression(max_iter=300), party="party 0")
     raw = party_logits(fit_classifier(LogisticRegression(max_iter=300), X, y, n_classes=10, seed=5), public, clip=clip)
     step = clip / scale
     values = sent.quantized_logits

@@ -1,0 +1,214 @@
+"""FedKD's party step and its messages (FedKD Algorithm 1, lines 2–5).
+
+The exchange, after the schema exchange of :mod:`privfed.pipelines.party_schema`:
+
+1. server → party, :class:`FedKDTask`: the public set, the classes, the public clip bound Z and the
+   quantization scale S, and the party's seed;
+2. party → server, :class:`FedKDLogits`: the party's clipped, quantized logits on the public set, its
+   class counts (in clear, for the class-count weights; recorded as unaccounted) and its model's
+   parameter count (for the FedAvg comparison of ``bandwidth_``).
+
+No model parameter leaves a party. The server step is :meth:`FedKD._fit_server
+<privfed.pipelines.fedkd.FedKD>` (weights, ensemble, noise, distillation, ledger), which ``FedKD.fit``
+and the Flower app run on the same messages.
+
+How the logits are formed (decision scores, log-probabilities, centring, multi-label) is
+described in :mod:`privfed.pipelines.fedkd`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import numpy as np
+from privfed.accounting import quantize_logits
+from privfed.pipelines._models import FittedClassifier, fit_classifier, with_seed
+from privfed.pipelines.messages import ArraySpec, MessageError, Record, WireMessage
+
+__all__ = [
+    "PROBABILITY_FLOOR",
+    "FedKDLogits",
+    "FedKDTask",
+    "fedkd_party_step",
+    "party_logits",
+    "party_message",
+    "receive_fedkd_replies",
+]
+
+#: Probabilities are floored here before taking logs, so that logits stay finite.
+PROBABILITY_FLOOR = 1e-6
+
+
+# --- messages -------------------------------------------------------------------------------------------
+@dataclass(frozen=True, eq=False)
+class FedKDTask(WireMessage):
+    """Server → party: the public set, classes (multi-label: ``arange(L)``), Z (NaN: none), S (0: none), seed."""
+
+    KIND: ClassVar[str] = "fedkd-task"
+    ARRAYS: ClassVar = {"public": ArraySpec("iuf", None), "classes": ArraySpec("iufbU", 1)}
+
+    public: np.ndarray
+    classes: np.ndarray
+    multilabel: bool
+    clip: float
+    quantization_scale: int
+    seed: int
+
+
+@dataclass(frozen=True, eq=False)
+class FedKDLogits(WireMessage):
+    """Party → server: quantized logits (n_public, C), class counts (C,), parameter count (−1: none)."""
+
+    KIND: ClassVar[str] = "fedkd-logits"
+    ARRAYS: ClassVar = {"quantized_logits": ArraySpec("f", 2), "class_counts": ArraySpec("iu", 1)}
+
+    quantized_logits: np.ndarray
+    class_counts: np.ndarray
+    parameter_count: int
+
+
+# --- the parties' logits ------------------------------------------------------------------------------
+def _is_torch_classifier(model: Any) -> bool:
+    return hasattr(model, "fit_soft") and hasattr(model, "predict_log_proba")
+
+
+def _single_label_scores(model: Any, X: np.ndarray, n_known: int) -> np.ndarray:
+    """Raw per-class scores of a fitted model over the ``n_known`` classes it was fitted on."""
+    if _is_torch_classifier(model):
+        return model.predict_log_proba(X)
+    if hasattr(model, "decision_function"):
+        scores = np.asarray(model.decision_function(X), dtype=float)
+        if scores.ndim == 2 and scores.shape[1] == n_known:
+            return scores
+    if not hasattr(model, "predict_proba"):
+        raise TypeError(f"{type(model).__name__} has neither a per-class decision_function nor predict_proba")
+    return np.log(np.maximum(np.asarray(model.predict_proba(X), dtype=float), PROBABILITY_FLOOR))
+
+
+def _positive_probabilities(model: Any, X: np.ndarray, n_labels: int) -> np.ndarray:
+    """P(label = 1) for each label, from ``predict_proba``'s (n, L) array or its list of per-label arrays."""
+    proba = model.predict_proba(X)
+    if isinstance(proba, np.ndarray) and proba.shape == (len(X), n_labels):
+        return proba.astype(float)
+    if not isinstance(proba, list) or len(proba) != n_labels:
+        raise TypeError(
+            f"{type(model).__name__}.predict_proba must return an (n, {n_labels}) array or a list of "
+            f"{n_labels} per-label arrays for multilabel=True"
+        )
+    columns = []
+    for label, (classes, label_proba) in enumerate(zip(model.classes_, proba)):
+        classes = np.asarray(classes)
+        if not set(classes.tolist()) <= {0, 1}:
+            raise ValueError(f"label {label} must take values 0 and 1, the model saw {classes.tolist()}")
+        positive = np.flatnonzero(classes == 1)
+        columns.append(label_proba[:, positive[0]] if len(positive) else np.zeros(len(X)))
+    return np.stack(columns, axis=1)
+
+
+def party_logits(fitted: FittedClassifier | Any, X: np.ndarray, *, clip: float | None, multilabel: bool = False,
+                 n_outputs: int | None = None) -> np.ndarray:
+    """A fitted local model's logits on ``X``, shape (n, C): see the module docstring for the definition.
+
+    Parameters
+    ----------
+    fitted : FittedClassifier or estimator
+        Single-label: a :class:`~pipelines._models.FittedClassifier` (its ``classes``
+        say which global classes the model knows). Multi-label: the fitted estimator.
+    X : ndarray
+        The public examples.
+    clip : float or None
+        Z: classes the model never saw get −Z (−``log(1/floor)`` when None).
+    multilabel : bool, default=False
+    n_outputs : int, optional
+        The number of labels (multi-label only).
+    """
+    if multilabel:
+        if hasattr(fitted, "decision_function"):
+            scores = np.asarray(fitted.decision_function(X), dtype=float)
+            if scores.shape == (len(X), n_outputs):
+                return scores
+        p = np.clip(_positive_probabilities(fitted, X, n_outputs), PROBABILITY_FLOOR, 1.0 - PROBABILITY_FLOOR)
+        return np.log(p) - np.log1p(-p)
+    bottom = -(clip if clip is not None else -math.log(PROBABILITY_FLOOR))
+    logits = np.full((len(X), fitted.n_classes), bottom)
+    if fitted.estimator is None:  # a party holding one class
+        logits[:, fitted.classes[0]] = 0.0
+        return logits
+    scores = _single_label_scores(fitted.estimator, X, len(fitted.classes))
+    logits[:, fitted.classes] = scores - scores.mean(axis=1, keepdims=True)
+    return logits
+
+
+def party_message(logits: np.ndarray, *, clip: float | None, quantization_scale: int | None) -> np.ndarray:
+    """What a party sends: its logits clipped to [−Z, Z] and quantized, Q(z; S) (FedKD Eq. 5 with a public Z).
+
+    ``quantization_scale=None`` only clips; ``clip=None`` (noiseless baseline) sends the logits as they are.
+    """
+    if clip is not None and quantization_scale is not None:
+        return quantize_logits(logits, clip=clip, quantization_scale=quantization_scale)
+    if clip is not None:
+        return np.clip(logits, -clip, clip)
+    return np.asarray(logits, dtype=float)
+
+
+def _parameter_count(model: Any) -> int | None:
+    """Numbers a FedAvg round would send for this model: torch parameters, or sklearn coefficient arrays."""
+    module = getattr(model, "module_", None)
+    if module is not None:
+        return int(sum(parameter.numel() for parameter in module.parameters()))
+    arrays = [*getattr(model, "coefs_", []), *getattr(model, "intercepts_", [])]
+    if not arrays and hasattr(model, "coef_"):
+        arrays = [model.coef_, np.atleast_1d(getattr(model, "intercept_", []))]
+    return int(sum(np.size(array) for array in arrays)) if arrays else None
+
+
+
+# --- the party step -------------------------------------------------------------------------------------
+def fedkd_party_step(task: FedKDTask, X: np.ndarray, y: np.ndarray, *, local_model: Any, party: str) -> FedKDLogits:
+    """Party side of FedKD: train the local model, send its quantized logits on the public set once.
+
+    ``y`` holds the party's original labels (multi-label: its (n, L) 0/1 indicators).
+    """
+    n_outputs = len(task.classes)
+    clip = None if math.isnan(task.clip) else task.clip
+    scale = task.quantization_scale or None
+    if task.multilabel:
+        model = with_seed(local_model, task.seed).fit(X, y)
+        logits = party_logits(model, task.public, clip=clip, multilabel=True, n_outputs=n_outputs)
+        counts = y.sum(axis=0).astype(np.int64)
+    else:
+        codes = np.searchsorted(task.classes, y).clip(0, n_outputs - 1)
+        if not np.array_equal(task.classes[codes], y):
+            raise ValueError(f"{party} holds labels outside the federation's classes {task.classes.tolist()}")
+        fitted = fit_classifier(local_model, X, codes, n_classes=n_outputs, seed=task.seed)
+        model = fitted.estimator
+        logits = party_logits(fitted, task.public, clip=clip)
+        counts = np.bincount(codes, minlength=n_outputs)
+    size = None if model is None else _parameter_count(model)
+    quantized = party_message(logits, clip=clip, quantization_scale=scale)
+    return FedKDLogits(quantized, counts.astype(np.int64), -1 if size is None else size)
+
+
+def receive_fedkd_replies(
+    tasks: Sequence[FedKDTask], records: Sequence[Sequence[Record]], names: Sequence[str], *, max_bytes: int
+) -> list[FedKDLogits]:
+    """Validate each party's reply against its task; :class:`MessageError` names the first bad party."""
+    replies = []
+    for task, sent, name in zip(tasks, records, names):
+        if len(sent) != 1:
+            raise MessageError(f"{name} sent {len(sent)} messages, expected one 'fedkd-logits'")
+        shape = (len(task.public), len(task.classes))
+        message = FedKDLogits.from_record(
+            sent[0], sender=name, shapes={"quantized_logits": shape, "class_counts": shape[1:]}, max_bytes=max_bytes
+        )
+        logits = message.quantized_logits
+        bound = math.inf if math.isnan(task.clip) else task.clip
+        if not np.isfinite(logits).all() or np.abs(logits).max(initial=0.0) > bound + 1e-9:
+            raise MessageError(f"{name} sent a malformed 'fedkd-logits' message: logits outside [−{bound}, {bound}]")
+        if message.class_counts.min(initial=0) < 0 or message.parameter_count < -1:
+            raise MessageError(f"{name} sent a malformed 'fedkd-logits' message: negative class counts or size")
+        replies.append(message)
+    return replies

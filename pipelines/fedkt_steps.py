@@ -1,0 +1,463 @@
+"""FedKT as party steps and server steps over explicit messages (FedKT Algorithm 1).
+
+The exchange, after the schema exchange of :mod:`privfed.pipelines.party_schema`:
+
+1. server → party, :class:`FedKTTask`: the public queries (the longer of the local and the final
+   query prefixes), the classes, s, the party's teacher count t, its seed and, under L2, the
+   party-side noise;
+2. party → server, :class:`FedKTVotes`: its s students' predictions on the final queries (s label
+   vectors — not the students), how many local queries it answered, and its gap counts z (the
+   partitions with a top-2 teacher-vote gap ≤ 1 and ≤ 2, used only by the ``"paper"`` accounting
+   and the ``example_level_epsilons_`` diagnostic);
+3. under L2 only, party → server, :class:`FedKTEvidence`: the party's teacher vote histograms on
+   the answered local queries. The ledger's data-dependent bound of the party-side Laplace (or
+   Gaussian) noisy max is computed from them (the same evidence the in-process run holds); the
+   noisy labels themselves never leave the party — only the students' predictions, which are
+   post-processing of them.
+
+The party step (:func:`fedkt_party_step`) trains the teachers, labels the local queries (with the
+party-side noise under L2), trains the students and predicts the final queries; the server steps
+(:func:`fedkt_tasks`, :func:`fedkt_server_step`) make the tasks, count the consistent votes, add the
+server-side noise (L1), record the ledger and train the final model. ``FedKT.fit`` and the Flower
+app (``privfed.federation``) run these very functions.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import numpy as np
+from privfed.accounting import GaussianNoisyMax, LaplaceNoisyMax, Ledger, account, compose_parallel
+from privfed.accounting.fingerprint import data_fingerprint
+from privfed.accounting.noisy_max import VoteMechanism
+from privfed.pipelines._models import FittedClassifier, fit_classifier, with_seed
+from privfed.pipelines._random import spawn_seeds
+from privfed.pipelines.messages import ArraySpec, MessageError, Record, WireMessage
+from privfed.pipelines.partition import teacher_subsets
+from privfed.pipelines.party_schema import PartySchema
+from privfed.pipelines.voting import consistent_votes, noisy_labels, prediction_votes
+
+__all__ = [
+    "FedKTEvidence",
+    "FedKTFit",
+    "FedKTPartyOutcome",
+    "FedKTTask",
+    "FedKTVotes",
+    "NoisyArgmax",
+    "fedkt_party_step",
+    "fedkt_server_step",
+    "fedkt_tasks",
+    "query_count",
+    "receive_fedkt_replies",
+]
+
+
+def query_count(fraction: float, n_public: int) -> int:
+    """⌈fraction · |public|⌉: the first this-many public examples are the query set."""
+    return min(n_public, math.ceil(fraction * n_public - 1e-9))
+
+
+@dataclass(frozen=True)
+class NoisyArgmax:
+    """The noisy-max aggregator of one tier: Laplace(1/γ) (PATE 2017) or Gaussian N(0, σ²) (PATE 2018) counts."""
+
+    aggregator: str
+    scale: float  # γ for "laplace", σ for "gaussian"
+
+    def labels(self, votes: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        """Noisy argmax of every row of ``votes``."""
+        if self.aggregator == "laplace":
+            return noisy_labels(votes, rng, gamma=self.scale)
+        return noisy_labels(votes, rng, sigma=self.scale)
+
+    def mechanism(self, votes: np.ndarray, votes_per_unit: int, unit: str) -> VoteMechanism:
+        """The privfed mechanism that accounts these answers."""
+        cls = LaplaceNoisyMax if self.aggregator == "laplace" else GaussianNoisyMax
+        return cls(votes, self.scale, votes_per_unit, unit=unit)
+
+    def describe(self) -> str:
+        if self.aggregator == "laplace":
+            return f"Laplace noise of scale 1/γ = {1 / self.scale:g}"
+        return f"Gaussian noise of σ = {self.scale:g}"
+
+
+# --- messages ---------------------------------------------------------------------------------------
+@dataclass(frozen=True, eq=False)
+class FedKTTask(WireMessage):
+    """Server → party: public queries, classes and the party's settings.
+
+    ``party_noise`` is ``""`` (no party-side noise: L0, L1) or the aggregator (``"laplace"``,
+    ``"gaussian"``) of L2, with ``noise_scale`` its γ or σ; ``target_epsilon`` is NaN without a budget.
+    """
+
+    KIND: ClassVar[str] = "fedkt-task"
+    ARRAYS: ClassVar = {"queries": ArraySpec("iuf", None), "classes": ArraySpec("iufbU", 1)}
+
+    queries: np.ndarray
+    classes: np.ndarray
+    n_local_queries: int
+    n_final_queries: int
+    n_partitions: int
+    n_teachers: int
+    seed: int
+    party_noise: str
+    noise_scale: float
+    target_epsilon: float
+    delta: float
+
+    @property
+    def noise(self) -> NoisyArgmax | None:
+        return NoisyArgmax(self.party_noise, self.noise_scale) if self.party_noise else None
+
+
+@dataclass(frozen=True, eq=False)
+class FedKTVotes(WireMessage):
+    """Party → server: its s students' predicted class codes on the final queries, shape (s, final queries)."""
+
+    KIND: ClassVar[str] = "fedkt-votes"
+    ARRAYS: ClassVar = {"predictions": ArraySpec("iu", 2)}
+
+    predictions: np.ndarray
+    n_local_answered: int
+    n_teachers: int
+    affected_partitions_gap_1: int
+    affected_partitions_gap_2: int
+
+
+@dataclass(frozen=True, eq=False)
+class FedKTEvidence(WireMessage):
+    """Party → server (L2): teacher vote histograms, shape (s, answered local queries, classes)."""
+
+    KIND: ClassVar[str] = "fedkt-evidence"
+    ARRAYS: ClassVar = {"teacher_votes": ArraySpec("iu", 3)}
+
+    teacher_votes: np.ndarray
+
+
+@dataclass(frozen=True, eq=False)
+class FedKTPartyOutcome:
+    """A party step's result: what it sends, and its students (which stay on the party)."""
+
+    votes: FedKTVotes
+    evidence: FedKTEvidence | None
+    students: tuple[FittedClassifier, ...]
+
+    def sent(self) -> list[WireMessage]:
+        return [self.votes] if self.evidence is None else [self.votes, self.evidence]
+
+
+# --- party step -------------------------------------------------------------------------------------
+def _affected_partitions(votes: np.ndarray, gap: int) -> int:
+    """Partitions with some query whose top-2 teacher-vote gap is ≤ ``gap`` (FedKT's z)."""
+    top_two = np.sort(votes, axis=2)[:, :, -2:]
+    return int(((top_two[:, :, 1] - top_two[:, :, 0]) <= gap).any(axis=1).sum())
+
+
+def largest_fitting(upper: int, fits: Any) -> int:
+    """The largest n in [0, upper] with fits(n), for a monotone predicate (bisection)."""
+    low, high = 0, upper
+    while low < high:
+        middle = (low + high + 1) // 2
+        if fits(middle):
+            low = middle
+        else:
+            high = middle - 1
+    return low
+
+
+def _answerable_local_queries(votes: np.ndarray, task: FedKTTask) -> int:
+    """Largest n such that answering the first n local queries of every partition stays within budget."""
+    if math.isnan(task.target_epsilon):
+        return votes.shape[1]
+
+    def fits(n: int) -> bool:
+        ledger = Ledger(target_epsilon=task.target_epsilon, delta=task.delta, primary_unit="example")
+        stacked = votes[:, :n].reshape(-1, votes.shape[2])
+        return ledger.fits(task.noise.mechanism(stacked, 1, "example"), unit="example")
+
+    return largest_fitting(votes.shape[1], fits)
+
+
+def fedkt_party_step(
+    task: FedKTTask, X: np.ndarray, y: np.ndarray, *, teacher: Any, student: Any, party: str
+) -> FedKTPartyOutcome:
+    """Party side of FedKT (Algorithm 1, lines 2–10), on the party's own ``(X, y)`` (original labels).
+
+    Trains s × t teachers on disjoint subsets, labels the local queries by (noisy, under L2) teacher
+    vote, trains one student per partition and predicts the final queries with each student.
+    """
+    n_classes = len(task.classes)
+    codes = np.searchsorted(task.classes, y).clip(0, n_classes - 1)
+    if not np.array_equal(task.classes[codes], y):
+        raise ValueError(f"{party} holds labels outside the federation's classes {task.classes.tolist()}")
+    rng = np.random.default_rng(task.seed)
+    subsets = teacher_subsets(len(codes), n_partitions=task.n_partitions, n_teachers=task.n_teachers, random_state=rng)
+    X_local = task.queries[: task.n_local_queries]
+    votes = np.zeros((task.n_partitions, len(X_local), n_classes), dtype=np.int64)
+    for partition, members in enumerate(subsets):
+        predictions = [
+            fit_classifier(teacher, X[rows], codes[rows], n_classes=n_classes, seed=rng.integers(2**31))
+            .predict(X_local)
+            for rows in members
+        ]
+        votes[partition] = prediction_votes(np.stack(predictions), n_classes)
+    noise = task.noise
+    n_answered = _answerable_local_queries(votes, task) if noise is not None else len(X_local)
+    if n_answered == 0:
+        raise ValueError(f"target_epsilon={task.target_epsilon} does not allow {party} to answer a single local query")
+    students = []
+    for partition in range(task.n_partitions):
+        answered = votes[partition, :n_answered]
+        labels = noisy_labels(answered, rng) if noise is None else noise.labels(answered, rng)
+        students.append(
+            fit_classifier(student, X_local[:n_answered], labels, n_classes=n_classes, seed=rng.integers(2**31))
+        )
+    X_final = task.queries[: task.n_final_queries]
+    answered_votes = votes[:, :n_answered]
+    sent = FedKTVotes(
+        predictions=np.stack([s.predict(X_final) for s in students]).astype(np.int64),
+        n_local_answered=int(n_answered),
+        n_teachers=int(task.n_teachers),
+        affected_partitions_gap_1=_affected_partitions(answered_votes, 1),
+        affected_partitions_gap_2=_affected_partitions(answered_votes, 2),
+    )
+    evidence = FedKTEvidence(np.ascontiguousarray(answered_votes)) if noise is not None else None
+    return FedKTPartyOutcome(sent, evidence, tuple(students))
+
+
+# --- server steps -----------------------------------------------------------------------------------
+def _noise(model: Any) -> NoisyArgmax | None:
+    if model.privacy == "L0":
+        return None
+    return NoisyArgmax(model.aggregator, float(model.gamma if model.aggregator == "laplace" else model.sigma))
+
+
+def fedkt_tasks(
+    model: Any, schemas: Sequence[PartySchema], classes: np.ndarray, public: np.ndarray,
+    party_seeds: np.random.SeedSequence, names: Sequence[str],
+) -> list[FedKTTask]:
+    """One :class:`FedKTTask` per party, from the validated estimator ``model`` and the parties' schemas."""
+    n_local = query_count(model.local_query_fraction, len(public))
+    n_final = query_count(model.query_fraction, len(public))
+    noise = _noise(model) if model.privacy == "L2" else None
+    tasks = []
+    for schema, name, seed in zip(schemas, names, spawn_seeds(party_seeds, len(schemas))):
+        if schema.n_examples < model.n_teachers and model.small_parties == "error":
+            raise ValueError(
+                f"{name} holds {schema.n_examples} examples, fewer than n_teachers={model.n_teachers} (each teacher "
+                "needs a non-empty disjoint subset); lower n_teachers or pass small_parties='fewer-teachers'"
+            )
+        tasks.append(
+            FedKTTask(
+                queries=public[: max(n_local, n_final)],
+                classes=classes,
+                n_local_queries=n_local,
+                n_final_queries=n_final,
+                n_partitions=int(model.n_partitions),
+                n_teachers=min(int(model.n_teachers), schema.n_examples),
+                seed=int(seed),
+                party_noise="" if noise is None else noise.aggregator,
+                noise_scale=0.0 if noise is None else noise.scale,
+                target_epsilon=(
+                    math.nan if noise is None or model.target_epsilon is None else float(model.target_epsilon)
+                ),
+                delta=float(model.delta),
+            )
+        )
+    return tasks
+
+
+def receive_fedkt_replies(
+    tasks: Sequence[FedKTTask], records: Sequence[Sequence[Record]], names: Sequence[str], *, max_bytes: int
+) -> list[tuple[FedKTVotes, FedKTEvidence | None]]:
+    """Validate each party's reply records against its task; :class:`MessageError` names the first bad party."""
+    replies = []
+    for task, sent, name in zip(tasks, records, names):
+        by_kind = {record.kind: record for record in sent}
+        expected = {FedKTVotes.KIND} | ({FedKTEvidence.KIND} if task.party_noise else set())
+        if set(by_kind) != expected or len(sent) != len(expected):
+            raise MessageError(f"{name} sent messages {[r.kind for r in sent]}, expected {sorted(expected)}")
+        s, n_classes = task.n_partitions, len(task.classes)
+        votes = FedKTVotes.from_record(
+            by_kind[FedKTVotes.KIND], sender=name, shapes={"predictions": (s, task.n_final_queries)},
+            max_bytes=max_bytes,
+        )
+        if not 1 <= votes.n_local_answered <= task.n_local_queries or votes.n_teachers != task.n_teachers:
+            raise MessageError(
+                f"{name} sent a malformed 'fedkt-votes' message: n_local_answered={votes.n_local_answered} "
+                f"(expected 1..{task.n_local_queries}), n_teachers={votes.n_teachers} (expected {task.n_teachers})"
+            )
+        if votes.predictions.size and not (0 <= votes.predictions.min() and votes.predictions.max() < n_classes):
+            raise MessageError(f"{name} sent a malformed 'fedkt-votes' message: predictions outside 0..{n_classes - 1}")
+        for gap in (1, 2):
+            value = getattr(votes, f"affected_partitions_gap_{gap}")
+            if not 0 <= value <= s:
+                raise MessageError(
+                    f"{name} sent a malformed 'fedkt-votes' message: gap-{gap} count {value} not in 0..{s}"
+                )
+        evidence = None
+        if task.party_noise:
+            evidence = FedKTEvidence.from_record(
+                by_kind[FedKTEvidence.KIND], sender=name,
+                shapes={"teacher_votes": (s, votes.n_local_answered, n_classes)}, max_bytes=max_bytes,
+            )
+            counts = evidence.teacher_votes.sum(axis=2)
+            if evidence.teacher_votes.min(initial=0) < 0 or (counts != task.n_teachers).any():
+                raise MessageError(
+                    f"{name} sent a malformed 'fedkt-evidence' message: every histogram must hold "
+                    f"{task.n_teachers} non-negative votes"
+                )
+        replies.append((votes, evidence))
+    return replies
+
+
+@dataclass(frozen=True, eq=False)
+class FedKTFit:
+    """The server step's result: the fitted attributes of a FedKT estimator."""
+
+    final_model: Any
+    ledger: Ledger
+    evidence: dict[str, np.ndarray]
+    n_queries_answered: int
+    n_local_queries_answered: list[int]
+    example_level_epsilons: dict[str, Any] | None
+
+
+def fedkt_server_step(
+    model: Any,
+    replies: Sequence[tuple[FedKTVotes, FedKTEvidence | None]],
+    classes: np.ndarray,
+    public: np.ndarray,
+    seed_sequence: np.random.SeedSequence,
+    server_seeds: np.random.SeedSequence,
+) -> FedKTFit:
+    """Server side of FedKT (Algorithm 1, lines 11–14): consistent votes, server noise (L1), ledger, final model."""
+    n_classes = len(classes)
+    noise = _noise(model)
+    student = model.teacher if model.student is None else model.student
+    final = student if model.final is None else model.final
+    X_final = public[: query_count(model.query_fraction, len(public))]
+    predictions = np.stack([votes.predictions for votes, _ in replies])
+    if model.consistent_voting:
+        server_votes = consistent_votes(predictions, n_classes)
+    else:
+        server_votes = prediction_votes(predictions.reshape(-1, len(X_final)), n_classes)
+
+    primary_unit = "example" if model.privacy == "L2" else "party"
+    ledger = Ledger(
+        # The budget binds the primary unit: L2's party-level ε (k = t) is recorded but not budgeted.
+        target_epsilon=None if model.target_epsilon is None else {primary_unit: model.target_epsilon},
+        delta=model.delta,
+        primary_unit=primary_unit,
+        seeds={"random_state": int(seed_sequence.entropy)},
+        public_data_sha256=data_fingerprint({"public": public}),
+        description=(
+            f"FedKT-{model.privacy} final model: {len(replies)} parties, s = {model.n_partitions} partitions, "
+            f"t = {model.n_teachers} teachers, {type(model.teacher).__name__} teachers, "
+            f"{type(final).__name__} final model"
+        ),
+    )
+    evidence: dict[str, np.ndarray] = {}
+    n_answered, example_level = _account(model, ledger, replies, server_votes, noise, evidence)
+    server_rng = np.random.default_rng(server_seeds)
+    answered = server_votes[:n_answered]
+    labels = noise.labels(answered, server_rng) if model.privacy == "L1" else noisy_labels(answered, server_rng)
+    if len(np.unique(labels)) < 2:
+        raise ValueError(
+            "the server's voted labels hold a single class: the final model cannot be trained; "
+            "query more public examples (query_fraction) or lower the noise"
+        )
+    # The final model learns the original labels, so that it can be published (and bundled) on its own.
+    final_model = with_seed(final, server_rng.integers(2**31)).fit(X_final[:n_answered], classes[labels])
+    return FedKTFit(
+        final_model=final_model,
+        ledger=ledger,
+        evidence=evidence,
+        n_queries_answered=int(n_answered),
+        n_local_queries_answered=[votes.n_local_answered for votes, _ in replies],
+        example_level_epsilons=example_level,
+    )
+
+
+def _account(
+    model: Any,
+    ledger: Ledger,
+    replies: Sequence[tuple[FedKTVotes, FedKTEvidence | None]],
+    server_votes: np.ndarray,
+    noise: NoisyArgmax | None,
+    evidence: dict[str, np.ndarray],
+) -> tuple[int, dict[str, Any] | None]:
+    """Record every release in the ledger; return the server queries answered and L1's example-level ε."""
+    s = model.n_partitions
+    if model.privacy == "L0":
+        ledger.record_unaccounted(
+            "FedKT-L0: no noise is added anywhere; the model has no differential-privacy guarantee"
+        )
+        evidence["server_votes"] = server_votes
+        return len(server_votes), None
+
+    if model.privacy == "L2":
+        stacked = [sent.teacher_votes.reshape(-1, sent.teacher_votes.shape[2]) for _, sent in replies]
+        example = compose_parallel([noise.mechanism(v, 1, "example") for v in stacked])
+        party = compose_parallel(
+            [noise.mechanism(v, votes.n_teachers, "party") for v, (votes, _) in zip(stacked, replies)]
+        )
+        ledger.record(
+            {"example": example, "party": party},
+            note=(
+                f"party-side noisy teacher votes ({noise.describe()}): "
+                f"{[votes.n_local_answered for votes, _ in replies]} local queries per partition answered by each "
+                f"party, s = {s} partitions; example level k = 1, party level k = teachers per partition; "
+                "parallel composition over parties"
+            ),
+        )
+        for index, v in enumerate(stacked):
+            evidence[f"party_{index}_votes"] = v
+        return len(server_votes), None
+
+    # L1: noise on the server's vote counts.
+    z = {gap: max(getattr(votes, f"affected_partitions_gap_{gap}") for votes, _ in replies) for gap in (1, 2)}
+
+    def releases(n: int) -> dict[str, VoteMechanism]:
+        example_k = s if model.accounting == "conservative" else max(z[1], 1)
+        return {
+            "party": noise.mechanism(server_votes[:n], s, "party"),
+            "example": noise.mechanism(server_votes[:n], example_k, "example"),
+        }
+
+    n_answered = len(server_votes)
+    if model.target_epsilon is not None:
+        n_answered = largest_fitting(len(server_votes), lambda n: n > 0 and ledger.fits(releases(n)))
+        if n_answered == 0:
+            raise ValueError(f"target_epsilon={model.target_epsilon} does not allow a single server query")
+    example_level = {
+        "conservative": account(noise.mechanism(server_votes[:n_answered], s, "example"), delta=model.delta).epsilon,
+        "paper": account(
+            noise.mechanism(server_votes[:n_answered], max(z[1], 1), "example"), delta=model.delta, analysis="classic"
+        ).epsilon,
+        "z_gap_le_1": z[1],
+        "z_gap_le_2": z[2],
+    }
+    ledger.record(
+        releases(n_answered),
+        note=(
+            f"server noisy consistent votes ({noise.describe()}) on {n_answered} public "
+            f"queries; party level k = s = {s}; example level k = "
+            + (f"s = {s} (conservative)" if model.accounting == "conservative" else f"z = {max(z[1], 1)} (paper)")
+        ),
+    )
+    ledger.record_unaccounted(
+        "FedKT-L1: the students' predictions each party sends to the server come from students trained on un-noised "
+        "teacher votes; the guarantee covers the final model and the server's noisy labels, not the predictions "
+        "(trust the server)"
+    )
+    if model.accounting == "paper":
+        ledger.record_unaccounted(
+            f"FedKT-L1 example level uses the paper's data-dependent sensitivity k = z = {max(z[1], 1)}, "
+            "which is not a differential-privacy guarantee; the conservative k = s is"
+        )
+    evidence["server_votes"] = server_votes[:n_answered]
+    return n_answered, example_level

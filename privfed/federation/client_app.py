@@ -1,0 +1,114 @@
+"""privfed's Flower ClientApp: one party's steps, on the data its SuperNode holds.
+
+Each SuperNode reads its own data from ``data-path`` in its node config (``flower-supernode
+--node-config 'data-path="site-a.npz"'``; optional ``label-column`` and ``feature-columns`` for
+CSV/Parquet, ``n-features`` for LIBSVM, ``party-index`` to fix the party's position); under the
+simulation engine, from the run config's ``data-paths``
+(comma-separated, indexed by the virtual SuperNode's ``partition-id``). Rows never leave the party:
+the schema step sends the shape of an example, the labels present and the number of examples, and the
+train step sends what the pipeline's party step releases (FedKT: the students' predictions).
+
+Every received message passes :meth:`~privfed.pipelines.messages.WireMessage.from_record` first; the
+model classes a party trains are built from JSON specs of trusted packages only (nothing is unpickled).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from privfed.federation.task import build_model, from_recorddict, load_party_data, to_recorddict
+from privfed.pipelines.fedkd_steps import FedKDTask, fedkd_party_step
+from privfed.pipelines.fedkt_steps import FedKTTask, fedkt_party_step
+from privfed.pipelines.messages import DEFAULT_MAX_BYTES, MessageError
+from privfed.pipelines.party_schema import describe_party
+
+# `app` (built on first access, see __getattr__) is listed: Flower checks the component statically, in __all__.
+__all__ = ["app", "make_client_app", "party_data_path"]  # noqa: F822
+
+
+def party_data_path(context: Any, data_paths: Sequence[str] | None = None) -> str:
+    """This SuperNode's data file: node config ``data-path``, else ``data-paths[partition-id]``."""
+    node = context.node_config
+    if "data-path" in node:
+        return str(node["data-path"])
+    paths = list(data_paths) if data_paths is not None else [
+        p.strip() for p in str(context.run_config.get("data-paths", "")).split(",") if p.strip()
+    ]
+    index = int(node.get("partition-id", -1))
+    if not 0 <= index < len(paths):
+        raise ValueError(
+            "this SuperNode has no data: pass --node-config 'data-path=\"...\"' (deployment), or the run config "
+            f"data-paths with one file per virtual SuperNode (simulation; partition-id={index}, {len(paths)} paths)"
+        )
+    return paths[index]
+
+
+def _party_index(context: Any) -> int:
+    node = context.node_config
+    return int(node.get("party-index", node.get("partition-id", -1)))
+
+
+def _fedkt_step(task: FedKTTask, X: Any, y: Any, config: dict, party: str) -> list:
+    teacher = build_model(str(config.get("teacher", "")), name="teacher")
+    student = build_model(str(config.get("student", "")), name="student")
+    return fedkt_party_step(task, X, y, teacher=teacher, student=student, party=party).sent()
+
+
+def _fedkd_step(task: FedKDTask, X: Any, y: Any, config: dict, party: str) -> list:
+    local_model = build_model(str(config.get("local-model", "")), name="local_model")
+    return [fedkd_party_step(task, X, y, local_model=local_model, party=party)]
+
+
+#: Task message kind → (message class, its field of feature rows, party step).
+_TASKS = {FedKTTask.KIND: (FedKTTask, "queries", _fedkt_step), FedKDTask.KIND: (FedKDTask, "public", _fedkd_step)}
+
+
+def make_client_app(data_paths: Sequence[str] | None = None) -> Any:
+    """A Flower ``ClientApp`` running the party steps (``data_paths``: the simulation's files, by partition-id)."""
+    from flwr.app import Message
+    from flwr.clientapp import ClientApp
+
+    client = ClientApp()
+
+    def party_data(context: Any) -> tuple[Any, Any]:
+        node = context.node_config
+        features = str(node.get("feature-columns", ""))
+        return load_party_data(
+            party_data_path(context, data_paths),
+            label_column=node.get("label-column", -1),
+            feature_columns=[c.strip() for c in features.split(",") if c.strip()] or None,
+            n_features=int(node["n-features"]) if "n-features" in node else None,
+        )
+
+    @client.query("schema")
+    def schema(message: Any, context: Any) -> Any:
+        X, y = party_data(context)
+        content = to_recorddict([describe_party(X, y).to_record()], {"party-index": _party_index(context)})
+        return Message(content, reply_to=message)
+
+    @client.train()
+    def train(message: Any, context: Any) -> Any:
+        X, y = party_data(context)
+        records, config = from_recorddict(message.content, sender="the server")
+        if len(records) != 1 or records[0].kind not in _TASKS:
+            raise MessageError(
+                f"the server sent {[r.kind for r in records]} to the train step, expected one of {sorted(_TASKS)}"
+            )
+        kind, features, run_step = _TASKS[records[0].kind]
+        task = kind.from_record(
+            records[0], sender="the server", shapes={features: (None, *X.shape[1:])},
+            max_bytes=int(config.get("max-message-bytes", DEFAULT_MAX_BYTES)),
+        )
+        sent = run_step(task, X, y, config, f"party {_party_index(context)}")
+        return Message(to_recorddict([reply.to_record() for reply in sent]), reply_to=message)
+
+    return client
+
+
+def __getattr__(name: str) -> Any:
+    # ``flwr run`` and ``flower-supernode`` load ``privfed.federation.client_app:app``; built on first access
+    # so that importing this module does not need Flower.
+    if name == "app":
+        return make_client_app()
+    raise AttributeError(name)

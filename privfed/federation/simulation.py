@@ -1,0 +1,136 @@
+"""``simulate``: a pipeline estimator fitted over Flower's simulation engine, one virtual SuperNode per party.
+
+It runs the very ServerApp and ClientApp that ``flwr run`` starts (:mod:`.server_app`,
+:mod:`.client_app`) through ``flwr.simulation.run_simulation``: the ServerApp runs in this process,
+so the fitted estimator comes back as an object, and each party's ClientApp runs in a Ray worker
+process that reads only that party's data file. ``run_simulation`` is deprecated upstream in favour
+of ``flwr run <app> local-simulation``, which runs the ServerApp in a process of its own (its result
+would have to come back through the output bundle); privfed keeps it for this in-process entry point
+and documents ``flwr run`` for everything else (``docs/federation.md``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from privfed.federation.client_app import make_client_app
+from privfed.federation.server_app import FederationError, ServerJob, make_server_app
+from privfed.federation.task import DATA_FORMATS
+
+__all__ = ["simulate"]
+
+
+@contextlib.contextmanager
+def _checkout_on_worker_path() -> Iterator[None]:
+    """Ray's worker processes import privfed from this checkout too (they inherit ``PYTHONPATH``)."""
+    import privfed
+
+    root = str(getattr(privfed, "_CHECKOUT_ROOT", ""))
+    previous = os.environ.get("PYTHONPATH")
+    if root and (Path(root) / "pyproject.toml").is_file():
+        os.environ["PYTHONPATH"] = root if not previous else os.pathsep.join([root, previous])
+    try:
+        yield
+    finally:
+        if previous is None:
+            os.environ.pop("PYTHONPATH", None)
+        else:
+            os.environ["PYTHONPATH"] = previous
+
+
+def _party_files(parties: Any, folder: Path) -> list[str]:
+    """Each party's data file: the paths given, or ``(X, y)`` pairs written as ``party-<i>.npz`` in ``folder``."""
+    if isinstance(parties, (str, bytes)) or not isinstance(parties, Sequence) or len(parties) == 0:
+        raise ValueError(f"parties must be a non-empty sequence of (X, y) pairs or data files, got {parties!r}")
+    if all(isinstance(party, (str, os.PathLike)) for party in parties):
+        paths = [Path(party) for party in parties]
+        for index, path in enumerate(paths):
+            if path.suffix.lower() not in DATA_FORMATS or not path.is_file():
+                raise ValueError(f"parties[{index}] = {str(path)!r} must be an existing file ending in {DATA_FORMATS}")
+        return [str(path.resolve()) for path in paths]
+    from privfed.pipelines.fedkt import check_party_data
+
+    paths = []
+    for index, (X, y) in enumerate(check_party_data(parties)):
+        path = folder / f"party-{index}.npz"
+        np.savez(path, X=X, y=y)
+        paths.append(str(path))
+    return paths
+
+
+def simulate(
+    estimator: Any,
+    parties: Any,
+    public: Any,
+    *,
+    num_supernodes: int | None = None,
+    timeout: float | None = None,
+    random_state: int | None = None,
+) -> Any:
+    """Fit ``estimator`` over Flower's simulation engine, one virtual SuperNode per party; return it fitted.
+
+    Parameters
+    ----------
+    estimator : FedKT or FedKD
+        Unfitted and configured as for ``fit`` (the models the parties train — FedKT's teacher and
+        student, FedKD's local models — must be describable by class name and JSON hyper-parameters:
+        they travel to the parties as specs, never as objects). FedKD on Flower is single-label.
+    parties : sequence of (X, y) pairs, or of data files
+        As ``fit`` takes them, or one file per party (npz with ``X`` and ``y``, CSV/Parquet with the
+        label in the last column, LIBSVM). Pairs are written to a temporary npz file per party.
+    public : array of shape (n, features...)
+        The unlabelled public set (it stays on the server, which sends the parties their queries).
+    num_supernodes : int, default=None
+        Virtual SuperNodes: one per party (``None`` means ``len(parties)``; any other count is an error).
+    timeout : float, default=None
+        Seconds the server waits for the SuperNodes to connect and for each step's replies; a party
+        still silent then stops the run with :class:`~privfed.federation.server_app.FederationError`.
+    random_state : int, default=None
+        Overrides ``estimator.random_state`` when given.
+
+    Returns
+    -------
+    estimator
+        Fitted: ``final_model_``, ``ledger_``, ``evidence_``, ``bandwidth_`` and the rest as ``fit`` sets
+        them — except FedKT's ``students_``, which stay on the parties.
+    """
+    from privfed.pipelines.fedkd import FedKD
+    from privfed.pipelines.fedkt import FedKT
+
+    if not isinstance(estimator, (FedKT, FedKD)):
+        raise TypeError(
+            f"estimator must be a privfed FedKT or FedKD (the pipelines that run on Flower so far), got "
+            f"{type(estimator).__name__}; PrivateKT and SelectiveFD run in-process only (fit)"
+        )
+    if random_state is not None:
+        estimator.set_params(random_state=random_state)
+    estimator._validate()
+    if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0):
+        raise ValueError(f"timeout must be a positive number of seconds or None, got {timeout!r}")
+    try:
+        from flwr.simulation import run_simulation
+    except ImportError as error:
+        raise ImportError("privfed.federation.simulate needs Flower: pip install 'privfed[federation]'") from error
+
+    fitted: list[Any] = []
+    with tempfile.TemporaryDirectory(prefix="privfed-parties-") as folder, _checkout_on_worker_path():
+        paths = _party_files(parties, Path(folder))
+        if num_supernodes is not None and num_supernodes != len(paths):
+            raise ValueError(f"num_supernodes must be None or len(parties) = {len(paths)}, got {num_supernodes!r}")
+        job = ServerJob(estimator=estimator, public=np.asarray(public), num_supernodes=len(paths), timeout=timeout)
+        run_simulation(
+            server_app=make_server_app(job, on_fitted=fitted.append),
+            client_app=make_client_app(paths),
+            num_supernodes=len(paths),
+            backend_config={"client_resources": {"num_cpus": 1, "num_gpus": 0.0}},
+        )
+    if not fitted:
+        raise FederationError("the Flower simulation ended without a fitted model; nothing was written")
+    return fitted[0]

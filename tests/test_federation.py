@@ -1,0 +1,232 @@
+"""FedKT on Flower: the ServerApp and ClientApp against fit, faults, bad input, and the Ray simulation.
+
+Most tests drive the real ServerApp code (``run_server``) and the real ClientApp over an in-process
+grid (no Ray, no sockets: seconds); one test runs ``simulate`` on Flower's Ray simulation engine with
+three SuperNodes (about 25–50 s, most of it Ray's start).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+
+import numpy as np
+import pytest
+from conftest import digits_federation
+from privfed.pipelines.fedkt import FedKT
+from privfed.pipelines.fedkt_steps import FedKTVotes
+from privfed.pipelines.messages import MessageError
+from sklearn.tree import DecisionTreeClassifier
+
+pytestmark = pytest.mark.skipif(
+    importlib.util.find_spec("flwr") is None, reason="flwr is not installed: pip install 'privfed[federation]'"
+)
+
+
+@pytest.fixture(scope="module")
+def federation(tmp_path_factory):
+    """Three digits parties, each in its own npz file (as three sites would hold them)."""
+    parties, public, test = digits_federation(3)
+    folder = tmp_path_factory.mktemp("sites")
+    paths = []
+    for index, (X, y) in enumerate(parties):
+        paths.append(folder / f"site-{index}.npz")
+        np.savez(paths[-1], X=X, y=y)
+    return parties, paths, public, test
+
+
+class LocalGrid:
+    """A Flower Grid in this process: each message goes to the real ClientApp with its node's Context."""
+
+    def __init__(self, paths, *, silent=None, tamper=None):
+        from flwr.app import Context, RecordDict
+
+        from privfed.federation.client_app import make_client_app
+
+        self.client = make_client_app()
+        # Node ids in reverse party order: the server must order parties by their reported index.
+        self.contexts = {
+            100 - index: Context(0, 100 - index, {"data-path": str(path), "party-index": index}, RecordDict(), {})
+            for index, path in enumerate(paths)
+        }
+        self.silent, self.tamper = silent or {}, tamper  # silent: node -> message type it never answers
+
+    def get_node_ids(self):
+        return list(self.contexts)
+
+    def send_and_receive(self, messages, *, timeout=None):
+        from flwr.app import Error
+
+        replies = []
+        for message in messages:
+            node = message.metadata.dst_node_id
+            if message.metadata.message_type == self.silent.get(node):
+                continue
+            try:
+                reply = self.client(message, self.contexts[node])
+            except Exception as error:  # the SuperNode turns a failing ClientApp into an error reply
+                reply = message.__class__(Error(code=0, reason=str(error)), reply_to=message)
+            replies.append(self.tamper(message, reply) if self.tamper else reply)
+        return replies
+
+
+@pytest.fixture
+def task_identity():
+    """Messages are created inside a ServerApp run, which sets Flower's task identity; set one here."""
+    from flwr.supercore.task_identity import TaskIdentity
+
+    TaskIdentity.run_id, TaskIdentity.node_id, TaskIdentity.task_id = 1, 0, 1
+    yield
+    TaskIdentity.run_id = TaskIdentity.node_id = TaskIdentity.task_id = None
+
+
+def fedkt(privacy: str, **changes) -> FedKT:
+    settings = dict(n_teachers=3, query_fraction=0.5, random_state=5)
+    if privacy == "L1":
+        settings.update(gamma=0.5)
+    if privacy == "L2":
+        settings.update(gamma=0.5, local_query_fraction=0.2)
+    return FedKT(DecisionTreeClassifier(max_depth=6), privacy=privacy, **{**settings, **changes})
+
+
+def assert_same_fit(flower: FedKT, local: FedKT, X_test: np.ndarray) -> None:
+    np.testing.assert_array_equal(flower.predict(X_test), local.predict(X_test))
+    assert [e.description for e in flower.ledger_.entries] == [e.description for e in local.ledger_.entries]
+    for unit in local.ledger_.units:
+        assert flower.ledger_.account(delta=1e-5, unit=unit).epsilon == pytest.approx(
+            local.ledger_.account(delta=1e-5, unit=unit).epsilon, abs=1e-12
+        )
+    assert flower.bandwidth_ == local.bandwidth_
+    assert sorted(flower.evidence_) == sorted(local.evidence_)
+
+
+@pytest.mark.parametrize("privacy", ["L0", "L1", "L2"])
+def test_server_and_client_apps_reproduce_fit(federation, task_identity, privacy, tmp_path) -> None:
+    from privfed.federation.server_app import ServerJob, run_server
+
+    parties, paths, public, (X_test, _) = federation
+    local = fedkt(privacy).fit(parties, public)
+    job = ServerJob(fedkt(privacy), public, num_supernodes=3, timeout=5, output_bundle=str(tmp_path / "bundle"))
+    flower = run_server(LocalGrid(paths), job)
+    assert_same_fit(flower, local, X_test)
+    assert not hasattr(flower, "students_")  # the students stay on the parties
+    import privfed
+
+    model, ledger = privfed.load_bundle(tmp_path / "bundle")
+    np.testing.assert_array_equal(model.predict(X_test), local.predict(X_test))
+    assert [e.description for e in ledger.entries] == [e.description for e in local.ledger_.entries]
+
+
+def test_fedkd_over_the_apps_reproduces_fit(federation, task_identity) -> None:
+    from privfed.pipelines.fedkd import FedKD
+    from sklearn.linear_model import LogisticRegression
+
+    from privfed.federation.server_app import ServerJob, run_server
+
+    parties, paths, public, (X_test, _) = federation
+
+    def fedkd() -> FedKD:
+        return FedKD(LogisticRegression(max_iter=200), DecisionTreeClassifier(max_depth=8), gamma=1.0, random_state=2)
+
+    local = fedkd().fit(parties, public)
+    flower = run_server(LocalGrid(paths), ServerJob(fedkd(), public, num_supernodes=3, timeout=5))
+    np.testing.assert_array_equal(flower.predict(X_test), local.predict(X_test))
+    np.testing.assert_array_equal(flower.noisy_ensemble_, local.noisy_ensemble_)
+    assert flower.ledger_.account(delta=1e-5).epsilon == local.ledger_.account(delta=1e-5).epsilon
+    assert [e.description for e in flower.ledger_.entries] == [e.description for e in local.ledger_.entries]
+    assert flower.bandwidth_ == local.bandwidth_
+
+
+def test_a_silent_party_stops_the_run_and_nothing_is_written(federation, task_identity, tmp_path) -> None:
+    from privfed.federation.server_app import FederationError, ServerJob, run_server
+
+    _, paths, public, _ = federation
+    job = ServerJob(fedkt("L1"), public, num_supernodes=3, timeout=1, output_bundle=str(tmp_path / "bundle"))
+    with pytest.raises(FederationError, match=r"party 1 \(node 99\) did not reply to the train step within timeout=1"):
+        run_server(LocalGrid(paths, silent={99: "train"}), job)
+    with pytest.raises(FederationError, match=r"node 98 did not reply to the schema step"):
+        run_server(LocalGrid(paths, silent={98: "query.schema"}), job)
+    with pytest.raises(FederationError, match="only 3 of 4 SuperNodes connected within timeout=0.3 s"):
+        run_server(LocalGrid(paths), ServerJob(fedkt("L1"), public, num_supernodes=4, timeout=0.3))
+    assert not (tmp_path / "bundle").exists()
+
+
+def test_a_wrongly_shaped_reply_is_refused_naming_the_party(federation, task_identity, tmp_path) -> None:
+    from flwr.app import Message
+
+    from privfed.federation.server_app import ServerJob, run_server
+    from privfed.federation.task import from_recorddict, to_recorddict
+
+    _, paths, public, _ = federation
+
+    def truncate_predictions(message, reply):
+        if message.metadata.dst_node_id != 98 or message.metadata.message_type != "train":
+            return reply
+        records, _ = from_recorddict(reply.content, sender="test")
+        votes = FedKTVotes.from_record(records[0], sender="test")
+        forged = FedKTVotes(votes.predictions[:, :-1], votes.n_local_answered, votes.n_teachers, 0, 0)
+        return Message(to_recorddict([forged.to_record()]), reply_to=message)
+
+    job = ServerJob(fedkt("L0"), public, num_supernodes=3, timeout=5, output_bundle=str(tmp_path / "bundle"))
+    with pytest.raises(MessageError, match=r"party 2 \(node 98\) sent a malformed 'fedkt-votes' message: predictions"):
+        run_server(LocalGrid(paths, tamper=truncate_predictions), job)
+    assert not (tmp_path / "bundle").exists()
+
+
+def test_schema_mismatch_is_reported_before_training(federation, task_identity, tmp_path) -> None:
+    from privfed.federation.server_app import ServerJob, run_server
+
+    parties, paths, public, _ = federation
+    narrow = tmp_path / "narrow.npz"
+    np.savez(narrow, X=parties[1][0][:, :60], y=parties[1][1])
+    job = ServerJob(fedkt("L0"), public, num_supernodes=3, timeout=5)
+    with pytest.raises(MessageError, match=r"party 1 \(node 99\) has features of shape \(60,\), the public set has"):
+        run_server(LocalGrid([paths[0], narrow, paths[2]]), job)
+
+
+def test_a_failing_party_is_named(federation, task_identity, tmp_path) -> None:
+    from privfed.federation.server_app import FederationError, ServerJob, run_server
+
+    _, paths, public, _ = federation
+    job = ServerJob(fedkt("L0"), public, num_supernodes=3, timeout=5)
+    with pytest.raises(FederationError, match=r"node 98 failed at the schema step: data-path .* not a file"):
+        run_server(LocalGrid([paths[0], paths[1], tmp_path / "absent.npz"]), job)
+
+
+def test_model_specs_carry_hyper_parameters_and_refuse_untrusted_classes() -> None:
+    from privfed.federation.task import build_model, model_spec
+
+    rebuilt = build_model(model_spec(DecisionTreeClassifier(max_depth=6, criterion="entropy")))
+    assert isinstance(rebuilt, DecisionTreeClassifier) and rebuilt.get_params()["criterion"] == "entropy"
+    with pytest.raises(ValueError, match="'os.system' is outside the trusted packages"):
+        build_model('{"class": "os.system", "params": {}}')
+    with pytest.raises(TypeError, match="parameter estimator=DecisionTreeClassifier"):
+        from sklearn.ensemble import BaggingClassifier
+
+        model_spec(BaggingClassifier(DecisionTreeClassifier()), name="teacher")
+
+
+@pytest.mark.slow
+def test_simulation_on_ray_equals_fit_for_l1(federation) -> None:
+    """The CI check of issue 14: FedKT L1 on digits, three SuperNodes on Flower's simulation engine."""
+    from privfed.federation import simulate
+
+    parties, paths, public, (X_test, _) = federation
+    local = fedkt("L1").fit(parties, public)
+    flower = simulate(fedkt("L1", random_state=None), paths, public, timeout=120, random_state=5)
+    assert_same_fit(flower, local, X_test)
+
+
+def test_simulate_refuses_bad_arguments_before_starting_anything(federation) -> None:
+    from privfed.pipelines.selective_fd import FedMD
+
+    from privfed.federation import simulate
+
+    parties, paths, public, _ = federation
+    with pytest.raises(TypeError, match="estimator must be a privfed FedKT or FedKD .* got FedMD"):
+        simulate(FedMD(DecisionTreeClassifier()), parties, public)
+    with pytest.raises(ValueError, match="num_supernodes must be None or len\\(parties\\) = 3, got 5"):
+        simulate(fedkt("L0"), paths, public, num_supernodes=5)
+    with pytest.raises(ValueError, match="timeout must be a positive number of seconds or None, got -1"):
+        simulate(fedkt("L0"), parties, public, timeout=-1)
+    with pytest.raises(ValueError, match=r"parties\[1\] = .*site.xlsx' must be an existing file"):
+        simulate(fedkt("L0"), [paths[0], "site.xlsx"], public)

@@ -1,0 +1,126 @@
+"""Deployment mode on 127.0.0.1: a SuperLink, three SuperNodes (one data file each) and ``flwr run``.
+
+The test starts every process itself (free ports, ``--insecure``), bounds every wait, and stops them
+all (SIGTERM to each process group it created, SIGKILL after 10 s). About two minutes on two shared
+cores: Flower starts a ClientApp process per message.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+from conftest import digits_federation
+from privfed.pipelines.fedkt import FedKT
+from sklearn.tree import DecisionTreeClassifier
+
+import privfed
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(
+        importlib.util.find_spec("flwr") is None or shutil.which("flower-superlink") is None,
+        reason="flwr is not installed: pip install 'privfed[federation]'",
+    ),
+]
+
+APP = Path(privfed.__file__).resolve().parent / "federation" / "app"
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def wait_for_port(port: int, seconds: float) -> None:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        with socket.socket() as probe:
+            if probe.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        time.sleep(0.2)
+    raise TimeoutError(f"nothing listens on 127.0.0.1:{port} after {seconds} s")
+
+
+def stop(process: subprocess.Popen) -> None:
+    """SIGTERM to the process group this test created, SIGKILL after 10 s."""
+    if process.poll() is not None:
+        return
+    os.killpg(process.pid, signal.SIGTERM)
+    try:
+        process.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait(timeout=10)
+
+
+@pytest.fixture
+def sites(tmp_path):
+    parties, public, test = digits_federation(3)
+    for index, (X, y) in enumerate(parties):
+        np.savez(tmp_path / f"site-{index}.npz", X=X, y=y)
+    np.savez(tmp_path / "public.npz", X=public)
+    return tmp_path, parties, public, test
+
+
+def test_three_supernodes_on_localhost_reproduce_fit_and_a_killed_one_stops_the_run(sites) -> None:
+    folder, parties, public, (X_test, _) = sites
+    env = {**os.environ, "FLWR_HOME": str(folder / "flwr-home")}
+    root = str(Path(privfed.__file__).resolve().parent.parent)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))
+    link_port = free_port()
+    (folder / "flwr-home").mkdir()
+    (folder / "flwr-home" / "config.toml").write_text(
+        '[superlink]\ndefault = "localhost"\n\n[superlink.localhost]\n'
+        f'address = "127.0.0.1:{link_port}"\ninsecure = true\n'
+    )
+    processes: list[subprocess.Popen] = []
+
+    def start(*command: str, log: str) -> subprocess.Popen:
+        with (folder / log).open("w") as out:
+            process = subprocess.Popen(command, cwd=folder, env=env, stdout=out, stderr=subprocess.STDOUT,
+                                       start_new_session=True)
+        processes.append(process)
+        return process
+
+    def flwr_run(bundle: str, timeout: float) -> str:
+        overrides = f'public-path="{folder / "public.npz"}" output-bundle="{folder / bundle}" timeout={timeout} ' \
+                    'n-teachers=3 query-fraction=0.5 gamma=0.5 random-state=7'
+        done = subprocess.run(["flwr", "run", str(APP), "localhost", "--stream", "--run-config", overrides],
+                              cwd=folder, env=env, capture_output=True, text=True, timeout=timeout + 150)
+        return done.stdout + done.stderr
+
+    try:
+        start("flower-superlink", "--insecure", "--disable-runtime-dependency-installation", "--port", str(link_port),
+              "--database", ":flwr-in-memory:", log="superlink.log")
+        wait_for_port(link_port, 60)
+        nodes = [
+            start("flower-supernode", "--insecure", "--superlink", f"127.0.0.1:{link_port}", "--port", str(free_port()),
+                  "--node-config", f'data-path="{folder / f"site-{index}.npz"}" party-index={index}',
+                  log=f"supernode-{index}.log")
+            for index in range(3)
+        ]
+        output = flwr_run("bundle", timeout=120)
+        assert (folder / "bundle").is_dir(), output
+        model, ledger = privfed.load_bundle(folder / "bundle")
+        local = FedKT(DecisionTreeClassifier(max_depth=8), n_teachers=3, privacy="L1", gamma=0.5, query_fraction=0.5,
+                      random_state=7).fit(parties, public)
+        np.testing.assert_array_equal(model.predict(X_test), local.predict(X_test))
+        assert ledger.account(delta=1e-5).epsilon == pytest.approx(local.ledger_.account(delta=1e-5).epsilon, abs=1e-12)
+
+        stop(nodes[2])  # a hospital goes offline: the server waits `timeout` seconds, stops, writes nothing
+        output = flwr_run("bundle-after-kill", timeout=20)
+        assert not (folder / "bundle-after-kill").exists()
+        assert "did not reply" in output or "SuperNodes connected" in output, output[-2000:]
+    finally:
+        for process in reversed(processes):
+            stop(process)
