@@ -21,7 +21,7 @@ from privfed.accounting.noisy_max import VoteMechanism
 from privfed.accounting.registry import register
 from scipy import special, stats
 
-__all__ = ["GaussianNoisyMax", "gaussian_log_failure_bounds", "gaussian_noisy_max_rdp"]
+__all__ = ["GaussianNoisyMax", "gaussian_log_failure_bounds", "gaussian_noisy_max_rdp", "log1mexp"]
 
 #: Rows of the vote matrix processed at once.
 _CHUNK_ROWS = 65_536
@@ -54,6 +54,18 @@ def gaussian_log_failure_bounds(votes: np.ndarray, sigma: float) -> np.ndarray:
     return log_bounds
 
 
+def log1mexp(x: np.ndarray) -> np.ndarray:
+    """ln(1 − eˣ) for x ≤ 0, accurate over the whole range (Mächler 2012).
+
+    ``log1p(-exp(x))`` for x < −ln 2, where eˣ is small and log1p keeps its
+    digits; ``log(-expm1(x))`` for x ≥ −ln 2, where 1 − eˣ is not small.
+    (``log(-expm1(x))`` alone rounds ln(1 − q) to 0 for q below ~10⁻¹⁶.)
+    """
+    x = np.asarray(x, dtype=float)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(x < -math.log(2.0), np.log1p(-np.exp(x)), np.log(-np.expm1(x)))
+
+
 def gaussian_noisy_max_rdp(log_q: np.ndarray, sigma: float, orders: np.ndarray) -> np.ndarray:
     """RDP per (query, order) of GNMax with noise σ, given log q per query (PATE 2018 Thm 6, Prop. 7).
 
@@ -83,8 +95,8 @@ def gaussian_noisy_max_rdp(log_q: np.ndarray, sigma: float, orders: np.ndarray) 
             & (orders < mu1)
             & np.isfinite(log_q)
         )
-        log_keep = np.log(-np.expm1(log_q))  # ln(1 − q)
-        log_a = log_keep - np.log(-np.expm1((log_q + eps2) * (1.0 - 1.0 / mu2)))
+        log_keep = log1mexp(log_q)  # ln(1 − q)
+        log_a = log_keep - log1mexp((log_q + eps2) * (1.0 - 1.0 / mu2))
         log_b = eps1 - log_q / (mu1 - 1.0)
         moments = orders - 1.0
         bound = np.logaddexp(log_keep + moments * log_a, log_q + moments * log_b) / moments

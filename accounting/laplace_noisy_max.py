@@ -16,7 +16,7 @@ from typing import Any, ClassVar
 
 import dp_accounting
 import numpy as np
-from privfed.accounting._checks import check_choice, check_orders, check_positive_finite, check_votes
+from privfed.accounting._checks import check_at_most, check_choice, check_orders, check_positive_finite, check_votes
 from privfed.accounting._dp_accounting import event_rdp
 from privfed.accounting.mechanism import ANALYSES
 from privfed.accounting.noisy_max import VoteMechanism
@@ -30,6 +30,8 @@ _CHUNK_ROWS = 65_536
 _CHUNK_CELLS = 131_072
 #: Largest vote count for which per-gap terms are tabulated instead of recomputed per cell.
 _MAX_TABULATED_GAP = 1_000_000
+#: Largest per-answer ε accepted: e^ε must fit a float64 (e^709.8 is its largest); no meaningful release is near.
+MAX_EPSILON_PER_QUERY = 700.0
 #: Above this exponent e^{ελ} could overflow a float64; the log-space form is used instead.
 _MAX_LINEAR_EXPONENT = 700.0
 
@@ -155,6 +157,11 @@ class LaplaceNoisyMax(VoteMechanism):
 
     def __post_init__(self) -> None:
         self._validate_votes()
+        check_at_most(
+            "gamma", self.gamma, MAX_EPSILON_PER_QUERY / (2.0 * self.votes_per_unit),
+            f"one answer's ε = 2·votes_per_unit·gamma must be <= {MAX_EPSILON_PER_QUERY:g}, where e^ε still fits "
+            f"a float64; with votes_per_unit = {self.votes_per_unit}",
+        )
 
     @property
     def epsilon_per_query(self) -> float:
