@@ -138,6 +138,7 @@ class GaussianNoisyMax(VoteMechanism):
     votes_per_unit: int = 1
     _: KW_ONLY
     unit: str = "example"
+    data_independent_votes_per_unit: int | None = None
     _cache: dict[str, Any] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     kind: ClassVar[str] = "gaussian_noisy_max"
@@ -160,7 +161,7 @@ class GaussianNoisyMax(VoteMechanism):
     def dp_event(self) -> dp_accounting.DpEvent:
         """``GaussianDpEvent(σ/(√2k))`` self-composed once per query (the noisy histogram; argmax is post-processing)."""
         return dp_accounting.SelfComposedDpEvent(
-            dp_accounting.GaussianDpEvent(noise_multiplier=self.sigma / (math.sqrt(2.0) * self.votes_per_unit)),
+            dp_accounting.GaussianDpEvent(noise_multiplier=self.sigma / (math.sqrt(2.0) * self.public_votes_per_unit)),
             self.num_queries,
         )
 
@@ -178,6 +179,6 @@ class GaussianNoisyMax(VoteMechanism):
     def rdp_data_independent(self, orders: np.ndarray, *, analysis: str = "tight") -> np.ndarray:
         orders = check_orders(orders)
         check_choice("analysis", analysis, ANALYSES)
-        return self.num_queries * orders / self.effective_sigma**2
+        return self.num_queries * orders * (self.public_votes_per_unit / self.sigma) ** 2
 
 

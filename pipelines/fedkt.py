@@ -44,7 +44,7 @@ from privfed.accounting.noisy_max import VoteMechanism
 from privfed.pipelines._models import FittedClassifier, fit_classifier, with_seed
 from privfed.pipelines._random import as_seed_sequence
 from privfed.pipelines.executor import PartyTask, run_party_tasks
-from privfed.pipelines.partition import teacher_subsets
+from privfed.pipelines.partition import keyed_teacher_subsets
 from privfed.pipelines.voting import consistent_votes, noisy_labels, prediction_votes
 from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.utils.validation import check_is_fitted
@@ -106,10 +106,13 @@ class NoisyArgmax:
             return noisy_labels(votes, rng, gamma=self.scale)
         return noisy_labels(votes, rng, sigma=self.scale)
 
-    def mechanism(self, votes: np.ndarray, votes_per_unit: int, unit: str) -> VoteMechanism:
+    def mechanism(
+        self, votes: np.ndarray, votes_per_unit: int, unit: str, *, data_independent_votes_per_unit: int | None = None
+    ) -> VoteMechanism:
         """The privfed mechanism that accounts these answers."""
         cls = LaplaceNoisyMax if self.aggregator == "laplace" else GaussianNoisyMax
-        return cls(votes, self.scale, votes_per_unit, unit=unit)
+        return cls(votes, self.scale, votes_per_unit, unit=unit,
+                   data_independent_votes_per_unit=data_independent_votes_per_unit)
 
     def describe(self) -> str:
         if self.aggregator == "laplace":
@@ -178,14 +181,17 @@ def _train_party(task: PartyTask) -> _PartyResult:
     X, y, n_teachers = task.data
     config: _PartyConfig = task.config
     rng = np.random.default_rng(task.seed)
-    subsets = teacher_subsets(len(y), n_partitions=config.n_partitions, n_teachers=n_teachers, random_state=rng)
+    # Stable under adding or removing one example (one teacher per partition changes): see keyed_teacher_subsets.
+    subsets = keyed_teacher_subsets(X, y, n_partitions=config.n_partitions, n_teachers=n_teachers, random_state=rng)
     n_query = len(config.X_query)
     votes = np.zeros((config.n_partitions, n_query, config.n_classes), dtype=np.int64)
     for partition, members in enumerate(subsets):
+        seeds = rng.integers(2**31, size=len(members))  # one per teacher, whatever its subset
         predictions = [
-            fit_classifier(config.teacher, X[rows], y[rows], n_classes=config.n_classes, seed=rng.integers(2**31))
+            fit_classifier(config.teacher, X[rows], y[rows], n_classes=config.n_classes, seed=seed)
             .predict(config.X_query)
-            for rows in members
+            for rows, seed in zip(members, seeds)
+            if len(rows)  # an empty teacher (a small party's hash left it no example) casts no vote
         ]
         votes[partition] = prediction_votes(np.stack(predictions), config.n_classes)
     n_answered = _answerable_local_queries(votes, config) if config.noise is not None else n_query
@@ -482,11 +488,11 @@ class FedKT(ClassifierMixin, BaseEstimator):
         z = {gap: max(r.max_affected_partitions[gap] for r in results) for gap in (1, 2)}
 
         def releases(n: int) -> dict[str, VoteMechanism]:
-            example_k = s if self.accounting == "conservative" else max(z[1], 1)
-            return {
-                "party": noise.mechanism(server_votes[:n], s, "party"),
-                "example": noise.mechanism(server_votes[:n], example_k, "example"),
-            }
+            if self.accounting == "conservative":
+                example = noise.mechanism(server_votes[:n], s, "example")
+            else:  # z comes from private votes: its ε is data-dependent, the data-independent bounds keep k = s
+                example = noise.mechanism(server_votes[:n], max(z[1], 1), "example", data_independent_votes_per_unit=s)
+            return {"party": noise.mechanism(server_votes[:n], s, "party"), "example": example}
 
         n_answered = len(server_votes)
         if self.target_epsilon is not None:
@@ -496,7 +502,8 @@ class FedKT(ClassifierMixin, BaseEstimator):
         self.example_level_epsilons_ = {
             "conservative": account(noise.mechanism(server_votes[:n_answered], s, "example"), delta=self.delta).epsilon,
             "paper": account(
-                noise.mechanism(server_votes[:n_answered], max(z[1], 1), "example"), delta=self.delta, analysis="classic"
+                noise.mechanism(server_votes[:n_answered], max(z[1], 1), "example", data_independent_votes_per_unit=s),
+                delta=self.delta, analysis="classic",
             ).epsilon,
             "z_gap_le_1": z[1],
             "z_gap_le_2": z[2],
@@ -516,7 +523,9 @@ class FedKT(ClassifierMixin, BaseEstimator):
         if self.accounting == "paper":
             ledger.record_unaccounted(
                 f"FedKT-L1 example level uses the paper's data-dependent sensitivity k = z = {max(z[1], 1)}, "
-                "which is not a differential-privacy guarantee; the conservative k = s is"
+                "which is not a differential-privacy guarantee: z is computed from the private teacher votes and a "
+                f"neighbouring data set can have a larger z; the conservative k = s = {s} holds whatever the data "
+                "and is what the example level's data-independent ε uses"
             )
         self.evidence_["server_votes"] = server_votes[:n_answered]
         return n_answered

@@ -130,3 +130,22 @@ def test_largest_accepted_values_still_account():
     assert math.isfinite(privfed.account(privfed.LaplaceNoisyMax(np.array([[3, 1]]), gamma=350.0),
                                          delta=1e-5).epsilon)
     assert math.isfinite(privfed.account(privfed.RandomizedResponse(3, epsilon=700.0), delta=1e-5).epsilon)
+
+
+# --- a sensitivity computed from the data is never called data-independent ----------------------------------
+def test_data_dependent_votes_per_unit_keeps_data_independent_bounds_on_the_public_k():
+    votes = np.array([[30, 1, 0], [25, 3, 2], [9, 8, 0]])
+    paper = privfed.LaplaceNoisyMax(votes, 0.1, 1, unit="example", data_independent_votes_per_unit=3)
+    conservative = privfed.LaplaceNoisyMax(votes, 0.1, 3, unit="example")
+    local = privfed.LaplaceNoisyMax(votes, 0.1, 1, unit="example")
+    report = privfed.account(paper, delta=1e-5)
+    assert report.epsilon_data_independent == pytest.approx(
+        privfed.account(conservative, delta=1e-5).epsilon_data_independent, rel=1e-12)
+    assert report.epsilon == pytest.approx(privfed.account(local, delta=1e-5).epsilon, rel=1e-12)
+    assert paper.pure_epsilon() == conservative.pure_epsilon()
+    assert any("computed from the private data" in note for note in report.notes)
+    rebuilt = privfed.accounting.registry.mechanism_from_record(
+        {"kind": paper.kind, "unit": "example", "parameters": paper.parameters()}, evidence=paper.evidence())
+    assert rebuilt.data_independent_votes_per_unit == 3
+    with pytest.raises(ValueError, match="data_independent_votes_per_unit must be >= votes_per_unit"):
+        privfed.GaussianNoisyMax(votes, 5.0, 3, data_independent_votes_per_unit=2)
