@@ -149,3 +149,23 @@ def test_data_dependent_votes_per_unit_keeps_data_independent_bounds_on_the_publ
     assert rebuilt.data_independent_votes_per_unit == 3
     with pytest.raises(ValueError, match="data_independent_votes_per_unit must be >= votes_per_unit"):
         privfed.GaussianNoisyMax(votes, 5.0, 3, data_independent_votes_per_unit=2)
+
+
+def test_reverse_divergence_is_not_bounded_by_the_data_dependent_term():
+    """docs/accounting.md: votes [30, 0], k = 5, γ = 2, α = 3 — bound 1.6e-8, exact reverse divergence 0.881."""
+    gamma, order, k = 2, 3, 5
+
+    def wrong(gap):  # Pr[noisy argmax of two classes flips], Laplace(1/γ) per count (exact for two classes)
+        return (2 + gamma * gap) / (4 * mpmath.exp(gamma * gap))
+
+    def divergence(p, q):  # D_α(Bernoulli(p) ‖ Bernoulli(q))
+        return mpmath.log((1 - p) ** order / (1 - q) ** (order - 1) + p**order / q ** (order - 1)) / (order - 1)
+
+    with mpmath.workdps(60):
+        here = wrong(30)
+        neighbours = [wrong(30 - down - up) for down in range(k + 1) for up in range(k + 1)]
+        forward = max(float(divergence(here, other)) for other in neighbours)
+        reverse = max(float(divergence(other, here)) for other in neighbours)
+    bound = privfed.LaplaceNoisyMax(np.array([[30, 0]]), 2.0, k).rdp(np.array([3.0]))[0]
+    assert forward <= bound < 2e-8
+    assert reverse == pytest.approx(0.8805, abs=1e-4) and reverse / bound > 5e7
