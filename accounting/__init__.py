@@ -21,6 +21,7 @@ from privfed.accounting.randomized_response import (
     randomized_response_keep_probability,
     randomized_response_variance,
 )
+from privfed.accounting.release import SmoothSensitivityRelease, release_epsilon
 from privfed.accounting.report import MechanismReport, PrivacyReport
 from privfed.accounting.spec import load_mechanisms
 
@@ -41,6 +42,7 @@ __all__ = [
     "PrivacyReport",
     "QuantizedLaplaceEnsemble",
     "RandomizedResponse",
+    "SmoothSensitivityRelease",
     "account",
     "class_count_weights",
     "compose_parallel",
@@ -54,4 +56,5 @@ __all__ = [
     "randomized_response_estimate",
     "randomized_response_keep_probability",
     "randomized_response_variance",
+    "release_epsilon",
 ]

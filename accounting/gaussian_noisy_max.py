@@ -129,8 +129,11 @@ class GaussianNoisyMax(VoteMechanism):
     converts it as PATE 2018 does, ε = min_α RDP(α) + ln(1/δ)/(α − 1);
     ``tight`` with dp-accounting's improved conversion.
 
-    Not implemented here: Confident GNMax's threshold step and the smooth
-    sensitivity release of the data-dependent ε (PATE 2018 §4.2, §5).
+    **Smooth sensitivity** (PATE 2018 §4.2, App. C–D):
+    :meth:`local_sensitivity_bounds` and :meth:`smooth_sensitivity` bound how
+    much the data-dependent RDP can change between neighbours, so that
+    :func:`~privfed.accounting.release.release_epsilon` can publish it
+    (for k = 1: one unit moves one vote, as the paper's analysis assumes).
     """
 
     votes: np.ndarray
@@ -175,6 +178,31 @@ class GaussianNoisyMax(VoteMechanism):
             per_query = gaussian_noisy_max_rdp(values[start : start + rows], self.effective_sigma, orders)
             total = total + counts[start : start + rows].astype(float) @ per_query
         return total
+
+    def _check_one_vote_per_unit(self) -> None:
+        if self.votes_per_unit != 1 or self.data_independent_votes_per_unit is not None:
+            raise ValueError(
+                "smooth sensitivity needs votes_per_unit=1 (PATE 2018's analysis moves one vote per neighbour), got "
+                f"votes_per_unit={self.votes_per_unit}, data_independent_votes_per_unit="
+                f"{self.data_independent_votes_per_unit}"
+            )
+
+    def local_sensitivity_bounds(self, order: float, *, num_teachers: int | None = None) -> np.ndarray:
+        """LS(d), shape (queries, T): per query the largest local sensitivity of its data-dependent RDP at ``order``
+        over histograms d votes away, d = 0 … T − 1 (PATE 2018 Algs. 3–5; T = ``num_teachers``, default the
+        largest row sum). Private: computed from the votes."""
+        from privfed.accounting.smooth_sensitivity import gnmax_local_sensitivity_bounds
+
+        self._check_one_vote_per_unit()
+        return gnmax_local_sensitivity_bounds(self.votes, sigma=self.sigma, order=order, num_teachers=num_teachers)
+
+    def smooth_sensitivity(self, *, order: float, beta: float, num_teachers: int | None = None) -> np.ndarray:
+        """SS_β = max_d e^{−βd}·LS(d) per query, after checking conditions C5–C6 for ``order`` (private)."""
+        from privfed.accounting.smooth_sensitivity import check_smooth_sensitivity_conditions, smooth_sensitivity
+
+        self._check_one_vote_per_unit()
+        check_smooth_sensitivity_conditions(self.sigma, self.num_classes, float(order))
+        return smooth_sensitivity(self.local_sensitivity_bounds(order, num_teachers=num_teachers), beta=beta)
 
     def rdp_data_independent(self, orders: np.ndarray, *, analysis: str = "tight") -> np.ndarray:
         orders = check_orders(orders)

@@ -499,6 +499,24 @@ class Ledger:
                 f"({', '.join(s[:16] + '…' for s in stray)}): it belongs to another ledger"
             )
 
+    def mechanisms(self, unit: str | None = None) -> list[Mechanism]:
+        """The mechanisms of every entry for ``unit`` (default: the primary unit), rebuilt with their evidence.
+
+        Raises ``ValueError`` when a data-dependent entry's evidence is not attached
+        (a ledger read from JSON without its evidence file).
+        """
+        unit = self.primary_unit if unit is None else check_choice("unit", unit, UNITS)
+        rebuilt = []
+        for entry, member in self._members(unit):
+            arrays = None
+            if member.evidence_sha256 is not None:
+                if member.evidence_sha256 not in self._evidence:
+                    raise ValueError(f"this ledger holds no evidence for entry {entry.index} ({unit}); pass evidence= "
+                                     "to Ledger.from_json to rebuild its mechanism")
+                arrays = {k: v for k, v in self._evidence[member.evidence_sha256].items() if k != "#salt"}
+            rebuilt.append(mechanism_from_record(member.record(), evidence=arrays))
+        return rebuilt
+
     def verify(self) -> int:
         """Rebuild every mechanism that can be rebuilt and check its recorded curves.
 

@@ -18,6 +18,7 @@ _ANALYSIS_TEXT = {
 _METHOD_TEXT = {
     "pld": "tight analysis (privacy loss distribution through dp-accounting, tighter than RDP here)",
     "pure": "tight analysis (basic composition of pure ε-DP, tighter than RDP and PLD here)",
+    "smooth_sensitivity": "sanitised data-dependent ε: PATE 2018 smooth-sensitivity release, GNSS cost included",
 }
 
 
@@ -128,7 +129,12 @@ class PrivacyReport:
         unit = f"{self.unit}-level DP" if self.unit else "no mechanism"
         analysis = _METHOD_TEXT.get(self.method, _ANALYSIS_TEXT[self.analysis])
         text = f"ε = {round_up(self.epsilon)}, δ = {self.delta:g} ({unit}; {analysis}"
-        if self.data_dependent:
+        if self.method == "smooth_sensitivity":
+            text += (
+                "; SANITISED: a noisy estimate of the data-dependent bound, safe to publish; worst-case "
+                f"data-independent ε = {round_up(self.epsilon_data_independent)}"
+            )
+        elif self.data_dependent:
             text += (
                 "; DATA-DEPENDENT: this ε was computed from the private votes and is itself private; "
                 f"data-independent ε = {round_up(self.epsilon_data_independent)}"

@@ -28,6 +28,7 @@ from privfed.accounting import (  # noqa: E402
     PrivacyReport,
     QuantizedLaplaceEnsemble,
     RandomizedResponse,
+    SmoothSensitivityRelease,
     account,
     class_count_weights,
     compose_parallel,
@@ -38,6 +39,7 @@ from privfed.accounting import (  # noqa: E402
     randomized_response_estimate,
     randomized_response_keep_probability,
     randomized_response_variance,
+    release_epsilon,
 )
 from privfed.audit import audit, load_claims
 from privfed.audit_report import AuditInputError, AuditReport, Check
@@ -110,6 +112,7 @@ __all__ = [
     "PrivacyReport",
     "QuantizedLaplaceEnsemble",
     "RandomizedResponse",
+    "SmoothSensitivityRelease",
     "__version__",
     "account",
     "audit",
@@ -130,6 +133,7 @@ __all__ = [
     "randomized_response_estimate",
     "randomized_response_keep_probability",
     "randomized_response_variance",
+    "release_epsilon",
     "true_label_scores",
     *_FROM_PIPELINES,
 ]
