@@ -4,6 +4,7 @@ Depends on numpy, scipy and dp-accounting only.
 """
 
 from privfed.accounting.account import account
+from privfed.accounting.confident_gnmax import ConfidentGNMax
 from privfed.accounting.dpsgd import DPSGD
 from privfed.accounting.fingerprint import data_fingerprint
 from privfed.accounting.gaussian_noisy_max import GaussianNoisyMax, gaussian_log_failure_bounds, gaussian_noisy_max_rdp
@@ -30,6 +31,7 @@ __all__ = [
     "DPSGD",
     "TIGHT_ORDERS",
     "BudgetExceededError",
+    "ConfidentGNMax",
     "GaussianNoisyMax",
     "LaplaceNoisyMax",
     "Ledger",

@@ -14,6 +14,7 @@ from typing import Any, ClassVar
 import numpy as np
 from privfed.accounting._checks import check_choice, check_delta, check_orders, check_positive_finite
 from privfed.accounting.account import account, as_mechanisms
+from privfed.accounting.confident_gnmax import ConfidentGNMax
 from privfed.accounting.conversion import rdp_to_epsilon
 from privfed.accounting.gaussian_noisy_max import GaussianNoisyMax
 from privfed.accounting.mechanism import ANALYSES, UNITS, Mechanism, relation_for_unit
@@ -22,6 +23,9 @@ from privfed.accounting.report import PrivacyReport
 from privfed.accounting.smooth_sensitivity import check_smooth_sensitivity_conditions, gnss_rdp
 
 __all__ = ["SmoothSensitivityRelease", "release_epsilon"]
+
+#: Releases whose data-dependent RDP has a smooth-sensitivity analysis.
+_SANITISABLE = (GaussianNoisyMax, ConfidentGNMax)
 
 
 @register
@@ -96,8 +100,10 @@ def release_epsilon(
     mechanisms of its primary unit) and the order λ = ``order``:
 
     1. f = Σ RDP_R(λ): the data-dependent RDP of each :class:`GaussianNoisyMax`
-       (Thm 6) plus the data-independent RDP of every data-independent release;
-    2. SS = Σ over GNMax queries of their β-smooth sensitivities (a sum's smooth
+       and :class:`ConfidentGNMax` (Thm 6; both steps of the latter) plus the
+       data-independent RDP of every data-independent release;
+    2. SS = Σ over GNMax queries (and Confident GNMax's threshold steps) of their
+       β-smooth sensitivities (a sum's smooth
        sensitivity is at most the sum of its terms'); conditions C5–C6 are
        checked for λ, else ``ValueError``;
     3. the released value f̃ = f + SS·σ·z, z ~ N(0, 1) from ``random_state``
@@ -129,14 +135,14 @@ def release_epsilon(
         raise ValueError(f"order must be in (1, 1/(2·beta)) = (1, {1.0 / (2.0 * beta):g}) for the GNSS release "
                          f"(PATE 2018 Thm 23), got order={order!r}")
     members, ledger = _mechanisms_of(mechanism_or_ledger)
-    if not any(isinstance(m, GaussianNoisyMax) for m in members):
-        raise ValueError("mechanism_or_ledger must hold at least one GaussianNoisyMax release: only GNMax's "
-                         "data-dependent ε has a smooth-sensitivity analysis (see docs/accounting.md)")
+    if not any(isinstance(m, _SANITISABLE) for m in members):
+        raise ValueError("mechanism_or_ledger must hold at least one GaussianNoisyMax or ConfidentGNMax release: only "
+                         "their data-dependent ε has a smooth-sensitivity analysis (see docs/accounting.md)")
     for member in members:
-        if member.data_dependent and not isinstance(member, GaussianNoisyMax):
+        if member.data_dependent and not isinstance(member, _SANITISABLE):
             raise ValueError(
-                f"release_epsilon cannot sanitise a data-dependent {member.kind} release: only GaussianNoisyMax has a "
-                "smooth-sensitivity analysis (for LaplaceNoisyMax see docs/accounting.md)"
+                f"release_epsilon cannot sanitise a data-dependent {member.kind} release: only GaussianNoisyMax and "
+                "ConfidentGNMax have a smooth-sensitivity analysis (for LaplaceNoisyMax see docs/accounting.md)"
             )
     units = sorted({m.unit for m in members})
     if len(units) != 1:
@@ -144,10 +150,13 @@ def release_epsilon(
     grid = np.array([order])
     value, sensitivity = 0.0, 0.0
     for member in members:
-        if isinstance(member, GaussianNoisyMax):
+        if isinstance(member, _SANITISABLE):
             check_smooth_sensitivity_conditions(member.sigma, member.num_classes, order)
             value += float(member.rdp(grid)[0])
-            sensitivity += float(member.smooth_sensitivity(order=order, beta=beta).sum())
+            if not isinstance(member, ConfidentGNMax) or member.num_answered:
+                sensitivity += float(member.smooth_sensitivity(order=order, beta=beta).sum())
+            if isinstance(member, ConfidentGNMax):
+                sensitivity += float(member.threshold_smooth_sensitivity(order=order, beta=beta).sum())
         else:
             value += float(member.rdp_data_independent(grid)[0])
     gnss = SmoothSensitivityRelease(beta, noise_scale, unit=units[0])

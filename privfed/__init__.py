@@ -17,6 +17,7 @@ if (_CHECKOUT_ROOT / "pyproject.toml").is_file() and (_CHECKOUT_ROOT / "accounti
 from privfed.accounting import (  # noqa: E402
     DPSGD,
     BudgetExceededError,
+    ConfidentGNMax,
     GaussianNoisyMax,
     LaplaceNoisyMax,
     Ledger,
@@ -98,6 +99,7 @@ __all__ = [
     "BundleError",
     "BundleIntegrityError",
     "Check",
+    "ConfidentGNMax",
     "DPSGD",
     "GaussianNoisyMax",
     "LaplaceNoisyMax",
