@@ -24,6 +24,7 @@ from privfed.accounting.randomized_response import (
 )
 from privfed.accounting.release import SmoothSensitivityRelease, release_epsilon
 from privfed.accounting.report import MechanismReport, PrivacyReport
+from privfed.accounting.shuffling import ShuffledRandomizedResponse
 from privfed.accounting.spec import load_mechanisms
 
 __all__ = [
@@ -44,6 +45,7 @@ __all__ = [
     "PrivacyReport",
     "QuantizedLaplaceEnsemble",
     "RandomizedResponse",
+    "ShuffledRandomizedResponse",
     "SmoothSensitivityRelease",
     "account",
     "class_count_weights",

@@ -133,9 +133,11 @@ class RandomizedResponse(Mechanism):
     ``analysis="classic"`` uses only the pure per-label guarantee ε/K, through
     RDP ≤ min(α(ε/K)²/2, ε/K) per label (Bun & Steinke 2016).
 
-    PrivateKT argues that shuffling the public examples between rounds stops the
-    loss from accumulating across rounds; that is the authors' claim, not a
-    guarantee privfed makes: every round a client joins is composed.
+    PrivateKT argues that "the accumulation of privacy budgets during different
+    knowledge transfer rounds" is avoided "based on the model shuffling method";
+    no shuffler runs in the authors' code or in privfed, so every round a client
+    joins is composed. What a trusted shuffler would give is
+    :class:`~privfed.accounting.shuffling.ShuffledRandomizedResponse`.
     """
 
     num_classes: int

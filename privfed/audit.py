@@ -43,6 +43,7 @@ from privfed.accounting.ledger_entry import UnitAnalysis, analyse_mechanism
 from privfed.accounting.mechanism import UNITS, Mechanism
 from privfed.accounting.registry import mechanism_from_record, public_mechanism_from_record
 from privfed.accounting.report import PrivacyReport, round_up
+from privfed.accounting.shuffling import ShuffledRandomizedResponse
 from privfed.audit_hygiene import SETTINGS, Release, Statement, hygiene_checks
 from privfed.audit_report import AuditInputError, AuditReport, Check
 from privfed.bundle import EVIDENCE_FILE, LEDGER_FILE, SKOPS_TRUSTED_TYPES, BundleError, load_bundle
@@ -186,14 +187,47 @@ def load_claims(path: str | os.PathLike[str]) -> dict[str, Any]:
     if document.get("setting", "unknown") not in SETTINGS:
         raise AuditInputError(f"{where}: 'setting' must be one of {SETTINGS}, got {document.get('setting')!r}")
     model = document.get("model")
+    clients = claim.get("clients_per_round")
+    if clients is not None and (isinstance(clients, bool) or not isinstance(clients, int) or clients < 1):
+        raise AuditInputError(f"{where}: claim.clients_per_round must be a positive integer or absent, got {clients!r}")
     if model is not None and not isinstance(model, dict):
         raise AuditInputError(f"{where}: 'model' must be an object (file, sha256) or absent")
     _protected_units(document.get("protected_units"))
     return document
 
 
-def _claims_statement(document: Mapping[str, Any], given_units: dict[str, int]) -> tuple[Statement, dict[str, Any], Check]:
-    """The claim of a claims file, privfed's recomputation of it, and the recomputation check."""
+def _shuffling_check(document: Mapping[str, Any], rounds: int | None, composed: PrivacyReport | None) -> list[Check]:
+    """PrivateKT's three figures: the per-round LDP claim, a trusted shuffler's central ε, and ε without one.
+
+    Only for a per-round claim of randomized response that states ``clients_per_round``.
+    """
+    claim = document["claim"]
+    clients = claim.get("clients_per_round")
+    responses = [r for r in document.get("mechanisms", []) if r.get("kind") == "randomized_response"]
+    if clients is None or rounds is None or len(responses) != 1 or composed is None:
+        return []
+    local, _ = public_mechanism_from_record(responses[0])
+    delta = float(claim["delta"])
+    shuffled = ShuffledRandomizedResponse(local.epsilon_per_report, num_users=int(clients),
+                                          num_classes=local.num_classes, reports=rounds, unit=local.unit)
+    one_round = ShuffledRandomizedResponse(local.epsilon_per_report, num_users=int(clients),
+                                           num_classes=local.num_classes, unit=local.unit)
+    detail = (f"(1) claim: ε₀ = {_fmt(local.epsilon_per_report)} per round, local DP of each client's report; "
+              f"(2) with a trusted shuffler of the {clients} clients' reports per round (Feldman–McMillan–Talwar "
+              f"numerical bound; never above the unshuffled figure, of which it is post-processing): central "
+              f"ε = {_fmt(min(one_round.central_epsilon(delta), local.pure_epsilon()))} per round, "
+              f"{_fmt(min(shuffled.central_epsilon(delta), composed.epsilon))} over {rounds} rounds; "
+              "(3) without one — neither the authors' "
+              f"code nor privfed has a shuffler — ε = {_fmt(composed.epsilon)} over {rounds} rounds")
+    return [Check("shuffling", "warn", detail,
+                  "the paper's argument that the loss does not accumulate rests on model shuffling; only a trusted "
+                  "shuffler gives the central figure, and it still composes over rounds.", "recomputation")]
+
+
+def _claims_statement(
+    document: Mapping[str, Any], given_units: dict[str, int]
+) -> tuple[Statement, dict[str, Any], list[Check]]:
+    """The claim of a claims file, privfed's recomputation of it, and the recomputation checks."""
     claim = document["claim"]
     unit, delta, epsilon = claim["unit"], float(claim["delta"]), claim.get("epsilon")
     rounds = claim.get("rounds") if claim.get("scope", "total") == "per_round" else None
@@ -266,7 +300,7 @@ def _claims_statement(document: Mapping[str, Any], given_units: dict[str, int]) 
     )
     stated = {"epsilon": epsilon, "delta": delta, "unit": unit, "scope": claim.get("scope", "total"),
               "source": "claims file", "recomputed_epsilon": None if headline is None else headline.epsilon}
-    return statement, stated, check
+    return statement, stated, [check, *_shuffling_check(document, rounds, headline)]
 
 
 # --- bundles: integrity -------------------------------------------------------------------------------
@@ -730,7 +764,7 @@ def _audit_claims(model_path: Path | None, claims_path: Path, *, samples, given_
                             "the numbers were checked, not the model they are said to describe.", "foreign-models"))
     else:
         checks.append(_foreign_model_file_check(model_path, document))
-    checks.append(recomputation)
+    checks += recomputation
     checks += hygiene_checks(statement)
     if model_path is not None:
         model, loading = _load_foreign_model(model_path, module=module)
