@@ -187,6 +187,10 @@ def load_claims(path: str | os.PathLike[str]) -> dict[str, Any]:
     if document.get("setting", "unknown") not in SETTINGS:
         raise AuditInputError(f"{where}: 'setting' must be one of {SETTINGS}, got {document.get('setting')!r}")
     model = document.get("model")
+    moment = claim.get("max_moment")
+    if moment is not None and (isinstance(moment, bool) or not isinstance(moment, int) or moment < 1):
+        raise AuditInputError(f"{where}: claim.max_moment must be a positive integer (the largest moment λ of the "
+                              f"publication's accountant) or absent, got {moment!r}")
     clients = claim.get("clients_per_round")
     if clients is not None and (isinstance(clients, bool) or not isinstance(clients, int) or clients < 1):
         raise AuditInputError(f"{where}: claim.clients_per_round must be a positive integer or absent, got {clients!r}")
@@ -202,6 +206,10 @@ def _shuffling_check(document: Mapping[str, Any], rounds: int | None, composed: 
     Only for a per-round claim of randomized response that states ``clients_per_round``.
     """
     claim = document["claim"]
+    moment = claim.get("max_moment")
+    if moment is not None and (isinstance(moment, bool) or not isinstance(moment, int) or moment < 1):
+        raise AuditInputError(f"{where}: claim.max_moment must be a positive integer (the largest moment λ of the "
+                              f"publication's accountant) or absent, got {moment!r}")
     clients = claim.get("clients_per_round")
     responses = [r for r in document.get("mechanisms", []) if r.get("kind") == "randomized_response"]
     if clients is None or rounds is None or len(responses) != 1 or composed is None:
@@ -222,6 +230,60 @@ def _shuffling_check(document: Mapping[str, Any], rounds: int | None, composed: 
     return [Check("shuffling", "warn", detail,
                   "the paper's argument that the loss does not accumulate rests on model shuffling; only a trusted "
                   "shuffler gives the central figure, and it still composes over rounds.", "recomputation")]
+
+
+def _queries_for(record: Mapping[str, Any], epsilon: float, delta: float) -> int | None:
+    """The number of queries at which ``record``'s classic data-independent ε reaches ``epsilon`` (bisection)."""
+    parameters = record.get("parameters", {})
+    if "num_queries" not in parameters:
+        return None
+
+    def classic(queries: int) -> float:
+        changed = {**record, "parameters": {**parameters, "num_queries": queries}}
+        return account(public_mechanism_from_record(changed)[0], delta=delta, analysis="classic").epsilon_data_independent
+
+    low, high = 1, 1
+    while classic(high) < epsilon:
+        low, high = high, high * 2
+        if high > 10**7:
+            return None
+    while low < high:
+        middle = (low + high) // 2
+        low, high = (middle + 1, high) if classic(middle) < epsilon else (low, middle)
+    return low
+
+
+def _accountant_check(document: Mapping[str, Any], headline: PrivacyReport | None) -> list[Check]:
+    """What the publication's own moments accountant (moments λ = 1 … max_moment) can print for the stated release.
+
+    Its ε = min_λ (α(λ) + ln(1/δ))/λ is never below ln(1/δ)/max_moment, whatever
+    the votes; and its data-independent ε for the stated queries is the figure a
+    correct claim should not exceed.
+    """
+    claim = document["claim"]
+    moment, epsilon = claim.get("max_moment"), claim.get("epsilon")
+    if moment is None or epsilon is None or headline is None:
+        return []
+    delta = float(claim["delta"])
+    floor = math.log(1.0 / delta) / moment
+    records = [r for r in document.get("mechanisms", []) if r.get("unit") == claim["unit"]]
+    classic = account([public_mechanism_from_record(r)[0] for r in records], delta=delta, analysis="classic",
+                      orders=np.arange(2.0, moment + 2.0)).epsilon_data_independent
+    implied = _queries_for(records[0], float(epsilon), delta) if len(records) == 1 else None
+    detail = (f"the publication's {moment}-moment accountant gives data-independent ε = {_fmt(classic)} for the stated "
+              f"release and privfed's tight analysis {_fmt(headline.epsilon)}")
+    if implied is not None:
+        detail += f"; ε = {epsilon:g} is what that accountant gives for about {implied} queries"
+    if epsilon < floor * (1 - RTOL):
+        return [Check("accountant floor", "warn",
+                      f"FLAG: ε = {epsilon:g} is below ln(1/δ)/{moment} = {_fmt(floor)}, the smallest ε a {moment}-moment "
+                      f"accountant can print at δ = {delta:g}: the stated analysis cannot have produced it; " + detail,
+                      "the number may still be a valid bound (see 'claimed ε'), but it does not come from the analysis "
+                      "the publication names.", "recomputation")]
+    status = "pass" if epsilon <= classic * (1 + 1e-2) else "warn"
+    meaning = "" if status == "pass" else ("the claim is above the publication's own data-independent bound for the "
+                                           "stated release: the release it describes was probably larger.")
+    return [Check("accountant floor", status, detail, meaning, "recomputation")]
 
 
 def _claims_statement(
@@ -271,8 +333,8 @@ def _claims_statement(
         else:
             check = Check(name, "warn", f"no ε is claimed and no {unit}-level mechanism is stated: no differential-"
                           "privacy guarantee", "nothing bounds what the model reveals about its training data.", section)
-    else:
-        classic = report_for(composed[unit], unit, "classic")
+    classic = None if headline is None else report_for(composed[unit], unit, "classic")
+    if headline is not None:
         recomputed = (f"privfed: ε = {_fmt(headline.epsilon)} (tight, {headline.method.upper()}), "
                       f"{_fmt(classic.epsilon)} (classic) at δ = {delta:g}, {unit} level"
                       + (", data-independent (the private votes are not published)" if unit in placeholders else ""))
@@ -299,8 +361,10 @@ def _claims_statement(
         rounds=rounds, data_dependent_claim=bool(claim.get("data_dependent", False)),
     )
     stated = {"epsilon": epsilon, "delta": delta, "unit": unit, "scope": claim.get("scope", "total"),
-              "source": "claims file", "recomputed_epsilon": None if headline is None else headline.epsilon}
-    return statement, stated, [check, *_shuffling_check(document, rounds, headline)]
+              "source": "claims file", "recomputed_epsilon": None if headline is None else headline.epsilon,
+              "recomputed_epsilon_classic": None if classic is None else classic.epsilon}
+    return statement, stated, [check, *_accountant_check(document, headline),
+                               *_shuffling_check(document, rounds, headline)]
 
 
 # --- bundles: integrity -------------------------------------------------------------------------------
