@@ -159,9 +159,9 @@ class LaplaceNoisyMax(VoteMechanism):
     def __post_init__(self) -> None:
         self._validate_votes()
         check_at_most(
-            "gamma", self.gamma, MAX_EPSILON_PER_QUERY / (2.0 * self.votes_per_unit),
+            "gamma", self.gamma, MAX_EPSILON_PER_QUERY / (2.0 * self.public_votes_per_unit),
             f"one answer's ε = 2·votes_per_unit·gamma must be <= {MAX_EPSILON_PER_QUERY:g}, where e^ε still fits "
-            f"a float64; with votes_per_unit = {self.votes_per_unit}",
+            f"a float64; with votes_per_unit = {self.public_votes_per_unit}",
         )
 
     @property
