@@ -4,6 +4,7 @@ Depends on numpy, scipy and dp-accounting only.
 """
 
 from privfed.accounting.account import account
+from privfed.accounting.confident_gnmax import ConfidentGNMax
 from privfed.accounting.dpsgd import DPSGD
 from privfed.accounting.fingerprint import data_fingerprint
 from privfed.accounting.gaussian_noisy_max import GaussianNoisyMax, gaussian_log_failure_bounds, gaussian_noisy_max_rdp
@@ -21,7 +22,9 @@ from privfed.accounting.randomized_response import (
     randomized_response_keep_probability,
     randomized_response_variance,
 )
+from privfed.accounting.release import SmoothSensitivityRelease, release_epsilon
 from privfed.accounting.report import MechanismReport, PrivacyReport
+from privfed.accounting.shuffling import ShuffledRandomizedResponse
 from privfed.accounting.spec import load_mechanisms
 
 __all__ = [
@@ -29,6 +32,7 @@ __all__ = [
     "DPSGD",
     "TIGHT_ORDERS",
     "BudgetExceededError",
+    "ConfidentGNMax",
     "GaussianNoisyMax",
     "LaplaceNoisyMax",
     "Ledger",
@@ -41,6 +45,8 @@ __all__ = [
     "PrivacyReport",
     "QuantizedLaplaceEnsemble",
     "RandomizedResponse",
+    "ShuffledRandomizedResponse",
+    "SmoothSensitivityRelease",
     "account",
     "class_count_weights",
     "compose_parallel",
@@ -54,4 +60,5 @@ __all__ = [
     "randomized_response_estimate",
     "randomized_response_keep_probability",
     "randomized_response_variance",
+    "release_epsilon",
 ]

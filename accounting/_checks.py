@@ -14,6 +14,8 @@ from collections.abc import Iterable
 import numpy as np
 
 __all__ = [
+    "MAX_COUNT",
+    "check_at_most",
     "check_choice",
     "check_delta",
     "check_int_at_least",
@@ -23,6 +25,10 @@ __all__ = [
     "check_probability",
     "check_votes",
 ]
+
+
+#: Largest count accepted in a vote or count array: 2⁵³, exact both as int64 and as float64.
+MAX_COUNT = 2**53
 
 
 def _is_real(value: object) -> bool:
@@ -36,6 +42,13 @@ def check_positive_finite(name: str, value: object) -> float:
     value = float(value)  # type: ignore[arg-type]
     if not (math.isfinite(value) and value > 0):
         raise ValueError(f"{name} must be finite and > 0, got {value!r}")
+    return value
+
+
+def check_at_most(name: str, value: float, maximum: float, why: str) -> float:
+    """Return ``value`` if it is <= ``maximum``; ``why`` says what the limit protects."""
+    if value > maximum:
+        raise ValueError(f"{name} must be <= {maximum:g} ({why}), got {value!r}")
     return value
 
 
@@ -121,6 +134,9 @@ def check_nonnegative_int_array(name: str, values: object, *, ndim: int) -> np.n
             raise ValueError(f"{name} must hold non-negative integers, got non-integral or non-finite values")
     if array.size and array.min() < 0:
         raise ValueError(f"{name} must hold non-negative integers, got a minimum of {array.min()!r}")
+    if array.size and array.max() > MAX_COUNT:
+        raise ValueError(f"{name} must hold integers in [0, 2**53] (exact as float64 and int64), "
+                         f"got a maximum of {array.max()!r}")
     return array.astype(np.int64, copy=False)
 
 

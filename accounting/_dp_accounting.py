@@ -62,21 +62,30 @@ def _leaves(event: dp_accounting.DpEvent) -> list[dp_accounting.DpEvent]:
 
 
 def pld_interval(event: dp_accounting.DpEvent, *, epsilon_hint: float | None = None) -> float:
-    """The PLD discretization interval privfed uses for ``event``.
+    """The PLD discretization interval privfed uses for ``event``: 10⁻⁴ · 2^k for an integer k.
 
-    dp-accounting's default 10⁻⁴, refined to ε₀/1000 for randomized response of
-    small per-use ε₀ (its PLD has three atoms, so the rounding would otherwise
-    dominate), and coarsened to ``epsilon_hint`` / 50 000 when a valid upper bound
+    The finest interval any leaf needs — dp-accounting's default 10⁻⁴, or ε₀/1000
+    for randomized response of per-use ε₀ (its PLD has three atoms, so the
+    rounding would otherwise dominate) — taking the coarsest over the leaves,
+    and coarsened to ``epsilon_hint`` / 50 000 when a valid upper bound
     ``epsilon_hint`` on the composed ε (the RDP one) is large, so that the grid
-    stays small. Pessimistic rounding keeps every interval a valid upper bound.
+    stays small; then rounded down to 10⁻⁴ · 2^k (never coarser than needed).
+    Pessimistic rounding keeps every interval a valid upper bound.
+
+    The interval never shrinks when an event is composed with another (both
+    terms are maxima that only grow), and intervals of the form 10⁻⁴ · 2^k give
+    nested grids: a coarser grid rounds every privacy loss up at least as far as
+    a finer one. So adding a mechanism never lowers the PLD's ε.
     """
-    interval = DEFAULT_PLD_INTERVAL
+    interval = 0.0
     for leaf in _leaves(event):
+        needed = DEFAULT_PLD_INTERVAL
         if isinstance(leaf, dp_accounting.RandomizedResponseDpEvent):
-            interval = min(interval, _randomized_response_epsilon(leaf) / 1000.0)
+            needed = min(needed, _randomized_response_epsilon(leaf) / 1000.0)
+        interval = max(interval, needed)
     if epsilon_hint is not None and math.isfinite(epsilon_hint):
         interval = max(interval, epsilon_hint / _PLD_POINTS_PER_EPSILON)
-    return interval
+    return DEFAULT_PLD_INTERVAL * 2.0 ** math.floor(math.log2(interval / DEFAULT_PLD_INTERVAL) + 1e-12)
 
 
 def event_pld(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 
 import dp_accounting
 import numpy as np
@@ -14,7 +15,7 @@ from privfed.accounting.mechanism import ANALYSES, Mechanism, relation_for_unit
 from privfed.accounting.orders import default_orders
 from privfed.accounting.report import MechanismReport, PrivacyReport
 
-__all__ = ["account", "as_mechanisms", "conversion_description", "tighten_with_pld"]
+__all__ = ["METHODS", "Bound", "account", "as_mechanisms", "best_bound", "conversion_description", "pure_composition"]
 
 _CONVERSIONS = {
     "classic": "moments-accountant tail bound ε = min_α RDP(α) + ln(1/δ)/(α − 1) (PATE 2017 Thm 2; Mironov 2017 Prop. 3)",
@@ -24,14 +25,26 @@ _PLD_CONVERSION = (
     "dp-accounting privacy loss distribution of the mechanisms' DpEvents (pessimistic discretization, "
     "self-compositions applied by privfed), tighter than the RDP conversion here"
 )
+_PURE_CONVERSION = (
+    "basic composition of the mechanisms' pure ε-DP guarantees (Σ ε_i, valid for every δ), "
+    "tighter than the RDP and PLD bounds here"
+)
+
+#: Which accountant gave an ε: the RDP curve, the privacy loss distribution, or pure basic composition.
+METHODS: tuple[str, ...] = ("rdp", "pld", "pure")
 
 
 def conversion_description(analysis: str, method: str) -> str:
-    """How ε was obtained: the analysis' RDP conversion, or the PLD when it gave the smaller ε."""
-    return _PLD_CONVERSION if method == "pld" else _CONVERSIONS[analysis]
+    """How ε was obtained: the analysis' RDP conversion, or the PLD or pure composition when smaller."""
+    if method == "pld":
+        return _PLD_CONVERSION
+    if method == "pure":
+        return _PURE_CONVERSION
+    return _CONVERSIONS[analysis]
 
 
 PLD_INDEPENDENT_NOTE = "epsilon_data_independent comes from the privacy loss distribution (PLD) of the mechanisms' DpEvents"
+PURE_INDEPENDENT_NOTE = "epsilon_data_independent comes from basic composition of the mechanisms' pure ε-DP guarantees"
 
 
 def as_mechanisms(mechanisms: Mechanism | Iterable[Mechanism]) -> tuple[Mechanism, ...]:
@@ -63,19 +76,76 @@ def _pld_epsilon(members: Sequence[Mechanism], delta: float, *, epsilon_hint: fl
     return event_pld_epsilon(event, delta, epsilon_hint=epsilon_hint)
 
 
-def tighten_with_pld(
-    members: Sequence[Mechanism], delta: float, epsilon: float, epsilon_independent: float
-) -> tuple[float, float, str, bool]:
-    """(ε, data-independent ε, method, PLD gave the data-independent ε) with the PLD bound where smaller.
+def pure_composition(pure_epsilons: Iterable[float | None]) -> float | None:
+    """Σ ε_i of pure ε_i-DP releases (basic composition), or ``None`` when one has no pure guarantee."""
+    values = list(pure_epsilons)
+    if any(value is None for value in values):
+        return None
+    return float(sum(values))  # type: ignore[arg-type]
 
-    The PLD of the mechanisms' events is a data-independent bound, so it caps
-    both ε and the data-independent ε; ``method`` says which accountant gave ε.
+
+@dataclass(frozen=True)
+class Bound:
+    """The smallest valid ε a composition has, and which accountant gave it.
+
+    ``method`` and ``method_data_independent`` are each one of :data:`METHODS`.
     """
-    pld = _pld_epsilon(members, delta, epsilon_hint=epsilon_independent)
-    if pld is None:
-        return epsilon, epsilon_independent, "rdp", False
-    method = "pld" if pld < epsilon else "rdp"
-    return min(epsilon, pld), min(epsilon_independent, pld), method, pld < epsilon_independent
+
+    epsilon: float
+    order: float
+    epsilon_data_independent: float
+    method: str
+    method_data_independent: str
+
+    def notes(self) -> list[str]:
+        """The note a report needs when its data-independent ε came from another accountant than its ε."""
+        if self.method_data_independent == self.method:
+            return []
+        return {"pld": [PLD_INDEPENDENT_NOTE], "pure": [PURE_INDEPENDENT_NOTE]}.get(self.method_data_independent, [])
+
+
+def best_bound(
+    members: Sequence[Mechanism],
+    orders: np.ndarray,
+    curve: np.ndarray,
+    independent_curve: np.ndarray,
+    delta: float,
+    analysis: str,
+    *,
+    pure_epsilon: float | None,
+) -> Bound:
+    """The minimum of every valid bound privfed has for the composition of ``members``.
+
+    Always the analysis' RDP conversion of ``curve`` (and of ``independent_curve``
+    for the data-independent ε). Under ``analysis="tight"`` also the privacy loss
+    distribution of the members' dp-accounting events (when every member has
+    one) and basic composition of pure ε-DP, ``pure_epsilon`` (when every member
+    is pure DP): both are data-independent, so they cap ε and the
+    data-independent ε alike. ``analysis="classic"`` is the papers' own
+    arithmetic and stays on its RDP conversion.
+
+    Each of the three is non-decreasing when a mechanism is added (RDP curves add,
+    pure ε add, the PLD grid only coarsens to nested grids: see
+    :func:`~privfed.accounting._dp_accounting.pld_interval`), so their minimum is too.
+    """
+    epsilon, order = rdp_to_epsilon(orders, curve, delta, analysis)
+    independent, _ = rdp_to_epsilon(orders, independent_curve, delta, analysis)
+    candidates = {"rdp": (epsilon, independent)}
+    if analysis == "tight":
+        pld = _pld_epsilon(members, delta, epsilon_hint=independent)
+        if pld is not None:
+            candidates["pld"] = (pld, pld)
+        if pure_epsilon is not None:
+            candidates["pure"] = (pure_epsilon, pure_epsilon)
+    method = min(candidates, key=lambda name: candidates[name][0])
+    method_independent = min(candidates, key=lambda name: candidates[name][1])
+    return Bound(
+        epsilon=candidates[method][0],
+        order=order,
+        epsilon_data_independent=candidates[method_independent][1],
+        method=method,
+        method_data_independent=method_independent,
+    )
 
 
 def account(
@@ -102,8 +172,9 @@ def account(
         ``"tight"`` (default): privfed's best valid bound, on a wide grid of orders
         (fractional ones included) with dp-accounting's conversion; where every
         mechanism has a dp-accounting event (:meth:`Mechanism.dp_event`), the
-        privacy loss distribution of the composed events is computed too and the
-        smaller ε is reported, ``method`` saying which (``"rdp"`` or ``"pld"``).
+        privacy loss distribution of the composed events is computed too, and where
+        every mechanism is pure ε-DP, basic composition Σ ε_i; the smallest ε is
+        reported, ``method`` saying which (``"rdp"``, ``"pld"`` or ``"pure"``).
         ``"classic"``: the papers' analysis and conversion, on orders 2..9 (the
         papers' moments λ = 1..8) unless ``orders`` is given.
     orders:
@@ -140,15 +211,7 @@ def account(
         independent = member.rdp_data_independent(grid, analysis=analysis)
         curves.append(curve)
         independent_curves.append(independent)
-        epsilon, order = member.epsilon(grid, delta, analysis=analysis, curve=curve)
-        epsilon_independent, _ = member.epsilon(
-            grid, delta, analysis=analysis, data_independent=True, curve=independent
-        )
-        method, independent_from_pld = "rdp", False
-        if analysis == "tight":
-            epsilon, epsilon_independent, method, independent_from_pld = tighten_with_pld(
-                [member], delta, epsilon, epsilon_independent
-            )
+        alone = best_bound([member], grid, curve, independent, delta, analysis, pure_epsilon=member.pure_epsilon())
         rows.append(
             MechanismReport(
                 kind=member.kind,
@@ -156,45 +219,40 @@ def account(
                 parameters=member.parameters(),
                 num_queries=member.num_queries,
                 data_dependent=member.data_dependent,
-                epsilon=epsilon,
-                order=order,
-                epsilon_data_independent=epsilon_independent,
+                epsilon=alone.epsilon,
+                order=alone.order,
+                epsilon_data_independent=alone.epsilon_data_independent,
                 pure_epsilon=member.pure_epsilon(),
-                method=method,
+                method=alone.method,
             )
         )
 
     total = np.sum(curves, axis=0) if curves else np.zeros_like(grid)
     total_independent = np.sum(independent_curves, axis=0) if curves else np.zeros_like(grid)
     if rows:
-        epsilon, order = rdp_to_epsilon(grid, total, delta, analysis)
-        epsilon_independent, _ = rdp_to_epsilon(grid, total_independent, delta, analysis)
-        method, independent_from_pld = "rdp", False
-        if analysis == "tight":
-            epsilon, epsilon_independent, method, independent_from_pld = tighten_with_pld(
-                members, delta, epsilon, epsilon_independent
-            )
+        bound = best_bound(
+            members, grid, total, total_independent, delta, analysis,
+            pure_epsilon=pure_composition(m.pure_epsilon() for m in members),
+        )
     else:
-        epsilon, order, epsilon_independent, method, independent_from_pld = 0.0, float(grid[0]), 0.0, "rdp", False
+        bound = Bound(0.0, float(grid[0]), 0.0, "rdp", "rdp")
 
-    notes = [note for member in members for note in member.notes()]
-    if independent_from_pld and method == "rdp":
-        notes.append(PLD_INDEPENDENT_NOTE)
+    notes = [note for member in members for note in member.notes()] + bound.notes()
 
     return PrivacyReport(
-        epsilon=epsilon,
+        epsilon=bound.epsilon,
         delta=delta,
-        order=order,
+        order=bound.order,
         orders=tuple(float(a) for a in grid),
         rdp=tuple(float(r) for r in total),
         log_moments=tuple(float(r) for r in total * (grid - 1.0)),
         data_dependent=any(m.data_dependent for m in members),
-        epsilon_data_independent=epsilon_independent,
+        epsilon_data_independent=bound.epsilon_data_independent,
         analysis=analysis,
-        conversion=conversion_description(analysis, method),
+        conversion=conversion_description(analysis, bound.method),
         unit=unit,
         relation=relation_for_unit(unit) if unit else None,
         mechanisms=tuple(rows),
         notes=tuple(dict.fromkeys(notes)),
-        method=method,
+        method=bound.method,
     )

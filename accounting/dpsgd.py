@@ -14,6 +14,7 @@ from typing import Any, ClassVar
 import dp_accounting
 import numpy as np
 from privfed.accounting._checks import (
+    check_at_most,
     check_choice,
     check_int_at_least,
     check_orders,
@@ -25,6 +26,11 @@ from privfed.accounting.mechanism import ANALYSES, UNITS, Mechanism
 from privfed.accounting.registry import register
 
 __all__ = ["DPSGD"]
+
+#: Smallest noise multiplier accepted: at 10⁻⁴ dp-accounting's RDP already overflows.
+MIN_NOISE_MULTIPLIER = 1e-3
+#: Most steps accepted (10⁹; at 10¹² dp-accounting's RDP overflows).
+MAX_STEPS = 10**9
 
 
 @register
@@ -59,9 +65,15 @@ class DPSGD(Mechanism):
     kind: ClassVar[str] = "dpsgd"
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "noise_multiplier", check_positive_finite("noise_multiplier", self.noise_multiplier))
+        noise = check_positive_finite("noise_multiplier", self.noise_multiplier)
+        if noise < MIN_NOISE_MULTIPLIER:
+            raise ValueError(f"noise_multiplier must be >= {MIN_NOISE_MULTIPLIER:g} (below it the RDP of one step "
+                             f"overflows a float64 and no guarantee is left to account), got {noise!r}")
+        object.__setattr__(self, "noise_multiplier", noise)
         object.__setattr__(self, "sample_rate", check_probability("sample_rate", self.sample_rate, open_high=False))
-        object.__setattr__(self, "steps", check_int_at_least("steps", self.steps, 1))
+        steps = check_int_at_least("steps", self.steps, 1)
+        object.__setattr__(self, "steps", int(check_at_most(
+            "steps", steps, MAX_STEPS, "dp-accounting's RDP of more steps overflows a float64")))
         check_choice("unit", self.unit, UNITS)
 
     @property

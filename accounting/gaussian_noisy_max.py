@@ -21,7 +21,7 @@ from privfed.accounting.noisy_max import VoteMechanism
 from privfed.accounting.registry import register
 from scipy import special, stats
 
-__all__ = ["GaussianNoisyMax", "gaussian_log_failure_bounds", "gaussian_noisy_max_rdp"]
+__all__ = ["GaussianNoisyMax", "gaussian_log_failure_bounds", "gaussian_noisy_max_rdp", "log1mexp"]
 
 #: Rows of the vote matrix processed at once.
 _CHUNK_ROWS = 65_536
@@ -54,6 +54,18 @@ def gaussian_log_failure_bounds(votes: np.ndarray, sigma: float) -> np.ndarray:
     return log_bounds
 
 
+def log1mexp(x: np.ndarray) -> np.ndarray:
+    """ln(1 − eˣ) for x ≤ 0, accurate over the whole range (Mächler 2012).
+
+    ``log1p(-exp(x))`` for x < −ln 2, where eˣ is small and log1p keeps its
+    digits; ``log(-expm1(x))`` for x ≥ −ln 2, where 1 − eˣ is not small.
+    (``log(-expm1(x))`` alone rounds ln(1 − q) to 0 for q below ~10⁻¹⁶.)
+    """
+    x = np.asarray(x, dtype=float)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(x < -math.log(2.0), np.log1p(-np.exp(x)), np.log(-np.expm1(x)))
+
+
 def gaussian_noisy_max_rdp(log_q: np.ndarray, sigma: float, orders: np.ndarray) -> np.ndarray:
     """RDP per (query, order) of GNMax with noise σ, given log q per query (PATE 2018 Thm 6, Prop. 7).
 
@@ -83,8 +95,8 @@ def gaussian_noisy_max_rdp(log_q: np.ndarray, sigma: float, orders: np.ndarray) 
             & (orders < mu1)
             & np.isfinite(log_q)
         )
-        log_keep = np.log(-np.expm1(log_q))  # ln(1 − q)
-        log_a = log_keep - np.log(-np.expm1((log_q + eps2) * (1.0 - 1.0 / mu2)))
+        log_keep = log1mexp(log_q)  # ln(1 − q)
+        log_a = log_keep - log1mexp((log_q + eps2) * (1.0 - 1.0 / mu2))
         log_b = eps1 - log_q / (mu1 - 1.0)
         moments = orders - 1.0
         bound = np.logaddexp(log_keep + moments * log_a, log_q + moments * log_b) / moments
@@ -117,8 +129,11 @@ class GaussianNoisyMax(VoteMechanism):
     converts it as PATE 2018 does, ε = min_α RDP(α) + ln(1/δ)/(α − 1);
     ``tight`` with dp-accounting's improved conversion.
 
-    Not implemented here: Confident GNMax's threshold step and the smooth
-    sensitivity release of the data-dependent ε (PATE 2018 §4.2, §5).
+    **Smooth sensitivity** (PATE 2018 §4.2, App. C–D):
+    :meth:`local_sensitivity_bounds` and :meth:`smooth_sensitivity` bound how
+    much the data-dependent RDP can change between neighbours, so that
+    :func:`~privfed.accounting.release.release_epsilon` can publish it
+    (for k = 1: one unit moves one vote, as the paper's analysis assumes).
     """
 
     votes: np.ndarray
@@ -126,6 +141,7 @@ class GaussianNoisyMax(VoteMechanism):
     votes_per_unit: int = 1
     _: KW_ONLY
     unit: str = "example"
+    data_independent_votes_per_unit: int | None = None
     _cache: dict[str, Any] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     kind: ClassVar[str] = "gaussian_noisy_max"
@@ -148,7 +164,7 @@ class GaussianNoisyMax(VoteMechanism):
     def dp_event(self) -> dp_accounting.DpEvent:
         """``GaussianDpEvent(σ/(√2k))`` self-composed once per query (the noisy histogram; argmax is post-processing)."""
         return dp_accounting.SelfComposedDpEvent(
-            dp_accounting.GaussianDpEvent(noise_multiplier=self.sigma / (math.sqrt(2.0) * self.votes_per_unit)),
+            dp_accounting.GaussianDpEvent(noise_multiplier=self.sigma / (math.sqrt(2.0) * self.public_votes_per_unit)),
             self.num_queries,
         )
 
@@ -163,9 +179,34 @@ class GaussianNoisyMax(VoteMechanism):
             total = total + counts[start : start + rows].astype(float) @ per_query
         return total
 
+    def _check_one_vote_per_unit(self) -> None:
+        if self.votes_per_unit != 1 or self.data_independent_votes_per_unit is not None:
+            raise ValueError(
+                "smooth sensitivity needs votes_per_unit=1 (PATE 2018's analysis moves one vote per neighbour), got "
+                f"votes_per_unit={self.votes_per_unit}, data_independent_votes_per_unit="
+                f"{self.data_independent_votes_per_unit}"
+            )
+
+    def local_sensitivity_bounds(self, order: float, *, num_teachers: int | None = None) -> np.ndarray:
+        """LS(d), shape (queries, T): per query the largest local sensitivity of its data-dependent RDP at ``order``
+        over histograms d votes away, d = 0 … T − 1 (PATE 2018 Algs. 3–5; T = ``num_teachers``, default the
+        largest row sum). Private: computed from the votes."""
+        from privfed.accounting.smooth_sensitivity import gnmax_local_sensitivity_bounds
+
+        self._check_one_vote_per_unit()
+        return gnmax_local_sensitivity_bounds(self.votes, sigma=self.sigma, order=order, num_teachers=num_teachers)
+
+    def smooth_sensitivity(self, *, order: float, beta: float, num_teachers: int | None = None) -> np.ndarray:
+        """SS_β = max_d e^{−βd}·LS(d) per query, after checking conditions C5–C6 for ``order`` (private)."""
+        from privfed.accounting.smooth_sensitivity import check_smooth_sensitivity_conditions, smooth_sensitivity
+
+        self._check_one_vote_per_unit()
+        check_smooth_sensitivity_conditions(self.sigma, self.num_classes, float(order))
+        return smooth_sensitivity(self.local_sensitivity_bounds(order, num_teachers=num_teachers), beta=beta)
+
     def rdp_data_independent(self, orders: np.ndarray, *, analysis: str = "tight") -> np.ndarray:
         orders = check_orders(orders)
         check_choice("analysis", analysis, ANALYSES)
-        return self.num_queries * orders / self.effective_sigma**2
+        return self.num_queries * orders * (self.public_votes_per_unit / self.sigma) ** 2
 
 

@@ -16,7 +16,7 @@ from typing import Any, ClassVar
 
 import dp_accounting
 import numpy as np
-from privfed.accounting._checks import check_choice, check_orders, check_positive_finite, check_votes
+from privfed.accounting._checks import check_at_most, check_choice, check_orders, check_positive_finite, check_votes
 from privfed.accounting._dp_accounting import event_rdp
 from privfed.accounting.mechanism import ANALYSES
 from privfed.accounting.noisy_max import VoteMechanism
@@ -30,6 +30,8 @@ _CHUNK_ROWS = 65_536
 _CHUNK_CELLS = 131_072
 #: Largest vote count for which per-gap terms are tabulated instead of recomputed per cell.
 _MAX_TABULATED_GAP = 1_000_000
+#: Largest per-answer ε accepted: e^ε must fit a float64 (e^709.8 is its largest); no meaningful release is near.
+MAX_EPSILON_PER_QUERY = 700.0
 #: Above this exponent e^{ελ} could overflow a float64; the log-space form is used instead.
 _MAX_LINEAR_EXPONENT = 700.0
 
@@ -159,6 +161,7 @@ class LaplaceNoisyMax(VoteMechanism):
     votes_per_unit: int = 1
     _: KW_ONLY
     unit: str = "example"
+    data_independent_votes_per_unit: int | None = None
     _cache: dict[str, Any] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     kind: ClassVar[str] = "laplace_noisy_max"
@@ -166,6 +169,11 @@ class LaplaceNoisyMax(VoteMechanism):
 
     def __post_init__(self) -> None:
         self._validate_votes()
+        check_at_most(
+            "gamma", self.gamma, MAX_EPSILON_PER_QUERY / (2.0 * self.public_votes_per_unit),
+            f"one answer's ε = 2·votes_per_unit·gamma must be <= {MAX_EPSILON_PER_QUERY:g}, where e^ε still fits "
+            f"a float64; with votes_per_unit = {self.public_votes_per_unit}",
+        )
 
     @property
     def epsilon_per_query(self) -> float:
@@ -185,10 +193,11 @@ class LaplaceNoisyMax(VoteMechanism):
             self._cache["unique_q"] = np.unique(self.failure_bounds(), return_counts=True)
         return self._cache["unique_q"]
 
-    def _per_query_data_independent(self, orders: np.ndarray, analysis: str) -> np.ndarray:
-        bound = _pure_bounds(self.epsilon_per_query, orders)
+    def _per_query_independent_of_votes(self, orders: np.ndarray, analysis: str, votes_per_unit: int) -> np.ndarray:
+        """Per-query RDP bound that ignores the votes, for a unit moving ``votes_per_unit`` votes."""
+        bound = _pure_bounds(2.0 * votes_per_unit * self.gamma, orders)
         if analysis == "tight":
-            histogram = event_rdp(dp_accounting.LaplaceDpEvent(1.0 / (self.votes_per_unit * self.gamma)), orders, count=2)
+            histogram = event_rdp(dp_accounting.LaplaceDpEvent(1.0 / (votes_per_unit * self.gamma)), orders, count=2)
             bound = np.minimum(bound, histogram)
         return bound
 
@@ -201,7 +210,7 @@ class LaplaceNoisyMax(VoteMechanism):
         return self._cache[key].copy()
 
     def _compose_rdp(self, orders: np.ndarray, analysis: str) -> np.ndarray:
-        independent = self._per_query_data_independent(orders, analysis)
+        independent = self._per_query_independent_of_votes(orders, analysis, self.votes_per_unit)
         values, counts = self._unique_failure_bounds()
         applicable = values < 1.0 / (math.exp(self.epsilon_per_query) + 1.0)
         total = float(counts[~applicable].sum()) * independent
@@ -216,11 +225,11 @@ class LaplaceNoisyMax(VoteMechanism):
     def rdp_data_independent(self, orders: np.ndarray, *, analysis: str = "tight") -> np.ndarray:
         orders = check_orders(orders)
         check_choice("analysis", analysis, ANALYSES)
-        return self.num_queries * self._per_query_data_independent(orders, analysis)
+        return self.num_queries * self._per_query_independent_of_votes(orders, analysis, self.public_votes_per_unit)
 
     def pure_epsilon(self) -> float:
-        """Basic composition: N · 2kγ."""
-        return self.num_queries * self.epsilon_per_query
+        """Basic composition: N · 2kγ (k the data-independent votes per unit)."""
+        return self.num_queries * 2.0 * self.public_votes_per_unit * self.gamma
 
     def parameters(self) -> dict[str, Any]:
         return {**super().parameters(), "noise_scale": 1.0 / self.gamma, "epsilon_per_query": self.epsilon_per_query}

@@ -37,7 +37,7 @@ from typing import Any
 
 import numpy as np
 from privfed.accounting._checks import check_choice, check_delta, check_positive_finite
-from privfed.accounting.account import PLD_INDEPENDENT_NOTE, conversion_description, tighten_with_pld
+from privfed.accounting.account import Bound, best_bound, conversion_description, pure_composition
 from privfed.accounting.conversion import rdp_to_epsilon
 from privfed.accounting.fingerprint import canonical_json, commit_evidence, new_salt, sha256_hex
 from privfed.accounting.ledger_entry import (
@@ -398,59 +398,54 @@ class Ledger:
     def _unit_report(self, unit: str, delta: float, analysis: str) -> PrivacyReport:
         members = self._members(unit)
         orders, total, total_independent = self._total_curve(unit, analysis)
+        # Mechanisms are rebuilt from their public parameters (placeholder votes for noisy-max releases,
+        # whose dp-accounting events and pure ε do not depend on the votes), so the ledger gives the same
+        # bound as account() on the mechanisms themselves.
+        rebuilt = [public_mechanism_from_record(member.record())[0] for _, member in members]
         rows = []
-        for _, member in members:
+        for (_, member), mechanism in zip(members, rebuilt):
             curve = member.curves[analysis]
-            epsilon, order = rdp_to_epsilon(curve.orders, curve.rdp, delta, analysis)
-            epsilon_independent, _ = rdp_to_epsilon(curve.orders, curve.rdp_data_independent, delta, analysis)
-            method = "rdp"
-            if analysis == "tight":
-                epsilon, epsilon_independent, method, _ = tighten_with_pld(
-                    [public_mechanism_from_record(member.record())[0]], delta, epsilon, epsilon_independent
-                )
+            alone = best_bound(
+                [mechanism], np.asarray(curve.orders, dtype=float), np.asarray(curve.rdp, dtype=float),
+                np.asarray(curve.rdp_data_independent, dtype=float), delta, analysis, pure_epsilon=member.pure_epsilon,
+            )
             rows.append(MechanismReport(
                 kind=member.kind, unit=unit, parameters=member.parameters, num_queries=member.num_queries,
-                data_dependent=member.data_dependent, epsilon=epsilon, order=order,
-                epsilon_data_independent=epsilon_independent, pure_epsilon=member.pure_epsilon, method=method,
+                data_dependent=member.data_dependent, epsilon=alone.epsilon, order=alone.order,
+                epsilon_data_independent=alone.epsilon_data_independent, pure_epsilon=member.pure_epsilon,
+                method=alone.method,
             ))
-        method, independent_from_pld = "rdp", False
         if members:
-            epsilon, order = rdp_to_epsilon(orders, total, delta, analysis)
-            epsilon_independent, _ = rdp_to_epsilon(orders, total_independent, delta, analysis)
-            if analysis == "tight":
-                # Mechanisms are rebuilt from their public parameters (placeholder votes for noisy-max
-                # releases, whose dp-accounting events do not depend on the votes), so the ledger gives
-                # the same PLD-or-RDP bound as account() on the mechanisms themselves.
-                rebuilt = [public_mechanism_from_record(member.record())[0] for _, member in members]
-                epsilon, epsilon_independent, method, independent_from_pld = tighten_with_pld(
-                    rebuilt, delta, epsilon, epsilon_independent
-                )
+            bound = best_bound(rebuilt, orders, total, total_independent, delta, analysis,
+                               pure_epsilon=pure_composition(member.pure_epsilon for _, member in members))
         else:
-            epsilon, order, epsilon_independent = 0.0, float(orders[0]), 0.0
+            bound = Bound(0.0, float(orders[0]), 0.0, "rdp", "rdp")
         notes = [f"recomputed from the RDP curves of {len(members)} {unit}-level ledger entr"
                  f"{'y' if len(members) == 1 else 'ies'}, summed order by order (sequential composition)"]
-        if method == "pld":
+        if bound.method == "pld":
             notes.append("ε from the privacy loss distribution of the entries' mechanisms, rebuilt from their "
                          "recorded parameters (tighter than the summed RDP curves here)")
-        elif independent_from_pld:
-            notes.append(PLD_INDEPENDENT_NOTE)
+        elif bound.method == "pure":
+            notes.append("ε from basic composition of the entries' pure ε-DP guarantees (tighter than the summed "
+                         "RDP curves here)")
+        notes += bound.notes()
         notes += [f"UNACCOUNTED release, not covered by this ε: {description}" for description in self.unaccounted]
         return PrivacyReport(
-            epsilon=epsilon,
+            epsilon=bound.epsilon,
             delta=delta,
-            order=order,
+            order=bound.order,
             orders=tuple(float(a) for a in orders),
             rdp=tuple(float(r) for r in total),
             log_moments=tuple(float(r) for r in total * (orders - 1.0)),
             data_dependent=any(member.data_dependent for _, member in members),
-            epsilon_data_independent=epsilon_independent,
+            epsilon_data_independent=bound.epsilon_data_independent,
             analysis=analysis,
-            conversion=conversion_description(analysis, method),
+            conversion=conversion_description(analysis, bound.method),
             unit=unit,
             relation=relation_for_unit(unit),
             mechanisms=tuple(rows),
             notes=tuple(notes),
-            method=method,
+            method=bound.method,
         )
 
     # --- evidence ------------------------------------------------------------------------------
@@ -503,6 +498,24 @@ class Ledger:
                 f"evidence holds arrays for {len(stray)} commitment(s) no entry references "
                 f"({', '.join(s[:16] + '…' for s in stray)}): it belongs to another ledger"
             )
+
+    def mechanisms(self, unit: str | None = None) -> list[Mechanism]:
+        """The mechanisms of every entry for ``unit`` (default: the primary unit), rebuilt with their evidence.
+
+        Raises ``ValueError`` when a data-dependent entry's evidence is not attached
+        (a ledger read from JSON without its evidence file).
+        """
+        unit = self.primary_unit if unit is None else check_choice("unit", unit, UNITS)
+        rebuilt = []
+        for entry, member in self._members(unit):
+            arrays = None
+            if member.evidence_sha256 is not None:
+                if member.evidence_sha256 not in self._evidence:
+                    raise ValueError(f"this ledger holds no evidence for entry {entry.index} ({unit}); pass evidence= "
+                                     "to Ledger.from_json to rebuild its mechanism")
+                arrays = {k: v for k, v in self._evidence[member.evidence_sha256].items() if k != "#salt"}
+            rebuilt.append(mechanism_from_record(member.record(), evidence=arrays))
+        return rebuilt
 
     def verify(self) -> int:
         """Rebuild every mechanism that can be rebuilt and check its recorded curves.

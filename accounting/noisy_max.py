@@ -21,6 +21,12 @@ __all__ = ["VoteMechanism"]
 class VoteMechanism(Mechanism):
     """Base of noisy-max mechanisms whose fields are ``votes``, a noise parameter, ``votes_per_unit`` and ``unit``.
 
+    ``data_independent_votes_per_unit`` (keyword, default ``None``) is for a
+    ``votes_per_unit`` that was itself computed from private data (FedKT's code's
+    z): the data-dependent bound then uses ``votes_per_unit``, and every
+    data-independent bound (RDP, PLD event, pure ε) the bound given here, which
+    must hold whatever the data. A z-based ε is then never called data-independent.
+
     Subclasses are frozen dataclasses that name their noise parameter in
     :attr:`noise_parameter` (``"gamma"``, ``"sigma"``) and call
     :meth:`_validate_votes` from ``__post_init__``.
@@ -30,6 +36,7 @@ class VoteMechanism(Mechanism):
     noise_parameter: ClassVar[str]
     votes: np.ndarray
     votes_per_unit: int
+    data_independent_votes_per_unit: int | None
 
     def _validate_votes(self) -> None:
         # A private, read-only copy, column-major so that per-query reductions over classes are fast.
@@ -39,7 +46,29 @@ class VoteMechanism(Mechanism):
         name = self.noise_parameter
         object.__setattr__(self, name, check_positive_finite(name, getattr(self, name)))
         object.__setattr__(self, "votes_per_unit", check_int_at_least("votes_per_unit", self.votes_per_unit, 1))
+        if self.data_independent_votes_per_unit is not None:
+            bound = check_int_at_least("data_independent_votes_per_unit", self.data_independent_votes_per_unit, 1)
+            if bound < self.votes_per_unit:
+                raise ValueError(
+                    f"data_independent_votes_per_unit must be >= votes_per_unit = {self.votes_per_unit} (a bound that "
+                    f"holds whatever the data is at least the one computed from it), got {bound!r}"
+                )
+            object.__setattr__(self, "data_independent_votes_per_unit", bound)
         check_choice("unit", self.unit, UNITS)
+
+    @property
+    def public_votes_per_unit(self) -> int:
+        """k of the data-independent bounds: ``data_independent_votes_per_unit`` if given, else ``votes_per_unit``."""
+        return self.votes_per_unit if self.data_independent_votes_per_unit is None else self.data_independent_votes_per_unit
+
+    def notes(self) -> tuple[str, ...]:
+        if self.data_independent_votes_per_unit is None:
+            return ()
+        return (
+            f"{self.kind}: votes_per_unit = {self.votes_per_unit} was computed from the private data (a local "
+            "sensitivity, not a differential-privacy guarantee), so the data-dependent ε uses it and every "
+            f"data-independent bound uses data_independent_votes_per_unit = {self.data_independent_votes_per_unit}",
+        )
 
     def __repr__(self) -> str:
         return (
@@ -73,13 +102,16 @@ class VoteMechanism(Mechanism):
                 f"evidence must contain 'votes' to rebuild a {cls.__name__} (its accounting is data-dependent)"
             )
         return cls(  # type: ignore[call-arg]
-            evidence["votes"], parameters[cls.noise_parameter], parameters.get("votes_per_unit", 1), unit=unit
+            evidence["votes"], parameters[cls.noise_parameter], parameters.get("votes_per_unit", 1), unit=unit,
+            data_independent_votes_per_unit=parameters.get("data_independent_votes_per_unit"),
         )
 
     def parameters(self) -> dict[str, Any]:
         return {
             self.noise_parameter: getattr(self, self.noise_parameter),
             "votes_per_unit": self.votes_per_unit,
+            **({} if self.data_independent_votes_per_unit is None
+               else {"data_independent_votes_per_unit": self.data_independent_votes_per_unit}),
             "num_queries": self.num_queries,
             "num_classes": self.num_classes,
         }

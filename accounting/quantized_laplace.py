@@ -77,6 +77,9 @@ def _check_weights(weights: object, num_classes: int) -> np.ndarray:
         raise ValueError(f"weights must have shape (parties, {num_classes}) to match num_classes, got {array.shape}")
     if not np.isfinite(array).all() or (array < 0).any():
         raise ValueError("weights must be finite and >= 0")
+    if not (array > 0).any():
+        raise ValueError("weights must have at least one entry > 0 (all-zero weights release no party's logits), "
+                         "got all zeros")
     array.setflags(write=False)
     return array
 
@@ -91,25 +94,40 @@ class QuantizedLaplaceEnsemble(Mechanism):
 
         a_c = Σ_k ω_k^c Q(z^{ck}; S) + Lap(1/γ),   Q(z; S) ∈ [−Z, Z] (Z = ``clip``).
 
-    **Sensitivity (party level).** Neighbouring federations differ in one
-    party's data. With class-count weights ω_k^c = N_k^c/Σ_k N_k^c computed from
-    the parties' data (``weights=None``), that party changes every weight and its
-    own logits, and each class's convex combination may move across its whole
-    range: Δ₁ = 2·Z·C. With public weights fixed in advance (a K×C matrix),
-    only party k's quantized logits move, by at most 2Z each:
-    Δ₁ = 2·Z·max_k Σ_c ω_k^c. One training example can change a party's whole
-    local model, so the example-level sensitivity is the same worst case.
+    **Sensitivity (party level), per coordinate.** Neighbouring federations
+    differ in one party's data. With class-count weights ω_k^c = N_k^c/Σ_k N_k^c
+    computed from the parties' data (``weights=None``), that party changes every
+    weight and its own logits, so each class's convex combination of values in
+    [−Z, Z] may move across its whole range: coordinate c moves by at most
+    s_c = 2Z, for every c. With public weights fixed in advance (a K×C matrix),
+    only party k's quantized logits move, by at most 2Z each: s_c = 2Z·ω_k^c.
+    One training example can change a party's whole local model, so the
+    example-level shifts are the same worst case. The ℓ1 sensitivity of one
+    vector is Δ₁ = Σ_c s_c: 2·Z·C, or 2·Z·max_k Σ_c ω_k^c.
 
-    **Per answer**: ε = γ·Δ₁ (Laplace mechanism, pure DP).
+    **Exact worst case.** The noise is independent per coordinate, so one noisy
+    vector is C independent Laplace(1/γ) releases and its Rényi divergence at
+    order α between neighbours is Σ_c D_α(Lap(0, 1/γ) ‖ Lap(s'_c, 1/γ)) with
+    actual shifts |s'_c| ≤ s_c. The Laplace divergence is non-decreasing in
+    |shift| (Mironov 2017, Prop. 6:
+    D_α = (1/(α−1)) ln( α/(2α−1) e^{(α−1)γs} + (α−1)/(2α−1) e^{−αγs} )), so
+
+        RDP(α) ≤ n · max_k Σ_c RDP_Lap(α; shift s_c(k), scale 1/γ),
+
+    attained when the moving party pushes every coordinate to the other end of
+    its range — the bound is exact, not only valid. Under ``weights=None`` it
+    is C·n Laplace releases with shift 2Z each, i.e. ``LaplaceDpEvent(1/(2Zγ))``
+    composed C·n times; this is 1.5–13× smaller than treating the vector as one
+    Laplace release of shift Δ₁ = 2ZC (n·RDP_Lap(2ZC)), which privfed used before.
+
     **Composed** over n = ``num_examples`` × ``draws_per_example`` answers:
 
-    * pure: n·γ·Δ₁ (:meth:`pure_epsilon`);
-    * ``analysis="tight"``: dp-accounting's Laplace RDP with ℓ1 sensitivity Δ₁
-      and scale 1/γ (``LaplaceDpEvent(1/(γΔ₁))``) composed n times, and its PLD
-      (:meth:`dp_event`). The one-coordinate Laplace of shift Δ₁ bounds the
-      C-coordinate release whose shifts sum to at most Δ₁: its RDP is convex in
-      the shift and 0 at 0, hence superadditive;
-    * ``analysis="classic"``: the pure-DP bound per answer, min(αε²/2, ε).
+    * pure: n·γ·Δ₁ (:meth:`pure_epsilon`; taken by ``account`` where smaller);
+    * ``analysis="tight"``: the RDP above, from dp-accounting's Laplace RDP,
+      and the PLD of :meth:`dp_event` (the per-coordinate Laplace events, shift
+      2Z·max_k ω_k^c for coordinate c with public weights — a coordinate-wise
+      maximum over parties, which dominates every single party);
+    * ``analysis="classic"``: the pure-DP bound per answer, min(αε²/2, ε), ε = γΔ₁.
 
     ``data_dependent_clip=True`` records that Z was taken from the data (FedKD's
     z_max, the largest logit seen). **That is unsafe**: Z then depends on private
@@ -169,15 +187,31 @@ class QuantizedLaplaceEnsemble(Mechanism):
         """ε = γ·Δ₁ of one noisy ensemble vector."""
         return self.gamma * self.sensitivity
 
-    # --- accounting -----------------------------------------------------------
-    def _laplace_event(self) -> dp_accounting.DpEvent:
-        return dp_accounting.SelfComposedDpEvent(
-            dp_accounting.LaplaceDpEvent(noise_multiplier=1.0 / self.epsilon_per_query), self.num_queries
-        )
+    def coordinate_shifts(self) -> np.ndarray:
+        """s_c(k): how far party k can move coordinate c, shape (parties, classes); one row of 2Z without weights."""
+        if self.weights is None:
+            return np.full((1, self.num_classes), 2.0 * self.clip)
+        return 2.0 * self.clip * self.weights
 
+    # --- accounting -----------------------------------------------------------
     def dp_event(self) -> dp_accounting.DpEvent | None:
-        """``LaplaceDpEvent(1/(γΔ₁))`` self-composed examples × draws times; ``None`` with a data-derived clip."""
-        return None if self.data_dependent_clip else self._laplace_event()
+        """Per coordinate c, ``LaplaceDpEvent(1/(γ·max_k s_c(k)))`` composed examples × draws times.
+
+        ``None`` with a data-derived clip. Without weights: one Laplace event of
+        shift 2Z composed C × examples × draws times.
+        """
+        if self.data_dependent_clip:
+            return None
+        shifts = self.coordinate_shifts().max(axis=0)
+        values, counts = np.unique(shifts[shifts > 0], return_counts=True)
+        events = [
+            dp_accounting.SelfComposedDpEvent(
+                dp_accounting.LaplaceDpEvent(noise_multiplier=1.0 / (self.gamma * float(shift))),
+                int(count) * self.num_queries,
+            )
+            for shift, count in zip(values, counts)
+        ]
+        return events[0] if len(events) == 1 else dp_accounting.ComposedDpEvent(events)
 
     def rdp(self, orders: np.ndarray, *, analysis: str = "tight") -> np.ndarray:
         orders = check_orders(orders)
@@ -185,16 +219,24 @@ class QuantizedLaplaceEnsemble(Mechanism):
         epsilon = self.epsilon_per_query
         if analysis == "classic":
             return self.num_queries * np.minimum(0.5 * epsilon * epsilon * orders, epsilon)
-        return event_rdp(self._laplace_event(), orders)
+        shifts = self.coordinate_shifts()
+        values, where = np.unique(shifts, return_inverse=True)
+        per_shift = np.array([
+            np.zeros_like(orders) if shift == 0 else
+            event_rdp(dp_accounting.LaplaceDpEvent(noise_multiplier=1.0 / (self.gamma * float(shift))), orders)
+            for shift in values
+        ])
+        per_party = per_shift[where.reshape(shifts.shape)].sum(axis=1)  # (parties, orders)
+        return self.num_queries * per_party.max(axis=0)
 
     def rdp_data_independent(self, orders: np.ndarray, *, analysis: str = "tight") -> np.ndarray:
         if self.data_dependent_clip:
             return np.full(check_orders(orders).shape, np.inf)
         return self.rdp(orders, analysis=analysis)
 
-    def pure_epsilon(self) -> float:
-        """Basic composition: examples × draws × γΔ₁."""
-        return self.num_queries * self.epsilon_per_query
+    def pure_epsilon(self) -> float | None:
+        """Basic composition: examples × draws × γΔ₁; ``None`` with a data-derived clip (no guarantee then)."""
+        return None if self.data_dependent_clip else self.num_queries * self.epsilon_per_query
 
     def notes(self) -> tuple[str, ...]:
         if not self.data_dependent_clip:

@@ -16,6 +16,7 @@ from typing import Any, ClassVar
 import dp_accounting
 import numpy as np
 from privfed.accounting._checks import (
+    check_at_most,
     check_choice,
     check_int_at_least,
     check_nonnegative_int_array,
@@ -36,6 +37,8 @@ __all__ = [
 ]
 
 _REPLACE_ONE = dp_accounting.NeighboringRelation.REPLACE_ONE
+#: Largest ε per label accepted: e^ε must fit a float64 (e^709.8 is its largest).
+MAX_EPSILON_PER_LABEL = 700.0
 
 
 def randomized_response_keep_probability(epsilon: float, *, num_classes: int, labels_per_report: int = 1) -> float:
@@ -130,9 +133,11 @@ class RandomizedResponse(Mechanism):
     ``analysis="classic"`` uses only the pure per-label guarantee ε/K, through
     RDP ≤ min(α(ε/K)²/2, ε/K) per label (Bun & Steinke 2016).
 
-    PrivateKT argues that shuffling the public examples between rounds stops the
-    loss from accumulating across rounds; that is the authors' claim, not a
-    guarantee privfed makes: every round a client joins is composed.
+    PrivateKT argues that "the accumulation of privacy budgets during different
+    knowledge transfer rounds" is avoided "based on the model shuffling method";
+    no shuffler runs in the authors' code or in privfed, so every round a client
+    joins is composed. What a trusted shuffler would give is
+    :class:`~privfed.accounting.shuffling.ShuffledRandomizedResponse`.
     """
 
     num_classes: int
@@ -166,7 +171,11 @@ class RandomizedResponse(Mechanism):
                 f"got epsilon={epsilon!r}, keep_probability={keep_probability!r}"
             )
         if epsilon is not None:
-            epsilon = check_positive_finite("epsilon", epsilon)
+            epsilon = check_at_most(
+                "epsilon", check_positive_finite("epsilon", epsilon), MAX_EPSILON_PER_LABEL * labels,
+                f"ε per label = epsilon/labels_per_report must be <= {MAX_EPSILON_PER_LABEL:g}, where e^ε still fits "
+                f"a float64; labels_per_report = {labels}",
+            )
             beta = randomized_response_keep_probability(epsilon, num_classes=num_classes, labels_per_report=labels)
         else:
             beta = check_probability("keep_probability", keep_probability)

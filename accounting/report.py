@@ -15,7 +15,11 @@ _ANALYSIS_TEXT = {
 }
 
 
-_PLD_TEXT = "tight analysis (privacy loss distribution through dp-accounting, tighter than RDP here)"
+_METHOD_TEXT = {
+    "pld": "tight analysis (privacy loss distribution through dp-accounting, tighter than RDP here)",
+    "pure": "tight analysis (basic composition of pure ε-DP, tighter than RDP and PLD here)",
+    "smooth_sensitivity": "sanitised data-dependent ε: PATE 2018 smooth-sensitivity release, GNSS cost included",
+}
 
 
 def round_up(value: float, digits: int = 4) -> str:
@@ -97,9 +101,10 @@ class PrivacyReport:
         totals per unit); never composed with this one.
     method:
         Which accountant gave ``epsilon``: ``"rdp"`` (the curve above, converted at
-        ``order``) or ``"pld"`` (dp-accounting's privacy loss distribution of the
-        mechanisms' events, tighter here; ``order`` is then the RDP optimum, for
-        information only).
+        ``order``), ``"pld"`` (dp-accounting's privacy loss distribution of the
+        mechanisms' events, tighter here) or ``"pure"`` (basic composition of the
+        mechanisms' pure ε-DP guarantees, tighter here); for the last two ``order``
+        is the RDP optimum, for information only.
     """
 
     epsilon: float
@@ -122,9 +127,14 @@ class PrivacyReport:
     def summary(self) -> str:
         """One line: ε, δ, unit, analysis and whether ε is data-dependent."""
         unit = f"{self.unit}-level DP" if self.unit else "no mechanism"
-        analysis = _PLD_TEXT if self.method == "pld" else _ANALYSIS_TEXT[self.analysis]
+        analysis = _METHOD_TEXT.get(self.method, _ANALYSIS_TEXT[self.analysis])
         text = f"ε = {round_up(self.epsilon)}, δ = {self.delta:g} ({unit}; {analysis}"
-        if self.data_dependent:
+        if self.method == "smooth_sensitivity":
+            text += (
+                "; SANITISED: a noisy estimate of the data-dependent bound, safe to publish; worst-case "
+                f"data-independent ε = {round_up(self.epsilon_data_independent)}"
+            )
+        elif self.data_dependent:
             text += (
                 "; DATA-DEPENDENT: this ε was computed from the private votes and is itself private; "
                 f"data-independent ε = {round_up(self.epsilon_data_independent)}"

@@ -15,7 +15,13 @@ from privfed.pipelines.datasets import (
     read_idx,
 )
 from privfed.pipelines.executor import Executor, JoblibExecutor, PartyTask, SerialExecutor, run_party_tasks
-from privfed.pipelines.partition import dirichlet_partition, homogeneous_partition, split_indices, teacher_subsets
+from privfed.pipelines.partition import (
+    dirichlet_partition,
+    homogeneous_partition,
+    keyed_teacher_subsets,
+    split_indices,
+    teacher_subsets,
+)
 
 # Estimators load lazily, so that `import pipelines` imports neither torch nor scikit-learn.
 _LAZY = {
@@ -51,6 +57,7 @@ __all__ = [
     "spawn_seeds",
     "split_indices",
     "teacher_subsets",
+    "keyed_teacher_subsets",
     *_LAZY,
 ]
 

@@ -36,7 +36,7 @@ from privfed.accounting.noisy_max import VoteMechanism
 from privfed.pipelines._models import FittedClassifier, fit_classifier, with_seed
 from privfed.pipelines._random import spawn_seeds
 from privfed.pipelines.messages import ArraySpec, MessageError, Record, WireMessage
-from privfed.pipelines.partition import teacher_subsets
+from privfed.pipelines.partition import keyed_teacher_subsets
 from privfed.pipelines.party_schema import PartySchema
 from privfed.pipelines.voting import consistent_votes, noisy_labels, prediction_votes
 
@@ -73,10 +73,13 @@ class NoisyArgmax:
             return noisy_labels(votes, rng, gamma=self.scale)
         return noisy_labels(votes, rng, sigma=self.scale)
 
-    def mechanism(self, votes: np.ndarray, votes_per_unit: int, unit: str) -> VoteMechanism:
+    def mechanism(
+        self, votes: np.ndarray, votes_per_unit: int, unit: str, *, data_independent_votes_per_unit: int | None = None
+    ) -> VoteMechanism:
         """The privfed mechanism that accounts these answers."""
         cls = LaplaceNoisyMax if self.aggregator == "laplace" else GaussianNoisyMax
-        return cls(votes, self.scale, votes_per_unit, unit=unit)
+        return cls(votes, self.scale, votes_per_unit, unit=unit,
+                   data_independent_votes_per_unit=data_independent_votes_per_unit)
 
     def describe(self) -> str:
         if self.aggregator == "laplace":
@@ -194,14 +197,17 @@ def fedkt_party_step(
     if not np.array_equal(task.classes[codes], y):
         raise ValueError(f"{party} holds labels outside the federation's classes {task.classes.tolist()}")
     rng = np.random.default_rng(task.seed)
-    subsets = teacher_subsets(len(codes), n_partitions=task.n_partitions, n_teachers=task.n_teachers, random_state=rng)
+    # Stable under adding or removing one example (one teacher per partition changes): see keyed_teacher_subsets.
+    subsets = keyed_teacher_subsets(X, codes, n_partitions=task.n_partitions, n_teachers=task.n_teachers,
+                                    random_state=rng)
     X_local = task.queries[: task.n_local_queries]
     votes = np.zeros((task.n_partitions, len(X_local), n_classes), dtype=np.int64)
     for partition, members in enumerate(subsets):
+        seeds = rng.integers(2**31, size=len(members))  # one per teacher, whatever its subset
         predictions = [
-            fit_classifier(teacher, X[rows], codes[rows], n_classes=n_classes, seed=rng.integers(2**31))
-            .predict(X_local)
-            for rows in members
+            fit_classifier(teacher, X[rows], codes[rows], n_classes=n_classes, seed=seed).predict(X_local)
+            for rows, seed in zip(members, seeds)
+            if len(rows)  # an empty teacher (a small party's hash left it no example) casts no vote
         ]
         votes[partition] = prediction_votes(np.stack(predictions), n_classes)
     noise = task.noise
@@ -422,11 +428,11 @@ def _account(
     z = {gap: max(getattr(votes, f"affected_partitions_gap_{gap}") for votes, _ in replies) for gap in (1, 2)}
 
     def releases(n: int) -> dict[str, VoteMechanism]:
-        example_k = s if model.accounting == "conservative" else max(z[1], 1)
-        return {
-            "party": noise.mechanism(server_votes[:n], s, "party"),
-            "example": noise.mechanism(server_votes[:n], example_k, "example"),
-        }
+        if model.accounting == "conservative":
+            example = noise.mechanism(server_votes[:n], s, "example")
+        else:  # z comes from private votes: its ε is data-dependent, the data-independent bounds keep k = s
+            example = noise.mechanism(server_votes[:n], max(z[1], 1), "example", data_independent_votes_per_unit=s)
+        return {"party": noise.mechanism(server_votes[:n], s, "party"), "example": example}
 
     n_answered = len(server_votes)
     if model.target_epsilon is not None:
@@ -436,7 +442,8 @@ def _account(
     example_level = {
         "conservative": account(noise.mechanism(server_votes[:n_answered], s, "example"), delta=model.delta).epsilon,
         "paper": account(
-            noise.mechanism(server_votes[:n_answered], max(z[1], 1), "example"), delta=model.delta, analysis="classic"
+            noise.mechanism(server_votes[:n_answered], max(z[1], 1), "example", data_independent_votes_per_unit=s),
+            delta=model.delta, analysis="classic",
         ).epsilon,
         "z_gap_le_1": z[1],
         "z_gap_le_2": z[2],
@@ -457,7 +464,9 @@ def _account(
     if model.accounting == "paper":
         ledger.record_unaccounted(
             f"FedKT-L1 example level uses the paper's data-dependent sensitivity k = z = {max(z[1], 1)}, "
-            "which is not a differential-privacy guarantee; the conservative k = s is"
+            "which is not a differential-privacy guarantee: z is computed from the private teacher votes and a "
+            f"neighbouring data set can have a larger z; the conservative k = s = {s} holds whatever the data "
+            "and is what the example level's data-independent ε uses"
         )
     evidence["server_votes"] = server_votes[:n_answered]
     return n_answered, example_level

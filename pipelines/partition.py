@@ -18,10 +18,15 @@ And one way to split a single party's data for PATE-style teachers:
   partitions the party's whole data set is divided afresh into ``t`` disjoint
   subsets, one per teacher. Subsets are disjoint within a partition; different
   partitions are independent divisions of the same data.
+* :func:`keyed_teacher_subsets` — the same division made stable under adding or
+  removing one example: each example goes to the teacher named by a keyed hash
+  of its own contents, so one added example changes exactly one teacher's subset
+  per partition (what FedKT-L2's example-level k = 1 assumes under add/remove).
 """
 
 from __future__ import annotations
 
+import hashlib
 import numbers
 from collections.abc import Sequence
 from typing import Any
@@ -30,7 +35,7 @@ import numpy as np
 from privfed.accounting._checks import check_int_at_least, check_positive_finite
 from privfed.pipelines._random import RandomState, as_generator
 
-__all__ = ["dirichlet_partition", "homogeneous_partition", "split_indices", "teacher_subsets"]
+__all__ = ["dirichlet_partition", "homogeneous_partition", "keyed_teacher_subsets", "split_indices", "teacher_subsets"]
 
 
 def _check_labels(y: object) -> np.ndarray:
@@ -274,3 +279,71 @@ def teacher_subsets(
         )
     rng = as_generator(random_state)
     return [split_indices(n, n_teachers, random_state=rng) for _ in range(n_partitions)]
+
+
+def _row_key(X: np.ndarray, y: np.ndarray, row: int) -> bytes:
+    """The bytes that identify example ``row`` by its contents: its features and label, never its position."""
+    features, label = X[row], y[row]
+    if isinstance(features, np.ndarray) and features.dtype != object:
+        data = np.ascontiguousarray(features).tobytes() + features.dtype.str.encode()
+    else:
+        data = repr(np.asarray(features, dtype=object).tolist()).encode()
+    return data + b"|" + repr(label.item() if isinstance(label, np.generic) else label).encode()
+
+
+def keyed_teacher_subsets(
+    X: object, y: object, *, n_partitions: int, n_teachers: int, random_state: RandomState = None
+) -> list[list[np.ndarray]]:
+    """Teacher subsets that change in exactly one teacher per partition when one example is added or removed.
+
+    :func:`teacher_subsets` divides a permutation of ``range(n)``: adding or
+    removing one example shifts every later position and reshuffles every
+    teacher's subset, so "one example changes one teacher per partition" then
+    holds only under replace-one. Here each example is assigned by a keyed hash
+    of its own contents (its feature row and label, see below), with a secret key
+    drawn from ``random_state``:
+
+        teacher_i(x, y) = H_{K,i}(x, y) mod t,   H = 64-bit BLAKE2b keyed with K, salted with partition i.
+
+    The assignment of an example depends only on the key and on that example,
+    never on the others, so adding an example puts it in one teacher of each
+    partition and leaves every other example where it was; removing one takes
+    it out of its teachers only. Contents, not positions, are the stable key:
+    a row index shifts when an earlier row is removed. Identical rows share a
+    teacher (each copy is still one example: adding a copy changes one subset).
+    Subset sizes are multinomial rather than equal, and a teacher may get no
+    example on a small party (its subset is then empty).
+
+    Parameters
+    ----------
+    X : array-like of shape (n, ...)
+        The party's features (rows are hashed; numeric rows by their bytes and dtype).
+    y : array-like of shape (n,)
+        The party's labels.
+    n_partitions, n_teachers : int
+        s and t, each >= 1.
+    random_state : None, int, numpy SeedSequence or Generator
+        Seed of the hash key (32 bytes drawn from it).
+
+    Returns
+    -------
+    list of list of ndarray
+        ``result[i][j]``: the sorted row indices of teacher ``j`` in partition ``i``.
+    """
+    X, y = np.asarray(X), np.asarray(y)
+    n_partitions = check_int_at_least("n_partitions", n_partitions, 1)
+    n_teachers = check_int_at_least("n_teachers", n_teachers, 1)
+    if X.ndim < 1 or y.ndim != 1 or len(X) != len(y) or len(y) == 0:
+        raise ValueError(f"X and y must hold the same number >= 1 of examples (y 1-D), got shapes {X.shape} and {y.shape}")
+    key = as_generator(random_state).bytes(32)
+    rows = [_row_key(X, y, row) for row in range(len(y))]
+    words = np.array(
+        [[int.from_bytes(hashlib.blake2b(data, key=key, salt=partition.to_bytes(16, "little"), digest_size=8).digest(),
+                         "little") for partition in range(n_partitions)] for data in rows],
+        dtype=np.uint64,
+    )
+    teachers = (words % np.uint64(n_teachers)).astype(np.int64)
+    return [
+        [np.flatnonzero(teachers[:, partition] == teacher).astype(np.int64) for teacher in range(n_teachers)]
+        for partition in range(n_partitions)
+    ]

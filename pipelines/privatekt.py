@@ -405,8 +405,9 @@ class PrivateKT(ClassifierMixin, BaseEstimator):
                 f"k-ary randomized response (β = {self.keep_probability_:.6g}, C = {n_classes}): each client's reports "
                 f"composed over the rounds it joined (max {int(self.participation_.max())}), parallel composition "
                 "over clients (disjoint data). NOTE (authors' claim, not a guarantee privfed makes): PrivateKT argues "
-                "the privacy loss does not accumulate across rounds because the public examples change; privfed "
-                "composes every round a client joins."
+                "the accumulation of privacy budgets across rounds is avoided by a model shuffling method; no "
+                "shuffler runs here, so privfed composes every round a client joins (what a trusted shuffler would "
+                "give: privfed.ShuffledRandomizedResponse)."
             ),
         )
         tight: dict[int, float] = {}

@@ -23,6 +23,7 @@ __version__ = "0.1.0"
 _FROM_ACCOUNTING = (
     "DPSGD",
     "BudgetExceededError",
+    "ConfidentGNMax",
     "GaussianNoisyMax",
     "LaplaceNoisyMax",
     "Ledger",
@@ -34,6 +35,8 @@ _FROM_ACCOUNTING = (
     "PrivacyReport",
     "QuantizedLaplaceEnsemble",
     "RandomizedResponse",
+    "ShuffledRandomizedResponse",
+    "SmoothSensitivityRelease",
     "account",
     "class_count_weights",
     "compose_parallel",
@@ -44,6 +47,7 @@ _FROM_ACCOUNTING = (
     "randomized_response_estimate",
     "randomized_response_keep_probability",
     "randomized_response_variance",
+    "release_epsilon",
 )
 _FROM_AUDIT = ("audit", "load_claims")
 _FROM_AUDIT_REPORT = ("AuditInputError", "AuditReport", "Check")
@@ -117,47 +121,4 @@ sys.modules[__name__].__class__ = _Package
 def __dir__() -> list[str]:
     return sorted({*globals(), *__all__})
 
-__all__ = [
-    "AuditInputError",
-    "AuditReport",
-    "BudgetExceededError",
-    "BundleError",
-    "BundleIntegrityError",
-    "Check",
-    "DPSGD",
-    "GaussianNoisyMax",
-    "LaplaceNoisyMax",
-    "Ledger",
-    "LedgerFormatError",
-    "LedgerIntegrityError",
-    "Mechanism",
-    "MechanismReport",
-    "MembershipBound",
-    "OneRunBound",
-    "ParallelComposition",
-    "PrivacyReport",
-    "QuantizedLaplaceEnsemble",
-    "RandomizedResponse",
-    "__version__",
-    "account",
-    "audit",
-    "class_count_weights",
-    "clopper_pearson",
-    "compose_parallel",
-    "data_fingerprint",
-    "insert_canaries",
-    "load_bundle",
-    "load_claims",
-    "membership_epsilon_lower_bound",
-    "one_run_audit",
-    "one_run_epsilon_lower_bound",
-    "save_bundle",
-    "load_mechanisms",
-    "quantize_logits",
-    "randomized_response_epsilon",
-    "randomized_response_estimate",
-    "randomized_response_keep_probability",
-    "randomized_response_variance",
-    "true_label_scores",
-    *_FROM_PIPELINES,
-]
+__all__ = sorted(["__version__", *_LAZY])

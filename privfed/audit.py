@@ -48,6 +48,7 @@ from privfed.accounting.registry import (
     public_mechanism_from_record,
 )
 from privfed.accounting.report import PrivacyReport, round_up
+from privfed.accounting.shuffling import ShuffledRandomizedResponse
 from privfed.audit_hygiene import SETTINGS, Release, Statement, hygiene_checks
 from privfed.audit_report import AuditInputError, AuditReport, Check
 from privfed.bundle import EVIDENCE_FILE, LEDGER_FILE, SKOPS_TRUSTED_TYPES, BundleError, load_bundle
@@ -224,6 +225,13 @@ def load_claims(path: str | os.PathLike[str]) -> dict[str, Any]:
     if document.get("setting", "unknown") not in SETTINGS:
         raise AuditInputError(f"{where}: 'setting' must be one of {SETTINGS}, got {document.get('setting')!r}")
     model = document.get("model")
+    moment = claim.get("max_moment")
+    if moment is not None and (isinstance(moment, bool) or not isinstance(moment, int) or moment < 1):
+        raise AuditInputError(f"{where}: claim.max_moment must be a positive integer (the largest moment λ of the "
+                              f"publication's accountant) or absent, got {moment!r}")
+    clients = claim.get("clients_per_round")
+    if clients is not None and (isinstance(clients, bool) or not isinstance(clients, int) or clients < 1):
+        raise AuditInputError(f"{where}: claim.clients_per_round must be a positive integer or absent, got {clients!r}")
     if model is not None and not isinstance(model, dict):
         raise AuditInputError(f"{where}: 'model' must be an object (file, sha256) or absent")
     _known_keys(model or {}, _MODEL_KEYS, f"{where}: model")
@@ -236,8 +244,96 @@ def load_claims(path: str | os.PathLike[str]) -> dict[str, Any]:
     return document
 
 
-def _claims_statement(document: Mapping[str, Any], given_units: dict[str, int]) -> tuple[Statement, dict[str, Any], Check]:
-    """The claim of a claims file, privfed's recomputation of it, and the recomputation check."""
+def _shuffling_check(document: Mapping[str, Any], rounds: int | None, composed: PrivacyReport | None) -> list[Check]:
+    """PrivateKT's three figures: the per-round LDP claim, a trusted shuffler's central ε, and ε without one.
+
+    Only for a per-round claim of randomized response that states ``clients_per_round``.
+    """
+    claim = document["claim"]
+    moment = claim.get("max_moment")
+    if moment is not None and (isinstance(moment, bool) or not isinstance(moment, int) or moment < 1):
+        raise AuditInputError(f"{where}: claim.max_moment must be a positive integer (the largest moment λ of the "
+                              f"publication's accountant) or absent, got {moment!r}")
+    clients = claim.get("clients_per_round")
+    responses = [r for r in document.get("mechanisms", []) if r.get("kind") == "randomized_response"]
+    if clients is None or rounds is None or len(responses) != 1 or composed is None:
+        return []
+    local, _ = public_mechanism_from_record(responses[0])
+    delta = float(claim["delta"])
+    shuffled = ShuffledRandomizedResponse(local.epsilon_per_report, num_users=int(clients),
+                                          num_classes=local.num_classes, reports=rounds, unit=local.unit)
+    one_round = ShuffledRandomizedResponse(local.epsilon_per_report, num_users=int(clients),
+                                           num_classes=local.num_classes, unit=local.unit)
+    detail = (f"(1) claim: ε₀ = {_fmt(local.epsilon_per_report)} per round, local DP of each client's report; "
+              f"(2) with a trusted shuffler of the {clients} clients' reports per round (Feldman–McMillan–Talwar "
+              f"numerical bound; never above the unshuffled figure, of which it is post-processing): central "
+              f"ε = {_fmt(min(one_round.central_epsilon(delta), local.pure_epsilon()))} per round, "
+              f"{_fmt(min(shuffled.central_epsilon(delta), composed.epsilon))} over {rounds} rounds; "
+              "(3) without one — neither the authors' "
+              f"code nor privfed has a shuffler — ε = {_fmt(composed.epsilon)} over {rounds} rounds")
+    return [Check("shuffling", "warn", detail,
+                  "the paper's argument that the loss does not accumulate rests on model shuffling; only a trusted "
+                  "shuffler gives the central figure, and it still composes over rounds.", "recomputation")]
+
+
+def _queries_for(record: Mapping[str, Any], epsilon: float, delta: float) -> int | None:
+    """The number of queries at which ``record``'s classic data-independent ε reaches ``epsilon`` (bisection)."""
+    parameters = record.get("parameters", {})
+    if "num_queries" not in parameters:
+        return None
+
+    def classic(queries: int) -> float:
+        changed = {**record, "parameters": {**parameters, "num_queries": queries}}
+        return account(public_mechanism_from_record(changed)[0], delta=delta, analysis="classic").epsilon_data_independent
+
+    low, high = 1, 1
+    while classic(high) < epsilon:
+        low, high = high, high * 2
+        if high > 10**7:
+            return None
+    while low < high:
+        middle = (low + high) // 2
+        low, high = (middle + 1, high) if classic(middle) < epsilon else (low, middle)
+    return low
+
+
+def _accountant_check(document: Mapping[str, Any], headline: PrivacyReport | None) -> list[Check]:
+    """What the publication's own moments accountant (moments λ = 1 … max_moment) can print for the stated release.
+
+    Its ε = min_λ (α(λ) + ln(1/δ))/λ is never below ln(1/δ)/max_moment, whatever
+    the votes; and its data-independent ε for the stated queries is the figure a
+    correct claim should not exceed.
+    """
+    claim = document["claim"]
+    moment, epsilon = claim.get("max_moment"), claim.get("epsilon")
+    if moment is None or epsilon is None or headline is None:
+        return []
+    delta = float(claim["delta"])
+    floor = math.log(1.0 / delta) / moment
+    records = [r for r in document.get("mechanisms", []) if r.get("unit") == claim["unit"]]
+    classic = account([public_mechanism_from_record(r)[0] for r in records], delta=delta, analysis="classic",
+                      orders=np.arange(2.0, moment + 2.0)).epsilon_data_independent
+    implied = _queries_for(records[0], float(epsilon), delta) if len(records) == 1 else None
+    detail = (f"the publication's {moment}-moment accountant gives data-independent ε = {_fmt(classic)} for the stated "
+              f"release and privfed's tight analysis {_fmt(headline.epsilon)}")
+    if implied is not None:
+        detail += f"; ε = {epsilon:g} is what that accountant gives for about {implied} queries"
+    if epsilon < floor * (1 - RTOL):
+        return [Check("accountant floor", "warn",
+                      f"FLAG: ε = {epsilon:g} is below ln(1/δ)/{moment} = {_fmt(floor)}, the smallest ε a {moment}-moment "
+                      f"accountant can print at δ = {delta:g}: the stated analysis cannot have produced it; " + detail,
+                      "the number may still be a valid bound (see 'claimed ε'), but it does not come from the analysis "
+                      "the publication names.", "recomputation")]
+    status = "pass" if epsilon <= classic * (1 + 1e-2) else "warn"
+    meaning = "" if status == "pass" else ("the claim is above the publication's own data-independent bound for the "
+                                           "stated release: the release it describes was probably larger.")
+    return [Check("accountant floor", status, detail, meaning, "recomputation")]
+
+
+def _claims_statement(
+    document: Mapping[str, Any], given_units: dict[str, int]
+) -> tuple[Statement, dict[str, Any], list[Check]]:
+    """The claim of a claims file, privfed's recomputation of it, and the recomputation checks."""
     claim = document["claim"]
     unit, delta, epsilon = claim["unit"], float(claim["delta"]), claim.get("epsilon")
     rounds = claim.get("rounds") if claim.get("scope", "total") == "per_round" else None
@@ -281,8 +377,8 @@ def _claims_statement(document: Mapping[str, Any], given_units: dict[str, int]) 
         else:
             check = Check(name, "warn", f"no ε is claimed and no {unit}-level mechanism is stated: no differential-"
                           "privacy guarantee", "nothing bounds what the model reveals about its training data.", section)
-    else:
-        classic = report_for(composed[unit], unit, "classic")
+    classic = None if headline is None else report_for(composed[unit], unit, "classic")
+    if headline is not None:
         recomputed = (f"privfed: ε = {_fmt(headline.epsilon)} (tight, {headline.method.upper()}), "
                       f"{_fmt(classic.epsilon)} (classic) at δ = {delta:g}, {unit} level"
                       + (", data-independent (the private votes are not published)" if unit in placeholders else ""))
@@ -309,8 +405,10 @@ def _claims_statement(document: Mapping[str, Any], given_units: dict[str, int]) 
         rounds=rounds, data_dependent_claim=bool(claim.get("data_dependent", False)),
     )
     stated = {"epsilon": epsilon, "delta": delta, "unit": unit, "scope": claim.get("scope", "total"),
-              "source": "claims file", "recomputed_epsilon": None if headline is None else headline.epsilon}
-    return statement, stated, check
+              "source": "claims file", "recomputed_epsilon": None if headline is None else headline.epsilon,
+              "recomputed_epsilon_classic": None if classic is None else classic.epsilon}
+    return statement, stated, [check, *_accountant_check(document, headline),
+                               *_shuffling_check(document, rounds, headline)]
 
 
 # --- bundles: integrity -------------------------------------------------------------------------------
@@ -774,7 +872,7 @@ def _audit_claims(model_path: Path | None, claims_path: Path, *, samples, given_
                             "the numbers were checked, not the model they are said to describe.", "foreign-models"))
     else:
         checks.append(_foreign_model_file_check(model_path, document))
-    checks.append(recomputation)
+    checks += recomputation
     checks += hygiene_checks(statement)
     if model_path is not None:
         model, loading = _load_foreign_model(model_path, module=module)

@@ -2,6 +2,7 @@
 
 ``privfed audit BUNDLE [--evidence FILE] [--members M --non-members N] [--protected-units N] [--json]``
 ``privfed audit [MODEL] --claims CLAIMS.json [--members M --non-members N] [--json]``
+``privfed audit --claims A.json B.json FOLDER/ ... [--protected-units N] [--json]`` (one row per claims file)
 
 Prints the verdict table (or JSON). Exit codes: 0 when no check fails, 1 when a
 check fails, 2 on unusable input (one line on stderr, never a traceback).
@@ -10,6 +11,8 @@ check fails, 2 on unusable input (one line on stderr, never a traceback).
 from __future__ import annotations
 
 import argparse
+import json
+from pathlib import Path
 from typing import Any
 
 from privfed._arguments import integer_at_least
@@ -27,14 +30,66 @@ def _positive_int(text: str) -> int:
     return value
 
 
+def _claims_files(given: list[str]) -> list[Path]:
+    """Each given claims file, and every ``*.json`` of each given folder (sorted)."""
+    from privfed.audit_report import AuditInputError
+
+    files: list[Path] = []
+    for name in given:
+        path = Path(name)
+        if path.is_dir():
+            found = sorted(path.glob("*.json"))
+            if not found:
+                raise AuditInputError(f"--claims folder {name!r} holds no .json claims file")
+            files += found
+        else:
+            files.append(path)
+    return files
+
+
+def _claims_table(files: list[Path], args: argparse.Namespace) -> int:
+    """One row per claims file: the claimed ε, privfed's tight and classic ε, and the verdict."""
+    from privfed.accounting.report import round_up
+    from privfed.audit import audit
+
+    reports = [audit(None, claims=path, protected_units=args.protected_units) for path in files]
+    if args.json:
+        print(json.dumps([{"file": str(path), **report.to_dict()} for path, report in zip(files, reports)], indent=2))
+        return max(report.exit_code for report in reports)
+
+    def number(value: Any) -> str:
+        return "–" if value is None else round_up(float(value))
+
+    rows = [("claims file", "claimed ε", "privfed tight", "classic", "verdict")]
+    for path, report in zip(files, reports):
+        failed = [check.name for check in report.checks if check.status == "fail"]
+        verdict = "FAIL: " + ", ".join(failed) if failed else "PASS"
+        if any(check.name == "accountant floor" and check.detail.startswith("FLAG") for check in report.checks):
+            verdict += " (FLAG: below the accountant's ln(1/δ)/λ_max)"
+        rows.append((path.name, number(report.claim.get("epsilon")), number(report.claim.get("recomputed_epsilon")),
+                     number(report.claim.get("recomputed_epsilon_classic")), verdict))
+    widths = [max(len(row[i]) for row in rows) for i in range(4)]
+    for row in rows:
+        print("  ".join(cell.ljust(width) for cell, width in zip(row[:4], widths)) + "  " + row[4])
+    print(f"{sum(r.exit_code == 0 for r in reports)} of {len(reports)} claims files pass")
+    return max(report.exit_code for report in reports)
+
+
 def _audit_command(args: argparse.Namespace) -> int:
     from privfed.audit import audit
     from privfed.audit_report import AuditInputError
 
     if args.target is None and args.claims is None:
         raise AuditInputError("give a BUNDLE directory, a MODEL file with --claims, or --claims alone")
-    report = audit(args.target, claims=args.claims, evidence=args.evidence, members=args.members,
-                   non_members=args.non_members, protected_units=args.protected_units, random_state=args.seed)
+    claims = None if args.claims is None else _claims_files(args.claims)
+    if claims is not None and len(claims) > 1:
+        if args.target is not None or args.members is not None or args.non_members is not None:
+            raise AuditInputError("several claims files are audited on their own: give no MODEL, --members or "
+                                  "--non-members with them")
+        return _claims_table(claims, args)
+    report = audit(args.target, claims=None if claims is None else claims[0], evidence=args.evidence,
+                   members=args.members, non_members=args.non_members, protected_units=args.protected_units,
+                   random_state=args.seed)
     print(report.to_json() if args.json else report.table())
     return report.exit_code
 
@@ -55,7 +110,9 @@ def add_audit_command(subparsers: Any) -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("target", nargs="?", help="bundle directory, or a .skops/.ubj/.json/.safetensors model file")
-    parser.add_argument("--claims", help="claims file (JSON) for a model that is not a privfed bundle")
+    parser.add_argument("--claims", nargs="+",
+                        help="claims file (JSON) for a model that is not a privfed bundle; several files or folders "
+                             "of them print one row each (e.g. examples/claims/fedkt_tables)")
     parser.add_argument("--evidence", help="evidence.npz for a bundle (recomputes data-dependent entries from the votes)")
     parser.add_argument("--members", help=".npz with arrays X, y of training members")
     parser.add_argument("--non-members", dest="non_members", help=".npz with arrays X, y of non-members")

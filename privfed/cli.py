@@ -82,7 +82,7 @@ def _account_command(args: argparse.Namespace) -> int:
         return EXIT_OK
     print(report.summary())
     for row in report.mechanisms:
-        where = "by PLD" if row.method == "pld" else f"at α = {row.order:g}"
+        where = {"pld": "by PLD", "pure": "by pure composition"}.get(row.method, f"at α = {row.order:g}")
         print(
             f"  {row.kind}: {row.num_queries} queries, ε = {round_up(row.epsilon)} {where}, "
             f"data-independent ε = {round_up(row.epsilon_data_independent)}"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import pickle
 import shutil
 from pathlib import Path
@@ -310,7 +311,7 @@ def test_the_four_seed_papers_claims(name, exit_code, expected):
 
 def test_per_round_claim_is_composed(tmp_path):
     report = audit(claims=EXAMPLES / "privatekt_demo.json")
-    composed = privfed.account(RandomizedResponse(10, epsilon=5.0, reports=250), delta=1e-5).epsilon
+    composed = privfed.account(RandomizedResponse(10, epsilon=5.0, labels_per_report=2, reports=250), delta=1e-5).epsilon
     assert report.claim["recomputed_epsilon"] == pytest.approx(composed, rel=1e-6)
     assert "250 rounds" in report.check("composition").detail
 
@@ -366,3 +367,34 @@ def test_unusable_input_is_refused_before_any_work(tmp_path):
         audit(tmp_path)
     with pytest.raises(AuditInputError, match="protected_units"):
         audit(claims=EXAMPLES / "selective_fd.json", protected_units=0)
+
+
+# --- FedKT Tables 8 and 9 as the paper prints them ----------------------------------------------------------
+def test_fedkt_adult_claim_is_the_papers_and_the_audit_shows_its_own_bound():
+    report = audit(claims=EXAMPLES / "fedkt_l1_adult.json")
+    assert report.claim["epsilon"] == 4.73
+    assert report.claim["recomputed_epsilon"] == pytest.approx(2.1714, abs=1e-3)
+    assert report.claim["recomputed_epsilon_classic"] == pytest.approx(3.7183, abs=1e-3)
+    floor = report.check("accountant floor")
+    assert floor.status == "warn" and "3.719" in floor.detail and "about 127 queries" in floor.detail
+
+
+def test_claims_folder_prints_one_row_per_table_row_with_flags(capsys):
+    folder = EXAMPLES / "fedkt_tables"
+    files = sorted(folder.glob("*.json"))
+    assert len(files) == 71  # every row of FedKT's Tables 8 (35) and 9 (36)
+    code = main(["audit", "--claims", str(folder)])
+    out = capsys.readouterr().out
+    rows = [line for line in out.splitlines() if line.startswith("table")]
+    assert len(rows) == 71 and code == 1  # some printed ε are below privfed's data-independent bound
+    flagged = {line.split()[0] for line in rows if "FLAG" in line}
+    below_floor = {path.name for path in files
+                   if json.loads(path.read_text())["claim"]["epsilon"] < math.log(1e5) / 8}
+    assert flagged == below_floor and "table8_adult_hom_g002_q0p1.json" in flagged
+    assert "of 71 claims files pass" in out
+
+
+def test_several_claims_files_refuse_a_model(tmp_path, capsys):
+    code = main(["audit", str(tmp_path), "--claims", str(EXAMPLES / "fedkt_l1_adult.json"),
+                 str(EXAMPLES / "privatekt_demo.json")])
+    assert code == 2 and "several claims files" in capsys.readouterr().err

@@ -63,6 +63,8 @@ def test_sensitivity_bound_is_attained_by_an_adversarial_party():
     aggregate_b = (weights_b * privfed.quantize_logits(logits_a, clip=clip)).sum(axis=0)
     mechanism = privfed.QuantizedLaplaceEnsemble(classes, clip, 1.0, 1)
     assert np.abs(aggregate_a - aggregate_b).sum() == pytest.approx(mechanism.sensitivity)
+    # Every coordinate moves by its full cap 2Z: the per-coordinate worst case is attained.
+    np.testing.assert_allclose(np.abs(aggregate_a - aggregate_b), mechanism.coordinate_shifts()[0])
 
 
 # --- composition -------------------------------------------------------------------------
@@ -71,7 +73,7 @@ def test_tight_rdp_is_dp_accounting_laplace_and_matches_oracle():
     for case in load_oracle("dp_accounting.json")["laplace"][:4]:
         # Oracle: Laplace with noise_multiplier = scale / ℓ1 sensitivity = 1/(2mγ), i.e. Δ₁ = 2m.
         gamma, m = case["gamma"], case["votes_changed_m"]
-        weights = np.full((1, 2), float(m) / 2.0)  # public weights: Δ₁ = 2·Z·Σ_c ω = 2m with Z = 1
+        weights = np.array([[float(m), 0.0]])  # public weights: one coordinate moves by 2·Z·m = 2m with Z = 1
         mechanism = privfed.QuantizedLaplaceEnsemble(2, 1.0, gamma, case["count"], weights=weights)
         assert 1.0 / mechanism.epsilon_per_query == pytest.approx(case["noise_multiplier"], rel=1e-12)
         orders = np.asarray(dp_accounting.rdp.RdpAccountant()._orders)
@@ -82,18 +84,43 @@ def test_tight_rdp_is_dp_accounting_laplace_and_matches_oracle():
         assert mechanism.pure_epsilon() == pytest.approx(case["expected"]["pure_composition_eps"], rel=1e-9)
 
 
-@pytest.mark.parametrize("shifts", [(1.0, 1.0), (0.3, 0.7), (2.0, 0.5), (0.05, 0.05, 0.1)])
-def test_one_coordinate_laplace_dominates_the_multi_coordinate_release(shifts):
-    """The PLD of one Laplace of shift Σ v_c bounds the product of Laplaces of shifts v_c (numerical check)."""
-    total = privacy_loss_distribution.from_laplace_mechanism(1.0, sensitivity=sum(shifts),
-                                                             value_discretization_interval=1e-3)
-    product = privacy_loss_distribution.identity(value_discretization_interval=1e-3)
-    for shift in shifts:
-        product = product.compose(privacy_loss_distribution.from_laplace_mechanism(
-            1.0, sensitivity=shift, value_discretization_interval=1e-3))
-    epsilons = np.linspace(0.0, sum(shifts), 25)
-    assert np.all(np.asarray(product.get_delta_for_epsilon(epsilons))
-                  <= np.asarray(total.get_delta_for_epsilon(epsilons)) + 1e-9)
+def _laplace_rdp(order: float, shift: float, gamma: float) -> float:
+    """Mironov 2017, Prop. 6: D_α(Lap(0, 1/γ) ‖ Lap(shift, 1/γ)) in closed form."""
+    t = gamma * shift
+    return np.log(order / (2 * order - 1) * np.exp((order - 1) * t)
+                  + (order - 1) / (2 * order - 1) * np.exp(-order * t)) / (order - 1)
+
+
+@pytest.mark.parametrize("classes, clip, gamma, n", [(10, 1.0, 0.005, 1000), (100, 0.5, 0.001, 1000), (3, 2.0, 0.3, 7)])
+def test_rdp_is_c_times_n_laplace_releases_of_shift_2z(classes, clip, gamma, n):
+    """Each coordinate moves by at most 2Z: the exact worst case is C·n Laplace releases of shift 2Z."""
+    mechanism = privfed.QuantizedLaplaceEnsemble(classes, clip, gamma, n)
+    orders = np.array([1.5, 2.0, 8.0, 64.0])
+    expected = [classes * n * _laplace_rdp(a, 2 * clip, gamma) for a in orders]
+    np.testing.assert_allclose(mechanism.rdp(orders), expected, rtol=1e-9)
+    # ... strictly below one Laplace release of the whole ℓ1 sensitivity 2ZC per answer (the old bound).
+    assert np.all(mechanism.rdp(orders) < [n * _laplace_rdp(a, 2 * clip * classes, gamma) for a in orders])
+
+
+def test_the_issue_examples_per_coordinate():
+    """Issue 16: C = 10, Z = 1, γ = 0.005, n = 1000 → 4.37 (was 17.42); C = 100, Z = 0.5, γ = 0.001 → ≤ 1.31."""
+    first = privfed.account(privfed.QuantizedLaplaceEnsemble(10, 1.0, 0.005, 1000), delta=1e-5).epsilon
+    second = privfed.account(privfed.QuantizedLaplaceEnsemble(100, 0.5, 0.001, 1000), delta=1e-5).epsilon
+    assert 4.3 < first < 4.38
+    assert 1.0 < second < 1.31
+
+
+def test_public_weights_take_the_worst_party_per_coordinate():
+    """Public weights: party k moves coordinate c by 2Z·ω_k^c; the RDP is the worst party's sum over coordinates."""
+    weights = np.array([[1.0, 0.0, 0.5], [0.0, 1.0, 0.5]])
+    mechanism = privfed.QuantizedLaplaceEnsemble(3, 1.0, 0.2, 5, weights=weights)
+    orders = np.array([2.0, 10.0])
+    expected = [5 * (_laplace_rdp(a, 2.0, 0.2) + _laplace_rdp(a, 1.0, 0.2)) for a in orders]
+    np.testing.assert_allclose(mechanism.rdp(orders), expected, rtol=1e-9)
+    assert mechanism.sensitivity == pytest.approx(3.0)
+    # The PLD event dominates every party: coordinate-wise maxima 2, 2, 1.
+    report = privfed.account(mechanism, delta=1e-5)
+    assert report.epsilon <= mechanism.pure_epsilon() + 1e-12
 
 
 def test_fedkd_cifar10_setting_is_vacuous():
@@ -124,6 +151,7 @@ def test_unsafe_data_dependent_clip_is_flagged():
         ((1, 1.0, 1.0, 5), {}, ValueError, "num_classes must be an integer >= 2"),
         ((3, 1.0, 1.0, 5), {"weights": np.ones((2, 4))}, ValueError, r"weights must have shape \(parties, 3\)"),
         ((3, 1.0, 1.0, 5), {"weights": -np.ones((2, 3))}, ValueError, "weights must be finite and >= 0"),
+        ((3, 1.0, 1.0, 5), {"weights": np.zeros((2, 3))}, ValueError, "weights must have at least one entry > 0"),
         ((3, 1.0, 1.0, 5), {"draws_per_example": 0}, ValueError, "draws_per_example"),
         ((3, 1.0, 1.0, 5), {"data_dependent_clip": "yes"}, TypeError, "data_dependent_clip"),
     ],

@@ -6,7 +6,13 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from privfed.pipelines.partition import dirichlet_partition, homogeneous_partition, split_indices, teacher_subsets
+from privfed.pipelines.partition import (
+    dirichlet_partition,
+    homogeneous_partition,
+    keyed_teacher_subsets,
+    split_indices,
+    teacher_subsets,
+)
 
 
 def assert_exact_cover(parts: list[np.ndarray], n: int) -> None:
@@ -203,3 +209,45 @@ def test_reference_protocol_deals_the_first_rows_label_last():
     explicit = federated_split(X, y, n_parties=8, beta=0.5, protocol="reference-code", class_order=[1, 0],
                                random_state=1)
     assert all(np.array_equal(a, b) for a, b in zip(default.party_indices, explicit.party_indices))
+
+
+# --- teacher subsets stable under adding or removing one example ---------------------------------------
+def _subset_contents(X, y, subsets):
+    """Each teacher's subset as a set of (row bytes, label): positions shift when rows are added, contents do not."""
+    return [[{(X[i].tobytes(), int(y[i])) for i in teacher} for teacher in partition] for partition in subsets]
+
+
+def test_permutation_subsets_reshuffle_when_one_example_is_added():
+    """The issue's finding: teacher_subsets on 12 vs 13 rows with the same seed changes every subset."""
+    X = np.arange(13 * 2, dtype=float).reshape(13, 2)
+    y = np.arange(13) % 2
+    small = _subset_contents(X[:12], y[:12], teacher_subsets(12, n_partitions=1, n_teachers=3, random_state=0))
+    large = _subset_contents(X, y, teacher_subsets(13, n_partitions=1, n_teachers=3, random_state=0))
+    assert sum(a != b for a, b in zip(small[0], large[0])) > 1
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_keyed_subsets_change_exactly_one_teacher_per_partition_when_one_example_is_added(seed):
+    rng = np.random.default_rng(seed)
+    X, y = rng.normal(size=(60, 3)), rng.integers(0, 3, size=60)
+    where = int(rng.integers(0, 60))
+    X_removed, y_removed = np.delete(X, where, axis=0), np.delete(y, where)
+    full = _subset_contents(X, y, keyed_teacher_subsets(X, y, n_partitions=3, n_teachers=4, random_state=seed))
+    less = _subset_contents(X_removed, y_removed, keyed_teacher_subsets(
+        X_removed, y_removed, n_partitions=3, n_teachers=4, random_state=seed))
+    added = (X[where].tobytes(), int(y[where]))
+    for partition_full, partition_less in zip(full, less):
+        changed = [j for j, (a, b) in enumerate(zip(partition_full, partition_less)) if a != b]
+        assert len(changed) == 1
+        assert partition_full[changed[0]] - partition_less[changed[0]] == {added}
+        # Within a partition the subsets are disjoint and cover the party's data.
+        assert sum(len(teacher) for teacher in partition_full) == 60
+
+
+def test_keyed_subsets_depend_on_the_key_and_refuse_bad_input():
+    X, y = np.arange(40.0).reshape(20, 2), np.arange(20) % 2
+    first = keyed_teacher_subsets(X, y, n_partitions=1, n_teachers=3, random_state=0)
+    second = keyed_teacher_subsets(X, y, n_partitions=1, n_teachers=3, random_state=1)
+    assert any(not np.array_equal(a, b) for a, b in zip(first[0], second[0]))
+    with pytest.raises(ValueError, match="same number"):
+        keyed_teacher_subsets(X, y[:5], n_partitions=1, n_teachers=3)

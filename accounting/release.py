@@ -1,0 +1,192 @@
+"""Publishing a data-dependent ε: the smooth-sensitivity release of PATE 2018 (Sec. 4.2, App. C–D).
+
+A data-dependent ε (PATE's) is computed from the private votes, so publishing it
+leaks. PATE 2018 publishes instead a *sanitised* value: the data-dependent RDP
+at one order λ plus Gaussian noise scaled by its β-smooth sensitivity (the GNSS
+mechanism), whose own privacy cost (Thm 23) is added to the total.
+"""
+
+from __future__ import annotations
+
+from dataclasses import KW_ONLY, dataclass
+from typing import Any, ClassVar
+
+import numpy as np
+from privfed.accounting._checks import check_choice, check_delta, check_orders, check_positive_finite
+from privfed.accounting.account import account, as_mechanisms
+from privfed.accounting.confident_gnmax import ConfidentGNMax
+from privfed.accounting.conversion import rdp_to_epsilon
+from privfed.accounting.gaussian_noisy_max import GaussianNoisyMax
+from privfed.accounting.mechanism import ANALYSES, UNITS, Mechanism, relation_for_unit
+from privfed.accounting.registry import register
+from privfed.accounting.report import PrivacyReport
+from privfed.accounting.smooth_sensitivity import check_smooth_sensitivity_conditions, gnss_rdp
+
+__all__ = ["SmoothSensitivityRelease", "release_epsilon"]
+
+#: Releases whose data-dependent RDP has a smooth-sensitivity analysis.
+_SANITISABLE = (GaussianNoisyMax, ConfidentGNMax)
+
+
+@register
+@dataclass(frozen=True, eq=False)
+class SmoothSensitivityRelease(Mechanism):
+    """The GNSS release of one number: f(D) + SS_β(D)·N(0, σ²), σ = ``noise_scale`` (PATE 2018 Thm 23).
+
+    f is the data-dependent RDP of the releases before it and SS_β its β-smooth
+    sensitivity. Its RDP at order λ is
+
+        ρ(λ) = λ·e^{2β}/σ² + (βλ − ½·ln(1 − 2βλ)) / (λ − 1)   for 1 < λ < 1/(2β),
+
+    and unbounded (∞) at λ ≥ 1/(2β). Data-independent; its unit is the unit of
+    the releases it sanitises (the neighbouring relation of their smooth sensitivity).
+    """
+
+    beta: float
+    noise_scale: float
+    _: KW_ONLY
+    unit: str = "example"
+
+    kind: ClassVar[str] = "smooth_sensitivity_release"
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "beta", check_positive_finite("beta", self.beta))
+        object.__setattr__(self, "noise_scale", check_positive_finite("noise_scale", self.noise_scale))
+        check_choice("unit", self.unit, UNITS)
+
+    @property
+    def data_dependent(self) -> bool:
+        return False
+
+    @property
+    def num_queries(self) -> int:
+        return 1
+
+    def rdp(self, orders: np.ndarray, *, analysis: str = "tight") -> np.ndarray:
+        orders = check_orders(orders)
+        check_choice("analysis", analysis, ANALYSES)
+        return np.array([
+            gnss_rdp(beta=self.beta, noise_scale=self.noise_scale, order=float(a)) if a < 1 / (2 * self.beta) else np.inf
+            for a in orders
+        ])
+
+    def rdp_data_independent(self, orders: np.ndarray, *, analysis: str = "tight") -> np.ndarray:
+        return self.rdp(orders, analysis=analysis)
+
+    def parameters(self) -> dict[str, Any]:
+        return {"beta": self.beta, "noise_scale": self.noise_scale}
+
+
+def _mechanisms_of(source: object) -> tuple[list[Mechanism], Any]:
+    from privfed.accounting.ledger import Ledger
+
+    if isinstance(source, Ledger):
+        return source.mechanisms(), source
+    return list(as_mechanisms(source)), None  # type: ignore[arg-type]
+
+
+def release_epsilon(
+    mechanism_or_ledger: Mechanism | list[Mechanism] | Any,
+    *,
+    delta: float,
+    order: float,
+    beta: float,
+    noise_scale: float,
+    random_state: int | np.random.Generator | None = None,
+) -> PrivacyReport:
+    """Publish the data-dependent ε of GNMax releases through PATE 2018's smooth-sensitivity release.
+
+    For the releases R (a mechanism, a sequence, or a :class:`Ledger`'s
+    mechanisms of its primary unit) and the order λ = ``order``:
+
+    1. f = Σ RDP_R(λ): the data-dependent RDP of each :class:`GaussianNoisyMax`
+       and :class:`ConfidentGNMax` (Thm 6; both steps of the latter) plus the
+       data-independent RDP of every data-independent release;
+    2. SS = Σ over GNMax queries (and Confident GNMax's threshold steps) of their
+       β-smooth sensitivities (a sum's smooth
+       sensitivity is at most the sum of its terms'); conditions C5–C6 are
+       checked for λ, else ``ValueError``;
+    3. the released value f̃ = f + SS·σ·z, z ~ N(0, 1) from ``random_state``
+       (σ = ``noise_scale``): the GNSS mechanism;
+    4. its cost ρ(λ) (Thm 23, requires λ < 1/(2β)) is added: the sanitised RDP is
+       f̃ + ρ(λ), converted to ε at ``delta`` with dp-accounting's conversion at λ.
+
+    The report's ε is this sanitised ε; ``data_dependent`` is False, since it is
+    safe to publish (its release is accounted). It is a noisy estimate of the
+    data-dependent bound (PATE 2018 Table 2 reports the same quantity), not a
+    worst-case bound: ``epsilon_data_independent`` (which includes ρ) remains the
+    guarantee that holds for every data set. Neither f nor SS appears in the
+    report (both are private). A ledger gets the GNSS release as an entry of its own.
+
+    Examples
+    --------
+    >>> import numpy as np, privfed
+    >>> votes = np.array([[240, 5, 5], [200, 30, 20]] * 50)
+    >>> report = privfed.release_epsilon(privfed.GaussianNoisyMax(votes, 40.0), delta=1e-5, order=10.0,
+    ...                                  beta=0.02, noise_scale=10.0, random_state=0)
+    >>> report.epsilon < report.epsilon_data_independent
+    True
+    """
+    delta = check_delta(delta)
+    order = check_positive_finite("order", order)
+    beta = check_positive_finite("beta", beta)
+    noise_scale = check_positive_finite("noise_scale", noise_scale)
+    if not 1.0 < order < 1.0 / (2.0 * beta):
+        raise ValueError(f"order must be in (1, 1/(2·beta)) = (1, {1.0 / (2.0 * beta):g}) for the GNSS release "
+                         f"(PATE 2018 Thm 23), got order={order!r}")
+    members, ledger = _mechanisms_of(mechanism_or_ledger)
+    if not any(isinstance(m, _SANITISABLE) for m in members):
+        raise ValueError("mechanism_or_ledger must hold at least one GaussianNoisyMax or ConfidentGNMax release: only "
+                         "their data-dependent ε has a smooth-sensitivity analysis (see docs/accounting.md)")
+    for member in members:
+        if member.data_dependent and not isinstance(member, _SANITISABLE):
+            raise ValueError(
+                f"release_epsilon cannot sanitise a data-dependent {member.kind} release: only GaussianNoisyMax and "
+                "ConfidentGNMax have a smooth-sensitivity analysis (for LaplaceNoisyMax see docs/accounting.md)"
+            )
+    units = sorted({m.unit for m in members})
+    if len(units) != 1:
+        raise ValueError(f"mechanism_or_ledger must protect one unit, got units {units}")
+    grid = np.array([order])
+    value, sensitivity = 0.0, 0.0
+    for member in members:
+        if isinstance(member, _SANITISABLE):
+            check_smooth_sensitivity_conditions(member.sigma, member.num_classes, order)
+            value += float(member.rdp(grid)[0])
+            if not isinstance(member, ConfidentGNMax) or member.num_answered:
+                sensitivity += float(member.smooth_sensitivity(order=order, beta=beta).sum())
+            if isinstance(member, ConfidentGNMax):
+                sensitivity += float(member.threshold_smooth_sensitivity(order=order, beta=beta).sum())
+        else:
+            value += float(member.rdp_data_independent(grid)[0])
+    gnss = SmoothSensitivityRelease(beta, noise_scale, unit=units[0])
+    noise = float(np.random.default_rng(random_state).standard_normal())
+    sanitised = value + sensitivity * noise_scale * noise + float(gnss.rdp(grid)[0])
+    epsilon, _ = rdp_to_epsilon(grid, np.array([sanitised]), delta, "tight")
+    independent = account([*members, gnss], delta=delta).epsilon_data_independent
+    if ledger is not None:
+        ledger.record(gnss, note=(f"smooth-sensitivity (GNSS) release of the data-dependent RDP at order {order:g}: "
+                                  f"β = {beta:g}, noise scale σ = {noise_scale:g}; sanitised RDP {sanitised:.6g}"))
+    return PrivacyReport(
+        epsilon=max(epsilon, 0.0),
+        delta=delta,
+        order=order,
+        orders=(order,),
+        rdp=(sanitised,),
+        log_moments=(sanitised * (order - 1.0),),
+        data_dependent=False,
+        epsilon_data_independent=independent,
+        analysis="tight",
+        conversion=("PATE 2018 smooth-sensitivity release at one order: data-dependent RDP + smooth sensitivity × "
+                    "N(0, σ²) (GNSS) + the GNSS cost ρ(λ) (Thm 23), converted by dp-accounting's RDP conversion"),
+        unit=units[0],
+        relation=relation_for_unit(units[0]),
+        mechanisms=(),
+        notes=(
+            "SANITISED data-dependent ε (PATE 2018 §4.2): safe to publish, its release is accounted; it is a noisy "
+            "estimate of the private data-dependent bound and can fall below it; epsilon_data_independent is the "
+            "worst-case guarantee (GNSS cost included)",
+        ),
+        method="smooth_sensitivity",
+    )
+
