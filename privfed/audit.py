@@ -161,7 +161,7 @@ def _resolve_units(given: dict[str, int], headline: str, fallback: Mapping[str, 
 # --- claims files -------------------------------------------------------------------------------------
 _CLAIMS_KEYS = ("type", "schema_version", "description", "source", "setting", "protected_units", "claim",
                 "mechanisms", "unaccounted", "model")
-_CLAIM_KEYS = ("epsilon", "delta", "unit", "scope", "rounds", "data_dependent")
+_CLAIM_KEYS = ("epsilon", "delta", "unit", "scope", "rounds", "data_dependent", "max_moment", "clients_per_round")
 _MODEL_KEYS = ("file", "sha256")
 
 
@@ -250,11 +250,7 @@ def _shuffling_check(document: Mapping[str, Any], rounds: int | None, composed: 
     Only for a per-round claim of randomized response that states ``clients_per_round``.
     """
     claim = document["claim"]
-    moment = claim.get("max_moment")
-    if moment is not None and (isinstance(moment, bool) or not isinstance(moment, int) or moment < 1):
-        raise AuditInputError(f"{where}: claim.max_moment must be a positive integer (the largest moment λ of the "
-                              f"publication's accountant) or absent, got {moment!r}")
-    clients = claim.get("clients_per_round")
+    clients = claim.get("clients_per_round")  # checked by load_claims
     responses = [r for r in document.get("mechanisms", []) if r.get("kind") == "randomized_response"]
     if clients is None or rounds is None or len(responses) != 1 or composed is None:
         return []
