@@ -65,7 +65,8 @@ from privfed.accounting.fingerprint import data_fingerprint
 from privfed.pipelines._models import FittedClassifier, fit_classifier, with_seed
 from privfed.pipelines._random import as_seed_sequence
 from privfed.pipelines.executor import PartyTask, run_party_tasks
-from privfed.pipelines.fedkt import check_parties
+from privfed.pipelines.party_data import check_parties, party_classes
+from privfed.pipelines.progress import check_progress
 from scipy.special import expit, softmax
 from sklearn.base import BaseEstimator, ClassifierMixin, clone
 from sklearn.utils.validation import check_is_fitted
@@ -334,7 +335,9 @@ class FedKD(ClassifierMixin, BaseEstimator):
     random_state : int, default=None
     n_jobs : int, default=1
         Parties trained in parallel (joblib).
-    progress : bool, default=False
+    progress : bool or None, default=None
+        A progress bar over the parties' training: ``None`` on a terminal only, ``True`` always,
+        ``False`` never (see :mod:`privfed.pipelines.progress`).
 
     Attributes
     ----------
@@ -389,7 +392,7 @@ class FedKD(ClassifierMixin, BaseEstimator):
         delta: float = 1e-5,
         random_state: int | None = None,
         n_jobs: int = 1,
-        progress: bool = False,
+        progress: bool | None = None,
     ) -> None:
         self.local_model = local_model
         self.server_model = server_model
@@ -435,7 +438,8 @@ class FedKD(ClassifierMixin, BaseEstimator):
         check_choice("weighting", self.weighting, WEIGHTINGS)
         check_delta(self.delta)
         check_choice("loss", self.loss, LOSSES)
-        for name in ("multilabel", "redraw_noise_per_batch", "progress"):
+        check_progress(self.progress)
+        for name in ("multilabel", "redraw_noise_per_batch"):
             if not isinstance(getattr(self, name), bool):
                 raise TypeError(f"{name} must be True or False, got {getattr(self, name)!r}")
         if self.gamma is not None:
@@ -496,10 +500,8 @@ class FedKD(ClassifierMixin, BaseEstimator):
             coded = [(X, Y) for X, Y in parties]
         else:
             parties, public = check_parties(parties, public)
-            self.classes_ = np.unique(np.concatenate([y for _, y in parties]))
+            self.classes_ = party_classes(parties)
             n_outputs = len(self.classes_)
-            if n_outputs < 2:
-                raise ValueError(f"the parties' labels hold a single class {self.classes_[0]!r}; FedKD needs at least 2")
             coded = [(X, np.searchsorted(self.classes_, y)) for X, y in parties]
         models = self._local_models(len(parties))
 

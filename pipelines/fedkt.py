@@ -45,11 +45,13 @@ from privfed.pipelines._models import FittedClassifier, fit_classifier, with_see
 from privfed.pipelines._random import as_seed_sequence
 from privfed.pipelines.executor import PartyTask, run_party_tasks
 from privfed.pipelines.partition import teacher_subsets
+from privfed.pipelines.party_data import check_parties, check_party_data, party_classes
+from privfed.pipelines.progress import check_progress, progress_bar
 from privfed.pipelines.voting import consistent_votes, noisy_labels, prediction_votes
 from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.utils.validation import check_is_fitted
 
-__all__ = ["CentralizedPATE", "FedKT", "Solo", "check_parties", "check_party_data", "query_count"]
+__all__ = ["CentralizedPATE", "FedKT", "Solo", "query_count"]
 
 PRIVACY_LEVELS = ("L0", "L1", "L2")
 ACCOUNTINGS = ("conservative", "paper")
@@ -59,38 +61,6 @@ SMALL_PARTY_POLICIES = ("error", "fewer-teachers")
 def query_count(fraction: float, n_public: int) -> int:
     """⌈fraction · |public|⌉: the first this-many public examples are the query set."""
     return min(n_public, math.ceil(fraction * n_public - 1e-9))
-
-
-def check_party_data(parties: object) -> list[tuple[np.ndarray, np.ndarray]]:
-    """Validate ``parties``, a non-empty sequence of ``(X, y)`` with one feature shape, before any work."""
-    if isinstance(parties, (str, bytes)) or not isinstance(parties, Sequence) or len(parties) == 0:
-        raise ValueError(f"parties must be a non-empty sequence of (X, y) pairs, got {type(parties).__name__}")
-    checked = []
-    for index, party in enumerate(parties):
-        if not isinstance(party, (tuple, list)) or len(party) != 2:
-            raise ValueError(f"parties[{index}] must be an (X, y) pair, got {type(party).__name__}")
-        X, y = np.asarray(party[0]), np.asarray(party[1])
-        if X.ndim < 2 or y.ndim != 1 or len(X) != len(y) or len(y) == 0:
-            raise ValueError(
-                f"parties[{index}] must hold X of shape (n, features...) and y of shape (n,) with n >= 1; "
-                f"got X {X.shape} and y {y.shape}"
-            )
-        if checked and X.shape[1:] != checked[0][0].shape[1:]:
-            raise ValueError(f"parties[{index}] has features of shape {X.shape[1:]}, parties[0] has {checked[0][0].shape[1:]}")
-        checked.append((X, y))
-    return checked
-
-
-def check_parties(parties: object, public: object) -> tuple[list[tuple[np.ndarray, np.ndarray]], np.ndarray]:
-    """Validate ``parties`` (see :func:`check_party_data`) and the unlabeled ``public`` set."""
-    checked = check_party_data(parties)
-    public = np.asarray(public)
-    feature_shape = checked[0][0].shape[1:]
-    if public.ndim < 2 or len(public) == 0:
-        raise ValueError(f"public must be a non-empty array of shape (n, features...), got shape {public.shape}")
-    if public.shape[1:] != feature_shape:
-        raise ValueError(f"public has features of shape {public.shape[1:]}, the parties have {feature_shape}")
-    return checked, public
 
 
 @dataclass(frozen=True)
@@ -255,8 +225,9 @@ class FedKT(ClassifierMixin, BaseEstimator):
     random_state : int, default=None
     n_jobs : int, default=1
         Parties trained in parallel (joblib).
-    progress : bool, default=False
-        Show a progress bar over parties.
+    progress : bool or None, default=None
+        A progress bar over the parties' training: ``None`` on a terminal only, ``True`` always,
+        ``False`` never (see :mod:`privfed.pipelines.progress`).
 
     Attributes
     ----------
@@ -311,7 +282,7 @@ class FedKT(ClassifierMixin, BaseEstimator):
         small_parties: str = "error",
         random_state: int | None = None,
         n_jobs: int = 1,
-        progress: bool = False,
+        progress: bool | None = None,
     ) -> None:
         self.teacher = teacher
         self.student = student
@@ -350,6 +321,7 @@ class FedKT(ClassifierMixin, BaseEstimator):
         check_probability("query_fraction", self.query_fraction, open_high=False)
         check_probability("local_query_fraction", self.local_query_fraction, open_high=False)
         check_delta(self.delta)
+        check_progress(self.progress)
         if not isinstance(self.consistent_voting, bool):
             raise TypeError(f"consistent_voting must be a bool, got {self.consistent_voting!r}")
         needed, unused = ("gamma", "sigma") if self.aggregator == "laplace" else ("sigma", "gamma")
@@ -386,7 +358,7 @@ class FedKT(ClassifierMixin, BaseEstimator):
         self._validate()
         parties, public = check_parties(parties, public)
         teacher_counts = self._teacher_counts(parties)
-        self.classes_ = np.unique(np.concatenate([y for _, y in parties]))
+        self.classes_ = party_classes(parties)
         n_classes = len(self.classes_)
         coded = [(X, np.searchsorted(self.classes_, y), t) for (X, y), t in zip(parties, teacher_counts)]
 
@@ -397,6 +369,8 @@ class FedKT(ClassifierMixin, BaseEstimator):
         noise = None
         if self.privacy != "L0":
             noise = NoisyArgmax(self.aggregator, float(self.gamma if self.aggregator == "laplace" else self.sigma))
+        if self.target_epsilon is not None:
+            self._check_budget_allows_a_query(noise, teacher_counts, n_classes)
         config = _PartyConfig(
             teacher=self.teacher,
             student=student,
@@ -451,6 +425,28 @@ class FedKT(ClassifierMixin, BaseEstimator):
         return self
 
     # --- accounting -------------------------------------------------------------------------------
+    def _check_budget_allows_a_query(self, noise: NoisyArgmax, teacher_counts: list[int], n_classes: int) -> None:
+        """Refuse, before any training, a ``target_epsilon`` that not even one unanimous answer fits in.
+
+        A unanimous vote histogram (every voter on one class) has the largest top-2
+        gap, hence the smallest ε of any histogram; if one such answer exceeds the
+        budget, no answer fits, whatever the teachers would have voted.
+        """
+        if self.privacy == "L1":
+            checks = [("the server", len(teacher_counts) * self.n_partitions, self.n_partitions, "party", 1)]
+        else:  # L2: each party answers one local query in each of its s partitions
+            checks = [(f"party {i}", t, 1, "example", self.n_partitions) for i, t in enumerate(teacher_counts)]
+        for who, voters, votes_per_unit, unit, rows in checks:
+            votes = np.zeros((rows, n_classes), dtype=np.int64)
+            votes[:, 0] = voters
+            ledger = Ledger(target_epsilon={unit: self.target_epsilon}, delta=self.delta, primary_unit=unit)
+            if not ledger.fits(noise.mechanism(votes, votes_per_unit, unit), unit=unit):
+                raise ValueError(
+                    f"target_epsilon={self.target_epsilon} does not allow {who} to answer a single query, even a "
+                    f"unanimous one ({unit}-level ε of one answer with {noise.describe()} exceeds it); raise "
+                    "target_epsilon or add less noise (a larger gamma, a smaller sigma)"
+                )
+
     def _account(
         self, ledger: Ledger, results: list[_PartyResult], server_votes: np.ndarray, noise: NoisyArgmax | None
     ) -> int:
@@ -550,24 +546,30 @@ class Solo(ClassifierMixin, BaseEstimator):
     """SOLO baseline: each party trains ``model`` on its own data alone (FedKT §5).
 
     ``score`` is the parties' mean accuracy; ``predict`` uses party ``party`` (default 0).
+    ``progress`` shows a bar over the parties (``None``: on a terminal only).
     """
 
-    def __init__(self, model: Any, *, party: int = 0, random_state: int | None = None, n_jobs: int = 1) -> None:
+    def __init__(self, model: Any, *, party: int = 0, random_state: int | None = None, n_jobs: int = 1,
+                 progress: bool | None = None) -> None:
         self.model = model
         self.party = party
         self.random_state = random_state
         self.n_jobs = n_jobs
+        self.progress = progress
 
     def fit(self, parties: Sequence[tuple[np.ndarray, np.ndarray]], public: np.ndarray | None = None) -> Solo:
+        check_progress(self.progress)
         checked = check_party_data(parties)
-        self.classes_ = np.unique(np.concatenate([y for _, y in checked]))
+        self.classes_ = party_classes(checked)
         seeds = as_seed_sequence(self.random_state).spawn(len(checked))
         self.models_ = [
             fit_classifier(
                 self.model, X, np.searchsorted(self.classes_, y), n_classes=len(self.classes_),
                 seed=int(seed.generate_state(1)[0]),
             )
-            for (X, y), seed in zip(checked, seeds)
+            for (X, y), seed in progress_bar(
+                list(zip(checked, seeds)), progress=self.progress, desc="SOLO: parties", unit="party"
+            )
         ]
         return self
 
