@@ -79,9 +79,9 @@ from privfed.accounting.fingerprint import data_fingerprint
 from privfed.pipelines._models import fit_classifier, with_seed
 from privfed.pipelines._random import as_seed_sequence
 from privfed.pipelines.executor import JoblibExecutor, PartyTask, run_party_tasks
+from privfed.pipelines.kulsif import DensityRatioSelector
 from privfed.pipelines.party_data import check_parties, check_party_data, party_classes
 from privfed.pipelines.progress import check_progress, progress_bar
-from privfed.pipelines.kulsif import DensityRatioSelector
 from privfed.pipelines.voting import break_ties_at_random
 from sklearn.base import BaseEstimator, ClassifierMixin, clone
 from sklearn.utils.validation import check_is_fitted
