@@ -17,7 +17,8 @@ from privfed.pipelines.datasets import (
 from privfed.pipelines.executor import Executor, JoblibExecutor, PartyTask, SerialExecutor, run_party_tasks
 from privfed.pipelines.partition import dirichlet_partition, homogeneous_partition, split_indices, teacher_subsets
 
-# Estimators load lazily, so that `import pipelines` imports neither torch nor scikit-learn.
+# Estimators (and the table reader) load lazily, so that `import pipelines` imports neither torch, scikit-learn
+# nor pandas.
 _LAZY = {
     "TorchCNN": "torch_models",
     "TorchClassifier": "torch_models",
@@ -32,6 +33,8 @@ _LAZY = {
     "FedMD": "selective_fd",
     "IndependentLearning": "selective_fd",
     "SelectiveFD": "selective_fd",
+    "PartyData": "party_tables",
+    "load_parties": "party_tables",
 }
 
 __all__ = [

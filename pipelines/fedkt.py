@@ -26,6 +26,7 @@ Privacy levels (FedKT §4):
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -141,6 +142,35 @@ def _largest_fitting(upper: int, fits: Any) -> int:
         else:
             high = middle - 1
     return low
+
+
+#: Fewer answered queries per class than this, or one class holding this share of the voted labels, draws a warning.
+MIN_QUERIES_PER_CLASS = 10
+MAX_MAJORITY_SHARE = 0.95
+
+
+def _warn_if_too_little_to_learn(labels: np.ndarray, n_classes: int, local_answered: list[int] | None) -> None:
+    """Warn when the final model (or, under L2, a party's students) would learn from too few or too uniform labels."""
+    advice = "query more public examples (query_fraction), add less noise (gamma, sigma) or raise target_epsilon"
+    if local_answered is not None and min(local_answered) < MIN_QUERIES_PER_CLASS * n_classes:
+        warnings.warn(
+            f"FedKT: a party answered only {min(local_answered)} local queries for {n_classes} classes (fewer than "
+            f"{MIN_QUERIES_PER_CLASS} per class): its students have little to learn from; {advice}",
+            UserWarning, stacklevel=3,
+        )
+    if len(labels) < MIN_QUERIES_PER_CLASS * n_classes:
+        warnings.warn(
+            f"FedKT: only {len(labels)} server queries were answered for {n_classes} classes (fewer than "
+            f"{MIN_QUERIES_PER_CLASS} per class): the final model will be close to guessing; {advice}",
+            UserWarning, stacklevel=3,
+        )
+    share = np.bincount(labels, minlength=n_classes).max() / len(labels)
+    if share >= MAX_MAJORITY_SHARE:
+        warnings.warn(
+            f"FedKT: {share:.0%} of the server's voted labels are one class: the final model will predict little "
+            f"else (the noise may drown the votes); {advice}",
+            UserWarning, stacklevel=3,
+        )
 
 
 def _train_party(task: PartyTask) -> _PartyResult:
@@ -418,6 +448,7 @@ class FedKT(ClassifierMixin, BaseEstimator):
                 "the server's voted labels hold a single class: the final model cannot be trained; "
                 "query more public examples (query_fraction) or lower the noise"
             )
+        _warn_if_too_little_to_learn(labels, n_classes, self.n_local_queries_answered_ if self.privacy == "L2" else None)
         # The final model learns the original labels, so that it can be published (and bundled) on its own.
         self.final_model_ = with_seed(final, server_rng.integers(2**31)).fit(X_final[:n_answered], self.classes_[labels])
         self.n_queries_answered_ = int(n_answered)

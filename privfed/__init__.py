@@ -65,6 +65,7 @@ _FROM_PIPELINES = (
     "FedMD",
     "IndependentLearning",
     "KuLSIF",
+    "PartyData",
     "PrivateKT",
     "SelectiveFD",
     "Solo",
@@ -75,6 +76,7 @@ _FROM_PIPELINES = (
     "federated_split",
     "homogeneous_partition",
     "load_dataset",
+    "load_parties",
 )
 
 
