@@ -170,7 +170,7 @@ def load_parties(
 
     names, Xs, labels = [], [], []
     for name, table in tables:
-        _require_columns(table, [*feature_columns, label_column], name, "label_column or feature_columns")
+        _require_columns(table, [label_column], name, "label_column")
         Xs.append(_features(table, feature_columns, name, allow_missing=allow_missing))
         labels.append(_labels(table, label_column, name))
         names.append(name)
