@@ -106,3 +106,32 @@ def test_a_sweep_shows_its_bar_as_progress_says(tmp_path, capsys):
     assert "sweep" not in capsys.readouterr().err  # None, and stderr is captured
     run_sweep(config, tmp_path / "quiet", progress=True)  # resumed: every run reused, the bar still shown
     assert f"sweep {config.name}" in capsys.readouterr().err
+
+
+def test_the_demo_shows_its_bar_and_passes_progress_to_every_training(tmp_path, capsys, monkeypatch):
+    import privfed.bundle
+    import privfed.pipelines.fedkt as fedkt
+    from privfed.demo import run_demo
+
+    seen = []
+
+    class Recorded:
+        """Stands in for Solo and FedKT: records ``progress``, trains nothing."""
+
+        def __init__(self, *args, progress=None, **kwargs):
+            seen.append(progress)
+
+        def fit(self, *args):
+            return self
+
+    monkeypatch.setattr(fedkt, "FedKT", Recorded)
+    monkeypatch.setattr(fedkt, "Solo", Recorded)
+    monkeypatch.setattr(privfed.bundle, "save_bundle", lambda *args, **kwargs: None)
+    with pytest.raises(AttributeError):  # the stand-ins have no score: the run stops after training
+        run_demo(tmp_path / "bundle", progress=True)
+    assert seen == [True, True, True]
+    assert "privfed demo" in capsys.readouterr().err
+    seen.clear()
+    with pytest.raises(AttributeError):
+        run_demo(tmp_path / "bundle")
+    assert seen == [None, None, None] and capsys.readouterr().err == ""
