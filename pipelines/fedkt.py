@@ -384,7 +384,11 @@ class FedKT(ClassifierMixin, BaseEstimator):
 
     # --- fitting ----------------------------------------------------------------------------------
     def fit(self, parties: Sequence[tuple[np.ndarray, np.ndarray]], public: np.ndarray) -> FedKT:
-        """Run FedKT on the parties' private data and the unlabeled public set."""
+        """Run FedKT on the parties' private data and the unlabeled public set.
+
+        Warns (``UserWarning``) when fewer than 10 queries per class were answered, or when 95 % or more
+        of the voted labels are one class: the final model then has too little to learn from.
+        """
         self._validate()
         parties, public = check_parties(parties, public)
         teacher_counts = self._teacher_counts(parties)
