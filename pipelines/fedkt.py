@@ -468,16 +468,17 @@ class FedKT(ClassifierMixin, BaseEstimator):
         budget, no answer fits, whatever the teachers would have voted.
         """
         if self.privacy == "L1":
-            checks = [("the server", len(teacher_counts) * self.n_partitions, self.n_partitions, "party", 1)]
+            checks = [("a single server query", len(teacher_counts) * self.n_partitions, self.n_partitions, "party", 1)]
         else:  # L2: each party answers one local query in each of its s partitions
-            checks = [(f"party {i}", t, 1, "example", self.n_partitions) for i, t in enumerate(teacher_counts)]
-        for who, voters, votes_per_unit, unit, rows in checks:
+            checks = [(f"party {i} to answer a single local query", t, 1, "example", self.n_partitions)
+                      for i, t in enumerate(teacher_counts)]
+        for what, voters, votes_per_unit, unit, rows in checks:
             votes = np.zeros((rows, n_classes), dtype=np.int64)
             votes[:, 0] = voters
             ledger = Ledger(target_epsilon={unit: self.target_epsilon}, delta=self.delta, primary_unit=unit)
             if not ledger.fits(noise.mechanism(votes, votes_per_unit, unit), unit=unit):
                 raise ValueError(
-                    f"target_epsilon={self.target_epsilon} does not allow {who} to answer a single query, even a "
+                    f"target_epsilon={self.target_epsilon} does not allow {what}, even a "
                     f"unanimous one ({unit}-level ε of one answer with {noise.describe()} exceeds it); raise "
                     "target_epsilon or add less noise (a larger gamma, a smaller sigma)"
                 )

@@ -96,9 +96,9 @@ def test_some_missing_features_are_allowed_for_models_that_handle_them():
 
 
 @pytest.mark.parametrize(
-    ("privacy", "who"), [("L1", "the server"), ("L2", "party 0")],
+    ("privacy", "what"), [("L1", "a single server query"), ("L2", "party 0 to answer a single local query")],
 )
-def test_a_budget_too_small_for_one_answer_is_refused_before_training(privacy, who):
+def test_a_budget_too_small_for_one_answer_is_refused_before_training(privacy, what):
     model = FedKT(Untrainable(), n_teachers=2, privacy=privacy, gamma=0.5, target_epsilon=1e-3)
-    with pytest.raises(ValueError, match=f"target_epsilon=0.001 does not allow {who} to answer a single query"):
+    with pytest.raises(ValueError, match=f"target_epsilon=0.001 does not allow {what}, even a unanimous one"):
         model.fit(GOOD, PUBLIC)
