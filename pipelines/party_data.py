@@ -36,7 +36,9 @@ def _check_features(value: object, name: str) -> np.ndarray:
     if X.dtype.kind == "O":
         text = next((item for item in X.flat if isinstance(item, (str, bytes))), None)
         if text is not None:
-            raise ValueError(f"{name} must hold numbers, it holds text (e.g. {text!r}); encode text features as numbers first")
+            raise ValueError(
+                f"{name} must hold numbers, it holds text (e.g. {text!r}); encode text features as numbers first"
+            )
         try:
             X = X.astype(float)
         except (TypeError, ValueError):
@@ -76,7 +78,9 @@ def _check_labels(value: object, name: str) -> np.ndarray:
         if len(kinds) > 1:
             first = {kind: next(item for item in items if _label_kind(item) == kind) for kind in sorted(kinds)}
             shown = " and ".join(f"{item!r} ({kind})" for kind, item in first.items())
-            raise ValueError(f"{name} mixes label types: {shown}; give every label as a number or every one as a string")
+            raise ValueError(
+                f"{name} mixes label types: {shown}; give every label as a number or every one as a string"
+            )
         if kinds and kinds != {"string"} and kinds != {"number"}:
             raise ValueError(f"{name} must hold numbers or strings, got {kinds.pop()} labels")
         y = np.asarray(items) if kinds else y
@@ -130,6 +134,7 @@ def party_classes(parties: list[tuple[np.ndarray, np.ndarray]]) -> np.ndarray:
     classes = np.unique(np.concatenate([y for _, y in parties]))
     if len(classes) < 2:
         raise ValueError(
-            f"parties: the labels hold a single class {classes[0].item()!r} across all parties; at least 2 classes are needed"
+            f"parties: the labels hold a single class {classes[0].item()!r} across all parties; "
+            "at least 2 classes are needed"
         )
     return classes

@@ -238,7 +238,8 @@ def _party_tables(source: Any, party_column: str | None) -> list[tuple[str, Any]
             )
         _require_columns(table, [party_column], name, "party_column")
         if table[party_column].isna().any():
-            raise ValueError(f"{name}: party_column {party_column!r} is empty in {int(table[party_column].isna().sum())} rows")
+            empty = int(table[party_column].isna().sum())
+            raise ValueError(f"{name}: party_column {party_column!r} is empty in {empty} rows")
         groups = sorted(table.groupby(party_column, sort=False), key=lambda group: str(group[0]))
         if not groups:
             raise ValueError(f"{name} has no rows")

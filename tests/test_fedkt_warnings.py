@@ -5,10 +5,11 @@ from __future__ import annotations
 import warnings
 
 import numpy as np
-import privfed
 import pytest
 from sklearn.datasets import load_digits
 from sklearn.tree import DecisionTreeClassifier
+
+import privfed
 
 
 @pytest.fixture(scope="module")

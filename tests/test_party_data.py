@@ -49,9 +49,12 @@ BAD_INPUTS = {
         r"parties\[1\] y holds numbers but parties\[0\] y holds strings",
     ),
     "a missing label": ([(X_GOOD[:20], [None] + ["a"] * 19), GOOD[1]], PUBLIC, r"parties\[0\] y has missing labels"),
-    "a NaN label": ([(X_GOOD[:20], np.r_[np.nan, Y_GOOD[1:20]]), GOOD[1]], PUBLIC, r"parties\[0\] y has missing labels"),
+    "a NaN label": (
+        [(X_GOOD[:20], np.r_[np.nan, Y_GOOD[1:20]]), GOOD[1]], PUBLIC, r"parties\[0\] y has missing labels",
+    ),
     "one class everywhere": (
-        [(X_GOOD[:20], np.zeros(20, int)), (X_GOOD[20:], np.zeros(20, int))], PUBLIC, "single class 0 across all parties",
+        [(X_GOOD[:20], np.zeros(20, int)), (X_GOOD[20:], np.zeros(20, int))], PUBLIC,
+        "single class 0 across all parties",
     ),
 }
 

@@ -9,8 +9,9 @@ import pytest
 
 pd = pytest.importorskip("pandas")
 
-import privfed  # noqa: E402
 from privfed.pipelines.party_tables import PartyData, load_parties  # noqa: E402
+
+import privfed  # noqa: E402
 
 
 @pytest.fixture()
@@ -18,7 +19,8 @@ def hospitals():
     """Three small per-hospital tables with string labels; hospital c never sees "severe"."""
     rng = np.random.default_rng(0)
     frames = {}
-    for name, labels in (("a", ["mild", "severe", "none"] * 4), ("b", ["none", "severe"] * 5), ("c", ["mild", "none"] * 3)):
+    diagnoses = {"a": ["mild", "severe", "none"] * 4, "b": ["none", "severe"] * 5, "c": ["mild", "none"] * 3}
+    for name, labels in diagnoses.items():
         frames[name] = pd.DataFrame({"age": rng.integers(20, 90, len(labels)), "bmi": rng.normal(25, 4, len(labels)),
                                      "diagnosis": labels})
     return frames
@@ -73,8 +75,10 @@ def test_load_parties_is_public_and_lazy():
 @pytest.mark.parametrize(
     ("change", "kwargs", "message"),
     [
-        (lambda f: f.drop(columns="bmi"), {}, r"feature_columns: b.* has no column 'bmi'; its columns are 'age', 'diagnosis'"),
-        (lambda f: f, {"label_column": "outcome"}, r"label_column: .* has no column 'outcome'; its columns are 'age', 'bmi', 'diagnosis'"),
+        (lambda f: f.drop(columns="bmi"), {},
+         r"feature_columns: b.* has no column 'bmi'; its columns are 'age', 'diagnosis'"),
+        (lambda f: f, {"label_column": "outcome"},
+         r"label_column: .* has no column 'outcome'; its columns are 'age', 'bmi', 'diagnosis'"),
         (lambda f: f.assign(bmi=f["bmi"].astype(str) + " kg"), {}, r"feature column 'bmi' is not numeric \(e.g. '"),
         (lambda f: f.assign(bmi=np.where(np.arange(len(f)) < 2, np.nan, f["bmi"])), {},
          "feature column 'bmi' has 2 missing values"),

@@ -50,7 +50,8 @@ PIPELINES = [
     ("SelectiveFD", lambda progress: SelectiveFD(logistic(), rounds=1, proxy_batch=30, n_auxiliary=20,
                                                  max_known=60, random_state=0, progress=progress), "Selective-FD"),
     ("FedMD", lambda progress: FedMD(logistic(), rounds=2, proxy_batch=50, random_state=0, progress=progress), "FedMD"),
-    ("IndependentLearning", lambda progress: IndependentLearning(logistic(), rounds=2, random_state=0, progress=progress),
+    ("IndependentLearning",
+     lambda progress: IndependentLearning(logistic(), rounds=2, random_state=0, progress=progress),
      "Independent learning"),
 ]
 
@@ -97,9 +98,8 @@ def test_a_bar_passes_its_items_through_unchanged(capsys):
 
 def test_a_sweep_shows_its_bar_as_progress_says(tmp_path, capsys):
     pytest.importorskip("pandas")
-    from test_reports import tiny_config
-
     from privfed.reports.sweep import run_sweep
+    from test_reports import tiny_config
 
     config = tiny_config()
     run_sweep(config, tmp_path / "quiet")
@@ -109,8 +109,9 @@ def test_a_sweep_shows_its_bar_as_progress_says(tmp_path, capsys):
 
 
 def test_the_demo_shows_its_bar_and_passes_progress_to_every_training(tmp_path, capsys, monkeypatch):
-    import privfed.bundle
     import privfed.pipelines.fedkt as fedkt
+
+    import privfed.bundle
     from privfed.demo import run_demo
 
     seen = []

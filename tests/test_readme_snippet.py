@@ -6,8 +6,6 @@ import re
 import warnings
 from pathlib import Path
 
-import pytest
-
 README = Path(__file__).resolve().parents[1] / "README.md"
 
 
