@@ -69,7 +69,13 @@ def test_the_parties_train_a_pipeline_and_features_reads_the_public_set(hospital
 
 
 def test_load_parties_is_public_and_lazy():
+    import subprocess
+    from pathlib import Path
+
     assert privfed.load_parties is load_parties and privfed.PartyData is PartyData
+    code = ("import sys, privfed; privfed.load_parties; "
+            "assert not {'pandas', 'sklearn', 'torch'} & set(sys.modules), sorted(sys.modules)")
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=Path(__file__).resolve().parents[1])
 
 
 @pytest.mark.parametrize(

@@ -16,6 +16,7 @@ def fedkt_snippet() -> str:
 
 
 def test_the_readme_fedkt_snippet_trains_a_useful_model_at_the_stated_epsilon(tmp_path, monkeypatch, capsys):
+    import sklearn.linear_model  # noqa: F401  (load BLAS before limiting its threads)
     from threadpoolctl import threadpool_limits
 
     snippet = fedkt_snippet()
