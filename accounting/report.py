@@ -55,6 +55,13 @@ class MechanismReport:
     pure_epsilon: float | None
     method: str = "rdp"
 
+    def __repr__(self) -> str:
+        dependence = "DATA-DEPENDENT" if self.data_dependent else "data-independent"
+        return (
+            f"MechanismReport({self.kind}, {self.num_queries} queries, unit = {self.unit!r}, "
+            f"ε = {round_up(self.epsilon)}, {dependence})"
+        )
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "kind": self.kind,
@@ -98,13 +105,19 @@ class PrivacyReport:
         Anything a reader must know (unaccounted releases, caveats).
     other_units:
         Reports for the other protected units of the same releases (a ledger's
-        totals per unit); never composed with this one.
+        totals per unit); never composed with this one. Each prints as one line.
     method:
         Which accountant gave ``epsilon``: ``"rdp"`` (the curve above, converted at
         ``order``), ``"pld"`` (dp-accounting's privacy loss distribution of the
         mechanisms' events, tighter here) or ``"pure"`` (basic composition of the
         mechanisms' pure ε-DP guarantees, tighter here); for the last two ``order``
         is the RDP optimum, for information only.
+
+    ``str(report)`` is :meth:`summary`; ``repr(report)`` is one line (ε, δ, unit,
+    analysis, data-dependence), so that printing a report, a list of reports or
+    ``report.other_units`` stays short. The RDP curves are reached on request:
+    ``report.orders``, ``report.rdp``, ``report.log_moments`` (or :meth:`curves`),
+    and :meth:`to_dict` holds everything.
     """
 
     epsilon: float
@@ -145,6 +158,21 @@ class PrivacyReport:
 
     def __str__(self) -> str:
         return self.summary()
+
+    def __repr__(self) -> str:
+        analysis = f"{self.analysis}, PLD" if self.method == "pld" else self.analysis
+        dependence = (
+            f"DATA-DEPENDENT, data-independent ε = {round_up(self.epsilon_data_independent)}"
+            if self.data_dependent else "data-independent"
+        )
+        return (
+            f"PrivacyReport(ε = {round_up(self.epsilon)}, δ = {self.delta:g}, unit = {self.unit!r}, "
+            f"analysis = {analysis!r}, {dependence})"
+        )
+
+    def curves(self) -> dict[str, tuple[float, ...]]:
+        """The composed curves per Rényi order: ``{"orders": α, "rdp": ε(α), "log_moments": α(λ)}``."""
+        return {"orders": self.orders, "rdp": self.rdp, "log_moments": self.log_moments}
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-serialisable dictionary (plain floats, lists and strings)."""

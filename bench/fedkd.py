@@ -34,6 +34,7 @@ from privfed.accounting import QuantizedLaplaceEnsemble  # noqa: E402
 from privfed.pipelines._models import fit_classifier  # noqa: E402
 from privfed.pipelines.datasets import federated_split, load_dataset  # noqa: E402
 from privfed.pipelines.fedkd import FedKD, party_logits  # noqa: E402
+from privfed.pipelines.progress import progress_bar  # noqa: E402
 from privfed.pipelines.torch_models import TorchCNN  # noqa: E402
 
 DELTA = 1e-5
@@ -73,7 +74,8 @@ def main() -> None:
         X_test = images(split.X_test)
         logits = {name: [] for name in publics}
         counts, sizes, local_accuracy = [], [], []
-        for index, (X, y) in enumerate(split.parties):
+        for index, (X, y) in enumerate(progress_bar(split.parties, progress=None, desc=f"α = {alpha}: local CNNs",
+                                                    unit="party")):
             local = TorchCNN(epochs=args.local_epochs, batch_size=64, random_state=0)
             fitted = fit_classifier(local, images(X), y, n_classes=10, seed=args.seed * 1000 + index)
             for name, public in publics.items():
@@ -90,7 +92,7 @@ def main() -> None:
             stacked = np.stack(logits[name])
             clipped = float(np.mean(np.abs(stacked) > args.clip))
             print(f"  public {name}: {clipped:.2%} of the logits lie outside [−Z, Z] = [−{args.clip:g}, {args.clip:g}]")
-            for scale, gamma in GRID:
+            for scale, gamma in progress_bar(GRID, progress=None, desc=f"{name}: FedKD grid", unit="run"):
                 tick = time.perf_counter()
                 model = FedKD(None, TorchCNN(batch_size=64, random_state=0), quantization_scale=scale, gamma=gamma,
                               clip=args.clip if gamma is not None else None, loss="l2",

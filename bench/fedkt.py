@@ -43,6 +43,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from privfed.pipelines import federated_split, load_dataset  # noqa: E402
 from privfed.pipelines.datasets import reference_class_order  # noqa: E402
 from privfed.pipelines.fedkt import CentralizedPATE, FedKT, Solo  # noqa: E402
+from privfed.pipelines.progress import progress_bar  # noqa: E402
 
 DELTA = 1e-5
 
@@ -147,7 +148,7 @@ def run_setting(key: str, setting: Setting, folder: Path, protocol: str, trials:
     rows: dict[str, list] = {"accuracy": [], "seconds": [], "classic": [], "tight": [], "tight_independent": [],
                              "queries": [], "solo": [], "centralized": [], "failed": [], "majority": []}
     unit = "example" if setting.privacy == "L2" else "party"
-    for trial in range(trials or setting.trials):
+    for trial in progress_bar(range(trials or setting.trials), progress=None, desc=key, unit="trial"):
         split = prepare(setting.data, folder, protocol, setting.parties, seed=trial)
         model = fedkt_for(setting, split, trial, n_jobs)
         rows["majority"].append(100 * np.mean(split.y_test == np.bincount(split.y_test).argmax()))

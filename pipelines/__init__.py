@@ -23,7 +23,8 @@ from privfed.pipelines.partition import (
     teacher_subsets,
 )
 
-# Estimators load lazily, so that `import pipelines` imports neither torch nor scikit-learn.
+# Estimators (and the table reader) load lazily, so that `import pipelines` imports neither torch, scikit-learn
+# nor pandas.
 _LAZY = {
     "TorchCNN": "torch_models",
     "TorchClassifier": "torch_models",
@@ -38,6 +39,8 @@ _LAZY = {
     "FedMD": "selective_fd",
     "IndependentLearning": "selective_fd",
     "SelectiveFD": "selective_fd",
+    "PartyData": "party_tables",
+    "load_parties": "party_tables",
 }
 
 __all__ = [

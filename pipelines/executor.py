@@ -27,7 +27,7 @@ from typing import Generic, Protocol, TypeVar, runtime_checkable
 
 from joblib import Parallel, delayed
 from privfed.pipelines._random import RandomState, spawn_seeds
-from tqdm.auto import tqdm
+from privfed.pipelines.progress import check_progress, progress_bar
 
 __all__ = ["Executor", "JoblibExecutor", "PartyTask", "SerialExecutor", "run_party_tasks"]
 
@@ -46,33 +46,28 @@ class Executor(Protocol):
         ...
 
 
-def _check_progress(progress: object) -> None:
-    if not isinstance(progress, bool):
-        raise TypeError(f"progress must be a bool, got {progress!r}")
-
-
 @dataclass(frozen=True)
 class SerialExecutor:
     """Run tasks one after the other in this process.
 
     Parameters
     ----------
-    progress : bool, default=False
-        Show a tqdm progress bar.
+    progress : bool or None, default=False
+        Show a tqdm progress bar: ``None`` on a terminal only, ``True`` always, ``False`` never.
     description : str, default="party tasks"
         Label of the progress bar.
     """
 
-    progress: bool = False
+    progress: bool | None = False
     description: str = "party tasks"
 
     def __post_init__(self) -> None:
-        _check_progress(self.progress)
+        check_progress(self.progress)
 
     def map(self, fn: Callable[[T], R], tasks: Sequence[T]) -> list[R]:
         """Return ``[fn(task) for task in tasks]``."""
         tasks = list(tasks)
-        bar = tqdm(tasks, desc=self.description, disable=not self.progress, leave=False)
+        bar = progress_bar(tasks, progress=self.progress, desc=self.description)
         return [fn(task) for task in bar]
 
 
@@ -85,8 +80,9 @@ class JoblibExecutor:
     n_jobs : int, default=1
         Number of workers (joblib's convention: ``-1`` uses all cores, ``-2`` all
         but one, and so on; ``0`` is refused). ``1`` runs in this process.
-    progress : bool, default=True
-        Show a tqdm progress bar that advances as results arrive.
+    progress : bool or None, default=None
+        Show a tqdm progress bar that advances as results arrive: ``None`` on a terminal
+        only, ``True`` always, ``False`` never.
     description : str, default="party tasks"
         Label of the progress bar.
     backend : str or None, default=None
@@ -100,7 +96,7 @@ class JoblibExecutor:
     """
 
     n_jobs: int = 1
-    progress: bool = True
+    progress: bool | None = None
     description: str = "party tasks"
     backend: str | None = None
 
@@ -110,14 +106,14 @@ class JoblibExecutor:
             raise TypeError(f"n_jobs must be a non-zero integer, got {n_jobs!r}")
         if n_jobs == 0:
             raise ValueError("n_jobs must be a non-zero integer (>= 1, or negative as in joblib), got 0")
-        _check_progress(self.progress)
+        check_progress(self.progress)
 
     def map(self, fn: Callable[[T], R], tasks: Sequence[T]) -> list[R]:
         """Return ``[fn(task) for task in tasks]``, computed on the pool."""
         tasks = list(tasks)
         parallel = Parallel(n_jobs=self.n_jobs, backend=self.backend, return_as="generator")
         results = parallel(delayed(fn)(task) for task in tasks)
-        bar = tqdm(results, total=len(tasks), desc=self.description, disable=not self.progress, leave=False)
+        bar = progress_bar(results, progress=self.progress, total=len(tasks), desc=self.description)
         return list(bar)
 
 
@@ -151,7 +147,7 @@ def run_party_tasks(
     random_state: RandomState = None,
     executor: Executor | None = None,
     n_jobs: int = 1,
-    progress: bool = True,
+    progress: bool | None = None,
 ) -> list[R]:
     """Run ``fn`` once per party and return the results in party order.
 

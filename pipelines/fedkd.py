@@ -71,7 +71,8 @@ from privfed.pipelines.fedkd_steps import (
     party_message,
     receive_fedkd_replies,
 )
-from privfed.pipelines.fedkt import check_parties
+from privfed.pipelines.party_data import check_parties, party_classes
+from privfed.pipelines.progress import check_progress
 from privfed.pipelines.messages import DEFAULT_MAX_BYTES
 from scipy.special import expit, softmax
 from sklearn.base import BaseEstimator, ClassifierMixin, clone
@@ -216,7 +217,9 @@ class FedKD(ClassifierMixin, BaseEstimator):
     random_state : int, default=None
     n_jobs : int, default=1
         Parties trained in parallel (joblib).
-    progress : bool, default=False
+    progress : bool or None, default=None
+        A progress bar over the parties' training: ``None`` on a terminal only, ``True`` always,
+        ``False`` never (see :mod:`privfed.pipelines.progress`).
 
     Attributes
     ----------
@@ -271,7 +274,7 @@ class FedKD(ClassifierMixin, BaseEstimator):
         delta: float = 1e-5,
         random_state: int | None = None,
         n_jobs: int = 1,
-        progress: bool = False,
+        progress: bool | None = None,
     ) -> None:
         self.local_model = local_model
         self.server_model = server_model
@@ -317,7 +320,8 @@ class FedKD(ClassifierMixin, BaseEstimator):
         check_choice("weighting", self.weighting, WEIGHTINGS)
         check_delta(self.delta)
         check_choice("loss", self.loss, LOSSES)
-        for name in ("multilabel", "redraw_noise_per_batch", "progress"):
+        check_progress(self.progress)
+        for name in ("multilabel", "redraw_noise_per_batch"):
             if not isinstance(getattr(self, name), bool):
                 raise TypeError(f"{name} must be True or False, got {getattr(self, name)!r}")
         if self.gamma is not None:
@@ -377,10 +381,8 @@ class FedKD(ClassifierMixin, BaseEstimator):
             self.classes_ = np.arange(n_outputs)
         else:
             parties, public = check_parties(parties, public)
-            self.classes_ = np.unique(np.concatenate([y for _, y in parties]))
+            self.classes_ = party_classes(parties)
             n_outputs = len(self.classes_)
-            if n_outputs < 2:
-                raise ValueError(f"the parties' labels hold a single class {self.classes_[0]!r}; FedKD needs at least 2")
         models = self._local_models(len(parties))
 
         seed_sequence = as_seed_sequence(self.random_state)

@@ -37,12 +37,14 @@ from privfed.accounting._checks import (
     check_positive_finite,
     check_probability,
 )
+from privfed.accounting.ledger import Ledger
 from privfed.pipelines._models import fit_classifier
 from privfed.pipelines._random import as_seed_sequence
 from privfed.pipelines.executor import PartyTask, run_party_tasks
 from privfed.pipelines.fedkt_steps import (
     FedKTFit,
     FedKTPartyOutcome,
+    fedkt_noise,
     fedkt_party_step,
     fedkt_server_step,
     fedkt_tasks,
@@ -50,47 +52,18 @@ from privfed.pipelines.fedkt_steps import (
     receive_fedkt_replies,
 )
 from privfed.pipelines.messages import DEFAULT_MAX_BYTES, record_sizes
+from privfed.pipelines.party_data import check_parties, check_party_data, party_classes
+from privfed.pipelines.progress import check_progress, progress_bar
 from privfed.pipelines.party_schema import PartySchema, describe_party, federation_classes
 from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.utils.validation import check_is_fitted
 
-__all__ = ["CentralizedPATE", "FedKT", "Solo", "check_parties", "check_party_data", "query_count"]
+__all__ = ["CentralizedPATE", "FedKT", "Solo", "query_count"]
 
 PRIVACY_LEVELS = ("L0", "L1", "L2")
 ACCOUNTINGS = ("conservative", "paper")
 SMALL_PARTY_POLICIES = ("error", "fewer-teachers")
 
-
-def check_party_data(parties: object) -> list[tuple[np.ndarray, np.ndarray]]:
-    """Validate ``parties``, a non-empty sequence of ``(X, y)`` with one feature shape, before any work."""
-    if isinstance(parties, (str, bytes)) or not isinstance(parties, Sequence) or len(parties) == 0:
-        raise ValueError(f"parties must be a non-empty sequence of (X, y) pairs, got {type(parties).__name__}")
-    checked = []
-    for index, party in enumerate(parties):
-        if not isinstance(party, (tuple, list)) or len(party) != 2:
-            raise ValueError(f"parties[{index}] must be an (X, y) pair, got {type(party).__name__}")
-        X, y = np.asarray(party[0]), np.asarray(party[1])
-        if X.ndim < 2 or y.ndim != 1 or len(X) != len(y) or len(y) == 0:
-            raise ValueError(
-                f"parties[{index}] must hold X of shape (n, features...) and y of shape (n,) with n >= 1; "
-                f"got X {X.shape} and y {y.shape}"
-            )
-        if checked and X.shape[1:] != checked[0][0].shape[1:]:
-            raise ValueError(f"parties[{index}] has features of shape {X.shape[1:]}, parties[0] has {checked[0][0].shape[1:]}")
-        checked.append((X, y))
-    return checked
-
-
-def check_parties(parties: object, public: object) -> tuple[list[tuple[np.ndarray, np.ndarray]], np.ndarray]:
-    """Validate ``parties`` (see :func:`check_party_data`) and the unlabeled ``public`` set."""
-    checked = check_party_data(parties)
-    public = np.asarray(public)
-    feature_shape = checked[0][0].shape[1:]
-    if public.ndim < 2 or len(public) == 0:
-        raise ValueError(f"public must be a non-empty array of shape (n, features...), got shape {public.shape}")
-    if public.shape[1:] != feature_shape:
-        raise ValueError(f"public has features of shape {public.shape[1:]}, the parties have {feature_shape}")
-    return checked, public
 
 
 class FedKT(ClassifierMixin, BaseEstimator):
@@ -137,8 +110,9 @@ class FedKT(ClassifierMixin, BaseEstimator):
     random_state : int, default=None
     n_jobs : int, default=1
         Parties trained in parallel (joblib).
-    progress : bool, default=False
-        Show a progress bar over parties.
+    progress : bool or None, default=None
+        A progress bar over the parties' training: ``None`` on a terminal only, ``True`` always,
+        ``False`` never (see :mod:`privfed.pipelines.progress`).
 
     Attributes
     ----------
@@ -193,7 +167,7 @@ class FedKT(ClassifierMixin, BaseEstimator):
         small_parties: str = "error",
         random_state: int | None = None,
         n_jobs: int = 1,
-        progress: bool = False,
+        progress: bool | None = None,
     ) -> None:
         self.teacher = teacher
         self.student = student
@@ -250,6 +224,7 @@ class FedKT(ClassifierMixin, BaseEstimator):
             check_positive_finite(needed, getattr(self, needed))
         if self.target_epsilon is not None:
             check_positive_finite("target_epsilon", self.target_epsilon)
+        check_progress(self.progress)
 
     # --- fitting ----------------------------------------------------------------------------------
     def fit(self, parties: Sequence[tuple[np.ndarray, np.ndarray]], public: np.ndarray) -> FedKT:
@@ -257,6 +232,9 @@ class FedKT(ClassifierMixin, BaseEstimator):
 
         A driver over the party and server steps of :mod:`privfed.pipelines.fedkt_steps`: every message
         goes through its wire form, exactly as in a Flower run (``privfed.federation``).
+
+        Warns (``UserWarning``) when fewer than 10 queries per class were answered, or when 95 % or more
+        of the voted labels are one class: the final model then has too little to learn from.
         """
         self._validate()
         parties, public = check_parties(parties, public)
@@ -268,6 +246,8 @@ class FedKT(ClassifierMixin, BaseEstimator):
         seed_sequence = as_seed_sequence(self.random_state)
         party_seeds, server_seeds = seed_sequence.spawn(2)
         tasks = fedkt_tasks(self, schemas, classes, public, party_seeds, names)
+        if self.target_epsilon is not None:
+            self._check_budget_allows_a_query([task.n_teachers for task in tasks], len(classes))
         student = self.teacher if self.student is None else self.student
         outcomes: list[FedKTPartyOutcome] = run_party_tasks(
             _party_step, [(X, y, task) for (X, y), task in zip(parties, tasks)], config=(self.teacher, student),
@@ -295,6 +275,30 @@ class FedKT(ClassifierMixin, BaseEstimator):
         if fitted.example_level_epsilons is not None:
             self.example_level_epsilons_ = fitted.example_level_epsilons
         self.bandwidth_ = bandwidth
+
+    def _check_budget_allows_a_query(self, teacher_counts: list[int], n_classes: int) -> None:
+        """Refuse, before any training, a ``target_epsilon`` that not even one unanimous answer fits in.
+
+        A unanimous vote histogram (every voter on one class) has the largest top-2
+        gap, hence the smallest ε of any histogram; if one such answer exceeds the
+        budget, no answer fits, whatever the teachers would have voted.
+        """
+        noise = fedkt_noise(self)
+        if self.privacy == "L1":
+            checks = [("a single server query", len(teacher_counts) * self.n_partitions, self.n_partitions, "party", 1)]
+        else:  # L2: each party answers one local query in each of its s partitions
+            checks = [(f"party {i} to answer a single local query", t, 1, "example", self.n_partitions)
+                      for i, t in enumerate(teacher_counts)]
+        for what, voters, votes_per_unit, unit, rows in checks:
+            votes = np.zeros((rows, n_classes), dtype=np.int64)
+            votes[:, 0] = voters
+            ledger = Ledger(target_epsilon={unit: self.target_epsilon}, delta=self.delta, primary_unit=unit)
+            if not ledger.fits(noise.mechanism(votes, votes_per_unit, unit), unit=unit):
+                raise ValueError(
+                    f"target_epsilon={self.target_epsilon} does not allow {what}, even a "
+                    f"unanimous one ({unit}-level ε of one answer with {noise.describe()} exceeds it); raise "
+                    "target_epsilon or add less noise (a larger gamma, a smaller sigma)"
+                )
 
     # --- prediction -------------------------------------------------------------------------------
     def predict(self, X: np.ndarray) -> np.ndarray:
@@ -332,24 +336,30 @@ class Solo(ClassifierMixin, BaseEstimator):
     """SOLO baseline: each party trains ``model`` on its own data alone (FedKT §5).
 
     ``score`` is the parties' mean accuracy; ``predict`` uses party ``party`` (default 0).
+    ``progress`` shows a bar over the parties (``None``: on a terminal only).
     """
 
-    def __init__(self, model: Any, *, party: int = 0, random_state: int | None = None, n_jobs: int = 1) -> None:
+    def __init__(self, model: Any, *, party: int = 0, random_state: int | None = None, n_jobs: int = 1,
+                 progress: bool | None = None) -> None:
         self.model = model
         self.party = party
         self.random_state = random_state
         self.n_jobs = n_jobs
+        self.progress = progress
 
     def fit(self, parties: Sequence[tuple[np.ndarray, np.ndarray]], public: np.ndarray | None = None) -> Solo:
+        check_progress(self.progress)
         checked = check_party_data(parties)
-        self.classes_ = np.unique(np.concatenate([y for _, y in checked]))
+        self.classes_ = party_classes(checked)
         seeds = as_seed_sequence(self.random_state).spawn(len(checked))
         self.models_ = [
             fit_classifier(
                 self.model, X, np.searchsorted(self.classes_, y), n_classes=len(self.classes_),
                 seed=int(seed.generate_state(1)[0]),
             )
-            for (X, y), seed in zip(checked, seeds)
+            for (X, y), seed in progress_bar(
+                list(zip(checked, seeds)), progress=self.progress, desc="SOLO: parties", unit="party"
+            )
         ]
         return self
 

@@ -25,6 +25,7 @@ app (``privfed.federation``) run these very functions.
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -235,7 +236,36 @@ def fedkt_party_step(
 
 
 # --- server steps -----------------------------------------------------------------------------------
-def _noise(model: Any) -> NoisyArgmax | None:
+
+#: Fewer answered queries per class than this, or one class holding this share of the voted labels, draws a warning.
+MIN_QUERIES_PER_CLASS = 10
+MAX_MAJORITY_SHARE = 0.95
+
+
+def warn_if_too_little_to_learn(labels: np.ndarray, n_classes: int, local_answered: list[int] | None) -> None:
+    """Warn when the final model (or, under L2, a party's students) would learn from too few or too uniform labels."""
+    advice = "query more public examples (query_fraction), add less noise (gamma, sigma) or raise target_epsilon"
+    if local_answered is not None and min(local_answered) < MIN_QUERIES_PER_CLASS * n_classes:
+        warnings.warn(
+            f"FedKT: a party answered only {min(local_answered)} local queries for {n_classes} classes (fewer than "
+            f"{MIN_QUERIES_PER_CLASS} per class): its students have little to learn from; {advice}",
+            UserWarning, stacklevel=4,
+        )
+    if len(labels) < MIN_QUERIES_PER_CLASS * n_classes:
+        warnings.warn(
+            f"FedKT: only {len(labels)} server queries were answered for {n_classes} classes (fewer than "
+            f"{MIN_QUERIES_PER_CLASS} per class): the final model will be close to guessing; {advice}",
+            UserWarning, stacklevel=4,
+        )
+    share = np.bincount(labels, minlength=n_classes).max() / len(labels)
+    if share >= MAX_MAJORITY_SHARE:
+        warnings.warn(
+            f"FedKT: {share:.0%} of the server's voted labels are one class: the final model will predict little "
+            f"else (the noise may drown the votes); {advice}",
+            UserWarning, stacklevel=4,
+        )
+
+def fedkt_noise(model: Any) -> NoisyArgmax | None:
     if model.privacy == "L0":
         return None
     return NoisyArgmax(model.aggregator, float(model.gamma if model.aggregator == "laplace" else model.sigma))
@@ -248,7 +278,7 @@ def fedkt_tasks(
     """One :class:`FedKTTask` per party, from the validated estimator ``model`` and the parties' schemas."""
     n_local = query_count(model.local_query_fraction, len(public))
     n_final = query_count(model.query_fraction, len(public))
-    noise = _noise(model) if model.privacy == "L2" else None
+    noise = fedkt_noise(model) if model.privacy == "L2" else None
     tasks = []
     for schema, name, seed in zip(schemas, names, spawn_seeds(party_seeds, len(schemas))):
         if schema.n_examples < model.n_teachers and model.small_parties == "error":
@@ -343,7 +373,7 @@ def fedkt_server_step(
 ) -> FedKTFit:
     """Server side of FedKT (Algorithm 1, lines 11–14): consistent votes, server noise (L1), ledger, final model."""
     n_classes = len(classes)
-    noise = _noise(model)
+    noise = fedkt_noise(model)
     student = model.teacher if model.student is None else model.student
     final = student if model.final is None else model.final
     X_final = public[: query_count(model.query_fraction, len(public))]
@@ -377,6 +407,9 @@ def fedkt_server_step(
             "the server's voted labels hold a single class: the final model cannot be trained; "
             "query more public examples (query_fraction) or lower the noise"
         )
+    warn_if_too_little_to_learn(
+        labels, len(classes), [votes.n_local_answered for votes, _ in replies] if model.privacy == "L2" else None
+    )
     # The final model learns the original labels, so that it can be published (and bundled) on its own.
     final_model = with_seed(final, server_rng.integers(2**31)).fit(X_final[:n_answered], classes[labels])
     return FedKTFit(

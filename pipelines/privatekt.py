@@ -72,7 +72,8 @@ from privfed.accounting.fingerprint import data_fingerprint
 from privfed.pipelines._models import FittedClassifier, fit_classifier
 from privfed.pipelines._random import as_seed_sequence
 from privfed.pipelines.executor import PartyTask, run_party_tasks
-from privfed.pipelines.fedkt import check_parties
+from privfed.pipelines.party_data import check_parties, party_classes
+from privfed.pipelines.progress import check_progress, progress_bar
 from privfed.pipelines.voting import break_ties_at_random
 from scipy.special import softmax
 from sklearn.base import BaseEstimator, ClassifierMixin, clone
@@ -197,7 +198,9 @@ class PrivateKT(ClassifierMixin, BaseEstimator):
     random_state : int, default=None
     n_jobs : int, default=1
         Clients trained in parallel within a round (joblib).
-    progress : bool, default=False
+    progress : bool or None, default=None
+        A progress bar over the rounds: ``None`` on a terminal only, ``True`` always, ``False``
+        never (see :mod:`privfed.pipelines.progress`).
 
     Attributes
     ----------
@@ -248,7 +251,7 @@ class PrivateKT(ClassifierMixin, BaseEstimator):
         delta: float = 1e-5,
         random_state: int | None = None,
         n_jobs: int = 1,
-        progress: bool = False,
+        progress: bool | None = None,
     ) -> None:
         self.model = model
         self.epsilon_per_round = epsilon_per_round
@@ -278,8 +281,7 @@ class PrivateKT(ClassifierMixin, BaseEstimator):
         for name in ("local_epochs", "fine_tune_epochs", "self_training_epochs"):
             check_int_at_least(name, getattr(self, name), 1)
         check_delta(self.delta)
-        if not isinstance(self.progress, bool):
-            raise TypeError(f"progress must be True or False, got {self.progress!r}")
+        check_progress(self.progress)
         for name in ("queries_per_round", "self_training_size"):
             if getattr(self, name) > n_public:
                 raise ValueError(f"{name} must be at most the public set's size {n_public}, got {getattr(self, name)}")
@@ -290,10 +292,8 @@ class PrivateKT(ClassifierMixin, BaseEstimator):
         """Run ``rounds`` rounds of PrivateKT; ``eval_set=(X, y)`` records the accuracy after each round in ``history_``."""
         parties, public = check_parties(parties, public)
         self._validate(len(public))
-        self.classes_ = np.unique(np.concatenate([y for _, y in parties]))
+        self.classes_ = party_classes(parties)
         n_classes, n_clients = len(self.classes_), len(parties)
-        if n_classes < 2:
-            raise ValueError(f"the clients' labels hold a single class {self.classes_[0]!r}; PrivateKT needs at least 2")
         coded = [(X, np.searchsorted(self.classes_, y)) for X, y in parties]
         per_round = max(1, math.floor(self.client_fraction * n_clients))
         K = self.queries_per_round
@@ -308,7 +308,7 @@ class PrivateKT(ClassifierMixin, BaseEstimator):
         buffer = KnowledgeBuffer(self.buffer_rounds)
         self.participation_ = np.zeros(n_clients, dtype=np.int64)
         self.history_: list[dict[str, Any]] = []
-        for round_index in range(self.rounds):
+        for round_index in progress_bar(range(self.rounds), progress=self.progress, desc="PrivateKT", unit="round"):
             entropy = np.zeros(len(public)) if global_ is None else predictive_entropy(global_.predict_proba(public))
             queries = importance_sample(entropy, K, rng, uncertain=True)
             clients = np.sort(rng.choice(n_clients, size=per_round, replace=False))

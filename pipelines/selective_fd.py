@@ -79,8 +79,9 @@ from privfed.accounting.fingerprint import data_fingerprint
 from privfed.pipelines._models import fit_classifier, with_seed
 from privfed.pipelines._random import as_seed_sequence
 from privfed.pipelines.executor import JoblibExecutor, PartyTask, run_party_tasks
-from privfed.pipelines.fedkt import check_parties, check_party_data
 from privfed.pipelines.kulsif import DensityRatioSelector
+from privfed.pipelines.party_data import check_parties, check_party_data, party_classes
+from privfed.pipelines.progress import check_progress, progress_bar
 from privfed.pipelines.voting import break_ties_at_random
 from sklearn.base import BaseEstimator, ClassifierMixin, clone
 from sklearn.utils.validation import check_is_fitted
@@ -323,6 +324,7 @@ class _FederatedDistillation(ClassifierMixin, BaseEstimator):
         JoblibExecutor(n_jobs=self.n_jobs, progress=False)  # validates n_jobs
         if self.callback is not None and not callable(self.callback):
             raise TypeError(f"callback must be None or a callable (estimator, round) -> None, got {self.callback!r}")
+        check_progress(self.progress)
 
     def _client_models(self, n_clients: int) -> list[Any]:
         if isinstance(self.model, (list, tuple)):
@@ -343,10 +345,8 @@ class _FederatedDistillation(ClassifierMixin, BaseEstimator):
         if self.client >= len(parties):
             raise ValueError(f"client must index one of the {len(parties)} clients (0..{len(parties) - 1}), got {self.client}")
         prototypes = self._client_models(len(parties))
-        self.classes_ = np.unique(np.concatenate([y for _, y in parties]))
+        self.classes_ = party_classes(parties)
         n_classes = len(self.classes_)
-        if n_classes < 2:
-            raise ValueError(f"the parties' labels hold a single class ({self.classes_[0]!r}); at least 2 are needed")
 
         seed_sequence = as_seed_sequence(self.random_state)
         setup_seeds, round_seeds, server_seeds = seed_sequence.spawn(3)
@@ -366,7 +366,8 @@ class _FederatedDistillation(ClassifierMixin, BaseEstimator):
         self.history_: dict[str, list[float]] = {"shared_fraction": [], "sharers_per_example": [], "kept": []}
         released_votes = []
         self.selectors_ = [client.selector for client in clients]
-        for round_index, seeds in enumerate(round_seeds.spawn(protocol.rounds)):
+        rounds = progress_bar(round_seeds.spawn(protocol.rounds), progress=self.progress, desc=protocol.name, unit="round")
+        for round_index, seeds in enumerate(rounds):
             share_seeds, distill_seeds = seeds.spawn(2)
             indices = np.sort(server_rng.choice(len(public), size=batch, replace=False)) if batch else None
             config = _RoundConfig(protocol=protocol, classes=self.classes_, first_round=round_index == 0,
@@ -618,6 +619,9 @@ class SelectiveFD(_FederatedDistillation):
     random_state : int, default=None
     n_jobs : int, default=1
         Clients run in parallel (joblib) within a round.
+    progress : bool or None, default=None
+        A progress bar over the rounds: ``None`` on a terminal only, ``True`` always, ``False``
+        never (see :mod:`privfed.pipelines.progress`).
 
     Attributes
     ----------
@@ -675,6 +679,7 @@ class SelectiveFD(_FederatedDistillation):
         callback: Callable[[Any, int], None] | None = None,
         random_state: int | None = None,
         n_jobs: int = 1,
+        progress: bool | None = None,
     ) -> None:
         self.model = model
         self.rounds = rounds
@@ -699,6 +704,7 @@ class SelectiveFD(_FederatedDistillation):
         self.callback = callback
         self.random_state = random_state
         self.n_jobs = n_jobs
+        self.progress = progress
 
     def _protocol(self) -> _Protocol:
         self._check_common()
@@ -760,6 +766,7 @@ class FedMD(_FederatedDistillation):
         callback: Callable[[Any, int], None] | None = None,
         random_state: int | None = None,
         n_jobs: int = 1,
+        progress: bool | None = None,
     ) -> None:
         self.model = model
         self.rounds = rounds
@@ -776,6 +783,7 @@ class FedMD(_FederatedDistillation):
         self.callback = callback
         self.random_state = random_state
         self.n_jobs = n_jobs
+        self.progress = progress
 
     def _protocol(self) -> _Protocol:
         self._check_common()
@@ -795,6 +803,7 @@ class IndependentLearning(_FederatedDistillation):
     that cannot continue training are fitted once. ``fit(parties, public=None)``
     ignores ``public``. The ledger records that nothing is shared and that the model
     has no guarantee for its own client.
+    ``progress`` shows a bar over the rounds as in :class:`SelectiveFD`.
     """
 
     _estimator_name = "Independent learning"
@@ -810,6 +819,7 @@ class IndependentLearning(_FederatedDistillation):
         callback: Callable[[Any, int], None] | None = None,
         random_state: int | None = None,
         n_jobs: int = 1,
+        progress: bool | None = None,
     ) -> None:
         self.model = model
         self.rounds = rounds
@@ -819,6 +829,7 @@ class IndependentLearning(_FederatedDistillation):
         self.callback = callback
         self.random_state = random_state
         self.n_jobs = n_jobs
+        self.progress = progress
 
     def _protocol(self) -> _Protocol:
         self._check_common()

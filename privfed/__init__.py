@@ -70,6 +70,7 @@ _FROM_PIPELINES = (
     "FedMD",
     "IndependentLearning",
     "KuLSIF",
+    "PartyData",
     "PrivateKT",
     "SelectiveFD",
     "Solo",
@@ -80,6 +81,7 @@ _FROM_PIPELINES = (
     "federated_split",
     "homogeneous_partition",
     "load_dataset",
+    "load_parties",
 )
 _LAZY = {
     **dict.fromkeys(_FROM_ACCOUNTING, "privfed.accounting"),

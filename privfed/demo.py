@@ -23,8 +23,12 @@ __all__ = ["add_demo_command", "run_demo"]
 PUBLIC_SIZE = 500
 
 
-def run_demo(out: Path, *, gamma: float = 0.5, query_fraction: float = 0.2, seed: int = 0, overwrite: bool = False) -> dict[str, Any]:
-    """Run the demo; write the FedKT-L1 bundle to ``out``; return the figures it prints."""
+def run_demo(out: Path, *, gamma: float = 0.5, query_fraction: float = 0.2, seed: int = 0, overwrite: bool = False,
+             progress: bool | None = None) -> dict[str, Any]:
+    """Run the demo; write the FedKT-L1 bundle to ``out``; return the figures it prints.
+
+    ``progress``: bars over the three trainings and their parties (``None``: on a terminal only).
+    """
     from sklearn.datasets import load_digits
     from sklearn.ensemble import RandomForestClassifier
     from sklearn.tree import DecisionTreeClassifier
@@ -32,18 +36,23 @@ def run_demo(out: Path, *, gamma: float = 0.5, query_fraction: float = 0.2, seed
     from privfed.bundle import save_bundle
     from privfed.pipelines import federated_split
     from privfed.pipelines.fedkt import FedKT, Solo
+    from privfed.pipelines.progress import progress_bar
 
     X, y = load_digits(return_X_y=True)
     split = federated_split(X, y, n_parties=20, beta=1.0, public_size=PUBLIC_SIZE, test_size=297, min_size=20, random_state=seed)
     teacher = RandomForestClassifier(n_estimators=20, max_depth=8)
     student = RandomForestClassifier(n_estimators=50)
-    settings = dict(n_partitions=1, n_teachers=2, random_state=seed)
+    settings = dict(n_partitions=1, n_teachers=2, random_state=seed, progress=progress)
 
     start = time.perf_counter()
-    solo = Solo(DecisionTreeClassifier(max_depth=8), random_state=seed).fit(split.parties)
-    l0 = FedKT(teacher, student, **settings).fit(split.parties, split.X_public)
-    l1 = FedKT(teacher, student, privacy="L1", gamma=gamma, query_fraction=query_fraction, **settings)
-    l1.fit(split.parties, split.X_public)
+    with progress_bar(total=3, progress=progress, desc="privfed demo", unit="model") as bar:
+        solo = Solo(DecisionTreeClassifier(max_depth=8), random_state=seed, progress=progress).fit(split.parties)
+        bar.update()
+        l0 = FedKT(teacher, student, **settings).fit(split.parties, split.X_public)
+        bar.update()
+        l1 = FedKT(teacher, student, privacy="L1", gamma=gamma, query_fraction=query_fraction, **settings)
+        l1.fit(split.parties, split.X_public)
+        bar.update()
     elapsed = time.perf_counter() - start
     path = save_bundle(l1, out, overwrite=overwrite)
     return {

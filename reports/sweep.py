@@ -45,6 +45,7 @@ from privfed.accounting.ledger import Ledger, software_versions
 from privfed.accounting.mechanism import UNITS
 from privfed.pipelines.datasets import federated_split, load_dataset
 from privfed.pipelines.executor import JoblibExecutor, SerialExecutor
+from privfed.pipelines.progress import check_progress, progress_bar
 from privfed.reports.config import (
     SPLIT_KEYS,
     ConfigError,
@@ -55,7 +56,6 @@ from privfed.reports.config import (
     estimator_class,
     init_parameters,
 )
-from tqdm.auto import tqdm
 
 __all__ = [
     "ANALYSES",
@@ -499,7 +499,7 @@ def run_sweep(
     *,
     save_model: SaveModel = save_ledger,
     n_jobs: int | None = None,
-    progress: bool = True,
+    progress: bool | None = None,
     log: Callable[[str], None] | None = None,
 ) -> pd.DataFrame:
     """Run (or resume) a sweep and return its results, one row per run, in expansion order.
@@ -517,8 +517,8 @@ def run_sweep(
         function) when ``n_jobs`` != 1.
     n_jobs : int, optional
         Runs in parallel (default: ``config.n_jobs``), through :class:`privfed.pipelines.JoblibExecutor`.
-    progress : bool, default=True
-        Show a progress bar over the runs.
+    progress : bool or None, default=None
+        A progress bar over the runs: ``None`` on a terminal only, ``True`` always, ``False`` never.
     log : callable, optional
         Called with one line when runs of an earlier (interrupted) call are reused.
 
@@ -534,8 +534,7 @@ def run_sweep(
     """
     if not callable(save_model):
         raise TypeError(f"save_model must be callable as save_model(model, directory), got {save_model!r}")
-    if not isinstance(progress, bool):
-        raise TypeError(f"progress must be a bool, got {progress!r}")
+    check_progress(progress)
     n_jobs = config.n_jobs if n_jobs is None else n_jobs
     if isinstance(n_jobs, bool) or not isinstance(n_jobs, int) or n_jobs == 0:
         raise ValueError(f"n_jobs must be a non-zero integer (joblib convention), got {n_jobs!r}")
@@ -562,8 +561,8 @@ def run_sweep(
 
     workers = joblib.effective_n_jobs(n_jobs)
     executor = SerialExecutor() if workers == 1 else JoblibExecutor(n_jobs=n_jobs, progress=False)
-    bar = tqdm(total=len(points), initial=len(points) - len(pending), desc=f"sweep {config.name}",
-               disable=not progress, unit="run")
+    bar = progress_bar(total=len(points), progress=progress, desc=f"sweep {config.name}", unit="run", leave=True)
+    bar.update(len(points) - len(pending))
     finished = len(points) - len(pending)
     try:
         for start in range(0, len(pending), workers):

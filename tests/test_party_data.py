@@ -1,47 +1,107 @@
-"""Each SuperNode reads its own data file: npz, CSV with label and feature columns, LIBSVM; bad files named."""
+"""Bad party data and public sets: one clear ValueError naming the argument, before any training starts."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
-
-from privfed.federation.task import load_party_data
-
-
-def test_npz_csv_and_libsvm_give_the_same_party(tmp_path) -> None:
-    pd = pytest.importorskip("pandas", reason="CSV party data needs pandas")
-    X = np.array([[0.5, 1.0, 0.0], [2.0, 0.0, 3.0], [0.0, 0.25, 1.5]])
-    y = np.array([1, 0, 1])
-    np.savez(tmp_path / "site.npz", X=X, y=y)
-    frame = pd.DataFrame({"diagnosis": y, "age": X[:, 0], "bmi": X[:, 1], "dose": X[:, 2]})
-    frame.to_csv(tmp_path / "site.csv", index=False)
-    from sklearn.datasets import dump_svmlight_file
-
-    dump_svmlight_file(X[:, :2], y, str(tmp_path / "site.svm"))
-    for path, options, expected in [
-        ("site.npz", {}, X),
-        ("site.csv", {"label_column": "diagnosis"}, X),
-        ("site.csv", {"label_column": 0, "feature_columns": ["dose", "age"]}, X[:, [2, 0]]),
-        ("site.svm", {"n_features": 4}, np.hstack([X[:, :2], np.zeros((3, 2))])),
-    ]:
-        features, labels = load_party_data(tmp_path / path, **options)
-        np.testing.assert_array_equal(features, expected)
-        np.testing.assert_array_equal(labels, y)
+from privfed.pipelines import FedKD, FedKT, FedMD, IndependentLearning, PrivateKT, SelectiveFD, Solo
+from privfed.pipelines.fedkt import CentralizedPATE
+from privfed.pipelines.party_data import check_parties, check_party_data, party_classes
+from sklearn.base import BaseEstimator, ClassifierMixin
 
 
-def test_bad_party_files_are_named(tmp_path) -> None:
-    with pytest.raises(ValueError, match="must end in one of"):
-        load_party_data(tmp_path / "site.xlsx")
-    with pytest.raises(ValueError, match="is not a file on this SuperNode"):
-        load_party_data(tmp_path / "absent.npz")
-    np.savez(tmp_path / "site.npz", features=np.zeros((2, 2)))
-    with pytest.raises(ValueError, match=r"must hold arrays 'X' and 'y', has \['features'\]"):
-        load_party_data(tmp_path / "site.npz")
-    # An object array would need unpickling: refused by numpy's allow_pickle=False.
-    np.savez(tmp_path / "objects.npz", X=np.array([{"a": 1}], dtype=object), y=np.zeros(1))
-    with pytest.raises(ValueError, match="allow_pickle"):
-        load_party_data(tmp_path / "objects.npz")
-    pytest.importorskip("pandas", reason="CSV party data needs pandas")
-    (tmp_path / "site.csv").write_text("a,b\n1,2\n")
-    with pytest.raises(ValueError, match=r"columns \['label'\] are not among site.csv's columns \['a', 'b'\]"):
-        load_party_data(tmp_path / "site.csv", label_column="label")
+class Untrainable(ClassifierMixin, BaseEstimator):
+    """A classifier whose training fails loudly: a test passes only if validation refused the data first."""
+
+    def fit(self, X, y):
+        raise AssertionError("training started before the data was validated")
+
+    def predict(self, X):  # pragma: no cover - never reached
+        raise AssertionError
+
+    def predict_proba(self, X):  # pragma: no cover - never reached
+        raise AssertionError
+
+    def decision_function(self, X):  # pragma: no cover - never reached
+        raise AssertionError
+
+
+RNG = np.random.default_rng(0)
+X_GOOD = RNG.normal(size=(40, 3))
+Y_GOOD = np.arange(40) % 3
+PUBLIC = RNG.normal(size=(30, 3))
+GOOD = [(X_GOOD[:20], Y_GOOD[:20]), (X_GOOD[20:], Y_GOOD[20:])]
+
+BAD_INPUTS = {
+    "all-NaN public": (GOOD, np.full((30, 3), np.nan), "public holds no value at all"),
+    "infinite public": (GOOD, np.where(np.eye(30, 3) > 0, np.inf, PUBLIC), "public holds infinite values"),
+    "string X": ([(X_GOOD[:20].astype(str), Y_GOOD[:20]), GOOD[1]], PUBLIC, r"parties\[0\] X must hold numbers"),
+    "text in an object X": (
+        [GOOD[0], (np.array([["a", 1, 2]] * 20, dtype=object), Y_GOOD[20:])], PUBLIC,
+        r"parties\[1\] X must hold numbers, it holds text \(e.g. 'a'\)",
+    ),
+    "string public": (GOOD, PUBLIC.astype(str), "public must hold numbers"),
+    "mixed labels in one party": (
+        [(X_GOOD[:20], [0, "a"] * 10), GOOD[1]], PUBLIC, r"parties\[0\] y mixes label types: 0 \(number\) and 'a'",
+    ),
+    "mixed labels across parties": (
+        [(X_GOOD[:20], Y_GOOD[:20].astype(str)), GOOD[1]], PUBLIC,
+        r"parties\[1\] y holds numbers but parties\[0\] y holds strings",
+    ),
+    "a missing label": ([(X_GOOD[:20], [None] + ["a"] * 19), GOOD[1]], PUBLIC, r"parties\[0\] y has missing labels"),
+    "a NaN label": (
+        [(X_GOOD[:20], np.r_[np.nan, Y_GOOD[1:20]]), GOOD[1]], PUBLIC, r"parties\[0\] y has missing labels",
+    ),
+    "one class everywhere": (
+        [(X_GOOD[:20], np.zeros(20, int)), (X_GOOD[20:], np.zeros(20, int))], PUBLIC,
+        "single class 0 across all parties",
+    ),
+}
+
+PIPELINES = {
+    "FedKT": lambda: FedKT(Untrainable(), n_teachers=2),
+    "CentralizedPATE": lambda: CentralizedPATE(Untrainable(), n_teachers=2),
+    "Solo": lambda: Solo(Untrainable()),
+    "FedKD": lambda: FedKD(Untrainable(), Untrainable()),
+    "PrivateKT": lambda: PrivateKT(Untrainable(), rounds=1, queries_per_round=5, epsilon_per_round=1.0,
+                                   self_training_size=0),
+    "SelectiveFD": lambda: SelectiveFD(Untrainable(), rounds=1, proxy_batch=10),
+    "FedMD": lambda: FedMD(Untrainable(), rounds=1, proxy_batch=10),
+    "IndependentLearning": lambda: IndependentLearning(Untrainable(), rounds=1),
+}
+
+
+@pytest.mark.parametrize("case", list(BAD_INPUTS))
+@pytest.mark.parametrize("pipeline", list(PIPELINES))
+def test_bad_data_is_refused_before_training(pipeline, case):
+    parties, public, message = BAD_INPUTS[case]
+    if pipeline in ("Solo", "IndependentLearning") and "public" in case:
+        pytest.skip("this pipeline uses no public set")
+    with pytest.raises(ValueError, match=message):
+        PIPELINES[pipeline]().fit(parties, public)
+
+
+def test_good_data_passes_unchanged_and_object_numbers_become_numbers():
+    parties, public = check_parties(GOOD, PUBLIC)
+    assert all(np.array_equal(X, X0) and np.array_equal(y, y0) for (X, y), (X0, y0) in zip(parties, GOOD))
+    assert public is not None and public.shape == PUBLIC.shape
+    (X, y), = check_party_data([(X_GOOD[:4].astype(object), np.array([1, 2, 1, 2], dtype=object))])
+    assert X.dtype == float and y.dtype.kind == "i"
+    (_, y), = check_party_data([(X_GOOD[:2], ["b", "a"])])
+    assert party_classes([(X_GOOD[:2], y)]).tolist() == ["a", "b"]
+
+
+def test_some_missing_features_are_allowed_for_models_that_handle_them():
+    X = X_GOOD[:20].copy()
+    X[0, 0] = np.nan
+    (checked, _), = check_party_data([(X, Y_GOOD[:20])])
+    assert np.isnan(checked[0, 0])
+
+
+@pytest.mark.parametrize(
+    ("privacy", "what"), [("L1", "a single server query"), ("L2", "party 0 to answer a single local query")],
+)
+def test_a_budget_too_small_for_one_answer_is_refused_before_training(privacy, what):
+    model = FedKT(Untrainable(), n_teachers=2, privacy=privacy, gamma=0.5, target_epsilon=1e-3)
+    with pytest.raises(ValueError, match=f"target_epsilon=0.001 does not allow {what}, even a unanimous one"):
+        model.fit(GOOD, PUBLIC)

@@ -1,0 +1,70 @@
+"""FedKT warns when the final model has too little to learn from; privacy reports print as one line."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+from sklearn.datasets import load_digits
+from sklearn.tree import DecisionTreeClassifier
+
+import privfed
+
+
+@pytest.fixture(scope="module")
+def digits():
+    X, y = load_digits(return_X_y=True)
+    return [(X[i:1200:4], y[i:1200:4]) for i in range(4)], X[1200:1700]
+
+
+def test_too_few_answered_queries_draw_a_warning(digits):
+    parties, public = digits
+    # The README's former settings: γ = 0.04 and 1 % of the public set answer 5 queries for 10 classes.
+    model = privfed.FedKT(DecisionTreeClassifier(max_depth=6), n_partitions=1, privacy="L1", gamma=0.04,
+                          query_fraction=0.01, random_state=0)
+    with pytest.warns(UserWarning, match=r"only 5 server queries were answered for 10 classes \(fewer than 10 per"):
+        model.fit(parties, public)
+
+
+def test_too_few_local_queries_under_l2_draw_a_warning(digits):
+    parties, public = digits
+    model = privfed.FedKT(DecisionTreeClassifier(max_depth=6), n_partitions=1, privacy="L2", gamma=0.5,
+                          local_query_fraction=0.1, random_state=0)
+    with pytest.warns(UserWarning, match="a party answered only 50 local queries for 10 classes"):
+        model.fit(parties, public)
+
+
+def test_voted_labels_of_one_class_draw_a_warning():
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(400, 4))
+    y = (X[:, 0] > 2.0).astype(int)  # about 2 % positives: the teachers vote almost only 0
+    parties = [(X[i::4], y[i::4]) for i in range(4)]
+    model = privfed.FedKT(DecisionTreeClassifier(max_depth=2), n_teachers=2, random_state=0)
+    with pytest.warns(UserWarning, match=r"of the server's voted labels are one class"):
+        model.fit(parties, rng.normal(size=(300, 4)))
+
+
+def test_enough_balanced_answers_draw_no_warning(digits):
+    parties, public = digits
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)
+        privfed.FedKT(DecisionTreeClassifier(max_depth=6), n_partitions=1, random_state=0).fit(parties, public)
+
+
+def test_privacy_reports_print_as_one_line_and_keep_their_curves(digits):
+    parties, public = digits
+    model = privfed.FedKT(DecisionTreeClassifier(max_depth=6), n_partitions=1, privacy="L1", gamma=0.5,
+                          query_fraction=0.4, random_state=0).fit(parties, public)
+    report = model.ledger_.account()
+    line = repr(report)
+    assert "\n" not in line and len(line) < 200
+    assert line.startswith("PrivacyReport(ε = ") and "unit = 'party'" in line and "δ = 1e-05" in line
+    assert ("DATA-DEPENDENT" if report.data_dependent else "data-independent") in line
+    printed = str(report.other_units)
+    assert printed.count("PrivacyReport(") == len(report.other_units) == 1 and len(printed) < 300
+    assert "unit = 'example'" in printed
+    assert "\n" not in repr(report.mechanisms)
+    curves = report.curves()
+    assert curves["orders"] == report.orders and curves["rdp"] == report.rdp and len(report.rdp) > 10
+    assert report.other_units["example"].curves()["rdp"] == report.other_units["example"].rdp
