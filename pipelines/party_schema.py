@@ -47,7 +47,8 @@ def federation_classes(
     """Check every party's schema against the public set's ``feature_shape``; return the sorted class union.
 
     Raises :class:`MessageError` naming the first party whose feature shape differs, whose label type
-    (numeric or text) differs from the first party's, or which holds no example.
+    (numeric or text) differs from the first party's, or which holds no example, and a federation
+    whose labels hold a single class.
     """
     for schema, name in zip(schemas, names):
         if tuple(int(d) for d in schema.feature_shape) != tuple(feature_shape):
@@ -60,4 +61,10 @@ def federation_classes(
         family, first = _label_family(schema.classes), _label_family(schemas[0].classes)
         if family != first:
             raise MessageError(f"{name} has {family} labels {schema.classes[:5]}, {names[0]} has {first} labels")
-    return np.unique(np.concatenate([schema.classes for schema in schemas]))
+    classes = np.unique(np.concatenate([schema.classes for schema in schemas]))
+    if len(classes) < 2:
+        raise MessageError(
+            f"parties: the labels hold a single class {classes[0].item()!r} across all parties; "
+            "at least 2 classes are needed"
+        )
+    return classes

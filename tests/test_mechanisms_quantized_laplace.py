@@ -5,7 +5,6 @@ from __future__ import annotations
 import dp_accounting
 import numpy as np
 import pytest
-from dp_accounting.pld import privacy_loss_distribution
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp

@@ -55,7 +55,7 @@ def _party_files(parties: Any, folder: Path) -> list[str]:
             if path.suffix.lower() not in DATA_FORMATS or not path.is_file():
                 raise ValueError(f"parties[{index}] = {str(path)!r} must be an existing file ending in {DATA_FORMATS}")
         return [str(path.resolve()) for path in paths]
-    from privfed.pipelines.fedkt import check_party_data
+    from privfed.pipelines.party_data import check_party_data
 
     paths = []
     for index, (X, y) in enumerate(check_party_data(parties)):
