@@ -13,6 +13,10 @@ from collections.abc import Iterable
 
 import numpy as np
 
+#: The largest pure ε of one answer (one noisy-max query, one randomized-response label) privfed accounts:
+#: e^ε must fit a float64 (its largest is e^709.78); no meaningful release comes near it.
+MAX_EPSILON_PER_ANSWER = 700.0
+
 __all__ = [
     "MAX_COUNT",
     "check_at_most",

@@ -23,6 +23,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 import numpy as np
+from privfed.accounting._checks import MAX_EPSILON_PER_ANSWER
 
 __all__ = [
     "MAX_EPSILON_PER_ANSWER",
@@ -36,9 +37,6 @@ __all__ = [
 
 #: The first bytes of every ``.npy`` file (numpy's format specification).
 NPY_MAGIC = b"\x93NUMPY"
-#: The largest pure ε of one answer (one noisy-max query, one label) accounted: exp(ε) overflows a float beyond
-#: ln(largest float) ≈ 709.78.
-MAX_EPSILON_PER_ANSWER = 709.0
 #: Properties through which mechanisms state the pure ε of one answer.
 _ANSWER_EPSILONS = ("epsilon_per_query", "epsilon_per_label")
 

@@ -16,7 +16,14 @@ from typing import Any, ClassVar
 
 import dp_accounting
 import numpy as np
-from privfed.accounting._checks import check_at_most, check_choice, check_orders, check_positive_finite, check_votes
+from privfed.accounting._checks import (
+    MAX_EPSILON_PER_ANSWER,
+    check_at_most,
+    check_choice,
+    check_orders,
+    check_positive_finite,
+    check_votes,
+)
 from privfed.accounting._dp_accounting import event_rdp
 from privfed.accounting.mechanism import ANALYSES
 from privfed.accounting.noisy_max import VoteMechanism
@@ -30,8 +37,8 @@ _CHUNK_ROWS = 65_536
 _CHUNK_CELLS = 131_072
 #: Largest vote count for which per-gap terms are tabulated instead of recomputed per cell.
 _MAX_TABULATED_GAP = 1_000_000
-#: Largest per-answer ε accepted: e^ε must fit a float64 (e^709.8 is its largest); no meaningful release is near.
-MAX_EPSILON_PER_QUERY = 700.0
+#: Largest per-answer ε accepted (see privfed.accounting._checks.MAX_EPSILON_PER_ANSWER).
+MAX_EPSILON_PER_QUERY = MAX_EPSILON_PER_ANSWER
 #: Above this exponent e^{ελ} could overflow a float64; the log-space form is used instead.
 _MAX_LINEAR_EXPONENT = 700.0
 

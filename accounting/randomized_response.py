@@ -16,6 +16,7 @@ from typing import Any, ClassVar
 import dp_accounting
 import numpy as np
 from privfed.accounting._checks import (
+    MAX_EPSILON_PER_ANSWER,
     check_at_most,
     check_choice,
     check_int_at_least,
@@ -37,8 +38,8 @@ __all__ = [
 ]
 
 _REPLACE_ONE = dp_accounting.NeighboringRelation.REPLACE_ONE
-#: Largest ε per label accepted: e^ε must fit a float64 (e^709.8 is its largest).
-MAX_EPSILON_PER_LABEL = 700.0
+#: Largest ε per label accepted (see privfed.accounting._checks.MAX_EPSILON_PER_ANSWER).
+MAX_EPSILON_PER_LABEL = MAX_EPSILON_PER_ANSWER
 
 
 def randomized_response_keep_probability(epsilon: float, *, num_classes: int, labels_per_report: int = 1) -> float:

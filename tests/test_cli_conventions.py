@@ -116,7 +116,7 @@ def no_training(monkeypatch):
 @pytest.mark.parametrize(
     ("arguments", "needles"),
     [
-        (["--gamma", "400"], ["--gamma", "(0, 354.5]", "709"]),
+        (["--gamma", "400"], ["--gamma", "(0, 350]", "700"]),
         (["--gamma", "0"], ["--gamma", "(0, inf)"]),
         (["--gamma", "inf"], ["--gamma"]),
         (["--query-fraction", "0.001"], ["--query-fraction", "[0.002, 1]"]),
@@ -158,8 +158,8 @@ def test_an_unwritable_output_folder_is_refused_before_work(tmp_path: Path, no_t
 @pytest.mark.parametrize(
     ("arguments", "needles"),
     [
-        (["--gamma", "400", "--delta", "1e-5"], ["--gamma", "(0, 354.5]", "709"]),
-        (["--gamma", "200", "--votes-per-unit", "2", "--delta", "1e-5"], ["--gamma", "(0, 177.25]", "k = 2"]),
+        (["--gamma", "400", "--delta", "1e-5"], ["--gamma", "(0, 350]", "700"]),
+        (["--gamma", "200", "--votes-per-unit", "2", "--delta", "1e-5"], ["--gamma", "(0, 175]", "k = 2"]),
         (["--gamma", "nan", "--delta", "1e-5"], ["--gamma"]),
         (["--gamma", "0.1", "--delta", "0"], ["--delta", "(0, 1)"]),
         (["--gamma", "0.1", "--delta", "1e-5", "--votes-per-unit", "1.5"], ["--votes-per-unit", "integer"]),

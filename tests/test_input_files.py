@@ -41,6 +41,7 @@ def _audit_error(tmp_path: Path, document: dict, capsys) -> str:
 def test_a_misspelled_optional_parameter_is_refused_not_defaulted(tmp_path: Path, capsys) -> None:
     # The intended claim (k = 2) fails; with the typo, the default k = 1 used to make it pass.
     intended = copy.deepcopy(CLAIMS)
+    intended["claim"]["epsilon"] = 3.72  # k = 1 gives 2.17 (pass), k = 2 gives 4.70 (fail)
     intended["mechanisms"][0]["parameters"]["votes_per_unit"] = 2
     assert main(["audit", "--claims", str(_write(tmp_path, intended, "intended.json"))]) == 1
     capsys.readouterr()
@@ -85,7 +86,8 @@ def test_claims_files_name_the_problem(change, needles, tmp_path: Path, capsys) 
 
 
 def test_non_finite_numbers_are_refused(tmp_path: Path, capsys) -> None:
-    text = json.dumps(CLAIMS).replace('"epsilon": 3.72', '"epsilon": Infinity')
+    text = json.dumps(CLAIMS).replace(f'"epsilon": {CLAIMS["claim"]["epsilon"]}', '"epsilon": Infinity')
+    assert "Infinity" in text
     path = tmp_path / "inf.json"
     path.write_text(text)
     assert main(["audit", "--claims", str(path)]) == 2
@@ -230,14 +232,16 @@ def test_member_samples_that_are_not_npz_are_refused_without_a_pickle_hint(tmp_p
 
 
 # --- values the accounting cannot represent ----------------------------------------------------------------------
-def test_one_answer_epsilon_beyond_709_is_refused_where_files_are_parsed(tmp_path: Path, capsys) -> None:
+def test_one_answer_epsilon_beyond_700_is_refused_where_files_are_parsed(tmp_path: Path, capsys) -> None:
     from privfed.accounting.documents import MAX_EPSILON_PER_ANSWER as ACCOUNTING_MAX
 
     from privfed._arguments import MAX_EPSILON_PER_ANSWER
 
     assert MAX_EPSILON_PER_ANSWER == ACCOUNTING_MAX
     np.save(tmp_path / "votes.npy", np.array([[5, 1], [3, 3]]))
-    for body, name in (('kind = "laplace_noisy_max"\nvotes = "votes.npy"\ngamma = 400.0\n', "epsilon_per_query"),
+    # The mechanisms refuse these at construction (the message names the parameter and its range); the file's
+    # entry is named in front.
+    for body, name in (('kind = "laplace_noisy_max"\nvotes = "votes.npy"\ngamma = 400.0\n', "gamma must be <= 350"),
                        ('kind = "randomized_response"\nnum_classes = 10\nepsilon = 800.0\n', "epsilon")):
         path = tmp_path / "p.toml"
         path.write_text("[[mechanisms]]\n" + body)
@@ -245,7 +249,7 @@ def test_one_answer_epsilon_beyond_709_is_refused_where_files_are_parsed(tmp_pat
     claims = copy.deepcopy(CLAIMS)
     claims["mechanisms"][0]["parameters"]["gamma"] = 400.0
     error = _audit_error(tmp_path, claims, capsys)
-    assert "epsilon_per_query = 800" in error and "709" in error
+    assert "gamma must be <= 350" in error and "700" in error
 
 
 def test_a_kind_added_elsewhere_is_checked_too_even_if_it_reads_every_item(monkeypatch) -> None:
