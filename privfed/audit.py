@@ -39,9 +39,10 @@ from privfed.accounting.account import account
 from privfed.accounting.conversion import rdp_to_epsilon
 from privfed.accounting.fingerprint import commit_evidence, file_sha256
 from privfed.accounting.ledger import Ledger, LedgerFormatError, LedgerIntegrityError
-from privfed.accounting.ledger_entry import UnitAnalysis, analyse_mechanism
+from privfed.accounting.ledger_entry import UnitAnalysis
+from privfed.accounting.recompute import recompute_analysis
 from privfed.accounting.mechanism import UNITS, Mechanism
-from privfed.accounting.registry import mechanism_from_record, public_mechanism_from_record
+from privfed.accounting.registry import public_mechanism_from_record
 from privfed.accounting.report import PrivacyReport, round_up
 from privfed.audit_hygiene import SETTINGS, Release, Statement, hygiene_checks
 from privfed.audit_report import AuditInputError, AuditReport, Check
@@ -380,37 +381,15 @@ def _entry_epsilon(curves: Mapping[str, Any], delta: float, name: str) -> float:
 
 
 def _recompute_member(member: UnitAnalysis, arrays: dict[str, np.ndarray] | None, delta: float | None) -> tuple[list[str], str]:
-    """(problems, summary) of one analysis of an entry rebuilt from its parameters (and evidence)."""
-    if not member.data_dependent:
-        mechanism, checked = mechanism_from_record(member.record()), ("rdp", "rdp_data_independent")
-        how = "rebuilt from its parameters"
-    elif arrays is not None:
-        mechanism, checked = mechanism_from_record(member.record(), evidence=arrays), ("rdp", "rdp_data_independent")
-        how = "recomputed from the raw votes"
-    else:
-        mechanism, _ = public_mechanism_from_record(member.record())
-        checked, how = ("rdp_data_independent",), "data-independent curve rebuilt from its parameters"
-    fresh = analyse_mechanism(mechanism, evidence_sha256=member.evidence_sha256)
-    problems = []
-    if fresh.num_queries != member.num_queries or fresh.data_dependent != member.data_dependent:
-        problems.append(f"records {member.num_queries} queries (data-dependent: {member.data_dependent}) but its "
-                        f"parameters give {fresh.num_queries} ({fresh.data_dependent})")
-    if (fresh.pure_epsilon is None) != (member.pure_epsilon is None) or (
-            fresh.pure_epsilon is not None and not _close(member.pure_epsilon, fresh.pure_epsilon)):
-        problems.append(f"records pure ε {member.pure_epsilon} but its parameters give {fresh.pure_epsilon}")
-    for analysis, curve in member.curves.items():
-        new = fresh.curves.get(analysis)
-        if new is None or new.orders != curve.orders:
-            problems.append(f"its {analysis} curve cannot be recomputed on its recorded orders")
-            continue
-        for name in checked:
-            recorded, recomputed = np.asarray(getattr(curve, name)), np.asarray(getattr(new, name))
-            if not np.allclose(recorded, recomputed, rtol=RTOL, atol=_ATOL):
-                worst = int(np.argmax(np.abs(recorded - recomputed)))
-                problems.append(f"recorded {analysis} {name} differs from the recomputed one (order {curve.orders[worst]:g}: "
-                                f"{recorded[worst]:.6g} recorded vs {recomputed[worst]:.6g})")
-    summary = f"{member.unit}: {how}"
-    if delta is not None:
+    """(problems, summary) of one analysis of an entry rebuilt from its parameters (and evidence).
+
+    The comparison itself is :func:`~privfed.accounting.recompute.recompute_analysis`, the one
+    ``load_bundle`` runs through :meth:`Ledger.verify`.
+    """
+    result = recompute_analysis(member, arrays)
+    problems, fresh, checked = list(result.problems), result.fresh, result.checked
+    summary = f"{member.unit}: {result.how}"
+    if delta is not None and fresh is not None:
         name = "rdp" if "rdp" in checked else "rdp_data_independent"
         recorded_eps = _entry_epsilon(member.curves, delta, name)
         fresh_eps = _entry_epsilon({a: fresh.curves[a] for a in member.curves if a in fresh.curves} or member.curves,
@@ -430,10 +409,7 @@ def _entry_checks(ledger: Ledger, evidence: Mapping[str, dict[str, np.ndarray]])
         problems, summaries = [], []
         for unit, member in entry.analyses.items():
             arrays = evidence.get(member.evidence_sha256) if member.evidence_sha256 else None
-            try:
-                found, summary = _recompute_member(member, arrays, ledger.delta)
-            except (ValueError, TypeError, KeyError) as error:
-                found, summary = [f"cannot be rebuilt from its recorded parameters: {error}"], f"{unit}: not rebuilt"
+            found, summary = _recompute_member(member, arrays, ledger.delta)
             problems += [f"{unit}: {problem}" for problem in found]
             summaries.append(summary)
         kinds = sorted({member.kind for member in entry.analyses.values()})
