@@ -41,7 +41,8 @@ from privfed.accounting import (  # noqa: E402
 )
 from privfed.audit import audit, load_claims
 from privfed.audit_report import AuditInputError, AuditReport, Check
-from privfed.bundle import BundleError, BundleIntegrityError, load_bundle, save_bundle
+from privfed.bundle import BundleError, BundleIntegrityError, LegacyBundleWarning, bundle_digest, load_bundle, save_bundle
+from privfed.signing import generate_signing_key, sign_bundle
 from privfed.empirical import (
     MembershipBound,
     OneRunBound,
@@ -95,6 +96,7 @@ __all__ = [
     "BudgetExceededError",
     "BundleError",
     "BundleIntegrityError",
+    "LegacyBundleWarning",
     "Check",
     "DPSGD",
     "GaussianNoisyMax",
@@ -118,12 +120,15 @@ __all__ = [
     "compose_parallel",
     "data_fingerprint",
     "insert_canaries",
+    "bundle_digest",
+    "generate_signing_key",
     "load_bundle",
     "load_claims",
     "membership_epsilon_lower_bound",
     "one_run_audit",
     "one_run_epsilon_lower_bound",
     "save_bundle",
+    "sign_bundle",
     "load_mechanisms",
     "quantize_logits",
     "randomized_response_epsilon",

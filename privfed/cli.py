@@ -26,6 +26,7 @@ from privfed import accounting
 from privfed.audit_command import add_audit_command
 from privfed.demo import add_demo_command
 from privfed.report_command import add_report_command
+from privfed.sign_command import add_sign_commands
 
 __all__ = ["main"]
 
@@ -99,6 +100,7 @@ def _parser() -> argparse.ArgumentParser:
     add_demo_command(commands)
     add_audit_command(commands)
     add_report_command(commands)
+    add_sign_commands(commands)
     return parser
 
 

@@ -333,7 +333,7 @@ def test_data_dependent_epsilon_and_delta_warnings(tmp_path, fedkt):
     bundle = save_bundle(fedkt.final_model_, tmp_path / "b", ledger)
     report = audit(bundle, protected_units=1000)
     assert report.check("data-dependent ε").status == "warn"
-    assert report.check("δ against protected units").status == "warn"  # δ = 1e-3 ≥ 1/1000
+    assert report.check("δ against protected units").status == "fail"  # δ = 1e-3 ≥ 1/1000, n given to the audit
     assert report.check("protected unit").status == "pass"
     assert audit(bundle, protected_units=100).check("δ against protected units").status == "pass"
 
