@@ -181,17 +181,17 @@ def signature_verdict(files: Mapping[str, bytes], public_key: Any = None) -> Sig
     With ``public_key`` the bundle must be signed by that key; without it a valid
     signature is reported as unverified (its embedded key proves nothing alone).
     """
+    if SIGNATURE_FILE not in files and public_key is None:  # no cryptography needed to say so
+        return SignatureVerdict("unsigned", None, "unsigned: integrity only against accidents (anyone able to edit "
+                                "the folder could rewrite it)")
     _, ed25519 = _crypto()
     from cryptography.exceptions import InvalidSignature
 
     expected = None if public_key is None else load_public_key(public_key)
     expected_fingerprint = None if expected is None else hashlib.sha256(_raw_public(expected)).hexdigest()
     if SIGNATURE_FILE not in files:
-        detail = "unsigned: integrity only against accidents (anyone able to edit the folder could rewrite it)"
-        if expected is not None:
-            detail = f"unsigned, but a signature by {expected_fingerprint[:16]}… was required"
-            return SignatureVerdict("invalid", None, detail)
-        return SignatureVerdict("unsigned", None, detail)
+        return SignatureVerdict("invalid", None, f"unsigned, but a signature by {expected_fingerprint[:16]}… was "
+                                "required")
     try:
         raw, signature = _signature_fields(files)
     except BundleIntegrityError as error:
