@@ -89,6 +89,7 @@ def recompute_analysis(member: UnitAnalysis, evidence: Mapping[str, np.ndarray] 
                 finite = np.isfinite(recorded) & np.isfinite(recomputed)
                 gap = np.where(finite, np.abs(recorded - recomputed), np.inf)
                 worst = int(np.argmax(gap))
-                problems.append(f"recorded {analysis} {name} differs from the recomputed one (order {curve.orders[worst]:g}: "
-                                f"{recorded[worst]:.6g} recorded vs {recomputed[worst]:.6g})")
+                problems.append(f"recorded {analysis} {name} differs from the recomputed one "
+                                f"(order {curve.orders[worst]:g}: {recorded[worst]:.6g} recorded vs "
+                                f"{recomputed[worst]:.6g})")
     return Recomputation(fresh, checked, how, tuple(problems))

@@ -46,13 +46,13 @@ def main() -> None:
     args = parser.parse_args()
 
     import skops.io
+    from privfed.accounting import Ledger
+    from privfed.pipelines.fedkt import FedKT
     from sklearn.datasets import load_digits
     from sklearn.tree import DecisionTreeClassifier
 
     import privfed
-    from privfed.accounting import Ledger
     from privfed.manifest import read_bundle_files
-    from privfed.pipelines.fedkt import FedKT
     from privfed.signing import signature_verdict
 
     X, y = load_digits(return_X_y=True)

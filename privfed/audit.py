@@ -501,6 +501,17 @@ def _load_bundle_model(files: Mapping[str, bytes], ledger: Ledger, *, module: An
 
 
 def _load_foreign_model(path: Path, *, module: Any) -> tuple[Any, Check]:
+    """The foreign model read by its suffix's safe reader; a failed check (never a traceback) when unreadable."""
+    try:
+        return _read_foreign_model(path, module=module)
+    except Exception as error:  # each reader's own error for a corrupt, truncated or mislabelled file
+        message = str(error).strip().splitlines()[0] if str(error).strip() else ""
+        return None, Check("safe loading", "fail", f"{path.name} is not a readable {path.suffix} model: "
+                           f"{type(error).__name__}{': ' + message if message else ''}", _INTEGRITY_MEANING,
+                           "safe-loading")
+
+
+def _read_foreign_model(path: Path, *, module: Any) -> tuple[Any, Check]:
     suffix = path.suffix.lower()
     if suffix in _PICKLE_SUFFIXES:
         return None, Check("safe loading", "fail", f"refused: {path.name} is a {suffix} file, which is read by "

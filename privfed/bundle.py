@@ -48,7 +48,7 @@ from typing import Any
 import numpy as np
 
 from privfed.accounting.fingerprint import data_fingerprint, sha256_hex
-from privfed.accounting.ledger import Ledger, LedgerFormatError, LedgerIntegrityError
+from privfed.accounting.ledger import Ledger
 from privfed.manifest import (
     MANIFEST_FILE,
     SIGNATURE_FILE,
@@ -505,7 +505,8 @@ def save_bundle(
         private_key = load_private_key(signing_key)
     directory = Path(path)
     if directory.is_symlink() or (directory.exists() and not directory.is_dir()):
-        raise ValueError(f"path must be a folder for the bundle, got {'the symbolic link' if directory.is_symlink() else 'the file'} {directory}")
+        what = "the symbolic link" if directory.is_symlink() else "the file"
+        raise ValueError(f"path must be a folder for the bundle, got {what} {directory}")
     if directory.is_dir() and any(directory.iterdir()):
         if not overwrite:
             raise FileExistsError(f"path {directory} is not empty; pass overwrite=True to replace a bundle there")

@@ -29,7 +29,6 @@ so no time-of-check/time-of-use gap).
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import stat
 from collections.abc import Mapping
@@ -154,7 +153,8 @@ def _parse_manifest(data: bytes) -> dict[str, dict[str, Any]]:
     if not isinstance(listed, dict) or _LEDGER_FILE not in listed:
         raise BundleError(f"{MANIFEST_FILE}: 'files' must be an object listing at least {_LEDGER_FILE}")
     for name, record in listed.items():
-        if name in (".", "..", MANIFEST_FILE, SIGNATURE_FILE) or Path(name).name != name or "\\" in name or "\0" in name:
+        plain = Path(name).name == name and "\\" not in name and "\0" not in name
+        if name in (".", "..", MANIFEST_FILE, SIGNATURE_FILE) or not plain:
             raise BundleError(f"{MANIFEST_FILE} lists {name!r}, which is not a plain file name inside the bundle")
         if not (isinstance(record, dict) and isinstance(record.get("sha256"), str)
                 and isinstance(record.get("size"), int) and not isinstance(record.get("size"), bool)):
@@ -196,9 +196,3 @@ def verify_manifest(files: Mapping[str, bytes], *, where: str = "the bundle") ->
                 f"{record['size']} bytes, {str(record['sha256'])[:16]}…): modified or replaced after it was written"
             )
     return _sha256(files[MANIFEST_FILE])
-
-
-def manifest_summary(files: Mapping[str, bytes]) -> str:
-    """One line naming the files a manifest covers (for reports)."""
-    listed = json.loads(files[MANIFEST_FILE])["files"]
-    return ", ".join(sorted(listed))

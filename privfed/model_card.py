@@ -118,12 +118,12 @@ def render_model_card(ledger: Ledger, *, card: Mapping[str, Any] | None = None) 
         lines += [f"Budget enforced while training ({ledger.analysis} analysis, "
                   f"{ledger.budget_basis.replace('_', '-')} ε): {targets}.", ""]
     software = ", ".join(f"{name} {version}" for name, version in ledger.software.items() if version)
-    evidence = ledger.evidence_fingerprint
+    shipped = "`evidence.npz` (PRIVATE: for auditors only)" if ledger.evidence_fingerprint else "not shipped"
     lines += ["## Provenance", "",
               f"- Ledger created {ledger.created} with privfed {ledger.privfed_version}; {software}",
               f"- Seeds: {', '.join(f'{k}={v}' for k, v in ledger.seeds.items()) or 'none recorded'}",
               f"- Public data sha256: `{ledger.public_data_sha256 or 'not recorded'}`",
-              f"- Evidence: {'`evidence.npz` (PRIVATE: for auditors only)' if evidence else 'not shipped with this bundle'}",
+              f"- Evidence: {shipped}",
               ""]
     lines += ["## How to verify", "",
               "1. The **bundle digest** is the sha256 of `MANIFEST.json`, which lists the size and sha256 of every "
@@ -134,6 +134,7 @@ def render_model_card(ledger: Ledger, *, card: Mapping[str, Any] | None = None) 
               "2. `model, ledger = privfed.load_bundle(path)` checks every file against the manifest and the ledger "
               "before loading anything, the chain of entries and the recorded totals, and rebuilds every entry's "
               "curves from its public parameters (data-dependent ones from `evidence.npz` when present).",
-              "3. `ledger.account(unit=\"party\")` / `ledger.account(unit=\"example\")` recompute ε from the recorded curves.",
+              "3. `ledger.account(unit=\"party\")` / `ledger.account(unit=\"example\")` recompute ε from the "
+              "recorded curves.",
               ""]
     return "\n".join(lines)

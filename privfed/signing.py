@@ -209,7 +209,8 @@ def signature_verdict(files: Mapping[str, bytes], public_key: Any = None) -> Sig
     if expected is None:
         return SignatureVerdict("unverified", fingerprint, f"signature valid, by key {fingerprint} — but no "
                                 "public key was given to check whose it is (pass --public-key / public_key=)")
-    return SignatureVerdict("signed", fingerprint, f"signed by {fingerprint} (the key given)")
+    label = os.fspath(public_key) if isinstance(public_key, (str, os.PathLike)) else "the key given"
+    return SignatureVerdict("signed", fingerprint, f"signed by {label} (fingerprint {fingerprint})")
 
 
 def verify_signature(files: Mapping[str, bytes], public_key: Any) -> str:

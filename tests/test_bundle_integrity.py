@@ -11,7 +11,6 @@ import subprocess
 import sys
 import threading
 import time
-import warnings
 from pathlib import Path
 
 import numpy as np
@@ -142,7 +141,7 @@ def test_signed_bundle_verdicts(bundle, keys, tmp_path, forest, capsys):
     model, ledger = load_bundle(bundle, public_key=keys[1])
     assert len(ledger) == 2
     signed = audit(bundle, public_key=keys[1])
-    assert signed.exit_code == 0 and signed.check("signature").detail == f"signed by {keys[2]} (the key given)"
+    assert signed.exit_code == 0 and signed.check("signature").detail == f"signed by {keys[1]} (fingerprint {keys[2]})"
     assert audit(bundle).check("signature").status == "warn"  # a valid signature by a key nobody vouched for
     other_private, other_public, _ = privfed.generate_signing_key(tmp_path / "mallory.pem")
     privfed.sign_bundle(bundle, other_private)  # a forger re-signs with their own key
@@ -414,10 +413,9 @@ def test_card_states_metrics_data_and_intended_use(tmp_path, forest, data):
 
 
 def test_pipeline_evidence_attribute_is_accepted(tmp_path):
+    from privfed.pipelines.fedkt import FedKT
     from sklearn.datasets import make_classification
     from sklearn.tree import DecisionTreeClassifier
-
-    from privfed.pipelines.fedkt import FedKT
 
     X, y = make_classification(n_samples=700, n_features=6, random_state=0)
     parties = [(X[i * 150:(i + 1) * 150], y[i * 150:(i + 1) * 150]) for i in range(3)]
@@ -427,3 +425,27 @@ def test_pipeline_evidence_attribute_is_accepted(tmp_path):
     _, ledger = load_bundle(path)
     assert set(ledger.evidence()) == set(model.ledger_.evidence())
     assert audit(path).exit_code == 0
+
+
+def test_claims_with_huge_gamma_give_a_verdict_not_a_traceback(tmp_path, capsys):
+    claims = tmp_path / "claims.json"
+    claims.write_text(json.dumps({
+        "type": "privfed.claims", "schema_version": 1, "claim": {"epsilon": 1.0, "delta": 1e-5, "unit": "party"},
+        "mechanisms": [{"kind": "laplace_noisy_max", "unit": "party",
+                        "parameters": {"gamma": 400, "votes_per_unit": 3, "num_queries": 10, "num_classes": 2}}]}))
+    assert main(["audit", "--claims", str(claims)]) == 1
+    captured = capsys.readouterr()
+    assert "Traceback" not in captured.err and "FAIL" in captured.out
+
+
+@pytest.mark.parametrize("suffix", [".skops", ".safetensors", ".ubj"])
+def test_corrupt_foreign_model_file_is_a_failed_check(tmp_path, suffix, capsys):
+    """Issue 13: `privfed audit` on a corrupt model file printed a zipfile.BadZipFile traceback."""
+    model = tmp_path / f"model{suffix}"
+    model.write_bytes(b"PK\x03\x04 this is not a model")
+    claims = ROOT / "examples" / "claims" / "fedkt_l1_adult.json"
+    if not claims.is_file():
+        pytest.skip("examples/claims not present")
+    assert main(["audit", str(model), "--claims", str(claims)]) == 1
+    captured = capsys.readouterr()
+    assert "Traceback" not in captured.err and "is not a readable" in captured.out
