@@ -514,8 +514,9 @@ def save_bundle(
     # A copy: the caller's ledger is left as it was. Checking evidence recomputes every committed curve.
     bundle_ledger = Ledger.from_dict(ledger.to_dict(), evidence=evidence)
 
-    directory.parent.mkdir(parents=True, exist_ok=True)
-    staging = directory.with_name(f".{directory.name}.privfed-new-{secrets.token_hex(4)}")
+    target = Path(os.path.abspath(directory))  # "." or "bundle/" still name a folder with a parent and a name
+    target.parent.mkdir(parents=True, exist_ok=True)
+    staging = target.with_name(f".{target.name}.privfed-new-{secrets.token_hex(4)}")
     staging.mkdir()
     try:
         fingerprint = _write_model(model, family, staging)
@@ -541,11 +542,11 @@ def save_bundle(
             _write_file(staging / SIGNATURE_FILE, signature_document(private_key, manifest))
         _fsync_path(staging)
         verify_manifest(read_bundle_files(staging), where=str(staging))
-        _publish(staging, directory, overwrite=overwrite)
+        _publish(staging, target, overwrite=overwrite)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
-    _fsync_path(directory.parent)
+    _fsync_path(target.parent)
     return directory
 
 
