@@ -775,12 +775,17 @@ def _audit_bundle(directory: Path, *, evidence, samples, given_units, module, mo
     if evidence_check is not None:
         checks.append(evidence_check)
     checks += _entry_checks(ledger, verified)
-    checks.append(_totals_check(ledger, document.get("spent")))
-    budget = _budget_check(ledger, document)
-    if budget is not None:
-        checks.append(budget)
+    try:  # totals are recomputed from untrusted parameters: a malformed entry fails here, never as a traceback
+        totals = _totals_check(ledger, document.get("spent"))
+        budget = _budget_check(ledger, document)
+        statement, claim = _ledger_statement(ledger, document.get("spent"), given_units)
+    except (ValueError, TypeError, KeyError, ArithmeticError) as error:
+        message = str(error).splitlines()[0] if str(error) else type(error).__name__
+        checks.append(Check("recorded totals", "fail", f"the totals cannot be recomputed from the entries: {message}",
+                            _RECOMPUTE_MEANING, "recomputation"))
+        return AuditReport(str(directory), tuple(checks))
+    checks += [totals] if budget is None else [totals, budget]
     checks.append(_card_check(files))
-    statement, claim = _ledger_statement(ledger, document.get("spent"), given_units)
     if digest is not None:
         claim = {**claim, "bundle_digest": digest}
     checks += hygiene_checks(statement)

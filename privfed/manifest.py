@@ -95,6 +95,13 @@ def read_bundle_files(path: str | os.PathLike[str]) -> dict[str, bytes]:
         raise BundleError(f"{directory} is a symbolic link; a bundle must be a real folder (refusing to follow it)")
     if not directory.is_dir():
         raise BundleError(f"{directory} is not a bundle folder (no such directory)")
+    try:
+        return _read_folder(directory)
+    except OSError as error:  # a folder swapped for a link mid-read, a permission problem: one line
+        raise BundleError(f"{directory} could not be read: {error.strerror or error}") from None
+
+
+def _read_folder(directory: Path) -> dict[str, bytes]:
     flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0)
     use_fd = os.open in os.supports_dir_fd and os.stat in os.supports_dir_fd
     dir_fd = os.open(directory, flags | getattr(os, "O_DIRECTORY", 0)) if use_fd else None

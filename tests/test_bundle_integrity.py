@@ -449,3 +449,29 @@ def test_corrupt_foreign_model_file_is_a_failed_check(tmp_path, suffix, capsys):
     assert main(["audit", str(model), "--claims", str(claims)]) == 1
     captured = capsys.readouterr()
     assert "Traceback" not in captured.err and "is not a readable" in captured.out
+
+
+@pytest.mark.parametrize("value", [10**7, "7", -1, None])
+def test_out_of_range_parameters_are_one_line_errors(bundle, value, capsys):
+    (bundle / "evidence.npz").unlink()
+
+    def forge(document):
+        document["evidence"] = None
+        for member in document["entries"][0]["analyses"].values():
+            member["parameters"]["num_classes"] = value
+            member["evidence_sha256"] = None
+
+    document = json.loads((bundle / "ledger.json").read_text())
+    forge(document)
+    previous = GENESIS_SHA256
+    for raw in document["entries"]:
+        raw["previous_sha256"] = previous
+        raw["sha256"] = previous = LedgerEntry.from_dict(raw, "entry").content_sha256()
+    document["head_sha256"] = previous
+    (bundle / "ledger.json").write_text(json.dumps(document))
+    _reseal(bundle)
+    with pytest.raises(LedgerFormatError, match="num_classes must be an integer in"):
+        load_bundle(bundle)
+    report = audit(bundle)
+    assert report.check("recorded totals").status == "fail" and report.exit_code == 1
+    assert main(["audit", str(bundle)]) == 1 and "Traceback" not in capsys.readouterr().err
