@@ -587,7 +587,12 @@ class Ledger:
         return json.dumps(self.to_dict(), indent=indent, ensure_ascii=False, allow_nan=False)
 
     def digest(self) -> str:
-        """sha256 of the ledger's canonical JSON: publish it through a trusted channel to pin the ledger."""
+        """sha256 of the ledger's canonical JSON: pins a ledger kept on its own.
+
+        A ledger inside a bundle is pinned by the bundle digest instead
+        (``privfed.bundle_digest``: the sha256 of ``MANIFEST.json``, which covers
+        ``ledger.json`` with every other file); that is the digest to publish or sign.
+        """
         return sha256_hex(canonical_json(self.to_dict()))
 
     @classmethod
