@@ -26,14 +26,9 @@ a mixture, and a save killed at any point leaves one of them.
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
-import errno
 import importlib
 import io
 import json
-import math
-import numbers
 import os
 import re
 import secrets
@@ -47,7 +42,7 @@ from typing import Any
 
 import numpy as np
 
-from privfed.accounting.fingerprint import data_fingerprint, sha256_hex
+from privfed.accounting.fingerprint import sha256_hex
 from privfed.accounting.ledger import Ledger
 from privfed.manifest import (
     MANIFEST_FILE,
@@ -58,7 +53,8 @@ from privfed.manifest import (
     read_bundle_files,
     verify_manifest,
 )
-from privfed.model_card import CARD_DATA_FILE, render_model_card
+from privfed.model_card import CARD_DATA_FILE, card_data_document, render_model_card
+from privfed.publish import check_replaceable, fsync_path, publish_folder, write_file
 
 __all__ = [
     "LEDGER_FILE",
@@ -294,41 +290,7 @@ def _shared_names(module: Any) -> set[str]:
     return shared
 
 
-# --- what the card states beyond the ledger ------------------------------------------------------------
-def _card_data(metrics: object, data: object, intended_use: object) -> dict[str, Any]:
-    """``card.json``'s content, validated: metrics name → finite number, data name → description, intended use."""
-    if metrics is not None and not isinstance(metrics, Mapping):
-        raise TypeError(f"metrics must be a mapping name → number (e.g. {{'accuracy': 0.91}}) or None, got "
-                        f"{type(metrics).__name__}")
-    checked_metrics = None
-    if metrics is not None:
-        checked_metrics = {}
-        for name, value in metrics.items():
-            if not isinstance(name, str) or isinstance(value, bool) or not isinstance(value, numbers.Real) \
-                    or not math.isfinite(value):
-                raise ValueError(f"metrics must map names to finite numbers, got {name!r}: {value!r}")
-            checked_metrics[name] = float(value)
-    if data is not None and not isinstance(data, Mapping):
-        raise TypeError(f"data must be a mapping name → array or description (e.g. {{'public': X_public}}) or None, "
-                        f"got {type(data).__name__}")
-    described = {}
-    for name, value in (data or {}).items():
-        if not isinstance(name, str):
-            raise TypeError(f"data's names must be strings, got {name!r}")
-        if isinstance(value, str):
-            described[name] = {"description": value}
-            continue
-        array = np.asarray(value)
-        if array.dtype == object:
-            raise TypeError(f"data[{name!r}] must be a numeric array or a string description, got dtype object")
-        described[name] = {"shape": list(array.shape), "dtype": array.dtype.str,
-                           "sha256": data_fingerprint({name: array})}
-    if intended_use is not None and not isinstance(intended_use, str):
-        raise TypeError(f"intended_use must be a string or None, got {type(intended_use).__name__}")
-    return {"type": "privfed.card", "schema_version": 1, "metrics": checked_metrics, "data": described,
-            "intended_use": intended_use}
-
-
+# --- evidence -----------------------------------------------------------------------------------------
 def _bundle_evidence(evidence: object, ledger: Ledger) -> Mapping[str, np.ndarray] | None:
     """The committed evidence to ship: ``ledger.evidence()`` as given, or built from a pipeline's ``evidence_``.
 
@@ -355,77 +317,6 @@ def _bundle_evidence(evidence: object, ledger: Ledger) -> Mapping[str, np.ndarra
         warnings.warn(f"evidence arrays {unmatched} are behind no entry of the ledger (no mechanism used them); the "
                       "bundle ships only the evidence its ledger commits to", UserWarning, stacklevel=3)
     return committed or None
-
-
-# --- atomic publication -----------------------------------------------------------------------------------
-def _fsync_path(path: Path) -> None:
-    descriptor = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(descriptor)
-    except OSError:  # some file systems cannot fsync a folder
-        pass
-    finally:
-        os.close(descriptor)
-
-
-def _write_file(path: Path, data: bytes) -> None:
-    with open(path, "xb") as stream:
-        stream.write(data)
-        stream.flush()
-        os.fsync(stream.fileno())
-
-
-def _exchange(source: Path, destination: Path) -> bool:
-    """Atomically swap two folders (Linux renameat2 RENAME_EXCHANGE); False where the system has no such call."""
-    if not sys.platform.startswith("linux"):
-        return False
-    libc = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
-    renameat2 = getattr(libc, "renameat2", None)
-    if renameat2 is None:
-        return False
-    at_fdcwd, rename_exchange = -100, 2
-    if renameat2(at_fdcwd, os.fsencode(source), at_fdcwd, os.fsencode(destination), rename_exchange) != 0:
-        code = ctypes.get_errno()
-        if code in (errno.ENOSYS, errno.EINVAL):  # kernel or file system without RENAME_EXCHANGE
-            return False
-        raise OSError(code, os.strerror(code), os.fspath(destination))
-    return True
-
-
-def _publish(staging: Path, directory: Path, *, overwrite: bool) -> None:
-    """Rename the complete ``staging`` folder to ``directory``; exclusive unless ``overwrite``."""
-    try:
-        os.rename(staging, directory)  # POSIX: succeeds only if directory is absent or an empty folder
-        return
-    except OSError as error:
-        if error.errno not in (errno.ENOTEMPTY, errno.EEXIST) and not isinstance(error, FileExistsError):
-            raise
-        if not overwrite:
-            raise FileExistsError(
-                f"path {directory} is not empty (another writer may have just created it); pass overwrite=True to "
-                "replace a bundle there"
-            ) from None
-    _check_replaceable(directory)
-    if _exchange(staging, directory):
-        shutil.rmtree(staging)  # staging now holds the old bundle
-        return
-    # No atomic exchange here: move the old bundle aside, the new one in, then drop the old one. A crash between
-    # the two renames leaves the old bundle under the name printed below.
-    retired = directory.with_name(f".{directory.name}.privfed-old-{secrets.token_hex(4)}")
-    os.rename(directory, retired)
-    os.rename(staging, directory)
-    shutil.rmtree(retired)
-
-
-def _check_replaceable(directory: Path) -> None:
-    if directory.is_symlink():
-        raise ValueError(f"path {directory} is a symbolic link; save_bundle replaces only a real bundle folder")
-    others = sorted(set(os.listdir(directory)) - set(_BUNDLE_FILES))
-    if others:
-        raise FileExistsError(
-            f"path {directory} holds {', '.join(others[:5])}, which no privfed bundle holds; overwrite=True replaces "
-            "only a bundle folder, refusing to delete other files"
-        )
 
 
 # --- public API -------------------------------------------------------------------------------------
@@ -497,7 +388,7 @@ def save_bundle(
     if not isinstance(overwrite, bool):
         raise TypeError(f"overwrite must be True or False, got {overwrite!r}")
     evidence = _bundle_evidence(evidence, ledger)
-    card_data = _card_data(metrics, data, intended_use)
+    card_data = card_data_document(metrics=metrics, data=data, intended_use=intended_use)
     private_key = None
     if signing_key is not None:
         from privfed.signing import load_private_key
@@ -510,7 +401,7 @@ def save_bundle(
     if directory.is_dir() and any(directory.iterdir()):
         if not overwrite:
             raise FileExistsError(f"path {directory} is not empty; pass overwrite=True to replace a bundle there")
-        _check_replaceable(directory)
+        check_replaceable(directory, _BUNDLE_FILES)
     # A copy: the caller's ledger is left as it was. Checking evidence recomputes every committed curve.
     bundle_ledger = Ledger.from_dict(ledger.to_dict(), evidence=evidence)
 
@@ -525,28 +416,28 @@ def save_bundle(
         if evidence is not None:
             buffer = io.BytesIO()
             np.savez(buffer, **{key: np.asarray(value) for key, value in evidence.items()})
-            _write_file(staging / EVIDENCE_FILE, buffer.getvalue())
+            write_file(staging / EVIDENCE_FILE, buffer.getvalue())
             bundle_ledger.evidence_fingerprint = {"file": EVIDENCE_FILE, "sha256": sha256_hex(buffer.getvalue())}
-        _write_file(staging / LEDGER_FILE, bundle_ledger.to_json().encode())
-        _write_file(staging / CARD_DATA_FILE, (json.dumps(card_data, indent=2, ensure_ascii=False) + "\n").encode())
-        _write_file(staging / MODEL_CARD_FILE, render_model_card(bundle_ledger, card=card_data).encode())
+        write_file(staging / LEDGER_FILE, bundle_ledger.to_json().encode())
+        write_file(staging / CARD_DATA_FILE, (json.dumps(card_data, indent=2, ensure_ascii=False) + "\n").encode())
+        write_file(staging / MODEL_CARD_FILE, render_model_card(bundle_ledger, card=card_data).encode())
         for name in fingerprint["files"]:  # written by the model libraries, which do not fsync
             with open(staging / name, "rb+") as stream:
                 os.fsync(stream.fileno())
         files = read_bundle_files(staging)
         manifest = build_manifest(files)
-        _write_file(staging / MANIFEST_FILE, manifest)
+        write_file(staging / MANIFEST_FILE, manifest)
         if private_key is not None:
             from privfed.signing import signature_document
 
-            _write_file(staging / SIGNATURE_FILE, signature_document(private_key, manifest))
-        _fsync_path(staging)
+            write_file(staging / SIGNATURE_FILE, signature_document(private_key, manifest))
+        fsync_path(staging)
         verify_manifest(read_bundle_files(staging), where=str(staging))
-        _publish(staging, target, overwrite=overwrite)
+        publish_folder(staging, target, overwrite=overwrite, allowed=_BUNDLE_FILES)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
-    _fsync_path(target.parent)
+    fsync_path(target.parent)
     return directory
 
 

@@ -17,17 +17,56 @@ print it.
 
 from __future__ import annotations
 
+import math
+import numbers
 from collections.abc import Mapping
 from typing import Any
 
+import numpy as np
+
+from privfed.accounting.fingerprint import data_fingerprint
 from privfed.accounting.ledger import Ledger
 from privfed.accounting.mechanism import relation_for_unit
 from privfed.accounting.report import round_up
 
-__all__ = ["CARD_DATA_FILE", "render_model_card"]
+__all__ = ["CARD_DATA_FILE", "card_data_document", "render_model_card"]
 
 #: The bundle file holding what the card states beyond the ledger.
 CARD_DATA_FILE = "card.json"
+
+
+def card_data_document(*, metrics: object, data: object, intended_use: object) -> dict[str, Any]:
+    """``card.json``'s content, validated: metrics name → finite number, data name → description, intended use."""
+    if metrics is not None and not isinstance(metrics, Mapping):
+        raise TypeError(f"metrics must be a mapping name → number (e.g. {{'accuracy': 0.91}}) or None, got "
+                        f"{type(metrics).__name__}")
+    checked_metrics = None
+    if metrics is not None:
+        checked_metrics = {}
+        for name, value in metrics.items():
+            if not isinstance(name, str) or isinstance(value, bool) or not isinstance(value, numbers.Real) \
+                    or not math.isfinite(value):
+                raise ValueError(f"metrics must map names to finite numbers, got {name!r}: {value!r}")
+            checked_metrics[name] = float(value)
+    if data is not None and not isinstance(data, Mapping):
+        raise TypeError(f"data must be a mapping name → array or description (e.g. {{'public': X_public}}) or None, "
+                        f"got {type(data).__name__}")
+    described = {}
+    for name, value in (data or {}).items():
+        if not isinstance(name, str):
+            raise TypeError(f"data's names must be strings, got {name!r}")
+        if isinstance(value, str):
+            described[name] = {"description": value}
+            continue
+        array = np.asarray(value)
+        if array.dtype == object:
+            raise TypeError(f"data[{name!r}] must be a numeric array or a string description, got dtype object")
+        described[name] = {"shape": list(array.shape), "dtype": array.dtype.str,
+                           "sha256": data_fingerprint({name: array})}
+    if intended_use is not None and not isinstance(intended_use, str):
+        raise TypeError(f"intended_use must be a string or None, got {type(intended_use).__name__}")
+    return {"type": "privfed.card", "schema_version": 1, "metrics": checked_metrics, "data": described,
+            "intended_use": intended_use}
 
 
 def _epsilon_lines(ledger: Ledger) -> list[str]:

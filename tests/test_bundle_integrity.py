@@ -299,13 +299,13 @@ def test_concurrent_writers_without_overwrite_one_wins(tmp_path, forest, monkeyp
     import privfed.bundle as bundle_module
 
     barrier = threading.Barrier(4)
-    real = bundle_module._publish
+    real = bundle_module.publish_folder
 
-    def synchronised(staging, directory, *, overwrite):
+    def synchronised(staging, directory, **kwargs):  # every writer renames at the same moment
         barrier.wait(timeout=30)
-        real(staging, directory, overwrite=overwrite)
+        real(staging, directory, **kwargs)
 
-    monkeypatch.setattr(bundle_module, "_publish", synchronised)
+    monkeypatch.setattr(bundle_module, "publish_folder", synchronised)
     outcomes = []
 
     def write():
