@@ -128,3 +128,17 @@ def test_deeply_nested_json_is_a_format_error():
         load_json("[" * 100_000 + "]" * 100_000, "ledger")
     with pytest.raises(LedgerFormatError, match="nested more than 64"):
         Ledger.from_json("[" * 70 + "]" * 70)
+
+
+def test_parameters_inconsistent_with_recorded_curves_cost_bounded_time():
+    """A Gaussian entry whose votes_per_unit was raised to 400 (curves left as recorded) made the PLD grid, sized by
+    the recorded curves, fine over a huge privacy-loss range: loading the ledger took minutes."""
+    votes = np.random.default_rng(0).integers(0, 9, size=(20, 3))
+    ledger = Ledger(delta=DELTA)
+    ledger.record(GaussianNoisyMax(votes, 30.0, 2, unit="example"))
+    document = json.loads(ledger.to_json())
+    document["entries"][0]["analyses"]["example"]["parameters"]["votes_per_unit"] = 400
+    start = time.perf_counter()
+    with pytest.raises(LedgerIntegrityError, match="spent"):
+        Ledger.from_json(json.dumps(reseal(document, totals=False)))
+    assert time.perf_counter() - start < 10.0
