@@ -72,6 +72,14 @@ def _pld_epsilon(members: Sequence[Mechanism], delta: float, *, epsilon_hint: fl
     events = [member.dp_event() for member in members]
     if not events or any(event is None for event in events) or not math.isfinite(epsilon_hint):
         return None
+    # The grid must suit the events themselves: a hint computed elsewhere (a ledger's recorded curves, which an
+    # edit can make inconsistent with the recorded parameters) could otherwise ask for a fine grid over a huge
+    # privacy-loss range and take unbounded time.
+    orders = default_orders("tight")
+    own = np.sum([member.rdp_data_independent(orders, analysis="tight") for member in members], axis=0)
+    epsilon_hint = max(epsilon_hint, rdp_to_epsilon(orders, own, delta, "tight")[0])
+    if not math.isfinite(epsilon_hint):
+        return None
     event = events[0] if len(events) == 1 else dp_accounting.ComposedDpEvent(events)
     return event_pld_epsilon(event, delta, epsilon_hint=epsilon_hint)
 

@@ -47,6 +47,7 @@ from privfed.accounting.ledger_entry import (
     LedgerIntegrityError,
     UnitAnalysis,
     analyse_mechanism,
+    load_json,
     require,
     require_sha256,
     require_type,
@@ -54,7 +55,8 @@ from privfed.accounting.ledger_entry import (
 )
 from privfed.accounting.mechanism import ANALYSES, UNITS, Mechanism, relation_for_unit
 from privfed.accounting.orders import default_orders
-from privfed.accounting.registry import mechanism_from_record, public_mechanism_from_record
+from privfed.accounting.recompute import recompute_analysis
+from privfed.accounting.registry import public_mechanism_from_record
 from privfed.accounting.report import MechanismReport, PrivacyReport
 
 __all__ = [
@@ -518,40 +520,38 @@ class Ledger:
         return rebuilt
 
     def verify(self) -> int:
-        """Rebuild every mechanism that can be rebuilt and check its recorded curves.
+        """Rebuild every entry's mechanism from its recorded parameters and check what was recorded.
 
-        Data-independent mechanisms are rebuilt from their parameters alone;
-        data-dependent ones when the ledger holds their evidence. Returns the number
-        of (entry, unit) analyses recomputed.
+        Exactly what ``privfed audit`` recomputes (:func:`~privfed.accounting.recompute.recompute_analysis`):
+        data-independent mechanisms are rebuilt from their parameters alone; a
+        data-dependent one from its evidence when the ledger holds it, and otherwise
+        through its public view, whose data-independent curve (the ε that holds
+        whatever the data) is checked. Number of queries, data-dependence and pure ε
+        are checked in every case. Memory never grows with a recorded count. Returns
+        the number of (entry, unit) analyses checked.
 
         Raises
         ------
+        LedgerFormatError
+            When an entry's parameters cannot be rebuilt into a mechanism at all.
         LedgerIntegrityError
-            When a recorded curve differs from the recomputed one.
+            When a recorded value differs from the recomputed one.
         """
         checked = 0
         for entry in self._entries:
             for unit, member in entry.analyses.items():
-                if member.evidence_sha256 is None:
-                    arrays = None
-                elif member.evidence_sha256 in self._evidence:
+                arrays = None
+                if member.evidence_sha256 is not None and member.evidence_sha256 in self._evidence:
                     arrays = {k: v for k, v in self._evidence[member.evidence_sha256].items() if k != "#salt"}
-                else:
-                    continue
+                result = recompute_analysis(member, arrays)
                 label = f"entry {entry.index} ({member.kind}, {unit})"
-                rebuilt = analyse_mechanism(mechanism_from_record(member.record(), evidence=arrays),
-                                            evidence_sha256=member.evidence_sha256)
-                for analysis, curve in member.curves.items():
-                    fresh = rebuilt.curves.get(analysis)
-                    if fresh is None or fresh.orders != curve.orders:
-                        raise LedgerIntegrityError(f"{label}: its {analysis} curve cannot be recomputed on its orders")
-                    for name in ("rdp", "rdp_data_independent"):
-                        recorded, recomputed = np.asarray(getattr(curve, name)), np.asarray(getattr(fresh, name))
-                        if not np.allclose(recorded, recomputed, rtol=_RTOL, atol=1e-12):
-                            raise LedgerIntegrityError(
-                                f"{label}: the recorded {analysis} {name} curve does not match the mechanism rebuilt "
-                                "from its parameters and evidence — the entry or its evidence was altered"
-                            )
+                if result.fresh is None:
+                    raise LedgerFormatError(f"{label}: {result.problems[0]}")
+                if result.problems:
+                    raise LedgerIntegrityError(
+                        f"{label}: {'; '.join(result.problems)} — it does not match the mechanism rebuilt from its "
+                        "parameters (and evidence): the entry or its evidence was altered"
+                    )
                 checked += 1
         return checked
 
@@ -600,17 +600,18 @@ class Ledger:
         return json.dumps(self.to_dict(), indent=indent, ensure_ascii=False, allow_nan=False)
 
     def digest(self) -> str:
-        """sha256 of the ledger's canonical JSON: publish it through a trusted channel to pin the ledger."""
+        """sha256 of the ledger's canonical JSON: pins a ledger kept on its own.
+
+        A ledger inside a bundle is pinned by the bundle digest instead
+        (``privfed.bundle_digest``: the sha256 of ``MANIFEST.json``, which covers
+        ``ledger.json`` with every other file); that is the digest to publish or sign.
+        """
         return sha256_hex(canonical_json(self.to_dict()))
 
     @classmethod
     def from_json(cls, text: str | bytes, *, evidence: Mapping[str, np.ndarray] | None = None) -> "Ledger":
         """Read a ledger written by :meth:`to_json`, checking it as :meth:`from_dict` does."""
-        try:
-            document = json.loads(text)
-        except json.JSONDecodeError as error:
-            raise LedgerFormatError(f"ledger is not valid JSON: {error}") from None
-        return cls.from_dict(document, evidence=evidence)
+        return cls.from_dict(load_json(text, "ledger"), evidence=evidence)
 
     @classmethod
     def from_dict(cls, document: Mapping[str, Any], *, evidence: Mapping[str, np.ndarray] | None = None) -> "Ledger":
@@ -682,7 +683,12 @@ class Ledger:
                 f"ledger.num_entries is {num_entries} and ledger.head_sha256 names the last entry, but the ledger holds "
                 f"{len(ledger._entries)} entries whose last does not match: entries were removed from or added at the end"
             )
-        _check_spent(document["spent"], ledger._spent())
+        try:
+            recomputed = ledger._spent()
+        except (ValueError, TypeError, KeyError, ArithmeticError) as error:
+            message = str(error).splitlines()[0] if str(error) else type(error).__name__
+            raise LedgerFormatError(f"ledger: the totals cannot be recomputed from the entries: {message}") from None
+        _check_spent(document["spent"], recomputed)
         if evidence is not None:
             ledger._attach_evidence(evidence)
             ledger.verify()

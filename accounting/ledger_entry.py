@@ -14,6 +14,7 @@ an entry is detected when the ledger is read back.
 
 from __future__ import annotations
 
+import json
 import math
 import numbers
 from collections.abc import Mapping, Sequence
@@ -27,6 +28,7 @@ from privfed.accounting.orders import default_orders
 
 __all__ = [
     "ENTRY_KINDS",
+    "MAX_JSON_DEPTH",
     "GENESIS_SHA256",
     "Curve",
     "LedgerEntry",
@@ -34,6 +36,7 @@ __all__ = [
     "LedgerIntegrityError",
     "UnitAnalysis",
     "analyse_mechanism",
+    "load_json",
 ]
 
 #: ``"release"``: covered by a mechanism; ``"unaccounted"``: released with no DP guarantee.
@@ -51,6 +54,28 @@ class LedgerIntegrityError(ValueError):
 
 
 # --- reading JSON values with exact error messages ----------------------------------------------
+#: Deepest nesting of arrays and objects a ledger (or claims) document may have; privfed's own use about 12.
+MAX_JSON_DEPTH = 64
+
+
+def load_json(text: str | bytes, what: str) -> Any:
+    """Parse untrusted JSON text; a :class:`LedgerFormatError` (one line) for invalid or too deeply nested input."""
+    try:
+        document = json.loads(text)
+    except RecursionError:
+        raise LedgerFormatError(f"{what} is nested more than {MAX_JSON_DEPTH} levels deep; refused") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as error:
+        raise LedgerFormatError(f"{what} is not valid JSON: {error}") from None
+    stack = [(document, 1)]
+    while stack:
+        value, depth = stack.pop()
+        if isinstance(value, (dict, list)):
+            if depth > MAX_JSON_DEPTH:
+                raise LedgerFormatError(f"{what} is nested more than {MAX_JSON_DEPTH} levels deep; refused")
+            stack.extend((item, depth + 1) for item in (value.values() if isinstance(value, dict) else value))
+    return document
+
+
 def require(document: Mapping[str, Any], key: str, path: str) -> Any:
     """``document[key]``, or a :class:`LedgerFormatError` naming the missing key and its place."""
     if not isinstance(document, Mapping):

@@ -14,14 +14,18 @@ import inspect
 import math
 import numbers
 from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+import dp_accounting
 import numpy as np
 from privfed.accounting.documents import check_answer_epsilon, unknown_key_message
 from privfed.accounting.mechanism import Mechanism
 
 __all__ = [
     "checked_public_mechanism_from_record",
+    "MAX_PUBLIC_CLASSES",
+    "PublicVoteView",
     "mechanism_class",
     "mechanism_from_record",
     "mechanism_kinds",
@@ -60,41 +64,125 @@ def mechanism_from_record(
 ) -> Mechanism:
     """Rebuild a mechanism from ``{"kind", "unit", "parameters"}`` (and its evidence if data-dependent)."""
     if not isinstance(record, Mapping) or "kind" not in record:
-        raise ValueError(f"record must be a mapping with a 'kind' key, got {record!r}")
+        raise ValueError(f"record must be a mapping with a 'kind' key, got {record!r:.80}")
     cls = mechanism_class(record["kind"])
     return cls.from_parameters(record.get("parameters", {}), unit=record.get("unit", "example"), evidence=evidence)
 
 
-def _placeholder_evidence(record: Mapping[str, Any]) -> dict[str, np.ndarray]:
-    """All-zero vote matrices of the recorded shapes, for noisy-max releases whose votes are private."""
+#: Largest number of classes a public rebuild accepts: one all-zero row of this many counts is allocated.
+MAX_PUBLIC_CLASSES = 1_000_000
+
+
+@dataclass(frozen=True, eq=False)
+class PublicVoteView(Mechanism):
+    """A noisy-max release over private votes, seen through its public parameters only.
+
+    ``one_query`` is the mechanism rebuilt with a single all-zero vote row of the
+    recorded number of classes; ``count`` is the recorded number of queries. A
+    noisy-max release's data-independent curve is the sequential composition of
+    ``count`` identical per-query bounds (Mironov 2017, Prop. 1), so
+
+        RDP_indep(α) = count · RDP_indep,1(α),
+
+    computed in O(classes) memory whatever ``count`` claims (the rebuilt
+    mechanism of a 2 × 10⁷-query ledger holds one row, not 2 × 10⁷). ``rdp()``
+    returns the same curve, which bounds the data-dependent one from above; the
+    data-dependent value itself needs the private votes and is not available
+    here. ``dp_event()`` is the one-query event self-composed ``count`` times.
+    """
+
+    one_query: Mechanism
+    count: int
+    unit: str = field(init=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "unit", self.one_query.unit)
+
+    @property
+    def kind(self) -> str:  # type: ignore[override]
+        return self.one_query.kind
+
+    @property
+    def data_dependent(self) -> bool:
+        return self.one_query.data_dependent
+
+    @property
+    def num_queries(self) -> int:
+        return self.count
+
+    def rdp(self, orders: np.ndarray, *, analysis: str = "tight") -> np.ndarray:
+        return self.rdp_data_independent(orders, analysis=analysis)
+
+    def rdp_data_independent(self, orders: np.ndarray, *, analysis: str = "tight") -> np.ndarray:
+        return self.count * np.asarray(self.one_query.rdp_data_independent(orders, analysis=analysis), dtype=float)
+
+    def pure_epsilon(self) -> float | None:
+        value = self.one_query.pure_epsilon()
+        return None if value is None else self.count * value
+
+    def dp_event(self) -> dp_accounting.DpEvent | None:
+        event = self.one_query.dp_event()
+        if event is None:
+            return None
+        if isinstance(event, dp_accounting.SelfComposedDpEvent) and event.count == 1:
+            event = event.event
+        return dp_accounting.SelfComposedDpEvent(event, self.count)
+
+    def parameters(self) -> dict[str, Any]:
+        return {**self.one_query.parameters(), "num_queries": self.count}
+
+
+def _count(parameters: Mapping[str, Any], name: str, low: int, high: int | None = None) -> int:
+    value = parameters.get(name)
+    integral = isinstance(value, numbers.Integral) and not isinstance(value, bool)
+    if not integral or value < low or (high is not None and value > high):
+        bound = f"an integer >= {low}" if high is None else f"an integer in [{low}, {high}]"
+        raise ValueError(f"parameters.{name} must be {bound}, got {value!r}")
+    return int(value)
+
+
+def _public_view(record: Mapping[str, Any]) -> Mechanism | None:
+    """The public view of a noisy-max record (or of a parallel composition of them); None for other kinds."""
     parameters = record.get("parameters", {})
+    if not isinstance(parameters, Mapping):
+        raise ValueError(f"parameters must be an object, got {type(parameters).__name__}")
     if record.get("kind") == "parallel_composition":
-        return {
-            f"{i}/{name}": array
-            for i, member in enumerate(parameters.get("members", []))
-            for name, array in _placeholder_evidence(member).items()
-        }
-    if "num_queries" in parameters and "num_classes" in parameters:
-        return {"votes": np.zeros((int(parameters["num_queries"]), int(parameters["num_classes"])), dtype=np.int64)}
-    return {}
+        members = parameters.get("members")
+        if not isinstance(members, list) or not members:
+            raise ValueError("parameters.members must be a non-empty list of mechanism records")
+        views = [_public_view(_checked_record(member)) or mechanism_from_record(member) for member in members]
+        return mechanism_class("parallel_composition")(tuple(views))  # type: ignore[call-arg]
+    cls = mechanism_class(record["kind"])
+    from privfed.accounting.noisy_max import VoteMechanism
+
+    if not issubclass(cls, VoteMechanism):
+        return None
+    count = _count(parameters, "num_queries", 1)
+    classes = _count(parameters, "num_classes", 2, MAX_PUBLIC_CLASSES)
+    one_query = mechanism_from_record(record, evidence={"votes": np.zeros((1, classes), dtype=np.int64)})
+    return PublicVoteView(one_query, count)
+
+
+def _checked_record(record: object) -> Mapping[str, Any]:
+    if not isinstance(record, Mapping) or not isinstance(record.get("kind"), str):
+        raise ValueError(f"a mechanism record must be an object with a string 'kind', got {record!r:.80}")
+    return record
 
 
 def public_mechanism_from_record(record: Mapping[str, Any]) -> tuple[Mechanism, bool]:
     """Rebuild a mechanism from ``{"kind", "unit", "parameters"}`` without private data.
 
-    Returns ``(mechanism, placeholder)``. ``placeholder`` is True when the
-    mechanism's private evidence (vote matrices) was replaced by all-zero votes
-    of the recorded shape: the data-independent curve, ε and ``dp_event()`` of a
-    noisy-max release depend only on its public parameters, so they are exact;
-    its data-dependent values then mean nothing.
+    Returns ``(mechanism, public_view)``. ``public_view`` is True when the
+    mechanism needs private evidence (vote matrices): it is then a
+    :class:`PublicVoteView`, whose data-independent curve, ε and ``dp_event()``
+    are exact and cost memory independent of the recorded number of queries; its
+    data-dependent values are not available (the data-independent ones stand in).
     """
-    try:
-        return mechanism_from_record(record), False
-    except (ValueError, KeyError) as error:
-        placeholder = _placeholder_evidence(record)
-        if not placeholder:
-            raise ValueError(f"cannot rebuild {record.get('kind')!r} from its public parameters: {error}") from None
-        return mechanism_from_record(record, evidence=placeholder), True
+    record = _checked_record(record)
+    view = _public_view(record)
+    if view is not None and any(isinstance(m, PublicVoteView) for m in getattr(view, "mechanisms", (view,))):
+        return view, True
+    return mechanism_from_record(record), False
 
 
 class _ReadRecorder(Mapping[str, Any]):
@@ -226,3 +314,4 @@ def checked_public_mechanism_from_record(record: Mapping[str, Any], *, where: st
     for member in getattr(mechanism, "mechanisms", (mechanism,)):
         check_answer_epsilon(member, f"{where} ({member.kind})")
     return mechanism, placeholder
+

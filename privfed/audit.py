@@ -38,9 +38,10 @@ from privfed.accounting._checks import check_delta
 from privfed.accounting.account import account
 from privfed.accounting.conversion import rdp_to_epsilon
 from privfed.accounting.documents import reject_json_constant, unknown_key_message
-from privfed.accounting.fingerprint import commit_evidence, file_sha256
+from privfed.accounting.fingerprint import commit_evidence, file_sha256, sha256_hex
 from privfed.accounting.ledger import Ledger, LedgerFormatError, LedgerIntegrityError
-from privfed.accounting.ledger_entry import UnitAnalysis, analyse_mechanism
+from privfed.accounting.ledger_entry import UnitAnalysis
+from privfed.accounting.recompute import recompute_analysis
 from privfed.accounting.mechanism import UNITS, Mechanism
 from privfed.accounting.registry import (
     checked_public_mechanism_from_record,
@@ -51,7 +52,18 @@ from privfed.accounting.report import PrivacyReport, round_up
 from privfed.accounting.shuffling import ShuffledRandomizedResponse
 from privfed.audit_hygiene import SETTINGS, Release, Statement, hygiene_checks
 from privfed.audit_report import AuditInputError, AuditReport, Check
-from privfed.bundle import EVIDENCE_FILE, LEDGER_FILE, SKOPS_TRUSTED_TYPES, BundleError, load_bundle
+from privfed.bundle import (
+    EVIDENCE_FILE,
+    LEDGER_FILE,
+    MODEL_CARD_FILE,
+    SKOPS_TRUSTED_TYPES,
+    BundleError,
+    open_bundle_files,
+    read_evidence,
+)
+from privfed.accounting.ledger_entry import load_json
+from privfed.manifest import read_bundle_files, verify_manifest
+from privfed.model_card import CARD_DATA_FILE, render_model_card
 from privfed.empirical import membership_epsilon_lower_bound, true_label_scores
 
 __all__ = ["CLAIMS_TYPE", "RTOL", "audit", "load_claims"]
@@ -433,46 +445,44 @@ def _read_ledger(document: object) -> tuple[Ledger | None, list[Check]]:
     ]
 
 
-def _model_file_check(directory: Path, ledger: Ledger) -> Check:
+def _model_file_check(files: Mapping[str, bytes], ledger: Ledger) -> Check:
     fingerprint = ledger.model_fingerprint
-    files = fingerprint.get("files") if isinstance(fingerprint, dict) else None
-    if not isinstance(files, dict) or not files:
+    recorded_files = fingerprint.get("files") if isinstance(fingerprint, dict) else None
+    if not isinstance(recorded_files, dict) or not recorded_files:
         return Check("model file", "fail", "the ledger records no model file: this is not a bundle's ledger",
                      _INTEGRITY_MEANING, "integrity")
-    for name, recorded in files.items():
+    for name, recorded in recorded_files.items():
         if not isinstance(name, str) or Path(name).name != name:
             return Check("model file", "fail", f"the ledger names the model file {name!r}, not a plain file name",
                          _INTEGRITY_MEANING, "integrity")
-        path = directory / name
-        if not path.is_file():
+        if name not in files:
             return Check("model file", "fail", f"{name} is recorded in the ledger but missing", _INTEGRITY_MEANING,
                          "integrity")
-        actual = file_sha256(path)
+        actual = sha256_hex(files[name])
         if actual != recorded:
             return Check("model file", "fail", f"{name} has sha256 {actual[:16]}… but the ledger records "
                          f"{str(recorded)[:16]}…: the file was modified or replaced", _INTEGRITY_MEANING, "integrity")
-    return Check("model file", "pass", f"sha256 of {', '.join(files)} matches the ledger")
+    return Check("model file", "pass", f"sha256 of {', '.join(recorded_files)} matches the ledger")
 
 
-def _evidence_arrays(directory: Path, ledger: Ledger, evidence: object) -> tuple[dict[str, dict[str, np.ndarray]], Check | None]:
+def _evidence_arrays(files: Mapping[str, bytes], ledger: Ledger, evidence: object) -> tuple[dict[str, dict[str, np.ndarray]], Check | None]:
     """Verified evidence per commitment, and the evidence check (None when there is nothing to say)."""
     committed = {m.evidence_sha256 for e in ledger.entries for m in e.analyses.values() if m.evidence_sha256}
-    bundled = directory / EVIDENCE_FILE
     if evidence is not None:
         path = Path(evidence)
         if not path.is_file():
             raise AuditInputError(f"evidence file {str(path)!r} does not exist")
-        origin = f"{path.name} (given)"
+        origin, data = f"{path.name} (given)", path.read_bytes()
     elif ledger.evidence_fingerprint is not None:
-        path, origin = bundled, f"{EVIDENCE_FILE} (in the bundle)"
+        origin, data = f"{EVIDENCE_FILE} (in the bundle)", files.get(EVIDENCE_FILE)
         recorded = ledger.evidence_fingerprint.get("sha256")
-        if not path.is_file():
+        if data is None:
             return {}, Check("evidence", "fail", f"the ledger references {EVIDENCE_FILE} but it is missing",
                              _INTEGRITY_MEANING, "integrity")
-        if file_sha256(path) != recorded:
+        if sha256_hex(data) != recorded:
             return {}, Check("evidence", "fail", f"{EVIDENCE_FILE} does not match the sha256 the ledger records: it was "
                              "modified or replaced", _INTEGRITY_MEANING, "integrity")
-    elif bundled.exists():
+    elif EVIDENCE_FILE in files:
         return {}, Check("evidence", "fail", f"{EVIDENCE_FILE} is present but the ledger does not reference it: it was "
                          "added", _INTEGRITY_MEANING, "integrity")
     elif committed:
@@ -483,12 +493,11 @@ def _evidence_arrays(directory: Path, ledger: Ledger, evidence: object) -> tuple
     else:
         return {}, None
     try:
-        arrays = _load_npz(path)
-    except ValueError as error:
-        return {}, Check("evidence", "fail", f"{origin} holds arrays that need unpickling ({error}); refused, not read",
-                         _UNSAFE_MEANING, "safe-loading")
-    except (OSError, zipfile.BadZipFile) as error:
-        return {}, Check("evidence", "fail", f"{origin} is not a readable .npz: {error}", _INTEGRITY_MEANING, "integrity")
+        arrays = read_evidence(data, what=origin)
+    except BundleError as error:
+        unsafe = "unpickling" in str(error)
+        return {}, Check("evidence", "fail", f"{error}" + ("; not read" if unsafe else ""),
+                         _UNSAFE_MEANING if unsafe else _INTEGRITY_MEANING, "safe-loading" if unsafe else "integrity")
     verified: dict[str, dict[str, np.ndarray]] = {}
     for commitment in sorted(committed):
         prefix = f"{commitment}/"
@@ -518,37 +527,15 @@ def _entry_epsilon(curves: Mapping[str, Any], delta: float, name: str) -> float:
 
 
 def _recompute_member(member: UnitAnalysis, arrays: dict[str, np.ndarray] | None, delta: float | None) -> tuple[list[str], str]:
-    """(problems, summary) of one analysis of an entry rebuilt from its parameters (and evidence)."""
-    if not member.data_dependent:
-        mechanism, checked = mechanism_from_record(member.record()), ("rdp", "rdp_data_independent")
-        how = "rebuilt from its parameters"
-    elif arrays is not None:
-        mechanism, checked = mechanism_from_record(member.record(), evidence=arrays), ("rdp", "rdp_data_independent")
-        how = "recomputed from the raw votes"
-    else:
-        mechanism, _ = public_mechanism_from_record(member.record())
-        checked, how = ("rdp_data_independent",), "data-independent curve rebuilt from its parameters"
-    fresh = analyse_mechanism(mechanism, evidence_sha256=member.evidence_sha256)
-    problems = []
-    if fresh.num_queries != member.num_queries or fresh.data_dependent != member.data_dependent:
-        problems.append(f"records {member.num_queries} queries (data-dependent: {member.data_dependent}) but its "
-                        f"parameters give {fresh.num_queries} ({fresh.data_dependent})")
-    if (fresh.pure_epsilon is None) != (member.pure_epsilon is None) or (
-            fresh.pure_epsilon is not None and not _close(member.pure_epsilon, fresh.pure_epsilon)):
-        problems.append(f"records pure ε {member.pure_epsilon} but its parameters give {fresh.pure_epsilon}")
-    for analysis, curve in member.curves.items():
-        new = fresh.curves.get(analysis)
-        if new is None or new.orders != curve.orders:
-            problems.append(f"its {analysis} curve cannot be recomputed on its recorded orders")
-            continue
-        for name in checked:
-            recorded, recomputed = np.asarray(getattr(curve, name)), np.asarray(getattr(new, name))
-            if not np.allclose(recorded, recomputed, rtol=RTOL, atol=_ATOL):
-                worst = int(np.argmax(np.abs(recorded - recomputed)))
-                problems.append(f"recorded {analysis} {name} differs from the recomputed one (order {curve.orders[worst]:g}: "
-                                f"{recorded[worst]:.6g} recorded vs {recomputed[worst]:.6g})")
-    summary = f"{member.unit}: {how}"
-    if delta is not None:
+    """(problems, summary) of one analysis of an entry rebuilt from its parameters (and evidence).
+
+    The comparison itself is :func:`~privfed.accounting.recompute.recompute_analysis`, the one
+    ``load_bundle`` runs through :meth:`Ledger.verify`.
+    """
+    result = recompute_analysis(member, arrays)
+    problems, fresh, checked = list(result.problems), result.fresh, result.checked
+    summary = f"{member.unit}: {result.how}"
+    if delta is not None and fresh is not None:
         name = "rdp" if "rdp" in checked else "rdp_data_independent"
         recorded_eps = _entry_epsilon(member.curves, delta, name)
         fresh_eps = _entry_epsilon({a: fresh.curves[a] for a in member.curves if a in fresh.curves} or member.curves,
@@ -568,10 +555,7 @@ def _entry_checks(ledger: Ledger, evidence: Mapping[str, dict[str, np.ndarray]])
         problems, summaries = [], []
         for unit, member in entry.analyses.items():
             arrays = evidence.get(member.evidence_sha256) if member.evidence_sha256 else None
-            try:
-                found, summary = _recompute_member(member, arrays, ledger.delta)
-            except (ValueError, TypeError, KeyError) as error:
-                found, summary = [f"cannot be rebuilt from its recorded parameters: {error}"], f"{unit}: not rebuilt"
+            found, summary = _recompute_member(member, arrays, ledger.delta)
             problems += [f"{unit}: {problem}" for problem in found]
             summaries.append(summary)
         kinds = sorted({member.kind for member in entry.analyses.values()})
@@ -629,18 +613,23 @@ def _ledger_statement(ledger: Ledger, recorded: object, given_units: dict[str, i
 
 
 # --- safe loading -------------------------------------------------------------------------------------
-def _load_bundle_model(directory: Path, ledger: Ledger, *, module: Any, model_class: type | None) -> tuple[Any, Check]:
+def _load_bundle_model(files: Mapping[str, bytes], ledger: Ledger, *, module: Any,
+                       model_class: type | None) -> tuple[Any, Check]:
     family = (ledger.model_fingerprint or {}).get("family")
     if family == "torch-module" and module is None:
         import safetensors.numpy
 
-        tensors = safetensors.numpy.load_file(os.fspath(directory / "model.safetensors"))
+        try:
+            tensors = safetensors.numpy.load(files["model.safetensors"])
+        except Exception as error:  # safetensors' own error for a truncated or foreign file
+            return None, Check("safe loading", "fail", f"model.safetensors is not a readable safetensors file: "
+                               f"{type(error).__name__}", _INTEGRITY_MEANING, "safe-loading")
         return None, Check("safe loading", "warn", f"model.safetensors read safely ({len(tensors)} tensors), but the "
                            "model is a plain torch module: its architecture is needed to run it (Python: "
                            "privfed.audit(..., module=...))", "the tensors are safe, but the empirical check needs the "
                            "model's code, which a bundle never ships.", "safe-loading")
     try:
-        model, _ = load_bundle(directory, module=module, model_class=model_class)
+        model, _ = open_bundle_files(files, module=module, model_class=model_class)
     except BundleError as error:
         return None, Check("safe loading", "fail", f"refused: {error}", _UNSAFE_MEANING, "safe-loading")
     except (LedgerFormatError, LedgerIntegrityError) as error:
@@ -650,6 +639,17 @@ def _load_bundle_model(directory: Path, ledger: Ledger, *, module: Any, model_cl
 
 
 def _load_foreign_model(path: Path, *, module: Any) -> tuple[Any, Check]:
+    """The foreign model read by its suffix's safe reader; a failed check (never a traceback) when unreadable."""
+    try:
+        return _read_foreign_model(path, module=module)
+    except Exception as error:  # each reader's own error for a corrupt, truncated or mislabelled file
+        message = str(error).strip().splitlines()[0] if str(error).strip() else ""
+        return None, Check("safe loading", "fail", f"{path.name} is not a readable {path.suffix} model: "
+                           f"{type(error).__name__}{': ' + message if message else ''}", _INTEGRITY_MEANING,
+                           "safe-loading")
+
+
+def _read_foreign_model(path: Path, *, module: Any) -> tuple[Any, Check]:
     suffix = path.suffix.lower()
     if suffix in _PICKLE_SUFFIXES:
         return None, Check("safe loading", "fail", f"refused: {path.name} is a {suffix} file, which is read by "
@@ -742,6 +742,7 @@ def audit(
     model_class: type | None = None,
     confidence: float = 0.95,
     random_state: int | None = 0,
+    public_key: Any = None,
 ) -> AuditReport:
     """Audit a model's privacy claims; returns the verdict table.
 
@@ -771,6 +772,10 @@ def audit(
         Confidence of the empirical bound (default 0.95).
     random_state:
         Seed of the empirical check's split.
+    public_key:
+        For a bundle: the publisher's Ed25519 public key (PEM path, bytes or key
+        object). The bundle must then carry a valid signature by it ("signed by
+        …"); without it the verdict is "unsigned: integrity only against accidents".
 
     Returns
     -------
@@ -796,7 +801,7 @@ def audit(
             raise AuditInputError("a bundle carries its own claims (its ledger); --claims is for foreign models")
         return _audit_bundle(path, evidence=evidence, samples=samples,
                              given_units=given_units, module=module, model_class=model_class,
-                             confidence=confidence, random_state=random_state)
+                             confidence=confidence, random_state=random_state, public_key=public_key)
     if path is not None and not path.is_file():
         raise AuditInputError(f"{str(path)!r} is neither a bundle directory nor a model file")
     if claims is None:
@@ -807,34 +812,127 @@ def audit(
                          module=module, confidence=confidence, random_state=random_state)
 
 
-def _audit_bundle(directory: Path, *, evidence, samples, given_units, module, model_class,
-                  confidence, random_state) -> AuditReport:
-    ledger_path = directory / LEDGER_FILE
-    if not ledger_path.is_file():
-        raise AuditInputError(f"{directory} is not a privfed bundle: it has no {LEDGER_FILE}")
+def _manifest_check(files: Mapping[str, bytes], directory: Path) -> tuple[Check, str | None]:
     try:
-        document = json.loads(ledger_path.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as error:
-        document = None
-        checks = [Check("ledger schema", "fail", f"{LEDGER_FILE} is not valid JSON: {error}", _INTEGRITY_MEANING,
-                        "integrity")]
-    ledger, checks = _read_ledger(document) if document is not None else (None, checks)
+        digest = verify_manifest(files, where=str(directory))
+    except BundleError as error:
+        return Check("bundle manifest", "fail", str(error), _INTEGRITY_MEANING, "integrity"), None
+    listed = len(files) - sum(name in files for name in ("MANIFEST.json", "SIGNATURE.json"))
+    return Check("bundle manifest", "pass", f"all {listed} files match MANIFEST.json, nothing else in the folder; "
+                 f"bundle digest {digest}"), digest
+
+
+def _signature_check(files: Mapping[str, bytes], public_key: Any) -> Check:
+    from privfed.signing import signature_verdict
+
+    try:
+        verdict = signature_verdict(files, public_key)
+    except (ValueError, TypeError) as error:
+        raise AuditInputError(str(error)) from None
+    if verdict.status == "signed":
+        return Check("signature", "pass", verdict.detail)
+    if verdict.status == "invalid":
+        return Check("signature", "fail", verdict.detail, "the bundle is not what the key holder signed.", "integrity")
+    return Check("signature", "warn", verdict.detail,
+                 "hashes catch accidents; without a signature checked against the publisher's key (or a digest "
+                 "published through a trusted channel) anyone who can edit the folder can rewrite every file.",
+                 "integrity")
+
+
+def _budget_check(ledger: Ledger, document: Mapping[str, Any]) -> Check | None:
+    """Spent ε against the target the ledger records (the filter's basis); a bundle over its own budget fails."""
+    targets = (document.get("budget") or {}).get("target_epsilon") if isinstance(document.get("budget"), dict) else None
+    if not targets or ledger.delta is None:
+        return None
+    basis = document["budget"].get("basis", "data_independent")
+    lines, over = [], []
+    for unit, target in targets.items():
+        if unit not in ledger.units or not isinstance(target, (int, float)) or isinstance(target, bool):
+            continue
+        report = ledger.account(unit=unit, analysis=ledger.analysis)
+        spent = report.epsilon_data_independent if basis == "data_independent" else report.epsilon
+        lines.append(f"{unit}: ε = {_fmt(spent)} ({basis.replace('_', '-')}) of a target {target:g}")
+        if spent > target * (1 + RTOL):
+            over.append(unit)
+    if not lines:
+        return None
+    if over:
+        return Check("budget", "fail", "over its own budget: " + "; ".join(lines),
+                     "the model spent more privacy than the budget it records, so the budget was not enforced.",
+                     "recomputation")
+    return Check("budget", "pass", "within the recorded budget: " + "; ".join(lines))
+
+
+def _card_check(files: Mapping[str, bytes]) -> Check:
+    name = "model card"
+    if MODEL_CARD_FILE not in files or CARD_DATA_FILE not in files:
+        missing = [f for f in (MODEL_CARD_FILE, CARD_DATA_FILE) if f not in files]
+        return Check(name, "warn", f"{', '.join(missing)} absent: the card cannot be compared with the ledger",
+                     "readers have no human-readable statement of the guarantee, or one privfed cannot check.", "card")
+    try:
+        ledger = Ledger.from_json(files[LEDGER_FILE])
+        card = load_json(files[CARD_DATA_FILE], CARD_DATA_FILE)
+        expected = render_model_card(ledger, card=card)
+    except (ValueError, TypeError, KeyError, AttributeError) as error:
+        return Check(name, "warn", f"not compared: {str(error).splitlines()[0] if str(error) else type(error).__name__}",
+                     "the ledger or card data failed their own checks above.", "card")
+    if files[MODEL_CARD_FILE] == expected.encode():
+        return Check(name, "pass", f"{MODEL_CARD_FILE} is exactly the rendering of the ledger and {CARD_DATA_FILE}")
+    from privfed.accounting.ledger import _privfed_version
+
+    if ledger.privfed_version != _privfed_version():
+        return Check(name, "warn", f"{MODEL_CARD_FILE} differs from this privfed's rendering of the ledger (written by "
+                     f"privfed {ledger.privfed_version})", "the card may have been edited, or rendered by another "
+                     "version: trust the ledger's numbers, not the card's.", "card")
+    return Check(name, "fail", f"{MODEL_CARD_FILE} differs from the rendering of the ledger and {CARD_DATA_FILE}: the "
+                 "card says something the ledger does not", "the human-readable card was edited after the bundle was "
+                 "written: its numbers cannot be trusted.", "card")
+
+
+def _audit_bundle(directory: Path, *, evidence, samples, given_units, module, model_class,
+                  confidence, random_state, public_key=None) -> AuditReport:
+    try:
+        files = read_bundle_files(directory)
+    except BundleError as error:
+        raise AuditInputError(str(error)) from None
+    if LEDGER_FILE not in files:
+        raise AuditInputError(f"{directory} is not a privfed bundle: it has no {LEDGER_FILE}")
+    manifest, digest = _manifest_check(files, directory)
+    checks = [manifest, _signature_check(files, public_key)]
+    try:
+        document = load_json(files[LEDGER_FILE], LEDGER_FILE)
+    except LedgerFormatError as error:
+        return AuditReport(str(directory), (*checks, Check("ledger schema", "fail", str(error), _INTEGRITY_MEANING,
+                                                           "integrity")))
+    ledger, ledger_checks = _read_ledger(document)
+    checks += ledger_checks
     if ledger is None:
         return AuditReport(str(directory), tuple(checks))
-    checks.append(_model_file_check(directory, ledger))
-    verified, evidence_check = _evidence_arrays(directory, ledger, evidence)
+    checks.append(_model_file_check(files, ledger))
+    verified, evidence_check = _evidence_arrays(files, ledger, evidence)
     if evidence_check is not None:
         checks.append(evidence_check)
     checks += _entry_checks(ledger, verified)
-    checks.append(_totals_check(ledger, document.get("spent")))
-    statement, claim = _ledger_statement(ledger, document.get("spent"), given_units)
+    try:  # totals are recomputed from untrusted parameters: a malformed entry fails here, never as a traceback
+        totals = _totals_check(ledger, document.get("spent"))
+        budget = _budget_check(ledger, document)
+        statement, claim = _ledger_statement(ledger, document.get("spent"), given_units)
+    except (ValueError, TypeError, KeyError, ArithmeticError) as error:
+        message = str(error).splitlines()[0] if str(error) else type(error).__name__
+        checks.append(Check("recorded totals", "fail", f"the totals cannot be recomputed from the entries: {message}",
+                            _RECOMPUTE_MEANING, "recomputation"))
+        return AuditReport(str(directory), tuple(checks))
+    checks += [totals] if budget is None else [totals, budget]
+    checks.append(_card_check(files))
+    if digest is not None:
+        claim = {**claim, "bundle_digest": digest}
     checks += hygiene_checks(statement)
     if any(check.status == "fail" for check in checks):
         model = None
         checks.append(Check("safe loading", "warn", "not attempted: the bundle failed the checks above, and a bundle "
                             "that fails them is never loaded", "the model was not opened.", "safe-loading"))
     else:
-        model, loading = _load_bundle_model(directory, ledger, module=module, model_class=model_class)
+        model, loading = _load_bundle_model(files, ledger, module=module, model_class=model_class)
         checks.append(loading)
     empirical = None
     if samples is not None:

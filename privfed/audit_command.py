@@ -1,6 +1,6 @@
 """``privfed audit``: the command-line face of :func:`privfed.audit.audit`.
 
-``privfed audit BUNDLE [--evidence FILE] [--members M --non-members N] [--protected-units N] [--json]``
+``privfed audit BUNDLE [--public-key KEY.pub] [--evidence FILE] [--members M --non-members N] [--protected-units N] [--json]``
 ``privfed audit [MODEL] --claims CLAIMS.json [--members M --non-members N] [--json]``
 ``privfed audit --claims A.json B.json FOLDER/ ... [--protected-units N] [--json]`` (one row per claims file)
 
@@ -89,7 +89,7 @@ def _audit_command(args: argparse.Namespace) -> int:
         return _claims_table(claims, args)
     report = audit(args.target, claims=None if claims is None else claims[0], evidence=args.evidence,
                    members=args.members, non_members=args.non_members, protected_units=args.protected_units,
-                   random_state=args.seed)
+                   random_state=args.seed, public_key=args.public_key)
     print(report.to_json() if args.json else report.table())
     return report.exit_code
 
@@ -118,6 +118,8 @@ def add_audit_command(subparsers: Any) -> argparse.ArgumentParser:
     parser.add_argument("--non-members", dest="non_members", help=".npz with arrays X, y of non-members")
     parser.add_argument("--protected-units", dest="protected_units", type=_positive_int,
                         help="number of protected units (parties or examples) for the δ < 1/n check")
+    parser.add_argument("--public-key", dest="public_key",
+                        help="the publisher's Ed25519 public key (PEM): the bundle must carry a valid signature by it")
     parser.add_argument("--seed", type=integer_at_least(0), default=0,
                         help="seed of the empirical check's split, >= 0 (default 0)")
     parser.add_argument("--json", action="store_true", help="print the report as JSON")

@@ -202,7 +202,9 @@ def _delta(statement: Statement) -> Check:
                      "δ is the probability that the guarantee fails outright; it must be far below one over the number "
                      "of people (or parties) protected, and that could not be verified here.", "delta")
     if statement.delta >= 1.0 / count:
-        return Check(name, "warn", f"δ = {statement.delta:g} ≥ 1/n = {1.0 / count:.3g} with n = {count} protected "
+        # A size the auditor gave is a fact about the data: δ ≥ 1/n then fails. One read from a description warns.
+        status = "fail" if statement.protected_units_source == "given to the audit" else "warn"
+        return Check(name, status, f"δ = {statement.delta:g} ≥ 1/n = {1.0 / count:.3g} with n = {count} protected "
                      f"{_PLURALS[statement.unit]} ({statement.protected_units_source})",
                      "with δ this large a mechanism could reveal one of the protected parties or records completely and "
                      "still meet the claim.", "delta")

@@ -1,42 +1,68 @@
 """Model bundles: a model in a safe format, its privacy ledger, optional evidence and a model card.
 
-A bundle is a directory::
+A bundle is a folder::
 
+    MANIFEST.json      the integrity root: size and sha256 of every other file (privfed.manifest)
+    SIGNATURE.json     optional: the publisher's Ed25519 signature of MANIFEST.json (privfed.signing)
     ledger.json        the ledger, with the sha256 of every model file and of evidence.npz
     model.ubj          xgboost models: xgboost's own UBJSON format (Booster.save_model)
     model.skops        scikit-learn models: skops, loaded with an explicit trusted-type list
     model.safetensors  torch models: tensors in safetensors, plus
     architecture.json  the architecture spec (JSON) needed to rebuild the module
     evidence.npz       optional, PRIVATE: the evidence of data-dependent entries (np.savez)
-    MODEL_CARD.md      the ledger rendered for people
+    card.json          what the card states beyond the ledger: metrics, data description, intended use
+    MODEL_CARD.md      the ledger and card.json rendered for people
 
+The **bundle digest** (sha256 of ``MANIFEST.json``) identifies the whole bundle.
 None of these formats can execute code when read: :func:`load_bundle` never
 unpickles (no ``pickle``, ``joblib.load`` or ``torch.load``), loads ``.npz``
-with ``allow_pickle=False``, and checks every file's sha256 against the
-ledger before reading it.
+with ``allow_pickle=False``, reads each file once into memory, checks it
+against the manifest and loads the model from those very bytes.
+
+:func:`save_bundle` writes into a fresh sibling folder, fsyncs it, checks it,
+then renames it into place: a reader sees the old bundle or the new one, never
+a mixture, and a save killed at any point leaves one of them.
 """
 
 from __future__ import annotations
 
 import importlib
+import io
 import json
 import os
+import re
+import secrets
+import shutil
 import sys
+import warnings
+import zipfile
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from privfed.accounting.fingerprint import file_sha256
-from privfed.accounting.ledger import Ledger, LedgerIntegrityError
-from privfed.model_card import render_model_card
+from privfed.accounting.fingerprint import sha256_hex
+from privfed.accounting.ledger import Ledger
+from privfed.manifest import (
+    MANIFEST_FILE,
+    SIGNATURE_FILE,
+    BundleError,
+    BundleIntegrityError,
+    build_manifest,
+    read_bundle_files,
+    verify_manifest,
+)
+from privfed.model_card import CARD_DATA_FILE, card_data_document, render_model_card
+from privfed.publish import check_replaceable, fsync_path, publish_folder, write_file
 
 __all__ = [
     "LEDGER_FILE",
     "SKOPS_TRUSTED_TYPES",
     "BundleError",
     "BundleIntegrityError",
+    "LegacyBundleWarning",
+    "bundle_digest",
     "load_bundle",
     "save_bundle",
 ]
@@ -61,6 +87,8 @@ _XGBOOST_CLASSES = ("Booster", "XGBClassifier", "XGBRegressor", "XGBRanker", "XG
 _TRUSTED_PACKAGES = ("privfed",)
 #: Bundles written before privfed became one import package name ``pipelines.…`` classes.
 _LEGACY_PREFIX = "pipelines."
+#: A recorded class name: dotted Python identifiers, nothing else.
+_CLASS_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)+")
 #: The files each model family is stored in; load_bundle reads only these, after checking their sha256.
 _FAMILY_FILES = {
     "xgboost": ("model.ubj",),
@@ -68,16 +96,13 @@ _FAMILY_FILES = {
     "torch-safe-state": (ARCHITECTURE_FILE, "model.safetensors"),
     "torch-module": (ARCHITECTURE_FILE, "model.safetensors"),
 }
-_BUNDLE_FILES = (LEDGER_FILE, EVIDENCE_FILE, MODEL_CARD_FILE, ARCHITECTURE_FILE,
-                 "model.ubj", "model.skops", "model.safetensors")
+#: Every name save_bundle writes; overwrite=True replaces only a folder holding nothing else.
+_BUNDLE_FILES = (MANIFEST_FILE, SIGNATURE_FILE, LEDGER_FILE, EVIDENCE_FILE, MODEL_CARD_FILE, CARD_DATA_FILE,
+                 ARCHITECTURE_FILE, "model.ubj", "model.skops", "model.safetensors")
 
 
-class BundleError(ValueError):
-    """A bundle is malformed, or would need an unsafe step (unpickling, untrusted types) to load."""
-
-
-class BundleIntegrityError(BundleError, LedgerIntegrityError):
-    """A bundle file does not match the sha256 its ledger records."""
+class LegacyBundleWarning(UserWarning):
+    """A bundle without a manifest was loaded with ``allow_legacy=True``: its integrity is unverifiable."""
 
 
 # --- model families -------------------------------------------------------------------------------
@@ -170,63 +195,128 @@ def _safe_state_class(recorded: str, model_class: type | None) -> type:
         return model_class
     if recorded.startswith(_LEGACY_PREFIX):
         recorded = "privfed." + recorded
+    if not _CLASS_NAME.fullmatch(recorded):
+        raise BundleError(f"the bundle's model class {recorded!r} is not a dotted Python name; refused")
     module_name, _, class_name = recorded.rpartition(".")
     if module_name.split(".")[0] not in _TRUSTED_PACKAGES:
         raise BundleError(
             f"the bundle's model class {recorded} is outside privfed's packages {_TRUSTED_PACKAGES}; "
             "privfed does not import code named by a bundle: pass load_bundle(path, model_class=...)"
         )
-    cls = getattr(importlib.import_module(module_name), class_name, None)
-    if not callable(getattr(cls, "from_safe_state", None)):
-        raise BundleError(f"the bundle's model class {recorded} has no from_safe_state()")
+    try:
+        cls = getattr(importlib.import_module(module_name), class_name, None)
+    except ImportError:
+        raise BundleError(f"the bundle's model class {recorded} names no privfed module; refused") from None
+    if not isinstance(cls, type) or not callable(getattr(cls, "from_safe_state", None)):
+        raise BundleError(f"the bundle's model class {recorded} is not a class with from_safe_state()")
     return cls
 
 
+def _first_line(error: BaseException) -> str:
+    text = str(error).strip()
+    return f"{type(error).__name__}: {text.splitlines()[0]}" if text else type(error).__name__
+
+
 def _read_model(
-    fingerprint: Mapping[str, Any], directory: Path, *, module: Any, model_class: type | None,
+    fingerprint: Mapping[str, Any], files: Mapping[str, bytes], *, module: Any, model_class: type | None,
     module_fn: Callable[..., Any] | None,
 ) -> Any:
+    """The model, from the bytes that were verified (never reopened); BundleError for anything unreadable."""
     family, recorded = fingerprint["family"], fingerprint["class"]
-    if family == "xgboost":
-        import xgboost
-
-        name = recorded.removeprefix("xgboost.")
-        if name not in _XGBOOST_CLASSES:
-            raise BundleError(f"the bundle's xgboost class must be one of {_XGBOOST_CLASSES}, got {recorded!r}")
-        model = getattr(xgboost, name)()
-        model.load_model(os.fspath(directory / "model.ubj"))
-        return model
-    if family == "sklearn":
-        import skops.io
-
-        path = directory / "model.skops"
-        untrusted = skops.io.get_untrusted_types(file=path)
-        refused = sorted(set(untrusted) - set(SKOPS_TRUSTED_TYPES))
-        if refused:
-            raise BundleError(
-                f"model.skops needs types outside privfed's trusted list {refused}; refusing to load it "
-                "(they could execute code)"
-            )
-        return skops.io.load(path, trusted=list(untrusted))
     if family == "torch-safe-state":
-        import safetensors.numpy
-
-        architecture = json.loads((directory / ARCHITECTURE_FILE).read_text(encoding="utf-8"))
-
         cls = _safe_state_class(recorded, model_class)
-        tensors = safetensors.numpy.load_file(os.fspath(directory / "model.safetensors"))
-        if module_fn is None:
-            return cls.from_safe_state(architecture["spec"], tensors)
-        return cls.from_safe_state(architecture["spec"], tensors, module_fn=module_fn)
-    import safetensors.torch  # family == "torch-module"
-
-    if module is None:
+    elif family == "torch-module" and module is None:
         raise BundleError(
             f"this bundle holds the state dict of a plain torch module ({recorded}); build the module with the "
             "same architecture and pass load_bundle(path, module=...)"
         )
-    safetensors.torch.load_model(module, os.fspath(directory / "model.safetensors"), strict=True)
-    return module
+    names = _FAMILY_FILES[family]
+    try:
+        if family == "xgboost":
+            import xgboost
+
+            name = recorded.removeprefix("xgboost.")
+            if name not in _XGBOOST_CLASSES:
+                raise BundleError(f"the bundle's xgboost class must be one of {_XGBOOST_CLASSES}, got {recorded!r}")
+            model = getattr(xgboost, name)()
+            model.load_model(bytearray(files["model.ubj"]))
+            return model
+        if family == "sklearn":
+            import skops.io
+
+            data = files["model.skops"]
+            untrusted = skops.io.get_untrusted_types(data=data)
+            refused = sorted(set(untrusted) - set(SKOPS_TRUSTED_TYPES))
+            if refused:
+                raise BundleError(
+                    f"model.skops needs types outside privfed's trusted list {refused}; refusing to load it "
+                    "(they could execute code)"
+                )
+            return skops.io.loads(data, trusted=list(untrusted))
+        if family == "torch-safe-state":
+            import safetensors.numpy
+
+            architecture = json.loads(files[ARCHITECTURE_FILE])
+            tensors = safetensors.numpy.load(files["model.safetensors"])
+            if module_fn is None:
+                return cls.from_safe_state(architecture["spec"], tensors)
+            return cls.from_safe_state(architecture["spec"], tensors, module_fn=module_fn)
+        import safetensors.torch  # family == "torch-module"
+
+        state = safetensors.torch.load(files["model.safetensors"])
+        missing, unexpected = module.load_state_dict(state, strict=False)
+        shared = _shared_names(module)
+        if unexpected or any(name not in shared for name in missing):
+            raise BundleError(f"model.safetensors does not fit the module given: missing {sorted(missing)}, "
+                              f"unexpected {sorted(unexpected)}")
+        return module
+    except BundleError:
+        raise
+    except Exception as error:  # every reader's own error for a truncated, empty or foreign file
+        raise BundleError(
+            f"the model file(s) {', '.join(names)} could not be read as {family}: {_first_line(error)}"
+        ) from None
+
+
+def _shared_names(module: Any) -> set[str]:
+    """State-dict names whose tensor shares storage with another one (safetensors stores such a tensor once)."""
+    seen: dict[int, str] = {}
+    shared = set()
+    for name, tensor in module.state_dict().items():
+        pointer = tensor.data_ptr()
+        if pointer in seen and tensor.numel():
+            shared.add(name)
+        seen.setdefault(pointer, name)
+    return shared
+
+
+# --- evidence -----------------------------------------------------------------------------------------
+def _bundle_evidence(evidence: object, ledger: Ledger) -> Mapping[str, np.ndarray] | None:
+    """The committed evidence to ship: ``ledger.evidence()`` as given, or built from a pipeline's ``evidence_``.
+
+    A pipeline's ``evidence_`` names its vote matrices for readers (``server_votes``,
+    ``party_0_votes``); ``ledger.evidence()`` is the same arrays keyed by their salted
+    commitments, which is what a bundle stores. Each named array must be one the
+    ledger committed to; arrays behind no ledger entry are not shipped (a warning says so).
+    """
+    if evidence is None or evidence is True:
+        return None if evidence is None else ledger.evidence()
+    if not isinstance(evidence, Mapping):
+        raise TypeError(f"evidence must be a mapping name → array (ledger.evidence() or a pipeline's evidence_), True "
+                        f"or None, got {type(evidence).__name__}")
+    if not evidence or any(re.fullmatch(r"[0-9a-f]{64}([/#].*)", str(key)) for key in evidence):
+        return evidence
+    try:
+        committed = ledger.evidence()
+    except ValueError as error:
+        raise ValueError(f"evidence: {error}") from None
+    arrays = [np.asarray(value) for key, value in committed.items() if not key.endswith("#salt")]
+    unmatched = [name for name, value in evidence.items()
+                 if not any(a.shape == np.shape(value) and np.array_equal(a, value) for a in arrays)]
+    if unmatched:
+        warnings.warn(f"evidence arrays {unmatched} are behind no entry of the ledger (no mechanism used them); the "
+                      "bundle ships only the evidence its ledger commits to", UserWarning, stacklevel=3)
+    return committed or None
 
 
 # --- public API -------------------------------------------------------------------------------------
@@ -234,38 +324,58 @@ def save_bundle(
     model: Any,
     path: str | os.PathLike[str],
     ledger: Ledger | None = None,
-    evidence: Mapping[str, np.ndarray] | None = None,
+    evidence: Mapping[str, np.ndarray] | bool | None = None,
     *,
     overwrite: bool = False,
+    signing_key: Any = None,
+    metrics: Mapping[str, float] | None = None,
+    data: Mapping[str, Any] | None = None,
+    intended_use: str | None = None,
 ) -> Path:
-    """Write ``model`` with its privacy ledger as a bundle directory.
+    """Write ``model`` with its privacy ledger as a bundle folder, atomically.
 
     Parameters
     ----------
     model:
         An xgboost model (``Booster`` or ``XGBClassifier``/…), a scikit-learn
         estimator (saved with skops), an object with ``get_safe_state()`` /
-        ``from_safe_state()`` (``pipelines.TorchClassifier``), or a plain
+        ``from_safe_state()`` (``privfed.TorchClassifier``), or a plain
         ``torch.nn.Module`` (its state dict; loading needs the module). A fitted
         privfed pipeline (an object with ``final_model_`` and ``ledger_``, such as
         ``FedKT``) stands for its final model, with its own ledger by default.
     path:
-        The bundle directory; created if missing.
+        The bundle folder; must not exist or be empty unless ``overwrite``.
     ledger:
-        The model's :class:`~accounting.ledger.Ledger` (default: an empty one, and
-        the card says no privacy guarantee is recorded). Not modified: the bundle's
-        copy receives the model's fingerprint.
+        The model's :class:`~privfed.accounting.ledger.Ledger` (default: an empty one,
+        and the card says no privacy guarantee is recorded). Not modified: the
+        bundle's copy receives the model's fingerprint.
     evidence:
-        Private evidence to ship for auditors, normally ``ledger.evidence()``;
-        checked against the ledger's commitments first. Default: none, so the bundle
-        holds no private data.
+        Private evidence to ship for auditors: a pipeline's ``evidence_`` (its vote
+        matrices by name), ``ledger.evidence()`` (the same arrays keyed by their
+        salted commitments) or ``True`` (the ledger's own). Checked against the
+        ledger's commitments first. Default: none, so the bundle holds no private data.
     overwrite:
-        Allow writing into a non-empty directory (bundle files there are replaced).
+        Replace an existing bundle at ``path``. The old bundle is replaced only
+        once the new one is complete (a failing save leaves it untouched); a
+        folder holding files other than a bundle's is never replaced.
+    signing_key:
+        An Ed25519 private key (``cryptography``'s ``Ed25519PrivateKey``) or the
+        path of one written by :func:`privfed.generate_signing_key`: the manifest
+        is signed (``SIGNATURE.json``). Default: unsigned.
+    metrics:
+        Evaluation results for the card, name → number (e.g. ``{"accuracy": 0.91}``,
+        computed on data the user names in ``data``). Default: the card says
+        "not evaluated".
+    data:
+        The data sets to describe on the card, name → array (shape, dtype and
+        fingerprint are recorded, never the values) or a string description.
+    intended_use:
+        What the model is for and not for, in a sentence or two, for the card.
 
     Returns
     -------
     pathlib.Path
-        The bundle directory.
+        The bundle folder.
     """
     if hasattr(model, "final_model_") and hasattr(model, "ledger_"):
         ledger = model.ledger_ if ledger is None else ledger
@@ -275,29 +385,68 @@ def save_bundle(
         ledger = Ledger()
     elif not isinstance(ledger, Ledger):
         raise TypeError(f"ledger must be a privfed Ledger or None, got {type(ledger).__name__}")
-    if evidence is not None and not isinstance(evidence, Mapping):
-        raise TypeError(f"evidence must be a mapping name → array (ledger.evidence()) or None, got {type(evidence).__name__}")
+    if not isinstance(overwrite, bool):
+        raise TypeError(f"overwrite must be True or False, got {overwrite!r}")
+    evidence = _bundle_evidence(evidence, ledger)
+    card_data = card_data_document(metrics=metrics, data=data, intended_use=intended_use)
+    private_key = None
+    if signing_key is not None:
+        from privfed.signing import load_private_key
+
+        private_key = load_private_key(signing_key)
     directory = Path(path)
-    if directory.exists() and not directory.is_dir():
-        raise ValueError(f"path must be a directory for the bundle, got the file {directory}")
-    if directory.exists() and any(directory.iterdir()) and not overwrite:
-        raise FileExistsError(f"path {directory} is not empty; pass overwrite=True to replace a bundle there")
+    if directory.is_symlink() or (directory.exists() and not directory.is_dir()):
+        what = "the symbolic link" if directory.is_symlink() else "the file"
+        raise ValueError(f"path must be a folder for the bundle, got {what} {directory}")
+    if directory.is_dir() and any(directory.iterdir()):
+        if not overwrite:
+            raise FileExistsError(f"path {directory} is not empty; pass overwrite=True to replace a bundle there")
+        check_replaceable(directory, _BUNDLE_FILES)
     # A copy: the caller's ledger is left as it was. Checking evidence recomputes every committed curve.
     bundle_ledger = Ledger.from_dict(ledger.to_dict(), evidence=evidence)
 
-    directory.mkdir(parents=True, exist_ok=True)
-    for name in _BUNDLE_FILES:
-        (directory / name).unlink(missing_ok=True)
-    fingerprint = _write_model(model, family, directory)
-    fingerprint["files"] = {name: file_sha256(directory / name) for name in fingerprint["files"]}
-    bundle_ledger.model_fingerprint = fingerprint
-    if evidence is not None:
-        np.savez(directory / EVIDENCE_FILE, **{key: np.asarray(value) for key, value in evidence.items()})
-        bundle_ledger.evidence_fingerprint = {"file": EVIDENCE_FILE, "sha256": file_sha256(directory / EVIDENCE_FILE)}
-    (directory / LEDGER_FILE).write_text(bundle_ledger.to_json(), encoding="utf-8")
-    card = render_model_card(bundle_ledger, ledger_sha256=file_sha256(directory / LEDGER_FILE))
-    (directory / MODEL_CARD_FILE).write_text(card, encoding="utf-8")
+    target = Path(os.path.abspath(directory))  # "." or "bundle/" still name a folder with a parent and a name
+    target.parent.mkdir(parents=True, exist_ok=True)
+    staging = target.with_name(f".{target.name}.privfed-new-{secrets.token_hex(4)}")
+    staging.mkdir()
+    try:
+        fingerprint = _write_model(model, family, staging)
+        fingerprint["files"] = {name: sha256_hex((staging / name).read_bytes()) for name in fingerprint["files"]}
+        bundle_ledger.model_fingerprint = fingerprint
+        if evidence is not None:
+            buffer = io.BytesIO()
+            np.savez(buffer, **{key: np.asarray(value) for key, value in evidence.items()})
+            write_file(staging / EVIDENCE_FILE, buffer.getvalue())
+            bundle_ledger.evidence_fingerprint = {"file": EVIDENCE_FILE, "sha256": sha256_hex(buffer.getvalue())}
+        write_file(staging / LEDGER_FILE, bundle_ledger.to_json().encode())
+        write_file(staging / CARD_DATA_FILE, (json.dumps(card_data, indent=2, ensure_ascii=False) + "\n").encode())
+        write_file(staging / MODEL_CARD_FILE, render_model_card(bundle_ledger, card=card_data).encode())
+        for name in fingerprint["files"]:  # written by the model libraries, which do not fsync
+            with open(staging / name, "rb+") as stream:
+                os.fsync(stream.fileno())
+        files = read_bundle_files(staging)
+        manifest = build_manifest(files)
+        write_file(staging / MANIFEST_FILE, manifest)
+        if private_key is not None:
+            from privfed.signing import signature_document
+
+            write_file(staging / SIGNATURE_FILE, signature_document(private_key, manifest))
+        fsync_path(staging)
+        verify_manifest(read_bundle_files(staging), where=str(staging))
+        publish_folder(staging, target, overwrite=overwrite, allowed=_BUNDLE_FILES)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    fsync_path(target.parent)
     return directory
+
+
+def bundle_digest(path: str | os.PathLike[str]) -> str:
+    """The bundle digest (sha256 of ``MANIFEST.json``) after checking every file against the manifest.
+
+    Publish it through a channel readers trust, or sign it (``privfed sign``).
+    """
+    return verify_manifest(read_bundle_files(path), where=str(path))
 
 
 def load_bundle(
@@ -306,18 +455,24 @@ def load_bundle(
     module: Any = None,
     model_class: type | None = None,
     module_fn: Callable[..., Any] | None = None,
+    public_key: Any = None,
+    allow_legacy: bool = False,
 ) -> tuple[Any, Ledger]:
     """Load a bundle written by :func:`save_bundle`, verifying it first.
 
-    In order: the ledger's format, chain of entries and recorded totals; the
-    sha256 of every model file and of ``evidence.npz`` against the ledger (before
-    any of them is read); the evidence against each entry's commitment; every
-    recomputable curve; and only then the model, from its safe format.
+    Every file is read once into memory. In order: the manifest (every file
+    listed, sizes and sha256 match, no extra file, no symbolic link), the
+    signature when ``public_key`` is given; the ledger's format, chain of entries
+    and recorded totals; the model files and evidence against the ledger's
+    records; the evidence against each entry's commitment; every entry's curves
+    rebuilt from its public parameters (:meth:`Ledger.verify`, the audit's own
+    recomputation: data-independent curves always, data-dependent ones from the
+    evidence when shipped); and only then the model, from the verified bytes.
 
     Parameters
     ----------
     path:
-        The bundle directory.
+        The bundle folder.
     module:
         For a plain ``torch.nn.Module`` bundle: a module of the same architecture,
         into which the state dict is loaded.
@@ -326,6 +481,12 @@ def load_bundle(
         to rebuild it with (its name must match the recorded one).
     module_fn:
         Passed to ``from_safe_state`` for safe-state bundles that need it.
+    public_key:
+        The publisher's Ed25519 public key (object, PEM path or bytes): the bundle
+        must carry a valid signature by that key. Default: no signature required.
+    allow_legacy:
+        Load a bundle written before bundles carried a manifest, with a
+        :class:`LegacyBundleWarning`: its integrity cannot be verified. Default: refuse it.
 
     Returns
     -------
@@ -335,18 +496,32 @@ def load_bundle(
     Raises
     ------
     BundleIntegrityError
-        A file does not match its recorded sha256.
+        A file does not match the manifest or its record, or the signature does not verify.
     BundleError
-        The bundle is malformed or would need an unsafe step to load.
+        The bundle is malformed, unsafe to load, or a legacy bundle without ``allow_legacy``.
     LedgerFormatError, LedgerIntegrityError
         The ledger itself is malformed or inconsistent.
     """
-    directory = Path(path)
-    ledger_path = directory / LEDGER_FILE
-    if not ledger_path.is_file():
-        raise BundleError(f"{directory} is not a privfed bundle: it has no {LEDGER_FILE}")
-    text = ledger_path.read_text(encoding="utf-8")
-    ledger = Ledger.from_json(text)
+    files = read_bundle_files(path)
+    try:
+        verify_manifest(files, where=str(path))
+    except BundleError:
+        if not (allow_legacy and MANIFEST_FILE not in files and LEDGER_FILE in files):
+            raise
+        warnings.warn(f"{path} is a legacy bundle without {MANIFEST_FILE}: loaded with its integrity unverifiable "
+                      "(only the ledger's own records were checked)", LegacyBundleWarning, stacklevel=2)
+    if public_key is not None:
+        from privfed.signing import verify_signature
+
+        verify_signature(files, public_key)
+    return open_bundle_files(files, module=module, model_class=model_class, module_fn=module_fn)
+
+
+def bundle_ledger(files: Mapping[str, bytes]) -> Ledger:
+    """The ledger of verified bundle files, its records checked against the files (no curve recomputed)."""
+    if LEDGER_FILE not in files:
+        raise BundleError(f"not a privfed bundle: it has no {LEDGER_FILE}")
+    ledger = Ledger.from_json(files[LEDGER_FILE])
     fingerprint = ledger.model_fingerprint
     if not fingerprint or not isinstance(fingerprint.get("files"), dict) or not fingerprint["files"]:
         raise BundleError(f"{LEDGER_FILE} records no model files (ledger.model.files): not a bundle's ledger")
@@ -363,29 +538,44 @@ def load_bundle(
             f"{list(_FAMILY_FILES[fingerprint['family']])}, got {sorted(fingerprint['files'])}"
         )
     for name, recorded in fingerprint["files"].items():
-        _check_file(directory, name, recorded, what="model file")
-
-    evidence_record = ledger.evidence_fingerprint
-    if evidence_record is not None:
-        _check_file(directory, EVIDENCE_FILE, evidence_record.get("sha256"), what="evidence file")
-        with np.load(directory / EVIDENCE_FILE, allow_pickle=False) as archive:
-            arrays = {key: archive[key] for key in archive.files}
-        ledger = Ledger.from_json(text, evidence=arrays)  # checks commitments and recomputes their curves
-    elif (directory / EVIDENCE_FILE).exists():
+        _check_file(files, name, recorded, what="model file")
+    if ledger.evidence_fingerprint is not None:
+        _check_file(files, EVIDENCE_FILE, ledger.evidence_fingerprint.get("sha256"), what="evidence file")
+    elif EVIDENCE_FILE in files:
         raise BundleIntegrityError(f"{EVIDENCE_FILE} is present but {LEDGER_FILE} does not reference it: it was added")
-    else:
-        ledger.verify()
-    model = _read_model(fingerprint, directory, module=module, model_class=model_class, module_fn=module_fn)
+    return ledger
+
+
+def read_evidence(data: bytes, *, what: str = EVIDENCE_FILE) -> dict[str, np.ndarray]:
+    """The arrays of an ``.npz`` held in memory, read without pickle; BundleError otherwise."""
+    try:
+        with np.load(io.BytesIO(data), allow_pickle=False) as archive:
+            return {key: archive[key] for key in archive.files}
+    except ValueError as error:
+        raise BundleError(f"{what} holds arrays that would need unpickling ({_first_line(error)}); refused") from None
+    except (OSError, EOFError, zipfile.BadZipFile, AttributeError) as error:
+        raise BundleError(f"{what} is not a readable .npz: {_first_line(error)}") from None
+
+
+def open_bundle_files(
+    files: Mapping[str, bytes], *, module: Any = None, model_class: type | None = None,
+    module_fn: Callable[..., Any] | None = None,
+) -> tuple[Any, Ledger]:
+    """(model, ledger) from bundle files already read and checked against their manifest."""
+    ledger = bundle_ledger(files)
+    if ledger.evidence_fingerprint is not None:
+        ledger = Ledger.from_json(files[LEDGER_FILE], evidence=read_evidence(files[EVIDENCE_FILE]))
+    ledger.verify()
+    model = _read_model(ledger.model_fingerprint, files, module=module, model_class=model_class, module_fn=module_fn)
     return model, ledger
 
 
-def _check_file(directory: Path, name: str, recorded: object, *, what: str) -> None:
-    if Path(name).name != name:
+def _check_file(files: Mapping[str, bytes], name: str, recorded: object, *, what: str) -> None:
+    if not isinstance(name, str) or Path(name).name != name:
         raise BundleError(f"{LEDGER_FILE} names the {what} {name!r}, which is not a plain file name")
-    path = directory / name
-    if not path.is_file():
-        raise BundleIntegrityError(f"the {what} {name} recorded in {LEDGER_FILE} is missing from {directory}")
-    actual = file_sha256(path)
+    if name not in files:
+        raise BundleIntegrityError(f"the {what} {name} recorded in {LEDGER_FILE} is missing from the bundle")
+    actual = sha256_hex(files[name])
     if actual != recorded:
         raise BundleIntegrityError(
             f"the {what} {name} has sha256 {actual} but {LEDGER_FILE} records {recorded}: "

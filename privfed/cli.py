@@ -35,6 +35,7 @@ from privfed.audit_command import add_audit_command
 from privfed.demo import add_demo_command
 from privfed.examples_command import add_examples_command
 from privfed.report_command import add_report_command
+from privfed.sign_command import add_sign_commands
 
 __all__ = ["main"]
 
@@ -144,6 +145,7 @@ def _parser() -> Parser:
     add_demo_command(commands)
     add_audit_command(commands)
     add_report_command(commands)
+    add_sign_commands(commands)
     return parser
 
 

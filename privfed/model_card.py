@@ -3,16 +3,70 @@
 The card is generated from the ledger and says what the model is, which releases
 of private data it depends on, the (ε, δ) spent per unit (both analyses,
 data-dependent or not), what is *not* covered, and how to verify all of it.
-It is documentation, not evidence: verification always goes through ``ledger.json``.
+It is documentation, not evidence: verification always goes through ``MANIFEST.json``
+and ``ledger.json``. What the ledger does not know — evaluation metrics, the data
+sets used (names, shapes, fingerprints) and the intended use — comes from the
+bundle's ``card.json`` (``save_bundle(..., metrics=, data=, intended_use=)``), so
+the card can be re-rendered from covered files and compared byte for byte
+(``privfed audit``'s card check).
+
+The card does not print the bundle digest (the sha256 of ``MANIFEST.json``,
+which covers the card itself): ``privfed audit`` and ``privfed.bundle_digest``
+print it.
 """
 
 from __future__ import annotations
 
+import math
+import numbers
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from privfed.accounting.fingerprint import data_fingerprint
 from privfed.accounting.ledger import Ledger
 from privfed.accounting.mechanism import relation_for_unit
 from privfed.accounting.report import round_up
 
-__all__ = ["render_model_card"]
+__all__ = ["CARD_DATA_FILE", "card_data_document", "render_model_card"]
+
+#: The bundle file holding what the card states beyond the ledger.
+CARD_DATA_FILE = "card.json"
+
+
+def card_data_document(*, metrics: object, data: object, intended_use: object) -> dict[str, Any]:
+    """``card.json``'s content, validated: metrics name → finite number, data name → description, intended use."""
+    if metrics is not None and not isinstance(metrics, Mapping):
+        raise TypeError(f"metrics must be a mapping name → number (e.g. {{'accuracy': 0.91}}) or None, got "
+                        f"{type(metrics).__name__}")
+    checked_metrics = None
+    if metrics is not None:
+        checked_metrics = {}
+        for name, value in metrics.items():
+            if not isinstance(name, str) or isinstance(value, bool) or not isinstance(value, numbers.Real) \
+                    or not math.isfinite(value):
+                raise ValueError(f"metrics must map names to finite numbers, got {name!r}: {value!r}")
+            checked_metrics[name] = float(value)
+    if data is not None and not isinstance(data, Mapping):
+        raise TypeError(f"data must be a mapping name → array or description (e.g. {{'public': X_public}}) or None, "
+                        f"got {type(data).__name__}")
+    described = {}
+    for name, value in (data or {}).items():
+        if not isinstance(name, str):
+            raise TypeError(f"data's names must be strings, got {name!r}")
+        if isinstance(value, str):
+            described[name] = {"description": value}
+            continue
+        array = np.asarray(value)
+        if array.dtype == object:
+            raise TypeError(f"data[{name!r}] must be a numeric array or a string description, got dtype object")
+        described[name] = {"shape": list(array.shape), "dtype": array.dtype.str,
+                           "sha256": data_fingerprint({name: array})}
+    if intended_use is not None and not isinstance(intended_use, str):
+        raise TypeError(f"intended_use must be a string or None, got {type(intended_use).__name__}")
+    return {"type": "privfed.card", "schema_version": 1, "metrics": checked_metrics, "data": described,
+            "intended_use": intended_use}
 
 
 def _epsilon_lines(ledger: Ledger) -> list[str]:
@@ -61,15 +115,37 @@ def _release_lines(ledger: Ledger) -> list[str]:
     return lines
 
 
-def render_model_card(ledger: Ledger, *, ledger_sha256: str) -> str:
-    """Markdown model card for a bundle whose ``ledger.json`` has sha256 ``ledger_sha256``."""
+def _card_lines(card: Mapping[str, Any]) -> list[str]:
+    lines = ["## Intended use", "", card.get("intended_use") or "Not stated by the publisher.", ""]
+    lines += ["## Evaluation", ""]
+    metrics = card.get("metrics")
+    if metrics:
+        lines += ["| metric | value |", "|---|---|", *[f"| {name} | {value:.6g} |" for name, value in metrics.items()]]
+        lines += ["", "Reported by the publisher; privfed did not compute these numbers."]
+    else:
+        lines += ["Not evaluated: no metrics were recorded with this bundle."]
+    lines += ["", "## Data", ""]
+    data = card.get("data") or {}
+    if not data:
+        lines += ["No data description was given."]
+    for name, entry in data.items():
+        if "description" in entry:
+            lines.append(f"- `{name}`: {entry['description']}")
+        else:
+            lines.append(f"- `{name}`: shape {tuple(entry['shape'])}, dtype `{entry['dtype']}`, fingerprint "
+                         f"`{entry['sha256']}` (privfed.accounting.fingerprint.data_fingerprint)")
+    return [*lines, ""]
+
+
+def render_model_card(ledger: Ledger, *, card: Mapping[str, Any] | None = None) -> str:
+    """Markdown model card of a bundle's ``ledger`` and ``card`` (the content of its ``card.json``)."""
     model = ledger.model_fingerprint or {}
-    files = model.get("files", {})
     lines = [f"# Model card: {ledger.description or model.get('class', 'privfed model')}", ""]
     lines += ["## The model", "",
               f"- Class: `{model.get('class', 'unknown')}` ({model.get('family', 'unknown')} family)",
               f"- Format: {model.get('format', 'unknown')} — a data format, loading it executes no code",
-              *[f"- `{name}`: sha256 `{digest}`" for name, digest in sorted(files.items())], ""]
+              f"- Files: {', '.join(f'`{name}`' for name in sorted(model.get('files', {})))}", ""]
+    lines += _card_lines(card or {})
     lines += ["## Releases of private data it depends on", "", *_release_lines(ledger), ""]
     if ledger.unaccounted:
         lines += ["### Not covered by any guarantee", "",
@@ -81,19 +157,23 @@ def render_model_card(ledger: Ledger, *, ledger_sha256: str) -> str:
         lines += [f"Budget enforced while training ({ledger.analysis} analysis, "
                   f"{ledger.budget_basis.replace('_', '-')} ε): {targets}.", ""]
     software = ", ".join(f"{name} {version}" for name, version in ledger.software.items() if version)
-    evidence = ledger.evidence_fingerprint
+    shipped = "`evidence.npz` (PRIVATE: for auditors only)" if ledger.evidence_fingerprint else "not shipped"
     lines += ["## Provenance", "",
               f"- Ledger created {ledger.created} with privfed {ledger.privfed_version}; {software}",
               f"- Seeds: {', '.join(f'{k}={v}' for k, v in ledger.seeds.items()) or 'none recorded'}",
               f"- Public data sha256: `{ledger.public_data_sha256 or 'not recorded'}`",
-              f"- Evidence: {'`evidence.npz`, sha256 `' + evidence['sha256'] + '` (PRIVATE: for auditors only)' if evidence else 'not shipped with this bundle'}",
+              f"- Evidence: {shipped}",
               ""]
     lines += ["## How to verify", "",
-              f"1. `ledger.json` has sha256 `{ledger_sha256}`; compare it with the digest the model's owner "
-              "published through a channel you trust (the bundle cannot vouch for itself).",
-              "2. `model, ledger = privfed.load_bundle(path)` checks the model files' sha256 against the ledger before "
-              "loading anything, the chain of entries, the recorded totals, and recomputes every curve it can "
-              "(all data-independent ones; data-dependent ones when `evidence.npz` is present).",
-              "3. `ledger.account(unit=\"party\")` / `ledger.account(unit=\"example\")` recompute ε from the recorded curves.",
+              "1. The **bundle digest** is the sha256 of `MANIFEST.json`, which lists the size and sha256 of every "
+              "other file of the bundle, this card included. `privfed audit BUNDLE` prints it; compare it with the "
+              "digest the publisher announced through a channel you trust, or check the publisher's signature with "
+              "`privfed audit BUNDLE --public-key KEY`. Without either, the hashes only catch accidents: whoever "
+              "could edit the folder could have rewritten the manifest too.",
+              "2. `model, ledger = privfed.load_bundle(path)` checks every file against the manifest and the ledger "
+              "before loading anything, the chain of entries and the recorded totals, and rebuilds every entry's "
+              "curves from its public parameters (data-dependent ones from `evidence.npz` when present).",
+              "3. `ledger.account(unit=\"party\")` / `ledger.account(unit=\"example\")` recompute ε from the "
+              "recorded curves.",
               ""]
     return "\n".join(lines)

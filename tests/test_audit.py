@@ -19,6 +19,8 @@ from sklearn.tree import DecisionTreeClassifier
 
 import privfed
 from privfed import AuditInputError, audit, save_bundle
+from privfed.manifest import MANIFEST_FILE, build_manifest, read_bundle_files
+from privfed.model_card import render_model_card
 from privfed.cli import main
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples" / "claims"
@@ -58,9 +60,17 @@ def _failed(report):
 
 
 def _edit(path: Path, edit) -> None:
+    """Edit the ledger and rewrite the manifest to match, as anyone able to write the folder can (no key needed)."""
     document = json.loads((path / "ledger.json").read_text())
     edit(document)
     (path / "ledger.json").write_text(json.dumps(document))
+    try:  # a careful forger re-renders the card from the forged ledger with privfed's own code
+        card = render_model_card(Ledger.from_json(json.dumps(document)),
+                                 card=json.loads((path / "card.json").read_text()))
+        (path / "MODEL_CARD.md").write_text(card)
+    except ValueError:
+        pass
+    (path / MANIFEST_FILE).write_bytes(build_manifest(read_bundle_files(path)))
 
 
 def _reseal(document: dict) -> None:
@@ -134,7 +144,7 @@ def test_flipped_model_byte_fails_the_model_file_and_the_model_is_not_loaded(pub
     data[len(data) // 2] ^= 0x01
     path.write_bytes(bytes(data))
     report = audit(public_bundle)
-    assert _failed(report) == {"model file"}
+    assert _failed(report) == {"bundle manifest", "model file"}
     assert report.check("safe loading").status == "warn" and "not attempted" in report.check("safe loading").detail
 
 
@@ -184,7 +194,7 @@ def test_wrong_evidence_fails_the_evidence_check(tmp_path, public_bundle, audito
     data = bytearray(evidence.read_bytes())
     data[-30] ^= 0x01
     evidence.write_bytes(bytes(data))
-    assert _failed(audit(auditor_bundle)) == {"evidence"}
+    assert _failed(audit(auditor_bundle)) == {"bundle manifest", "evidence"}
 
 
 # --- nothing unpickles --------------------------------------------------------------------------------------
@@ -324,7 +334,7 @@ def test_data_dependent_epsilon_and_delta_warnings(tmp_path, fedkt):
     bundle = save_bundle(fedkt.final_model_, tmp_path / "b", ledger)
     report = audit(bundle, protected_units=1000)
     assert report.check("data-dependent ε").status == "warn"
-    assert report.check("δ against protected units").status == "warn"  # δ = 1e-3 ≥ 1/1000
+    assert report.check("δ against protected units").status == "fail"  # δ = 1e-3 ≥ 1/1000, n given to the audit
     assert report.check("protected unit").status == "pass"
     assert audit(bundle, protected_units=100).check("δ against protected units").status == "pass"
 

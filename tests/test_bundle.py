@@ -13,6 +13,7 @@ from privfed.accounting.fingerprint import file_sha256
 
 import privfed
 from privfed import BundleError, BundleIntegrityError, load_bundle, save_bundle
+from privfed.manifest import MANIFEST_FILE, build_manifest, read_bundle_files
 
 torch = pytest.importorskip("torch")
 sklearn_ensemble = pytest.importorskip("sklearn.ensemble")
@@ -73,7 +74,8 @@ def _net():
 # --- round trips ----------------------------------------------------------------------------------------
 def test_sklearn_forest_round_trip(tmp_path, data, forest, ledger):
     path = save_bundle(forest, tmp_path / "bundle", ledger)
-    assert sorted(p.name for p in path.iterdir()) == ["MODEL_CARD.md", "ledger.json", "model.skops"]
+    assert sorted(p.name for p in path.iterdir()) == ["MANIFEST.json", "MODEL_CARD.md", "card.json", "ledger.json",
+                                                      "model.skops"]
     assert ledger.model_fingerprint is None  # the caller's ledger is not modified
     model, loaded = load_bundle(path)
     assert np.array_equal(model.predict_proba(data[0]), forest.predict_proba(data[0]))
@@ -81,7 +83,9 @@ def test_sklearn_forest_round_trip(tmp_path, data, forest, ledger):
     assert loaded.model_fingerprint["files"] == {"model.skops": file_sha256(path / "model.skops")}
     card = (path / "MODEL_CARD.md").read_text()
     assert "party" in card and "example" in card and "per-party class counts, sent in clear" in card
-    assert file_sha256(path / "ledger.json") in card
+    # One digest identifies the bundle: the card names it (sha256 of MANIFEST.json) and prints no other file hash.
+    assert "sha256 of `MANIFEST.json`" in card and file_sha256(path / "ledger.json") not in card
+    assert file_sha256(path / "model.skops") not in card and "Not evaluated" in card
 
 
 def test_xgboost_round_trip(tmp_path, data, ledger):
@@ -156,10 +160,17 @@ def bundle(tmp_path, forest, ledger):
     return save_bundle(forest, tmp_path / "bundle", ledger, evidence=ledger.evidence())
 
 
-def _edit_ledger(path, edit):
+def reseal_manifest(path):
+    """What anyone able to write the folder can do without a signing key: rewrite the manifest to match."""
+    (path / MANIFEST_FILE).write_bytes(build_manifest(read_bundle_files(path)))
+
+
+def _edit_ledger(path, edit, *, reseal=True):
     document = json.loads((path / "ledger.json").read_text())
     edit(document)
     (path / "ledger.json").write_text(json.dumps(document))
+    if reseal:
+        reseal_manifest(path)
 
 
 def test_flipped_model_byte_is_detected(bundle):
@@ -167,6 +178,9 @@ def test_flipped_model_byte_is_detected(bundle):
     content = bytearray(model_file.read_bytes())
     content[len(content) // 2] ^= 0x01
     model_file.write_bytes(bytes(content))
+    with pytest.raises(BundleIntegrityError, match="model.skops does not match MANIFEST.json .* modified or replaced"):
+        load_bundle(bundle)
+    reseal_manifest(bundle)  # the ledger's own record of the model file still catches it
     with pytest.raises(BundleIntegrityError, match="model file model.skops has sha256 .* modified or replaced"):
         load_bundle(bundle)
 
@@ -188,6 +202,9 @@ def test_swapped_evidence_is_detected(bundle, tmp_path, forest):
     other.record(LaplaceNoisyMax(np.array([[5, 1], [3, 3], [0, 6]]), 0.05, 1, unit="party"))
     other_bundle = save_bundle(forest, tmp_path / "other", other, evidence=other.evidence())
     (bundle / "evidence.npz").write_bytes((other_bundle / "evidence.npz").read_bytes())
+    with pytest.raises(BundleIntegrityError, match="evidence.npz does not match MANIFEST.json"):
+        load_bundle(bundle)
+    reseal_manifest(bundle)
     with pytest.raises(BundleIntegrityError, match="evidence file evidence.npz has sha256 .* modified or replaced"):
         load_bundle(bundle)
     # A forger who also rewrites the file's sha256 in ledger.json is caught by the per-entry commitments.
@@ -199,6 +216,9 @@ def test_swapped_evidence_is_detected(bundle, tmp_path, forest):
 def test_unreferenced_evidence_file_is_refused(tmp_path, forest, ledger):
     path = save_bundle(forest, tmp_path / "bundle", ledger)
     np.savez(path / "evidence.npz", **ledger.evidence())
+    with pytest.raises(BundleIntegrityError, match="holds evidence.npz, not in MANIFEST.json"):
+        load_bundle(path)
+    reseal_manifest(path)
     with pytest.raises(BundleIntegrityError, match="does not reference it"):
         load_bundle(path)
 
@@ -238,8 +258,9 @@ def test_bad_arguments(tmp_path, forest, ledger):
     with pytest.raises(FileExistsError, match="overwrite=True"):
         save_bundle(forest, tmp_path / "x", ledger)
     save_bundle(forest, tmp_path / "x", ledger, overwrite=True)
-    with pytest.raises(BundleError, match="has no ledger.json"):
-        load_bundle(tmp_path)
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(BundleError, match="has no MANIFEST.json and no ledger.json"):
+        load_bundle(tmp_path / "empty")
     other = Ledger(delta=DELTA)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)
