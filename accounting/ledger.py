@@ -56,7 +56,7 @@ from privfed.accounting.ledger_entry import (
 from privfed.accounting.mechanism import ANALYSES, UNITS, Mechanism, relation_for_unit
 from privfed.accounting.orders import default_orders
 from privfed.accounting.recompute import recompute_analysis
-from privfed.accounting.registry import public_mechanism_from_record
+from privfed.accounting.registry import mechanism_from_record, public_mechanism_from_record
 from privfed.accounting.report import MechanismReport, PrivacyReport
 
 __all__ = [

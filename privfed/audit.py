@@ -45,7 +45,6 @@ from privfed.accounting.recompute import recompute_analysis
 from privfed.accounting.mechanism import UNITS, Mechanism
 from privfed.accounting.registry import (
     checked_public_mechanism_from_record,
-    mechanism_from_record,
     public_mechanism_from_record,
 )
 from privfed.accounting.report import PrivacyReport, round_up
