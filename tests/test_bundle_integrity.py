@@ -439,15 +439,15 @@ def test_pipeline_evidence_attribute_is_accepted(tmp_path):
     assert audit(path).exit_code == 0
 
 
-def test_claims_with_huge_gamma_give_a_verdict_not_a_traceback(tmp_path, capsys):
+def test_claims_with_huge_gamma_are_refused_in_one_line_not_a_traceback(tmp_path, capsys):
     claims = tmp_path / "claims.json"
     claims.write_text(json.dumps({
         "type": "privfed.claims", "schema_version": 1, "claim": {"epsilon": 1.0, "delta": 1e-5, "unit": "party"},
         "mechanisms": [{"kind": "laplace_noisy_max", "unit": "party",
                         "parameters": {"gamma": 400, "votes_per_unit": 3, "num_queries": 10, "num_classes": 2}}]}))
-    assert main(["audit", "--claims", str(claims)]) == 1
+    assert main(["audit", "--claims", str(claims)]) == 2  # bad input: one answer's ε = 2400 is beyond 700
     captured = capsys.readouterr()
-    assert "Traceback" not in captured.err and "FAIL" in captured.out
+    assert "Traceback" not in captured.err and captured.err.count("\n") == 1 and "gamma" in captured.err
 
 
 @pytest.mark.parametrize("suffix", [".skops", ".safetensors", ".ubj"])
