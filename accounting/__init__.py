@@ -4,7 +4,7 @@ Depends on numpy, scipy and dp-accounting only.
 """
 
 from privfed.accounting.account import account
-from privfed.accounting.dpsgd import DPSGD
+from privfed.accounting.dpsgd import DPSGD, compose_dpsgd, dpsgd_noise_multiplier
 from privfed.accounting.fingerprint import data_fingerprint
 from privfed.accounting.gaussian_noisy_max import GaussianNoisyMax, gaussian_log_failure_bounds, gaussian_noisy_max_rdp
 from privfed.accounting.laplace_noisy_max import LaplaceNoisyMax, laplace_failure_bounds
@@ -22,6 +22,7 @@ from privfed.accounting.randomized_response import (
     randomized_response_variance,
 )
 from privfed.accounting.report import MechanismReport, PrivacyReport
+from privfed.accounting.sequential import SequentialComposition, compose_sequential
 from privfed.accounting.spec import load_mechanisms
 
 __all__ = [
@@ -41,10 +42,14 @@ __all__ = [
     "PrivacyReport",
     "QuantizedLaplaceEnsemble",
     "RandomizedResponse",
+    "SequentialComposition",
     "account",
     "class_count_weights",
+    "compose_dpsgd",
     "compose_parallel",
+    "compose_sequential",
     "data_fingerprint",
+    "dpsgd_noise_multiplier",
     "gaussian_log_failure_bounds",
     "gaussian_noisy_max_rdp",
     "laplace_failure_bounds",

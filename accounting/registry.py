@@ -56,7 +56,7 @@ def mechanism_from_record(
 def _placeholder_evidence(record: Mapping[str, Any]) -> dict[str, np.ndarray]:
     """All-zero vote matrices of the recorded shapes, for noisy-max releases whose votes are private."""
     parameters = record.get("parameters", {})
-    if record.get("kind") == "parallel_composition":
+    if record.get("kind") in ("parallel_composition", "sequential_composition"):
         return {
             f"{i}/{name}": array
             for i, member in enumerate(parameters.get("members", []))
