@@ -100,6 +100,15 @@ class PrivacyReport:
         ``order``) or ``"pld"`` (dp-accounting's privacy loss distribution of the
         mechanisms' events, tighter here; ``order`` is then the RDP optimum, for
         information only).
+    source:
+        Which bound of a ledger gave ``epsilon``: ``"aggregation"`` (the composition of
+        the released mechanisms themselves) or ``"dpsgd"`` (the DP training of the
+        models the releases are derived from, composed with any accounted release not
+        derived from them: everything else is post-processing). See
+        ``docs/accounting.md``.
+    alternatives:
+        The other valid bound for the same releases (source → its report), e.g.
+        ``{"dpsgd": ...}`` when the aggregation bound was reported; never composed with this one.
     """
 
     epsilon: float
@@ -118,12 +127,16 @@ class PrivacyReport:
     notes: tuple[str, ...] = field(default=())
     other_units: Mapping[str, "PrivacyReport"] = field(default_factory=dict)
     method: str = "rdp"
+    source: str = "aggregation"
+    alternatives: Mapping[str, "PrivacyReport"] = field(default_factory=dict)
 
     def summary(self) -> str:
         """One line: ε, δ, unit, analysis and whether ε is data-dependent."""
         unit = f"{self.unit}-level DP" if self.unit else "no mechanism"
         analysis = _PLD_TEXT if self.method == "pld" else _ANALYSIS_TEXT[self.analysis]
         text = f"ε = {round_up(self.epsilon)}, δ = {self.delta:g} ({unit}; {analysis}"
+        if self.source == "dpsgd":
+            text += "; bound: DP-SGD training of the models every release is derived from"
         if self.data_dependent:
             text += (
                 "; DATA-DEPENDENT: this ε was computed from the private votes and is itself private; "
@@ -155,5 +168,7 @@ class PrivacyReport:
             "notes": list(self.notes),
             "other_units": {unit: report.to_dict() for unit, report in self.other_units.items()},
             "method": self.method,
+            "source": self.source,
+            "alternatives": {source: report.to_dict() for source, report in self.alternatives.items()},
             "summary": self.summary(),
         }
