@@ -51,6 +51,7 @@ from typing import Any
 import numpy as np
 from privfed.accounting import (
     Ledger,
+    Mechanism,
     QuantizedLaplaceEnsemble,
     class_count_weights,
     quantize_logits,
@@ -62,7 +63,8 @@ from privfed.accounting._checks import (
     check_positive_finite,
 )
 from privfed.accounting.fingerprint import data_fingerprint
-from privfed.pipelines._models import FittedClassifier, fit_classifier, with_seed
+from privfed.pipelines._dp_ledger import record_local_training
+from privfed.pipelines._models import FittedClassifier, dp_release, fit_classifier, with_seed
 from privfed.pipelines._random import as_seed_sequence
 from privfed.pipelines.executor import PartyTask, run_party_tasks
 from privfed.pipelines.fedkt import check_parties
@@ -265,6 +267,7 @@ class _PartyResult:
     quantized_logits: np.ndarray  # (n_public, C): sent to the server
     class_counts: np.ndarray  # (C,): sent in clear for the weights
     parameter_count: int | None
+    training: Mechanism | None = None  # the local model's DP-SGD (None: not DP-trained)
 
 
 def _train_party(task: PartyTask) -> _PartyResult:
@@ -281,7 +284,7 @@ def _train_party(task: PartyTask) -> _PartyResult:
         logits = party_logits(fitted, config.public, clip=config.clip)
         counts = np.bincount(y, minlength=config.n_outputs)
     message = party_message(logits, clip=config.clip, quantization_scale=config.quantization_scale)
-    return _PartyResult(message, counts, None if model is None else _parameter_count(model))
+    return _PartyResult(message, counts, None if model is None else _parameter_count(model), dp_release(model))
 
 
 # --- the estimator -----------------------------------------------------------------------------------------
@@ -576,7 +579,7 @@ class FedKD(ClassifierMixin, BaseEstimator):
             class_count_bytes=n_outputs * COUNT_BYTES if self.weighting == "class-count" else 0,
             parameter_counts=tuple(r.parameter_count for r in results),
         )
-        self.ledger_ = self._ledger(public, n_parties, n_outputs, seed)
+        self.ledger_ = self._ledger(public, n_parties, n_outputs, seed, [r.training for r in results])
         self.evidence_: dict[str, np.ndarray] = {}
         self.epsilon_ = self.ledger_.account(delta=self.delta).epsilon if self.gamma is not None else math.inf
         return self
@@ -627,7 +630,10 @@ class FedKD(ClassifierMixin, BaseEstimator):
         self.distillation_ = "hard pseudo-labels: argmax of the noisy ensemble (server model has no fit_soft)"
 
     # --- accounting -------------------------------------------------------------------------------------
-    def _ledger(self, public: np.ndarray, n_parties: int, n_outputs: int, seed: int) -> Ledger:
+    def _ledger(self, public: np.ndarray, n_parties: int, n_outputs: int, seed: int,
+                trainings: list[Mechanism | None]) -> Ledger:
+        """The releases; with DP-trained local models also their training, which every release but the class
+        counts is derived from (logits of the DP models on public data, their noisy ensemble, the server model)."""
         ledger = Ledger(
             delta=self.delta,
             primary_unit="party",
@@ -638,8 +644,10 @@ class FedKD(ClassifierMixin, BaseEstimator):
                 f"γ = {self.gamma}, Z = {self.clip}, {self.weighting} weights, {type(self.server_model).__name__} server"
             ),
         )
+        derived = record_local_training(ledger, trainings, what="FedKD local models")
         if self.gamma is None:
-            ledger.record_unaccounted("FedKD without noise (gamma=None): the ensemble is released as it is; no guarantee")
+            ledger.record_unaccounted("FedKD without noise (gamma=None): the ensemble is released as it is; no guarantee",
+                                      derived_from_training=derived)
         else:
             weights = None if self.weighting == "class-count" else self.weights_
             release = {
@@ -656,10 +664,12 @@ class FedKD(ClassifierMixin, BaseEstimator):
                     f"Laplace scale 1/γ = {1 / self.gamma:g}, {self.draws_per_example_} draw(s) per example; "
                     "example level = party level (one example may change a whole local model)"
                 ),
+                derived_from_training=derived,
             )
             ledger.record_unaccounted(
                 "FedKD: each party's quantized logits reach the server before noise is added; the guarantee covers "
-                "the noisy ensemble and the server model, not the server's view (trust the server)"
+                "the noisy ensemble and the server model, not the server's view (trust the server)",
+                derived_from_training=derived,
             )
         if self.weighting == "class-count":
             ledger.record_unaccounted(

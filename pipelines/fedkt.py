@@ -31,7 +31,15 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from privfed.accounting import GaussianNoisyMax, LaplaceNoisyMax, Ledger, account, compose_parallel
+from privfed.accounting import (
+    GaussianNoisyMax,
+    LaplaceNoisyMax,
+    Ledger,
+    Mechanism,
+    account,
+    compose_parallel,
+    compose_sequential,
+)
 from privfed.accounting._checks import (
     check_choice,
     check_delta,
@@ -41,7 +49,8 @@ from privfed.accounting._checks import (
 )
 from privfed.accounting.fingerprint import data_fingerprint
 from privfed.accounting.noisy_max import VoteMechanism
-from privfed.pipelines._models import FittedClassifier, fit_classifier, with_seed
+from privfed.pipelines._dp_ledger import record_local_training
+from privfed.pipelines._models import FittedClassifier, dp_release, fit_classifier, with_seed
 from privfed.pipelines._random import as_seed_sequence
 from privfed.pipelines.executor import PartyTask, run_party_tasks
 from privfed.pipelines.partition import teacher_subsets
@@ -140,6 +149,7 @@ class _PartyResult:
     n_answered: int
     n_teachers: int
     max_affected_partitions: dict[int, int]  # gap threshold -> partitions whose labels one example may flip
+    teacher_training: Mechanism | None = None  # the teachers' DP-SGD (None: some teacher is not DP-trained)
 
 
 def _affected_partitions(votes: np.ndarray, gap: int) -> int:
@@ -181,13 +191,16 @@ def _train_party(task: PartyTask) -> _PartyResult:
     subsets = teacher_subsets(len(y), n_partitions=config.n_partitions, n_teachers=n_teachers, random_state=rng)
     n_query = len(config.X_query)
     votes = np.zeros((config.n_partitions, n_query, config.n_classes), dtype=np.int64)
+    partition_trainings: list[Mechanism | None] = []
     for partition, members in enumerate(subsets):
-        predictions = [
+        teachers = [
             fit_classifier(config.teacher, X[rows], y[rows], n_classes=config.n_classes, seed=rng.integers(2**31))
-            .predict(config.X_query)
             for rows in members
         ]
-        votes[partition] = prediction_votes(np.stack(predictions), config.n_classes)
+        votes[partition] = prediction_votes(np.stack([t.predict(config.X_query) for t in teachers]), config.n_classes)
+        releases = [dp_release(teacher) for teacher in teachers]
+        # A partition's teachers see disjoint subsets; one example is in one teacher of every partition.
+        partition_trainings.append(None if None in releases else compose_parallel(releases))
     n_answered = _answerable_local_queries(votes, config) if config.noise is not None else n_query
     if n_answered == 0:
         raise ValueError(
@@ -208,6 +221,7 @@ def _train_party(task: PartyTask) -> _PartyResult:
         n_answered=n_answered,
         n_teachers=n_teachers,
         max_affected_partitions={gap: _affected_partitions(votes[:, :n_answered], gap) for gap in (1, 2)},
+        teacher_training=None if None in partition_trainings else compose_sequential(partition_trainings),
     )
 
 
@@ -454,10 +468,16 @@ class FedKT(ClassifierMixin, BaseEstimator):
     def _account(
         self, ledger: Ledger, results: list[_PartyResult], server_votes: np.ndarray, noise: NoisyArgmax | None
     ) -> int:
-        """Record every release in the ledger; return the number of server queries answered."""
+        """Record every release in the ledger; return the number of server queries answered.
+
+        With DP-trained teachers every release (students, votes, the final model) is
+        computed from the teachers and public data only: post-processing of their training.
+        """
         s = self.n_partitions
+        derived = record_local_training(ledger, [r.teacher_training for r in results], what="FedKT teachers")
         if self.privacy == "L0":
-            ledger.record_unaccounted("FedKT-L0: no noise is added anywhere; the model has no differential-privacy guarantee")
+            ledger.record_unaccounted("FedKT-L0: no noise is added anywhere; the model has no differential-privacy guarantee",
+                                      derived_from_training=derived)
             self.evidence_["server_votes"] = server_votes
             return len(server_votes)
 
@@ -473,6 +493,7 @@ class FedKT(ClassifierMixin, BaseEstimator):
                     f"s = {s} partitions; example level k = 1, party level k = teachers per partition; "
                     "parallel composition over parties"
                 ),
+                derived_from_training=derived,
             )
             for index, v in enumerate(stacked):
                 self.evidence_[f"party_{index}_votes"] = v
@@ -508,15 +529,18 @@ class FedKT(ClassifierMixin, BaseEstimator):
                 f"queries; party level k = s = {s}; example level k = "
                 + (f"s = {s} (conservative)" if self.accounting == "conservative" else f"z = {max(z[1], 1)} (paper)")
             ),
+            derived_from_training=derived,
         )
         ledger.record_unaccounted(
             "FedKT-L1: the students each party sends to the server are trained on un-noised teacher votes; "
-            "the guarantee covers the final model and the server's noisy labels, not the students (trust the server)"
+            "the guarantee covers the final model and the server's noisy labels, not the students (trust the server)",
+            derived_from_training=derived,
         )
         if self.accounting == "paper":
             ledger.record_unaccounted(
                 f"FedKT-L1 example level uses the paper's data-dependent sensitivity k = z = {max(z[1], 1)}, "
-                "which is not a differential-privacy guarantee; the conservative k = s is"
+                "which is not a differential-privacy guarantee; the conservative k = s is",
+                derived_from_training=derived,
             )
         self.evidence_["server_votes"] = server_votes[:n_answered]
         return n_answered
