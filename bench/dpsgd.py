@@ -21,8 +21,9 @@ import sys
 import time
 from pathlib import Path
 
-# bench/accounting.py is named like the package: drop this folder from the path.
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
+# Run from the checkout this file is in: its folder's bench/accounting.py must not shadow the package.
+_ROOT = Path(__file__).resolve().parents[1]
+sys.path[:] = [str(_ROOT)] + [p for p in sys.path if Path(p or ".").resolve() not in (_ROOT, _ROOT / "bench")]
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
