@@ -114,6 +114,22 @@ def run_selective_fd(args, target, data):
     return {"noise_multiplier": sigma, **describe(fitted, X_test, y_test), "test_accuracy": float(np.mean(accuracies))}
 
 
+def table(runs: list[dict]) -> str:
+    """The runs as a markdown table (``--table``)."""
+    lines = ["| pipeline | DP-SGD target ε | σ | test accuracy | example-level guarantee (bound) | other bound | "
+             "party-level ε (seed mechanism) | not covered by DP-SGD | time |", "|---|---|---|---|---|---|---|---|---|"]
+    for r in runs:
+        other = r["other_bound"]
+        target = "none (plain training)" if r["target_epsilon"] is None else f"{r['target_epsilon']:g}"
+        sigma = "—" if r["noise_multiplier"] is None else f"{r['noise_multiplier']:.3f}"
+        other_text = "—" if other is None else f"{other['epsilon']:.4g} ({other['source']})"
+        uncovered = "; ".join(n.split(": ", 1)[1][:60] + "…" for n in r["not_covered_by_dpsgd"]) or "—"
+        lines.append(f"| {r['pipeline']} | {target} | {sigma} | {r['test_accuracy']:.4f} | "
+                     f"{r['epsilon_example']:.4g} ({r['source']}) | {other_text} | {r['epsilon_party']:.4g} | "
+                     f"{uncovered} | {r['seconds']:.0f} s |")
+    return "\n".join(lines)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", default=str(_ROOT.parent / "shared" / "datasets"))
@@ -128,7 +144,11 @@ def main() -> None:
     parser.add_argument("--train-fraction", type=float, default=1.0, help="share of MNIST's training images used")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", type=Path, default=Path("docs/results-dpsgd.json"))
+    parser.add_argument("--table", action="store_true", help="only print the saved runs as a markdown table")
     args = parser.parse_args()
+    if args.table:
+        print(table(json.loads(args.json.read_text())["runs"]))
+        return
     if not (Path(args.data) / "mnist.npz").is_file():
         print(f"skipped: {Path(args.data) / 'mnist.npz'} is absent")
         return
@@ -140,7 +160,8 @@ def main() -> None:
     keep = np.sort(rng.permutation(len(mnist.y_train))[: int(args.train_fraction * len(mnist.y_train))])
     X, y = mnist.X_train[keep].astype(np.float32) / 255.0, mnist.y_train[keep]
     X_test, y_test = mnist.X_test.astype(np.float32) / 255.0, mnist.y_test
-    split = federated_split(X, y, n_parties=20, beta=1.0, public_size=min(10_000, len(y) // 6), random_state=args.seed)
+    split = federated_split(X, y, n_parties=20, beta=1.0, public_size=min(10_000, len(y) // 6), X_test=X_test,
+                            y_test=y_test, random_state=args.seed)
     dirichlet = (split.parties, split.X_public, X_test, y_test)
     order = rng.permutation(len(y))
     proxy, rest = np.sort(order[: len(y) // 10]), order[len(y) // 10:]

@@ -698,6 +698,7 @@ class TorchClassifier(ClassifierMixin, BaseEstimator):
         """
         target = _class_for_spec(cls, spec)
         params = {name: tuple(value) if isinstance(value, list) else value for name, value in spec["params"].items()}
+        params.setdefault("dp", None)  # states saved before DP-SGD training existed
         if isinstance(params.get("dp"), Mapping):
             params["dp"] = DPConfig(**params["dp"])
         expected = set(target._get_param_names()) - {"module_fn"}

@@ -144,3 +144,13 @@ def test_importing_privfed_loads_neither_torch_nor_opacus():
     output = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert output.split() == ["False", "False"]
     assert torch is not None
+
+
+def test_safe_state_written_before_dp_existed_still_loads(digits):
+    X, y = digits
+    model = TorchMLP(hidden=(8,), epochs=1, random_state=0).fit(X, y)
+    spec, tensors = model.get_safe_state()
+    del spec["params"]["dp"]
+    restored = TorchMLP.from_safe_state(spec, tensors)
+    assert restored.dp is None
+    np.testing.assert_array_equal(restored.predict(X), model.predict(X))
