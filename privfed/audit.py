@@ -425,7 +425,7 @@ def _recompute_member(member: UnitAnalysis, arrays: dict[str, np.ndarray] | None
 def _entry_checks(ledger: Ledger, evidence: Mapping[str, dict[str, np.ndarray]]) -> list[Check]:
     checks = []
     for entry in ledger.entries:
-        if entry.kind != "release":
+        if entry.kind == "unaccounted":  # releases and DP training entries are recomputed
             continue
         problems, summaries = [], []
         for unit, member in entry.analyses.items():
