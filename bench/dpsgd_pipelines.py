@@ -38,6 +38,7 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 from privfed.accounting import dpsgd_noise_multiplier  # noqa: E402
+from privfed.accounting.report import round_up  # noqa: E402
 from privfed.pipelines import DPConfig  # noqa: E402
 from privfed.pipelines.datasets import federated_split, load_dataset  # noqa: E402
 from privfed.pipelines.fedkd import FedKD  # noqa: E402
@@ -124,11 +125,11 @@ def table(runs: list[dict]) -> str:
         other = r["other_bound"]
         target = "none (plain training)" if r["target_epsilon"] is None else f"{r['target_epsilon']:g}"
         sigma = "—" if r["noise_multiplier"] is None else f"{r['noise_multiplier']:.3f}"
-        other_text = "—" if other is None else f"{other['epsilon']:.4g} ({other['source']})"
+        other_text = "—" if other is None else f"{round_up(other['epsilon'])} ({other['source']})"
         uncovered = "; ".join(n.split(": ", 1)[1][:60] + "…" for n in r["not_covered_by_dpsgd"]) or "—"
-        lines.append(f"| {r['pipeline']} | {target} | {sigma} | {r['test_accuracy']:.4f} | "
-                     f"{r['epsilon_example']:.4g} ({r['source']}) | {other_text} | {r['epsilon_party']:.4g} | "
-                     f"{uncovered} | {r['seconds']:.0f} s |")
+        guarantee = f"{round_up(r['epsilon_example'])} ({r['source']})"
+        lines.append(f"| {r['pipeline']} | {target} | {sigma} | {r['test_accuracy']:.4f} | {guarantee} | "
+                     f"{other_text} | {round_up(r['epsilon_party'])} | {uncovered} | {r['seconds']:.0f} s |")
     return "\n".join(lines)
 
 
