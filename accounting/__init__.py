@@ -5,7 +5,7 @@ Depends on numpy, scipy and dp-accounting only.
 
 from privfed.accounting.account import account
 from privfed.accounting.confident_gnmax import ConfidentGNMax
-from privfed.accounting.dpsgd import DPSGD
+from privfed.accounting.dpsgd import DPSGD, compose_dpsgd, dpsgd_noise_multiplier
 from privfed.accounting.fingerprint import data_fingerprint
 from privfed.accounting.gaussian_noisy_max import GaussianNoisyMax, gaussian_log_failure_bounds, gaussian_noisy_max_rdp
 from privfed.accounting.laplace_noisy_max import LaplaceNoisyMax, laplace_failure_bounds
@@ -24,6 +24,7 @@ from privfed.accounting.randomized_response import (
 )
 from privfed.accounting.release import SmoothSensitivityRelease, release_epsilon
 from privfed.accounting.report import MechanismReport, PrivacyReport
+from privfed.accounting.sequential import SequentialComposition, compose_sequential
 from privfed.accounting.shuffling import ShuffledRandomizedResponse
 from privfed.accounting.spec import load_mechanisms
 
@@ -45,12 +46,16 @@ __all__ = [
     "PrivacyReport",
     "QuantizedLaplaceEnsemble",
     "RandomizedResponse",
+    "SequentialComposition",
     "ShuffledRandomizedResponse",
     "SmoothSensitivityRelease",
     "account",
     "class_count_weights",
+    "compose_dpsgd",
     "compose_parallel",
+    "compose_sequential",
     "data_fingerprint",
+    "dpsgd_noise_multiplier",
     "gaussian_log_failure_bounds",
     "gaussian_noisy_max_rdp",
     "laplace_failure_bounds",

@@ -8,6 +8,8 @@ dp-accounting and Opacus compute). privfed delegates the numbers to dp-accountin
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Sequence
 from dataclasses import KW_ONLY, dataclass
 from typing import Any, ClassVar
 
@@ -16,6 +18,7 @@ import numpy as np
 from privfed.accounting._checks import (
     check_at_most,
     check_choice,
+    check_delta,
     check_int_at_least,
     check_orders,
     check_positive_finite,
@@ -23,9 +26,14 @@ from privfed.accounting._checks import (
 )
 from privfed.accounting._dp_accounting import event_rdp
 from privfed.accounting.mechanism import ANALYSES, UNITS, Mechanism
+from privfed.accounting.orders import default_orders
 from privfed.accounting.registry import register
+from privfed.accounting.sequential import compose_sequential
 
-__all__ = ["DPSGD"]
+__all__ = ["DPSGD", "compose_dpsgd", "dpsgd_noise_multiplier"]
+
+#: The largest noise multiplier :func:`dpsgd_noise_multiplier` considers.
+MAX_NOISE_MULTIPLIER = 1000.0
 
 #: Smallest noise multiplier accepted: at 10⁻⁴ dp-accounting's RDP already overflows.
 MIN_NOISE_MULTIPLIER = 1e-3
@@ -104,3 +112,77 @@ class DPSGD(Mechanism):
 
     def parameters(self) -> dict[str, Any]:
         return {"noise_multiplier": self.noise_multiplier, "sample_rate": self.sample_rate, "steps": self.steps}
+
+
+def compose_dpsgd(releases: Sequence[DPSGD]) -> Mechanism:
+    """DP-SGD releases run one after another on the same data, as one mechanism.
+
+    Releases with the same noise multiplier, sampling rate and unit are the same
+    sampled Gaussian step repeated, so their composition is exactly one
+    :class:`DPSGD` with the steps added (the same dp-accounting event); otherwise
+    a :func:`~privfed.accounting.sequential.compose_sequential` of them.
+    """
+    releases = tuple(releases)
+    if not releases or not all(isinstance(r, DPSGD) for r in releases):
+        raise TypeError(f"releases must be one or more DPSGD mechanisms, got {releases!r}")
+    first = releases[0]
+    if all((r.noise_multiplier, r.sample_rate, r.unit) == (first.noise_multiplier, first.sample_rate, first.unit)
+           for r in releases):
+        return DPSGD(first.noise_multiplier, first.sample_rate, sum(r.steps for r in releases), unit=first.unit)
+    return compose_sequential(releases)
+
+
+def dpsgd_noise_multiplier(*, target_epsilon: float, delta: float, sample_rate: float, steps: int) -> float:
+    """The smallest noise multiplier σ (to 0.1 %) whose DP-SGD run has ε ≤ ``target_epsilon`` at ``delta``.
+
+    σ is found by bisection on the tight RDP bound (dp-accounting's RDP of the
+    sampled Gaussian mechanism and its RDP→(ε, δ) conversion). ``account()``
+    reports the smaller of that RDP bound and the PLD bound, so the ε privfed
+    reports for ``DPSGD(σ, sample_rate, steps)`` is ≤ ``target_epsilon`` (typically
+    5–10 % below it, where the PLD bound is the tighter one).
+
+    Raises
+    ------
+    ValueError
+        If even σ = :data:`MAX_NOISE_MULTIPLIER` gives ε > ``target_epsilon``
+        (the target cannot be reached with these steps and this sampling rate).
+
+    Examples
+    --------
+    >>> sigma = dpsgd_noise_multiplier(target_epsilon=2.0, delta=1e-5, sample_rate=0.01, steps=1000)
+    >>> DPSGD(sigma, 0.01, 1000).epsilon(default_orders("tight"), 1e-5, analysis="tight")[0] <= 2.0
+    True
+    """
+    return _calibrated(
+        check_positive_finite("target_epsilon", target_epsilon),
+        check_delta(delta),
+        check_probability("sample_rate", sample_rate, open_high=False),
+        check_int_at_least("steps", steps, 1),
+    )
+
+
+@functools.lru_cache(maxsize=256)
+def _calibrated(target: float, delta: float, sample_rate: float, steps: int) -> float:
+    orders = default_orders("tight")
+
+    def epsilon(sigma: float) -> float:
+        return DPSGD(sigma, sample_rate, steps).epsilon(orders, delta, analysis="tight")[0]
+
+    reached = epsilon(MAX_NOISE_MULTIPLIER)
+    if reached > target:
+        raise ValueError(
+            f"target_epsilon={target!r} cannot be reached by DP-SGD with sample_rate={sample_rate:g} and "
+            f"{steps} steps at delta={delta:g}: even noise_multiplier={MAX_NOISE_MULTIPLIER:g} gives "
+            f"ε = {reached:.6g}; "
+            "raise target_epsilon, or train fewer epochs or with a smaller sampling rate"
+        )
+    low, high = 0.0, MAX_NOISE_MULTIPLIER  # invariant: epsilon(high) <= target
+    while high - low > 1e-3 * high:
+        middle = (low + high) / 2 if low > 0 else high / 2
+        if epsilon(middle) <= target:
+            high = middle
+        else:
+            low = middle
+        if low == 0 and high < 1e-3:
+            break
+    return high

@@ -254,7 +254,12 @@ class Ledger:
 
     # --- recording -----------------------------------------------------------------------------
     def record(
-        self, mechanism: Mechanism | Mapping[str, Mechanism], *, unit: str | None = None, note: str = ""
+        self,
+        mechanism: Mechanism | Mapping[str, Mechanism],
+        *,
+        unit: str | None = None,
+        note: str = "",
+        derived_from_training: bool = False,
     ) -> LedgerEntry:
         """Append the entry of one release, analysed under one unit or several.
 
@@ -268,6 +273,10 @@ class Ledger:
             Not allowed with a mapping, whose keys are the units.
         note:
             Free text kept with the entry (what the release was).
+        derived_from_training:
+            True when the release is computed only from models whose DP training is
+            recorded with :meth:`record_training` and from public data (post-processing
+            of that training); see :meth:`account`.
 
         Raises
         ------
@@ -276,6 +285,7 @@ class Ledger:
         """
         mechanisms = _mechanisms_per_unit(mechanism, unit)
         note = _check_str("note", note)
+        derived_from_training = _check_bool("derived_from_training", derived_from_training)
         if any(m.data_dependent and m.num_queries == 1 for m in mechanisms.values()):
             warnings.warn(
                 "recording a data-dependent release of a single query: its data-dependent RDP curve in the public "
@@ -293,17 +303,38 @@ class Ledger:
                 commitment = commit_evidence(arrays, salt)
                 self._evidence[commitment] = {**arrays, "#salt": salt}
                 analyses[u] = dataclasses.replace(analyses[u], evidence_sha256=commitment)
-        return self._append(kind="release", analyses=analyses, description="", note=note)
+        return self._append(kind="release", analyses=analyses, description="", note=note,
+                            derived_from_training=derived_from_training)
 
-    def record_unaccounted(self, description: str, *, note: str = "") -> LedgerEntry:
+    def record_unaccounted(self, description: str, *, note: str = "", derived_from_training: bool = False) -> LedgerEntry:
         """Append a release that no mechanism covers (class counts in clear, selector decisions, …).
 
         It costs no ε in the totals, and every report lists it: the guarantee does not cover it.
+        With ``derived_from_training=True`` it is post-processing of the recorded DP training
+        (see :meth:`record`), which covers it in the DP-training bound of :meth:`account`.
         """
         description = _check_str("description", description)
         if not description.strip():
             raise ValueError("description must say what was released without a guarantee, got an empty string")
-        return self._append(kind="unaccounted", analyses={}, description=description, note=_check_str("note", note))
+        return self._append(kind="unaccounted", analyses={}, description=description, note=_check_str("note", note),
+                            derived_from_training=_check_bool("derived_from_training", derived_from_training))
+
+    def record_training(self, mechanism: Mechanism, *, note: str = "") -> LedgerEntry:
+        """Append the DP training (e.g. DP-SGD) of models that later releases are derived from.
+
+        The models themselves are not released; releases recorded with
+        ``derived_from_training=True`` are computed from them and public data only, so
+        by post-processing the training's ε bounds them too. Compose the training first
+        as it happened: each party's trainings sequentially, then in parallel over
+        parties with disjoint data (:func:`~privfed.accounting.parallel.compose_parallel`).
+        Training entries never enter the aggregation bound, the ``spent`` totals or the
+        budget filter; :meth:`account` reports them as the alternative ``"dpsgd"`` bound.
+        """
+        mechanisms = _mechanisms_per_unit(mechanism, None)
+        analyses = {u: analyse_mechanism(m, evidence_sha256=None) for u, m in mechanisms.items()}
+        if any(m.evidence() for m in mechanisms.values()):
+            raise ValueError("a training entry must be data-independent (DP-SGD is); got a mechanism with evidence")
+        return self._append(kind="training", analyses=analyses, description="", note=_check_str("note", note))
 
     def fits(self, mechanism: Mechanism | Mapping[str, Mechanism], *, unit: str | None = None) -> bool:
         """Whether :meth:`record` would accept this release under the budget (nothing is recorded).
@@ -318,7 +349,8 @@ class Ledger:
             return False
         return True
 
-    def _append(self, *, kind: str, analyses: Mapping[str, UnitAnalysis], description: str, note: str) -> LedgerEntry:
+    def _append(self, *, kind: str, analyses: Mapping[str, UnitAnalysis], description: str, note: str,
+                derived_from_training: bool = False) -> LedgerEntry:
         entry = LedgerEntry.create(
             index=len(self._entries),
             kind=kind,
@@ -327,6 +359,7 @@ class Ledger:
             note=note,
             recorded=_now(),
             previous_sha256=self._entries[-1].sha256 if self._entries else GENESIS_SHA256,
+            derived_from_training=derived_from_training,
         )
         self._entries.append(entry)
         return entry
@@ -347,13 +380,21 @@ class Ledger:
 
     # --- accounting ----------------------------------------------------------------------------
     def _members(self, unit: str) -> list[tuple[LedgerEntry, UnitAnalysis]]:
-        return [(entry, entry.analyses[unit]) for entry in self._entries if unit in entry.analyses]
+        """The unit's releases: what the aggregation bound composes."""
+        return [(e, e.analyses[unit]) for e in self._entries if e.kind == "release" and unit in e.analyses]
+
+    def _training_members(self, unit: str) -> list[tuple[LedgerEntry, UnitAnalysis]]:
+        """What the DP-training bound composes: the training, and every release not derived from it."""
+        return [(e, e.analyses[unit]) for e in self._entries if unit in e.analyses
+                and (e.kind == "training" or (e.kind == "release" and not e.derived_from_training))]
 
     def _total_curve(
-        self, unit: str, analysis: str, extra: UnitAnalysis | None = None
+        self, unit: str, analysis: str, extra: UnitAnalysis | None = None,
+        members: list[tuple[LedgerEntry, UnitAnalysis]] | None = None,
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(orders, summed rdp, summed data-independent rdp) over the unit's entries (and ``extra``)."""
-        members = [(f"entry {entry.index}", member) for entry, member in self._members(unit)]
+        """(orders, summed rdp, summed data-independent rdp) over ``members`` (the unit's releases) and ``extra``."""
+        members = [(f"entry {entry.index}", member)
+                   for entry, member in (self._members(unit) if members is None else members)]
         if extra is not None:
             members.append(("the new release", extra))
         curves = []
@@ -398,8 +439,53 @@ class Ledger:
         return dataclasses.replace(self._unit_report(unit, delta, analysis), other_units=others)
 
     def _unit_report(self, unit: str, delta: float, analysis: str) -> PrivacyReport:
-        members = self._members(unit)
-        orders, total, total_independent = self._total_curve(unit, analysis)
+        """The unit's guarantee: the aggregation bound, or the DP-training bound where it is valid and smaller.
+
+        Two valid bounds can hold for the same releases. The *aggregation* bound
+        composes the released mechanisms. When the ledger records DP training of the
+        models the releases are computed from, every release marked
+        ``derived_from_training`` is post-processing of that training, so the
+        *DP-training* bound composes the training with the accounted releases that
+        are not derived from it. It is a guarantee only when no unaccounted release
+        lies outside the training; the aggregation bound only when no release is
+        unaccounted at all. The reported bound is the valid one with the smaller
+        data-independent ε (a choice made on public values only); the other is kept in
+        ``alternatives``.
+        """
+        aggregation = self._composed_report(unit, delta, analysis, self._members(unit))
+        notes = [f"UNACCOUNTED release, not covered by this ε: {description}" for description in self.unaccounted]
+        aggregation = dataclasses.replace(aggregation, notes=aggregation.notes + tuple(notes))
+        if not any(entry.kind == "training" for entry, _ in self._training_members(unit)):
+            return aggregation
+        training = self._composed_report(unit, delta, analysis, self._training_members(unit))
+        outside = [entry for entry in self._entries if entry.kind != "training" and not entry.derived_from_training]
+        uncovered = [entry.description for entry in outside if entry.kind == "unaccounted"]
+        composed = [f"entry {entry.index} ({'/'.join(entry.analyses)}; {entry.note or 'no note'})"
+                    for entry in outside if entry.kind == "release"]
+        coverage = [f"NOT COVERED by the DP-SGD bound (touches private data outside the DP-trained models, no "
+                    f"mechanism): {description}" for description in uncovered]
+        coverage += [f"not derived from the DP-trained models, so composed into the DP-SGD bound with its own "
+                     f"mechanism: {text}" for text in composed]
+        training = dataclasses.replace(training, source="dpsgd", notes=training.notes + (
+            "DP-SGD bound: the DP training of the models (training entries) composed with the accounted releases not "
+            "derived from them; every release derived from the models is post-processing of their training",
+            *coverage,
+        ))
+        aggregation = dataclasses.replace(aggregation, notes=aggregation.notes + tuple(coverage))
+        training_valid, aggregation_valid = not uncovered, not self.unaccounted
+        if training_valid and (not aggregation_valid
+                               or training.epsilon_data_independent <= aggregation.epsilon_data_independent):
+            chosen, other = training, aggregation
+        else:
+            chosen, other = aggregation, training
+        why = (f"reported bound: {chosen.source} (ε = {chosen.epsilon:.6g}); the {other.source} bound gives "
+               f"ε = {other.epsilon:.6g}" + ("" if (training_valid if other is training else aggregation_valid)
+                                            else " but leaves releases uncovered"))
+        return dataclasses.replace(chosen, notes=(why, *chosen.notes), alternatives={other.source: other})
+
+    def _composed_report(self, unit: str, delta: float, analysis: str,
+                         members: list[tuple[LedgerEntry, UnitAnalysis]]) -> PrivacyReport:
+        orders, total, total_independent = self._total_curve(unit, analysis, members=members)
         # Mechanisms are rebuilt from their public parameters (placeholder votes for noisy-max releases,
         # whose dp-accounting events and pure ε do not depend on the votes), so the ledger gives the same
         # bound as account() on the mechanisms themselves.
@@ -431,7 +517,6 @@ class Ledger:
             notes.append("ε from basic composition of the entries' pure ε-DP guarantees (tighter than the summed "
                          "RDP curves here)")
         notes += bound.notes()
-        notes += [f"UNACCOUNTED release, not covered by this ε: {description}" for description in self.unaccounted]
         return PrivacyReport(
             epsilon=bound.epsilon,
             delta=delta,
@@ -736,6 +821,12 @@ def _mechanisms_per_unit(mechanism: Mechanism | Mapping[str, Mechanism], unit: s
     if unit is not None and check_choice("unit", unit, UNITS) != mechanism.unit:
         raise ValueError(f"unit is {unit!r} but the mechanism protects unit {mechanism.unit!r}")
     return {mechanism.unit: mechanism}
+
+
+def _check_bool(name: str, value: object) -> bool:
+    if not isinstance(value, bool):
+        raise TypeError(f"{name} must be True or False, got {value!r}")
+    return value
 
 
 def _check_str(name: str, value: object) -> str:

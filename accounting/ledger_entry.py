@@ -39,8 +39,10 @@ __all__ = [
     "load_json",
 ]
 
-#: ``"release"``: covered by a mechanism; ``"unaccounted"``: released with no DP guarantee.
-ENTRY_KINDS: tuple[str, ...] = ("release", "unaccounted")
+#: ``"release"``: covered by a mechanism; ``"unaccounted"``: released with no DP guarantee;
+#: ``"training"``: DP training of models that are not released themselves but that releases
+#: marked ``derived_from_training`` are computed from (with public data only), e.g. DP-SGD of local models.
+ENTRY_KINDS: tuple[str, ...] = ("release", "unaccounted", "training")
 #: The ``previous_sha256`` of the first entry.
 GENESIS_SHA256 = "0" * 64
 
@@ -309,10 +311,16 @@ class LedgerEntry:
     index:
         Position in the ledger, from 0.
     kind:
-        ``"release"`` (accounted by the mechanisms in ``analyses``) or
-        ``"unaccounted"`` (released with no DP guarantee; ``description`` says what).
+        ``"release"`` (accounted by the mechanisms in ``analyses``),
+        ``"unaccounted"`` (released with no DP guarantee; ``description`` says what) or
+        ``"training"`` (DP training, e.g. DP-SGD, of models that releases are derived from;
+        accounted by ``analyses``, but not itself a release of the model).
     analyses:
         Unit (``"example"``/``"party"``) → :class:`UnitAnalysis`; empty for unaccounted entries.
+    derived_from_training:
+        True when the release is computed only from the models of the ledger's
+        ``"training"`` entries and public data, so that it is post-processing of that
+        training and the training's ε covers it. In the JSON only when True (absent: False).
     description, note, recorded:
         What an unaccounted release was; a free-text note; the UTC time of recording (ISO 8601).
     previous_sha256, sha256:
@@ -328,6 +336,7 @@ class LedgerEntry:
     recorded: str
     previous_sha256: str
     sha256: str
+    derived_from_training: bool = False
 
     @classmethod
     def create(
@@ -340,9 +349,11 @@ class LedgerEntry:
         note: str,
         recorded: str,
         previous_sha256: str,
+        derived_from_training: bool = False,
     ) -> "LedgerEntry":
         """Build an entry and seal it with its sha256."""
-        unsealed = cls(index, kind, dict(analyses), description, note, recorded, previous_sha256, sha256="")
+        unsealed = cls(index, kind, dict(analyses), description, note, recorded, previous_sha256, sha256="",
+                       derived_from_training=derived_from_training)
         return cls(**{**unsealed.__dict__, "sha256": unsealed.content_sha256()})
 
     def content_sha256(self) -> str:
@@ -352,7 +363,7 @@ class LedgerEntry:
         return sha256_hex(canonical_json(content))
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        document = {
             "type": "privfed.ledger.entry",
             "index": self.index,
             "kind": self.kind,
@@ -363,6 +374,9 @@ class LedgerEntry:
             "previous_sha256": self.previous_sha256,
             "sha256": self.sha256,
         }
+        if self.derived_from_training:  # absent when False: ledgers written before the key stay valid
+            document["derived_from_training"] = True
+        return document
 
     @classmethod
     def from_dict(cls, document: Mapping[str, Any], path: str) -> "LedgerEntry":
@@ -378,11 +392,15 @@ class LedgerEntry:
             if analysis.unit != unit:
                 raise LedgerFormatError(f"{path}.analyses.{unit}.unit is {analysis.unit!r}, not {unit!r}")
             analyses[unit] = analysis
-        if (kind == "release") != bool(analyses):
+        if (kind != "unaccounted") != bool(analyses):
             raise LedgerFormatError(
-                f"{path}: a 'release' entry needs at least one analysis and an 'unaccounted' entry none; "
-                f"got kind {kind!r} with {len(analyses)}"
+                f"{path}: a 'release' or 'training' entry needs at least one analysis and an 'unaccounted' entry "
+                f"none; got kind {kind!r} with {len(analyses)}"
             )
+        derived = document.get("derived_from_training", False)
+        if derived is not True and derived is not False or (derived and kind == "training"):
+            raise LedgerFormatError(f"{path}.derived_from_training must be true (on a release or an unaccounted "
+                                    f"entry) or absent, got {derived!r} on a {kind!r} entry")
         return cls(
             index=require_type(require(document, "index", path), int, f"{path}.index", "an integer"),
             kind=kind,
@@ -392,6 +410,7 @@ class LedgerEntry:
             recorded=require_type(require(document, "recorded", path), str, f"{path}.recorded", "a string"),
             previous_sha256=require_sha256(require(document, "previous_sha256", path), f"{path}.previous_sha256"),
             sha256=require_sha256(require(document, "sha256", path), f"{path}.sha256"),
+            derived_from_training=derived,
         )
 
 

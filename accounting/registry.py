@@ -146,12 +146,12 @@ def _public_view(record: Mapping[str, Any]) -> Mechanism | None:
     parameters = record.get("parameters", {})
     if not isinstance(parameters, Mapping):
         raise ValueError(f"parameters must be an object, got {type(parameters).__name__}")
-    if record.get("kind") == "parallel_composition":
+    if record.get("kind") in ("parallel_composition", "sequential_composition"):
         members = parameters.get("members")
         if not isinstance(members, list) or not members:
             raise ValueError("parameters.members must be a non-empty list of mechanism records")
         views = [_public_view(_checked_record(member)) or mechanism_from_record(member) for member in members]
-        return mechanism_class("parallel_composition")(tuple(views))  # type: ignore[call-arg]
+        return mechanism_class(record["kind"])(tuple(views))  # type: ignore[call-arg]
     cls = mechanism_class(record["kind"])
     from privfed.accounting.noisy_max import VoteMechanism
 

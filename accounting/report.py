@@ -112,6 +112,15 @@ class PrivacyReport:
         mechanisms' events, tighter here) or ``"pure"`` (basic composition of the
         mechanisms' pure ε-DP guarantees, tighter here); for the last two ``order``
         is the RDP optimum, for information only.
+    source:
+        Which bound of a ledger gave ``epsilon``: ``"aggregation"`` (the composition of
+        the released mechanisms themselves) or ``"dpsgd"`` (the DP training of the
+        models the releases are derived from, composed with any accounted release not
+        derived from them: everything else is post-processing). See
+        ``docs/accounting.md``.
+    alternatives:
+        The other valid bound for the same releases (source → its report), e.g.
+        ``{"dpsgd": ...}`` when the aggregation bound was reported; never composed with this one.
 
     ``str(report)`` is :meth:`summary`; ``repr(report)`` is one line (ε, δ, unit,
     analysis, data-dependence), so that printing a report, a list of reports or
@@ -136,12 +145,16 @@ class PrivacyReport:
     notes: tuple[str, ...] = field(default=())
     other_units: Mapping[str, "PrivacyReport"] = field(default_factory=dict)
     method: str = "rdp"
+    source: str = "aggregation"
+    alternatives: Mapping[str, "PrivacyReport"] = field(default_factory=dict)
 
     def summary(self) -> str:
         """One line: ε, δ, unit, analysis and whether ε is data-dependent."""
         unit = f"{self.unit}-level DP" if self.unit else "no mechanism"
         analysis = _METHOD_TEXT.get(self.method, _ANALYSIS_TEXT[self.analysis])
         text = f"ε = {round_up(self.epsilon)}, δ = {self.delta:g} ({unit}; {analysis}"
+        if self.source == "dpsgd":
+            text += "; bound: DP-SGD training of the models every release is derived from"
         if self.method == "smooth_sensitivity":
             text += (
                 "; SANITISED: a noisy estimate of the data-dependent bound, safe to publish; worst-case "
@@ -193,5 +206,7 @@ class PrivacyReport:
             "notes": list(self.notes),
             "other_units": {unit: report.to_dict() for unit, report in self.other_units.items()},
             "method": self.method,
+            "source": self.source,
+            "alternatives": {source: report.to_dict() for source, report in self.alternatives.items()},
             "summary": self.summary(),
         }

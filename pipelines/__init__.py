@@ -14,6 +14,7 @@ from privfed.pipelines.datasets import (
     load_dataset,
     read_idx,
 )
+from privfed.pipelines.dp_config import DPConfig
 from privfed.pipelines.executor import Executor, JoblibExecutor, PartyTask, SerialExecutor, run_party_tasks
 from privfed.pipelines.partition import (
     dirichlet_partition,
@@ -46,6 +47,7 @@ _LAZY = {
 __all__ = [
     "DATASET_NAMES",
     "BenchmarkDataset",
+    "DPConfig",
     "Executor",
     "FederatedSplit",
     "JoblibExecutor",

@@ -6,6 +6,11 @@ unevenly (XGBoost insists on labels 0..K−1), so pipelines fit every model
 through :func:`fit_classifier`, which encodes the present classes contiguously,
 falls back to a constant predictor for single-class data, and maps predictions
 back to global class codes 0..C−1.
+
+A DP-trained model (``dp=`` set) is fitted in the global class space instead:
+which classes a party's data holds is itself private, and neither the class
+encoding nor a constant predictor is covered by DP-SGD, so every class gets an
+output whatever the data (``fit_soft`` on one-hot targets, the same cross-entropy).
 """
 
 from __future__ import annotations
@@ -15,7 +20,18 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["FittedClassifier", "fit_classifier", "with_seed"]
+__all__ = ["FittedClassifier", "dp_release", "fit_classifier", "is_dp_trained", "with_seed"]
+
+
+def is_dp_trained(prototype: Any) -> bool:
+    """Whether ``prototype`` trains with DP-SGD (a torch adapter with ``dp=`` set)."""
+    return getattr(prototype, "dp", None) is not None
+
+
+def dp_release(model: Any) -> Any:
+    """The DP-SGD mechanism a fitted model (or :class:`FittedClassifier`) was trained with, or None."""
+    estimator = model.estimator if isinstance(model, FittedClassifier) else model
+    return getattr(estimator, "dp_mechanism_", None)
 
 
 def with_seed(prototype: Any, seed: int) -> Any:
@@ -58,6 +74,10 @@ class FittedClassifier:
 
 def fit_classifier(prototype: Any, X: np.ndarray, y: np.ndarray, *, n_classes: int, seed: int) -> FittedClassifier:
     """Fit a clone of ``prototype`` on global class codes ``y`` (integers in 0..n_classes−1)."""
+    if is_dp_trained(prototype):
+        estimator = with_seed(prototype, seed)
+        estimator.fit_soft(X, np.eye(n_classes)[np.asarray(y, dtype=np.int64)], classes=np.arange(n_classes))
+        return FittedClassifier(estimator, np.arange(n_classes), n_classes)
     present, encoded = np.unique(np.asarray(y, dtype=np.int64), return_inverse=True)
     if len(present) == 1:
         return FittedClassifier(None, present, n_classes)

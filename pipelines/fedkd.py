@@ -49,7 +49,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from privfed.accounting import Ledger, QuantizedLaplaceEnsemble, class_count_weights
+from privfed.accounting import Ledger, Mechanism, QuantizedLaplaceEnsemble, class_count_weights
 from privfed.accounting._checks import (
     check_choice,
     check_delta,
@@ -57,12 +57,14 @@ from privfed.accounting._checks import (
     check_positive_finite,
 )
 from privfed.accounting.fingerprint import data_fingerprint
+from privfed.pipelines._dp_ledger import record_local_training
 from privfed.pipelines._models import fit_classifier, with_seed
 from privfed.pipelines._random import as_seed_sequence, spawn_seeds
 from privfed.pipelines.executor import PartyTask, run_party_tasks
 from privfed.pipelines.fedkd_steps import (
     PROBABILITY_FLOOR,
     FedKDLogits,
+    FedKDPartyOutcome,
     FedKDTask,
     _is_torch_classifier,
     _positive_probabilities,
@@ -71,9 +73,9 @@ from privfed.pipelines.fedkd_steps import (
     party_message,
     receive_fedkd_replies,
 )
+from privfed.pipelines.messages import DEFAULT_MAX_BYTES
 from privfed.pipelines.party_data import check_parties, party_classes
 from privfed.pipelines.progress import check_progress
-from privfed.pipelines.messages import DEFAULT_MAX_BYTES
 from scipy.special import expit, softmax
 from sklearn.base import BaseEstimator, ClassifierMixin, clone
 from sklearn.utils.validation import check_is_fitted
@@ -162,7 +164,7 @@ class BandwidthReport:
 
 
 # --- the estimator -----------------------------------------------------------------------------------------
-def _party_step(task: PartyTask) -> FedKDLogits:
+def _party_step(task: PartyTask) -> FedKDPartyOutcome:
     """One party's work in the in-process run (a joblib task): the party step on its own data."""
     X, y, message, local_model = task.data
     return fedkd_party_step(message, X, y, local_model=local_model, party=f"party {task.index}")
@@ -388,13 +390,15 @@ class FedKD(ClassifierMixin, BaseEstimator):
         seed_sequence = as_seed_sequence(self.random_state)
         party_seeds, server_seeds = seed_sequence.spawn(2)
         tasks = self._party_tasks(public, party_seeds, len(parties))
-        sent: list[FedKDLogits] = run_party_tasks(
+        outcomes: list[FedKDPartyOutcome] = run_party_tasks(
             _party_step, [(X, y, task, m) for (X, y), task, m in zip(parties, tasks, models)], config=None,
             random_state=party_seeds, n_jobs=self.n_jobs, progress=self.progress,
         )
         names = [f"party {index}" for index in range(len(parties))]
-        replies = receive_fedkd_replies(tasks, [[m.to_record()] for m in sent], names, max_bytes=DEFAULT_MAX_BYTES)
-        return self._fit_server(replies, public, server_seeds, int(seed_sequence.entropy))
+        replies = receive_fedkd_replies(tasks, [[o.logits.to_record()] for o in outcomes], names,
+                                        max_bytes=DEFAULT_MAX_BYTES)
+        return self._fit_server(replies, public, server_seeds, int(seed_sequence.entropy),
+                                [outcome.training for outcome in outcomes])
 
     def _party_tasks(self, public: np.ndarray, party_seeds: np.random.SeedSequence, n_parties: int) -> list[FedKDTask]:
         """One :class:`~privfed.pipelines.fedkd_steps.FedKDTask` per party (shared with ``privfed.federation``)."""
@@ -455,7 +459,7 @@ class FedKD(ClassifierMixin, BaseEstimator):
         return self._fit_server(results, public, seed_sequence.spawn(2)[1], int(seed_sequence.entropy))
 
     def _fit_server(self, results: list[FedKDLogits], public: np.ndarray, server_seeds: np.random.SeedSequence,
-                    seed: int) -> FedKD:
+                    seed: int, trainings: list[Mechanism | None] | None = None) -> FedKD:
         """Server side (Algorithm 1, lines 6–12): weights, ensemble, noise, distillation, ledger, bandwidth."""
         counts = np.stack([r.class_counts for r in results])
         n_parties, n_outputs = counts.shape
@@ -475,7 +479,7 @@ class FedKD(ClassifierMixin, BaseEstimator):
             class_count_bytes=n_outputs * COUNT_BYTES if self.weighting == "class-count" else 0,
             parameter_counts=tuple(None if r.parameter_count < 0 else r.parameter_count for r in results),
         )
-        self.ledger_ = self._ledger(public, n_parties, n_outputs, seed)
+        self.ledger_ = self._ledger(public, n_parties, n_outputs, seed, trainings or [None] * n_parties)
         self.evidence_: dict[str, np.ndarray] = {}
         self.epsilon_ = self.ledger_.account(delta=self.delta).epsilon if self.gamma is not None else math.inf
         return self
@@ -526,7 +530,10 @@ class FedKD(ClassifierMixin, BaseEstimator):
         self.distillation_ = "hard pseudo-labels: argmax of the noisy ensemble (server model has no fit_soft)"
 
     # --- accounting -------------------------------------------------------------------------------------
-    def _ledger(self, public: np.ndarray, n_parties: int, n_outputs: int, seed: int) -> Ledger:
+    def _ledger(self, public: np.ndarray, n_parties: int, n_outputs: int, seed: int,
+                trainings: list[Mechanism | None]) -> Ledger:
+        """The releases; with DP-trained local models also their training, which every release but the class
+        counts is derived from (logits of the DP models on public data, their noisy ensemble, the server model)."""
         ledger = Ledger(
             delta=self.delta,
             primary_unit="party",
@@ -537,8 +544,10 @@ class FedKD(ClassifierMixin, BaseEstimator):
                 f"γ = {self.gamma}, Z = {self.clip}, {self.weighting} weights, {type(self.server_model).__name__} server"
             ),
         )
+        derived = record_local_training(ledger, trainings, what="FedKD local models")
         if self.gamma is None:
-            ledger.record_unaccounted("FedKD without noise (gamma=None): the ensemble is released as it is; no guarantee")
+            ledger.record_unaccounted("FedKD without noise (gamma=None): the ensemble is released as it is; no guarantee",
+                                      derived_from_training=derived)
         else:
             weights = None if self.weighting == "class-count" else self.weights_
             release = {
@@ -555,10 +564,12 @@ class FedKD(ClassifierMixin, BaseEstimator):
                     f"Laplace scale 1/γ = {1 / self.gamma:g}, {self.draws_per_example_} draw(s) per example; "
                     "example level = party level (one example may change a whole local model)"
                 ),
+                derived_from_training=derived,
             )
             ledger.record_unaccounted(
                 "FedKD: each party's quantized logits reach the server before noise is added; the guarantee covers "
-                "the noisy ensemble and the server model, not the server's view (trust the server)"
+                "the noisy ensemble and the server model, not the server's view (trust the server)",
+                derived_from_training=derived,
             )
         if self.weighting == "class-count":
             ledger.record_unaccounted(

@@ -24,11 +24,12 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import numpy as np
-from privfed.accounting import quantize_logits
-from privfed.pipelines._models import FittedClassifier, fit_classifier, with_seed
+from privfed.accounting import Mechanism, quantize_logits
+from privfed.pipelines._models import FittedClassifier, dp_release, fit_classifier, with_seed
 from privfed.pipelines.messages import ArraySpec, MessageError, Record, WireMessage
 
 __all__ = [
+    "FedKDPartyOutcome",
     "PROBABILITY_FLOOR",
     "FedKDLogits",
     "FedKDTask",
@@ -167,7 +168,17 @@ def _parameter_count(model: Any) -> int | None:
 
 
 # --- the party step -------------------------------------------------------------------------------------
-def fedkd_party_step(task: FedKDTask, X: np.ndarray, y: np.ndarray, *, local_model: Any, party: str) -> FedKDLogits:
+@dataclass(frozen=True, eq=False)
+class FedKDPartyOutcome:
+    """A party step's result: the message it sends, and its local model's DP-SGD (None: not DP-trained)."""
+
+    logits: FedKDLogits
+    training: Mechanism | None = None
+
+
+def fedkd_party_step(
+    task: FedKDTask, X: np.ndarray, y: np.ndarray, *, local_model: Any, party: str
+) -> FedKDPartyOutcome:
     """Party side of FedKD: train the local model, send its quantized logits on the public set once.
 
     ``y`` holds the party's original labels (multi-label: its (n, L) 0/1 indicators).
@@ -189,7 +200,8 @@ def fedkd_party_step(task: FedKDTask, X: np.ndarray, y: np.ndarray, *, local_mod
         counts = np.bincount(codes, minlength=n_outputs)
     size = None if model is None else _parameter_count(model)
     quantized = party_message(logits, clip=clip, quantization_scale=scale)
-    return FedKDLogits(quantized, counts.astype(np.int64), -1 if size is None else size)
+    return FedKDPartyOutcome(FedKDLogits(quantized, counts.astype(np.int64), -1 if size is None else size),
+                             dp_release(model))
 
 
 def receive_fedkd_replies(

@@ -53,8 +53,8 @@ from privfed.pipelines.fedkt_steps import (
 )
 from privfed.pipelines.messages import DEFAULT_MAX_BYTES, record_sizes
 from privfed.pipelines.party_data import check_parties, check_party_data, party_classes
-from privfed.pipelines.progress import check_progress, progress_bar
 from privfed.pipelines.party_schema import PartySchema, describe_party, federation_classes
+from privfed.pipelines.progress import check_progress, progress_bar
 from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.utils.validation import check_is_fitted
 
@@ -258,7 +258,8 @@ class FedKT(ClassifierMixin, BaseEstimator):
         self.students_ = [list(outcome.students) for outcome in outcomes]
         schema_records = [[schema.to_record()] for schema in schemas]
         self._set_fitted(
-            fedkt_server_step(self, replies, classes, public, seed_sequence, server_seeds),
+            fedkt_server_step(self, replies, classes, public, seed_sequence, server_seeds,
+                              [outcome.teacher_training for outcome in outcomes]),
             classes,
             record_sizes([first + rest for first, rest in zip(schema_records, sent)]),
         )

@@ -31,10 +31,19 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import numpy as np
-from privfed.accounting import GaussianNoisyMax, LaplaceNoisyMax, Ledger, account, compose_parallel
+from privfed.accounting import (
+    GaussianNoisyMax,
+    LaplaceNoisyMax,
+    Ledger,
+    Mechanism,
+    account,
+    compose_parallel,
+    compose_sequential,
+)
 from privfed.accounting.fingerprint import data_fingerprint
 from privfed.accounting.noisy_max import VoteMechanism
-from privfed.pipelines._models import FittedClassifier, fit_classifier, with_seed
+from privfed.pipelines._dp_ledger import record_local_training
+from privfed.pipelines._models import FittedClassifier, dp_release, fit_classifier, with_seed
 from privfed.pipelines._random import spawn_seeds
 from privfed.pipelines.messages import ArraySpec, MessageError, Record, WireMessage
 from privfed.pipelines.partition import keyed_teacher_subsets
@@ -148,6 +157,8 @@ class FedKTPartyOutcome:
     votes: FedKTVotes
     evidence: FedKTEvidence | None
     students: tuple[FittedClassifier, ...]
+    #: The teachers' DP-SGD, composed (None: some teacher is not DP-trained). Kept on the party in a Flower run.
+    teacher_training: Mechanism | None = None
 
     def sent(self) -> list[WireMessage]:
         return [self.votes] if self.evidence is None else [self.votes, self.evidence]
@@ -203,14 +214,18 @@ def fedkt_party_step(
                                     random_state=rng)
     X_local = task.queries[: task.n_local_queries]
     votes = np.zeros((task.n_partitions, len(X_local), n_classes), dtype=np.int64)
+    partition_trainings: list[Mechanism | None] = []
     for partition, members in enumerate(subsets):
         seeds = rng.integers(2**31, size=len(members))  # one per teacher, whatever its subset
-        predictions = [
-            fit_classifier(teacher, X[rows], codes[rows], n_classes=n_classes, seed=seed).predict(X_local)
+        teachers = [
+            fit_classifier(teacher, X[rows], codes[rows], n_classes=n_classes, seed=seed)
             for rows, seed in zip(members, seeds)
             if len(rows)  # an empty teacher (a small party's hash left it no example) casts no vote
         ]
-        votes[partition] = prediction_votes(np.stack(predictions), n_classes)
+        votes[partition] = prediction_votes(np.stack([t.predict(X_local) for t in teachers]), n_classes)
+        releases = [dp_release(t) for t in teachers]
+        # A partition's teachers see disjoint subsets; one example is in one teacher of every partition.
+        partition_trainings.append(None if None in releases else compose_parallel(releases))
     noise = task.noise
     n_answered = _answerable_local_queries(votes, task) if noise is not None else len(X_local)
     if n_answered == 0:
@@ -232,7 +247,8 @@ def fedkt_party_step(
         affected_partitions_gap_2=_affected_partitions(answered_votes, 2),
     )
     evidence = FedKTEvidence(np.ascontiguousarray(answered_votes)) if noise is not None else None
-    return FedKTPartyOutcome(sent, evidence, tuple(students))
+    teacher_training = None if None in partition_trainings else compose_sequential(partition_trainings)
+    return FedKTPartyOutcome(sent, evidence, tuple(students), teacher_training)
 
 
 # --- server steps -----------------------------------------------------------------------------------
@@ -370,8 +386,13 @@ def fedkt_server_step(
     public: np.ndarray,
     seed_sequence: np.random.SeedSequence,
     server_seeds: np.random.SeedSequence,
+    teacher_trainings: Sequence[Mechanism | None] | None = None,
 ) -> FedKTFit:
-    """Server side of FedKT (Algorithm 1, lines 11–14): consistent votes, server noise (L1), ledger, final model."""
+    """Server side of FedKT (Algorithm 1, lines 11–14): consistent votes, server noise (L1), ledger, final model.
+
+    ``teacher_trainings`` (one per party, in-process runs) are the parties' DP-SGD teacher trainings: with
+    DP-trained teachers every release is post-processing of that training, recorded as such in the ledger.
+    """
     n_classes = len(classes)
     noise = fedkt_noise(model)
     student = model.teacher if model.student is None else model.student
@@ -398,7 +419,8 @@ def fedkt_server_step(
         ),
     )
     evidence: dict[str, np.ndarray] = {}
-    n_answered, example_level = _account(model, ledger, replies, server_votes, noise, evidence)
+    derived = record_local_training(ledger, list(teacher_trainings or [None] * len(replies)), what="FedKT teachers")
+    n_answered, example_level = _account(model, ledger, replies, server_votes, noise, evidence, derived)
     server_rng = np.random.default_rng(server_seeds)
     answered = server_votes[:n_answered]
     labels = noise.labels(answered, server_rng) if model.privacy == "L1" else noisy_labels(answered, server_rng)
@@ -429,12 +451,18 @@ def _account(
     server_votes: np.ndarray,
     noise: NoisyArgmax | None,
     evidence: dict[str, np.ndarray],
+    derived: bool,
 ) -> tuple[int, dict[str, Any] | None]:
-    """Record every release in the ledger; return the server queries answered and L1's example-level ε."""
+    """Record every release in the ledger; return the server queries answered and L1's example-level ε.
+
+    ``derived``: the teachers are DP-trained, so every release (students, votes, the final model) is
+    computed from them and public data only — post-processing of their training.
+    """
     s = model.n_partitions
     if model.privacy == "L0":
         ledger.record_unaccounted(
-            "FedKT-L0: no noise is added anywhere; the model has no differential-privacy guarantee"
+            "FedKT-L0: no noise is added anywhere; the model has no differential-privacy guarantee",
+            derived_from_training=derived,
         )
         evidence["server_votes"] = server_votes
         return len(server_votes), None
@@ -453,6 +481,7 @@ def _account(
                 f"party, s = {s} partitions; example level k = 1, party level k = teachers per partition; "
                 "parallel composition over parties"
             ),
+            derived_from_training=derived,
         )
         for index, v in enumerate(stacked):
             evidence[f"party_{index}_votes"] = v
@@ -489,18 +518,21 @@ def _account(
             f"queries; party level k = s = {s}; example level k = "
             + (f"s = {s} (conservative)" if model.accounting == "conservative" else f"z = {max(z[1], 1)} (paper)")
         ),
+        derived_from_training=derived,
     )
     ledger.record_unaccounted(
         "FedKT-L1: the students' predictions each party sends to the server come from students trained on un-noised "
         "teacher votes; the guarantee covers the final model and the server's noisy labels, not the predictions "
-        "(trust the server)"
+        "(trust the server)",
+        derived_from_training=derived,
     )
     if model.accounting == "paper":
         ledger.record_unaccounted(
             f"FedKT-L1 example level uses the paper's data-dependent sensitivity k = z = {max(z[1], 1)}, "
             "which is not a differential-privacy guarantee: z is computed from the private teacher votes and a "
             f"neighbouring data set can have a larger z; the conservative k = s = {s} holds whatever the data "
-            "and is what the example level's data-independent ε uses"
+            "and is what the example level's data-independent ε uses",
+            derived_from_training=derived,
         )
     evidence["server_votes"] = server_votes[:n_answered]
     return n_answered, example_level

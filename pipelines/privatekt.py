@@ -58,6 +58,7 @@ from privfed.accounting import (
     Ledger,
     RandomizedResponse,
     account,
+    compose_dpsgd,
     compose_parallel,
     randomized_response_estimate,
     randomized_response_keep_probability,
@@ -69,6 +70,7 @@ from privfed.accounting._checks import (
     check_probability,
 )
 from privfed.accounting.fingerprint import data_fingerprint
+from privfed.pipelines._dp_ledger import record_local_training
 from privfed.pipelines._models import FittedClassifier, fit_classifier
 from privfed.pipelines._random import as_seed_sequence
 from privfed.pipelines.executor import PartyTask, run_party_tasks
@@ -146,10 +148,14 @@ class _ClientConfig:
     keep_probability: float
     local_epochs: int
     warm: bool
+    dp: Any = None  # the clients' DPConfig (torch model with dp=): local training runs DP-SGD
 
 
-def _client_round(task: PartyTask) -> np.ndarray:
-    """Client side of one round: train a copy of the global model, label the K queries, randomize them."""
+def _client_round(task: PartyTask) -> tuple[np.ndarray, Any]:
+    """Client side of one round: train a copy of the global model, label the K queries, randomize them.
+
+    Returns the randomized labels and the local training's DP-SGD release (None without ``dp``).
+    """
     X, y = task.data
     config: _ClientConfig = task.config
     rng = np.random.default_rng(task.seed)
@@ -157,13 +163,16 @@ def _client_round(task: PartyTask) -> np.ndarray:
         local = copy.deepcopy(config.global_model)
         fitted = hasattr(local, "module_")
         # Round 0: every client starts from the server's initialisation (the same seed).
-        local.set_params(epochs=config.local_epochs, random_state=int(rng.integers(2**31)) if fitted else config.init_seed)
+        local.set_params(epochs=config.local_epochs, random_state=int(rng.integers(2**31)) if fitted else config.init_seed,
+                         dp=config.dp)
         local.fit_soft(X, np.eye(config.n_classes)[y], loss="kl", classes=np.arange(config.n_classes), warm_start=True)
         predictions = np.asarray(local.predict(config.queries), dtype=np.int64)
+        release = local.dp_releases_[-1] if config.dp is not None else None
     else:
         model = fit_classifier(config.global_model, X, y, n_classes=config.n_classes, seed=int(rng.integers(2**31)))
-        predictions = model.predict(config.queries)
-    return perturb_labels(predictions, keep_probability=config.keep_probability, num_classes=config.n_classes, rng=rng)
+        predictions, release = model.predict(config.queries), None
+    labels = perturb_labels(predictions, keep_probability=config.keep_probability, num_classes=config.n_classes, rng=rng)
+    return labels, release
 
 
 class PrivateKT(ClassifierMixin, BaseEstimator):
@@ -307,6 +316,7 @@ class PrivateKT(ClassifierMixin, BaseEstimator):
         global_: FittedClassifier | None = None
         buffer = KnowledgeBuffer(self.buffer_rounds)
         self.participation_ = np.zeros(n_clients, dtype=np.int64)
+        trainings: list[list[Any]] = [[] for _ in range(n_clients)]  # each client's DP-SGD releases, by round
         self.history_: list[dict[str, Any]] = []
         for round_index in progress_bar(range(self.rounds), progress=self.progress, desc="PrivateKT", unit="round"):
             entropy = np.zeros(len(public)) if global_ is None else predictive_entropy(global_.predict_proba(public))
@@ -316,11 +326,15 @@ class PrivateKT(ClassifierMixin, BaseEstimator):
             config = _ClientConfig(
                 global_model=self._global_for_clients(global_, init_seed), init_seed=init_seed, queries=public[queries],
                 n_classes=n_classes, keep_probability=beta, local_epochs=self.local_epochs, warm=warm,
+                dp=getattr(self.model, "dp", None),
             )
-            reports = np.stack(run_party_tasks(
+            outputs = run_party_tasks(
                 _client_round, [coded[i] for i in clients], config=config, random_state=round_seeds[round_index],
                 n_jobs=self.n_jobs, progress=False,
-            ))  # (clients, K)
+            )
+            reports = np.stack([labels for labels, _ in outputs])  # (clients, K)
+            for client, (_, release) in zip(clients, outputs):
+                trainings[client].append(release)
             counts = np.stack([np.bincount(reports[:, j], minlength=n_classes) for j in range(K)])
             estimate = randomized_response_estimate(counts, keep_probability=beta)
             buffer.push(queries, break_ties_at_random(estimate, rng))
@@ -334,7 +348,7 @@ class PrivateKT(ClassifierMixin, BaseEstimator):
         self.keep_probability_ = beta
         self.training_ = ("warm start: clients and server continue training the global TorchClassifier"
                           if warm else "refit: clients fit fresh models; the server refits the global model each round")
-        self.ledger_ = self._ledger(public, n_classes, int(seed_sequence.entropy))
+        self.ledger_ = self._ledger(public, n_classes, int(seed_sequence.entropy), trainings)
         self.evidence_: dict[str, np.ndarray] = {}
         return self
 
@@ -358,7 +372,8 @@ class PrivateKT(ClassifierMixin, BaseEstimator):
                 model = clone(self.model).set_params(random_state=init_seed)
             else:
                 model = global_.estimator.set_params(random_state=int(rng.integers(2**31)))
-            model.set_params(epochs=self.fine_tune_epochs)
+            # The server trains on public data only (labels from the clients' reports): no DP-SGD needed.
+            model.set_params(epochs=self.fine_tune_epochs, dp=None)
             model.fit_soft(public[indices], np.eye(n_classes)[labels], loss="kl", classes=classes, warm_start=True)
             if M:
                 proba = model.predict_proba(public)
@@ -387,7 +402,9 @@ class PrivateKT(ClassifierMixin, BaseEstimator):
             for t in self.participation_ if t > 0
         ]
 
-    def _ledger(self, public: np.ndarray, n_classes: int, seed: int) -> Ledger:
+    def _ledger(self, public: np.ndarray, n_classes: int, seed: int, trainings: list[list[Any]]) -> Ledger:
+        """The clients' randomized responses; with DP-SGD local training also that training, which every report
+        is derived from (the predictions of a client's DP-trained copy of the global model on public queries)."""
         ledger = Ledger(
             delta=self.delta,
             primary_unit="party",
@@ -399,8 +416,14 @@ class PrivateKT(ClassifierMixin, BaseEstimator):
                 f"{type(self.model).__name__}"
             ),
         )
+        participants = [rounds for rounds in trainings if rounds]
+        derived = record_local_training(
+            ledger, [None if None in rounds else compose_dpsgd(rounds) for rounds in participants],
+            what=f"PrivateKT clients' local training, composed over the rounds each joined ({self.rounds} rounds)",
+        )
         ledger.record(
             {unit: compose_parallel(self.client_releases(unit=unit)) for unit in ("party", "example")},
+            derived_from_training=derived,
             note=(
                 f"k-ary randomized response (β = {self.keep_probability_:.6g}, C = {n_classes}): each client's reports "
                 f"composed over the rounds it joined (max {int(self.participation_.max())}), parallel composition "

@@ -67,7 +67,7 @@ from dataclasses import dataclass, replace
 from typing import Any, ClassVar
 
 import numpy as np
-from privfed.accounting import GaussianNoisyMax, Ledger, RandomizedResponse, randomized_response_estimate
+from privfed.accounting import GaussianNoisyMax, Ledger, RandomizedResponse, compose_dpsgd, randomized_response_estimate
 from privfed.accounting._checks import (
     check_choice,
     check_delta,
@@ -76,7 +76,8 @@ from privfed.accounting._checks import (
     check_probability,
 )
 from privfed.accounting.fingerprint import data_fingerprint
-from privfed.pipelines._models import fit_classifier, with_seed
+from privfed.pipelines._dp_ledger import record_local_training
+from privfed.pipelines._models import fit_classifier, is_dp_trained, with_seed
 from privfed.pipelines._random import as_seed_sequence
 from privfed.pipelines.executor import JoblibExecutor, PartyTask, run_party_tasks
 from privfed.pipelines.kulsif import DensityRatioSelector
@@ -195,6 +196,7 @@ class _Client:
     proxy_scores: np.ndarray | None = None  # the selector's r̂ of each proxy example, NaN until first drawn
     distilled_X: np.ndarray | None = None  # refitted models only: every distilled proxy example so far
     distilled_y: np.ndarray | None = None
+    trainings: tuple[Any, ...] = ()  # DP-trained models: the DP-SGD release of each round's local training
 
 
 @dataclass(frozen=True, eq=False)
@@ -241,7 +243,13 @@ def _client_train_and_share(task: PartyTask) -> tuple[_Client, _Share | None]:
     config: _RoundConfig = task.config
     protocol = config.protocol
     rng = np.random.default_rng(task.seed)
-    if _continues_training(client.prototype):
+    if _continues_training(client.prototype) and is_dp_trained(client.prototype):
+        # DP-SGD: one Poisson-sampled epoch over the whole local data (rows drawn with repeats would make one
+        # example count several times); its release joins the client's record.
+        model = client.prototype if client.model is None else client.model
+        model.partial_fit(client.X, config.classes[client.y], classes=config.classes)
+        client = replace(client, trainings=(*client.trainings, model.dp_releases_[-1]))
+    elif _continues_training(client.prototype):
         model = client.prototype if client.model is None else client.model
         rows = training_rows(len(client.y), protocol.local_steps, model.batch_size, rng)
         model.partial_fit(client.X[rows], config.classes[client.y[rows]], classes=config.classes)
@@ -284,13 +292,16 @@ def _client_distill(task: PartyTask) -> _Client:
     rng = np.random.default_rng(task.seed)
     if _continues_training(client.prototype):
         model = client.model
+        dp = model.get_params().get("dp")
+        if dp is not None:  # public examples, targets from the clients' (DP) predictions: no DP-SGD needed
+            model.set_params(dp=None)
         rows = training_rows(len(config.X_distill), protocol.distill_steps, model.batch_size, rng)
         if protocol.labels == "soft":
             model.partial_fit_soft(config.X_distill[rows], config.targets[rows], temperature=protocol.temperature,
                                    classes=config.classes)
         else:
             model.partial_fit(config.X_distill[rows], config.classes[config.targets[rows]], classes=config.classes)
-        return replace(client, model=model)
+        return replace(client, model=model.set_params(dp=dp) if dp is not None else model)
     hard = config.targets if config.targets.ndim == 1 else config.targets.argmax(axis=1)
     previous_X = client.distilled_X if client.distilled_X is not None else config.X_distill[:0]
     previous_y = client.distilled_y if client.distilled_y is not None else hard[:0]
@@ -391,7 +402,8 @@ class _FederatedDistillation(ClassifierMixin, BaseEstimator):
         self.n_rounds_ = protocol.rounds
         self.ledger_ = self._make_ledger(protocol, parties, public, batch, seed_sequence)
         self.evidence_: dict[str, np.ndarray] = {}
-        self._account(protocol, len(parties), n_classes, batch, released_votes)
+        self._account(protocol, len(parties), n_classes, batch, released_votes,
+                      [compose_dpsgd(client.trainings) if client.trainings else None for client in clients])
         return self
 
     def _server_round(
@@ -454,18 +466,24 @@ class _FederatedDistillation(ClassifierMixin, BaseEstimator):
         )
 
     def _account(self, protocol: _Protocol, n_clients: int, n_classes: int, batch: int,
-                 released_votes: list[np.ndarray]) -> None:
+                 released_votes: list[np.ndarray], trainings: list[Any]) -> None:
+        """The releases; with DP-SGD local models also their training, which the shared predictions, the server's
+        labels and the client's model are derived from — not the selectors, fitted on the raw local data."""
         ledger = self.ledger_
+        derived = record_local_training(ledger, trainings, what=f"{protocol.name} clients' local training "
+                                        f"({protocol.rounds} rounds, one DP-SGD epoch each)")
         if not protocol.shares:
             ledger.record_unaccounted(
                 f"{protocol.name}: nothing is shared; client {self.client}'s model is trained on its own data "
-                "without noise and has no differential-privacy guarantee for it"
+                "without noise and has no differential-privacy guarantee for it",
+                derived_from_training=derived,
             )
             return
         if protocol.privacy is None:
             ledger.record_unaccounted(
                 f"{protocol.name} with privacy=None: no noise is added at all; every shared prediction is released in "
-                "the clear and there is no differential-privacy guarantee"
+                "the clear and there is no differential-privacy guarantee",
+                derived_from_training=derived,
             )
         elif protocol.privacy == "rr":
             # Every client runs the same mechanism on its own (disjoint) data: the parallel composition
@@ -483,6 +501,7 @@ class _FederatedDistillation(ClassifierMixin, BaseEstimator):
                     f"{per_client['party'].keep_probability:.6g}), {protocol.rounds} rounds composed; the same "
                     f"mechanism on each of {n_clients} clients' disjoint data (parallel composition)"
                 ),
+                derived_from_training=derived,
             )
         else:
             votes = np.concatenate(released_votes) if released_votes else np.zeros((0, n_classes), dtype=np.int64)
@@ -496,13 +515,15 @@ class _FederatedDistillation(ClassifierMixin, BaseEstimator):
                     f"one client moves at most one vote per example, k = 1): {len(votes)} examples answered over "
                     f"{protocol.rounds} rounds"
                 ),
+                derived_from_training=derived,
             )
             self.evidence_["server_votes"] = votes
             if protocol.tau_server < 2.0:
                 ledger.record_unaccounted(
                     f"the server-side selector (tau_server = {protocol.tau_server:g}) reads the noisy top vote count, "
                     "beyond the noisy argmax: PATE 2018's data-dependent ε does not cover it; the data-independent "
-                    "ε (the Gaussian mechanism on the whole vote histogram) does"
+                    "ε (the Gaussian mechanism on the whole vote histogram) does",
+                    derived_from_training=derived,
                 )
         if protocol.selector is not None:
             ledger.record_unaccounted(
@@ -513,7 +534,8 @@ class _FederatedDistillation(ClassifierMixin, BaseEstimator):
             )
         ledger.record_unaccounted(
             f"the model is client {self.client}'s own, trained on its raw data: the ε protects the other clients' "
-            f"data against whoever holds this model, not client {self.client}'s"
+            f"data against whoever holds this model, not client {self.client}'s",
+            derived_from_training=derived,
         )
 
     # --- prediction ----------------------------------------------------------------------------------

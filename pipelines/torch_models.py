@@ -29,6 +29,8 @@ from typing import Any, Literal
 import numpy as np
 import torch
 from privfed.accounting._checks import check_choice, check_int_at_least, check_positive_finite, check_probability
+from privfed.accounting.dpsgd import DPSGD, compose_dpsgd
+from privfed.pipelines.dp_config import DPConfig
 from scipy.special import log_softmax, softmax
 from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.utils import check_random_state
@@ -133,6 +135,12 @@ class TorchClassifier(ClassifierMixin, BaseEstimator):
         module (dropout). With a fixed int, ``fit`` is deterministic on CPU.
     verbose : bool, default=False
         Print the mean training loss after each epoch.
+    dp : DPConfig or None, default=None
+        Train with DP-SGD through Opacus (:class:`~privfed.pipelines.dp_config.DPConfig`):
+        Poisson sampling, per-example clipping, Gaussian noise. Each training call
+        (``fit``, ``fit_soft``, ``partial_fit``, ``partial_fit_soft``) is one DP-SGD
+        release on the data it is given. A network with layers DP-SGD cannot train
+        (BatchNorm) is refused before training.
 
     Attributes
     ----------
@@ -150,6 +158,19 @@ class TorchClassifier(ClassifierMixin, BaseEstimator):
         The device the network lives on.
     loss_curve_ : list of float
         Mean training loss of each epoch.
+    dp_releases_ : tuple of DPSGD
+        With ``dp``: one :class:`~privfed.accounting.DPSGD` per training call since the
+        network was built (``fit`` and ``fit_soft`` without warm start begin a new
+        tuple; warm starts and ``partial_fit`` calls append), with the exact σ,
+        sampling rate q and number of steps that ran.
+    dp_mechanism_ : Mechanism
+        With ``dp``: the composition of ``dp_releases_`` (one ``DPSGD`` when they share
+        σ and q, the steps added), so ``privfed.account(model.dp_mechanism_, delta=...)``
+        is the example-level ε (add/remove one example) of the network's training —
+        valid when every call trained on the same private data set; with different
+        data sets per call, account each call's release on its own data. A training
+        call without ``dp`` on a network that has these attributes deletes them (the
+        network no longer has a DP-SGD guarantee).
 
     Notes
     -----
@@ -182,6 +203,7 @@ class TorchClassifier(ClassifierMixin, BaseEstimator):
         device: str | torch.device | None = None,
         random_state: int | np.random.RandomState | None = None,
         verbose: bool = False,
+        dp: DPConfig | None = None,
     ) -> None:
         self.module_fn = module_fn
         self.epochs = epochs
@@ -193,6 +215,7 @@ class TorchClassifier(ClassifierMixin, BaseEstimator):
         self.device = device
         self.random_state = random_state
         self.verbose = verbose
+        self.dp = dp
 
     # ----------------------------------------------------------------- building
     def _check_architecture(self) -> None:
@@ -219,6 +242,8 @@ class TorchClassifier(ClassifierMixin, BaseEstimator):
         _check_nonnegative_finite("weight_decay", self.weight_decay)
         _resolve_device(self.device)
         check_random_state(self.random_state)
+        if self.dp is not None and not isinstance(self.dp, DPConfig):
+            raise TypeError(f"dp must be None or a privfed.DPConfig, got {type(self.dp).__name__}: {self.dp!r}")
         self._check_architecture()
 
     # ------------------------------------------------------------------ inputs
@@ -360,6 +385,7 @@ class TorchClassifier(ClassifierMixin, BaseEstimator):
             self._record_input_shape(X)
             self.loss_curve_ = []
             self._optimizer_state = None
+            self._forget_dp_releases()
             self._run_epochs(module, X, targets, loss_fn, self.epochs, seed, device)
         self.module_ = module.eval()
         self.device_ = device
@@ -386,8 +412,12 @@ class TorchClassifier(ClassifierMixin, BaseEstimator):
         optimizer = self._make_optimizer(module)
         if self._optimizer_state is not None:
             optimizer.load_state_dict(self._optimizer_state)
-        shuffle = torch.Generator().manual_seed(seed)
         targets = targets.to(device)
+        if self.dp is not None:
+            self._run_dp_epochs(module, optimizer, inputs, targets, loss_fn, epochs, seed)
+            return
+        self._forget_dp_releases()
+        shuffle = torch.Generator().manual_seed(seed)
         module.train()
         for epoch in range(epochs):
             order = torch.randperm(len(inputs), generator=shuffle).to(device)
@@ -404,6 +434,36 @@ class TorchClassifier(ClassifierMixin, BaseEstimator):
                 print(f"{type(self).__name__} epoch {len(self.loss_curve_)}: loss {self.loss_curve_[-1]:.4f}")
         self._optimizer_state = optimizer.state_dict()
         module.eval()
+
+    def _forget_dp_releases(self) -> None:
+        """Drop ``dp_releases_``/``dp_mechanism_``: a new network, or one trained without DP-SGD."""
+        for name in ("dp_releases_", "dp_mechanism_"):
+            if hasattr(self, name):
+                delattr(self, name)
+
+    def _run_dp_epochs(
+        self,
+        module: nn.Module,
+        optimizer: torch.optim.Optimizer,
+        inputs: torch.Tensor,
+        targets: torch.Tensor,
+        loss_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
+        epochs: int,
+        seed: int,
+    ) -> None:
+        """DP-SGD epochs through Opacus (``dp``); the release is planned and checked before the first step."""
+        from privfed.pipelines.dp_training import check_dp_module, plan_release, train_dp_sgd
+
+        check_dp_module(module, type(self).__name__)
+        release = plan_release(self.dp, n=len(inputs), batch_size=self.batch_size, epochs=epochs)
+        losses = train_dp_sgd(module, optimizer, inputs, targets, loss_fn, release=release,
+                              max_grad_norm=self.dp.max_grad_norm, epochs=epochs, seed=seed)
+        self.loss_curve_.extend(losses)
+        if self.verbose:
+            print(f"{type(self).__name__} DP-SGD: {release}, last epoch's loss {losses[-1]:.4f}")
+        self._optimizer_state = optimizer.state_dict()
+        self.dp_releases_ = (*getattr(self, "dp_releases_", ()), release)
+        self.dp_mechanism_ = compose_dpsgd(self.dp_releases_)
 
     # ------------------------------------------------------- continued training
     def partial_fit(self, X: Any, y: Any, classes: Any = None) -> TorchClassifier:
@@ -525,6 +585,7 @@ class TorchClassifier(ClassifierMixin, BaseEstimator):
         self._record_input_shape(X)
         self.loss_curve_ = []
         self._optimizer_state = None
+        self._forget_dp_releases()
         self.module_ = module.eval()
         self.device_ = device
 
@@ -603,6 +664,8 @@ class TorchClassifier(ClassifierMixin, BaseEstimator):
             spec["module_fn"] = f"{getattr(module_fn, '__module__', '?')}.{getattr(module_fn, '__qualname__', '?')}"
         if hasattr(self, "feature_names_in_"):
             spec["feature_names_in"] = [str(name) for name in self.feature_names_in_]
+        if hasattr(self, "dp_releases_"):
+            spec["dp_releases"] = [release.parameters() for release in self.dp_releases_]
         tensors = {name: tensor.detach().cpu().numpy().copy() for name, tensor in self.module_.state_dict().items()}
         return spec, tensors
 
@@ -635,6 +698,9 @@ class TorchClassifier(ClassifierMixin, BaseEstimator):
         """
         target = _class_for_spec(cls, spec)
         params = {name: tuple(value) if isinstance(value, list) else value for name, value in spec["params"].items()}
+        params.setdefault("dp", None)  # states saved before DP-SGD training existed
+        if isinstance(params.get("dp"), Mapping):
+            params["dp"] = DPConfig(**params["dp"])
         expected = set(target._get_param_names()) - {"module_fn"}
         if set(params) != expected:
             raise ValueError(
@@ -662,6 +728,9 @@ class TorchClassifier(ClassifierMixin, BaseEstimator):
         if "feature_names_in" in spec:
             estimator.feature_names_in_ = np.asarray(spec["feature_names_in"], dtype=object)
         estimator.loss_curve_ = [float(loss) for loss in spec["loss_curve"]]
+        if spec.get("dp_releases"):
+            estimator.dp_releases_ = tuple(DPSGD(**release) for release in spec["dp_releases"])
+            estimator.dp_mechanism_ = compose_dpsgd(estimator.dp_releases_)
         device = _resolve_device(estimator.device)
         with torch.random.fork_rng(devices=[]):
             module = estimator._build_module(estimator.input_shape_, len(estimator.classes_))
@@ -683,7 +752,7 @@ class TorchMLP(TorchClassifier):
     ----------
     hidden : sequence of int, default=(100, 100)
         Widths of the hidden layers.
-    epochs, batch_size, lr, optimizer, momentum, weight_decay, device, random_state, verbose
+    epochs, batch_size, lr, optimizer, momentum, weight_decay, device, random_state, verbose, dp
         As in :class:`TorchClassifier`.
 
     Examples
@@ -708,6 +777,7 @@ class TorchMLP(TorchClassifier):
         device: str | torch.device | None = None,
         random_state: int | np.random.RandomState | None = None,
         verbose: bool = False,
+        dp: DPConfig | None = None,
     ) -> None:
         self.hidden = hidden
         self.epochs = epochs
@@ -719,6 +789,7 @@ class TorchMLP(TorchClassifier):
         self.device = device
         self.random_state = random_state
         self.verbose = verbose
+        self.dp = dp
 
     def _check_architecture(self) -> None:
         _check_int_tuple("hidden", self.hidden)
@@ -759,7 +830,7 @@ class TorchCNN(TorchClassifier):
         Widths of the fully connected hidden layers.
     padding : int, default=0
         Zero padding of each convolution.
-    epochs, batch_size, lr, optimizer, momentum, weight_decay, device, random_state, verbose
+    epochs, batch_size, lr, optimizer, momentum, weight_decay, device, random_state, verbose, dp
         As in :class:`TorchClassifier`.
     """
 
@@ -778,6 +849,7 @@ class TorchCNN(TorchClassifier):
         device: str | torch.device | None = None,
         random_state: int | np.random.RandomState | None = None,
         verbose: bool = False,
+        dp: DPConfig | None = None,
     ) -> None:
         self.conv_channels = conv_channels
         self.hidden = hidden
@@ -791,6 +863,7 @@ class TorchCNN(TorchClassifier):
         self.device = device
         self.random_state = random_state
         self.verbose = verbose
+        self.dp = dp
 
     def _check_architecture(self) -> None:
         _check_int_tuple("conv_channels", self.conv_channels, length=2)
@@ -905,6 +978,8 @@ def _json_param(name: str, value: object) -> Any:
     """A hyper-parameter as a JSON value (tuples as lists, devices as strings)."""
     if isinstance(value, np.random.RandomState):
         return None
+    if isinstance(value, DPConfig):
+        return value.to_dict()
     if isinstance(value, torch.device):
         return str(value)
     if isinstance(value, np.generic):

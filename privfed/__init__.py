@@ -35,12 +35,15 @@ _FROM_ACCOUNTING = (
     "PrivacyReport",
     "QuantizedLaplaceEnsemble",
     "RandomizedResponse",
+    "SequentialComposition",
     "ShuffledRandomizedResponse",
     "SmoothSensitivityRelease",
     "account",
     "class_count_weights",
     "compose_parallel",
+    "compose_sequential",
     "data_fingerprint",
+    "dpsgd_noise_multiplier",
     "load_mechanisms",
     "quantize_logits",
     "randomized_response_epsilon",
@@ -66,6 +69,7 @@ _FROM_EMPIRICAL = (
 )
 _FROM_PIPELINES = (
     "CentralizedPATE",
+    "DPConfig",
     "DensityRatioSelector",
     "FedKD",
     "FedKT",

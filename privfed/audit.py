@@ -40,9 +40,9 @@ from privfed.accounting.conversion import rdp_to_epsilon
 from privfed.accounting.documents import reject_json_constant, unknown_key_message
 from privfed.accounting.fingerprint import commit_evidence, file_sha256, sha256_hex
 from privfed.accounting.ledger import Ledger, LedgerFormatError, LedgerIntegrityError
-from privfed.accounting.ledger_entry import UnitAnalysis
-from privfed.accounting.recompute import recompute_analysis
+from privfed.accounting.ledger_entry import UnitAnalysis, load_json
 from privfed.accounting.mechanism import UNITS, Mechanism
+from privfed.accounting.recompute import recompute_analysis
 from privfed.accounting.registry import (
     checked_public_mechanism_from_record,
     public_mechanism_from_record,
@@ -60,10 +60,9 @@ from privfed.bundle import (
     open_bundle_files,
     read_evidence,
 )
-from privfed.accounting.ledger_entry import load_json
+from privfed.empirical import membership_epsilon_lower_bound, true_label_scores
 from privfed.manifest import read_bundle_files, verify_manifest
 from privfed.model_card import CARD_DATA_FILE, render_model_card
-from privfed.empirical import membership_epsilon_lower_bound, true_label_scores
 
 __all__ = ["CLAIMS_TYPE", "RTOL", "audit", "load_claims"]
 
@@ -549,7 +548,7 @@ def _recompute_member(member: UnitAnalysis, arrays: dict[str, np.ndarray] | None
 def _entry_checks(ledger: Ledger, evidence: Mapping[str, dict[str, np.ndarray]]) -> list[Check]:
     checks = []
     for entry in ledger.entries:
-        if entry.kind != "release":
+        if entry.kind == "unaccounted":  # releases and DP training entries are recomputed
             continue
         problems, summaries = [], []
         for unit, member in entry.analyses.items():

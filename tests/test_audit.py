@@ -19,9 +19,9 @@ from sklearn.tree import DecisionTreeClassifier
 
 import privfed
 from privfed import AuditInputError, audit, save_bundle
+from privfed.cli import main
 from privfed.manifest import MANIFEST_FILE, build_manifest, read_bundle_files
 from privfed.model_card import render_model_card
-from privfed.cli import main
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples" / "claims"
 INTEGRITY = ("ledger schema", "ledger chain", "model file")

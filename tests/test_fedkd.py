@@ -73,7 +73,7 @@ def test_party_sends_quantized_clipped_logits(digits):
     X, y = parties[1]
     clip, scale = 3.0, 7
     task = FedKDTask(public, np.arange(10), multilabel=False, clip=clip, quantization_scale=scale, seed=5)
-    sent = fedkd_party_step(task, X, y, local_model=LogisticRegression(max_iter=300), party="party 0")
+    sent = fedkd_party_step(task, X, y, local_model=LogisticRegression(max_iter=300), party="party 0").logits
     raw = party_logits(fit_classifier(LogisticRegression(max_iter=300), X, y, n_classes=10, seed=5), public, clip=clip)
     step = clip / scale
     values = sent.quantized_logits

@@ -1,0 +1,60 @@
+"""What parallel and sequential compositions share: a tuple of member mechanisms of one unit."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+from privfed.accounting.mechanism import Mechanism
+from privfed.accounting.registry import mechanism_from_record
+
+__all__ = ["CompositionBase"]
+
+
+class CompositionBase(Mechanism):
+    """Members' validation, parameters, evidence and rebuilding; subclasses define how curves combine.
+
+    Subclasses are frozen dataclasses with a ``mechanisms`` field and a non-init ``unit`` field.
+    """
+
+    mechanisms: tuple[Mechanism, ...]
+
+    def _check_members(self, what: str) -> None:
+        members = tuple(self.mechanisms)
+        if not members:
+            raise ValueError(f"mechanisms must hold at least one mechanism for a {what}, got none")
+        for member in members:
+            if not isinstance(member, Mechanism):
+                raise TypeError(f"mechanisms must be privfed mechanisms, got {type(member).__name__}")
+        units = sorted({m.unit for m in members})
+        if len(units) != 1:
+            raise ValueError(f"mechanisms must all protect the same unit for a {what}, got units {units}")
+        object.__setattr__(self, "mechanisms", members)
+        object.__setattr__(self, "unit", units[0])
+
+    @property
+    def data_dependent(self) -> bool:
+        return any(m.data_dependent for m in self.mechanisms)
+
+    @property
+    def num_queries(self) -> int:
+        return sum(m.num_queries for m in self.mechanisms)
+
+    def parameters(self) -> dict[str, Any]:
+        return {"members": [{"kind": m.kind, "unit": m.unit, "parameters": m.parameters()} for m in self.mechanisms]}
+
+    def evidence(self) -> dict[str, np.ndarray]:
+        """Members' evidence, keys prefixed ``"<index>/"``."""
+        return {f"{i}/{name}": array for i, m in enumerate(self.mechanisms) for name, array in m.evidence().items()}
+
+    @classmethod
+    def from_parameters(
+        cls, parameters: Mapping[str, Any], *, unit: str, evidence: Mapping[str, np.ndarray] | None = None
+    ) -> "CompositionBase":
+        members = []
+        for i, record in enumerate(parameters["members"]):
+            prefix = f"{i}/"
+            own = {k[len(prefix):]: v for k, v in (evidence or {}).items() if k.startswith(prefix)}
+            members.append(mechanism_from_record(record, evidence=own))
+        return cls(tuple(members))  # type: ignore[call-arg]

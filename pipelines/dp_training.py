@@ -1,0 +1,114 @@
+"""DP-SGD training of a torch network through Opacus (used by the torch adapters when ``dp=`` is set).
+
+Opacus is imported here, inside the functions, so that neither ``import privfed``
+nor a non-private torch model loads it.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Callable
+
+import torch
+from privfed.accounting.dpsgd import DPSGD, dpsgd_noise_multiplier
+from privfed.pipelines.dp_config import DPConfig
+from torch import nn
+
+__all__ = ["check_dp_module", "plan_release", "train_dp_sgd"]
+
+
+def check_dp_module(module: nn.Module, owner: str) -> None:
+    """Refuse a network with layers DP-SGD cannot train (Opacus's ``ModuleValidator``), naming them.
+
+    BatchNorm is the usual one: it mixes the examples of a batch, so per-example
+    gradients (and their clipping) are not defined.
+    """
+    from opacus.validators import ModuleValidator
+
+    module.train()  # Opacus validates a network in training mode
+    errors = ModuleValidator.validate(module, strict=False)
+    if errors:
+        offending = sorted({f"{name or '<root>'} ({type(layer).__name__})" for name, layer in module.named_modules()
+                            if ModuleValidator.validate(layer, strict=False) and not list(layer.children())})
+        raise ValueError(
+            f"{owner} with dp= cannot be trained with DP-SGD: layer(s) {', '.join(offending) or '?'} are not supported "
+            f"by Opacus ({'; '.join(str(error).split('.')[0] for error in errors)}). Replace BatchNorm by GroupNorm or "
+            "LayerNorm (opacus.validators.ModuleValidator.fix does it)"
+        )
+
+
+def plan_release(config: DPConfig, *, n: int, batch_size: int, epochs: int) -> DPSGD:
+    """The DP-SGD release of one training call of ``epochs`` epochs on ``n`` examples (checked before training)."""
+    sample_rate = config.resolve_sample_rate(n, batch_size)
+    steps = epochs * config.steps_per_epoch(sample_rate)
+    sigma = config.noise_multiplier
+    if sigma is None:
+        sigma = dpsgd_noise_multiplier(
+            target_epsilon=config.target_epsilon, delta=config.delta, sample_rate=sample_rate, steps=steps
+        )
+    return DPSGD(sigma, sample_rate, steps)
+
+
+def train_dp_sgd(
+    module: nn.Module,
+    optimizer: torch.optim.Optimizer,
+    inputs: torch.Tensor,
+    targets: torch.Tensor,
+    loss_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
+    *,
+    release: DPSGD,
+    max_grad_norm: float,
+    epochs: int,
+    seed: int,
+) -> list[float]:
+    """Run ``release`` (its σ, q and steps) with Opacus's ``PrivacyEngine``; return the mean loss of each epoch.
+
+    The batches are Opacus's ``DPDataLoader`` (Poisson sampling at rate q, ⌊1/q⌋
+    batches per epoch, empty batches included); the optimizer is Opacus's
+    ``DPOptimizer`` (per-example clipping to ``max_grad_norm``, Gaussian noise of
+    standard deviation σ·C on the sum, divided by the expected batch size q·n).
+    The network keeps its own parameters (Opacus's hooks are removed after).
+    """
+    from opacus import PrivacyEngine
+    from opacus.data_loader import DPDataLoader
+
+    n = len(inputs)
+    dataset = torch.utils.data.TensorDataset(inputs, targets)
+    loader = DPDataLoader(dataset, sample_rate=release.sample_rate,
+                          generator=torch.Generator(device="cpu").manual_seed(seed))
+    steps_per_epoch = len(loader)
+    if steps_per_epoch * epochs != release.steps:
+        raise RuntimeError(f"Opacus's loader runs {steps_per_epoch} steps per epoch; the release counts "
+                           f"{release.steps} over {epochs} epochs")
+    with warnings.catch_warnings():  # secure_mode is off: documented in docs/models.md
+        warnings.filterwarnings("ignore", message="Secure RNG turned off")
+        engine = PrivacyEngine(accountant="rdp")
+    private_module, private_optimizer, loader = engine.make_private(
+        module=module, optimizer=optimizer, data_loader=loader, noise_multiplier=release.noise_multiplier,
+        max_grad_norm=max_grad_norm, poisson_sampling=False,
+        noise_generator=torch.Generator(device=inputs.device).manual_seed(seed + 1),
+    )
+    private_optimizer.expected_batch_size = release.sample_rate * n
+    losses = []
+    try:
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message="Full backward hook is firing")
+            private_module.train()
+            for _ in range(epochs):
+                total, count = 0.0, 0
+                for batch_inputs, batch_targets in loader:
+                    private_optimizer.zero_grad()
+                    outputs = private_module(batch_inputs)
+                    if len(batch_inputs):
+                        batch_loss = loss_fn(outputs, batch_targets)
+                        total, count = total + float(batch_loss.detach()) * len(batch_inputs), count + len(batch_inputs)
+                    else:  # an empty Poisson batch: the step still adds noise (the release counts it)
+                        batch_loss = outputs.sum() * 0.0
+                    batch_loss.backward()
+                    private_optimizer.step()
+                losses.append(total / count if count else float("nan"))
+    finally:
+        private_module._close()
+    module.eval()
+    return losses
+

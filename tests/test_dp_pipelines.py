@@ -1,0 +1,120 @@
+"""The pipelines with DP-SGD local models: the ledger's training entry, the two bounds and the coverage rules."""
+
+import numpy as np
+import pytest
+
+pytest.importorskip("opacus")
+from conftest import digits_federation  # noqa: E402
+from privfed.accounting.registry import mechanism_from_record  # noqa: E402
+from sklearn.tree import DecisionTreeClassifier  # noqa: E402
+
+from privfed import DPConfig, FedKD, FedKT, FedMD, PrivateKT, SelectiveFD, TorchMLP, account  # noqa: E402
+
+DELTA = 1e-5
+DP = DPConfig(noise_multiplier=1.0, max_grad_norm=1.0, delta=DELTA)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def one_thread(one_torch_thread):
+    yield
+
+
+@pytest.fixture(scope="module")
+def federation():
+    return digits_federation(3)
+
+
+def mlp(dp=DP, **options):
+    return TorchMLP(hidden=(16,), epochs=1, batch_size=32, lr=0.05, optimizer="sgd", dp=dp, **options)
+
+
+def training_entry(ledger):
+    (entry,) = [entry for entry in ledger.entries if entry.kind == "training"]
+    return mechanism_from_record(entry.analyses["example"].record())
+
+
+def check_two_bounds(report, *, source):
+    """The reported ε is the named bound's, and the other bound is kept beside it."""
+    other = "aggregation" if source == "dpsgd" else "dpsgd"
+    assert report.source == source and set(report.alternatives) == {other}
+    assert report.notes[0].startswith(f"reported bound: {source}")
+    return report.alternatives[other]
+
+
+def test_fedkt_dp_teachers(federation):
+    parties, public, _ = federation
+    settings = dict(n_partitions=2, n_teachers=2, privacy="L1", gamma=0.05, query_fraction=0.25, random_state=0)
+    private = FedKT(mlp(), mlp(dp=None), **settings).fit(parties, public)
+    training = training_entry(private.ledger_)
+    # Per party: two overlapping partitions in sequence, each the parallel composition of its disjoint teachers.
+    party = training.mechanisms[0]
+    assert len(training.mechanisms) == 3 and party.kind == "sequential_composition" and len(party.mechanisms) == 2
+    assert all(member.kind == "parallel_composition" for member in party.mechanisms)
+    example = private.ledger_.account(unit="example")
+    dpsgd = account(training, delta=DELTA).epsilon
+    assert example.source == "dpsgd" and example.epsilon == pytest.approx(dpsgd, rel=1e-9)
+    aggregation = check_two_bounds(example, source="dpsgd")
+    assert aggregation.epsilon > example.epsilon  # FedKT-L1's example level (k = s) is the larger here
+    assert not private.ledger_.account(unit="party").alternatives  # party level unchanged
+    plain = FedKT(DecisionTreeClassifier(max_depth=4), DecisionTreeClassifier(max_depth=4), **settings)
+    plain_report = plain.fit(parties, public).ledger_.account(unit="example")
+    assert plain_report.source == "aggregation" and not plain_report.alternatives
+    assert not any("DP-SGD" in note for note in plain_report.notes)
+
+
+@pytest.mark.parametrize("weighting", ["uniform", "class-count"])
+def test_fedkd_dp_local_models(federation, weighting):
+    parties, public, _ = federation
+    model = FedKD(mlp(), mlp(dp=None), gamma=1.0, clip=4.0, quantization_scale=20, weighting=weighting,
+                  random_state=0).fit(parties, public)
+    report = model.ledger_.account(unit="example")
+    training = training_entry(model.ledger_)
+    assert [m.steps for m in training.mechanisms] == [mlp().set_params().epochs * max(1, int(len(y) / 32))
+                                                      for _, y in parties]
+    if weighting == "uniform":
+        check_two_bounds(report, source="dpsgd")
+        assert report.epsilon == pytest.approx(account(training, delta=DELTA).epsilon, rel=1e-9)
+    else:  # the class counts are sent in clear: the DP-SGD bound does not cover them
+        check_two_bounds(report, source="aggregation")
+        assert any(note.startswith("NOT COVERED by the DP-SGD bound") and "class counts" in note
+                   for note in report.notes)
+
+
+def test_fedkd_mixed_models_compose_the_aggregation_into_the_dpsgd_bound(federation):
+    parties, public, _ = federation
+    model = FedKD([mlp(), mlp(), mlp(dp=None)], mlp(dp=None), gamma=1.0, clip=4.0, quantization_scale=20,
+                  weighting="uniform", random_state=0).fit(parties, public)
+    report = model.ledger_.account(unit="example")
+    dpsgd = check_two_bounds(report, source="aggregation")
+    assert dpsgd.epsilon > report.epsilon  # training + the ensemble's own mechanism
+    assert any("not derived from the DP-trained models" in note for note in report.notes)
+
+
+def test_privatekt_composes_each_clients_rounds(federation):
+    parties, public, _ = federation
+    model = PrivateKT(mlp(), epsilon_per_round=20.0, queries_per_round=10, buffer_rounds=2, self_training_size=30,
+                      rounds=3, client_fraction=0.67, local_epochs=1, random_state=0).fit(parties, public)
+    training = training_entry(model.ledger_)
+    participants = [t for t in model.participation_ if t > 0]
+    steps_per_round = [max(1, int(len(y) / 32)) for (_, y), t in zip(parties, model.participation_) if t > 0]
+    assert [m.steps for m in training.mechanisms] == [t * s for t, s in zip(participants, steps_per_round)]
+    report = model.ledger_.account(unit="example")
+    check_two_bounds(report, source="dpsgd")
+    assert model.global_model_.dp is None  # the server trains on public data without DP-SGD
+
+
+def test_selective_fd_selector_is_not_covered_and_fedmd_is(federation):
+    parties, public, _ = federation
+    fast = dict(rounds=2, distill_steps=5, proxy_batch=100, random_state=0)
+    selective = SelectiveFD(mlp(), n_auxiliary=100, max_known=100, **fast).fit(parties, public)
+    report = selective.ledger_.account(unit="example")
+    check_two_bounds(report, source="aggregation")
+    assert any(note.startswith("NOT COVERED by the DP-SGD bound") and "selectors" in note for note in report.notes)
+    steps = [m.steps for m in training_entry(selective.ledger_).mechanisms]
+    assert steps == [2 * max(1, int(len(y) / 32)) for _, y in parties]  # one DP-SGD epoch per round
+
+    fedmd = FedMD(mlp(), privacy="rr", epsilon_per_round=50.0, labels="hard", **fast).fit(parties, public)
+    report = fedmd.ledger_.account(unit="example")
+    check_two_bounds(report, source="dpsgd")
+    assert not any(note.startswith("NOT COVERED") for note in report.notes)
+    assert np.isfinite(report.epsilon)
