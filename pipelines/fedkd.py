@@ -251,6 +251,31 @@ def party_message(logits: np.ndarray, *, clip: float | None, quantization_scale:
     return np.asarray(logits, dtype=float)
 
 
+QUANTIZERS = ("public", "paper")
+
+
+def paper_quantized(messages: Sequence[np.ndarray], *, quantization_scale: int) -> tuple[list[np.ndarray], float]:
+    """FedKD's own quantizer (Gong et al. 2022, Eq. 4), with z_max taken from the parties' logits.
+
+        z_max = max_{i,c,k} |z_i^{ck}|,    Q(z; S) = ⌈S·z / (2·z_max)⌉ · 2·z_max / S,
+
+    a grid of step 2·z_max/S (privfed's default quantizer has step Z/S on the public range, so
+    the paper's S is about twice privfed's for the same step). ``messages`` are the parties'
+    logits as they would send them unquantized (already clipped to the public Z when there is
+    one, so z_max ≤ Z). Every value lands in [−z_max, z_max·2⌈S/2⌉/S]. z_max depends on every
+    party's data and is shared with all of them to set the grid: a data-dependent release that
+    no mechanism covers (the ledger records it as unaccounted). Returns the quantized logits and z_max.
+    """
+    z_max = max(float(np.max(np.abs(z))) for z in messages)
+    if z_max == 0.0:
+        return [np.zeros_like(z, dtype=float) for z in messages], z_max
+    scale = quantization_scale
+    # ⌈S·z/(2 z_max)⌉ for |z| <= z_max lies in [−⌊S/2⌋, ⌈S/2⌉]; the clip only absorbs floating-point rounding.
+    levels = [np.clip(np.ceil(scale * np.asarray(z, dtype=float) / (2.0 * z_max)), -(scale // 2), -(-scale // 2))
+              for z in messages]
+    return [level * (2.0 * z_max / scale) for level in levels], z_max
+
+
 @dataclass(frozen=True)
 class _PartyConfig:
     public: np.ndarray
@@ -304,6 +329,14 @@ class FedKD(ClassifierMixin, BaseEstimator):
         S: logits are rounded to a grid of step Z/S in [−Z, Z] (FedKD Eq. 5, with a
         public Z). None sends them unquantized (only without noise: the noiseless
         baseline).
+    quantizer : {"public", "paper"}, default="public"
+        ``"public"``: the grid above (2S + 1 levels, rounding, public range).
+        ``"paper"``: FedKD's Eq. 4 as printed — step 2·z_max/S, rounding up, z_max the
+        largest |logit| over every party's (clipped) logits (:func:`paper_quantized`;
+        S + 1 levels, so the paper's S = 400 has privfed's step at S = 200). z_max is
+        data-dependent and shared with the parties; the ledger records it as
+        unaccounted. With noise the logits are clipped to the public Z first, so the
+        ε still rests on Z (on Z·2⌈S/2⌉/S for odd S), never on z_max. ``z_max_`` holds the value.
     gamma : float or None, default=1.0
         Laplace noise of scale 1/γ per public example and class. None adds no noise
         (no guarantee; recorded as such).
@@ -357,6 +390,8 @@ class FedKD(ClassifierMixin, BaseEstimator):
         Empty: the mechanism's ε does not depend on the data.
     epsilon_ : float
         Party-level ε at ``delta`` (tight analysis; ∞ without noise).
+    z_max_ : float or None
+        With ``quantizer="paper"``: the data-dependent z_max that set the grid; None otherwise.
 
     Examples
     --------
@@ -377,6 +412,7 @@ class FedKD(ClassifierMixin, BaseEstimator):
         server_model: Any,
         *,
         quantization_scale: int | None = 200,
+        quantizer: str = "public",
         gamma: float | None = 1.0,
         clip: float | None = 10.0,
         weighting: str = "class-count",
@@ -394,6 +430,7 @@ class FedKD(ClassifierMixin, BaseEstimator):
         self.local_model = local_model
         self.server_model = server_model
         self.quantization_scale = quantization_scale
+        self.quantizer = quantizer
         self.gamma = gamma
         self.clip = clip
         self.weighting = weighting
@@ -433,6 +470,9 @@ class FedKD(ClassifierMixin, BaseEstimator):
             raise TypeError(f"server_model must be a scikit-learn-style classifier (fit, predict), got {server!r}")
         soft = _is_torch_classifier(server)
         check_choice("weighting", self.weighting, WEIGHTINGS)
+        check_choice("quantizer", self.quantizer, QUANTIZERS)
+        if self.quantizer == "paper" and self.quantization_scale is None:
+            raise ValueError("quantizer='paper' quantizes with S levels: give quantization_scale >= 1, got None")
         check_delta(self.delta)
         check_choice("loss", self.loss, LOSSES)
         for name in ("multilabel", "redraw_noise_per_batch", "progress"):
@@ -505,7 +545,7 @@ class FedKD(ClassifierMixin, BaseEstimator):
 
         seed_sequence = as_seed_sequence(self.random_state)
         party_seeds, server_seeds = seed_sequence.spawn(2)
-        config = _PartyConfig(public, n_outputs, self.clip, self.quantization_scale, self.multilabel)
+        config = _PartyConfig(public, n_outputs, self.clip, self._party_scale(), self.multilabel)
         results: list[_PartyResult] = run_party_tasks(
             _train_party, [(X, y, m) for (X, y), m in zip(coded, models)], config=config,
             random_state=party_seeds, n_jobs=self.n_jobs, progress=self.progress,
@@ -549,17 +589,30 @@ class FedKD(ClassifierMixin, BaseEstimator):
             raise ValueError(f"classes must hold {n_outputs} labels, one per logit column; got {len(self.classes_)}")
         sizes = parameter_counts if parameter_counts is not None else [None] * len(logits)
         results = [
-            _PartyResult(party_message(z, clip=self.clip, quantization_scale=self.quantization_scale), c, size)
+            _PartyResult(party_message(z, clip=self.clip, quantization_scale=self._party_scale()), c, size)
             for z, c, size in zip(logits, counts, sizes)
         ]
         seed_sequence = as_seed_sequence(self.random_state)
         return self._fit_server(results, public, seed_sequence.spawn(2)[1], int(seed_sequence.entropy))
+
+    def _party_scale(self) -> int | None:
+        """S for the party's own quantization: None with the paper's quantizer (the server-set grid comes later)."""
+        return self.quantization_scale if self.quantizer == "public" else None
+
+    def _levels(self) -> int:
+        """Grid points a quantized logit can take: 2S + 1 (step Z/S on [−Z, Z]) or S + 1 (the paper's Eq. 4)."""
+        return 2 * self.quantization_scale + 1 if self.quantizer == "public" else self.quantization_scale + 1
 
     def _fit_server(self, results: list[_PartyResult], public: np.ndarray, server_seeds: np.random.SeedSequence,
                     seed: int) -> FedKD:
         """Server side (Algorithm 1, lines 6–12): weights, ensemble, noise, distillation, ledger, bandwidth."""
         counts = np.stack([r.class_counts for r in results])
         n_parties, n_outputs = counts.shape
+        self.z_max_ = None
+        if self.quantizer == "paper":
+            quantized, self.z_max_ = paper_quantized([r.quantized_logits for r in results],
+                                                     quantization_scale=self.quantization_scale)
+            results = [_PartyResult(z, r.class_counts, r.parameter_count) for z, r in zip(quantized, results)]
         self.weights_ = (class_count_weights(counts) if self.weighting == "class-count"
                          else np.full((n_parties, n_outputs), 1.0 / n_parties))
         ensemble = np.einsum("kc,knc->nc", self.weights_, np.stack([r.quantized_logits for r in results]))
@@ -572,7 +625,7 @@ class FedKD(ClassifierMixin, BaseEstimator):
             n_public=len(public),
             n_outputs=n_outputs,
             bits_per_value=(32 if self.quantization_scale is None
-                            else math.ceil(math.log2(2 * self.quantization_scale + 1))),
+                            else math.ceil(math.log2(self._levels()))),
             class_count_bytes=n_outputs * COUNT_BYTES if self.weighting == "class-count" else 0,
             parameter_counts=tuple(r.parameter_count for r in results),
         )
@@ -634,7 +687,8 @@ class FedKD(ClassifierMixin, BaseEstimator):
             seeds={"random_state": seed},
             public_data_sha256=data_fingerprint({"public": public}),
             description=(
-                f"FedKD server model: {n_parties} parties, {len(public)} public examples, S = {self.quantization_scale}, "
+                f"FedKD server model: {n_parties} parties, {len(public)} public examples, S = {self.quantization_scale} "
+                f"({self.quantizer} quantizer), "
                 f"γ = {self.gamma}, Z = {self.clip}, {self.weighting} weights, {type(self.server_model).__name__} server"
             ),
         )
@@ -642,9 +696,12 @@ class FedKD(ClassifierMixin, BaseEstimator):
             ledger.record_unaccounted("FedKD without noise (gamma=None): the ensemble is released as it is; no guarantee")
         else:
             weights = None if self.weighting == "class-count" else self.weights_
+            # The paper's grid keeps values within z_max·2⌈S/2⌉/S, z_max <= Z (clipped first): a public bound.
+            bound = float(self.clip) * (1.0 if self.quantizer == "public"
+                                        else 2 * math.ceil(self.quantization_scale / 2) / self.quantization_scale)
             release = {
                 unit: QuantizedLaplaceEnsemble(
-                    n_outputs, float(self.clip), float(self.gamma), len(public), weights=weights,
+                    n_outputs, bound, float(self.gamma), len(public), weights=weights,
                     quantization_scale=int(self.quantization_scale), draws_per_example=self.draws_per_example_, unit=unit,
                 )
                 for unit in ("party", "example")
@@ -660,6 +717,14 @@ class FedKD(ClassifierMixin, BaseEstimator):
             ledger.record_unaccounted(
                 "FedKD: each party's quantized logits reach the server before noise is added; the guarantee covers "
                 "the noisy ensemble and the server model, not the server's view (trust the server)"
+            )
+        if self.quantizer == "paper":
+            ledger.record_unaccounted(
+                f"FedKD: the paper's quantizer (Eq. 4) takes z_max = max |logit| over every party's logits on the "
+                f"public set (here {self.z_max_:.6g}) and shares it with all parties to set the grid of step "
+                f"2·z_max/S: a data-dependent value that no mechanism covers"
+                + ("" if self.gamma is None else f"; the ε above rests on the public clip Z = {self.clip:g} "
+                   "applied first, not on z_max")
             )
         if self.weighting == "class-count":
             ledger.record_unaccounted(
