@@ -291,11 +291,17 @@ def mean_std(values: list[float]) -> str:
     return f"{np.mean(values):.1f} ± {np.std(values):.1f}" if len(values) > 1 else f"{values[0]:.1f}"
 
 
+def up(value: float, digits: int = 2) -> str:
+    """ε rounded up (never down) to ``digits`` decimals."""
+    scale = 10**digits
+    return f"{math.ceil(value * scale - 1e-9) / scale:.{digits}f}"
+
+
 def eps_range(values: list[float]) -> str:
     if not values:
         return "–"
     low, high = min(values), max(values)
-    return f"{high:.2f}" if math.isclose(low, high, rel_tol=1e-3) else f"{low:.2f}–{high:.2f}"
+    return up(high) if math.isclose(low, high, rel_tol=1e-3) else f"{up(low)}–{up(high)}"
 
 
 def markdown_row(key: str, setting: Setting, rows: dict, protocol: str) -> str:
@@ -331,6 +337,39 @@ def speed(folder: Path, protocol: str) -> None:
         timings[n_jobs] = time.perf_counter() - start
         print(f"Adult L0, n_jobs={n_jobs}: {timings[n_jobs]:.1f} s, accuracy {100 * model.score(split.X_test, split.y_test):.2f}%")
     print(f"speed-up n_jobs=2 over n_jobs=1: ×{timings[1] / timings[2]:.2f}")
+
+
+#: The official code's accuracy per seed on the same rows (``../shared/paper_tables/fedkt_official_runs.md``:
+#: github QinbinLi/FedKT @ 0bb9a89 run on this kind of machine; None: the run crashed).
+OFFICIAL_RUNS = {
+    "adult-l0": {0: 82.14, 1: 82.24, 2: 80.77},
+    "codrna-l0": {0: 88.56, 1: 88.75, 2: 89.49},
+    "adult-l1": {0: 80.15, 1: 74.38, 2: 73.84},
+    "adult-l2": {0: 77.03, 1: None, 2: 75.66, 3: 74.70, 4: 80.40},
+}
+OFFICIAL_EPSILON = {"adult-l1": 3.7183, "adult-l2": 3.7183}
+
+
+def per_seed_markdown(paths: list[str]) -> str:
+    """Ours beside the official code's runs, per seed, from ``--json`` files."""
+    records = [r for path in paths for r in json.loads(Path(path).read_text(encoding="utf-8"))["records"]
+               if r["protocol"] == "reference-code" and r.get("model_seed", r["seed"]) == r["seed"]]
+    lines = ["| setting | seed | official rows | official code % | ours % | ours − official | ε classic (ours) | "
+             "ε tight (ours) | official ε (its script) | fit s (ours) |", "|---|---|---|---|---|---|---|---|---|---|"]
+    for r in records:
+        official = OFFICIAL_RUNS.get(r["setting"], {}).get(r["seed"], "–")
+        ours = "failed" if "failed" in r else f"{r['accuracy']:.2f}"
+        difference = (f"{r['accuracy'] - official:+.2f}" if isinstance(official, float) and "failed" not in r else "–")
+        lines.append(
+            f"| {r['setting']} | {r['seed']} | {'yes' if r['official_rows'] else 'no'} | "
+            f"{'crashed' if official is None else official} | {ours} | {difference} | "
+            f"{up(r['epsilon_classic'], 3)} | {up(r['epsilon_tight'], 3)} | "
+            f"{OFFICIAL_EPSILON.get(r['setting'], '–')} | "
+            f"{r['fit_seconds']:.1f} |" if "epsilon_classic" in r else
+            f"| {r['setting']} | {r['seed']} | {'yes' if r['official_rows'] else 'no'} | "
+            f"{'crashed' if official is None else official} | {ours} | {difference} | – | – | – | "
+            f"{r.get('fit_seconds', float('nan')):.1f} |")
+    return "\n".join(lines)
 
 
 class JsonRecords:
@@ -370,7 +409,12 @@ def main() -> None:
     parser.add_argument("--json", default=None, help="per-seed records, written after every seed; resumable")
     parser.add_argument("--markdown", default=None, help="append the table to this Markdown file")
     parser.add_argument("--speed", action="store_true", help="time Adult L0 with n_jobs=1 and 2 and stop")
+    parser.add_argument("--from-json", nargs="+", default=None,
+                        help="print ours beside the official code's runs, per seed, from these --json files, and stop")
     args = parser.parse_args()
+    if args.from_json:
+        print(per_seed_markdown(args.from_json))
+        return
     folder = Path(args.data)
     keys = [key.strip() for key in args.settings.split(",") if key.strip()]
     unknown = [key for key in keys if key not in SETTINGS]

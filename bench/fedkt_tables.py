@@ -190,10 +190,12 @@ def median(values: list[float]) -> str:
 
 
 def epsilon_range(values: list[float]) -> str:
+    """Smallest–largest over the seeds, each rounded up (never down)."""
     if not values:
         return "–"
     low, high = min(values), max(values)
-    return f"{high:.2f}" if math.isclose(low, high, rel_tol=1e-3) else f"{low:.2f}–{high:.2f}"
+    up = bench_fedkt.up
+    return up(high) if math.isclose(low, high, rel_tol=1e-3) else f"{up(low)}–{up(high)}"
 
 
 def markdown(records: list[dict], rows: list[Row]) -> str:
