@@ -16,6 +16,7 @@ from privfed.pipelines.datasets import (
 )
 from privfed.pipelines.executor import Executor, JoblibExecutor, PartyTask, SerialExecutor, run_party_tasks
 from privfed.pipelines.partition import dirichlet_partition, homogeneous_partition, split_indices, teacher_subsets
+from privfed.pipelines.reference_rows import load_reference_rows, reference_rows_split
 
 # Estimators load lazily, so that `import pipelines` imports neither torch nor scikit-learn.
 _LAZY = {
@@ -32,6 +33,7 @@ _LAZY = {
     "FedMD": "selective_fd",
     "IndependentLearning": "selective_fd",
     "SelectiveFD": "selective_fd",
+    "train_copies": "batched_training",
 }
 
 __all__ = [
@@ -46,7 +48,9 @@ __all__ = [
     "federated_split",
     "homogeneous_partition",
     "load_dataset",
+    "load_reference_rows",
     "read_idx",
+    "reference_rows_split",
     "run_party_tasks",
     "spawn_seeds",
     "split_indices",

@@ -75,6 +75,8 @@ _FROM_PIPELINES = (
     "federated_split",
     "homogeneous_partition",
     "load_dataset",
+    "load_reference_rows",
+    "reference_rows_split",
 )
 
 
