@@ -145,7 +145,8 @@ def reference_public_size(n_train: int) -> int:
     return math.ceil(0.25 * n_train) // 2
 
 
-def prepare(name: str, folder: Path, protocol: str, parties: int, seed: int, rows_file: Path | None = None):
+def prepare(name: str, folder: Path, protocol: str, parties: int, seed: int, rows_file: Path | None = None,
+            official_labels: bool = False):
     """The split for one seed, and where its rows came from (a description printed and recorded)."""
     data = load_dataset(name, folder)
     X, X_test = data.X_train, data.X_test
@@ -159,7 +160,8 @@ def prepare(name: str, folder: Path, protocol: str, parties: int, seed: int, row
             except (FileNotFoundError, KeyError) as missing:
                 print(f"  official rows unavailable ({missing}); falling back to rows drawn by privfed", flush=True)
             else:
-                return reference_rows_split(X, data.y_train, rows), f"official rows {rows.key}"
+                split = reference_rows_split(X, data.y_train, rows, official_labels=official_labels)
+                return split, f"official rows {rows.key}" + (", the code's label coding" if official_labels else "")
         split = federated_split(X, data.y_train, n_parties=parties, beta=0.5, protocol="reference-code",
                                 random_state=seed)
         return split, "privfed's draw with the reference code's sizes (not the official rows)"
@@ -210,7 +212,8 @@ def official_tie_rule(model: FedKT, setting: Setting, split, tie_class: int) -> 
 
 def run_setting(key: str, setting: Setting, folder: Path, protocol: str, seeds: list[int], n_jobs: int,
                 rows_file: Path | None = None, baselines: bool = True, done: dict | None = None,
-                record: Callable[[dict], None] | None = None, model_seeds: list[int] | None = None) -> dict:
+                record: Callable[[dict], None] | None = None, model_seeds: list[int] | None = None,
+                official_labels: bool = False) -> dict:
     rows: dict[str, list] = {"accuracy": [], "seconds": [], "classic": [], "tight": [], "tight_independent": [],
                              "queries": [], "solo": [], "centralized": [], "failed": [], "majority": []}
     unit = "example" if setting.privacy == "L2" else "party"
@@ -220,7 +223,8 @@ def run_setting(key: str, setting: Setting, folder: Path, protocol: str, seeds: 
             result = done[(key, trial, model_seed)]
             print(f"  {key} seed {trial} (model seed {model_seed}): already in the JSON file, skipped", flush=True)
         else:
-            result = run_seed(key, setting, folder, protocol, trial, n_jobs, rows_file, baselines, unit, model_seed)
+            result = run_seed(key, setting, folder, protocol, trial, n_jobs, rows_file, baselines, unit, model_seed,
+                              official_labels)
             if record is not None:
                 record(result)
         if result.get("failed"):
@@ -238,13 +242,16 @@ def run_setting(key: str, setting: Setting, folder: Path, protocol: str, seeds: 
 
 
 def run_seed(key: str, setting: Setting, folder: Path, protocol: str, trial: int, n_jobs: int,
-             rows_file: Path | None, baselines: bool, unit: str, model_seed: int) -> dict:
-    split, rows_from = prepare(setting.data, folder, protocol, setting.parties, seed=trial, rows_file=rows_file)
+             rows_file: Path | None, baselines: bool, unit: str, model_seed: int,
+             official_labels: bool = False) -> dict:
+    split, rows_from = prepare(setting.data, folder, protocol, setting.parties, seed=trial, rows_file=rows_file,
+                               official_labels=official_labels)
     print(f"  {key} seed {trial}: {rows_from}", flush=True)
     model = fedkt_for(setting, split, model_seed, n_jobs)
     result: dict[str, Any] = {
         "setting": key, "seed": trial, "model_seed": model_seed, "protocol": protocol,
         "official_rows": split.rows_source is not None,
+        "label_coding": "official" if official_labels and split.rows_source is not None else "privfed",
         "rows": rows_from, "rows_source": split.rows_source,
         "majority_class_accuracy": 100 * float(np.mean(split.y_test == np.bincount(split.y_test).argmax())),
         "delta": DELTA, "epsilon_unit": None if setting.privacy == "L0" else unit,
@@ -267,7 +274,8 @@ def run_seed(key: str, setting: Setting, folder: Path, protocol: str, trial: int
         )
     elif setting.data in REFERENCE_ROWS_DATASETS and protocol == "reference-code":
         y_train = load_dataset(setting.data, folder).y_train
-        result.update(official_tie_rule(model, setting, split, tie_class=int(1 - y_train[0])))
+        tie_class = 0 if split.rows_source is not None and official_labels else int(1 - y_train[0])
+        result.update(official_tie_rule(model, setting, split, tie_class=tie_class))
     if setting.baselines and baselines:
         result["solo_accuracy"] = 100 * Solo(setting.student(), random_state=model_seed).fit(split.parties).score(
             split.X_test, split.y_test)
@@ -406,6 +414,8 @@ def main() -> None:
                              "measures the spread due to the models' randomness on fixed rows")
     parser.add_argument("--n-jobs", type=int, default=2)
     parser.add_argument("--no-baselines", action="store_true", help="skip SOLO and centralized PATE")
+    parser.add_argument("--official-labels", action="store_true",
+                        help="on the official rows, code labels as the official code does (row 0's label = 1)")
     parser.add_argument("--json", default=None, help="per-seed records, written after every seed; resumable")
     parser.add_argument("--markdown", default=None, help="append the table to this Markdown file")
     parser.add_argument("--speed", action="store_true", help="time Adult L0 with n_jobs=1 and 2 and stop")
@@ -431,7 +441,8 @@ def main() -> None:
         seeds = args.seeds if args.seeds is not None else list(range(args.trials or setting.trials))
         rows = run_setting(key, setting, folder, args.protocol, seeds, args.n_jobs, rows_file,
                            baselines=not args.no_baselines, done=records.done if records else None,
-                           record=records.add if records else None, model_seeds=args.model_seeds)
+                           record=records.add if records else None, model_seeds=args.model_seeds,
+                           official_labels=args.official_labels)
         lines.append(markdown_row(key, setting, rows, args.protocol))
         print(HEADER.splitlines()[0])
         print(lines[-1], flush=True)

@@ -129,17 +129,25 @@ def load_reference_rows(path: str | Path, *, dataset: str, n_parties: int, seed:
     )
 
 
-def reference_rows_split(X: np.ndarray, y: np.ndarray, rows: ReferenceRows) -> FederatedSplit:
+def reference_rows_split(X: np.ndarray, y: np.ndarray, rows: ReferenceRows, *,
+                         official_labels: bool = False) -> FederatedSplit:
     """The :class:`~privfed.pipelines.datasets.FederatedSplit` on the official rows.
 
     ``X, y`` must be the training file in its original row order, binary labels.
     The rows must be disjoint and within range, and every party's class counts
     must equal the file's (class 1 = the label of row 0, as the code maps it);
-    otherwise a ValueError names the first mismatch. Labels keep privfed's coding.
-    Party rows keep the code's order; ``protocol`` is ``"reference-code"`` and
-    ``rows_source`` names the file and entry.
+    otherwise a ValueError names the first mismatch. Labels keep privfed's coding,
+    or with ``official_labels=True`` the code's: 1 for the label of row 0, 0 for the
+    other (accuracy is the same either way; what changes is which class comes first
+    where a model breaks a tie, e.g. a decision-tree leaf with equal counts predicts
+    its first class). Party rows keep the code's order; ``protocol`` is
+    ``"reference-code"`` and ``rows_source`` names the file and entry.
     """
+    if not isinstance(official_labels, bool):
+        raise TypeError(f"official_labels must be True or False, got {official_labels!r}")
     X, y = _check_features_labels(X, y, "X", "y")
+    if official_labels:
+        y = (y == y[0]).astype(np.int64)
     if len(np.unique(y)) != 2:
         raise ValueError(f"official rows exist for binary data sets only; y has {len(np.unique(y))} classes")
     n = len(y)

@@ -60,6 +60,16 @@ def test_split_uses_exactly_the_files_rows_in_its_order(rows_file):
     assert not np.array_equal(other.public_indices, split.public_indices)
 
 
+def test_official_label_coding_maps_row_zeros_label_to_one(rows_file):
+    path, X, y = rows_file
+    rows = load_reference_rows(path, dataset="adult_a9a", n_parties=3, seed=0)
+    ours, official = reference_rows_split(X, y, rows), reference_rows_split(X, y, rows, official_labels=True)
+    np.testing.assert_array_equal(official.y_test, (ours.y_test == y[0]).astype(int))
+    np.testing.assert_array_equal(official.parties[2][1], 1 - ours.parties[2][1])  # y[0] == 0 here: a flip
+    with pytest.raises(TypeError, match="official_labels"):
+        reference_rows_split(X, y, rows, official_labels="yes")
+
+
 def test_plain_json_file_is_read_too(tmp_path):
     X, y = make_data()
     path = tmp_path / "splits.json"
