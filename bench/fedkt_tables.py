@@ -242,6 +242,8 @@ def main() -> None:
                         help="which tables, in this order (Table 9's L2 runs are the cheaper ones)")
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--kinds", nargs="+", default=["paper", "budget"], choices=("paper", "budget"))
+    parser.add_argument("--rows", nargs="+", default=None,
+                        help="only rows whose key contains one of these strings (e.g. 'T9/Adult/Heterogeneous')")
     parser.add_argument("--json", required=True, help="records, written after every run; resumable")
     parser.add_argument("--markdown-only", action="store_true", help="render the tables from --json and stop")
     args = parser.parse_args()
@@ -255,7 +257,8 @@ def main() -> None:
     document.setdefault("resumed_with", []).append("python " + " ".join(sys.argv))
     done = {(r["row"], r["seed"], r["kind"]) for r in document["records"]}
     plan = [(row, seed, kind) for table in args.tables for kind in args.kinds
-            for row in (TABLE_8 if table == 8 else TABLE_9) for seed in args.seeds]
+            for row in (TABLE_8 if table == 8 else TABLE_9) for seed in args.seeds
+            if args.rows is None or any(part in row.key for part in args.rows)]
     for row, seed, kind in plan:
         if (row.key, seed, kind) in done:
             continue
