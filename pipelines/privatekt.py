@@ -349,7 +349,8 @@ class PrivateKT(ClassifierMixin, BaseEstimator):
                 n_classes=n_classes, keep_probability=beta, local_epochs=self.local_epochs, warm=warm,
             )
             if warm and self.batch_clients:
-                reports = np.stack(_batched_client_rounds([coded[i] for i in clients], config, round_seeds[round_index]))
+                reports = np.stack(
+                    _batched_client_rounds([coded[i] for i in clients], config, round_seeds[round_index]))
             else:
                 reports = np.stack(run_party_tasks(
                     _client_round, [coded[i] for i in clients], config=config, random_state=round_seeds[round_index],
