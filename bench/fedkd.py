@@ -13,6 +13,10 @@ party sends against FedAvg's.
 
 CPU only, one torch thread. Run: ``python bench/fedkd.py [--data ../shared/datasets] [--json out.json]``
 (about 18 minutes on a shared 2-core machine with the defaults).
+
+``--grid s-sweep --quantizers public paper`` re-runs the S sweep (γ = 1, S ∈ {10, 50, 200, 400})
+under privfed's quantizer (step Z/S on the public range) and the paper's Eq. 4 (step 2·z_max/S,
+rounded up, z_max from the logits; ``FedKD(quantizer="paper")``), on the same logits and noise seed.
 """
 
 from __future__ import annotations
@@ -26,7 +30,9 @@ from pathlib import Path
 
 # bench/accounting.py is named like the package: drop this folder from the path so that
 # ``import accounting`` finds the package.
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
+# The checkout's root goes first, so that this checkout's privfed is imported (not an installed one).
+sys.path[:] = [str(Path(__file__).resolve().parents[1])] + [
+    p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
@@ -38,7 +44,11 @@ from privfed.pipelines.progress import progress_bar  # noqa: E402
 from privfed.pipelines.torch_models import TorchCNN  # noqa: E402
 
 DELTA = 1e-5
-GRID = [(None, None)] + [(s, 1.0) for s in (10, 50, 200)] + [(200, g) for g in (0.1, 10.0)]
+GRIDS = {
+    "default": [(None, None)] + [(s, 1.0) for s in (10, 50, 200)] + [(200, g) for g in (0.1, 10.0)],
+    "s-sweep": [(None, None)] + [(s, 1.0) for s in (10, 50, 200, 400)],
+}
+PUBLICS = ("in-domain", "cross-domain")
 
 
 def images(X: np.ndarray) -> np.ndarray:
@@ -57,6 +67,9 @@ def main() -> None:
     parser.add_argument("--fedavg-rounds", type=int, default=100)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", default=None)
+    parser.add_argument("--grid", choices=tuple(GRIDS), default="default")
+    parser.add_argument("--quantizers", nargs="+", choices=("public", "paper"), default=["public"])
+    parser.add_argument("--publics", nargs="+", choices=PUBLICS, default=list(PUBLICS))
     args = parser.parse_args()
     torch.set_num_threads(1)
 
@@ -70,7 +83,9 @@ def main() -> None:
         split = federated_split(mnist.X_train, mnist.y_train, n_parties=args.parties, beta=alpha,
                                 public_size=args.public_size, X_test=mnist.X_test, y_test=mnist.y_test,
                                 random_state=args.seed)
-        publics = {"in-domain (MNIST)": images(split.X_public), "cross-domain (Fashion-MNIST)": fashion_public}
+        publics = {name: data for name, data in (("in-domain (MNIST)", images(split.X_public)),
+                                                 ("cross-domain (Fashion-MNIST)", fashion_public))
+                   if name.split(" ")[0] in args.publics}
         X_test = images(split.X_test)
         logits = {name: [] for name in publics}
         counts, sizes, local_accuracy = [], [], []
@@ -92,10 +107,12 @@ def main() -> None:
             stacked = np.stack(logits[name])
             clipped = float(np.mean(np.abs(stacked) > args.clip))
             print(f"  public {name}: {clipped:.2%} of the logits lie outside [−Z, Z] = [−{args.clip:g}, {args.clip:g}]")
-            for scale, gamma in progress_bar(GRID, progress=None, desc=f"{name}: FedKD grid", unit="run"):
+            points = [(scale, gamma, quantizer) for scale, gamma in GRIDS[args.grid]
+                      for quantizer in (args.quantizers if scale is not None else ["public"])]
+            for scale, gamma, quantizer in progress_bar(points, progress=None, desc=f"{name}: FedKD grid", unit="run"):
                 tick = time.perf_counter()
                 model = FedKD(None, TorchCNN(batch_size=64, random_state=0), quantization_scale=scale, gamma=gamma,
-                              clip=args.clip if gamma is not None else None, loss="l2",
+                              clip=args.clip if gamma is not None else None, loss="l2", quantizer=quantizer,
                               distill_epochs=args.distill_epochs, random_state=args.seed)
                 model.fit_logits(logits[name], counts, public, parameter_counts=sizes)
                 accuracy = float(model.score(X_test, split.y_test))
@@ -105,6 +122,7 @@ def main() -> None:
                         .pure_epsilon() if gamma is not None else math.inf)
                 row = {
                     "alpha": alpha, "public": name, "S": scale, "gamma": gamma, "clip": args.clip if gamma else None,
+                    "quantizer": quantizer, "z_max": model.z_max_,
                     "test_accuracy": accuracy, "public_label_accuracy": label_accuracy,
                     "epsilon_party_tight": model.epsilon_, "epsilon_party_pure": pure,
                     "bytes_per_party": model.bandwidth_.bytes_per_party,
@@ -113,14 +131,16 @@ def main() -> None:
                     "local_accuracy_mean": float(np.mean(local_accuracy)),
                 }
                 rows.append(row)
-                label = "noiseless, unquantized" if gamma is None else f"S = {scale:>3}, γ = {gamma:>4g}"
+                label = ("noiseless, unquantized" if gamma is None
+                         else f"S = {scale:>3}, γ = {gamma:>4g}, {quantizer} quantizer")
                 extra = f", ensemble labels {label_accuracy:.4f}" if label_accuracy is not None else ""
                 print(f"    {label}: test accuracy {accuracy:.4f}{extra}; ε = {model.epsilon_:.4g} "
                       f"(pure {pure:.4g}); {row['bytes_per_party']:,} B/party vs FedAvg "
                       f"{row['fedavg_bytes_per_party']:,} B over {args.fedavg_rounds} rounds; {row['seconds']:.0f} s",
                       flush=True)
     if args.json:
-        Path(args.json).write_text(json.dumps({"settings": vars(args), "rows": rows}, indent=2))
+        Path(args.json).write_text(json.dumps({"command": "python " + " ".join(sys.argv), "settings": vars(args),
+                                               "rows": rows}, indent=2))
 
 
 if __name__ == "__main__":

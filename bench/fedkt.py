@@ -11,7 +11,17 @@ Protocols (``--protocol``):
   has the size the reference code's public set has (half of 25 % of the training
   file), so that query counts match the paper's.
 * ``reference-code``: FedKT's public code's protocol — 25 % of the training file
-  held out at random, its first half public, its second half for evaluation.
+  held out, its first half public, its second half for evaluation. Where the
+  reference-rows file (``--reference-rows``, default
+  ``../shared/peer_splits/fedkt_reference_splits.json.gz``) holds the data set,
+  party count and seed, the split is the official code's exact rows (each run
+  prints and records ``official_rows``); otherwise the split is drawn by privfed
+  with the same sizes (not the same rows), and the run says so.
+
+Students and final models follow the official code's flags: random forests
+(100 trees, depth 6) for Adult; for cod-rna XGBoost with 100 trees of depth 6,
+``gamma=1, reg_lambda=1`` and learning rate 0.1 (its ``--lr 0.1``; the paper's
+Table 5 states 0.05, setting ``codrna-l0-lr0.05``).
 
 The paper states query budgets as a percentage of the reference code's held-out
 split, which is twice the public set: "1 %" on Adult is 81 queries, i.e. 2 % of
@@ -20,12 +30,18 @@ the public set. This script uses the paper's query *counts*.
 Usage::
 
     python bench/fedkt.py --settings adult-l0,adult-l1 --trials 5 --markdown out/fedkt.md
+    python bench/fedkt.py --protocol reference-code --settings adult-l0 --seeds 0 1 2 --json OUT.json
+
+``--json OUT`` writes one record per (setting, seed) — accuracy, ε classic and tight
+(where private), fit seconds, whether the official rows were used — after every
+seed, and a rerun with the same OUT skips the records already there (resumable).
     python bench/fedkt.py --speed            # Adult L0 with n_jobs=1 and 2
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import os
 import sys
@@ -44,6 +60,13 @@ from privfed.pipelines import federated_split, load_dataset  # noqa: E402
 from privfed.pipelines.datasets import reference_class_order  # noqa: E402
 from privfed.pipelines.fedkt import CentralizedPATE, FedKT, Solo  # noqa: E402
 from privfed.pipelines.progress import progress_bar  # noqa: E402
+from privfed.pipelines.reference_rows import (  # noqa: E402
+    REFERENCE_ROWS_DATASETS,
+    load_reference_rows,
+    reference_rows_split,
+)
+from privfed.pipelines.voting import consistent_votes  # noqa: E402
+from sklearn.base import clone  # noqa: E402
 
 DELTA = 1e-5
 
@@ -60,10 +83,16 @@ def forest() -> Any:
     return RandomForestClassifier(n_estimators=100, max_depth=6, n_jobs=1)
 
 
-def boosted() -> Any:
-    from xgboost import XGBClassifier
+def boosted(learning_rate: float = 0.1, min_split_loss: float = 1.0) -> Callable[[], Any]:
+    """The official code's XGBoost student/final model (``gamma=1, reg_lambda=1``, its ``--lr``)."""
 
-    return XGBClassifier(n_estimators=100, max_depth=6, learning_rate=0.05, n_jobs=1, tree_method="hist")
+    def make() -> Any:
+        from xgboost import XGBClassifier
+
+        return XGBClassifier(n_estimators=100, max_depth=6, learning_rate=learning_rate, gamma=min_split_loss,
+                             reg_lambda=1, n_jobs=1, tree_method="hist")
+
+    return make
 
 
 def mlp() -> Any:
@@ -94,12 +123,15 @@ class Setting:
 
 SETTINGS = {
     "adult-l0": Setting("adult_a9a", 50, 2, 5, tree, forest, (82.2, 0.6), baselines=True),
-    "codrna-l0": Setting("cod_rna", 50, 2, 5, tree, boosted, (88.3, 0.6), baselines=True),
+    "codrna-l0": Setting("cod_rna", 50, 2, 5, tree, boosted(0.1), (88.3, 0.6), baselines=True),
+    "codrna-l0-lr0.05": Setting("cod_rna", 50, 2, 5, tree, boosted(0.05), (88.3, 0.6)),
+    # XGBoost's default gamma = 0 (what privfed's bench used before): isolates the effect of the official gamma = 1
+    "codrna-l0-gamma0": Setting("cod_rna", 50, 2, 5, tree, boosted(0.1, 0.0), (88.3, 0.6)),
     "mnist-l0": Setting("mnist", 10, 2, 5, mlp, mlp, (90.5, 0.3), trials=3),
     "adult-l1": Setting("adult_a9a", 50, 1, 5, tree, forest, (80.2, None), "L1", 0.04, 81, 4.73),
     "adult-l2": Setting("adult_a9a", 20, 1, 25, tree, forest, (78.6, None), "L2", 0.04, 81, 3.72),
-    "codrna-l1": Setting("cod_rna", 50, 1, 5, tree, boosted, (84.7, None), "L1", 0.1, 74, 6.89),
-    "codrna-l2": Setting("cod_rna", 20, 1, 25, tree, boosted, (84.7, None), "L2", 0.05, 297, 9.78),
+    "codrna-l1": Setting("cod_rna", 50, 1, 5, tree, boosted(0.1), (84.7, None), "L1", 0.1, 74, 6.89),
+    "codrna-l2": Setting("cod_rna", 20, 1, 25, tree, boosted(0.1), (84.7, None), "L2", 0.05, 297, 9.78),
     # privfed's tight analysis spends the paper's ε on more queries: the budget filter answers queries while the
     # tight, data-independent ε stays within the paper's ε (the stopping point is public).
     "adult-l1-tight": Setting("adult_a9a", 50, 1, 5, tree, forest, (80.2, None), "L1", 0.04, 4070, 4.73,
@@ -114,21 +146,34 @@ def reference_public_size(n_train: int) -> int:
     return math.ceil(0.25 * n_train) // 2
 
 
-def prepare(name: str, folder: Path, protocol: str, parties: int, seed: int):
+def prepare(name: str, folder: Path, protocol: str, parties: int, seed: int, rows_file: Path | None = None,
+            official_labels: bool = False):
+    """The split for one seed, and where its rows came from (a description printed and recorded)."""
     data = load_dataset(name, folder)
     X, X_test = data.X_train, data.X_test
     if name in ("mnist", "fashion_mnist"):
         X = X.reshape(len(X), -1).astype(np.float32) / 255.0
         X_test = X_test.reshape(len(X_test), -1).astype(np.float32) / 255.0
     if protocol == "reference-code":
-        return federated_split(X, data.y_train, n_parties=parties, beta=0.5, protocol="reference-code", random_state=seed)
+        if rows_file is not None and name in REFERENCE_ROWS_DATASETS:
+            try:
+                rows = load_reference_rows(rows_file, dataset=name, n_parties=parties, seed=seed)
+            except (FileNotFoundError, KeyError) as missing:
+                print(f"  official rows unavailable ({missing}); falling back to rows drawn by privfed", flush=True)
+            else:
+                split = reference_rows_split(X, data.y_train, rows, official_labels=official_labels)
+                return split, f"official rows {rows.key}" + (", the code's label coding" if official_labels else "")
+        split = federated_split(X, data.y_train, n_parties=parties, beta=0.5, protocol="reference-code",
+                                random_state=seed)
+        return split, "privfed's draw with the reference code's sizes (not the official rows)"
     public = 5000 if name == "mnist" else reference_public_size(len(X))
     # Deal the Dirichlet classes out in the order FedKT's code does (for a9a and cod-rna: the minority first),
     # so the partitions are the paper's kind; see docs/results.md for what the natural order does.
-    return federated_split(
+    split = federated_split(
         X, data.y_train, n_parties=parties, beta=0.5, public_size=public, X_test=X_test, y_test=data.y_test,
         class_order=reference_class_order(data.y_train), random_state=seed,
     )
+    return split, "standard protocol (privfed's draw, official test file)"
 
 
 def fedkt_for(setting: Setting, split, seed: int, n_jobs: int) -> FedKT:
@@ -144,40 +189,109 @@ def fedkt_for(setting: Setting, split, seed: int, n_jobs: int) -> FedKT:
     return FedKT(setting.teacher(), setting.student(), **kwargs, **setting.extra)
 
 
-def run_setting(key: str, setting: Setting, folder: Path, protocol: str, trials: int | None, n_jobs: int) -> dict:
+def official_tie_rule(model: FedKT, setting: Setting, split, tie_class: int) -> dict:
+    """L0 only: how many server votes are tied, and the accuracy with the official code's tie rule.
+
+    privfed breaks tied (and all-inconsistent, all-zero) vote counts at random; the official code takes
+    numpy's argmax, i.e. its class 0 (the label other than row 0's). The final model is refitted here on
+    the same votes with that rule, so the two accuracies differ only by the tie rule.
+    """
+    X_final = split.X_public
+    predictions = np.stack([[student.predict(X_final) for student in party] for party in model.students_])
+    votes = consistent_votes(predictions, len(model.classes_))  # the students predict class codes
+    tied = votes.max(axis=1)[:, None] == votes
+    is_tie = tied.sum(axis=1) > 1
+    labels = np.argmax(votes, axis=1)
+    labels[is_tie] = int(np.searchsorted(model.classes_, tie_class))
+    final = clone(setting.student()).fit(X_final, labels)
+    return {
+        "tied_queries": int(is_tie.sum()),
+        "all_inconsistent_queries": int((votes.sum(axis=1) == 0).sum()),
+        "accuracy_official_tie_rule": 100 * float(np.mean(model.classes_[final.predict(split.X_test)] == split.y_test)),
+    }
+
+
+def run_setting(key: str, setting: Setting, folder: Path, protocol: str, seeds: list[int], n_jobs: int,
+                rows_file: Path | None = None, baselines: bool = True, done: dict | None = None,
+                record: Callable[[dict], None] | None = None, model_seeds: list[int] | None = None,
+                official_labels: bool = False) -> dict:
     rows: dict[str, list] = {"accuracy": [], "seconds": [], "classic": [], "tight": [], "tight_independent": [],
                              "queries": [], "solo": [], "centralized": [], "failed": [], "majority": []}
     unit = "example" if setting.privacy == "L2" else "party"
-    for trial in progress_bar(range(trials or setting.trials), progress=None, desc=key, unit="trial"):
-        split = prepare(setting.data, folder, protocol, setting.parties, seed=trial)
-        model = fedkt_for(setting, split, trial, n_jobs)
-        rows["majority"].append(100 * np.mean(split.y_test == np.bincount(split.y_test).argmax()))
-        start = time.perf_counter()
-        try:
-            model.fit(split.parties, split.X_public)
-        except ValueError as error:  # e.g. every voted label in one class: no final model can be trained
+    runs = [(trial, model_seed) for trial in seeds for model_seed in (model_seeds or [trial])]
+    for trial, model_seed in progress_bar(runs, progress=None, desc=key, unit="trial"):
+        if done is not None and (key, trial, model_seed) in done:
+            result = done[(key, trial, model_seed)]
+            print(f"  {key} seed {trial} (model seed {model_seed}): already in the JSON file, skipped", flush=True)
+        else:
+            result = run_seed(key, setting, folder, protocol, trial, n_jobs, rows_file, baselines, unit, model_seed,
+                              official_labels)
+            if record is not None:
+                record(result)
+        if result.get("failed"):
             rows["failed"].append(trial)
-            print(f"  {key} trial {trial}: FAILED: {error}", flush=True)
             continue
-        rows["seconds"].append(time.perf_counter() - start)
-        rows["accuracy"].append(100 * model.score(split.X_test, split.y_test))
-        if setting.privacy != "L0":
-            rows["classic"].append(model.ledger_.account(delta=DELTA, analysis="classic", unit=unit).epsilon)
-            tight = model.ledger_.account(delta=DELTA, unit=unit)
-            rows["tight"].append(tight.epsilon)
-            rows["tight_independent"].append(tight.epsilon_data_independent)
-            rows["queries"].append(
-                model.n_queries_answered_ if setting.privacy == "L1" else min(model.n_local_queries_answered_)
-            )
-        if setting.baselines:
-            rows["solo"].append(100 * Solo(setting.student(), random_state=trial).fit(split.parties).score(split.X_test, split.y_test))
-            central = CentralizedPATE(setting.teacher(), setting.student(), n_partitions=setting.partitions,
-                                      n_teachers=setting.teachers, random_state=trial).fit(split.parties, split.X_public)
-            rows["centralized"].append(100 * central.score(split.X_test, split.y_test))
-        print(f"  {key} trial {trial}: accuracy {rows['accuracy'][-1]:.2f}%, {rows['seconds'][-1]:.1f} s"
-              + (f", ε classic {rows['classic'][-1]:.3f}, tight {rows['tight'][-1]:.3f}" if rows["classic"] else ""),
-              flush=True)
+        rows["majority"].append(result["majority_class_accuracy"])
+        rows["seconds"].append(result["fit_seconds"])
+        rows["accuracy"].append(result["accuracy"])
+        for name, field_ in (("classic", "epsilon_classic"), ("tight", "epsilon_tight"),
+                             ("tight_independent", "epsilon_tight_data_independent"), ("queries", "queries_answered"),
+                             ("solo", "solo_accuracy"), ("centralized", "centralized_pate_accuracy")):
+            if result.get(field_) is not None:
+                rows[name].append(result[field_])
     return rows
+
+
+def run_seed(key: str, setting: Setting, folder: Path, protocol: str, trial: int, n_jobs: int,
+             rows_file: Path | None, baselines: bool, unit: str, model_seed: int,
+             official_labels: bool = False) -> dict:
+    split, rows_from = prepare(setting.data, folder, protocol, setting.parties, seed=trial, rows_file=rows_file,
+                               official_labels=official_labels)
+    print(f"  {key} seed {trial}: {rows_from}", flush=True)
+    model = fedkt_for(setting, split, model_seed, n_jobs)
+    result: dict[str, Any] = {
+        "setting": key, "seed": trial, "model_seed": model_seed, "protocol": protocol,
+        "official_rows": split.rows_source is not None,
+        "label_coding": "official" if official_labels and split.rows_source is not None else "privfed",
+        "rows": rows_from, "rows_source": split.rows_source,
+        "majority_class_accuracy": 100 * float(np.mean(split.y_test == np.bincount(split.y_test).argmax())),
+        "delta": DELTA, "epsilon_unit": None if setting.privacy == "L0" else unit,
+    }
+    start = time.perf_counter()
+    try:
+        model.fit(split.parties, split.X_public)
+    except ValueError as error:  # e.g. every voted label in one class: no final model can be trained
+        print(f"  {key} seed {trial}: FAILED: {error}", flush=True)
+        return {**result, "failed": str(error)}
+    result["fit_seconds"] = time.perf_counter() - start
+    result["accuracy"] = 100 * float(model.score(split.X_test, split.y_test))
+    if setting.privacy != "L0":
+        result["epsilon_classic"] = model.ledger_.account(delta=DELTA, analysis="classic", unit=unit).epsilon
+        tight = model.ledger_.account(delta=DELTA, unit=unit)
+        result["epsilon_tight"] = tight.epsilon
+        result["epsilon_tight_data_independent"] = tight.epsilon_data_independent
+        result["queries_answered"] = (
+            model.n_queries_answered_ if setting.privacy == "L1" else min(model.n_local_queries_answered_)
+        )
+    elif setting.data in REFERENCE_ROWS_DATASETS and protocol == "reference-code":
+        y_train = load_dataset(setting.data, folder).y_train
+        tie_class = 0 if split.rows_source is not None and official_labels else int(1 - y_train[0])
+        result.update(official_tie_rule(model, setting, split, tie_class=tie_class))
+    if setting.baselines and baselines:
+        result["solo_accuracy"] = 100 * Solo(setting.student(), random_state=model_seed).fit(split.parties).score(
+            split.X_test, split.y_test)
+        central = CentralizedPATE(setting.teacher(), setting.student(), n_partitions=setting.partitions,
+                                  n_teachers=setting.teachers, random_state=model_seed,
+                                  ).fit(split.parties, split.X_public)
+        result["centralized_pate_accuracy"] = 100 * central.score(split.X_test, split.y_test)
+    print(f"  {key} seed {trial} (model seed {model_seed}): accuracy {result['accuracy']:.2f}%, "
+          f"fit {result['fit_seconds']:.1f} s"
+          + (f", ε classic {result['epsilon_classic']:.3f}, tight {result['epsilon_tight']:.3f}"
+             if "epsilon_classic" in result else "")
+          + (f"; {result['tied_queries']} tied votes, official tie rule {result['accuracy_official_tie_rule']:.2f}%"
+             if "tied_queries" in result else ""),
+          flush=True)
+    return result
 
 
 def mean_std(values: list[float]) -> str:
@@ -186,11 +300,17 @@ def mean_std(values: list[float]) -> str:
     return f"{np.mean(values):.1f} ± {np.std(values):.1f}" if len(values) > 1 else f"{values[0]:.1f}"
 
 
+def up(value: float, digits: int = 2) -> str:
+    """ε rounded up (never down) to ``digits`` decimals."""
+    scale = 10**digits
+    return f"{math.ceil(value * scale - 1e-9) / scale:.{digits}f}"
+
+
 def eps_range(values: list[float]) -> str:
     if not values:
         return "–"
     low, high = min(values), max(values)
-    return f"{high:.2f}" if math.isclose(low, high, rel_tol=1e-3) else f"{low:.2f}–{high:.2f}"
+    return up(high) if math.isclose(low, high, rel_tol=1e-3) else f"{up(low)}–{up(high)}"
 
 
 def markdown_row(key: str, setting: Setting, rows: dict, protocol: str) -> str:
@@ -217,7 +337,7 @@ HEADER = (
 def speed(folder: Path, protocol: str) -> None:
     """Adult L0 (50 parties, 500 teachers, 100 students) with n_jobs = 1 and 2, same seed."""
     setting = SETTINGS["adult-l0"]
-    split = prepare(setting.data, folder, protocol, setting.parties, seed=0)
+    split, _ = prepare(setting.data, folder, protocol, setting.parties, seed=0)
     timings = {}
     for n_jobs in (1, 2):
         model = fedkt_for(setting, split, 0, n_jobs)
@@ -228,24 +348,102 @@ def speed(folder: Path, protocol: str) -> None:
     print(f"speed-up n_jobs=2 over n_jobs=1: ×{timings[1] / timings[2]:.2f}")
 
 
+#: The official code's accuracy per seed on the same rows (``../shared/paper_tables/fedkt_official_runs.md``:
+#: github QinbinLi/FedKT @ 0bb9a89 run on this kind of machine; None: the run crashed).
+OFFICIAL_RUNS = {
+    "adult-l0": {0: 82.14, 1: 82.24, 2: 80.77},
+    "codrna-l0": {0: 88.56, 1: 88.75, 2: 89.49},
+    "adult-l1": {0: 80.15, 1: 74.38, 2: 73.84},
+    "adult-l2": {0: 77.03, 1: None, 2: 75.66, 3: 74.70, 4: 80.40},
+}
+OFFICIAL_EPSILON = {"adult-l1": 3.7183, "adult-l2": 3.7183}
+
+
+def per_seed_markdown(paths: list[str]) -> str:
+    """Ours beside the official code's runs, per seed, from ``--json`` files."""
+    records = [r for path in paths for r in json.loads(Path(path).read_text(encoding="utf-8"))["records"]
+               if r["protocol"] == "reference-code" and r.get("model_seed", r["seed"]) == r["seed"]]
+    lines = ["| setting | seed | official rows | official code % | ours % | ours − official | ε classic (ours) | "
+             "ε tight (ours) | official ε (its script) | fit s (ours) |", "|---|---|---|---|---|---|---|---|---|---|"]
+    for r in records:
+        official = OFFICIAL_RUNS.get(r["setting"], {}).get(r["seed"], "–")
+        ours = "failed" if "failed" in r else f"{r['accuracy']:.2f}"
+        difference = (f"{r['accuracy'] - official:+.2f}" if isinstance(official, float) and "failed" not in r else "–")
+        lines.append(
+            f"| {r['setting']} | {r['seed']} | {'yes' if r['official_rows'] else 'no'} | "
+            f"{'crashed' if official is None else official} | {ours} | {difference} | "
+            f"{up(r['epsilon_classic'], 3)} | {up(r['epsilon_tight'], 3)} | "
+            f"{OFFICIAL_EPSILON.get(r['setting'], '–')} | "
+            f"{r['fit_seconds']:.1f} |" if "epsilon_classic" in r else
+            f"| {r['setting']} | {r['seed']} | {'yes' if r['official_rows'] else 'no'} | "
+            f"{'crashed' if official is None else official} | {ours} | {difference} | – | – | – | "
+            f"{r.get('fit_seconds', float('nan')):.1f} |")
+    return "\n".join(lines)
+
+
+class JsonRecords:
+    """Per-seed records in a JSON file, rewritten after every seed (resumable: done seeds are skipped)."""
+
+    def __init__(self, path: Path, protocol: str) -> None:
+        self.path = path
+        self.document: dict[str, Any] = {"command": "python " + " ".join(sys.argv), "records": []}
+        if path.is_file():
+            self.document = json.loads(path.read_text(encoding="utf-8"))
+            self.document.setdefault("resumed_with", []).append("python " + " ".join(sys.argv))
+        self.done = {(r["setting"], r["seed"], r.get("model_seed", r["seed"])): r
+                     for r in self.document["records"] if r["protocol"] == protocol}
+
+    def add(self, record: dict) -> None:
+        self.document["records"].append(record)
+        temporary = self.path.with_suffix(self.path.suffix + ".tmp")
+        temporary.write_text(json.dumps(self.document, indent=1) + "\n", encoding="utf-8")
+        temporary.replace(self.path)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data", default=str(Path(__file__).resolve().parents[2] / "shared" / "datasets"))
+    root = Path(__file__).resolve().parents[2] / "shared"
+    parser.add_argument("--data", default=str(root / "datasets"))
+    parser.add_argument("--reference-rows", default=str(root / "peer_splits" / "fedkt_reference_splits.json.gz"),
+                        help="the official code's rows (used with --protocol reference-code where present)")
     parser.add_argument("--settings", default=",".join(SETTINGS))
     parser.add_argument("--protocol", default="standard", choices=("standard", "reference-code"))
-    parser.add_argument("--trials", type=int, default=None, help="override each setting's number of trials")
+    parser.add_argument("--trials", type=int, default=None, help="seeds 0..TRIALS-1 (default: each setting's own)")
+    parser.add_argument("--seeds", type=int, nargs="+", default=None, help="exactly these seeds (overrides --trials)")
+    parser.add_argument("--model-seeds", type=int, nargs="+", default=None,
+                        help="FedKT random_state values to run on each seed's split (default: the seed itself); "
+                             "measures the spread due to the models' randomness on fixed rows")
     parser.add_argument("--n-jobs", type=int, default=2)
+    parser.add_argument("--no-baselines", action="store_true", help="skip SOLO and centralized PATE")
+    parser.add_argument("--official-labels", action="store_true",
+                        help="on the official rows, code labels as the official code does (row 0's label = 1)")
+    parser.add_argument("--json", default=None, help="per-seed records, written after every seed; resumable")
     parser.add_argument("--markdown", default=None, help="append the table to this Markdown file")
     parser.add_argument("--speed", action="store_true", help="time Adult L0 with n_jobs=1 and 2 and stop")
+    parser.add_argument("--from-json", nargs="+", default=None,
+                        help="print ours beside the official code's runs, per seed, from these --json files, and stop")
     args = parser.parse_args()
+    if args.from_json:
+        print(per_seed_markdown(args.from_json))
+        return
     folder = Path(args.data)
+    keys = [key.strip() for key in args.settings.split(",") if key.strip()]
+    unknown = [key for key in keys if key not in SETTINGS]
+    if unknown:
+        parser.exit(2, f"bench/fedkt.py: error: unknown setting(s) {unknown}; choose from {sorted(SETTINGS)}\n")
     if args.speed:
         speed(folder, args.protocol)
         return
+    records = JsonRecords(Path(args.json), args.protocol) if args.json else None
+    rows_file = Path(args.reference_rows) if args.protocol == "reference-code" else None
     lines = []
-    for key in args.settings.split(","):
+    for key in keys:
         setting = SETTINGS[key]
-        rows = run_setting(key, setting, folder, args.protocol, args.trials, args.n_jobs)
+        seeds = args.seeds if args.seeds is not None else list(range(args.trials or setting.trials))
+        rows = run_setting(key, setting, folder, args.protocol, seeds, args.n_jobs, rows_file,
+                           baselines=not args.no_baselines, done=records.done if records else None,
+                           record=records.add if records else None, model_seeds=args.model_seeds,
+                           official_labels=args.official_labels)
         lines.append(markdown_row(key, setting, rows, args.protocol))
         print(HEADER.splitlines()[0])
         print(lines[-1], flush=True)

@@ -16,6 +16,13 @@ and says so. Printed: accuracy after every round (official test set), the
 authors' own log at the same rounds, and each client's composed ε.
 
 CPU only, one torch thread. Run: ``python bench/privatekt.py [--data ../shared/datasets] [--budget-minutes 20]``.
+
+``--round-speed`` measures instead, side by side in one process, the seconds per round
+with the round's 40 clients trained one after another (``batch_clients=False``) and
+together in one batched computation (``batch_clients=True``): the clients' step alone
+(the same fitted global network, the same seeds, alternating modes, ``--repeats`` times)
+and whole rounds (``rounds=2`` fits, alternating), and checks that both modes give the
+same reports. ``--json`` writes the timings.
 """
 
 from __future__ import annotations
@@ -27,7 +34,9 @@ import time
 from pathlib import Path
 
 # bench/accounting.py is named like the package: drop this folder from the path.
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
+# The checkout's root goes first, so that this checkout's privfed is imported (not an installed one).
+sys.path[:] = [str(Path(__file__).resolve().parents[1])] + [
+    p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
@@ -80,6 +89,51 @@ def plot_curves(histories: dict[str, list[dict]], path: str, *, title: str) -> N
     figure.savefig(path, dpi=120)
 
 
+def round_speed(clients, public, model, settings, repeats: int, json_path: str | None) -> None:
+    """Seconds per round, clients one after another vs batched, side by side in this process."""
+    from privfed.pipelines.executor import run_party_tasks
+    from privfed.pipelines.privatekt import _batched_client_rounds, _client_round, _ClientConfig
+
+    warm = PrivateKT(model, rounds=1, **settings).fit(clients, public)  # a fitted global network, as from round 2 on
+    rng = np.random.default_rng(1)
+    chosen = np.sort(rng.choice(len(clients), size=len(clients) // 2, replace=False))
+    config = _ClientConfig(global_model=warm.global_model_, init_seed=0, queries=public[:2], n_classes=10,
+                           keep_probability=warm.keep_probability_, local_epochs=settings["local_epochs"], warm=True)
+    data = [clients[i] for i in chosen]
+    timings: dict[str, list[float]] = {"sequential": [], "batched": []}
+    reports = {}
+    for repeat in range(repeats):
+        for mode in ("sequential", "batched"):
+            seed = np.random.SeedSequence(100 + repeat)
+            tick = time.perf_counter()
+            if mode == "sequential":
+                out = run_party_tasks(_client_round, data, config=config, random_state=seed, n_jobs=1)
+            else:
+                out = _batched_client_rounds(data, config, seed)
+            timings[mode].append(time.perf_counter() - tick)
+            reports[mode] = np.stack(out)
+            print(f"clients' step, {len(data)} clients, {mode}: {timings[mode][-1]:.1f} s", flush=True)
+        agree = float(np.mean(reports["sequential"] == reports["batched"]))
+        print(f"  reports equal in {100 * agree:.1f} % of the {reports['batched'].size} labels", flush=True)
+    whole: dict[str, float] = {}
+    for mode in ("sequential", "batched"):
+        tick = time.perf_counter()
+        PrivateKT(model, rounds=2, batch_clients=mode == "batched", **settings).fit(clients, public)
+        whole[mode] = (time.perf_counter() - tick) / 2
+        print(f"whole round ({mode}): {whole[mode]:.1f} s per round (mean of rounds 1–2)", flush=True)
+    best = {mode: min(values) for mode, values in timings.items()}
+    print(f"clients' step speed-up: ×{best['sequential'] / best['batched']:.2f} (best of {repeats}); "
+          f"whole round: ×{whole['sequential'] / whole['batched']:.2f}")
+    if json_path:
+        Path(json_path).write_text(json.dumps({
+            "command": "python " + " ".join(sys.argv), "clients_per_round": len(data),
+            "torch_threads": torch.get_num_threads(), "clients_step_seconds": timings,
+            "whole_round_seconds": whole, "speedup_clients_step_best": best["sequential"] / best["batched"],
+            "speedup_whole_round": whole["sequential"] / whole["batched"],
+            "reports_equal_fraction": agree, "settings": {k: v for k, v in settings.items()},
+        }, indent=2))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", default=str(Path(__file__).resolve().parents[2] / "shared" / "datasets"))
@@ -92,6 +146,9 @@ def main() -> None:
     parser.add_argument("--json", default=None)
     parser.add_argument("--plot", default=None, help="write the accuracy-per-round curve to this PNG")
     parser.add_argument("--plot-with", default=None, help="a previous run's --json file, drawn beside this run")
+    parser.add_argument("--round-speed", action="store_true",
+                        help="time a round's clients one after another vs batched, side by side, and stop")
+    parser.add_argument("--repeats", type=int, default=2, help="alternations of --round-speed")
     args = parser.parse_args()
     torch.set_num_threads(1)
 
@@ -114,6 +171,9 @@ def main() -> None:
                     client_fraction=0.5, local_epochs=5, fine_tune_epochs=4, self_training_epochs=1,
                     delta=DELTA, random_state=args.seed)
 
+    if args.round_speed:
+        round_speed(clients, X[public_rows], model, settings, args.repeats, args.json)
+        return
     tick = time.perf_counter()
     PrivateKT(model, rounds=1, **settings).fit(clients, X[public_rows], eval_set=(X_test, y_test))
     per_round = time.perf_counter() - tick

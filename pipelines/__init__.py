@@ -23,6 +23,7 @@ from privfed.pipelines.partition import (
     split_indices,
     teacher_subsets,
 )
+from privfed.pipelines.reference_rows import load_reference_rows, reference_rows_split
 
 # Estimators (and the table reader) load lazily, so that `import pipelines` imports neither torch, scikit-learn
 # nor pandas.
@@ -42,6 +43,7 @@ _LAZY = {
     "SelectiveFD": "selective_fd",
     "PartyData": "party_tables",
     "load_parties": "party_tables",
+    "train_copies": "batched_training",
 }
 
 __all__ = [
@@ -57,7 +59,9 @@ __all__ = [
     "federated_split",
     "homogeneous_partition",
     "load_dataset",
+    "load_reference_rows",
     "read_idx",
+    "reference_rows_split",
     "run_party_tasks",
     "spawn_seeds",
     "split_indices",

@@ -369,6 +369,10 @@ class FederatedSplit:
         ``"standard"`` or ``"reference-code"``.
     beta : float or "homogeneous"
         How the parties were drawn.
+    rows_source : str or None
+        ``"file#entry"`` when the rows were read from a reference-rows file (the
+        official FedKT code's exact rows, see :mod:`~privfed.pipelines.reference_rows`;
+        party rows then keep the code's order), None when they were drawn here.
     """
 
     parties: tuple[tuple[np.ndarray, np.ndarray], ...]
@@ -381,6 +385,7 @@ class FederatedSplit:
     test_indices: np.ndarray | None
     protocol: str
     beta: float | str
+    rows_source: str | None = None
 
     def summary(self) -> dict[str, Any]:
         """JSON-able description for reports and ledgers (sizes only, no data)."""
@@ -391,6 +396,7 @@ class FederatedSplit:
             "party_sizes": [int(len(indices)) for indices in self.party_indices],
             "public_size": int(len(self.X_public)),
             "test_size": int(len(self.X_test)),
+            "rows_source": self.rows_source,
         }
 
 

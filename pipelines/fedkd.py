@@ -163,6 +163,31 @@ class BandwidthReport:
         return [None if count is None else count * FLOAT_BYTES * rounds for count in self.parameter_counts]
 
 
+QUANTIZERS = ("public", "paper")
+
+
+def paper_quantized(messages: Sequence[np.ndarray], *, quantization_scale: int) -> tuple[list[np.ndarray], float]:
+    """FedKD's own quantizer (Gong et al. 2022, Eq. 4), with z_max taken from the parties' logits.
+
+        z_max = max_{i,c,k} |z_i^{ck}|,    Q(z; S) = ⌈S·z / (2·z_max)⌉ · 2·z_max / S,
+
+    a grid of step 2·z_max/S (privfed's default quantizer has step Z/S on the public range, so
+    the paper's S is about twice privfed's for the same step). ``messages`` are the parties'
+    logits as they would send them unquantized (already clipped to the public Z when there is
+    one, so z_max ≤ Z). Every value lands in [−z_max, z_max·2⌈S/2⌉/S]. z_max depends on every
+    party's data and is shared with all of them to set the grid: a data-dependent release that
+    no mechanism covers (the ledger records it as unaccounted). Returns the quantized logits and z_max.
+    """
+    z_max = max(float(np.max(np.abs(z))) for z in messages)
+    if z_max == 0.0:
+        return [np.zeros_like(z, dtype=float) for z in messages], z_max
+    scale = quantization_scale
+    # ⌈S·z/(2 z_max)⌉ for |z| <= z_max lies in [−⌊S/2⌋, ⌈S/2⌉]; the clip only absorbs floating-point rounding.
+    levels = [np.clip(np.ceil(scale * np.asarray(z, dtype=float) / (2.0 * z_max)), -(scale // 2), -(-scale // 2))
+              for z in messages]
+    return [level * (2.0 * z_max / scale) for level in levels], z_max
+
+
 # --- the estimator -----------------------------------------------------------------------------------------
 def _party_step(task: PartyTask) -> FedKDPartyOutcome:
     """One party's work in the in-process run (a joblib task): the party step on its own data."""
@@ -189,6 +214,14 @@ class FedKD(ClassifierMixin, BaseEstimator):
         S: logits are rounded to a grid of step Z/S in [−Z, Z] (FedKD Eq. 5, with a
         public Z). None sends them unquantized (only without noise: the noiseless
         baseline).
+    quantizer : {"public", "paper"}, default="public"
+        ``"public"``: the grid above (2S + 1 levels, rounding, public range).
+        ``"paper"``: FedKD's Eq. 4 as printed — step 2·z_max/S, rounding up, z_max the
+        largest |logit| over every party's (clipped) logits (:func:`paper_quantized`;
+        S + 1 levels, so the paper's S = 400 has privfed's step at S = 200). z_max is
+        data-dependent and shared with the parties; the ledger records it as
+        unaccounted. With noise the logits are clipped to the public Z first, so the
+        ε still rests on Z (on Z·2⌈S/2⌉/S for odd S), never on z_max. ``z_max_`` holds the value.
     gamma : float or None, default=1.0
         Laplace noise of scale 1/γ per public example and class. None adds no noise
         (no guarantee; recorded as such).
@@ -244,6 +277,8 @@ class FedKD(ClassifierMixin, BaseEstimator):
         Empty: the mechanism's ε does not depend on the data.
     epsilon_ : float
         Party-level ε at ``delta`` (tight analysis; ∞ without noise).
+    z_max_ : float or None
+        With ``quantizer="paper"``: the data-dependent z_max that set the grid; None otherwise.
 
     Examples
     --------
@@ -264,6 +299,7 @@ class FedKD(ClassifierMixin, BaseEstimator):
         server_model: Any,
         *,
         quantization_scale: int | None = 200,
+        quantizer: str = "public",
         gamma: float | None = 1.0,
         clip: float | None = 10.0,
         weighting: str = "class-count",
@@ -281,6 +317,7 @@ class FedKD(ClassifierMixin, BaseEstimator):
         self.local_model = local_model
         self.server_model = server_model
         self.quantization_scale = quantization_scale
+        self.quantizer = quantizer
         self.gamma = gamma
         self.clip = clip
         self.weighting = weighting
@@ -320,6 +357,9 @@ class FedKD(ClassifierMixin, BaseEstimator):
             raise TypeError(f"server_model must be a scikit-learn-style classifier (fit, predict), got {server!r}")
         soft = _is_torch_classifier(server)
         check_choice("weighting", self.weighting, WEIGHTINGS)
+        check_choice("quantizer", self.quantizer, QUANTIZERS)
+        if self.quantizer == "paper" and self.quantization_scale is None:
+            raise ValueError("quantizer='paper' quantizes with S levels: give quantization_scale >= 1, got None")
         check_delta(self.delta)
         check_choice("loss", self.loss, LOSSES)
         check_progress(self.progress)
@@ -408,7 +448,7 @@ class FedKD(ClassifierMixin, BaseEstimator):
                 classes=np.arange(len(self.classes_)) if self.multilabel else self.classes_,
                 multilabel=bool(self.multilabel),
                 clip=math.nan if self.clip is None else float(self.clip),
-                quantization_scale=0 if self.quantization_scale is None else int(self.quantization_scale),
+                quantization_scale=0 if self._party_scale() is None else int(self._party_scale()),
                 seed=int(seed),
             )
             for seed in spawn_seeds(party_seeds, n_parties)
@@ -451,18 +491,31 @@ class FedKD(ClassifierMixin, BaseEstimator):
             raise ValueError(f"classes must hold {n_outputs} labels, one per logit column; got {len(self.classes_)}")
         sizes = parameter_counts if parameter_counts is not None else [None] * len(logits)
         results = [
-            FedKDLogits(party_message(z, clip=self.clip, quantization_scale=self.quantization_scale), c,
+            FedKDLogits(party_message(z, clip=self.clip, quantization_scale=self._party_scale()), c,
                         -1 if size is None else size)
             for z, c, size in zip(logits, counts, sizes)
         ]
         seed_sequence = as_seed_sequence(self.random_state)
         return self._fit_server(results, public, seed_sequence.spawn(2)[1], int(seed_sequence.entropy))
 
+    def _party_scale(self) -> int | None:
+        """S for the party's own quantization: None with the paper's quantizer (the server-set grid comes later)."""
+        return self.quantization_scale if self.quantizer == "public" else None
+
+    def _levels(self) -> int:
+        """Grid points a quantized logit can take: 2S + 1 (step Z/S on [−Z, Z]) or S + 1 (the paper's Eq. 4)."""
+        return 2 * self.quantization_scale + 1 if self.quantizer == "public" else self.quantization_scale + 1
+
     def _fit_server(self, results: list[FedKDLogits], public: np.ndarray, server_seeds: np.random.SeedSequence,
                     seed: int, trainings: list[Mechanism | None] | None = None) -> FedKD:
         """Server side (Algorithm 1, lines 6–12): weights, ensemble, noise, distillation, ledger, bandwidth."""
         counts = np.stack([r.class_counts for r in results])
         n_parties, n_outputs = counts.shape
+        self.z_max_ = None
+        if self.quantizer == "paper":
+            quantized, self.z_max_ = paper_quantized([r.quantized_logits for r in results],
+                                                     quantization_scale=self.quantization_scale)
+            results = [FedKDLogits(z, r.class_counts, r.parameter_count) for z, r in zip(quantized, results)]
         self.weights_ = (class_count_weights(counts) if self.weighting == "class-count"
                          else np.full((n_parties, n_outputs), 1.0 / n_parties))
         ensemble = np.einsum("kc,knc->nc", self.weights_, np.stack([r.quantized_logits for r in results]))
@@ -475,7 +528,7 @@ class FedKD(ClassifierMixin, BaseEstimator):
             n_public=len(public),
             n_outputs=n_outputs,
             bits_per_value=(32 if self.quantization_scale is None
-                            else math.ceil(math.log2(2 * self.quantization_scale + 1))),
+                            else math.ceil(math.log2(self._levels()))),
             class_count_bytes=n_outputs * COUNT_BYTES if self.weighting == "class-count" else 0,
             parameter_counts=tuple(None if r.parameter_count < 0 else r.parameter_count for r in results),
         )
@@ -540,7 +593,8 @@ class FedKD(ClassifierMixin, BaseEstimator):
             seeds={"random_state": seed},
             public_data_sha256=data_fingerprint({"public": public}),
             description=(
-                f"FedKD server model: {n_parties} parties, {len(public)} public examples, S = {self.quantization_scale}, "
+                f"FedKD server model: {n_parties} parties, {len(public)} public examples, S = {self.quantization_scale} "
+                f"({self.quantizer} quantizer), "
                 f"γ = {self.gamma}, Z = {self.clip}, {self.weighting} weights, {type(self.server_model).__name__} server"
             ),
         )
@@ -550,9 +604,12 @@ class FedKD(ClassifierMixin, BaseEstimator):
                                       derived_from_training=derived)
         else:
             weights = None if self.weighting == "class-count" else self.weights_
+            # The paper's grid keeps values within z_max·2⌈S/2⌉/S, z_max <= Z (clipped first): a public bound.
+            bound = float(self.clip) * (1.0 if self.quantizer == "public"
+                                        else 2 * math.ceil(self.quantization_scale / 2) / self.quantization_scale)
             release = {
                 unit: QuantizedLaplaceEnsemble(
-                    n_outputs, float(self.clip), float(self.gamma), len(public), weights=weights,
+                    n_outputs, bound, float(self.gamma), len(public), weights=weights,
                     quantization_scale=int(self.quantization_scale), draws_per_example=self.draws_per_example_, unit=unit,
                 )
                 for unit in ("party", "example")
@@ -570,6 +627,14 @@ class FedKD(ClassifierMixin, BaseEstimator):
                 "FedKD: each party's quantized logits reach the server before noise is added; the guarantee covers "
                 "the noisy ensemble and the server model, not the server's view (trust the server)",
                 derived_from_training=derived,
+            )
+        if self.quantizer == "paper":
+            ledger.record_unaccounted(
+                f"FedKD: the paper's quantizer (Eq. 4) takes z_max = max |logit| over every party's logits on the "
+                f"public set (here {self.z_max_:.6g}) and shares it with all parties to set the grid of step "
+                f"2·z_max/S: a data-dependent value that no mechanism covers"
+                + ("" if self.gamma is None else f"; the ε above rests on the public clip Z = {self.clip:g} "
+                   "applied first, not on z_max")
             )
         if self.weighting == "class-count":
             ledger.record_unaccounted(

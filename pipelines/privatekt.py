@@ -72,7 +72,8 @@ from privfed.accounting._checks import (
 from privfed.accounting.fingerprint import data_fingerprint
 from privfed.pipelines._dp_ledger import record_local_training
 from privfed.pipelines._models import FittedClassifier, fit_classifier
-from privfed.pipelines._random import as_seed_sequence
+from privfed.pipelines._random import as_seed_sequence, spawn_seeds
+from privfed.pipelines.batched_training import train_copies
 from privfed.pipelines.executor import PartyTask, run_party_tasks
 from privfed.pipelines.party_data import check_parties, party_classes
 from privfed.pipelines.progress import check_progress, progress_bar
@@ -175,6 +176,26 @@ def _client_round(task: PartyTask) -> tuple[np.ndarray, Any]:
     return labels, release
 
 
+def _batched_client_rounds(clients: Sequence[tuple[np.ndarray, np.ndarray]], config: _ClientConfig,
+                           round_seed: np.random.SeedSequence) -> list[np.ndarray]:
+    """:func:`_client_round` for every selected client of a torch model, their training stacked in one computation.
+
+    Each client keeps its own seed (the one ``run_party_tasks`` would give it), hence its own
+    ``random_state``, shuffle and randomized response; only the order of the floating-point
+    work changes (see :mod:`~privfed.pipelines.batched_training`).
+    """
+    rngs = [np.random.default_rng(seed) for seed in spawn_seeds(round_seed, len(clients))]
+    fitted = hasattr(config.global_model, "module_")
+    states = [int(rng.integers(2**31)) if fitted else config.init_seed for rng in rngs]
+    local = copy.deepcopy(config.global_model).set_params(epochs=config.local_epochs)
+    eye = np.eye(config.n_classes)
+    networks = train_copies(local, [(X, eye[y]) for X, y in clients], random_states=states,
+                            classes=np.arange(config.n_classes), loss="kl")
+    predictions = networks.predict(config.queries).astype(np.int64)
+    return [perturb_labels(labels, keep_probability=config.keep_probability, num_classes=config.n_classes, rng=rng)
+            for labels, rng in zip(predictions, rngs)]
+
+
 class PrivateKT(ClassifierMixin, BaseEstimator):
     """PrivateKT: rounds of locally private labels on importance-sampled public data, a knowledge buffer, self-training.
 
@@ -206,7 +227,15 @@ class PrivateKT(ClassifierMixin, BaseEstimator):
         δ of the per-client ε in ``client_epsilons_``.
     random_state : int, default=None
     n_jobs : int, default=1
-        Clients trained in parallel within a round (joblib).
+        Clients trained in parallel within a round (joblib); not used with ``batch_clients`` (except with DP-SGD).
+    batch_clients : bool, default=True
+        With a torch model, train the round's selected clients together: their copies
+        of the global network stacked and trained in one batched computation
+        (:func:`~privfed.pipelines.batched_training.train_copies`), each with its own
+        seed, data, shuffle and optimizer — the same result as one after another up to
+        floating-point rounding (and the same distribution with dropout). False trains
+        them one after another (or in parallel with ``n_jobs``), as do DP-trained models (``dp=``): Opacus
+        trains each client's copy on its own.
     progress : bool or None, default=None
         A progress bar over the rounds: ``None`` on a terminal only, ``True`` always, ``False``
         never (see :mod:`privfed.pipelines.progress`).
@@ -260,6 +289,7 @@ class PrivateKT(ClassifierMixin, BaseEstimator):
         delta: float = 1e-5,
         random_state: int | None = None,
         n_jobs: int = 1,
+        batch_clients: bool = True,
         progress: bool | None = None,
     ) -> None:
         self.model = model
@@ -275,6 +305,7 @@ class PrivateKT(ClassifierMixin, BaseEstimator):
         self.delta = delta
         self.random_state = random_state
         self.n_jobs = n_jobs
+        self.batch_clients = batch_clients
         self.progress = progress
 
     # --- validation ---------------------------------------------------------------------------------------
@@ -291,6 +322,8 @@ class PrivateKT(ClassifierMixin, BaseEstimator):
             check_int_at_least(name, getattr(self, name), 1)
         check_delta(self.delta)
         check_progress(self.progress)
+        if not isinstance(self.batch_clients, bool):
+            raise TypeError(f"batch_clients must be True or False, got {self.batch_clients!r}")
         for name in ("queries_per_round", "self_training_size"):
             if getattr(self, name) > n_public:
                 raise ValueError(f"{name} must be at most the public set's size {n_public}, got {getattr(self, name)}")
@@ -328,10 +361,14 @@ class PrivateKT(ClassifierMixin, BaseEstimator):
                 n_classes=n_classes, keep_probability=beta, local_epochs=self.local_epochs, warm=warm,
                 dp=getattr(self.model, "dp", None),
             )
-            outputs = run_party_tasks(
-                _client_round, [coded[i] for i in clients], config=config, random_state=round_seeds[round_index],
-                n_jobs=self.n_jobs, progress=False,
-            )
+            if warm and self.batch_clients and config.dp is None:  # DP-SGD trains each client through Opacus
+                outputs = [(labels, None) for labels in
+                           _batched_client_rounds([coded[i] for i in clients], config, round_seeds[round_index])]
+            else:
+                outputs = run_party_tasks(
+                    _client_round, [coded[i] for i in clients], config=config, random_state=round_seeds[round_index],
+                    n_jobs=self.n_jobs, progress=False,
+                )
             reports = np.stack([labels for labels, _ in outputs])  # (clients, K)
             for client, (_, release) in zip(clients, outputs):
                 trainings[client].append(release)

@@ -88,6 +88,8 @@ _FROM_PIPELINES = (
     "homogeneous_partition",
     "load_dataset",
     "load_parties",
+    "load_reference_rows",
+    "reference_rows_split",
 )
 _LAZY = {
     **dict.fromkeys(_FROM_ACCOUNTING, "privfed.accounting"),

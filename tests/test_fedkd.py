@@ -21,6 +21,7 @@ from privfed.pipelines.fedkd import (  # noqa: E402
     BandwidthReport,
     FedKD,
     NoisyLogitEnsemble,
+    paper_quantized,
     party_logits,
     party_message,
 )
@@ -268,3 +269,62 @@ def test_bad_models_and_data_are_named(digits):
 
 def test_fedkd_is_importable_from_privfed():
     assert privfed.FedKD is FedKD
+
+
+# --- the paper's quantizer (Eq. 4) ------------------------------------------------------------------
+@settings(max_examples=40, deadline=None)
+@given(scale=st.integers(1, 401), seed=st.integers(0, 2**31), spread=st.floats(0.01, 50.0))
+def test_paper_quantizer_is_eq_4(scale, seed, spread):
+    rng = np.random.default_rng(seed)
+    messages = [rng.normal(scale=spread, size=(6, 4)) for _ in range(3)]
+    quantized, z_max = paper_quantized(messages, quantization_scale=scale)
+    assert z_max == max(np.abs(z).max() for z in messages)
+    step = 2 * z_max / scale
+    for z, q in zip(messages, quantized):
+        levels = q / step
+        np.testing.assert_allclose(levels, np.round(levels), atol=1e-6)  # on the grid of step 2·z_max/S
+        assert (q >= z - 1e-9 * z_max).all() and (q - z < step + 1e-9 * z_max).all()  # rounded up, within a step
+        assert q.min() >= -z_max * (1 + 1e-12) and q.max() <= z_max * 2 * math.ceil(scale / 2) / scale * (1 + 1e-12)
+    # S + 1 levels at most
+    assert len(np.unique(np.round(np.concatenate(quantized).ravel() / step))) <= scale + 1
+
+
+def test_paper_quantizer_of_all_zero_logits_is_zero():
+    quantized, z_max = paper_quantized([np.zeros((2, 3))], quantization_scale=10)
+    assert z_max == 0.0 and not quantized[0].any()
+
+
+def test_fedkd_with_the_paper_quantizer(digits):
+    parties, public, (X_test, y_test) = digits
+    fitted = [fit_classifier(RandomForestClassifier(n_estimators=10), X, y, n_classes=10, seed=i)
+              for i, (X, y) in enumerate(parties)]
+    logits = [party_logits(f, public, clip=4.0) for f in fitted]
+    counts = np.stack([np.bincount(y, minlength=10) for _, y in parties])
+    plain = FedKD(None, mlp(epochs=10), gamma=None, clip=4.0, quantization_scale=20, quantizer="paper",
+                  random_state=0).fit_logits(logits, counts, public)
+    clipped = [np.clip(z, -4.0, 4.0) for z in logits]
+    expected, z_max = paper_quantized(clipped, quantization_scale=20)
+    assert plain.z_max_ == z_max <= 4.0
+    np.testing.assert_allclose(plain.noisy_ensemble_, np.einsum("kc,knc->nc", counts / counts.sum(axis=0), expected))
+    assert plain.bandwidth_.bits_per_value == 5  # S + 1 = 21 levels
+    assert any("z_max" in note for note in plain.ledger_.unaccounted)
+    assert plain.score(X_test, y_test) > 0.8
+    # with noise the ε rests on the public Z (odd S: Z·2⌈S/2⌉/S), and z_max is still recorded as unaccounted
+    for scale, bound in ((20, 4.0), (21, 4.0 * 22 / 21)):
+        noisy = FedKD(None, mlp(epochs=2), gamma=0.5, clip=4.0, quantization_scale=scale, quantizer="paper",
+                      random_state=3).fit_logits(logits, counts, public)
+        expected_epsilon = account(QuantizedLaplaceEnsemble(10, bound, 0.5, len(public), quantization_scale=scale),
+                                   delta=1e-5).epsilon
+        assert noisy.epsilon_ == pytest.approx(expected_epsilon)
+        assert any("z_max" in note and "public clip" in note for note in noisy.ledger_.unaccounted)
+    public_quantizer = FedKD(None, mlp(epochs=2), gamma=0.5, clip=4.0, quantization_scale=20,
+                             random_state=3).fit_logits(logits, counts, public)
+    assert public_quantizer.z_max_ is None and not any("z_max" in n for n in public_quantizer.ledger_.unaccounted)
+
+
+def test_paper_quantizer_arguments_are_checked(digits):
+    parties, public, _ = digits
+    with pytest.raises(ValueError, match="quantizer"):
+        FedKD(mlp(), mlp(), quantizer="round").fit(parties, public)
+    with pytest.raises(ValueError, match="quantizer='paper'"):
+        FedKD(mlp(), mlp(), gamma=None, quantization_scale=None, quantizer="paper").fit(parties, public)

@@ -123,6 +123,15 @@ def test_end_to_end_torch_learns_across_rounds(digits):
     assert model.score(X_test, y_test) == pytest.approx(accuracy[-1])
 
 
+def test_batched_clients_give_the_sequential_run(digits):
+    """The round's clients trained together (one vmapped computation) or one after another: same run."""
+    parties, public, (X_test, _) = digits
+    runs = [small(TorchMLP(hidden=(32,), lr=1e-2, batch_size=32, random_state=0), rounds=3, batch_clients=batched,
+                  self_training_size=30).fit(parties, public) for batched in (True, False)]
+    np.testing.assert_array_equal(runs[0].participation_, runs[1].participation_)
+    np.testing.assert_allclose(runs[0].predict_proba(X_test), runs[1].predict_proba(X_test), atol=1e-4)
+
+
 def test_ledger_and_client_epsilons_equal_account(digits):
     parties, public, _ = digits
     model = small(DecisionTreeClassifier(max_depth=6), rounds=5, self_training_size=0).fit(parties, public)
@@ -177,6 +186,7 @@ def test_same_random_state_same_run(digits):
         ({"buffer_rounds": 0}, ValueError, "buffer_rounds"),
         ({"delta": 1.0}, ValueError, "delta"),
         ({"local_epochs": 1.5}, TypeError, "local_epochs"),
+        ({"batch_clients": "yes"}, TypeError, "batch_clients"),
     ],
 )
 def test_bad_parameters_fail_before_training(digits, settings_, error, message):

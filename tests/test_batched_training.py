@@ -1,0 +1,82 @@
+"""Batched training of network copies equals training them one after another (fixed seeds, float tolerance)."""
+
+from __future__ import annotations
+
+import copy
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from privfed.pipelines.batched_training import train_copies  # noqa: E402
+from privfed.pipelines.torch_models import TorchCNN, TorchMLP  # noqa: E402
+from sklearn.datasets import load_digits  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def digits():
+    X, y = load_digits(return_X_y=True)
+    return (X / 16.0).astype(np.float32), y
+
+
+def sequential(estimator, datasets, random_states, classes):
+    models = []
+    for (X, T), state in zip(datasets, random_states):
+        local = copy.deepcopy(estimator).set_params(random_state=state)
+        models.append(local.fit_soft(X, T, loss="kl", classes=classes, warm_start=True))
+    return models
+
+
+def client_data(X, y, sizes, seed=0):
+    rng = np.random.default_rng(seed)
+    rows = [rng.choice(len(y), size=size, replace=False) for size in sizes]
+    return [(X[r], np.eye(10, dtype=np.float32)[y[r]]) for r in rows]
+
+
+@pytest.mark.parametrize("optimizer", ["adam", "sgd"])
+def test_batched_equals_sequential_from_a_fitted_network(digits, optimizer):
+    X, y = digits
+    classes = np.arange(10)
+    lr = 0.05 if optimizer == "sgd" else 1e-3
+    global_ = TorchMLP(hidden=(32,), epochs=1, batch_size=32, optimizer=optimizer, lr=lr, random_state=0)
+    global_.fit(X[:300], y[:300])
+    global_.set_params(epochs=2)
+    # different sizes: the smaller client finishes first, and its last batch of an epoch is short
+    datasets = client_data(X, y, (70, 150, 33))
+    states = [11, 12, 13]
+    stacked = train_copies(global_, datasets, random_states=states, classes=classes)
+    for index, model in enumerate(sequential(global_, datasets, states, classes)):
+        for name, value in model.module_.named_parameters():
+            np.testing.assert_allclose(stacked.parameters[name][index].numpy(), value.detach().numpy(),
+                                       rtol=1e-4, atol=1e-5)
+        np.testing.assert_array_equal(stacked.predict(X[1000:1200])[index], model.predict(X[1000:1200]))
+        np.testing.assert_allclose(stacked.logits(X[:50])[index], model._logits(X[:50]), rtol=1e-4, atol=1e-4)
+
+
+def test_batched_equals_sequential_for_an_unfitted_cnn(digits):
+    X, y = digits
+    classes = np.arange(10)
+    prototype = TorchCNN(conv_channels=(4, 8), hidden=(16,), padding=2, epochs=2, batch_size=16)
+    datasets = client_data(X, y, (40, 57), seed=1)
+    states = [5, 5]  # PrivateKT's first round: every client starts from the same seed
+    stacked = train_copies(prototype, datasets, random_states=states, classes=classes)
+    for index, model in enumerate(sequential(prototype, datasets, states, classes)):
+        for name, value in model.module_.named_parameters():
+            np.testing.assert_allclose(stacked.parameters[name][index].numpy(), value.detach().numpy(),
+                                       rtol=1e-4, atol=1e-5)
+    # the two copies saw different data, so they differ
+    first = next(iter(stacked.parameters.values()))
+    assert not torch.allclose(first[0], first[1])
+
+
+def test_bad_arguments_are_refused(digits):
+    X, y = digits
+    prototype = TorchMLP(hidden=(8,), epochs=1)
+    datasets = client_data(X, y, (20,))
+    with pytest.raises(ValueError, match="one random_state per data set"):
+        train_copies(prototype, datasets, random_states=[1, 2], classes=np.arange(10))
+    with pytest.raises(ValueError, match="targets of shape"):
+        train_copies(prototype, [(X[:5], np.zeros((5, 3)))], random_states=[1], classes=np.arange(10))
+    with pytest.raises(TypeError, match="TorchClassifier"):
+        train_copies(object(), datasets, random_states=[1], classes=np.arange(10))
