@@ -159,7 +159,17 @@ def _public_view(record: Mapping[str, Any]) -> Mechanism | None:
         return None
     count = _count(parameters, "num_queries", 1)
     classes = _count(parameters, "num_classes", 2, MAX_PUBLIC_CLASSES)
-    one_query = mechanism_from_record(record, evidence={"votes": np.zeros((1, classes), dtype=np.int64)})
+    zeros = np.zeros((1, classes), dtype=np.int64)
+    if record["kind"] == "confident_gnmax" and "num_answered" in parameters:
+        # Confident GNMax: every query pays the threshold step, the answered ones also GNMax; how many were
+        # answered is public (the ⊥ pattern is released). One view per kind of query, composed in sequence.
+        answered = _count(parameters, "num_answered", 0, count)
+        views = tuple(
+            PublicVoteView(mechanism_from_record(record, evidence={"votes": zeros, "answered": np.array([flag])}), n)
+            for flag, n in ((False, count - answered), (True, answered)) if n
+        )
+        return views[0] if len(views) == 1 else mechanism_class("sequential_composition")(views)
+    one_query = mechanism_from_record(record, evidence={"votes": zeros})
     return PublicVoteView(one_query, count)
 
 

@@ -62,6 +62,7 @@ __all__ = ["CentralizedPATE", "FedKT", "Solo", "query_count"]
 
 PRIVACY_LEVELS = ("L0", "L1", "L2")
 ACCOUNTINGS = ("conservative", "paper")
+AGGREGATORS = ("laplace", "gaussian", "confident-gnmax")
 SMALL_PARTY_POLICIES = ("error", "fewer-teachers")
 
 
@@ -91,11 +92,18 @@ class FedKT(ClassifierMixin, BaseEstimator):
         Fraction of the public set each party's teachers label for its students.
     consistent_voting : bool, default=True
         A party votes (with s votes) only when its s students agree; otherwise every student votes once.
-    aggregator : {"laplace", "gaussian"}, default="laplace"
-        Noisy-max aggregator: Laplace(1/γ) counts (the paper's), or Gaussian N(0, σ²) counts (PATE 2018's
-        GNMax, the tighter aggregator FedKT names as future work), accounted by ``GaussianNoisyMax``.
+    aggregator : {"laplace", "gaussian", "confident-gnmax"}, default="laplace"
+        Noisy-max aggregator: Laplace(1/γ) counts (the paper's), Gaussian N(0, σ²) counts (PATE 2018's
+        GNMax, the tighter aggregator FedKT names as future work), accounted by ``GaussianNoisyMax``, or
+        (L1 only) Confident GNMax (PATE 2018, Algorithm 1): the server answers a query only when its top
+        count plus N(0, σ₁²) reaches ``threshold``, then by GNMax; accounted by ``ConfidentGNMax`` (both
+        steps; unanswered queries pay for the threshold step only) and the final model learns the answered ones.
     sigma : float, default=None
-        Gaussian noise standard deviation in votes; required for L1 and L2 with ``aggregator="gaussian"``.
+        Gaussian noise standard deviation in votes; required for L1 and L2 with ``aggregator="gaussian"`` and
+        for ``"confident-gnmax"`` (its answering step).
+    threshold, sigma_threshold : float, default=None
+        Confident GNMax's threshold T and its noise σ₁, in votes (the server tier has ``parties · s`` voters);
+        required with ``aggregator="confident-gnmax"``, refused otherwise.
     accounting : {"conservative", "paper"}, default="conservative"
         Example-level accounting of L1. ``"conservative"``: k = s, valid for every data set.
         ``"paper"``: k = z as FedKT's code counts it (partitions with a top-2 teacher gap ≤ 1) —
@@ -161,6 +169,8 @@ class FedKT(ClassifierMixin, BaseEstimator):
         consistent_voting: bool = True,
         aggregator: str = "laplace",
         sigma: float | None = None,
+        threshold: float | None = None,
+        sigma_threshold: float | None = None,
         accounting: str = "conservative",
         target_epsilon: float | None = None,
         delta: float = 1e-5,
@@ -181,6 +191,8 @@ class FedKT(ClassifierMixin, BaseEstimator):
         self.consistent_voting = consistent_voting
         self.aggregator = aggregator
         self.sigma = sigma
+        self.threshold = threshold
+        self.sigma_threshold = sigma_threshold
         self.accounting = accounting
         self.target_epsilon = target_epsilon
         self.delta = delta
@@ -200,7 +212,7 @@ class FedKT(ClassifierMixin, BaseEstimator):
         check_int_at_least("n_partitions", self.n_partitions, 1)
         check_int_at_least("n_teachers", self.n_teachers, 1)
         check_choice("privacy", self.privacy, PRIVACY_LEVELS)
-        check_choice("aggregator", self.aggregator, ("laplace", "gaussian"))
+        check_choice("aggregator", self.aggregator, AGGREGATORS)
         check_choice("accounting", self.accounting, ACCOUNTINGS)
         check_choice("small_parties", self.small_parties, SMALL_PARTY_POLICIES)
         check_probability("query_fraction", self.query_fraction, open_high=False)
@@ -208,6 +220,7 @@ class FedKT(ClassifierMixin, BaseEstimator):
         check_delta(self.delta)
         if not isinstance(self.consistent_voting, bool):
             raise TypeError(f"consistent_voting must be a bool, got {self.consistent_voting!r}")
+        self._validate_confident()
         needed, unused = ("gamma", "sigma") if self.aggregator == "laplace" else ("sigma", "gamma")
         if getattr(self, unused) is not None:
             raise ValueError(f"{unused} does not apply to aggregator={self.aggregator!r}; got {getattr(self, unused)!r}")
@@ -225,6 +238,23 @@ class FedKT(ClassifierMixin, BaseEstimator):
         if self.target_epsilon is not None:
             check_positive_finite("target_epsilon", self.target_epsilon)
         check_progress(self.progress)
+
+    def _validate_confident(self) -> None:
+        """Confident GNMax's threshold parameters: required with it (server tier, L1), refused otherwise."""
+        names = ("threshold", "sigma_threshold")
+        if self.aggregator != "confident-gnmax":
+            for name in names:
+                if getattr(self, name) is not None:
+                    raise ValueError(f"{name} applies to aggregator='confident-gnmax' only; got {name}="
+                                     f"{getattr(self, name)!r} with aggregator={self.aggregator!r}")
+            return
+        if self.privacy != "L1":
+            raise ValueError(f"aggregator='confident-gnmax' thresholds the server's votes: it needs privacy='L1', "
+                             f"got privacy={self.privacy!r}")
+        for name in names:
+            if getattr(self, name) is None:
+                raise ValueError(f"{name} is required with aggregator='confident-gnmax', got None")
+            check_positive_finite(name, getattr(self, name))
 
     # --- fitting ----------------------------------------------------------------------------------
     def fit(self, parties: Sequence[tuple[np.ndarray, np.ndarray]], public: np.ndarray) -> FedKT:

@@ -32,6 +32,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 from privfed.accounting import (
+    ConfidentGNMax,
     GaussianNoisyMax,
     LaplaceNoisyMax,
     Ledger,
@@ -72,10 +73,23 @@ def query_count(fraction: float, n_public: int) -> int:
 
 @dataclass(frozen=True)
 class NoisyArgmax:
-    """The noisy-max aggregator of one tier: Laplace(1/γ) (PATE 2017) or Gaussian N(0, σ²) (PATE 2018) counts."""
+    """The noisy-max aggregator of one tier: Laplace(1/γ) (PATE 2017), Gaussian N(0, σ²) (PATE 2018's GNMax)
+    counts, or Confident GNMax (PATE 2018, Algorithm 1): a query is answered, by GNMax, only when its top
+    count plus N(0, σ₁²) clears the threshold T."""
 
     aggregator: str
-    scale: float  # γ for "laplace", σ for "gaussian"
+    scale: float  # γ for "laplace", σ for "gaussian" and "confident-gnmax"
+    threshold: float | None = None  # T, "confident-gnmax" only
+    sigma_threshold: float | None = None  # σ₁, "confident-gnmax" only
+
+    @property
+    def confident(self) -> bool:
+        return self.aggregator == "confident-gnmax"
+
+    def answered(self, votes: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        """Confident GNMax's threshold step: which queries are answered (max_j n_j + N(0, σ₁²) ≥ T)."""
+        top = np.asarray(votes, dtype=float).max(axis=1)
+        return top + rng.normal(0.0, self.sigma_threshold, size=top.shape) >= self.threshold
 
     def labels(self, votes: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         """Noisy argmax of every row of ``votes``."""
@@ -84,9 +98,15 @@ class NoisyArgmax:
         return noisy_labels(votes, rng, sigma=self.scale)
 
     def mechanism(
-        self, votes: np.ndarray, votes_per_unit: int, unit: str, *, data_independent_votes_per_unit: int | None = None
+        self, votes: np.ndarray, votes_per_unit: int, unit: str, *, data_independent_votes_per_unit: int | None = None,
+        answered: np.ndarray | None = None,
     ) -> VoteMechanism:
-        """The privfed mechanism that accounts these answers."""
+        """The privfed mechanism that accounts these answers (``answered``: Confident GNMax's public ⊥ pattern;
+        None charges the GNMax step on every query, a bound whatever was answered)."""
+        if self.confident:
+            return ConfidentGNMax(votes, threshold=self.threshold, sigma_threshold=self.sigma_threshold,
+                                  sigma=self.scale, votes_per_unit=votes_per_unit, answered=answered, unit=unit,
+                                  data_independent_votes_per_unit=data_independent_votes_per_unit)
         cls = LaplaceNoisyMax if self.aggregator == "laplace" else GaussianNoisyMax
         return cls(votes, self.scale, votes_per_unit, unit=unit,
                    data_independent_votes_per_unit=data_independent_votes_per_unit)
@@ -94,6 +114,9 @@ class NoisyArgmax:
     def describe(self) -> str:
         if self.aggregator == "laplace":
             return f"Laplace noise of scale 1/γ = {1 / self.scale:g}"
+        if self.confident:
+            return (f"Confident GNMax: threshold T = {self.threshold:g} with σ₁ = {self.sigma_threshold:g}, "
+                    f"then Gaussian noise of σ = {self.scale:g}")
         return f"Gaussian noise of σ = {self.scale:g}"
 
 
@@ -284,6 +307,8 @@ def warn_if_too_little_to_learn(labels: np.ndarray, n_classes: int, local_answer
 def fedkt_noise(model: Any) -> NoisyArgmax | None:
     if model.privacy == "L0":
         return None
+    if model.aggregator == "confident-gnmax":
+        return NoisyArgmax(model.aggregator, float(model.sigma), float(model.threshold), float(model.sigma_threshold))
     return NoisyArgmax(model.aggregator, float(model.gamma if model.aggregator == "laplace" else model.sigma))
 
 
@@ -420,9 +445,18 @@ def fedkt_server_step(
     )
     evidence: dict[str, np.ndarray] = {}
     derived = record_local_training(ledger, list(teacher_trainings or [None] * len(replies)), what="FedKT teachers")
-    n_answered, example_level = _account(model, ledger, replies, server_votes, noise, evidence, derived)
+    # Confident GNMax's threshold step runs first (its ⊥ pattern is public and accounted), on its own stream.
+    confident = noise.answered(server_votes, np.random.default_rng(server_seeds.spawn(1)[0])) if (
+        noise is not None and noise.confident) else None
+    n_answered, example_level = _account(model, ledger, replies, server_votes, noise, evidence, derived, confident)
     server_rng = np.random.default_rng(server_seeds)
-    answered = server_votes[:n_answered]
+    kept = np.ones(n_answered, dtype=bool) if confident is None else confident[:n_answered]
+    answered = server_votes[:n_answered][kept]
+    if len(answered) == 0:
+        raise ValueError(
+            f"no server query cleared Confident GNMax's threshold T = {model.threshold:g}: lower the threshold, "
+            "query more public examples (query_fraction) or raise target_epsilon"
+        )
     labels = noise.labels(answered, server_rng) if model.privacy == "L1" else noisy_labels(answered, server_rng)
     if len(np.unique(labels)) < 2:
         raise ValueError(
@@ -433,12 +467,12 @@ def fedkt_server_step(
         labels, len(classes), [votes.n_local_answered for votes, _ in replies] if model.privacy == "L2" else None
     )
     # The final model learns the original labels, so that it can be published (and bundled) on its own.
-    final_model = with_seed(final, server_rng.integers(2**31)).fit(X_final[:n_answered], classes[labels])
+    final_model = with_seed(final, server_rng.integers(2**31)).fit(X_final[:n_answered][kept], classes[labels])
     return FedKTFit(
         final_model=final_model,
         ledger=ledger,
         evidence=evidence,
-        n_queries_answered=int(n_answered),
+        n_queries_answered=len(labels),
         n_local_queries_answered=[votes.n_local_answered for votes, _ in replies],
         example_level_epsilons=example_level,
     )
@@ -452,6 +486,7 @@ def _account(
     noise: NoisyArgmax | None,
     evidence: dict[str, np.ndarray],
     derived: bool,
+    confident: np.ndarray | None = None,
 ) -> tuple[int, dict[str, Any] | None]:
     """Record every release in the ledger; return the server queries answered and L1's example-level ε.
 
@@ -490,12 +525,16 @@ def _account(
     # L1: noise on the server's vote counts.
     z = {gap: max(getattr(votes, f"affected_partitions_gap_{gap}") for votes, _ in replies) for gap in (1, 2)}
 
+    def mask(n: int) -> np.ndarray | None:
+        return None if confident is None else confident[:n]
+
     def releases(n: int) -> dict[str, VoteMechanism]:
         if model.accounting == "conservative":
-            example = noise.mechanism(server_votes[:n], s, "example")
+            example = noise.mechanism(server_votes[:n], s, "example", answered=mask(n))
         else:  # z comes from private votes: its ε is data-dependent, the data-independent bounds keep k = s
-            example = noise.mechanism(server_votes[:n], max(z[1], 1), "example", data_independent_votes_per_unit=s)
-        return {"party": noise.mechanism(server_votes[:n], s, "party"), "example": example}
+            example = noise.mechanism(server_votes[:n], max(z[1], 1), "example", data_independent_votes_per_unit=s,
+                                      answered=mask(n))
+        return {"party": noise.mechanism(server_votes[:n], s, "party", answered=mask(n)), "example": example}
 
     n_answered = len(server_votes)
     if model.target_epsilon is not None:
@@ -503,9 +542,11 @@ def _account(
         if n_answered == 0:
             raise ValueError(f"target_epsilon={model.target_epsilon} does not allow a single server query")
     example_level = {
-        "conservative": account(noise.mechanism(server_votes[:n_answered], s, "example"), delta=model.delta).epsilon,
+        "conservative": account(noise.mechanism(server_votes[:n_answered], s, "example", answered=mask(n_answered)),
+                                delta=model.delta).epsilon,
         "paper": account(
-            noise.mechanism(server_votes[:n_answered], max(z[1], 1), "example", data_independent_votes_per_unit=s),
+            noise.mechanism(server_votes[:n_answered], max(z[1], 1), "example", data_independent_votes_per_unit=s,
+                            answered=mask(n_answered)),
             delta=model.delta, analysis="classic",
         ).epsilon,
         "z_gap_le_1": z[1],
@@ -514,8 +555,9 @@ def _account(
     ledger.record(
         releases(n_answered),
         note=(
-            f"server noisy consistent votes ({noise.describe()}) on {n_answered} public "
-            f"queries; party level k = s = {s}; example level k = "
+            f"server noisy consistent votes ({noise.describe()}) on {n_answered} public queries"
+            + ("" if confident is None else f" ({int(confident[:n_answered].sum())} cleared the threshold)")
+            + f"; party level k = s = {s}; example level k = "
             + (f"s = {s} (conservative)" if model.accounting == "conservative" else f"z = {max(z[1], 1)} (paper)")
         ),
         derived_from_training=derived,

@@ -300,3 +300,55 @@ def test_aggregator_parameters_are_checked(digits, settings, message) -> None:
     parties, public, _ = digits
     with pytest.raises(ValueError, match=message):
         FedKT(tree(), **settings).fit(parties, public)
+
+
+# --------------------------------------------------------------------------- Confident GNMax aggregator (L1)
+def _confident(**settings):
+    from sklearn.linear_model import LogisticRegression
+
+    return FedKT(LogisticRegression(max_iter=300), n_partitions=1, n_teachers=1, privacy="L1",
+                 aggregator="confident-gnmax", sigma=10.0, threshold=30.0, sigma_threshold=15.0, query_fraction=0.4,
+                 random_state=0, **settings)
+
+
+@pytest.fixture(scope="module")
+def forty_parties():
+    X, y = load_digits(return_X_y=True)
+    return privfed.federated_split(X / 16, y, n_parties=40, beta="homogeneous", public_size=500, test_size=300,
+                                   random_state=0)
+
+
+def test_confident_gnmax_answers_only_what_clears_the_threshold_and_accounts_both_steps(forty_parties, tmp_path):
+    split = forty_parties
+    with pytest.warns(UserWarning):  # few answered queries per class on this small public set
+        model = _confident().fit(split.parties, split.X_public)
+    votes = model.evidence_["server_votes"]
+    entry = model.ledger_.entries[0].analyses["party"]
+    answered = entry.parameters["num_answered"]
+    assert model.n_queries_answered_ == answered < len(votes)  # some queries got ⊥
+    assert model.score(split.X_test, split.y_test) > 0.5
+    # The ledger's ε is ConfidentGNMax's: the threshold step on every query, GNMax on the answered ones only.
+    asked_everything = privfed.ConfidentGNMax(votes, threshold=30.0, sigma_threshold=15.0, sigma=10.0,
+                                              votes_per_unit=1, unit="party")
+    report = model.ledger_.account(unit="party")
+    assert report.epsilon_data_independent < account(asked_everything, delta=1e-5).epsilon_data_independent
+    # A bundle saved without the private votes still loads: its public view knows how many were answered.
+    privfed.save_bundle(model, tmp_path / "bundle")
+    _, ledger = privfed.load_bundle(tmp_path / "bundle")
+    assert ledger.account(unit="party").epsilon_data_independent == pytest.approx(report.epsilon_data_independent)
+
+
+@pytest.mark.parametrize(
+    ("settings", "message"),
+    [
+        ({"aggregator": "laplace", "gamma": 0.1, "sigma": None}, "threshold applies to aggregator='confident-gnmax'"),
+        ({"privacy": "L2"}, "needs privacy='L1'"),
+        ({"sigma_threshold": None}, "sigma_threshold is required"),
+        ({"threshold": -1.0}, "threshold"),
+    ],
+)
+def test_confident_gnmax_settings_are_checked_before_training(forty_parties, settings, message):
+    model = _confident()
+    model.set_params(**settings)
+    with pytest.raises(ValueError, match=message):
+        model.fit(forty_parties.parties, forty_parties.X_public)
