@@ -67,7 +67,7 @@ from dataclasses import dataclass, replace
 from typing import Any, ClassVar
 
 import numpy as np
-from privfed.accounting import GaussianNoisyMax, Ledger, RandomizedResponse, compose_dpsgd, randomized_response_estimate
+from privfed.accounting import ConfidentGNMax, GaussianNoisyMax, Ledger, RandomizedResponse, compose_dpsgd, randomized_response_estimate
 from privfed.accounting._checks import (
     check_choice,
     check_delta,
@@ -97,7 +97,9 @@ __all__ = [
 ]
 
 LABELS = ("soft", "hard")
-PRIVACY_MODES = (None, "rr", "gnmax")
+PRIVACY_MODES = (None, "rr", "gnmax", "confident-gnmax")
+#: Modes in which the server releases noisy argmaxes of the clients' hard-label votes.
+_SERVER_NOISE_MODES = ("gnmax", "confident-gnmax")
 
 
 # --- the server's two steps (pure functions) -------------------------------------------------------
@@ -167,6 +169,8 @@ class _Protocol:
     sigma: float | None
     shares: bool
     name: str
+    threshold: float | None = None  # Confident GNMax's T (privacy="confident-gnmax")
+    sigma_threshold: float | None = None  # and its σ₁
 
 
 @dataclass(frozen=True)
@@ -414,7 +418,8 @@ class _FederatedDistillation(ClassifierMixin, BaseEstimator):
         rng: np.random.Generator,
         protocol: _Protocol,
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
-        """Aggregate, filter and label one batch: (kept positions, their targets, votes released by GNMax)."""
+        """Aggregate, filter and label one batch: (kept positions, their targets, (votes released by the server's
+        noisy argmax, which of them cleared Confident GNMax's threshold — all without one) or None)."""
         shared = np.stack([share.shared for share in shares])
         if protocol.labels == "soft":
             ensemble, sharers = aggregate_predictions(np.stack([share.predictions for share in shares]), shared)
@@ -429,10 +434,16 @@ class _FederatedDistillation(ClassifierMixin, BaseEstimator):
         sharers = votes.sum(axis=1)
         answered = np.flatnonzero(sharers > 0)
         released = None
-        if protocol.privacy == "gnmax":
-            released = votes[answered]
-            noisy = released + rng.normal(0.0, protocol.sigma, size=released.shape)
+        if protocol.privacy in _SERVER_NOISE_MODES:
+            released_votes = votes[answered]
+            passed = np.ones(len(answered), dtype=bool)
+            if protocol.privacy == "confident-gnmax":  # PATE 2018 Algorithm 1: the threshold step first
+                top = released_votes.max(axis=1) + rng.normal(0.0, protocol.sigma_threshold, size=len(answered))
+                passed = top >= protocol.threshold
+            released = (released_votes, passed)
+            noisy = released_votes + rng.normal(0.0, protocol.sigma, size=released_votes.shape)
             labels, confidence = noisy.argmax(axis=1), noisy.max(axis=1) / sharers[answered]
+            confidence = np.where(passed, confidence, -np.inf)  # ⊥: not answered
         else:
             counts = votes[answered].astype(float)
             if keep_probability is not None:
@@ -504,16 +515,28 @@ class _FederatedDistillation(ClassifierMixin, BaseEstimator):
                 derived_from_training=derived,
             )
         else:
-            votes = np.concatenate(released_votes) if released_votes else np.zeros((0, n_classes), dtype=np.int64)
+            votes = (np.concatenate([v for v, _ in released_votes]) if released_votes
+                     else np.zeros((0, n_classes), dtype=np.int64))
             if len(votes) == 0:
                 raise ValueError("no client shared any proxy example: nothing was released by GNMax; "
                                  "raise tau_client's share or the proxy batch")
+            if protocol.privacy == "confident-gnmax":
+                passed = np.concatenate([p for _, p in released_votes])
+                release = {unit: ConfidentGNMax(votes, threshold=protocol.threshold,
+                                                sigma_threshold=protocol.sigma_threshold, sigma=protocol.sigma,
+                                                votes_per_unit=1, answered=passed, unit=unit)
+                           for unit in ("party", "example")}
+                how = (f"Confident GNMax (threshold T = {protocol.threshold:g} with σ₁ = {protocol.sigma_threshold:g}, "
+                       f"then N(0, σ²) per count, σ = {protocol.sigma:g} votes): {int(passed.sum())} of {len(votes)} "
+                       "shared examples cleared the threshold")
+            else:
+                release = {unit: GaussianNoisyMax(votes, protocol.sigma, 1, unit=unit) for unit in ("party", "example")}
+                how = f"GNMax (N(0, σ²) per count, σ = {protocol.sigma:g} votes): {len(votes)} examples answered"
             ledger.record(
-                {unit: GaussianNoisyMax(votes, protocol.sigma, 1, unit=unit) for unit in ("party", "example")},
+                release,
                 note=(
-                    f"server GNMax on the clients' hard-label votes (N(0, σ²) per count, σ = {protocol.sigma:g} votes; "
-                    f"one client moves at most one vote per example, k = 1): {len(votes)} examples answered over "
-                    f"{protocol.rounds} rounds"
+                    f"server {how} on the clients' hard-label votes (one client moves at most one vote per example, "
+                    f"k = 1) over {protocol.rounds} rounds"
                 ),
                 derived_from_training=derived,
             )
@@ -577,12 +600,23 @@ def _check_distillation(estimator: Any) -> None:
         check_positive_finite("epsilon_per_round", estimator.epsilon_per_round)
     elif estimator.epsilon_per_round is not None:
         raise ValueError(f"epsilon_per_round applies to privacy='rr' only, got it with privacy={estimator.privacy!r}")
-    if estimator.privacy == "gnmax":
+    if estimator.privacy in _SERVER_NOISE_MODES:
         if estimator.sigma is None:
-            raise ValueError("privacy='gnmax' needs sigma (the std of the Gaussian noise per vote count, > 0), got None")
+            raise ValueError(f"privacy={estimator.privacy!r} needs sigma (the std of the Gaussian noise per vote count, "
+                             "> 0), got None")
         check_positive_finite("sigma", estimator.sigma)
     elif estimator.sigma is not None:
-        raise ValueError(f"sigma applies to privacy='gnmax' only, got it with privacy={estimator.privacy!r}")
+        raise ValueError(f"sigma applies to privacy='gnmax' or 'confident-gnmax' only, got it with "
+                         f"privacy={estimator.privacy!r}")
+    for name in ("threshold", "sigma_threshold"):
+        value = getattr(estimator, name, None)
+        if estimator.privacy == "confident-gnmax":
+            if value is None:
+                raise ValueError(f"privacy='confident-gnmax' needs {name} (in votes, > 0), got None")
+            check_positive_finite(name, value)
+        elif value is not None:
+            raise ValueError(f"{name} applies to privacy='confident-gnmax' only, got it with "
+                             f"privacy={estimator.privacy!r}")
 
 
 class SelectiveFD(_FederatedDistillation):
@@ -625,12 +659,17 @@ class SelectiveFD(_FederatedDistillation):
         Share of each client's data held out to set its threshold.
     feature_map : callable or None, default=None
         Features the selector works on (raw flattened inputs when None).
-    privacy : {None, "rr", "gnmax"}, default=None
+    privacy : {None, "rr", "gnmax", "confident-gnmax"}, default=None
     epsilon_per_round : float, default=None
         ``privacy="rr"``: ε-LDP of one client's report of one round.
     sigma : float, default=None
-        ``privacy="gnmax"``: the standard deviation of the Gaussian noise added to each
-        vote count, in votes (one client = one vote per example).
+        ``privacy="gnmax"`` or ``"confident-gnmax"``: the standard deviation of the Gaussian noise
+        added to each vote count, in votes (one client = one vote per example).
+    threshold, sigma_threshold : float, default=None
+        ``privacy="confident-gnmax"`` (PATE 2018 Algorithm 1): the server answers a shared example only
+        when its top vote count plus N(0, σ₁²) reaches ``threshold`` (both in votes), then by GNMax;
+        accounted by ``ConfidentGNMax`` (every shared example pays the threshold step, the answered
+        ones GNMax too).
     delta : float, default=1e-5
         The ledger's δ.
     client : int, default=0
@@ -696,6 +735,8 @@ class SelectiveFD(_FederatedDistillation):
         privacy: str | None = None,
         epsilon_per_round: float | None = None,
         sigma: float | None = None,
+        threshold: float | None = None,
+        sigma_threshold: float | None = None,
         delta: float = 1e-5,
         client: int = 0,
         callback: Callable[[Any, int], None] | None = None,
@@ -721,6 +762,8 @@ class SelectiveFD(_FederatedDistillation):
         self.privacy = privacy
         self.epsilon_per_round = epsilon_per_round
         self.sigma = sigma
+        self.threshold = threshold
+        self.sigma_threshold = sigma_threshold
         self.delta = delta
         self.client = client
         self.callback = callback
@@ -743,7 +786,8 @@ class SelectiveFD(_FederatedDistillation):
             rounds=self.rounds, local_steps=self.local_steps, distill_steps=self.distill_steps,
             proxy_batch=self.proxy_batch, labels=self.labels, temperature=float(self.temperature), selector=selector,
             tau_server=float(self.tau_server), privacy=self.privacy, epsilon_per_round=self.epsilon_per_round,
-            sigma=self.sigma, shares=True, name=self._estimator_name,
+            sigma=self.sigma, shares=True, name=self._estimator_name, threshold=self.threshold,
+            sigma_threshold=self.sigma_threshold,
         )
 
 
@@ -783,6 +827,8 @@ class FedMD(_FederatedDistillation):
         privacy: str | None = None,
         epsilon_per_round: float | None = None,
         sigma: float | None = None,
+        threshold: float | None = None,
+        sigma_threshold: float | None = None,
         delta: float = 1e-5,
         client: int = 0,
         callback: Callable[[Any, int], None] | None = None,
@@ -800,6 +846,8 @@ class FedMD(_FederatedDistillation):
         self.privacy = privacy
         self.epsilon_per_round = epsilon_per_round
         self.sigma = sigma
+        self.threshold = threshold
+        self.sigma_threshold = sigma_threshold
         self.delta = delta
         self.client = client
         self.callback = callback
@@ -814,7 +862,7 @@ class FedMD(_FederatedDistillation):
             rounds=self.rounds, local_steps=self.local_steps, distill_steps=self.distill_steps,
             proxy_batch=self.proxy_batch, labels=self.labels, temperature=float(self.temperature), selector=None,
             tau_server=2.0, privacy=self.privacy, epsilon_per_round=self.epsilon_per_round, sigma=self.sigma,
-            shares=True, name=self._estimator_name,
+            shares=True, name=self._estimator_name, threshold=self.threshold, sigma_threshold=self.sigma_threshold,
         )
 
 

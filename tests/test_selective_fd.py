@@ -7,7 +7,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from privfed.accounting import GaussianNoisyMax, RandomizedResponse, account  # noqa: E402
+from privfed.accounting import ConfidentGNMax, GaussianNoisyMax, RandomizedResponse, account  # noqa: E402
 from privfed.accounting.conversion import rdp_to_epsilon  # noqa: E402
 from privfed.pipelines._models import FittedClassifier  # noqa: E402
 from privfed.pipelines.executor import PartyTask  # noqa: E402
@@ -232,6 +232,24 @@ def test_gnmax_ledger_equals_account_on_the_votes(digits) -> None:
     filtered = SelectiveFD(mlp(), labels="hard", privacy="gnmax", sigma=2.0,
                            **dict(FAST, rounds=1), **dict(SELECTOR, tau_server=1.0)).fit(parties, proxy)
     assert any("noisy top vote count" in text for text in filtered.ledger_.unaccounted)
+
+
+def test_confident_gnmax_ledger_charges_gnmax_only_on_what_cleared_the_threshold(digits) -> None:
+    parties, proxy, _ = digits
+    settings = dict(labels="hard", privacy="confident-gnmax", sigma=2.0, threshold=6.0, sigma_threshold=2.0)
+    model = SelectiveFD(mlp(), **settings, **dict(FAST, rounds=3), **dict(SELECTOR, tau_server=2.0)).fit(
+        parties, proxy)
+    votes = model.evidence_["server_votes"]
+    answered = next(e for e in model.ledger_.entries if "Confident GNMax" in (e.note or "")).analyses[
+        "party"].parameters["num_answered"]
+    assert 0 < answered < len(votes)  # the threshold step dropped some shared examples
+    everything = ConfidentGNMax(votes, threshold=6.0, sigma_threshold=2.0, sigma=2.0, unit="party")
+    report = model.ledger_.account(delta=1e-5, unit="party")
+    assert report.epsilon_data_independent < account(everything, delta=1e-5).epsilon_data_independent
+    with pytest.raises(ValueError, match="threshold applies to privacy='confident-gnmax' only"):
+        SelectiveFD(mlp(), labels="hard", privacy="gnmax", sigma=2.0, threshold=6.0).fit(parties, proxy)
+    with pytest.raises(ValueError, match="needs sigma_threshold"):
+        SelectiveFD(mlp(), labels="hard", privacy="confident-gnmax", sigma=2.0, threshold=6.0).fit(parties, proxy)
 
 
 def test_fedmd_with_randomized_response_has_no_selector_entry(digits) -> None:
