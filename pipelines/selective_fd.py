@@ -67,7 +67,14 @@ from dataclasses import dataclass, replace
 from typing import Any, ClassVar
 
 import numpy as np
-from privfed.accounting import ConfidentGNMax, GaussianNoisyMax, Ledger, RandomizedResponse, compose_dpsgd, randomized_response_estimate
+from privfed.accounting import (
+    ConfidentGNMax,
+    GaussianNoisyMax,
+    Ledger,
+    RandomizedResponse,
+    compose_dpsgd,
+    randomized_response_estimate,
+)
 from privfed.accounting._checks import (
     check_choice,
     check_delta,
