@@ -15,7 +15,7 @@ import math
 import numbers
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any, ClassVar, TypeVar
 
 import dp_accounting
 import numpy as np
@@ -132,6 +132,30 @@ class PublicVoteView(Mechanism):
         return {**self.one_query.parameters(), "num_queries": self.count}
 
 
+def _public_confident_view(record: Mapping[str, Any], zeros: np.ndarray, count: int, answered: int) -> Mechanism:
+    """A Confident GNMax record seen through its public parameters: every query pays the threshold step, the
+    ``answered`` ones GNMax too (how many were answered is public: the ⊥ pattern is released).
+
+    The two kinds of query are two :class:`PublicVoteView` s composed in sequence, presented under the
+    record's own kind and parameters so that claims and ledgers compare it with what they state.
+    """
+    from privfed.accounting.sequential import SequentialComposition
+
+    @dataclass(frozen=True, eq=False)
+    class PublicConfidentView(SequentialComposition):
+        kind: ClassVar[str] = "confident_gnmax"  # type: ignore[misc]
+
+        def parameters(self) -> dict[str, Any]:
+            one_query = self.mechanisms[0].one_query  # type: ignore[attr-defined]
+            return {**one_query.parameters(), "num_queries": count, "num_answered": answered}
+
+    views = tuple(
+        PublicVoteView(mechanism_from_record(record, evidence={"votes": zeros, "answered": np.array([flag])}), n)
+        for flag, n in ((False, count - answered), (True, answered)) if n
+    )
+    return PublicConfidentView(views)
+
+
 def _count(parameters: Mapping[str, Any], name: str, low: int, high: int | None = None) -> int:
     value = parameters.get(name)
     integral = isinstance(value, numbers.Integral) and not isinstance(value, bool)
@@ -161,14 +185,7 @@ def _public_view(record: Mapping[str, Any]) -> Mechanism | None:
     classes = _count(parameters, "num_classes", 2, MAX_PUBLIC_CLASSES)
     zeros = np.zeros((1, classes), dtype=np.int64)
     if record["kind"] == "confident_gnmax" and "num_answered" in parameters:
-        # Confident GNMax: every query pays the threshold step, the answered ones also GNMax; how many were
-        # answered is public (the ⊥ pattern is released). One view per kind of query, composed in sequence.
-        answered = _count(parameters, "num_answered", 0, count)
-        views = tuple(
-            PublicVoteView(mechanism_from_record(record, evidence={"votes": zeros, "answered": np.array([flag])}), n)
-            for flag, n in ((False, count - answered), (True, answered)) if n
-        )
-        return views[0] if len(views) == 1 else mechanism_class("sequential_composition")(views)
+        return _public_confident_view(record, zeros, count, _count(parameters, "num_answered", 0, count))
     one_query = mechanism_from_record(record, evidence={"votes": zeros})
     return PublicVoteView(one_query, count)
 

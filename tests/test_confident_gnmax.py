@@ -92,3 +92,23 @@ def test_bad_answered_mask_is_refused():
         privfed.ConfidentGNMax(_votes(), threshold=70.0, sigma_threshold=30.0, sigma=10.0, answered=np.ones(3, bool))
     with pytest.raises(ValueError, match="sigma_threshold must be finite and > 0"):
         privfed.ConfidentGNMax(_votes(), threshold=70.0, sigma_threshold=0.0, sigma=10.0)
+
+
+def test_a_public_record_states_how_many_queries_were_answered():
+    """Claims files and bundles without votes: with num_answered, only the answered queries pay for GNMax."""
+    from privfed.accounting import account
+    from privfed.accounting.registry import checked_public_mechanism_from_record
+
+    def rebuilt(**extra):
+        record = {"kind": "confident_gnmax", "unit": "party",
+                  "parameters": {"threshold": 30.0, "sigma_threshold": 15.0, "sigma": 10.0, "votes_per_unit": 1,
+                                 "num_queries": 200, "num_classes": 10, **extra}}
+        mechanism, public_view = checked_public_mechanism_from_record(record)  # the claims files' key check too
+        assert public_view and mechanism.kind == "confident_gnmax"
+        return account(mechanism, delta=1e-5).epsilon_data_independent
+
+    expected = privfed.ConfidentGNMax(np.zeros((200, 10), dtype=np.int64), threshold=30.0, sigma_threshold=15.0,
+                                      sigma=10.0, answered=np.arange(200) < 83, unit="party")
+    assert rebuilt(num_answered=83) == pytest.approx(privfed.account(expected, delta=1e-5).epsilon_data_independent,
+                                                    rel=1e-6)
+    assert rebuilt(num_answered=83) < rebuilt()
