@@ -6,8 +6,9 @@ from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
-from privfed.accounting.mechanism import Mechanism
-from privfed.accounting.registry import mechanism_from_record
+
+from .mechanism import Mechanism
+from .registry import mechanism_from_record
 
 __all__ = ["CompositionBase"]
 

@@ -8,12 +8,13 @@ from dataclasses import dataclass
 
 import dp_accounting
 import numpy as np
-from privfed.accounting._checks import check_choice, check_delta, check_orders
-from privfed.accounting._dp_accounting import event_pld_epsilon
-from privfed.accounting.conversion import rdp_to_epsilon
-from privfed.accounting.mechanism import ANALYSES, Mechanism, relation_for_unit
-from privfed.accounting.orders import default_orders
-from privfed.accounting.report import MechanismReport, PrivacyReport
+
+from ._checks import check_choice, check_delta, check_orders
+from ._dp_accounting import event_pld_epsilon
+from .conversion import rdp_to_epsilon
+from .mechanism import ANALYSES, Mechanism, relation_for_unit
+from .orders import default_orders
+from .report import MechanismReport, PrivacyReport
 
 __all__ = ["METHODS", "Bound", "account", "as_mechanisms", "best_bound", "conversion_description", "pure_composition"]
 

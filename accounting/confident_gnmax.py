@@ -12,14 +12,16 @@ from dataclasses import KW_ONLY, dataclass, field
 from typing import Any, ClassVar
 
 import numpy as np
-from privfed.accounting._checks import check_choice, check_orders, check_positive_finite, check_votes
-from privfed.accounting.gaussian_noisy_max import GaussianNoisyMax, gaussian_noisy_max_rdp
-from privfed.accounting.mechanism import ANALYSES
-from privfed.accounting.noisy_max import VoteMechanism
-from privfed.accounting.registry import register
 from scipy import stats
 
-__all__ = ["ConfidentGNMax", "threshold_local_sensitivity_bounds", "threshold_log_failure_bounds"]
+from ._checks import check_choice, check_orders, check_positive_finite, check_votes
+from .gaussian_noisy_max import GaussianNoisyMax, gaussian_noisy_max_rdp
+from .mechanism import ANALYSES
+from .noisy_max import VoteMechanism
+from .registry import PublicVoteView, mechanism_from_record, register
+from .sequential import SequentialComposition
+
+__all__ = ["ConfidentGNMax", "PublicConfidentView", "public_confident_view", "threshold_local_sensitivity_bounds", "threshold_log_failure_bounds"]
 
 
 def threshold_log_failure_bounds(votes: np.ndarray, *, threshold: float, sigma_threshold: float) -> np.ndarray:
@@ -171,7 +173,7 @@ class ConfidentGNMax(VoteMechanism):
 
     def threshold_smooth_sensitivity(self, *, order: float, beta: float, num_teachers: int | None = None) -> np.ndarray:
         """SS_β of the threshold step per query."""
-        from privfed.accounting.smooth_sensitivity import smooth_sensitivity
+        from .smooth_sensitivity import smooth_sensitivity
 
         return smooth_sensitivity(self.threshold_local_sensitivity_bounds(order, num_teachers=num_teachers), beta=beta)
 
@@ -211,3 +213,33 @@ class ConfidentGNMax(VoteMechanism):
             answered=None if answered is None else np.asarray(answered, dtype=bool),
             data_independent_votes_per_unit=parameters.get("data_independent_votes_per_unit"),
         )
+
+
+@dataclass(frozen=True, eq=False)
+class PublicConfidentView(SequentialComposition):
+    """A Confident GNMax record seen through its public parameters (ledgers without evidence, claims files).
+
+    Every query pays the threshold step, the answered ones GNMax too, and how many were answered
+    is public (the ⊥ pattern is released): the members are the :class:`PublicVoteView` of the
+    unanswered and of the answered queries, composed in sequence (Mironov 2017, Prop. 1). It is
+    presented under the record's own kind and parameters, so that claims and ledgers compare it
+    with what they state.
+    """
+
+    kind: ClassVar[str] = "confident_gnmax"
+
+    def parameters(self) -> dict[str, Any]:
+        views: tuple[PublicVoteView, ...] = self.mechanisms  # type: ignore[assignment]
+        return {**views[0].one_query.parameters(), "num_queries": sum(view.count for view in views),
+                "num_answered": sum(view.count for view in views if view.one_query.num_answered)}
+
+
+def public_confident_view(
+    record: Mapping[str, Any], num_classes: int, num_queries: int, num_answered: int
+) -> PublicConfidentView:
+    """The public view of a recorded Confident GNMax release of ``num_queries`` queries, ``num_answered`` answered."""
+    zeros = np.zeros((1, num_classes), dtype=np.int64)
+    return PublicConfidentView(tuple(
+        PublicVoteView(mechanism_from_record(record, evidence={"votes": zeros, "answered": np.array([answered])}), n)
+        for answered, n in ((False, num_queries - num_answered), (True, num_answered)) if n
+    ))

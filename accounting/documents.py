@@ -23,7 +23,8 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 import numpy as np
-from privfed.accounting._checks import MAX_EPSILON_PER_ANSWER
+
+from ._checks import MAX_EPSILON_PER_ANSWER
 
 __all__ = [
     "MAX_EPSILON_PER_ANSWER",

@@ -15,7 +15,8 @@ from typing import Any, ClassVar
 
 import dp_accounting
 import numpy as np
-from privfed.accounting._checks import (
+
+from ._checks import (
     check_at_most,
     check_choice,
     check_delta,
@@ -24,11 +25,11 @@ from privfed.accounting._checks import (
     check_positive_finite,
     check_probability,
 )
-from privfed.accounting._dp_accounting import event_rdp
-from privfed.accounting.mechanism import ANALYSES, UNITS, Mechanism
-from privfed.accounting.orders import default_orders
-from privfed.accounting.registry import register
-from privfed.accounting.sequential import compose_sequential
+from ._dp_accounting import event_rdp
+from .mechanism import ANALYSES, UNITS, Mechanism
+from .orders import default_orders
+from .registry import register
+from .sequential import compose_sequential
 
 __all__ = ["DPSGD", "compose_dpsgd", "dpsgd_noise_multiplier"]
 

@@ -15,11 +15,12 @@ from typing import Any, ClassVar
 
 import dp_accounting
 import numpy as np
-from privfed.accounting._checks import check_choice, check_orders, check_positive_finite, check_votes
-from privfed.accounting.mechanism import ANALYSES
-from privfed.accounting.noisy_max import VoteMechanism
-from privfed.accounting.registry import register
 from scipy import special, stats
+
+from ._checks import check_choice, check_orders, check_positive_finite, check_votes
+from .mechanism import ANALYSES
+from .noisy_max import VoteMechanism
+from .registry import register
 
 __all__ = ["GaussianNoisyMax", "gaussian_log_failure_bounds", "gaussian_noisy_max_rdp", "log1mexp"]
 
@@ -191,14 +192,14 @@ class GaussianNoisyMax(VoteMechanism):
         """LS(d), shape (queries, T): per query the largest local sensitivity of its data-dependent RDP at ``order``
         over histograms d votes away, d = 0 … T − 1 (PATE 2018 Algs. 3–5; T = ``num_teachers``, default the
         largest row sum). Private: computed from the votes."""
-        from privfed.accounting.smooth_sensitivity import gnmax_local_sensitivity_bounds
+        from .smooth_sensitivity import gnmax_local_sensitivity_bounds
 
         self._check_one_vote_per_unit()
         return gnmax_local_sensitivity_bounds(self.votes, sigma=self.sigma, order=order, num_teachers=num_teachers)
 
     def smooth_sensitivity(self, *, order: float, beta: float, num_teachers: int | None = None) -> np.ndarray:
         """SS_β = max_d e^{−βd}·LS(d) per query, after checking conditions C5–C6 for ``order`` (private)."""
-        from privfed.accounting.smooth_sensitivity import check_smooth_sensitivity_conditions, smooth_sensitivity
+        from .smooth_sensitivity import check_smooth_sensitivity_conditions, smooth_sensitivity
 
         self._check_one_vote_per_unit()
         check_smooth_sensitivity_conditions(self.sigma, self.num_classes, float(order))

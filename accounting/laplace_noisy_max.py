@@ -16,7 +16,8 @@ from typing import Any, ClassVar
 
 import dp_accounting
 import numpy as np
-from privfed.accounting._checks import (
+
+from ._checks import (
     MAX_EPSILON_PER_ANSWER,
     check_at_most,
     check_choice,
@@ -24,10 +25,10 @@ from privfed.accounting._checks import (
     check_positive_finite,
     check_votes,
 )
-from privfed.accounting._dp_accounting import event_rdp
-from privfed.accounting.mechanism import ANALYSES
-from privfed.accounting.noisy_max import VoteMechanism
-from privfed.accounting.registry import register
+from ._dp_accounting import event_rdp
+from .mechanism import ANALYSES
+from .noisy_max import VoteMechanism
+from .registry import register
 
 __all__ = ["LaplaceNoisyMax", "laplace_failure_bounds"]
 
@@ -37,8 +38,6 @@ _CHUNK_ROWS = 65_536
 _CHUNK_CELLS = 131_072
 #: Largest vote count for which per-gap terms are tabulated instead of recomputed per cell.
 _MAX_TABULATED_GAP = 1_000_000
-#: Largest per-answer ε accepted (see privfed.accounting._checks.MAX_EPSILON_PER_ANSWER).
-MAX_EPSILON_PER_QUERY = MAX_EPSILON_PER_ANSWER
 #: Above this exponent e^{ελ} could overflow a float64; the log-space form is used instead.
 _MAX_LINEAR_EXPONENT = 700.0
 
@@ -177,8 +176,8 @@ class LaplaceNoisyMax(VoteMechanism):
     def __post_init__(self) -> None:
         self._validate_votes()
         check_at_most(
-            "gamma", self.gamma, MAX_EPSILON_PER_QUERY / (2.0 * self.public_votes_per_unit),
-            f"one answer's ε = 2·votes_per_unit·gamma must be <= {MAX_EPSILON_PER_QUERY:g}, where e^ε still fits "
+            "gamma", self.gamma, MAX_EPSILON_PER_ANSWER / (2.0 * self.public_votes_per_unit),
+            f"one answer's ε = 2·votes_per_unit·gamma must be <= {MAX_EPSILON_PER_ANSWER:g}, where e^ε still fits "
             f"a float64; with votes_per_unit = {self.public_votes_per_unit}",
         )
 

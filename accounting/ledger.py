@@ -36,11 +36,12 @@ from importlib import metadata
 from typing import Any
 
 import numpy as np
-from privfed.accounting._checks import check_choice, check_delta, check_positive_finite
-from privfed.accounting.account import Bound, best_bound, conversion_description, pure_composition
-from privfed.accounting.conversion import rdp_to_epsilon
-from privfed.accounting.fingerprint import canonical_json, commit_evidence, new_salt, sha256_hex
-from privfed.accounting.ledger_entry import (
+
+from ._checks import check_choice, check_delta, check_positive_finite
+from .account import Bound, best_bound, conversion_description, pure_composition
+from .conversion import rdp_to_epsilon
+from .fingerprint import canonical_json, commit_evidence, new_salt, sha256_hex
+from .ledger_entry import (
     GENESIS_SHA256,
     LedgerEntry,
     LedgerFormatError,
@@ -53,11 +54,11 @@ from privfed.accounting.ledger_entry import (
     require_type,
     sequence_of_entries,
 )
-from privfed.accounting.mechanism import ANALYSES, UNITS, Mechanism, relation_for_unit
-from privfed.accounting.orders import default_orders
-from privfed.accounting.recompute import recompute_analysis
-from privfed.accounting.registry import mechanism_from_record, public_mechanism_from_record
-from privfed.accounting.report import MechanismReport, PrivacyReport
+from .mechanism import ANALYSES, UNITS, Mechanism, relation_for_unit
+from .orders import default_orders
+from .recompute import recompute_analysis
+from .registry import mechanism_from_record, public_mechanism_from_record
+from .report import MechanismReport, PrivacyReport
 
 __all__ = [
     "BUDGET_BASES",

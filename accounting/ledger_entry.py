@@ -22,9 +22,10 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from privfed.accounting.fingerprint import canonical_json, sha256_hex
-from privfed.accounting.mechanism import ANALYSES, UNITS, Mechanism, relation_for_unit
-from privfed.accounting.orders import default_orders
+
+from .fingerprint import canonical_json, sha256_hex
+from .mechanism import ANALYSES, UNITS, Mechanism, relation_for_unit
+from .orders import default_orders
 
 __all__ = [
     "ENTRY_KINDS",

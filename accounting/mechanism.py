@@ -15,8 +15,9 @@ from typing import Any, Literal
 
 import dp_accounting
 import numpy as np
-from privfed.accounting._checks import check_choice
-from privfed.accounting.conversion import rdp_to_epsilon
+
+from ._checks import check_choice
+from .conversion import rdp_to_epsilon
 
 __all__ = ["ANALYSES", "UNITS", "Analysis", "Mechanism", "Unit", "relation_for_unit"]
 

@@ -12,8 +12,9 @@ from collections.abc import Mapping
 from typing import Any, ClassVar
 
 import numpy as np
-from privfed.accounting._checks import check_choice, check_int_at_least, check_positive_finite, check_votes
-from privfed.accounting.mechanism import UNITS, Mechanism
+
+from ._checks import check_choice, check_int_at_least, check_positive_finite, check_votes
+from .mechanism import UNITS, Mechanism
 
 __all__ = ["VoteMechanism"]
 

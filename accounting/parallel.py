@@ -7,9 +7,10 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 import numpy as np
-from privfed.accounting._composition import CompositionBase
-from privfed.accounting.mechanism import Mechanism
-from privfed.accounting.registry import register
+
+from ._composition import CompositionBase
+from .mechanism import Mechanism
+from .registry import register
 
 __all__ = ["ParallelComposition", "compose_parallel"]
 

@@ -19,16 +19,17 @@ from typing import Any, ClassVar
 
 import dp_accounting
 import numpy as np
-from privfed.accounting._checks import (
+
+from ._checks import (
     check_choice,
     check_int_at_least,
     check_nonnegative_int_array,
     check_orders,
     check_positive_finite,
 )
-from privfed.accounting._dp_accounting import event_rdp
-from privfed.accounting.mechanism import ANALYSES, UNITS, Mechanism
-from privfed.accounting.registry import register
+from ._dp_accounting import event_rdp
+from .mechanism import ANALYSES, UNITS, Mechanism
+from .registry import register
 
 __all__ = ["QuantizedLaplaceEnsemble", "class_count_weights", "quantize_logits"]
 

@@ -15,7 +15,8 @@ from typing import Any, ClassVar
 
 import dp_accounting
 import numpy as np
-from privfed.accounting._checks import (
+
+from ._checks import (
     MAX_EPSILON_PER_ANSWER,
     check_at_most,
     check_choice,
@@ -25,9 +26,9 @@ from privfed.accounting._checks import (
     check_positive_finite,
     check_probability,
 )
-from privfed.accounting._dp_accounting import event_rdp
-from privfed.accounting.mechanism import ANALYSES, UNITS, Mechanism
-from privfed.accounting.registry import register
+from ._dp_accounting import event_rdp
+from .mechanism import ANALYSES, UNITS, Mechanism
+from .registry import register
 
 __all__ = [
     "RandomizedResponse",
@@ -38,8 +39,6 @@ __all__ = [
 ]
 
 _REPLACE_ONE = dp_accounting.NeighboringRelation.REPLACE_ONE
-#: Largest ε per label accepted (see privfed.accounting._checks.MAX_EPSILON_PER_ANSWER).
-MAX_EPSILON_PER_LABEL = MAX_EPSILON_PER_ANSWER
 
 
 def randomized_response_keep_probability(epsilon: float, *, num_classes: int, labels_per_report: int = 1) -> float:
@@ -173,8 +172,8 @@ class RandomizedResponse(Mechanism):
             )
         if epsilon is not None:
             epsilon = check_at_most(
-                "epsilon", check_positive_finite("epsilon", epsilon), MAX_EPSILON_PER_LABEL * labels,
-                f"ε per label = epsilon/labels_per_report must be <= {MAX_EPSILON_PER_LABEL:g}, where e^ε still fits "
+                "epsilon", check_positive_finite("epsilon", epsilon), MAX_EPSILON_PER_ANSWER * labels,
+                f"ε per label = epsilon/labels_per_report must be <= {MAX_EPSILON_PER_ANSWER:g}, where e^ε still fits "
                 f"a float64; labels_per_report = {labels}",
             )
             beta = randomized_response_keep_probability(epsilon, num_classes=num_classes, labels_per_report=labels)

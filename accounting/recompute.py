@@ -22,8 +22,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
-from privfed.accounting.ledger_entry import UnitAnalysis, analyse_mechanism
-from privfed.accounting.registry import mechanism_from_record, public_mechanism_from_record
+
+from .ledger_entry import UnitAnalysis, analyse_mechanism
+from .registry import mechanism_from_record, public_mechanism_from_record
 
 __all__ = ["RTOL", "Recomputation", "recompute_analysis"]
 

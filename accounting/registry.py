@@ -15,12 +15,13 @@ import math
 import numbers
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, TypeVar
+from typing import Any, TypeVar
 
 import dp_accounting
 import numpy as np
-from privfed.accounting.documents import check_answer_epsilon, unknown_key_message
-from privfed.accounting.mechanism import Mechanism
+
+from .documents import check_answer_epsilon, unknown_key_message
+from .mechanism import Mechanism
 
 __all__ = [
     "checked_public_mechanism_from_record",
@@ -132,30 +133,6 @@ class PublicVoteView(Mechanism):
         return {**self.one_query.parameters(), "num_queries": self.count}
 
 
-def _public_confident_view(record: Mapping[str, Any], zeros: np.ndarray, count: int, answered: int) -> Mechanism:
-    """A Confident GNMax record seen through its public parameters: every query pays the threshold step, the
-    ``answered`` ones GNMax too (how many were answered is public: the ⊥ pattern is released).
-
-    The two kinds of query are two :class:`PublicVoteView` s composed in sequence, presented under the
-    record's own kind and parameters so that claims and ledgers compare it with what they state.
-    """
-    from privfed.accounting.sequential import SequentialComposition
-
-    @dataclass(frozen=True, eq=False)
-    class PublicConfidentView(SequentialComposition):
-        kind: ClassVar[str] = "confident_gnmax"  # type: ignore[misc]
-
-        def parameters(self) -> dict[str, Any]:
-            one_query = self.mechanisms[0].one_query  # type: ignore[attr-defined]
-            return {**one_query.parameters(), "num_queries": count, "num_answered": answered}
-
-    views = tuple(
-        PublicVoteView(mechanism_from_record(record, evidence={"votes": zeros, "answered": np.array([flag])}), n)
-        for flag, n in ((False, count - answered), (True, answered)) if n
-    )
-    return PublicConfidentView(views)
-
-
 def _count(parameters: Mapping[str, Any], name: str, low: int, high: int | None = None) -> int:
     value = parameters.get(name)
     integral = isinstance(value, numbers.Integral) and not isinstance(value, bool)
@@ -177,16 +154,17 @@ def _public_view(record: Mapping[str, Any]) -> Mechanism | None:
         views = [_public_view(_checked_record(member)) or mechanism_from_record(member) for member in members]
         return mechanism_class(record["kind"])(tuple(views))  # type: ignore[call-arg]
     cls = mechanism_class(record["kind"])
-    from privfed.accounting.noisy_max import VoteMechanism
+    from .noisy_max import VoteMechanism
 
     if not issubclass(cls, VoteMechanism):
         return None
     count = _count(parameters, "num_queries", 1)
     classes = _count(parameters, "num_classes", 2, MAX_PUBLIC_CLASSES)
-    zeros = np.zeros((1, classes), dtype=np.int64)
     if record["kind"] == "confident_gnmax" and "num_answered" in parameters:
-        return _public_confident_view(record, zeros, count, _count(parameters, "num_answered", 0, count))
-    one_query = mechanism_from_record(record, evidence={"votes": zeros})
+        from .confident_gnmax import public_confident_view
+
+        return public_confident_view(record, classes, count, _count(parameters, "num_answered", 0, count))
+    one_query = mechanism_from_record(record, evidence={"votes": np.zeros((1, classes), dtype=np.int64)})
     return PublicVoteView(one_query, count)
 
 

@@ -12,15 +12,16 @@ from dataclasses import KW_ONLY, dataclass
 from typing import Any, ClassVar
 
 import numpy as np
-from privfed.accounting._checks import check_choice, check_delta, check_orders, check_positive_finite
-from privfed.accounting.account import account, as_mechanisms
-from privfed.accounting.confident_gnmax import ConfidentGNMax
-from privfed.accounting.conversion import rdp_to_epsilon
-from privfed.accounting.gaussian_noisy_max import GaussianNoisyMax
-from privfed.accounting.mechanism import ANALYSES, UNITS, Mechanism, relation_for_unit
-from privfed.accounting.registry import register
-from privfed.accounting.report import PrivacyReport
-from privfed.accounting.smooth_sensitivity import check_smooth_sensitivity_conditions, gnss_rdp
+
+from ._checks import check_choice, check_delta, check_orders, check_positive_finite
+from .account import account, as_mechanisms
+from .confident_gnmax import ConfidentGNMax
+from .conversion import rdp_to_epsilon
+from .gaussian_noisy_max import GaussianNoisyMax
+from .mechanism import ANALYSES, UNITS, Mechanism, relation_for_unit
+from .registry import register
+from .report import PrivacyReport
+from .smooth_sensitivity import check_smooth_sensitivity_conditions, gnss_rdp
 
 __all__ = ["SmoothSensitivityRelease", "release_epsilon"]
 
@@ -78,7 +79,7 @@ class SmoothSensitivityRelease(Mechanism):
 
 
 def _mechanisms_of(source: object) -> tuple[list[Mechanism], Any]:
-    from privfed.accounting.ledger import Ledger
+    from .ledger import Ledger
 
     if isinstance(source, Ledger):
         return source.mechanisms(), source

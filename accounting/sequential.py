@@ -8,9 +8,10 @@ from typing import ClassVar
 
 import dp_accounting
 import numpy as np
-from privfed.accounting._composition import CompositionBase
-from privfed.accounting.mechanism import Mechanism
-from privfed.accounting.registry import register
+
+from ._composition import CompositionBase
+from .mechanism import Mechanism
+from .registry import register
 
 __all__ = ["SequentialComposition", "compose_sequential"]
 

@@ -13,7 +13,9 @@ from typing import Any, ClassVar
 
 import numpy as np
 from dp_accounting.pld import pld_pmf, privacy_loss_distribution
-from privfed.accounting._checks import (
+from scipy import special, stats
+
+from ._checks import (
     check_at_most,
     check_choice,
     check_delta,
@@ -21,9 +23,8 @@ from privfed.accounting._checks import (
     check_orders,
     check_positive_finite,
 )
-from privfed.accounting.mechanism import ANALYSES, UNITS, Mechanism
-from privfed.accounting.registry import register
-from scipy import special, stats
+from .mechanism import ANALYSES, UNITS, Mechanism
+from .registry import register
 
 __all__ = ["ShuffledRandomizedResponse", "shuffle_dominating_pair"]
 

@@ -42,9 +42,10 @@ import functools
 import math
 
 import numpy as np
-from privfed.accounting._checks import check_int_at_least, check_positive_finite, check_votes
-from privfed.accounting.gaussian_noisy_max import log1mexp
 from scipy import optimize, special
+
+from ._checks import check_int_at_least, check_positive_finite, check_votes
+from .gaussian_noisy_max import log1mexp
 
 __all__ = [
     "check_smooth_sensitivity_conditions",

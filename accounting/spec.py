@@ -30,7 +30,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from privfed.accounting.documents import (
+
+from .documents import (
     MAX_EPSILON_PER_ANSWER,
     check_answer_epsilon,
     check_finite_numbers,
@@ -38,8 +39,8 @@ from privfed.accounting.documents import (
     reject_json_constant,
     unknown_key_message,
 )
-from privfed.accounting.mechanism import Mechanism
-from privfed.accounting.registry import mechanism_class, mechanism_kinds
+from .mechanism import Mechanism
+from .registry import mechanism_class, mechanism_kinds
 
 __all__ = ["load_mechanisms"]
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 from importlib import import_module
 from typing import Any
 
-from privfed.pipelines._random import spawn_seeds
-from privfed.pipelines.datasets import (
+from ._random import spawn_seeds
+from .datasets import (
     DATASET_NAMES,
     BenchmarkDataset,
     FederatedSplit,
@@ -14,16 +14,16 @@ from privfed.pipelines.datasets import (
     load_dataset,
     read_idx,
 )
-from privfed.pipelines.dp_config import DPConfig
-from privfed.pipelines.executor import Executor, JoblibExecutor, PartyTask, SerialExecutor, run_party_tasks
-from privfed.pipelines.partition import (
+from .dp_config import DPConfig
+from .executor import Executor, JoblibExecutor, PartyTask, SerialExecutor, run_party_tasks
+from .partition import (
     dirichlet_partition,
     homogeneous_partition,
     keyed_teacher_subsets,
     split_indices,
     teacher_subsets,
 )
-from privfed.pipelines.reference_rows import load_reference_rows, reference_rows_split
+from .reference_rows import load_reference_rows, reference_rows_split
 
 # Estimators (and the table reader) load lazily, so that `import pipelines` imports neither torch, scikit-learn
 # nor pandas.
@@ -73,7 +73,7 @@ __all__ = [
 
 def __getattr__(name: str) -> Any:
     if name in _LAZY:
-        return getattr(import_module(f"privfed.pipelines.{_LAZY[name]}"), name)
+        return getattr(import_module(f".{_LAZY[name]}", __name__), name)
     raise AttributeError(f"module 'pipelines' has no attribute {name!r}")
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from privfed.accounting import Ledger, Mechanism, compose_parallel
+from ..accounting import Ledger, Mechanism, compose_parallel
 
 __all__ = ["record_local_training"]
 

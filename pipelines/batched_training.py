@@ -32,14 +32,15 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
-from privfed.accounting._checks import check_choice
-from privfed.pipelines.torch_models import TorchClassifier, _resolve_device, _seeded_torch
 from sklearn.utils import check_random_state
 from torch import nn
 from torch.func import functional_call, grad, vmap
 from torch.nn import functional
 from torch.optim.adam import adam
 from torch.optim.sgd import sgd
+
+from ..accounting._checks import check_choice
+from .torch_models import TorchClassifier, _resolve_device, _seeded_torch
 
 __all__ = ["StackedNetworks", "train_copies"]
 

@@ -44,9 +44,10 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from privfed.accounting._checks import check_choice, check_int_at_least, check_positive_finite
-from privfed.pipelines._random import RandomState, as_generator
-from privfed.pipelines.partition import dirichlet_partition, homogeneous_partition
+
+from ..accounting._checks import check_choice, check_int_at_least, check_positive_finite
+from ._random import RandomState, as_generator
+from .partition import dirichlet_partition, homogeneous_partition
 
 __all__ = [
     "DATASET_NAMES",

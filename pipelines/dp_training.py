@@ -10,9 +10,10 @@ import warnings
 from collections.abc import Callable
 
 import torch
-from privfed.accounting.dpsgd import DPSGD, dpsgd_noise_multiplier
-from privfed.pipelines.dp_config import DPConfig
 from torch import nn
+
+from ..accounting.dpsgd import DPSGD, dpsgd_noise_multiplier
+from .dp_config import DPConfig
 
 __all__ = ["check_dp_module", "plan_release", "train_dp_sgd"]
 

@@ -26,8 +26,9 @@ from dataclasses import dataclass
 from typing import Generic, Protocol, TypeVar, runtime_checkable
 
 from joblib import Parallel, delayed
-from privfed.pipelines._random import RandomState, spawn_seeds
-from privfed.pipelines.progress import check_progress, progress_bar
+
+from ._random import RandomState, spawn_seeds
+from .progress import check_progress, progress_bar
 
 __all__ = ["Executor", "JoblibExecutor", "PartyTask", "SerialExecutor", "run_party_tasks"]
 

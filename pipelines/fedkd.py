@@ -49,19 +49,23 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from privfed.accounting import Ledger, Mechanism, QuantizedLaplaceEnsemble, class_count_weights
-from privfed.accounting._checks import (
+from scipy.special import expit, softmax
+from sklearn.base import BaseEstimator, ClassifierMixin, clone
+from sklearn.utils.validation import check_is_fitted
+
+from ..accounting import Ledger, Mechanism, QuantizedLaplaceEnsemble, class_count_weights
+from ..accounting._checks import (
     check_choice,
     check_delta,
     check_int_at_least,
     check_positive_finite,
 )
-from privfed.accounting.fingerprint import data_fingerprint
-from privfed.pipelines._dp_ledger import record_local_training
-from privfed.pipelines._models import fit_classifier, with_seed
-from privfed.pipelines._random import as_seed_sequence, spawn_seeds
-from privfed.pipelines.executor import PartyTask, run_party_tasks
-from privfed.pipelines.fedkd_steps import (
+from ..accounting.fingerprint import data_fingerprint
+from ._dp_ledger import record_local_training
+from ._models import fit_classifier, with_seed
+from ._random import as_seed_sequence, spawn_seeds
+from .executor import PartyTask, run_party_tasks
+from .fedkd_steps import (
     PROBABILITY_FLOOR,
     FedKDLogits,
     FedKDPartyOutcome,
@@ -73,12 +77,9 @@ from privfed.pipelines.fedkd_steps import (
     party_message,
     receive_fedkd_replies,
 )
-from privfed.pipelines.messages import DEFAULT_MAX_BYTES
-from privfed.pipelines.party_data import check_parties, party_classes
-from privfed.pipelines.progress import check_progress
-from scipy.special import expit, softmax
-from sklearn.base import BaseEstimator, ClassifierMixin, clone
-from sklearn.utils.validation import check_is_fitted
+from .messages import DEFAULT_MAX_BYTES
+from .party_data import check_parties, party_classes
+from .progress import check_progress
 
 __all__ = ["PROBABILITY_FLOOR", "BandwidthReport", "FedKD", "NoisyLogitEnsemble", "party_logits", "party_message"]
 

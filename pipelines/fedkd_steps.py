@@ -24,9 +24,10 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import numpy as np
-from privfed.accounting import Mechanism, quantize_logits
-from privfed.pipelines._models import FittedClassifier, dp_release, fit_classifier, with_seed
-from privfed.pipelines.messages import ArraySpec, MessageError, Record, WireMessage
+
+from ..accounting import Mechanism, quantize_logits
+from ._models import FittedClassifier, dp_release, fit_classifier, with_seed
+from .messages import ArraySpec, MessageError, Record, WireMessage
 
 __all__ = [
     "FedKDPartyOutcome",

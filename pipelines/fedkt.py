@@ -30,18 +30,21 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-from privfed.accounting._checks import (
+from sklearn.base import BaseEstimator, ClassifierMixin
+from sklearn.utils.validation import check_is_fitted
+
+from ..accounting._checks import (
     check_choice,
     check_delta,
     check_int_at_least,
     check_positive_finite,
     check_probability,
 )
-from privfed.accounting.ledger import Ledger
-from privfed.pipelines._models import fit_classifier
-from privfed.pipelines._random import as_seed_sequence
-from privfed.pipelines.executor import PartyTask, run_party_tasks
-from privfed.pipelines.fedkt_steps import (
+from ..accounting.ledger import Ledger
+from ._models import fit_classifier
+from ._random import as_seed_sequence
+from .executor import PartyTask, run_party_tasks
+from .fedkt_steps import (
     FedKTFit,
     FedKTPartyOutcome,
     fedkt_noise,
@@ -51,12 +54,10 @@ from privfed.pipelines.fedkt_steps import (
     query_count,
     receive_fedkt_replies,
 )
-from privfed.pipelines.messages import DEFAULT_MAX_BYTES, record_sizes
-from privfed.pipelines.party_data import check_parties, check_party_data, party_classes
-from privfed.pipelines.party_schema import PartySchema, describe_party, federation_classes
-from privfed.pipelines.progress import check_progress, progress_bar
-from sklearn.base import BaseEstimator, ClassifierMixin
-from sklearn.utils.validation import check_is_fitted
+from .messages import DEFAULT_MAX_BYTES, record_sizes
+from .party_data import check_parties, check_party_data, party_classes
+from .party_schema import PartySchema, describe_party, federation_classes
+from .progress import check_progress, progress_bar
 
 __all__ = ["CentralizedPATE", "FedKT", "Solo", "query_count"]
 

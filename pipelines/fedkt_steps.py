@@ -31,7 +31,8 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import numpy as np
-from privfed.accounting import (
+
+from ..accounting import (
     ConfidentGNMax,
     GaussianNoisyMax,
     LaplaceNoisyMax,
@@ -41,15 +42,15 @@ from privfed.accounting import (
     compose_parallel,
     compose_sequential,
 )
-from privfed.accounting.fingerprint import data_fingerprint
-from privfed.accounting.noisy_max import VoteMechanism
-from privfed.pipelines._dp_ledger import record_local_training
-from privfed.pipelines._models import FittedClassifier, dp_release, fit_classifier, with_seed
-from privfed.pipelines._random import spawn_seeds
-from privfed.pipelines.messages import ArraySpec, MessageError, Record, WireMessage
-from privfed.pipelines.partition import keyed_teacher_subsets
-from privfed.pipelines.party_schema import PartySchema
-from privfed.pipelines.voting import consistent_votes, noisy_labels, prediction_votes
+from ..accounting.fingerprint import data_fingerprint
+from ..accounting.noisy_max import VoteMechanism
+from ._dp_ledger import record_local_training
+from ._models import FittedClassifier, dp_release, fit_classifier, with_seed
+from ._random import spawn_seeds
+from .messages import ArraySpec, MessageError, Record, WireMessage
+from .partition import keyed_teacher_subsets
+from .party_schema import PartySchema
+from .voting import consistent_votes, noisy_labels, prediction_votes
 
 __all__ = [
     "FedKTEvidence",

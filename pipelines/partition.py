@@ -32,8 +32,9 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-from privfed.accounting._checks import check_int_at_least, check_positive_finite
-from privfed.pipelines._random import RandomState, as_generator
+
+from ..accounting._checks import check_int_at_least, check_positive_finite
+from ._random import RandomState, as_generator
 
 __all__ = ["dirichlet_partition", "homogeneous_partition", "keyed_teacher_subsets", "split_indices", "teacher_subsets"]
 

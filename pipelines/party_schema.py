@@ -15,7 +15,8 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 import numpy as np
-from privfed.pipelines.messages import ArraySpec, MessageError, WireMessage
+
+from .messages import ArraySpec, MessageError, WireMessage
 
 __all__ = ["PartySchema", "describe_party", "federation_classes"]
 

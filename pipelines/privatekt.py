@@ -54,7 +54,11 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from privfed.accounting import (
+from scipy.special import softmax
+from sklearn.base import BaseEstimator, ClassifierMixin, clone
+from sklearn.utils.validation import check_is_fitted
+
+from ..accounting import (
     Ledger,
     RandomizedResponse,
     account,
@@ -63,24 +67,21 @@ from privfed.accounting import (
     randomized_response_estimate,
     randomized_response_keep_probability,
 )
-from privfed.accounting._checks import (
+from ..accounting._checks import (
     check_delta,
     check_int_at_least,
     check_positive_finite,
     check_probability,
 )
-from privfed.accounting.fingerprint import data_fingerprint
-from privfed.pipelines._dp_ledger import record_local_training
-from privfed.pipelines._models import FittedClassifier, fit_classifier
-from privfed.pipelines._random import as_seed_sequence, spawn_seeds
-from privfed.pipelines.batched_training import train_copies
-from privfed.pipelines.executor import PartyTask, run_party_tasks
-from privfed.pipelines.party_data import check_parties, party_classes
-from privfed.pipelines.progress import check_progress, progress_bar
-from privfed.pipelines.voting import break_ties_at_random
-from scipy.special import softmax
-from sklearn.base import BaseEstimator, ClassifierMixin, clone
-from sklearn.utils.validation import check_is_fitted
+from ..accounting.fingerprint import data_fingerprint
+from ._dp_ledger import record_local_training
+from ._models import FittedClassifier, fit_classifier
+from ._random import as_seed_sequence, spawn_seeds
+from .batched_training import train_copies
+from .executor import PartyTask, run_party_tasks
+from .party_data import check_parties, party_classes
+from .progress import check_progress, progress_bar
+from .voting import break_ties_at_random
 
 __all__ = ["KnowledgeBuffer", "PrivateKT", "importance_sample", "perturb_labels", "predictive_entropy"]
 

@@ -29,8 +29,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-from privfed.accounting._checks import check_choice, check_int_at_least
-from privfed.pipelines.datasets import FederatedSplit, _check_features_labels
+
+from ..accounting._checks import check_choice, check_int_at_least
+from .datasets import FederatedSplit, _check_features_labels
 
 __all__ = ["REFERENCE_ROWS_DATASETS", "ReferenceRows", "load_reference_rows", "reference_rows_split"]
 

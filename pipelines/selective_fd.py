@@ -67,7 +67,10 @@ from dataclasses import dataclass, replace
 from typing import Any, ClassVar
 
 import numpy as np
-from privfed.accounting import (
+from sklearn.base import BaseEstimator, ClassifierMixin, clone
+from sklearn.utils.validation import check_is_fitted
+
+from ..accounting import (
     ConfidentGNMax,
     GaussianNoisyMax,
     Ledger,
@@ -75,24 +78,22 @@ from privfed.accounting import (
     compose_dpsgd,
     randomized_response_estimate,
 )
-from privfed.accounting._checks import (
+from ..accounting._checks import (
     check_choice,
     check_delta,
     check_int_at_least,
     check_positive_finite,
     check_probability,
 )
-from privfed.accounting.fingerprint import data_fingerprint
-from privfed.pipelines._dp_ledger import record_local_training
-from privfed.pipelines._models import fit_classifier, is_dp_trained, with_seed
-from privfed.pipelines._random import as_seed_sequence
-from privfed.pipelines.executor import JoblibExecutor, PartyTask, run_party_tasks
-from privfed.pipelines.kulsif import DensityRatioSelector
-from privfed.pipelines.party_data import check_parties, check_party_data, party_classes
-from privfed.pipelines.progress import check_progress, progress_bar
-from privfed.pipelines.voting import break_ties_at_random
-from sklearn.base import BaseEstimator, ClassifierMixin, clone
-from sklearn.utils.validation import check_is_fitted
+from ..accounting.fingerprint import data_fingerprint
+from ._dp_ledger import record_local_training
+from ._models import fit_classifier, is_dp_trained, with_seed
+from ._random import as_seed_sequence
+from .executor import JoblibExecutor, PartyTask, run_party_tasks
+from .kulsif import DensityRatioSelector
+from .party_data import check_parties, check_party_data, party_classes
+from .progress import check_progress, progress_bar
+from .voting import break_ties_at_random
 
 __all__ = [
     "FedMD",
@@ -800,7 +801,7 @@ class SelectiveFD(_FederatedDistillation):
 
 def _validate_selector(selector: DensityRatioSelector) -> None:
     """Check the selector's settings before any work (the selector itself validates again in fit)."""
-    from privfed.pipelines.kulsif import KuLSIF
+    from .kulsif import KuLSIF
 
     check_probability("validation_fraction", selector.validation_fraction)
     if selector.feature_map is not None and not callable(selector.feature_map):

@@ -28,9 +28,6 @@ from typing import Any, Literal
 
 import numpy as np
 import torch
-from privfed.accounting._checks import check_choice, check_int_at_least, check_positive_finite, check_probability
-from privfed.accounting.dpsgd import DPSGD, compose_dpsgd
-from privfed.pipelines.dp_config import DPConfig
 from scipy.special import log_softmax, softmax
 from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.utils import check_random_state
@@ -38,6 +35,10 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_array, check_is_fitted, check_X_y, validate_data
 from torch import nn
 from torch.nn import functional
+
+from ..accounting._checks import check_choice, check_int_at_least, check_positive_finite, check_probability
+from ..accounting.dpsgd import DPSGD, compose_dpsgd
+from .dp_config import DPConfig
 
 __all__ = ["TorchCNN", "TorchClassifier", "TorchMLP"]
 
@@ -452,7 +453,7 @@ class TorchClassifier(ClassifierMixin, BaseEstimator):
         seed: int,
     ) -> None:
         """DP-SGD epochs through Opacus (``dp``); the release is planned and checked before the first step."""
-        from privfed.pipelines.dp_training import check_dp_module, plan_release, train_dp_sgd
+        from .dp_training import check_dp_module, plan_release, train_dp_sgd
 
         check_dp_module(module, type(self).__name__)
         release = plan_release(self.dp, n=len(inputs), batch_size=self.batch_size, epochs=epochs)

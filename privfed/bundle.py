@@ -263,6 +263,7 @@ def _read_model(
             return cls.from_safe_state(architecture["spec"], tensors, module_fn=module_fn)
         import safetensors.torch  # family == "torch-module"
 
+        # safetensors parses a JSON header and raw tensor bytes (the verified ones): no pickle, no code.
         state = safetensors.torch.load(files["model.safetensors"])
         missing, unexpected = module.load_state_dict(state, strict=False)
         shared = _shared_names(module)

@@ -12,7 +12,7 @@ from __future__ import annotations
 from importlib import import_module
 from typing import Any
 
-from privfed.reports.config import ConfigError, SweepConfig, load_config, parse_config
+from .config import ConfigError, SweepConfig, load_config, parse_config
 
 _LAZY = {
     "BASE_COLUMNS": "sweep",
@@ -30,7 +30,7 @@ __all__ = ["ConfigError", "SweepConfig", "load_config", "parse_config", *_LAZY]
 
 def __getattr__(name: str) -> Any:
     if name in _LAZY:
-        return getattr(import_module(f"privfed.reports.{_LAZY[name]}"), name)
+        return getattr(import_module(f".{_LAZY[name]}", __name__), name)
     raise AttributeError(f"module 'reports' has no attribute {name!r}")
 
 

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from privfed.accounting.documents import check_finite_numbers, unknown_key_message
+from ..accounting.documents import check_finite_numbers, unknown_key_message
 
 __all__ = [
     "BUNDLED_DATASETS",
@@ -426,7 +426,7 @@ def _import_class(class_path: str, where: str) -> type:
 
 def estimator_class(name: str) -> type:
     """The class ``pipelines.<name>`` (an estimator with ``fit`` and ``score``)."""
-    from privfed import pipelines
+    from .. import pipelines
 
     cls = getattr(pipelines, name, None)
     if not isinstance(cls, type) or not (callable(getattr(cls, "fit", None)) and callable(getattr(cls, "score", None))):

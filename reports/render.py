@@ -30,9 +30,10 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from privfed.accounting.mechanism import UNITS
-from privfed.accounting.report import round_up
-from privfed.reports.sweep import SWEEP_FILE, load_results
+
+from ..accounting.mechanism import UNITS
+from ..accounting.report import round_up
+from .sweep import SWEEP_FILE, load_results
 
 __all__ = ["PLOT_NAME", "ReportFiles", "plot_epsilon_accuracy", "render_report", "summarize"]
 

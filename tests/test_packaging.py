@@ -40,22 +40,28 @@ def test_wheel_ships_the_examples(wheel):
 
 
 def _imported_layers(folder: Path) -> set[str]:
+    """The privfed layers the modules of ``folder`` import, absolute (``privfed.x``) or relative (``..x``)."""
+    layer = folder.name
     found = set()
     for path in folder.glob("*.py"):
         for node in ast.walk(ast.parse(path.read_text())):
-            if isinstance(node, ast.ImportFrom) and node.module:
-                parts = node.module.split(".")
+            if isinstance(node, ast.ImportFrom):
+                parts = (node.module or "").split(".") if node.module else []
                 names = [alias.name for alias in node.names]
-                if parts[0] == "privfed" and len(parts) > 1:
-                    found.add(parts[1] if parts[1] in LAYERS else "privfed")
-                elif parts == ["privfed"]:
-                    found.update(name if name in LAYERS else "privfed" for name in names)
+                if node.level == 1:  # from .x import …: this layer
+                    found.add(layer)
+                elif node.level == 2:  # from ..x import … / from .. import x: a sibling layer (or the face)
+                    found.update([parts[0]] if parts else names)
+                elif parts[:1] == ["privfed"]:
+                    found.add(parts[1] if len(parts) > 1 else "privfed")
+                    if len(parts) == 1:
+                        found.update(names)
             elif isinstance(node, ast.Import):
                 for alias in node.names:
                     parts = alias.name.split(".")
                     if parts[0] == "privfed":
-                        found.add(parts[1] if len(parts) > 1 and parts[1] in LAYERS else "privfed")
-    return found
+                        found.add(parts[1] if len(parts) > 1 else "privfed")
+    return {name if name in LAYERS else "privfed" for name in found}
 
 
 @pytest.mark.parametrize("layer", ["accounting", "pipelines", "reports"])

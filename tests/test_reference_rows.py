@@ -117,12 +117,15 @@ def test_rows_out_of_range_or_repeated_are_refused(tmp_path):
             reference_rows_split(X, y, load_reference_rows(path, dataset="adult_a9a", n_parties=3, seed=0))
 
 
+SHARED = Path(__file__).resolve().parents[2] / "shared"
+SHARED_SPLITS = SHARED / "peer_splits" / "fedkt_reference_splits.json.gz"
+
+
+@pytest.mark.skipif(not (SHARED_SPLITS.is_file() and (SHARED / "datasets" / "adult_a9a.npz").is_file()),
+                    reason="../shared/peer_splits or ../shared/datasets is not beside this checkout")
 def test_shared_file_matches_the_shared_data_where_present():
     """The real file against the real a9a: class counts agree for every seed (skipped without ../shared)."""
-    root = Path(__file__).resolve().parents[2] / "shared"
-    path, data_folder = root / "peer_splits" / "fedkt_reference_splits.json.gz", root / "datasets"
-    if not path.is_file() or not (data_folder / "adult_a9a.npz").is_file():
-        pytest.skip("../shared/peer_splits or ../shared/datasets is not beside this checkout")
+    path, data_folder = SHARED_SPLITS, SHARED / "datasets"
     from privfed.pipelines import load_dataset
 
     data = load_dataset("adult_a9a", data_folder)

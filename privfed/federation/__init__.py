@@ -14,16 +14,10 @@ from typing import Any
 __all__ = ["simulate"]
 
 
-def simulate(
-    estimator: Any,
-    parties: Any,
-    public: Any,
-    *,
-    num_supernodes: int | None = None,
-    timeout: float | None = None,
-    random_state: int | None = None,
-) -> Any:
-    """Fit ``estimator`` over Flower's simulation engine, one SuperNode per party (see :mod:`.simulation`)."""
-    from privfed.federation.simulation import simulate as run
+def __getattr__(name: str) -> Any:
+    # simulate (privfed.federation.simulation) imports Flower: load it on first use.
+    if name == "simulate":
+        from .simulation import simulate
 
-    return run(estimator, parties, public, num_supernodes=num_supernodes, timeout=timeout, random_state=random_state)
+        return simulate
+    raise AttributeError(f"module 'privfed.federation' has no attribute {name!r}")
