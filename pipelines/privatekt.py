@@ -46,11 +46,9 @@ pseudo-labels — a degraded variant, recorded in ``training_``.
 
 from __future__ import annotations
 
-import copy
 import math
 from collections import deque
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -64,7 +62,6 @@ from ..accounting import (
     account,
     compose_dpsgd,
     compose_parallel,
-    randomized_response_estimate,
     randomized_response_keep_probability,
 )
 from ..accounting._checks import (
@@ -76,14 +73,30 @@ from ..accounting._checks import (
 from ..accounting.fingerprint import data_fingerprint
 from ._dp_ledger import record_local_training
 from ._models import FittedClassifier, fit_classifier
-from ._random import as_seed_sequence, spawn_seeds
-from .batched_training import train_copies
+from ._random import as_seed_sequence
 from .executor import PartyTask, run_party_tasks
-from .party_data import check_parties, party_classes
+from .messages import DEFAULT_MAX_BYTES, Record, record_sizes
+from .party_data import check_parties
+from .party_schema import PartySchema, describe_party, federation_classes
+from .privatekt_steps import (
+    PrivateKTReport,
+    PrivateKTTask,
+    aggregate_reports,
+    batched_party_steps,
+    is_torch_classifier,
+    network_parameters,
+    perturb_labels,
+    privatekt_party_step,
+    privatekt_tasks,
+    receive_privatekt_replies,
+)
 from .progress import check_progress, progress_bar
-from .voting import break_ties_at_random
 
-__all__ = ["KnowledgeBuffer", "PrivateKT", "importance_sample", "perturb_labels", "predictive_entropy"]
+__all__ = ["KnowledgeBuffer", "PrivateKT", "RoundExchange", "importance_sample", "perturb_labels", "predictive_entropy"]
+
+#: How a driver moves one round's messages: given the selected clients (indices, sorted) and their tasks,
+#: return the records each client that replied sent (by client index) and the clients that did not reply.
+RoundExchange = Callable[[Sequence[int], Sequence[PrivateKTTask]], tuple[dict[int, list[Record]], list[int]]]
 
 
 def predictive_entropy(probabilities: np.ndarray) -> np.ndarray:
@@ -106,15 +119,6 @@ def importance_sample(entropy: np.ndarray, size: int, rng: np.random.Generator, 
     return rng.choice(len(scores), size=size, replace=False, p=softmax(scores if uncertain else -scores))
 
 
-def perturb_labels(labels: np.ndarray, *, keep_probability: float, num_classes: int,
-                   rng: np.random.Generator) -> np.ndarray:
-    """K-ary randomized response (PrivateKT Eq. 2): keep each label w.p. β, else draw one uniformly from all C classes."""
-    labels = np.asarray(labels, dtype=np.int64)
-    beta = check_probability("keep_probability", keep_probability, open_high=False)
-    keep = rng.random(labels.shape) < beta
-    return np.where(keep, labels, rng.integers(0, num_classes, size=labels.shape))
-
-
 class KnowledgeBuffer:
     """FIFO buffer of the aggregated knowledge of the last ``rounds`` rounds (PrivateKT §"knowledge buffer")."""
 
@@ -135,66 +139,10 @@ class KnowledgeBuffer:
         return (np.concatenate([i for i, _ in self._entries]), np.concatenate([label for _, label in self._entries]))
 
 
-def _is_torch_classifier(model: Any) -> bool:
-    return hasattr(model, "fit_soft") and hasattr(model, "predict_log_proba")
-
-
-@dataclass(frozen=True)
-class _ClientConfig:
-    """What every selected client receives in a round (shared, read-only)."""
-
-    global_model: Any  # fitted TorchClassifier, an unfitted one (round 0), or a scikit-learn prototype
-    init_seed: int
-    queries: np.ndarray
-    n_classes: int
-    keep_probability: float
-    local_epochs: int
-    warm: bool
-    dp: Any = None  # the clients' DPConfig (torch model with dp=): local training runs DP-SGD
-
-
-def _client_round(task: PartyTask) -> tuple[np.ndarray, Any]:
-    """Client side of one round: train a copy of the global model, label the K queries, randomize them.
-
-    Returns the randomized labels and the local training's DP-SGD release (None without ``dp``).
-    """
-    X, y = task.data
-    config: _ClientConfig = task.config
-    rng = np.random.default_rng(task.seed)
-    if config.warm:
-        local = copy.deepcopy(config.global_model)
-        fitted = hasattr(local, "module_")
-        # Round 0: every client starts from the server's initialisation (the same seed).
-        local.set_params(epochs=config.local_epochs, random_state=int(rng.integers(2**31)) if fitted else config.init_seed,
-                         dp=config.dp)
-        local.fit_soft(X, np.eye(config.n_classes)[y], loss="kl", classes=np.arange(config.n_classes), warm_start=True)
-        predictions = np.asarray(local.predict(config.queries), dtype=np.int64)
-        release = local.dp_releases_[-1] if config.dp is not None else None
-    else:
-        model = fit_classifier(config.global_model, X, y, n_classes=config.n_classes, seed=int(rng.integers(2**31)))
-        predictions, release = model.predict(config.queries), None
-    labels = perturb_labels(predictions, keep_probability=config.keep_probability, num_classes=config.n_classes, rng=rng)
-    return labels, release
-
-
-def _batched_client_rounds(clients: Sequence[tuple[np.ndarray, np.ndarray]], config: _ClientConfig,
-                           round_seed: np.random.SeedSequence) -> list[np.ndarray]:
-    """:func:`_client_round` for every selected client of a torch model, their training stacked in one computation.
-
-    Each client keeps its own seed (the one ``run_party_tasks`` would give it), hence its own
-    ``random_state``, shuffle and randomized response; only the order of the floating-point
-    work changes (see :mod:`~privfed.pipelines.batched_training`).
-    """
-    rngs = [np.random.default_rng(seed) for seed in spawn_seeds(round_seed, len(clients))]
-    fitted = hasattr(config.global_model, "module_")
-    states = [int(rng.integers(2**31)) if fitted else config.init_seed for rng in rngs]
-    local = copy.deepcopy(config.global_model).set_params(epochs=config.local_epochs)
-    eye = np.eye(config.n_classes)
-    networks = train_copies(local, [(X, eye[y]) for X, y in clients], random_states=states,
-                            classes=np.arange(config.n_classes), loss="kl")
-    predictions = networks.predict(config.queries).astype(np.int64)
-    return [perturb_labels(labels, keep_probability=config.keep_probability, num_classes=config.n_classes, rng=rng)
-            for labels, rng in zip(predictions, rngs)]
+def _party_step(task: PartyTask) -> PrivateKTReport:
+    """One selected client's work in the in-process run (a joblib task): the party step on its own data."""
+    X, y, message, name = task.data
+    return privatekt_party_step(message, X, y, model=task.config, party=name)
 
 
 class PrivateKT(ClassifierMixin, BaseEstimator):
@@ -251,11 +199,20 @@ class PrivateKT(ClassifierMixin, BaseEstimator):
     keep_probability_ : float
         β.
     participation_ : ndarray of int, shape (n_clients,)
-        Rounds each client joined.
+        Rounds each client joined: reports that reached the server (a client dropped in a round, in
+        a Flower run, sent nothing that round and is not counted).
+    dropouts_ : list of dict
+        Each selected client whose report never arrived (Flower runs: timed out or disconnected):
+        ``party``, ``round`` (1-based), ``step``. Empty in-process. Also listed in the ledger's note.
+    bandwidth_ : dict of list of int
+        Bytes per message kind and per client over the whole run: ``party-schema`` and
+        ``privatekt-report`` (client → server), ``privatekt-task`` (server → client: the queries
+        and the global network's parameters, each round the client was selected).
     client_epsilons_ : dict of ndarray
         Per client: ``"basic"`` (ε·T) and ``"tight"`` (the ledger's analysis at ``delta``).
     history_ : list of dict
-        Per round: ``round``, ``clients``, ``buffer_examples`` and, with ``eval_set``, ``accuracy``.
+        Per round: ``round``, ``clients`` (reports received), ``buffer_examples`` and, with ``eval_set``,
+        ``accuracy``.
     training_ : str
         How the global model was trained (warm start or refit).
     ledger_ : accounting.Ledger
@@ -310,7 +267,7 @@ class PrivateKT(ClassifierMixin, BaseEstimator):
         self.progress = progress
 
     # --- validation ---------------------------------------------------------------------------------------
-    def _validate(self, n_public: int) -> None:
+    def _validate(self, n_public: int | None = None) -> None:
         if not (hasattr(self.model, "fit") and hasattr(self.model, "predict_proba") and hasattr(self.model, "get_params")):
             raise TypeError(f"model must be a scikit-learn-style classifier with fit and predict_proba, got {self.model!r}")
         check_positive_finite("epsilon_per_round", self.epsilon_per_round)
@@ -326,22 +283,58 @@ class PrivateKT(ClassifierMixin, BaseEstimator):
         if not isinstance(self.batch_clients, bool):
             raise TypeError(f"batch_clients must be True or False, got {self.batch_clients!r}")
         for name in ("queries_per_round", "self_training_size"):
-            if getattr(self, name) > n_public:
+            if n_public is not None and getattr(self, name) > n_public:
                 raise ValueError(f"{name} must be at most the public set's size {n_public}, got {getattr(self, name)}")
 
     # --- fitting ---------------------------------------------------------------------------------------
     def fit(self, parties: Sequence[tuple[np.ndarray, np.ndarray]], public: np.ndarray, *,
             eval_set: tuple[np.ndarray, np.ndarray] | None = None) -> PrivateKT:
-        """Run ``rounds`` rounds of PrivateKT; ``eval_set=(X, y)`` records the accuracy after each round in ``history_``."""
+        """Run ``rounds`` rounds of PrivateKT; ``eval_set=(X, y)`` records the accuracy after each round in ``history_``.
+
+        A driver over the party and server steps of :mod:`privfed.pipelines.privatekt_steps`: every
+        message goes through its wire form, exactly as in a Flower run (``privfed.federation``).
+        """
         parties, public = check_parties(parties, public)
         self._validate(len(public))
-        self.classes_ = party_classes(parties)
-        n_classes, n_clients = len(self.classes_), len(parties)
-        coded = [(X, np.searchsorted(self.classes_, y)) for X, y in parties]
+        names = [f"party {index}" for index in range(len(parties))]
+        schemas = [
+            PartySchema.from_record(describe_party(X, y).to_record(), sender=name) for (X, y), name in zip(parties, names)
+        ]
+        classes = federation_classes(schemas, public.shape[1:], names)
+        # DP-SGD trains each client's copy through Opacus, one at a time.
+        batched = is_torch_classifier(self.model) and self.batch_clients and getattr(self.model, "dp", None) is None
+
+        def exchange(clients: Sequence[int], tasks: Sequence[PrivateKTTask]) -> tuple[dict[int, list[Record]], list]:
+            data = [parties[client] for client in clients]
+            if batched:
+                reports = batched_party_steps(tasks, data, model=self.model)
+            else:
+                reports = run_party_tasks(
+                    _party_step, [(X, y, task, names[client]) for (X, y), task, client in zip(data, tasks, clients)],
+                    config=self.model, n_jobs=self.n_jobs, progress=False,
+                )
+            return {client: [report.to_record()] for client, report in zip(clients, reports)}, []
+
+        return self._fit_rounds(public, schemas, classes, names, exchange, eval_set=eval_set)
+
+    def _fit_rounds(self, public: np.ndarray, schemas: Sequence[PartySchema], classes: np.ndarray,
+                    names: Sequence[str], exchange: RoundExchange, *,
+                    eval_set: tuple[np.ndarray, np.ndarray] | None = None,
+                    max_bytes: int = DEFAULT_MAX_BYTES) -> PrivateKT:
+        """The server side of every round (shared with ``privfed.federation``); ``exchange`` moves the messages.
+
+        A selected client that ``exchange`` reports missing is dropped for that round: its report was
+        never released, so it neither joins the aggregate nor counts in ``participation_`` (its ε does
+        not grow); it is listed in ``dropouts_`` and in the ledger. A round without any report adds
+        nothing to the buffer and leaves the global model as it was.
+        """
+        self.classes_ = classes
+        n_classes, n_clients = len(classes), len(schemas)
         per_round = max(1, math.floor(self.client_fraction * n_clients))
         K = self.queries_per_round
         beta = randomized_response_keep_probability(self.epsilon_per_round, num_classes=n_classes, labels_per_report=K)
-        warm = _is_torch_classifier(self.model)
+        warm = is_torch_classifier(self.model)
+        dp = getattr(self.model, "dp", None)
         seed_sequence = as_seed_sequence(self.random_state)
         round_seeds = seed_sequence.spawn(self.rounds)
         rng = np.random.default_rng(seed_sequence.spawn(1)[0])
@@ -351,53 +344,51 @@ class PrivateKT(ClassifierMixin, BaseEstimator):
         buffer = KnowledgeBuffer(self.buffer_rounds)
         self.participation_ = np.zeros(n_clients, dtype=np.int64)
         trainings: list[list[Any]] = [[] for _ in range(n_clients)]  # each client's DP-SGD releases, by round
+        traffic = {kind: np.asarray(sizes) for kind, sizes in record_sizes([[s.to_record()] for s in schemas]).items()}
         self.history_: list[dict[str, Any]] = []
+        self.dropouts_: list[dict[str, Any]] = []
         for round_index in progress_bar(range(self.rounds), progress=self.progress, desc="PrivateKT", unit="round"):
             entropy = np.zeros(len(public)) if global_ is None else predictive_entropy(global_.predict_proba(public))
             queries = importance_sample(entropy, K, rng, uncertain=True)
-            clients = np.sort(rng.choice(n_clients, size=per_round, replace=False))
-            self.participation_[clients] += 1
-            config = _ClientConfig(
-                global_model=self._global_for_clients(global_, init_seed), init_seed=init_seed, queries=public[queries],
-                n_classes=n_classes, keep_probability=beta, local_epochs=self.local_epochs, warm=warm,
-                dp=getattr(self.model, "dp", None),
-            )
-            if warm and self.batch_clients and config.dp is None:  # DP-SGD trains each client through Opacus
-                outputs = [(labels, None) for labels in
-                           _batched_client_rounds([coded[i] for i in clients], config, round_seeds[round_index])]
-            else:
-                outputs = run_party_tasks(
-                    _client_round, [coded[i] for i in clients], config=config, random_state=round_seeds[round_index],
-                    n_jobs=self.n_jobs, progress=False,
-                )
-            reports = np.stack([labels for labels, _ in outputs])  # (clients, K)
-            for client, (_, release) in zip(clients, outputs):
-                trainings[client].append(release)
-            counts = np.stack([np.bincount(reports[:, j], minlength=n_classes) for j in range(K)])
-            estimate = randomized_response_estimate(counts, keep_probability=beta)
-            buffer.push(queries, break_ties_at_random(estimate, rng))
-            global_ = self._server_update(global_, buffer, public, n_classes, rng, init_seed, warm)
-            self.global_model_, self.global_classes_ = global_.estimator, global_.classes
-            record = {"round": round_index + 1, "clients": int(per_round), "buffer_examples": len(buffer.contents()[0])}
-            if eval_set is not None:
+            clients = [int(client) for client in np.sort(rng.choice(n_clients, size=per_round, replace=False))]
+            parameters = (network_parameters(global_.estimator) if warm and global_ is not None
+                          else np.zeros(0, dtype=np.float32))
+            tasks = privatekt_tasks(queries=public[queries], classes=classes, parameters=parameters,
+                                    keep_probability=beta, local_epochs=self.local_epochs, init_seed=init_seed, dp=dp,
+                                    round_seed=round_seeds[round_index], n_clients=len(clients))
+            received, missing = exchange(clients, tasks)
+            delivered = [(client, task) for client, task in zip(clients, tasks) if client in received]
+            reports = receive_privatekt_replies([task for _, task in delivered], [received[c] for c, _ in delivered],
+                                                [names[c] for c, _ in delivered], max_bytes=max_bytes)
+            self.dropouts_ += [{"party": names[client], "round": round_index + 1, "step": "train"} for client in missing]
+            sent = [[] for _ in range(n_clients)]
+            for client, task in zip(clients, tasks):
+                sent[client].append(task.to_record())  # the task went down, whether or not a report came back
+            for (client, _), report in zip(delivered, reports):
+                sent[client].append(report.to_record())
+                self.participation_[client] += 1
+                trainings[client].append(report.training)
+            for kind, sizes in record_sizes(sent).items():
+                traffic[kind] = traffic.get(kind, 0) + np.asarray(sizes)
+            if reports:
+                buffer.push(queries, aggregate_reports(reports, n_classes=n_classes, keep_probability=beta, rng=rng))
+                global_ = self._server_update(global_, buffer, public, n_classes, rng, init_seed, warm)
+                self.global_model_, self.global_classes_ = global_.estimator, global_.classes
+            record = {"round": round_index + 1, "clients": len(reports),
+                      "buffer_examples": len(buffer.contents()[0]) if len(buffer) else 0}
+            if eval_set is not None and global_ is not None:
                 record["accuracy"] = float(np.mean(self.predict(eval_set[0]) == np.asarray(eval_set[1])))
             self.history_.append(record)
+        if global_ is None:
+            raise RuntimeError(f"no client report arrived in any of the {self.rounds} rounds; there is no model")
 
         self.keep_probability_ = beta
         self.training_ = ("warm start: clients and server continue training the global TorchClassifier"
                           if warm else "refit: clients fit fresh models; the server refits the global model each round")
+        self.bandwidth_ = {kind: [int(size) for size in traffic[kind]] for kind in sorted(traffic)}
         self.ledger_ = self._ledger(public, n_classes, int(seed_sequence.entropy), trainings)
         self.evidence_: dict[str, np.ndarray] = {}
         return self
-
-    def _global_for_clients(self, global_: FittedClassifier | None, init_seed: int) -> Any:
-        """What clients copy: the global network (torch; an unfitted one before round 1), else the prototype."""
-        if global_ is not None and _is_torch_classifier(self.model):
-            return global_.estimator
-        model = clone(self.model)
-        if _is_torch_classifier(model):
-            model.set_params(random_state=init_seed)
-        return model
 
     def _server_update(self, global_: FittedClassifier | None, buffer: KnowledgeBuffer, public: np.ndarray,
                        n_classes: int, rng: np.random.Generator, init_seed: int, warm: bool) -> FittedClassifier:
@@ -468,7 +459,7 @@ class PrivateKT(ClassifierMixin, BaseEstimator):
                 "over clients (disjoint data). NOTE (authors' claim, not a guarantee privfed makes): PrivateKT argues "
                 "the accumulation of privacy budgets across rounds is avoided by a model shuffling method; no "
                 "shuffler runs here, so privfed composes every round a client joins (what a trusted shuffler would "
-                "give: privfed.ShuffledRandomizedResponse)."
+                "give: privfed.ShuffledRandomizedResponse)." + self._dropout_note()
             ),
         )
         tight: dict[int, float] = {}
@@ -479,6 +470,14 @@ class PrivateKT(ClassifierMixin, BaseEstimator):
             "tight": np.array([tight.get(int(t), 0.0) for t in self.participation_]),
         }
         return ledger
+
+    def _dropout_note(self) -> str:
+        """The ledger's account of the clients dropped from a round (nothing when none was)."""
+        if not self.dropouts_:
+            return ""
+        listed = "; ".join(f"{d['party']} in round {d['round']} ({d['step']} step)" for d in self.dropouts_)
+        return (f" DROPOUTS ({len(self.dropouts_)}): {listed}. A dropped client's report never reached the server: "
+                "it is not composed and that round aggregated the reports that arrived.")
 
     # --- prediction ------------------------------------------------------------------------------------
     def _fitted_global(self) -> FittedClassifier:

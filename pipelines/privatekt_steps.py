@@ -1,0 +1,281 @@
+"""PrivateKT as party steps and server steps over explicit messages (PrivateKT Algorithm 1, lines 4–11).
+
+Each round, after the schema exchange of :mod:`privfed.pipelines.party_schema` (once, before round 1):
+
+1. server → each selected client, :class:`PrivateKTTask`: the K importance-sampled public queries,
+   the classes, the global network's parameters (a TorchClassifier after round 1: its state dict's
+   tensors concatenated in order into one float32 array; empty otherwise — the model itself travels
+   as a JSON spec, never pickled), the keep probability β, the local epochs, the client's seed, the
+   seed of the round-1 initialisation, and the clients' DP-SGD settings (NaN: none);
+2. client → server, :class:`PrivateKTReport`: its K labels after K-ary randomized response, made on
+   the client (:func:`perturb_labels`), and, with DP-SGD local training, the (σ, q, steps) of that
+   training's release, so that the server's ledger can record it.
+
+The party step (:func:`privatekt_party_step`) trains the client's copy of the global model, labels
+the queries and randomizes the labels; :func:`batched_party_steps` is the same step for a round's
+clients of a torch model, their training stacked in one computation (in-process only). The server
+steps (:func:`privatekt_tasks`, :func:`receive_privatekt_replies`, :func:`aggregate_reports`) make
+the tasks, check the reports and estimate the labels; ``PrivateKT.fit`` and the Flower app
+(``privfed.federation``) run these functions through :meth:`PrivateKT._fit_rounds
+<privfed.pipelines.privatekt.PrivateKT>`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import numpy as np
+from sklearn.base import clone
+
+from ..accounting import DPSGD, randomized_response_estimate
+from ..accounting._checks import check_probability
+from ._models import fit_classifier
+from ._random import spawn_seeds
+from .batched_training import train_copies
+from .dp_config import DPConfig
+from .messages import ArraySpec, MessageError, Record, WireMessage
+from .voting import break_ties_at_random
+
+__all__ = [
+    "PrivateKTReport",
+    "PrivateKTTask",
+    "aggregate_reports",
+    "batched_party_steps",
+    "network_parameters",
+    "perturb_labels",
+    "privatekt_party_step",
+    "privatekt_tasks",
+    "receive_privatekt_replies",
+]
+
+#: The DP-SGD settings a task carries, as (task field, DPConfig field).
+_DP_FIELDS = (("dp_noise_multiplier", "noise_multiplier"), ("dp_target_epsilon", "target_epsilon"),
+              ("dp_max_grad_norm", "max_grad_norm"), ("dp_delta", "delta"), ("dp_sample_rate", "sample_rate"))
+
+
+def perturb_labels(labels: np.ndarray, *, keep_probability: float, num_classes: int,
+                   rng: np.random.Generator) -> np.ndarray:
+    """K-ary randomized response (PrivateKT Eq. 2): keep each label w.p. β, else draw one uniformly from all C classes."""
+    labels = np.asarray(labels, dtype=np.int64)
+    beta = check_probability("keep_probability", keep_probability, open_high=False)
+    keep = rng.random(labels.shape) < beta
+    return np.where(keep, labels, rng.integers(0, num_classes, size=labels.shape))
+
+
+def is_torch_classifier(model: Any) -> bool:
+    """A TorchClassifier (learns across rounds), as opposed to a scikit-learn classifier (refitted)."""
+    return hasattr(model, "fit_soft") and hasattr(model, "predict_log_proba")
+
+
+# --- messages -------------------------------------------------------------------------------------------
+@dataclass(frozen=True, eq=False)
+class PrivateKTTask(WireMessage):
+    """Server → selected client: queries (K, ...), classes (C,), the global network's parameters (P,), settings.
+
+    ``parameters`` is empty before the global network exists (round 1, which starts every client from
+    the network seeded by ``init_seed``) and for a scikit-learn model (each client fits a fresh one).
+    The ``dp_*`` fields are the clients' :class:`~privfed.pipelines.dp_config.DPConfig` (NaN: not set;
+    ``dp_max_grad_norm`` NaN: no DP-SGD).
+    """
+
+    KIND: ClassVar[str] = "privatekt-task"
+    ARRAYS: ClassVar = {"queries": ArraySpec("iuf", None), "classes": ArraySpec("iufbU", 1),
+                        "parameters": ArraySpec("f", 1)}
+
+    queries: np.ndarray
+    classes: np.ndarray
+    parameters: np.ndarray
+    keep_probability: float
+    local_epochs: int
+    seed: int
+    init_seed: int
+    dp_noise_multiplier: float
+    dp_target_epsilon: float
+    dp_max_grad_norm: float
+    dp_delta: float
+    dp_sample_rate: float
+
+    @property
+    def dp(self) -> DPConfig | None:
+        """The clients' DP-SGD settings, or None."""
+        if math.isnan(self.dp_max_grad_norm):
+            return None
+        values = {name: getattr(self, field) for field, name in _DP_FIELDS}
+        return DPConfig(**{name: None if math.isnan(value) else value for name, value in values.items()})
+
+
+@dataclass(frozen=True, eq=False)
+class PrivateKTReport(WireMessage):
+    """Client → server: the K randomized labels (class codes), and its DP-SGD release (σ NaN: not DP-trained)."""
+
+    KIND: ClassVar[str] = "privatekt-report"
+    ARRAYS: ClassVar = {"labels": ArraySpec("iu", 1)}
+
+    labels: np.ndarray
+    dp_noise_multiplier: float
+    dp_sample_rate: float
+    dp_steps: int
+
+    @property
+    def training(self) -> DPSGD | None:
+        """The client's local DP-SGD training of this round (example level), or None."""
+        if math.isnan(self.dp_noise_multiplier):
+            return None
+        return DPSGD(self.dp_noise_multiplier, self.dp_sample_rate, self.dp_steps)
+
+
+# --- the global network on the wire -------------------------------------------------------------------
+def network_parameters(model: Any) -> np.ndarray:
+    """A fitted TorchClassifier's state-dict tensors, in order, concatenated into one float32 array."""
+    tensors = [tensor.detach().cpu().numpy() for tensor in model.module_.state_dict().values()]
+    if any(tensor.dtype.kind != "f" for tensor in tensors):
+        raise TypeError(f"{type(model).__name__}'s network holds non-float tensors; PrivateKT sends float weights")
+    return np.concatenate([tensor.ravel() for tensor in tensors]).astype(np.float32)
+
+
+def _load_network(prototype: Any, parameters: np.ndarray, n_classes: int, input_shape: tuple[int, ...]) -> Any:
+    """The global TorchClassifier rebuilt from ``prototype``'s architecture and the received parameters."""
+    import torch
+
+    from .torch_models import _resolve_device
+
+    model = clone(prototype)
+    model._check_architecture()
+    model.classes_ = np.arange(n_classes)
+    model._record_input_shape(np.empty((0, *input_shape)))
+    model.loss_curve_ = []
+    with torch.random.fork_rng(devices=[]):
+        module = model._build_module(tuple(input_shape), n_classes)
+    state = module.state_dict()
+    sizes = [tensor.numel() for tensor in state.values()]
+    if len(parameters) != sum(sizes):
+        raise MessageError(
+            f"the server sent a malformed 'privatekt-task' message: parameters hold {len(parameters)} values, "
+            f"the {type(model).__name__} network has {sum(sizes)}"
+        )
+    chunks = np.split(np.asarray(parameters), np.cumsum(sizes)[:-1])
+    module.load_state_dict({name: torch.from_numpy(chunk.reshape(tensor.shape).astype(np.float32)).to(tensor.dtype)
+                            for (name, tensor), chunk in zip(state.items(), chunks)}, strict=True)
+    device = _resolve_device(model.device)
+    model.module_, model.device_ = module.to(device).eval(), device
+    return model
+
+
+def _client_network(task: PrivateKTTask, prototype: Any) -> Any:
+    """The client's copy of the global network: received parameters, or round 1's network seeded by init_seed."""
+    if len(task.parameters):
+        return _load_network(prototype, task.parameters, len(task.classes), tuple(task.queries.shape[1:]))
+    return clone(prototype).set_params(random_state=task.init_seed)
+
+
+def _local_seed(task: PrivateKTTask, rng: np.random.Generator) -> int:
+    """The client's training seed: drawn from its own stream once the network exists, else round 1's init_seed."""
+    return int(rng.integers(2**31)) if len(task.parameters) else task.init_seed
+
+
+def _codes(task: PrivateKTTask, y: np.ndarray, party: str) -> np.ndarray:
+    codes = np.searchsorted(task.classes, y).clip(0, len(task.classes) - 1)
+    if not np.array_equal(task.classes[codes], y):
+        raise ValueError(f"{party} holds labels outside the federation's classes {task.classes.tolist()}")
+    return codes
+
+
+def _report(task: PrivateKTTask, predictions: np.ndarray, rng: np.random.Generator,
+            training: DPSGD | None = None) -> PrivateKTReport:
+    """Randomized response on the client, then the message it sends."""
+    labels = perturb_labels(predictions, keep_probability=task.keep_probability, num_classes=len(task.classes),
+                            rng=rng)
+    if training is None:
+        return PrivateKTReport(labels, math.nan, math.nan, 0)
+    return PrivateKTReport(labels, float(training.noise_multiplier), float(training.sample_rate), int(training.steps))
+
+
+# --- the party step ---------------------------------------------------------------------------------------
+def privatekt_party_step(task: PrivateKTTask, X: np.ndarray, y: np.ndarray, *, model: Any,
+                         party: str) -> PrivateKTReport:
+    """Client side of one round: train a copy of the global model, label the K queries, randomize them.
+
+    ``model`` is the unfitted prototype of the global model (its class and hyper-parameters); ``y``
+    holds the client's original labels.
+    """
+    codes = _codes(task, y, party)
+    n_classes = len(task.classes)
+    rng = np.random.default_rng(task.seed)
+    if not is_torch_classifier(model):
+        fitted = fit_classifier(model, X, codes, n_classes=n_classes, seed=int(rng.integers(2**31)))
+        return _report(task, fitted.predict(task.queries), rng)
+    local = _client_network(task, model)
+    local.set_params(epochs=task.local_epochs, random_state=_local_seed(task, rng), dp=task.dp)
+    local.fit_soft(X, np.eye(n_classes)[codes], loss="kl", classes=np.arange(n_classes), warm_start=True)
+    predictions = np.asarray(local.predict(task.queries), dtype=np.int64)
+    return _report(task, predictions, rng, local.dp_releases_[-1] if task.dp is not None else None)
+
+
+def batched_party_steps(tasks: Sequence[PrivateKTTask], parties: Sequence[tuple[np.ndarray, np.ndarray]], *,
+                        model: Any) -> list[PrivateKTReport]:
+    """:func:`privatekt_party_step` for a round's clients of a torch model, their training stacked in one computation.
+
+    The tasks share the global network, the queries and the settings; each client keeps its own seed,
+    hence its own ``random_state``, shuffle and randomized response. Only the order of the
+    floating-point work changes (see :mod:`~privfed.pipelines.batched_training`). Not for DP-SGD
+    (Opacus trains each copy on its own) nor for a scikit-learn model.
+    """
+    first = tasks[0]
+    n_classes = len(first.classes)
+    rngs = [np.random.default_rng(task.seed) for task in tasks]
+    states = [_local_seed(task, rng) for task, rng in zip(tasks, rngs)]
+    local = _client_network(first, model).set_params(epochs=first.local_epochs)
+    eye = np.eye(n_classes)
+    data = [(X, eye[_codes(task, y, f"client {index}")]) for index, (task, (X, y)) in enumerate(zip(tasks, parties))]
+    networks = train_copies(local, data, random_states=states, classes=np.arange(n_classes), loss="kl")
+    predictions = networks.predict(first.queries).astype(np.int64)
+    return [_report(task, labels, rng) for task, labels, rng in zip(tasks, predictions, rngs)]
+
+
+# --- the server steps ---------------------------------------------------------------------------------
+def privatekt_tasks(*, queries: np.ndarray, classes: np.ndarray, parameters: np.ndarray, keep_probability: float,
+                    local_epochs: int, init_seed: int, dp: DPConfig | None, round_seed: np.random.SeedSequence,
+                    n_clients: int) -> list[PrivateKTTask]:
+    """The round's tasks, one per selected client in order (seed i: the i-th child of ``round_seed``)."""
+    dp_values = {field: math.nan if dp is None or getattr(dp, name) is None else float(getattr(dp, name))
+                 for field, name in _DP_FIELDS}
+    return [
+        PrivateKTTask(queries=queries, classes=classes, parameters=parameters, keep_probability=float(keep_probability),
+                      local_epochs=int(local_epochs), seed=int(seed), init_seed=int(init_seed), **dp_values)
+        for seed in spawn_seeds(round_seed, n_clients)
+    ]
+
+
+def receive_privatekt_replies(tasks: Sequence[PrivateKTTask], records: Sequence[Sequence[Record]],
+                              names: Sequence[str], *, max_bytes: int) -> list[PrivateKTReport]:
+    """Validate each client's report against its task; :class:`MessageError` names the first bad client."""
+    reports = []
+    for task, sent, name in zip(tasks, records, names):
+        if len(sent) != 1:
+            raise MessageError(f"{name} sent {len(sent)} messages, expected one 'privatekt-report'")
+        report = PrivateKTReport.from_record(sent[0], sender=name, shapes={"labels": (len(task.queries),)},
+                                             max_bytes=max_bytes)
+        if report.labels.min(initial=0) < 0 or report.labels.max(initial=0) >= len(task.classes):
+            raise MessageError(f"{name} sent a malformed 'privatekt-report' message: labels outside "
+                               f"[0, {len(task.classes)})")
+        if task.dp is not None:
+            try:
+                report.training  # noqa: B018 - validates (σ, q, steps)
+            except (TypeError, ValueError) as error:
+                raise MessageError(f"{name} sent a malformed 'privatekt-report' message: its DP-SGD release: "
+                                   f"{error}") from error
+            if report.training is None:
+                raise MessageError(f"{name} sent a 'privatekt-report' without the DP-SGD release its task asked for")
+        reports.append(report)
+    return reports
+
+
+def aggregate_reports(reports: Sequence[PrivateKTReport], *, n_classes: int, keep_probability: float,
+                      rng: np.random.Generator) -> np.ndarray:
+    """The K aggregated labels: argmax of the unbiased estimate of the true counts (Eq. 3), ties at random."""
+    stacked = np.stack([report.labels for report in reports])  # (clients, K)
+    counts = np.stack([np.bincount(stacked[:, j], minlength=n_classes) for j in range(stacked.shape[1])])
+    return break_ties_at_random(randomized_response_estimate(counts, keep_probability=keep_probability), rng)
