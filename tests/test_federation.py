@@ -222,7 +222,7 @@ def test_simulate_refuses_bad_arguments_before_starting_anything(federation) -> 
     from privfed.federation import simulate
 
     parties, paths, public, _ = federation
-    with pytest.raises(TypeError, match="estimator must be a privfed FedKT or FedKD .* got FedMD"):
+    with pytest.raises(TypeError, match="estimator must be a privfed FedKT, FedKD.* got FedMD"):
         simulate(FedMD(DecisionTreeClassifier()), parties, public)
     with pytest.raises(ValueError, match="num_supernodes must be None or len\\(parties\\) = 3, got 5"):
         simulate(fedkt("L0"), paths, public, num_supernodes=5)

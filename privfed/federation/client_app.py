@@ -22,6 +22,7 @@ from privfed.pipelines.fedkd_steps import FedKDTask, fedkd_party_step
 from privfed.pipelines.fedkt_steps import FedKTTask, fedkt_party_step
 from privfed.pipelines.messages import DEFAULT_MAX_BYTES, MessageError
 from privfed.pipelines.party_schema import describe_party
+from privfed.pipelines.privatekt_steps import PrivateKTTask, privatekt_party_step
 
 # `app` (built on first access, see __getattr__) is listed: Flower checks the component statically, in __all__.
 __all__ = ["app", "make_client_app", "party_data_path"]  # noqa: F822
@@ -60,8 +61,14 @@ def _fedkd_step(task: FedKDTask, X: Any, y: Any, config: dict, party: str) -> li
     return [fedkd_party_step(task, X, y, local_model=local_model, party=party).logits]
 
 
+def _privatekt_step(task: PrivateKTTask, X: Any, y: Any, config: dict, party: str) -> list:
+    model = build_model(str(config.get("model", "")), name="model")
+    return [privatekt_party_step(task, X, y, model=model, party=party)]
+
+
 #: Task message kind → (message class, its field of feature rows, party step).
 _TASKS = {FedKTTask.KIND: (FedKTTask, "queries", _fedkt_step), FedKDTask.KIND: (FedKDTask, "public", _fedkd_step)}
+_TASKS[PrivateKTTask.KIND] = (PrivateKTTask, "queries", _privatekt_step)
 
 
 def make_client_app(data_paths: Sequence[str] | None = None) -> Any:

@@ -75,32 +75,52 @@ def _wait_for_nodes(grid: Any, count: int, timeout: float | None) -> list[int]:
         time.sleep(_POLL_SECONDS)
 
 
-def _exchange(
+#: Flower error codes of a reply that means "the party is gone" (a dropout), not "the party's step failed".
+_UNREACHABLE = (3, 4, 5, 8)  # MESSAGE_UNAVAILABLE, REPLY_MESSAGE_UNAVAILABLE, NODE_UNAVAILABLE, CLIENT_APP_CRASHED
+
+
+def _exchange_allowing_missing(
     grid: Any, contents: dict[int, Any], message_type: str, names: dict[int, str], timeout: float | None, step: str
-) -> dict[int, tuple[list, dict]]:
-    """Send one message per node and collect every reply, or raise naming the parties that failed."""
+) -> tuple[dict[int, tuple[list, dict]], list[int]]:
+    """Send one message per node; return the replies received and the nodes that are missing.
+
+    A node is missing when no reply arrived within ``timeout`` seconds, or its reply is an error that says it
+    is unreachable (disconnected, its ClientApp crashed). A reply that is an error of its step (the ClientApp
+    raised) still raises :class:`FederationError` naming the party.
+    """
     from flwr.app import Message
 
     messages = [Message(content, dst_node_id=node, message_type=message_type) for node, content in contents.items()]
     replies = {reply.metadata.src_node_id: reply for reply in grid.send_and_receive(messages, timeout=timeout)}
-    missing = [names[node] for node in contents if node not in replies]
+    received, missing = {}, []
+    for node in contents:
+        reply = replies.get(node)
+        if reply is None or (reply.has_error() and reply.error.code in _UNREACHABLE):
+            missing.append(node)
+        elif reply.has_error():
+            raise FederationError(f"{names[node]} failed at the {step} step: {reply.error.reason}; nothing was written")
+        else:
+            received[node] = from_recorddict(reply.content, sender=names[node])
+    return received, missing
+
+
+def _exchange(
+    grid: Any, contents: dict[int, Any], message_type: str, names: dict[int, str], timeout: float | None, step: str
+) -> dict[int, tuple[list, dict]]:
+    """Send one message per node and collect every reply, or raise naming the parties that failed."""
+    received, missing = _exchange_allowing_missing(grid, contents, message_type, names, timeout, step)
     if missing:
         raise FederationError(
-            f"{', '.join(missing)} did not reply to the {step} step within timeout={timeout} s (timed out or "
-            "disconnected); the run stops without partial results and nothing was written"
+            f"{', '.join(names[node] for node in missing)} did not reply to the {step} step within timeout={timeout} s "
+            "(timed out or disconnected); the run stops without partial results and nothing was written"
         )
-    received = {}
-    for node in contents:
-        reply = replies[node]
-        if reply.has_error():
-            raise FederationError(f"{names[node]} failed at the {step} step: {reply.error.reason}; nothing was written")
-        received[node] = from_recorddict(reply.content, sender=names[node])
     return received
 
 
 def run_server(grid: Any, job: ServerJob) -> Any:
     """Fit ``job.estimator`` (FedKT or FedKD) over the Grid's SuperNodes; return it fitted, as ``fit`` would."""
     from privfed.pipelines.fedkd import FedKD
+    from privfed.pipelines.privatekt import PrivateKT
 
     model = job.estimator
     model._validate()
@@ -126,6 +146,7 @@ def run_server(grid: Any, job: ServerJob) -> Any:
 
     # 2. One task per party, then the server step; the bundle only once the server step has succeeded.
     train = _train_fedkd if isinstance(model, FedKD) else _train_fedkt
+    train = _train_privatekt if isinstance(model, PrivateKT) else train
     train(grid, job, model, public, schemas, classes, order, names)
     if job.output_bundle:
         from privfed.bundle import save_bundle
@@ -174,6 +195,33 @@ def _train_fedkd(grid, job, model, public, schemas, classes, order, names) -> No
     sent = _send_tasks(grid, job, tasks, order, names, configs)
     replies = receive_fedkd_replies(tasks, sent, [names[node] for node in order], max_bytes=job.max_message_bytes)
     model._fit_server(replies, public, server_seeds, int(seed_sequence.entropy))
+
+
+# --- PrivateKT -------------------------------------------------------------------------------------
+def _train_privatekt(grid, job, model, public, schemas, classes, order, names) -> None:
+    """PrivateKT: each round, a task to each sampled client only; their randomized-response reports come back.
+
+    Fault policy: a sampled client that times out or disconnects is dropped for that round and the run
+    continues (``PrivateKT._fit_rounds`` records it); a malformed report still stops the run.
+    """
+    from sklearn.base import clone
+
+    from privfed.pipelines.privatekt_steps import is_torch_classifier
+
+    model._validate(len(public))
+    prototype = clone(model.model)
+    if is_torch_classifier(prototype):
+        prototype.set_params(dp=None)  # the DP-SGD settings travel in each task, as scalars
+    config = {"model": model_spec(prototype, name="model"), "max-message-bytes": int(job.max_message_bytes)}
+
+    def exchange(clients, tasks):
+        contents = {order[client]: to_recorddict([task.to_record()], config) for client, task in zip(clients, tasks)}
+        received, missing = _exchange_allowing_missing(grid, contents, "train", names, job.timeout, "train")
+        index = {node: client for client, node in enumerate(order)}
+        return {index[node]: records for node, (records, _) in received.items()}, [index[node] for node in missing]
+
+    model._fit_rounds(public, schemas, classes, [names[node] for node in order], exchange,
+                      max_bytes=job.max_message_bytes)
 
 
 def make_server_app(job: ServerJob | None = None, on_fitted: Callable[[Any], None] | None = None) -> Any:

@@ -78,9 +78,9 @@ def simulate(
 
     Parameters
     ----------
-    estimator : FedKT or FedKD
+    estimator : FedKT, FedKD or PrivateKT
         Unfitted and configured as for ``fit`` (the models the parties train — FedKT's teacher and
-        student, FedKD's local models — must be describable by class name and JSON hyper-parameters:
+        student, FedKD's local models, PrivateKT's global model — must be describable by class name and JSON hyper-parameters:
         they travel to the parties as specs, never as objects). FedKD on Flower is single-label.
     parties : sequence of (X, y) pairs, or of data files
         As ``fit`` takes them, or one file per party (npz with ``X`` and ``y``, CSV/Parquet with the
@@ -91,7 +91,8 @@ def simulate(
         Virtual SuperNodes: one per party (``None`` means ``len(parties)``; any other count is an error).
     timeout : float, default=None
         Seconds the server waits for the SuperNodes to connect and for each step's replies; a party
-        still silent then stops the run with :class:`~privfed.federation.server_app.FederationError`.
+        still silent then stops the run with :class:`~privfed.federation.server_app.FederationError`
+        (FedKT, FedKD), or is dropped from that round and listed in ``dropouts_`` (PrivateKT).
     random_state : int, default=None
         Overrides ``estimator.random_state`` when given.
 
@@ -103,11 +104,12 @@ def simulate(
     """
     from privfed.pipelines.fedkd import FedKD
     from privfed.pipelines.fedkt import FedKT
+    from privfed.pipelines.privatekt import PrivateKT
 
-    if not isinstance(estimator, (FedKT, FedKD)):
+    if not isinstance(estimator, (FedKT, FedKD, PrivateKT)):
         raise TypeError(
-            f"estimator must be a privfed FedKT or FedKD (the pipelines that run on Flower so far), got "
-            f"{type(estimator).__name__}; PrivateKT and SelectiveFD run in-process only (fit)"
+            f"estimator must be a privfed FedKT, FedKD or PrivateKT (the pipelines that run on Flower so far), got "
+            f"{type(estimator).__name__}; SelectiveFD runs in-process only (fit)"
         )
     if random_state is not None:
         estimator.set_params(random_state=random_state)

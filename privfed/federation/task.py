@@ -92,8 +92,12 @@ def _model_from_config(config: Mapping[str, Any], key: str) -> Any:
 def estimator_from_config(config: Mapping[str, Any]) -> Any:
     """The unfitted estimator (FedKT or FedKD) that a run configuration describes (0 or "" stand for "not set")."""
     algorithm = str(config.get("algorithm", "fedkt"))
+    if algorithm == "privatekt":
+        return _privatekt_from_config(config)
     if algorithm not in ("fedkt", "fedkd"):
-        raise ValueError(f"algorithm must be 'fedkt' or 'fedkd' (the pipelines on Flower so far), got {algorithm!r}")
+        raise ValueError(
+            f"algorithm must be 'fedkt', 'fedkd' or 'privatekt' (the pipelines on Flower so far), got {algorithm!r}"
+        )
     optional = {key: float(config[key]) or None for key in ("gamma", "sigma", "target-epsilon", "clip")
                 if key in config}
     seed = int(config.get("random-state", -1))
@@ -130,6 +134,20 @@ def estimator_from_config(config: Mapping[str, Any]) -> Any:
         small_parties=str(config.get("small-parties", "error")),
         **common,
     )
+
+
+def _privatekt_from_config(config: Mapping[str, Any]) -> Any:
+    """PrivateKT from the run config: the global ``model`` and PrivateKT's hyper-parameters (defaults as the class)."""
+    from privfed.pipelines.privatekt import PrivateKT
+
+    seed = int(config.get("random-state", -1))
+    integers = ("queries-per-round", "buffer-rounds", "self-training-size", "rounds", "local-epochs",
+                "fine-tune-epochs", "self-training-epochs")
+    floats = ("epsilon-per-round", "client-fraction", "delta")
+    settings = {key.replace("-", "_"): int(config[key]) for key in integers if key in config}
+    settings |= {key.replace("-", "_"): float(config[key]) for key in floats if key in config}
+    return PrivateKT(_model_from_config(config, "model"), **settings,
+                     random_state=None if seed < 0 else seed)
 
 
 # --- party data -------------------------------------------------------------------------------------

@@ -1,0 +1,224 @@
+"""PrivateKT on Flower: the ServerApp and ClientApp against fit, dropouts, bad replies, and the Ray simulation.
+
+As in ``test_federation.py``, most tests drive the real ServerApp code (``run_server``) and the real
+ClientApp over an in-process grid (seconds); one test runs ``simulate`` on Ray with three SuperNodes.
+The dropout is tested with that in-process grid, a node that stops replying mid-run (no process is
+killed: ``test_federation_deployment.py`` already kills a SuperNode process, and Flower's Grid
+reports a killed node to the ServerApp exactly as a silent one — no reply within the timeout — or as
+a NODE_UNAVAILABLE error reply, both simulated here).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+
+import numpy as np
+import pytest
+from conftest import digits_federation
+from privfed.accounting import RandomizedResponse, account, compose_parallel
+from privfed.pipelines.messages import MessageError
+from privfed.pipelines.privatekt import PrivateKT
+from privfed.pipelines.privatekt_steps import PrivateKTReport
+from sklearn.tree import DecisionTreeClassifier
+from test_federation import LocalGrid, task_identity  # noqa: F401 - task_identity is a fixture
+
+import privfed
+
+pytestmark = [
+    pytest.mark.skipif(importlib.util.find_spec("flwr") is None,
+                       reason="flwr is not installed: pip install 'privfed[federation]'"),
+    pytest.mark.usefixtures("one_torch_thread"),
+]
+
+
+@pytest.fixture(scope="module")
+def federation(tmp_path_factory):
+    """Three digits parties, each in its own npz file."""
+    parties, public, test = digits_federation(3)
+    folder = tmp_path_factory.mktemp("privatekt-sites")
+    paths = []
+    for index, (X, y) in enumerate(parties):
+        paths.append(folder / f"site-{index}.npz")
+        np.savez(paths[-1], X=X, y=y)
+    return parties, paths, public, test
+
+
+def privatekt(model=None, **changes) -> PrivateKT:
+    settings = dict(epsilon_per_round=20.0, queries_per_round=10, buffer_rounds=4, self_training_size=30, rounds=3,
+                    client_fraction=0.67, local_epochs=2, random_state=3, batch_clients=False)
+    return PrivateKT(DecisionTreeClassifier(max_depth=6) if model is None else model, **{**settings, **changes})
+
+
+def torch_mlp():
+    from privfed.pipelines.torch_models import TorchMLP
+
+    return TorchMLP(hidden=(16,), lr=1e-2, batch_size=32, random_state=0)
+
+
+class RecordingGrid(LocalGrid):
+    """LocalGrid that records which nodes got a train message per round, and can make nodes drop out.
+
+    ``answers[node]``: train messages the node answers before it goes silent; ``unavailable``: nodes whose
+    train messages come back as Flower's NODE_UNAVAILABLE error (the SuperLink lost them).
+    """
+
+    def __init__(self, paths, *, answers=None, unavailable=(), **options):
+        super().__init__(paths, **options)
+        self.answers, self.unavailable, self.train_rounds = dict(answers or {}), set(unavailable), []
+
+    def send_and_receive(self, messages, *, timeout=None):
+        from flwr.app import Error
+
+        trains = [m for m in messages if m.metadata.message_type == "train"]
+        if trains:
+            self.train_rounds.append(sorted(m.metadata.dst_node_id for m in trains))
+        delivered, errors = [], []
+        for message in messages:
+            node = message.metadata.dst_node_id
+            if message.metadata.message_type == "train" and node in self.unavailable:
+                errors.append(message.__class__(Error(code=5, reason="node unavailable"), reply_to=message))
+            elif message.metadata.message_type == "train" and node in self.answers:
+                self.answers[node] -= 1
+                if self.answers[node] >= 0:
+                    delivered.append(message)
+            else:
+                delivered.append(message)
+        return super().send_and_receive(delivered, timeout=timeout) + errors
+
+
+def run(grid, estimator, public, tmp_path=None):
+    from privfed.federation.server_app import ServerJob, run_server
+
+    bundle = None if tmp_path is None else str(tmp_path / "bundle")
+    return run_server(grid, ServerJob(estimator, public, num_supernodes=3, timeout=5, output_bundle=bundle))
+
+
+@pytest.mark.parametrize("model", [None, torch_mlp], ids=["tree", "torch"])
+def test_server_and_client_apps_reproduce_fit(federation, task_identity, model, tmp_path) -> None:  # noqa: F811
+    parties, paths, public, (X_test, y_test) = federation
+    local = privatekt(None if model is None else model()).fit(parties, public)
+    grid = RecordingGrid(paths)
+    flower = run(grid, privatekt(None if model is None else model()), public, tmp_path)
+    # Same process, same steps, same seeds: bit-identical (sequential clients, as batch_clients=False).
+    np.testing.assert_array_equal(flower.predict_proba(X_test), local.predict_proba(X_test))
+    np.testing.assert_array_equal(flower.participation_, local.participation_)
+    assert flower.ledger_.account(delta=1e-5).epsilon == local.ledger_.account(delta=1e-5).epsilon
+    assert [e.note for e in flower.ledger_.entries] == [e.note for e in local.ledger_.entries]
+    assert flower.bandwidth_ == local.bandwidth_ and flower.dropouts_ == [] and flower.history_ == local.history_
+    # Only the sampled clients get a message: 2 of 3 per round (nodes 100, 99, 98 are parties 0, 1, 2).
+    assert [len(nodes) for nodes in grid.train_rounds] == [2, 2, 2]
+    sampled = np.zeros(3, dtype=int)
+    for nodes in grid.train_rounds:
+        sampled[[100 - node for node in nodes]] += 1
+    np.testing.assert_array_equal(sampled, flower.participation_)
+    # What went down: the K queries (and, for the torch model from round 2 on, its float32 parameters).
+    query_bytes = 10 * public.shape[1] * public.itemsize
+    down = np.asarray(flower.bandwidth_["privatekt-task"])
+    assert (down >= sampled * query_bytes).all()
+    if model is not None:
+        parameters = sum(p.numel() for p in flower.global_model_.module_.parameters())
+        assert down.sum() >= 4 * parameters * 4  # rounds 2 and 3, two clients each, 4 bytes per weight
+    assert flower.bandwidth_["privatekt-report"] == [int(t) * (10 * 8 + 3 * 8) for t in flower.participation_]
+    loaded, ledger = privfed.load_bundle(tmp_path / "bundle")
+    np.testing.assert_array_equal(loaded.predict(X_test), flower.global_model_.predict(X_test))
+
+
+def test_a_client_that_stops_replying_is_dropped_and_the_run_continues(federation, task_identity,  # noqa: F811
+                                                                        tmp_path) -> None:
+    parties, paths, public, (X_test, y_test) = federation
+    grid = RecordingGrid(paths, answers={99: 0}, unavailable={98})  # party 1 silent, party 2 gone from the start
+    flower = run(grid, privatekt(rounds=4), public, tmp_path)
+    sampled = np.zeros(3, dtype=int)
+    for nodes in grid.train_rounds:
+        sampled[[100 - node for node in nodes]] += 1
+    dropped = [(d["party"], d["round"]) for d in flower.dropouts_]
+    expected = [(f"party {p} (node {100 - p})", r + 1) for r, nodes in enumerate(grid.train_rounds)
+                for p in (1, 2) if 100 - p in nodes]
+    assert dropped == expected and len(dropped) >= 2
+    # Only delivered reports count: party 0 every round it was sampled, parties 1 and 2 never.
+    np.testing.assert_array_equal(flower.participation_, [sampled[0], 0, 0])
+    assert [h["clients"] for h in flower.history_] == [int(100 in nodes) for nodes in grid.train_rounds]
+    releases = [RandomizedResponse(10, epsilon=20.0, labels_per_report=10, reports=int(sampled[0]))]
+    assert flower.ledger_.account(delta=1e-5).epsilon == pytest.approx(
+        account(compose_parallel(releases), delta=1e-5).epsilon, rel=1e-12)
+    assert flower.bandwidth_["privatekt-report"][1:] == [0, 0]
+    # The ledger (and so the bundle and its model card) names every dropout; the JSON round trip keeps it.
+    note = flower.ledger_.entries[-1].note
+    assert f"DROPOUTS ({len(dropped)})" in note and "party 1 (node 99) in round" in note
+    loaded_model, ledger = privfed.load_bundle(tmp_path / "bundle")
+    assert ledger.entries[-1].note == note
+    assert "party 1 (node 99) in round" in (tmp_path / "bundle" / "MODEL_CARD.md").read_text()
+    assert json.loads(ledger.to_json())["description"] == json.loads(flower.ledger_.to_json())["description"]
+
+
+def test_a_round_without_reports_adds_nothing(federation, task_identity) -> None:  # noqa: F811
+    _, paths, public, _ = federation
+    grid = RecordingGrid(paths, answers={100: 1, 99: 1, 98: 1})  # every party answers once, then goes silent
+    flower = run(grid, privatekt(rounds=4, client_fraction=0.34), public)  # one client per round
+    assert [h["clients"] for h in flower.history_][-1] == 0
+    buffers = [h["buffer_examples"] for h in flower.history_]
+    assert all(h["buffer_examples"] == buffers[i - 1] for i, h in enumerate(flower.history_) if not h["clients"])
+    assert int(flower.participation_.sum()) == sum(h["clients"] for h in flower.history_)
+    assert len(flower.dropouts_) == 4 - int(flower.participation_.sum())
+
+
+def test_a_malformed_report_stops_the_run_naming_the_party(federation, task_identity, tmp_path) -> None:  # noqa: F811
+    from flwr.app import Message
+
+    from privfed.federation.task import from_recorddict, to_recorddict
+
+    _, paths, public, _ = federation
+
+    def out_of_range(message, reply):
+        if message.metadata.message_type != "train":
+            return reply
+        records, _ = from_recorddict(reply.content, sender="test")
+        report = PrivateKTReport.from_record(records[0], sender="test")
+        forged = PrivateKTReport(report.labels + 10, report.dp_noise_multiplier, report.dp_sample_rate, 0)
+        return Message(to_recorddict([forged.to_record()]), reply_to=message)
+
+    with pytest.raises(MessageError, match=r"party \d \(node \d+\) sent a malformed 'privatekt-report' message: "
+                                           r"labels outside \[0, 10\)"):
+        run(RecordingGrid(paths, tamper=out_of_range), privatekt(), public, tmp_path)
+    assert not (tmp_path / "bundle").exists()
+
+
+def test_a_task_with_the_wrong_number_of_parameters_is_refused_by_the_client(federation) -> None:
+    from privfed.pipelines.privatekt_steps import privatekt_party_step, privatekt_tasks
+
+    parties, _, public, _ = federation
+    X, y = parties[0]
+    (task,) = privatekt_tasks(queries=public[:5], classes=np.arange(10), parameters=np.zeros(7, dtype=np.float32),
+                              keep_probability=0.5, local_epochs=1, init_seed=0, dp=None,
+                              round_seed=np.random.SeedSequence(0), n_clients=1)
+    with pytest.raises(MessageError, match="parameters hold 7 values, the TorchMLP network has"):
+        privatekt_party_step(task, X, y, model=torch_mlp(), party="party 0")
+
+
+def test_run_config_builds_privatekt() -> None:
+    from privfed.federation.task import estimator_from_config
+
+    model = estimator_from_config({"algorithm": "privatekt", "model": "sklearn.tree.DecisionTreeClassifier",
+                                   "model-params": '{"max_depth": 4}', "rounds": 7, "epsilon-per-round": 2.5,
+                                   "queries-per-round": 3, "random-state": 4})
+    assert isinstance(model, PrivateKT) and model.model.max_depth == 4
+    assert (model.rounds, model.epsilon_per_round, model.queries_per_round, model.random_state) == (7, 2.5, 3, 4)
+    assert model.buffer_rounds == PrivateKT(None).buffer_rounds
+
+
+@pytest.mark.slow
+def test_simulation_on_ray_matches_fit(federation) -> None:
+    """PrivateKT on Flower's simulation engine, three SuperNodes: same ledger ε, same accuracy (scikit-learn model)."""
+    from privfed.federation import simulate
+
+    parties, paths, public, (X_test, y_test) = federation
+    local = privatekt().fit(parties, public)
+    flower = simulate(privatekt(random_state=None), paths, public, timeout=120, random_state=3)
+    assert flower.dropouts_ == []
+    np.testing.assert_array_equal(flower.participation_, local.participation_)
+    for unit in local.ledger_.units:
+        assert flower.ledger_.account(delta=1e-5, unit=unit).epsilon == pytest.approx(
+            local.ledger_.account(delta=1e-5, unit=unit).epsilon, abs=1e-12)
+    assert abs(flower.score(X_test, y_test) - local.score(X_test, y_test)) <= 0.05
+    assert flower.bandwidth_ == local.bandwidth_
