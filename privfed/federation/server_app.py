@@ -7,11 +7,15 @@ estimator it describes and writes the output bundle; :func:`privfed.federation.s
 The exchange: a ``query.schema`` message to every SuperNode (each party's schema, checked before any
 training), then one ``train`` message per party carrying its task (FedKT: ``FedKTTask``; FedKD:
 ``FedKDTask``) and the model specs; the replies are validated by the pipeline's ``receive_*_replies``
-and handed to its server step.
+and handed to its server step. PrivateKT: one ``train`` message per round to each sampled client only
+(``PrivateKTTask``), its randomized-response report back.
 
-Faults: a party that does not reply within ``timeout`` seconds, or replies with an error, stops the
-run with a :class:`FederationError` naming it and the step — FedKT and FedKD are one-shot, so a
-federation missing a party is not the federation the user configured, and nothing is written. A malformed,
+Faults: FedKT and FedKD are one-shot, so a party that does not reply within ``timeout`` seconds, or
+replies with an error, stops the run with a :class:`FederationError` naming it and the step — a
+federation missing a party is not the federation the user configured, and nothing is written.
+PrivateKT samples clients every round anyway: a sampled client that times out or is unreachable is
+dropped for that round and the run continues (:func:`_exchange_allowing_missing` says which parties
+are missing; ``PrivateKT.dropouts_`` and the ledger record them). A malformed,
 oversized or wrongly shaped reply stops it the same way (a :class:`MessageError` naming the party).
 The bundle is written only after the server step has succeeded.
 """
@@ -118,7 +122,7 @@ def _exchange(
 
 
 def run_server(grid: Any, job: ServerJob) -> Any:
-    """Fit ``job.estimator`` (FedKT or FedKD) over the Grid's SuperNodes; return it fitted, as ``fit`` would."""
+    """Fit ``job.estimator`` (FedKT, FedKD or PrivateKT) over the Grid's SuperNodes; return it fitted, as ``fit`` would."""
     from privfed.pipelines.fedkd import FedKD
     from privfed.pipelines.privatekt import PrivateKT
 
