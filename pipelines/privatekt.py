@@ -298,7 +298,8 @@ class PrivateKT(ClassifierMixin, BaseEstimator):
         self._validate(len(public))
         names = [f"party {index}" for index in range(len(parties))]
         schemas = [
-            PartySchema.from_record(describe_party(X, y).to_record(), sender=name) for (X, y), name in zip(parties, names)
+            PartySchema.from_record(describe_party(X, y).to_record(), sender=name)
+            for (X, y), name in zip(parties, names)
         ]
         classes = federation_classes(schemas, public.shape[1:], names)
         # DP-SGD trains each client's copy through Opacus, one at a time.
@@ -360,7 +361,7 @@ class PrivateKT(ClassifierMixin, BaseEstimator):
             delivered = [(client, task) for client, task in zip(clients, tasks) if client in received]
             reports = receive_privatekt_replies([task for _, task in delivered], [received[c] for c, _ in delivered],
                                                 [names[c] for c, _ in delivered], max_bytes=max_bytes)
-            self.dropouts_ += [{"party": names[client], "round": round_index + 1, "step": "train"} for client in missing]
+            self.dropouts_ += [{"party": names[c], "round": round_index + 1, "step": "train"} for c in missing]
             sent = [[] for _ in range(n_clients)]
             for client, task in zip(clients, tasks):
                 sent[client].append(task.to_record())  # the task went down, whether or not a report came back

@@ -34,7 +34,6 @@ from ..accounting import DPSGD, randomized_response_estimate
 from ..accounting._checks import check_probability
 from ._models import fit_classifier
 from ._random import spawn_seeds
-from .batched_training import train_copies
 from .dp_config import DPConfig
 from .messages import ArraySpec, MessageError, Record, WireMessage
 from .voting import break_ties_at_random
@@ -58,7 +57,7 @@ _DP_FIELDS = (("dp_noise_multiplier", "noise_multiplier"), ("dp_target_epsilon",
 
 def perturb_labels(labels: np.ndarray, *, keep_probability: float, num_classes: int,
                    rng: np.random.Generator) -> np.ndarray:
-    """K-ary randomized response (PrivateKT Eq. 2): keep each label w.p. β, else draw one uniformly from all C classes."""
+    """K-ary randomized response (PrivateKT Eq. 2): keep each label w.p. β, else a uniform draw from the C classes."""
     labels = np.asarray(labels, dtype=np.int64)
     beta = check_probability("keep_probability", keep_probability, open_high=False)
     keep = rng.random(labels.shape) < beta
@@ -223,6 +222,8 @@ def batched_party_steps(tasks: Sequence[PrivateKTTask], parties: Sequence[tuple[
     floating-point work changes (see :mod:`~privfed.pipelines.batched_training`). Not for DP-SGD
     (Opacus trains each copy on its own) nor for a scikit-learn model.
     """
+    from .batched_training import train_copies  # torch: imported only where a torch model is trained
+
     first = tasks[0]
     n_classes = len(first.classes)
     rngs = [np.random.default_rng(task.seed) for task in tasks]

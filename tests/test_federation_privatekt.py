@@ -222,3 +222,5 @@ def test_simulation_on_ray_matches_fit(federation) -> None:
             local.ledger_.account(delta=1e-5, unit=unit).epsilon, abs=1e-12)
     assert abs(flower.score(X_test, y_test) - local.score(X_test, y_test)) <= 0.05
     assert flower.bandwidth_ == local.bandwidth_
+    # A decision tree trains deterministically in any process: the run is the same one.
+    np.testing.assert_array_equal(flower.predict(X_test), local.predict(X_test))

@@ -122,7 +122,7 @@ def _exchange(
 
 
 def run_server(grid: Any, job: ServerJob) -> Any:
-    """Fit ``job.estimator`` (FedKT, FedKD or PrivateKT) over the Grid's SuperNodes; return it fitted, as ``fit`` would."""
+    """Fit ``job.estimator`` (FedKT, FedKD or PrivateKT) over the Grid's SuperNodes; return it fitted, as ``fit``."""
     from privfed.pipelines.fedkd import FedKD
     from privfed.pipelines.privatekt import PrivateKT
 

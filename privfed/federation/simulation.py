@@ -80,8 +80,9 @@ def simulate(
     ----------
     estimator : FedKT, FedKD or PrivateKT
         Unfitted and configured as for ``fit`` (the models the parties train — FedKT's teacher and
-        student, FedKD's local models, PrivateKT's global model — must be describable by class name and JSON hyper-parameters:
-        they travel to the parties as specs, never as objects). FedKD on Flower is single-label.
+        student, FedKD's local models, PrivateKT's global model — must be describable by class name
+        and JSON hyper-parameters: they travel to the parties as specs, never as objects). FedKD on
+        Flower is single-label.
     parties : sequence of (X, y) pairs, or of data files
         As ``fit`` takes them, or one file per party (npz with ``X`` and ``y``, CSV/Parquet with the
         label in the last column, LIBSVM). Pairs are written to a temporary npz file per party.
