@@ -2,10 +2,9 @@
 
 As in ``test_federation.py``, most tests drive the real ServerApp code (``run_server``) and the real
 ClientApp over an in-process grid (seconds); one test runs ``simulate`` on Ray with three SuperNodes.
-The dropout is tested with that in-process grid, a node that stops replying mid-run (no process is
-killed: ``test_federation_deployment.py`` already kills a SuperNode process, and Flower's Grid
-reports a killed node to the ServerApp exactly as a silent one — no reply within the timeout — or as
-a NODE_UNAVAILABLE error reply, both simulated here).
+Dropouts are tested here with that in-process grid (a node that stops replying: no reply within the
+timeout; a node the SuperLink reports NODE_UNAVAILABLE), and in deployment mode, by killing a
+SuperNode process, in ``test_federation_privatekt_deployment.py``.
 """
 
 from __future__ import annotations
