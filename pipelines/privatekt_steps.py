@@ -270,6 +270,8 @@ def receive_privatekt_replies(tasks: Sequence[PrivateKTTask], records: Sequence[
                                    f"{error}") from error
             if report.training is None:
                 raise MessageError(f"{name} sent a 'privatekt-report' without the DP-SGD release its task asked for")
+        elif not math.isnan(report.dp_noise_multiplier):
+            raise MessageError(f"{name} sent a 'privatekt-report' with a DP-SGD release its task did not ask for")
         reports.append(report)
     return reports
 

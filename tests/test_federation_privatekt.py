@@ -183,6 +183,19 @@ def test_a_malformed_report_stops_the_run_naming_the_party(federation, task_iden
     assert not (tmp_path / "bundle").exists()
 
 
+def test_a_report_claiming_dp_training_it_was_not_asked_for_is_refused() -> None:
+    from privfed.pipelines.privatekt_steps import privatekt_tasks, receive_privatekt_replies
+
+    (task,) = privatekt_tasks(queries=np.zeros((4, 3)), classes=np.arange(3), parameters=np.zeros(0, np.float32),
+                              keep_probability=0.5, local_epochs=1, init_seed=0, dp=None,
+                              round_seed=np.random.SeedSequence(0), n_clients=1)
+    claimed = PrivateKTReport(np.zeros(4, dtype=np.int64), 1.0, 0.1, 50).to_record()
+    with pytest.raises(MessageError, match="party 0 sent a 'privatekt-report' with a DP-SGD release its task did not"):
+        receive_privatekt_replies([task], [[claimed]], ["party 0"], max_bytes=10_000)
+    honest = PrivateKTReport(np.zeros(4, dtype=np.int64), float("nan"), float("nan"), 0).to_record()
+    assert receive_privatekt_replies([task], [[honest]], ["party 0"], max_bytes=10_000)[0].training is None
+
+
 def test_a_task_with_the_wrong_number_of_parameters_is_refused_by_the_client(federation) -> None:
     from privfed.pipelines.privatekt_steps import privatekt_party_step, privatekt_tasks
 
