@@ -333,14 +333,39 @@ def test_simulation_on_ray_equals_fit_for_l1(federation) -> None:
     assert_same_fit(flower, local, X_test)
 
 
+@pytest.mark.slow
+def test_selective_fd_simulation_on_ray_matches_fit(federation) -> None:
+    """Selective-FD (KuLSIF selectors, server GNMax) on three Ray SuperNodes: the ledger and accuracy of fit."""
+    from privfed.federation import simulate
+    from privfed.pipelines.selective_fd import SelectiveFD
+    from sklearn.linear_model import LogisticRegression
+
+    parties, paths, public, (X_test, y_test) = federation
+
+    def make():
+        return SelectiveFD(LogisticRegression(max_iter=200), rounds=2, proxy_batch=80, labels="hard", privacy="gnmax",
+                           sigma=2.0, n_auxiliary=60, max_known=60, tau_server=2.0, random_state=6)
+
+    local = make().fit(parties, public)
+    flower = simulate(make(), paths, public, timeout=180)
+    for unit in local.ledger_.units:
+        assert flower.ledger_.account(delta=1e-5, unit=unit).epsilon == pytest.approx(
+            local.ledger_.account(delta=1e-5, unit=unit).epsilon, abs=1e-12
+        )
+    assert flower.ledger_.unaccounted == local.ledger_.unaccounted
+    assert abs(flower.score(X_test, y_test) - local.score(X_test, y_test)) <= 0.05
+
+
 def test_simulate_refuses_bad_arguments_before_starting_anything(federation) -> None:
     from privfed.pipelines.selective_fd import FedMD
 
     from privfed.federation import simulate
 
     parties, paths, public, _ = federation
-    with pytest.raises(TypeError, match="estimator must be a privfed FedKT or FedKD .* got FedMD"):
-        simulate(FedMD(DecisionTreeClassifier()), parties, public)
+    with pytest.raises(TypeError, match="estimator must be a privfed FedKT, FedKD, SelectiveFD, .* got Decision"):
+        simulate(DecisionTreeClassifier(), parties, public)
+    with pytest.raises(ValueError, match="callback runs in-process only"):
+        simulate(FedMD(DecisionTreeClassifier(), callback=print), parties, public)
     with pytest.raises(ValueError, match="num_supernodes must be None or len\\(parties\\) = 3, got 5"):
         simulate(fedkt("L0"), paths, public, num_supernodes=5)
     with pytest.raises(ValueError, match="timeout must be a positive number of seconds or None, got -1"):
