@@ -52,6 +52,10 @@ from scratch each round on the local data plus every proxy example distilled so 
 with its ensemble's hard label (a soft ensemble is reduced to its argmax);
 ``local_steps``, ``distill_steps`` and ``temperature`` do not apply to them.
 
+Steps. The protocol is written as party steps and server steps over wire messages in
+:mod:`privfed.pipelines.selective_fd_steps`; ``fit`` drives them in this process, and
+``privfed.federation`` runs the same steps with each client on its own Flower SuperNode.
+
 Prediction. ``predict`` uses one client's model (``client``, default 0), and
 :meth:`client_scores` gives every client's accuracy (the paper reports their mean).
 Not the average of all clients' models: in federated distillation models never leave
@@ -174,8 +178,8 @@ class _FederatedDistillation(ClassifierMixin, BaseEstimator):
                    for (X, y), name in zip(parties, names)]
         feature_shape = parties[0][0].shape[1:] if public is None else public.shape[1:]
         classes = federation_classes(schemas, feature_shape, names)
-        clients = LocalClients(parties, self._client_models(len(parties)), feature_map=getattr(self, "feature_map", None),
-                               n_jobs=self.n_jobs)
+        clients = LocalClients(parties, self._client_models(len(parties)),
+                               feature_map=getattr(self, "feature_map", None), n_jobs=self.n_jobs)
         return self._run(clients, protocol, classes, public, schemas, names, max_bytes=DEFAULT_MAX_BYTES)
 
     def _run(self, clients: Any, protocol: FDProtocol, classes: np.ndarray, public: np.ndarray | None,
@@ -184,7 +188,8 @@ class _FederatedDistillation(ClassifierMixin, BaseEstimator):
         or the Flower app's SuperNodes): setup, the rounds, the fitted attributes and the ledger."""
         n_parties, n_classes = len(schemas), len(classes)
         if self.client >= n_parties:
-            raise ValueError(f"client must index one of the {n_parties} clients (0..{n_parties - 1}), got {self.client}")
+            raise ValueError(f"client must index one of the {n_parties} clients (0..{n_parties - 1}), "
+                             f"got {self.client}")
         self.classes_ = classes
         seed_sequence = as_seed_sequence(self.random_state)
         setup_seeds, round_seeds, server_seeds = seed_sequence.spawn(3)
@@ -201,7 +206,8 @@ class _FederatedDistillation(ClassifierMixin, BaseEstimator):
         self.history_: dict[str, list[float]] = {"shared_fraction": [], "sharers_per_example": [], "kept": []}
         released_votes = []
         sent: list[list[Record]] = [[schema.to_record()] for schema in schemas]
-        rounds = progress_bar(round_seeds.spawn(protocol.rounds), progress=self.progress, desc=protocol.name, unit="round")
+        rounds = progress_bar(round_seeds.spawn(protocol.rounds), progress=self.progress, desc=protocol.name,
+                              unit="round")
         for round_index, seeds in enumerate(rounds):
             share_seeds, distill_seeds = seeds.spawn(2)
             indices = (np.sort(server_rng.choice(len(public), size=batch, replace=False)) if batch

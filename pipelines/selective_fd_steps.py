@@ -41,13 +41,14 @@ import numpy as np
 
 from ..accounting import randomized_response_estimate
 from ._models import fit_classifier, is_dp_trained, with_seed
-from ._random import spawn_seeds
 from .executor import PartyTask, run_party_tasks
 from .kulsif import DensityRatioSelector
 from .messages import ArraySpec, MessageError, Record, WireMessage
 from .voting import break_ties_at_random
 
 __all__ = [
+    "SERVER_NOISE_MODES",
+    "STATE_KIND",
     "FDClient",
     "FDProtocol",
     "LocalClients",
@@ -59,6 +60,7 @@ __all__ = [
     "aggregate_predictions",
     "client_state",
     "confident_examples",
+    "continues_training",
     "distill_step",
     "receive_shares",
     "restore_client",
@@ -415,7 +417,8 @@ def restore_client(
     """The :class:`FDClient` that :func:`client_state` stored (the party's data and model spec given again)."""
     by_kind = {record.kind: record for record in records}
     if set(by_kind) != {SelectiveFDSetup.KIND, STATE_KIND}:
-        raise ValueError(f"{party} has no Selective-FD state (records {sorted(by_kind)}): the setup step must come first")
+        raise ValueError(f"{party} has no Selective-FD state (records {sorted(by_kind)}): "
+                         "the setup step must come first")
     setup = SelectiveFDSetup.from_record(by_kind[SelectiveFDSetup.KIND], sender=f"{party}'s own stored state")
     state = by_kind[STATE_KIND]
     arrays, scalars = state.arrays, state.scalars
@@ -548,7 +551,8 @@ class LocalClients:
 
     def __init__(self, parties: Sequence[tuple[np.ndarray, np.ndarray]], local_models: Sequence[Any], *,
                  feature_map: Callable | None, n_jobs: int) -> None:
-        self.parties, self.local_models, self.feature_map, self.n_jobs = list(parties), list(local_models), feature_map, n_jobs
+        self.parties, self.local_models = list(parties), list(local_models)
+        self.feature_map, self.n_jobs = feature_map, n_jobs
         self.clients: list[FDClient] = []
 
     def _run(self, fn: Callable, data: list) -> list:
@@ -580,7 +584,3 @@ class LocalClients:
     def trainings(self) -> list[tuple[Any, ...]]:
         return [client.trainings for client in self.clients]
 
-
-def round_seeds(share_or_distill: np.random.SeedSequence, n_parties: int) -> list[int]:
-    """The parties' seeds of one step of a round (child i of the step's SeedSequence for party i)."""
-    return spawn_seeds(share_or_distill, n_parties)

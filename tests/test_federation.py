@@ -241,8 +241,9 @@ def assert_same_distillation(flower, local, X_test) -> None:
 
 @pytest.mark.parametrize("make", [selective_fd, fedmd_rr], ids=["selective-fd-torch-soft", "fedmd-sklearn-rr"])
 def test_selective_fd_over_the_apps_reproduces_fit(federation, task_identity, make, tmp_path) -> None:
-    from privfed.federation.server_app import ServerJob, run_server
     from threadpoolctl import threadpool_limits
+
+    from privfed.federation.server_app import ServerJob, run_server
 
     torch = pytest.importorskip("torch")
     parties, paths, public, (X_test, _) = federation
@@ -270,8 +271,14 @@ def test_selective_fd_over_the_apps_reproduces_fit(federation, task_identity, ma
 def test_selective_fd_party_state_survives_as_arrays(federation) -> None:
     """A party's state stored as records and rebuilt continues exactly as the one kept in memory."""
     from privfed.pipelines.selective_fd_steps import (
-        SelectiveFDEnsemble, SelectiveFDRound, client_state, distill_step, restore_client, setup_client,
-        setup_messages, share_step,
+        SelectiveFDEnsemble,
+        SelectiveFDRound,
+        client_state,
+        distill_step,
+        restore_client,
+        setup_client,
+        setup_messages,
+        share_step,
     )
     from privfed.pipelines.torch_models import TorchMLP
 
@@ -296,10 +303,10 @@ def test_selective_fd_party_state_survives_as_arrays(federation) -> None:
 
 def test_a_malformed_selective_fd_share_is_refused_naming_the_party(federation, task_identity, tmp_path) -> None:
     from flwr.app import Message
+    from privfed.pipelines.selective_fd_steps import SelectiveFDShare
 
     from privfed.federation.server_app import FederationError, ServerJob, run_server
     from privfed.federation.task import from_recorddict, to_recorddict
-    from privfed.pipelines.selective_fd_steps import SelectiveFDShare
 
     _, paths, public, _ = federation
 
@@ -336,9 +343,10 @@ def test_simulation_on_ray_equals_fit_for_l1(federation) -> None:
 @pytest.mark.slow
 def test_selective_fd_simulation_on_ray_matches_fit(federation) -> None:
     """Selective-FD (KuLSIF selectors, server GNMax) on three Ray SuperNodes: the ledger and accuracy of fit."""
-    from privfed.federation import simulate
     from privfed.pipelines.selective_fd import SelectiveFD
     from sklearn.linear_model import LogisticRegression
+
+    from privfed.federation import simulate
 
     parties, paths, public, (X_test, y_test) = federation
 

@@ -7,13 +7,16 @@ estimator it describes and writes the output bundle; :func:`privfed.federation.s
 The exchange: a ``query.schema`` message to every SuperNode (each party's schema, checked before any
 training), then one ``train`` message per party carrying its task (FedKT: ``FedKTTask``; FedKD:
 ``FedKDTask``) and the model specs; the replies are validated by the pipeline's ``receive_*_replies``
-and handed to its server step.
+and handed to its server step. Selective-FD, FedMD and independent learning run their own round loop
+(``_FederatedDistillation._run``) over the SuperNodes: ``train.selective_fd`` messages for the setup, each
+round's share and distillation, and the final publication of client ``client``'s model.
 
 Faults: a party that does not reply within ``timeout`` seconds, or replies with an error, stops the
 run with a :class:`FederationError` naming it and the step — FedKT and FedKD are one-shot, so a
 federation missing a party is not the federation the user configured, and nothing is written. A malformed,
 oversized or wrongly shaped reply stops it the same way (a :class:`MessageError` naming the party).
-The bundle is written only after the server step has succeeded.
+Selective-FD stops the same way at any round (see ``docs/federation.md`` for why it does not continue without
+the party). The bundle is written only after the server step has succeeded.
 """
 
 from __future__ import annotations

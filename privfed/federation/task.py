@@ -199,13 +199,14 @@ def model_to_record(model: Any) -> Record:
         family = _model_family(estimator)
         with tempfile.TemporaryDirectory(prefix="privfed-model-") as folder:
             entry = _write_model(estimator, family, Path(folder))
-            arrays = {name: np.frombuffer((Path(folder) / name).read_bytes(), dtype=np.uint8) for name in entry["files"]}
+            arrays = {name: np.frombuffer((Path(folder) / name).read_bytes(), dtype=np.uint8)
+                      for name in entry["files"]}
         scalars.update({"family": family, "class": entry["class"]})
     return Record(PUBLISHED_MODEL, arrays, scalars)
 
 
 def model_from_record(record: Record, *, sender: str, max_bytes: int) -> Any:
-    """The model of :func:`model_to_record`, loaded as ``load_bundle`` loads one; :class:`MessageError` names ``sender``."""
+    """The model of :func:`model_to_record`, loaded as ``load_bundle`` loads one (MessageError names ``sender``)."""
     from privfed.bundle import _FAMILY_FILES, BundleError, _read_model
     from privfed.pipelines._models import FittedClassifier
 
