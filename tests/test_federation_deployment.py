@@ -20,8 +20,6 @@ import numpy as np
 import pytest
 from conftest import digits_federation
 from privfed.pipelines.fedkt import FedKT
-from privfed.pipelines.selective_fd import SelectiveFD
-from privfed.pipelines.torch_models import TorchMLP
 from sklearn.tree import DecisionTreeClassifier
 from threadpoolctl import threadpool_limits
 
@@ -121,6 +119,9 @@ def test_three_supernodes_on_localhost_reproduce_fit_and_a_killed_one_stops_the_
         assert ledger.account(delta=1e-5).epsilon == pytest.approx(local.ledger_.account(delta=1e-5).epsilon, abs=1e-12)
 
         # Selective-FD on the same SuperNodes: each party's state lives in its context between the messages.
+        from privfed.pipelines.selective_fd import SelectiveFD
+        from privfed.pipelines.torch_models import TorchMLP
+
         output = flwr_run("fd-bundle", timeout=120, extra=(
             'algorithm="selective-fd" local-model="privfed.pipelines.torch_models.TorchMLP" '
             "local-model-params='{\"hidden\": [16], \"batch_size\": 32}' rounds=2 local-steps=2 distill-steps=4 "
