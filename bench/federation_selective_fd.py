@@ -32,12 +32,12 @@ def main() -> None:
     args = parser.parse_args()
 
     import torch
+    from privfed.pipelines.selective_fd import SelectiveFD
+    from privfed.pipelines.torch_models import TorchMLP
     from sklearn.datasets import load_digits
 
     from privfed.federation import simulate
     from privfed.federation.task import model_to_record
-    from privfed.pipelines.selective_fd import SelectiveFD
-    from privfed.pipelines.torch_models import TorchMLP
 
     torch.set_num_threads(1)
     X, y = load_digits(return_X_y=True)

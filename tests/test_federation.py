@@ -1,8 +1,8 @@
-"""FedKT on Flower: the ServerApp and ClientApp against fit, faults, bad input, and the Ray simulation.
+"""FedKT, FedKD and Selective-FD on Flower: the ServerApp and ClientApp against fit, faults, bad input, and Ray.
 
 Most tests drive the real ServerApp code (``run_server``) and the real ClientApp over an in-process
-grid (no Ray, no sockets: seconds); one test runs ``simulate`` on Flower's Ray simulation engine with
-three SuperNodes (about 25–50 s, most of it Ray's start).
+grid (no Ray, no sockets: seconds); two tests (FedKT L1, Selective-FD) run ``simulate`` on Flower's Ray
+simulation engine with three SuperNodes (about 25–60 s each, most of it Ray's start).
 """
 
 from __future__ import annotations
