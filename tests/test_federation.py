@@ -220,7 +220,8 @@ def fedmd_rr(**changes):
     from sklearn.linear_model import LogisticRegression
 
     settings = dict(rounds=2, proxy_batch=80, labels="hard", privacy="rr", epsilon_per_round=4.0, random_state=4)
-    return FedMD(LogisticRegression(max_iter=200), **{**settings, **changes})
+    model = changes.pop("model", LogisticRegression(max_iter=200))
+    return FedMD(model, **{**settings, **changes})
 
 
 def assert_same_distillation(flower, local, X_test) -> None:
@@ -321,6 +322,12 @@ def test_a_malformed_selective_fd_share_is_refused_naming_the_party(federation, 
         return Message(to_recorddict([forged.to_record()]), reply_to=message)
 
     job = ServerJob(fedmd_rr(), public, num_supernodes=3, timeout=5, output_bundle=str(tmp_path / "bundle"))
+    with pytest.raises(ValueError, match="client 0's model LogisticRegression is refitted every round"):
+        run_server(LocalGrid(paths), job)
+    from privfed.pipelines.torch_models import TorchMLP
+
+    job = ServerJob(fedmd_rr(model=TorchMLP(hidden=(8,), batch_size=32)), public, num_supernodes=3, timeout=5,
+                    output_bundle=str(tmp_path / "bundle"))
     with pytest.raises(MessageError, match=r"party 1 \(node 99\) sent a malformed 'selective-fd-share' message: "
                                            r"predictions .* class codes in 0..9"):
         run_server(LocalGrid(paths, tamper=out_of_range_labels), job)

@@ -259,7 +259,17 @@ class _SuperNodeClients:
 
 def _train_selective_fd(grid, job, model, public, schemas, classes, order, names) -> None:
     """Selective-FD, FedMD, independent learning: the estimator's own round loop over the SuperNodes."""
-    clients = _SuperNodeClients(grid, job, order, names, selective_fd_configs(model, len(order)))
+    from privfed.pipelines.selective_fd_steps import continues_training
+
+    configs = selective_fd_configs(model, len(order))
+    published = model._client_models(len(order))[model.client] if model.client < len(order) else None
+    if job.output_bundle and published is not None and not continues_training(published):
+        raise ValueError(
+            f"output-bundle: client {model.client}'s model {type(published).__name__} is refitted every round and "
+            "published as privfed's class-code wrapper, which a bundle cannot hold; use a TorchClassifier-family "
+            "model for that client or leave output-bundle empty (nothing was trained)"
+        )
+    clients = _SuperNodeClients(grid, job, order, names, configs)
     model._run(clients, model._protocol(), classes, public, schemas, [names[node] for node in order],
                max_bytes=job.max_message_bytes)
 
