@@ -28,7 +28,7 @@ Kernel sums are computed in row blocks, so memory stays bounded by
 from __future__ import annotations
 
 import numbers
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
@@ -317,3 +317,25 @@ class DensityRatioSelector(BaseEstimator):
     def select(self, X: np.ndarray) -> np.ndarray:
         """Boolean mask: r̂(x) > threshold_ (the examples the client shares)."""
         return self.score_samples(X) > self.threshold_
+
+    def fitted_arrays(self) -> dict[str, np.ndarray]:
+        """The fitted state as named arrays (no pickle): KuLSIF's known and auxiliary samples, α, σ, the threshold.
+
+        :meth:`with_fitted_arrays` on an unfitted selector with the same parameters restores it exactly
+        (a federated client that keeps no object between rounds stores these).
+        """
+        check_is_fitted(self, "ratio_")
+        ratio = self.ratio_
+        return {"known": ratio.known_, "auxiliary": ratio.auxiliary_, "alpha": ratio.alpha_,
+                "kernel_width": np.asarray(ratio.kernel_width_, dtype=float),
+                "threshold": np.asarray(self.threshold_, dtype=float)}
+
+    def with_fitted_arrays(self, arrays: Mapping[str, np.ndarray]) -> DensityRatioSelector:
+        """Set the fitted state from :meth:`fitted_arrays` (this selector's parameters are kept); returns self."""
+        ratio = KuLSIF(kernel_width=self.kernel_width, regularization=self.regularization, n_auxiliary=self.n_auxiliary,
+                       max_known=self.max_known, bounds=self.bounds, block_cells=self.block_cells)
+        ratio.known_, ratio.auxiliary_ = np.asarray(arrays["known"]), np.asarray(arrays["auxiliary"])
+        ratio.alpha_, ratio.kernel_width_ = np.asarray(arrays["alpha"]), float(arrays["kernel_width"])
+        ratio.n_features_in_ = ratio.known_.shape[1]
+        self.ratio_, self.threshold_ = ratio, float(arrays["threshold"])
+        return self

@@ -52,6 +52,10 @@ from scratch each round on the local data plus every proxy example distilled so 
 with its ensemble's hard label (a soft ensemble is reduced to its argmax);
 ``local_steps``, ``distill_steps`` and ``temperature`` do not apply to them.
 
+Steps. The protocol is written as party steps and server steps over wire messages in
+:mod:`privfed.pipelines.selective_fd_steps`; ``fit`` drives them in this process, and
+``privfed.federation`` runs the same steps with each client on its own Flower SuperNode.
+
 Prediction. ``predict`` uses one client's model (``client``, default 0), and
 :meth:`client_scores` gives every client's accuracy (the paper reports their mean).
 Not the average of all clients' models: in federated distillation models never leave
@@ -61,13 +65,11 @@ average, and it would carry every client's un-noised model.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
 from typing import Any, ClassVar
 
 import numpy as np
-from sklearn.base import BaseEstimator, ClassifierMixin, clone
+from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.utils.validation import check_is_fitted
 
 from ..accounting import (
@@ -76,7 +78,6 @@ from ..accounting import (
     Ledger,
     RandomizedResponse,
     compose_dpsgd,
-    randomized_response_estimate,
 )
 from ..accounting._checks import (
     check_choice,
@@ -87,13 +88,26 @@ from ..accounting._checks import (
 )
 from ..accounting.fingerprint import data_fingerprint
 from ._dp_ledger import record_local_training
-from ._models import fit_classifier, is_dp_trained, with_seed
-from ._random import as_seed_sequence
-from .executor import JoblibExecutor, PartyTask, run_party_tasks
+from ._random import as_seed_sequence, spawn_seeds
+from .executor import JoblibExecutor
 from .kulsif import DensityRatioSelector
-from .party_data import check_parties, check_party_data, party_classes
+from .messages import DEFAULT_MAX_BYTES, Record, record_sizes
+from .party_data import check_parties, check_party_data
+from .party_schema import PartySchema, describe_party, federation_classes
 from .progress import check_progress, progress_bar
-from .voting import break_ties_at_random
+from .selective_fd_steps import (
+    SERVER_NOISE_MODES,
+    FDProtocol,
+    LocalClients,
+    SelectiveFDEnsemble,
+    SelectiveFDRound,
+    aggregate_predictions,
+    confident_examples,
+    receive_shares,
+    server_round,
+    setup_messages,
+    training_rows,
+)
 
 __all__ = [
     "FedMD",
@@ -106,220 +120,6 @@ __all__ = [
 
 LABELS = ("soft", "hard")
 PRIVACY_MODES = (None, "rr", "gnmax", "confident-gnmax")
-#: Modes in which the server releases noisy argmaxes of the clients' hard-label votes.
-_SERVER_NOISE_MODES = ("gnmax", "confident-gnmax")
-
-
-# --- the server's two steps (pure functions) -------------------------------------------------------
-def aggregate_predictions(predictions: np.ndarray, shared: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Per example, the equally weighted mean of the predictions of the clients that shared it.
-
-    Parameters
-    ----------
-    predictions : ndarray of shape (clients, examples, classes)
-        Each client's class probabilities (one-hot rows for hard labels).
-    shared : bool ndarray of shape (clients, examples)
-        Which client shared which example.
-
-    Returns
-    -------
-    ensemble : ndarray of shape (examples, classes)
-        The mean over sharing clients; rows of examples nobody shared are 0.
-    sharers : ndarray of shape (examples,)
-        How many clients shared each example.
-    """
-    predictions = np.asarray(predictions, dtype=float)
-    shared = np.asarray(shared, dtype=bool)
-    if predictions.ndim != 3 or shared.shape != predictions.shape[:2]:
-        raise ValueError(
-            f"predictions must have shape (clients, examples, classes) and shared (clients, examples); "
-            f"got {predictions.shape} and {shared.shape}"
-        )
-    sharers = shared.sum(axis=0)
-    total = np.einsum("ce,cek->ek", shared.astype(float), predictions)
-    return total / np.maximum(sharers, 1)[:, None], sharers
-
-
-def confident_examples(ensemble: np.ndarray, tau_server: float) -> np.ndarray:
-    """The server-side selector: keep x where max_c e_c(x) ≥ 1 − τ_server/2.
-
-    Equivalently ‖e(x) − onehot(argmax e(x))‖₁ = 2(1 − max_c e_c(x)) ≤ τ_server;
-    τ_server = 2 keeps every example, τ_server = 0 only unanimous ones.
-    """
-    tau_server = float(tau_server)
-    if not 0.0 <= tau_server <= 2.0:
-        raise ValueError(f"tau_server must be in [0, 2], got {tau_server!r}")
-    return np.asarray(ensemble, dtype=float).max(axis=1) >= 1.0 - tau_server / 2.0 - 1e-12
-
-
-def training_rows(n: int, steps: int, batch_size: int, rng: np.random.Generator) -> np.ndarray:
-    """Row indices for exactly ``steps`` mini-batches of ``batch_size``: shuffled passes over n rows, cut to length."""
-    needed = steps * batch_size
-    passes = math.ceil(needed / n)
-    return np.concatenate([rng.permutation(n) for _ in range(passes)])[:needed]
-
-
-# --- what travels between the server and the clients ----------------------------------------------
-@dataclass(frozen=True)
-class _Protocol:
-    """The validated settings of one run, shared read-only by every client task."""
-
-    rounds: int
-    local_steps: int
-    distill_steps: int
-    proxy_batch: int
-    labels: str
-    temperature: float
-    selector: DensityRatioSelector | None
-    tau_server: float
-    privacy: str | None
-    epsilon_per_round: float | None
-    sigma: float | None
-    shares: bool
-    name: str
-    threshold: float | None = None  # Confident GNMax's T (privacy="confident-gnmax")
-    sigma_threshold: float | None = None  # and its σ₁
-
-
-@dataclass(frozen=True)
-class _RoundConfig:
-    """What every client task of one round receives (shared, read-only)."""
-
-    protocol: _Protocol
-    classes: np.ndarray
-    first_round: bool
-    n_public: int = 0
-    batch_indices: np.ndarray | None = None  # positions in the proxy set of ...
-    X_batch: np.ndarray | None = None  # ... the proxy examples to predict
-    keep_probability: float | None = None  # randomized response's β
-    X_distill: np.ndarray | None = None  # the examples the server returned
-    targets: np.ndarray | None = None  # (k, C) distributions (soft) or (k,) class codes (hard)
-
-
-@dataclass(frozen=True, eq=False)
-class _Client:
-    """One client's private state (never sent to the server)."""
-
-    X: np.ndarray
-    y: np.ndarray  # class codes 0..C-1
-    prototype: Any  # the unfitted, seeded model
-    model: Any  # the fitted model: a partial-fit estimator, a FittedClassifier, or None before the first fit
-    selector: DensityRatioSelector | None
-    proxy_scores: np.ndarray | None = None  # the selector's r̂ of each proxy example, NaN until first drawn
-    distilled_X: np.ndarray | None = None  # refitted models only: every distilled proxy example so far
-    distilled_y: np.ndarray | None = None
-    trainings: tuple[Any, ...] = ()  # DP-trained models: the DP-SGD release of each round's local training
-
-
-@dataclass(frozen=True, eq=False)
-class _Share:
-    """What a client sends in a round: its (perturbed) predictions and which examples it shares."""
-
-    predictions: np.ndarray  # (batch, C) probabilities, or (batch,) class codes for hard labels
-    shared: np.ndarray  # (batch,) bool
-
-
-def _continues_training(model: Any) -> bool:
-    return callable(getattr(model, "partial_fit", None)) and callable(getattr(model, "partial_fit_soft", None))
-
-
-def _probabilities(model: Any, X: np.ndarray) -> np.ndarray:
-    """Class probabilities over all C classes, columns in code order."""
-    return np.asarray(model.predict_proba(X), dtype=float)
-
-
-def _refit(client: _Client, classes: np.ndarray, seed: int) -> Any:
-    """A from-scratch fit on the local data plus the distilled proxy examples (non-continuing models)."""
-    X, y = client.X, client.y
-    if client.distilled_X is not None:
-        X, y = np.concatenate([X, client.distilled_X]), np.concatenate([y, client.distilled_y])
-    return fit_classifier(client.prototype, X, y, n_classes=len(classes), seed=seed)
-
-
-# --- client tasks (pure functions of a PartyTask) ---------------------------------------------------
-def _client_setup(task: PartyTask) -> _Client:
-    """Seed the client's model and fit its selector on its own data."""
-    X, y, prototype = task.data
-    protocol: _Protocol = task.config
-    seeds = np.random.SeedSequence(task.seed).spawn(2)
-    selector = None
-    if protocol.selector is not None:
-        selector = clone(protocol.selector).set_params(random_state=int(seeds[0].generate_state(1)[0])).fit(X)
-    return _Client(X=X, y=y, prototype=with_seed(prototype, int(seeds[1].generate_state(1)[0])), model=None,
-                   selector=selector)
-
-
-def _client_train_and_share(task: PartyTask) -> tuple[_Client, _Share | None]:
-    """Local training, then (when the protocol shares) predictions on the proxy batch, selected and perturbed."""
-    client: _Client = task.data
-    config: _RoundConfig = task.config
-    protocol = config.protocol
-    rng = np.random.default_rng(task.seed)
-    if _continues_training(client.prototype) and is_dp_trained(client.prototype):
-        # DP-SGD: one Poisson-sampled epoch over the whole local data (rows drawn with repeats would make one
-        # example count several times); its release joins the client's record.
-        model = client.prototype if client.model is None else client.model
-        model.partial_fit(client.X, config.classes[client.y], classes=config.classes)
-        client = replace(client, trainings=(*client.trainings, model.dp_releases_[-1]))
-    elif _continues_training(client.prototype):
-        model = client.prototype if client.model is None else client.model
-        rows = training_rows(len(client.y), protocol.local_steps, model.batch_size, rng)
-        model.partial_fit(client.X[rows], config.classes[client.y[rows]], classes=config.classes)
-    elif config.first_round:
-        model = _refit(client, config.classes, int(rng.integers(2**31)))
-    else:
-        model = client.model  # refitted after the previous round's distillation
-    client = replace(client, model=model)
-    if not protocol.shares:
-        return client, None
-
-    n_classes = len(config.classes)
-    probabilities = _probabilities(model, config.X_batch)
-    if client.selector is None:
-        shared = np.ones(len(config.X_batch), dtype=bool)
-    else:  # r̂ is computed once per proxy example, the first time the server draws it
-        scores = np.full(config.n_public, np.nan) if client.proxy_scores is None else client.proxy_scores.copy()
-        batch_scores = scores[config.batch_indices]
-        new = np.isnan(batch_scores)
-        if new.any():
-            batch_scores[new] = client.selector.score_samples(config.X_batch[new])
-        scores[config.batch_indices] = batch_scores
-        client = replace(client, proxy_scores=scores)
-        shared = batch_scores > client.selector.threshold_
-    if protocol.labels == "soft":
-        tempered = probabilities ** (1.0 / protocol.temperature)
-        return client, _Share(tempered / tempered.sum(axis=1, keepdims=True), shared)
-    codes = probabilities.argmax(axis=1)
-    if config.keep_probability is not None:
-        replaced = rng.random(len(codes)) >= config.keep_probability
-        codes = np.where(replaced, rng.integers(n_classes, size=len(codes)), codes)
-    return client, _Share(codes, shared)
-
-
-def _client_distill(task: PartyTask) -> _Client:
-    """Distil from the server's ensemble on the examples it returned."""
-    client: _Client = task.data
-    config: _RoundConfig = task.config
-    protocol = config.protocol
-    rng = np.random.default_rng(task.seed)
-    if _continues_training(client.prototype):
-        model = client.model
-        dp = model.get_params().get("dp")
-        if dp is not None:  # public examples, targets from the clients' (DP) predictions: no DP-SGD needed
-            model.set_params(dp=None)
-        rows = training_rows(len(config.X_distill), protocol.distill_steps, model.batch_size, rng)
-        if protocol.labels == "soft":
-            model.partial_fit_soft(config.X_distill[rows], config.targets[rows], temperature=protocol.temperature,
-                                   classes=config.classes)
-        else:
-            model.partial_fit(config.X_distill[rows], config.classes[config.targets[rows]], classes=config.classes)
-        return replace(client, model=model.set_params(dp=dp) if dp is not None else model)
-    hard = config.targets if config.targets.ndim == 1 else config.targets.argmax(axis=1)
-    previous_X = client.distilled_X if client.distilled_X is not None else config.X_distill[:0]
-    previous_y = client.distilled_y if client.distilled_y is not None else hard[:0]
-    client = replace(client, distilled_X=np.concatenate([previous_X, config.X_distill]),
-                     distilled_y=np.concatenate([previous_y, hard]))
-    return replace(client, model=_refit(client, config.classes, int(rng.integers(2**31))))
 
 
 # --- the estimators ---------------------------------------------------------------------------------
@@ -328,8 +128,12 @@ class _FederatedDistillation(ClassifierMixin, BaseEstimator):
 
     _estimator_name: ClassVar[str]
 
-    def _protocol(self) -> _Protocol:
+    def _protocol(self) -> FDProtocol:
         raise NotImplementedError
+
+    def _validate(self) -> None:
+        """Check the hyper-parameters (``privfed.federation`` calls this before starting anything)."""
+        self._protocol()
 
     def _check_common(self) -> None:
         models = self.model if isinstance(self.model, (list, tuple)) else [self.model]
@@ -357,7 +161,11 @@ class _FederatedDistillation(ClassifierMixin, BaseEstimator):
         return [self.model] * n_clients
 
     def fit(self, parties: Sequence[tuple[np.ndarray, np.ndarray]], public: np.ndarray | None = None):
-        """Run the protocol on the clients' private ``(X, y)`` data and the unlabeled proxy set ``public``."""
+        """Run the protocol on the clients' private ``(X, y)`` data and the unlabeled proxy set ``public``.
+
+        A driver over the party and server steps of :mod:`privfed.pipelines.selective_fd_steps`: the
+        parties' replies go through their wire form, exactly as in a Flower run (``privfed.federation``).
+        """
         protocol = self._protocol()
         if protocol.shares:
             if public is None:
@@ -365,114 +173,79 @@ class _FederatedDistillation(ClassifierMixin, BaseEstimator):
             parties, public = check_parties(parties, public)
         else:
             parties = check_party_data(parties)
-        if self.client >= len(parties):
-            raise ValueError(f"client must index one of the {len(parties)} clients (0..{len(parties) - 1}), got {self.client}")
-        prototypes = self._client_models(len(parties))
-        self.classes_ = party_classes(parties)
-        n_classes = len(self.classes_)
+        names = [f"party {index}" for index in range(len(parties))]
+        schemas = [PartySchema.from_record(describe_party(X, y).to_record(), sender=name)
+                   for (X, y), name in zip(parties, names)]
+        feature_shape = parties[0][0].shape[1:] if public is None else public.shape[1:]
+        classes = federation_classes(schemas, feature_shape, names)
+        clients = LocalClients(parties, self._client_models(len(parties)),
+                               feature_map=getattr(self, "feature_map", None), n_jobs=self.n_jobs)
+        return self._run(clients, protocol, classes, public, schemas, names, max_bytes=DEFAULT_MAX_BYTES)
 
+    def _run(self, clients: Any, protocol: FDProtocol, classes: np.ndarray, public: np.ndarray | None,
+             schemas: Sequence[PartySchema], names: Sequence[str], *, max_bytes: int) -> _FederatedDistillation:
+        """The server's side of a run over ``clients`` (:class:`~privfed.pipelines.selective_fd_steps.LocalClients`
+        or the Flower app's SuperNodes): setup, the rounds, the fitted attributes and the ledger."""
+        n_parties, n_classes = len(schemas), len(classes)
+        if self.client >= n_parties:
+            raise ValueError(f"client must index one of the {n_parties} clients (0..{n_parties - 1}), "
+                             f"got {self.client}")
+        self.classes_ = classes
         seed_sequence = as_seed_sequence(self.random_state)
         setup_seeds, round_seeds, server_seeds = seed_sequence.spawn(3)
         server_rng = np.random.default_rng(server_seeds)
-        run = dict(n_jobs=self.n_jobs, progress=False)
-        clients: list[_Client] = run_party_tasks(
-            _client_setup,
-            [(X, np.searchsorted(self.classes_, y), prototype) for (X, y), prototype in zip(parties, prototypes)],
-            config=protocol, random_state=setup_seeds, **run,
-        )
         batch = min(protocol.proxy_batch, len(public)) if protocol.shares else 0
         keep_probability = None
         if protocol.privacy == "rr":
             keep_probability = RandomizedResponse(
                 n_classes, epsilon=protocol.epsilon_per_round, labels_per_report=batch
             ).keep_probability
+        clients.setup(setup_messages(protocol, classes, public if protocol.shares else None,
+                                     spawn_seeds(setup_seeds, n_parties), keep_probability))
+        self.selectors_ = clients.selectors()
         self.history_: dict[str, list[float]] = {"shared_fraction": [], "sharers_per_example": [], "kept": []}
         released_votes = []
-        self.selectors_ = [client.selector for client in clients]
-        rounds = progress_bar(round_seeds.spawn(protocol.rounds), progress=self.progress, desc=protocol.name, unit="round")
+        sent: list[list[Record]] = [[schema.to_record()] for schema in schemas]
+        rounds = progress_bar(round_seeds.spawn(protocol.rounds), progress=self.progress, desc=protocol.name,
+                              unit="round")
         for round_index, seeds in enumerate(rounds):
             share_seeds, distill_seeds = seeds.spawn(2)
-            indices = np.sort(server_rng.choice(len(public), size=batch, replace=False)) if batch else None
-            config = _RoundConfig(protocol=protocol, classes=self.classes_, first_round=round_index == 0,
-                                  n_public=0 if public is None else len(public), batch_indices=indices,
-                                  X_batch=None if indices is None else public[indices],
-                                  keep_probability=keep_probability)
-            outputs = run_party_tasks(_client_train_and_share, clients, config=config, random_state=share_seeds, **run)
-            clients = [client for client, _ in outputs]
+            indices = (np.sort(server_rng.choice(len(public), size=batch, replace=False)) if batch
+                       else np.zeros(0, dtype=np.int64))
+            messages = [SelectiveFDRound(indices, seed) for seed in spawn_seeds(share_seeds, n_parties)]
+            records = clients.share(messages, round_index)
+            for party_sent, party_records in zip(sent, records):
+                party_sent.extend(party_records)
+            shares = receive_shares(messages, records, names, n_classes=n_classes, labels=protocol.labels,
+                                    shares=protocol.shares, max_bytes=max_bytes)
             if protocol.shares:
-                shares = [share for _, share in outputs]
-                kept, targets, votes = self._server_round(shares, n_classes, keep_probability, server_rng, protocol)
-                if votes is not None:
-                    released_votes.append(votes)
-                if len(kept):
-                    distill = replace(config, batch_indices=None, X_batch=None, X_distill=public[indices[kept]], targets=targets)
-                    clients = run_party_tasks(_client_distill, clients, config=distill, random_state=distill_seeds, **run)
-            self.models_ = [client.model for client in clients]
+                outcome = server_round(shares, n_classes, protocol, keep_probability, server_rng)
+                if outcome.released is not None:
+                    released_votes.append(outcome.released)
+                self.history_["shared_fraction"].append(float(outcome.shared.mean()))
+                self.history_["sharers_per_example"].append(float(outcome.sharers.mean()))
+                self.history_["kept"].append(float(len(outcome.kept)))
+                if len(outcome.kept):
+                    clients.distill([SelectiveFDEnsemble(indices[outcome.kept], outcome.targets, seed)
+                                     for seed in spawn_seeds(distill_seeds, n_parties)], round_index)
             if self.callback is not None:
+                self.models_ = clients.models()
                 self.callback(self, round_index)
 
+        self.models_, published = clients.final_models(self.client)
         self.n_rounds_ = protocol.rounds
-        self.ledger_ = self._make_ledger(protocol, parties, public, batch, seed_sequence)
+        self.bandwidth_ = {**record_sizes(sent), **published}
+        self.ledger_ = self._make_ledger(protocol, n_parties, public, batch, seed_sequence)
         self.evidence_: dict[str, np.ndarray] = {}
-        self._account(protocol, len(parties), n_classes, batch, released_votes,
-                      [compose_dpsgd(client.trainings) if client.trainings else None for client in clients])
+        self._account(protocol, n_parties, n_classes, batch, released_votes,
+                      [compose_dpsgd(trainings) if trainings else None for trainings in clients.trainings()])
         return self
 
-    def _server_round(
-        self,
-        shares: list[_Share],
-        n_classes: int,
-        keep_probability: float | None,
-        rng: np.random.Generator,
-        protocol: _Protocol,
-    ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
-        """Aggregate, filter and label one batch: (kept positions, their targets, (votes released by the server's
-        noisy argmax, which of them cleared Confident GNMax's threshold — all without one) or None)."""
-        shared = np.stack([share.shared for share in shares])
-        if protocol.labels == "soft":
-            ensemble, sharers = aggregate_predictions(np.stack([share.predictions for share in shares]), shared)
-            kept = np.flatnonzero((sharers > 0) & confident_examples(ensemble, protocol.tau_server))
-            self._log_round(shared, sharers, kept)
-            return kept, ensemble[kept], None
-        codes = np.stack([np.where(share.shared, share.predictions, -1) for share in shares])
-        votes = np.zeros((codes.shape[1], n_classes), dtype=np.int64)
-        for client_codes in codes:
-            rows = np.flatnonzero(client_codes >= 0)
-            votes[rows, client_codes[rows]] += 1
-        sharers = votes.sum(axis=1)
-        answered = np.flatnonzero(sharers > 0)
-        released = None
-        if protocol.privacy in _SERVER_NOISE_MODES:
-            released_votes = votes[answered]
-            passed = np.ones(len(answered), dtype=bool)
-            if protocol.privacy == "confident-gnmax":  # PATE 2018 Algorithm 1: the threshold step first
-                top = released_votes.max(axis=1) + rng.normal(0.0, protocol.sigma_threshold, size=len(answered))
-                passed = top >= protocol.threshold
-            released = (released_votes, passed)
-            noisy = released_votes + rng.normal(0.0, protocol.sigma, size=released_votes.shape)
-            labels, confidence = noisy.argmax(axis=1), noisy.max(axis=1) / sharers[answered]
-            confidence = np.where(passed, confidence, -np.inf)  # ⊥: not answered
-        else:
-            counts = votes[answered].astype(float)
-            if keep_probability is not None:
-                counts = randomized_response_estimate(votes[answered], keep_probability=keep_probability)
-            labels = break_ties_at_random(counts, rng)
-            confidence = counts.max(axis=1) / sharers[answered]
-        confident = confidence >= 1.0 - protocol.tau_server / 2.0 - 1e-12
-        kept = answered[confident]
-        self._log_round(shared, sharers, kept)
-        return kept, labels[confident], released
-
-    def _log_round(self, shared: np.ndarray, sharers: np.ndarray, kept: np.ndarray) -> None:
-        self.history_["shared_fraction"].append(float(shared.mean()))
-        self.history_["sharers_per_example"].append(float(sharers.mean()))
-        self.history_["kept"].append(float(len(kept)))
-
     # --- the ledger ---------------------------------------------------------------------------------
-    def _make_ledger(self, protocol: _Protocol, parties: list, public: np.ndarray | None, batch: int,
+    def _make_ledger(self, protocol: FDProtocol, n_parties: int, public: np.ndarray | None, batch: int,
                      seed_sequence: np.random.SeedSequence) -> Ledger:
-        models = sorted({type(model).__name__ for model in self._client_models(len(parties))})
-        description = f"{protocol.name}: model of client {self.client} of {len(parties)}, {protocol.rounds} rounds"
+        models = sorted({type(model).__name__ for model in self._client_models(n_parties)})
+        description = f"{protocol.name}: model of client {self.client} of {n_parties}, {protocol.rounds} rounds"
         if protocol.shares:
             description += (f", {batch} proxy examples per round, {protocol.labels} labels, "
                             f"privacy={protocol.privacy!r}")
@@ -484,7 +257,7 @@ class _FederatedDistillation(ClassifierMixin, BaseEstimator):
             description=f"{description}; client models: {', '.join(models)}",
         )
 
-    def _account(self, protocol: _Protocol, n_clients: int, n_classes: int, batch: int,
+    def _account(self, protocol: FDProtocol, n_clients: int, n_classes: int, batch: int,
                  released_votes: list[np.ndarray], trainings: list[Any]) -> None:
         """The releases; with DP-SGD local models also their training, which the shared predictions, the server's
         labels and the client's model are derived from — not the selectors, fitted on the raw local data."""
@@ -573,7 +346,7 @@ class _FederatedDistillation(ClassifierMixin, BaseEstimator):
     def predict_proba(self, X: np.ndarray) -> np.ndarray:
         """Class probabilities of client ``client``'s model, columns in ``classes_`` order."""
         check_is_fitted(self, "models_")
-        return _probabilities(self.models_[self.client], np.asarray(X))
+        return np.asarray(self.models_[self.client].predict_proba(np.asarray(X)), dtype=float)
 
     @property
     def final_model_(self) -> Any:
@@ -588,7 +361,7 @@ class _FederatedDistillation(ClassifierMixin, BaseEstimator):
         """Accuracy of every client's model on ``(X, y)`` (the paper reports their mean)."""
         check_is_fitted(self, "models_")
         X, y = np.asarray(X), np.asarray(y)
-        return np.array([np.mean(self.classes_[_probabilities(m, X).argmax(axis=1)] == y)
+        return np.array([np.mean(self.classes_[np.asarray(m.predict_proba(X)).argmax(axis=1)] == y)
                          for m in self.models_])
 
 
@@ -608,7 +381,7 @@ def _check_distillation(estimator: Any) -> None:
         check_positive_finite("epsilon_per_round", estimator.epsilon_per_round)
     elif estimator.epsilon_per_round is not None:
         raise ValueError(f"epsilon_per_round applies to privacy='rr' only, got it with privacy={estimator.privacy!r}")
-    if estimator.privacy in _SERVER_NOISE_MODES:
+    if estimator.privacy in SERVER_NOISE_MODES:
         if estimator.sigma is None:
             raise ValueError(f"privacy={estimator.privacy!r} needs sigma (the std of the Gaussian noise per vote count, "
                              "> 0), got None")
@@ -779,7 +552,7 @@ class SelectiveFD(_FederatedDistillation):
         self.n_jobs = n_jobs
         self.progress = progress
 
-    def _protocol(self) -> _Protocol:
+    def _protocol(self) -> FDProtocol:
         self._check_common()
         _check_distillation(self)
         check_probability("tau_client", self.tau_client, open_low=False, open_high=True)
@@ -790,7 +563,7 @@ class SelectiveFD(_FederatedDistillation):
             max_known=self.max_known,
         )
         _validate_selector(selector)
-        return _Protocol(
+        return FDProtocol(
             rounds=self.rounds, local_steps=self.local_steps, distill_steps=self.distill_steps,
             proxy_batch=self.proxy_batch, labels=self.labels, temperature=float(self.temperature), selector=selector,
             tau_server=float(self.tau_server), privacy=self.privacy, epsilon_per_round=self.epsilon_per_round,
@@ -863,10 +636,10 @@ class FedMD(_FederatedDistillation):
         self.n_jobs = n_jobs
         self.progress = progress
 
-    def _protocol(self) -> _Protocol:
+    def _protocol(self) -> FDProtocol:
         self._check_common()
         _check_distillation(self)
-        return _Protocol(
+        return FDProtocol(
             rounds=self.rounds, local_steps=self.local_steps, distill_steps=self.distill_steps,
             proxy_batch=self.proxy_batch, labels=self.labels, temperature=float(self.temperature), selector=None,
             tau_server=2.0, privacy=self.privacy, epsilon_per_round=self.epsilon_per_round, sigma=self.sigma,
@@ -909,10 +682,10 @@ class IndependentLearning(_FederatedDistillation):
         self.n_jobs = n_jobs
         self.progress = progress
 
-    def _protocol(self) -> _Protocol:
+    def _protocol(self) -> FDProtocol:
         self._check_common()
         check_delta(self.delta)
-        return _Protocol(
+        return FDProtocol(
             rounds=self.rounds, local_steps=self.local_steps, distill_steps=1, proxy_batch=1, labels="hard",
             temperature=1.0, selector=None, tau_server=2.0, privacy=None, epsilon_per_round=None, sigma=None,
             shares=False, name=self._estimator_name,

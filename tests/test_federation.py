@@ -1,8 +1,8 @@
-"""FedKT on Flower: the ServerApp and ClientApp against fit, faults, bad input, and the Ray simulation.
+"""FedKT, FedKD and Selective-FD on Flower: the ServerApp and ClientApp against fit, faults, bad input, and Ray.
 
 Most tests drive the real ServerApp code (``run_server``) and the real ClientApp over an in-process
-grid (no Ray, no sockets: seconds); one test runs ``simulate`` on Flower's Ray simulation engine with
-three SuperNodes (about 25–50 s, most of it Ray's start).
+grid (no Ray, no sockets: seconds); two tests (FedKT L1, Selective-FD) run ``simulate`` on Flower's Ray
+simulation engine with three SuperNodes (about 25–60 s each, most of it Ray's start).
 """
 
 from __future__ import annotations
@@ -205,6 +205,137 @@ def test_model_specs_carry_hyper_parameters_and_refuse_untrusted_classes() -> No
         model_spec(BaggingClassifier(DecisionTreeClassifier()), name="teacher")
 
 
+# --- Selective-FD, FedMD, independent learning: stateful parties over several rounds -------------------
+def selective_fd(**changes):
+    from privfed.pipelines.selective_fd import SelectiveFD
+    from privfed.pipelines.torch_models import TorchMLP
+
+    settings = dict(rounds=2, local_steps=2, distill_steps=4, proxy_batch=80, n_auxiliary=60, max_known=60,
+                    tau_server=1.5, random_state=3)
+    return SelectiveFD(TorchMLP(hidden=(16,), lr=1e-2, batch_size=32), **{**settings, **changes})
+
+
+def fedmd_rr(**changes):
+    from privfed.pipelines.selective_fd import FedMD
+    from sklearn.linear_model import LogisticRegression
+
+    settings = dict(rounds=2, proxy_batch=80, labels="hard", privacy="rr", epsilon_per_round=4.0, random_state=4)
+    model = changes.pop("model", LogisticRegression(max_iter=200))
+    return FedMD(model, **{**settings, **changes})
+
+
+def assert_same_distillation(flower, local, X_test) -> None:
+    """Same published model, history, ledger (entries, ε to 1e-12, unaccounted) and protocol bandwidth as fit."""
+    client = local.client
+    np.testing.assert_array_equal(flower.predict_proba(X_test), local.predict_proba(X_test))
+    assert flower.history_ == local.history_
+    assert [e.description for e in flower.ledger_.entries] == [e.description for e in local.ledger_.entries]
+    assert flower.ledger_.unaccounted == local.ledger_.unaccounted
+    for unit in local.ledger_.units:
+        assert flower.ledger_.account(delta=1e-5, unit=unit).epsilon == pytest.approx(
+            local.ledger_.account(delta=1e-5, unit=unit).epsilon, abs=1e-12
+        )
+    published = flower.bandwidth_.pop("published-model")
+    assert flower.bandwidth_ == local.bandwidth_ and published[client] > 0 and sum(published) == published[client]
+    assert [m is None for m in flower.models_] == [i != client for i in range(len(local.models_))]
+
+
+@pytest.mark.parametrize("make", [selective_fd, fedmd_rr], ids=["selective-fd-torch-soft", "fedmd-sklearn-rr"])
+def test_selective_fd_over_the_apps_reproduces_fit(federation, task_identity, make, tmp_path) -> None:
+    from threadpoolctl import threadpool_limits
+
+    from privfed.federation.server_app import ServerJob, run_server
+
+    torch = pytest.importorskip("torch")
+    parties, paths, public, (X_test, _) = federation
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        with threadpool_limits(1):
+            local = make(client=1).fit(parties, public)
+            # A bundle holds scikit-learn estimators, not the FittedClassifier wrapper of a refitted client model.
+            bundle = str(tmp_path / "b") if make is selective_fd else None
+            job = ServerJob(make(client=1), public, num_supernodes=3, timeout=5, output_bundle=bundle)
+            flower = run_server(LocalGrid(paths), job)
+    finally:
+        torch.set_num_threads(threads)
+    assert_same_distillation(flower, local, X_test)
+    assert "selective-fd-share" in local.bandwidth_ and len(local.bandwidth_["selective-fd-share"]) == 3
+    if bundle:
+        import privfed
+
+        model, ledger = privfed.load_bundle(bundle)
+        np.testing.assert_array_equal(model.predict(X_test), local.predict(X_test))
+        assert [e.description for e in ledger.entries] == [e.description for e in local.ledger_.entries]
+
+
+def test_selective_fd_party_state_survives_as_arrays(federation) -> None:
+    """A party's state stored as records and rebuilt continues exactly as the one kept in memory."""
+    from privfed.pipelines.selective_fd_steps import (
+        SelectiveFDEnsemble,
+        SelectiveFDRound,
+        client_state,
+        distill_step,
+        restore_client,
+        setup_client,
+        setup_messages,
+        share_step,
+    )
+    from privfed.pipelines.torch_models import TorchMLP
+
+    torch = pytest.importorskip("torch")
+    parties, _, public, _ = federation
+    X, y = parties[0]
+    model = selective_fd()
+    setup = setup_messages(model._protocol(), np.arange(10), public, [7], None)[0]
+    local_model = TorchMLP(hidden=(8,), batch_size=16)
+    client = setup_client(setup, X, y, local_model=local_model)
+    client, _ = share_step(client, SelectiveFDRound(np.arange(50), 1))
+    client = distill_step(client, SelectiveFDEnsemble(np.arange(10), np.eye(10)[np.arange(10) % 10], 2))
+    stored = client_state(client)
+    assert all(a.dtype != object for record in stored for a in record.arrays.values())
+    rebuilt = restore_client(stored, X, y, local_model=local_model)
+    torch.set_num_threads(1)
+    kept, rebuilt_share = share_step(client, SelectiveFDRound(np.arange(50, 120), 3))[1], \
+        share_step(rebuilt, SelectiveFDRound(np.arange(50, 120), 3))[1]
+    np.testing.assert_array_equal(kept.shared, rebuilt_share.shared)
+    np.testing.assert_array_equal(kept.predictions, rebuilt_share.predictions)
+
+
+def test_a_malformed_selective_fd_share_is_refused_naming_the_party(federation, task_identity, tmp_path) -> None:
+    from flwr.app import Message
+    from privfed.pipelines.selective_fd_steps import SelectiveFDShare
+
+    from privfed.federation.server_app import FederationError, ServerJob, run_server
+    from privfed.federation.task import from_recorddict, to_recorddict
+
+    _, paths, public, _ = federation
+
+    def out_of_range_labels(message, reply):
+        if message.metadata.dst_node_id != 99 or message.metadata.message_type != "train.selective_fd":
+            return reply
+        records, _ = from_recorddict(reply.content, sender="test")
+        if not records or records[0].kind != SelectiveFDShare.KIND:
+            return reply
+        share = SelectiveFDShare.from_record(records[0], sender="test")
+        forged = SelectiveFDShare(share.shared, share.predictions + 10)
+        return Message(to_recorddict([forged.to_record()]), reply_to=message)
+
+    job = ServerJob(fedmd_rr(), public, num_supernodes=3, timeout=5, output_bundle=str(tmp_path / "bundle"))
+    with pytest.raises(ValueError, match="client 0's model LogisticRegression is refitted every round"):
+        run_server(LocalGrid(paths), job)
+    from privfed.pipelines.torch_models import TorchMLP
+
+    job = ServerJob(fedmd_rr(model=TorchMLP(hidden=(8,), batch_size=32)), public, num_supernodes=3, timeout=5,
+                    output_bundle=str(tmp_path / "bundle"))
+    with pytest.raises(MessageError, match=r"party 1 \(node 99\) sent a malformed 'selective-fd-share' message: "
+                                           r"predictions .* class codes in 0..9"):
+        run_server(LocalGrid(paths, tamper=out_of_range_labels), job)
+    with pytest.raises(FederationError, match=r"party 2 \(node 98\) did not reply to the setup step"):
+        run_server(LocalGrid(paths, silent={98: "train.selective_fd"}), job)
+    assert not (tmp_path / "bundle").exists()
+
+
 @pytest.mark.slow
 def test_simulation_on_ray_equals_fit_for_l1(federation) -> None:
     """The CI check of issue 14: FedKT L1 on digits, three SuperNodes on Flower's simulation engine."""
@@ -216,14 +347,40 @@ def test_simulation_on_ray_equals_fit_for_l1(federation) -> None:
     assert_same_fit(flower, local, X_test)
 
 
+@pytest.mark.slow
+def test_selective_fd_simulation_on_ray_matches_fit(federation) -> None:
+    """Selective-FD (KuLSIF selectors, server GNMax) on three Ray SuperNodes: the ledger and accuracy of fit."""
+    from privfed.pipelines.selective_fd import SelectiveFD
+    from sklearn.linear_model import LogisticRegression
+
+    from privfed.federation import simulate
+
+    parties, paths, public, (X_test, y_test) = federation
+
+    def make():
+        return SelectiveFD(LogisticRegression(max_iter=200), rounds=2, proxy_batch=80, labels="hard", privacy="gnmax",
+                           sigma=2.0, n_auxiliary=60, max_known=60, tau_server=2.0, random_state=6)
+
+    local = make().fit(parties, public)
+    flower = simulate(make(), paths, public, timeout=180)
+    for unit in local.ledger_.units:
+        assert flower.ledger_.account(delta=1e-5, unit=unit).epsilon == pytest.approx(
+            local.ledger_.account(delta=1e-5, unit=unit).epsilon, abs=1e-12
+        )
+    assert flower.ledger_.unaccounted == local.ledger_.unaccounted
+    assert abs(flower.score(X_test, y_test) - local.score(X_test, y_test)) <= 0.05
+
+
 def test_simulate_refuses_bad_arguments_before_starting_anything(federation) -> None:
     from privfed.pipelines.selective_fd import FedMD
 
     from privfed.federation import simulate
 
     parties, paths, public, _ = federation
-    with pytest.raises(TypeError, match="estimator must be a privfed FedKT, FedKD.* got FedMD"):
-        simulate(FedMD(DecisionTreeClassifier()), parties, public)
+    with pytest.raises(TypeError, match="estimator must be a privfed FedKT, FedKD, PrivateKT, SelectiveFD, .* got Decision"):
+        simulate(DecisionTreeClassifier(), parties, public)
+    with pytest.raises(ValueError, match="callback runs in-process only"):
+        simulate(FedMD(DecisionTreeClassifier(), callback=print), parties, public)
     with pytest.raises(ValueError, match="num_supernodes must be None or len\\(parties\\) = 3, got 5"):
         simulate(fedkt("L0"), paths, public, num_supernodes=5)
     with pytest.raises(ValueError, match="timeout must be a positive number of seconds or None, got -1"):

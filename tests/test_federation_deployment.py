@@ -21,6 +21,7 @@ import pytest
 from conftest import digits_federation
 from privfed.pipelines.fedkt import FedKT
 from sklearn.tree import DecisionTreeClassifier
+from threadpoolctl import threadpool_limits
 
 import privfed
 
@@ -74,7 +75,7 @@ def sites(tmp_path):
 
 def test_three_supernodes_on_localhost_reproduce_fit_and_a_killed_one_stops_the_run(sites) -> None:
     folder, parties, public, (X_test, _) = sites
-    env = {**os.environ, "FLWR_HOME": str(folder / "flwr-home")}
+    env = {**os.environ, "FLWR_HOME": str(folder / "flwr-home"), "OMP_NUM_THREADS": "1"}
     root = str(Path(privfed.__file__).resolve().parent.parent)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))
     link_port = free_port()
@@ -92,9 +93,9 @@ def test_three_supernodes_on_localhost_reproduce_fit_and_a_killed_one_stops_the_
         processes.append(process)
         return process
 
-    def flwr_run(bundle: str, timeout: float) -> str:
+    def flwr_run(bundle: str, timeout: float, extra: str = "") -> str:
         overrides = f'public-path="{folder / "public.npz"}" output-bundle="{folder / bundle}" timeout={timeout} ' \
-                    'n-teachers=3 query-fraction=0.5 gamma=0.5 random-state=7'
+                    f'n-teachers=3 query-fraction=0.5 gamma=0.5 random-state=7 {extra}'
         done = subprocess.run(["flwr", "run", str(APP), "localhost", "--stream", "--run-config", overrides],
                               cwd=folder, env=env, capture_output=True, text=True, timeout=timeout + 150)
         return done.stdout + done.stderr
@@ -116,6 +117,23 @@ def test_three_supernodes_on_localhost_reproduce_fit_and_a_killed_one_stops_the_
                       random_state=7).fit(parties, public)
         np.testing.assert_array_equal(model.predict(X_test), local.predict(X_test))
         assert ledger.account(delta=1e-5).epsilon == pytest.approx(local.ledger_.account(delta=1e-5).epsilon, abs=1e-12)
+
+        # Selective-FD on the same SuperNodes: each party's state lives in its context between the messages.
+        from privfed.pipelines.selective_fd import SelectiveFD
+        from privfed.pipelines.torch_models import TorchMLP
+
+        output = flwr_run("fd-bundle", timeout=120, extra=(
+            'algorithm="selective-fd" local-model="privfed.pipelines.torch_models.TorchMLP" '
+            "local-model-params='{\"hidden\": [16], \"batch_size\": 32}' rounds=2 local-steps=2 distill-steps=4 "
+            "proxy-batch=80 n-auxiliary=60 max-known=60 tau-server=1.5"))
+        assert (folder / "fd-bundle").is_dir(), output[-3000:]
+        model, ledger = privfed.load_bundle(folder / "fd-bundle")
+        local = SelectiveFD(TorchMLP(hidden=(16,), batch_size=32), rounds=2, local_steps=2, distill_steps=4,
+                            proxy_batch=80, n_auxiliary=60, max_known=60, tau_server=1.5, random_state=7)
+        with threadpool_limits(1):
+            local.fit(parties, public)
+        np.testing.assert_array_equal(model.predict(X_test), local.predict(X_test))
+        assert [e.description for e in ledger.entries] == [e.description for e in local.ledger_.entries]
 
         stop(nodes[2])  # a hospital goes offline: the server waits `timeout` seconds, stops, writes nothing
         output = flwr_run("bundle-after-kill", timeout=20)

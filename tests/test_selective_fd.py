@@ -10,19 +10,15 @@ torch = pytest.importorskip("torch")
 from privfed.accounting import ConfidentGNMax, GaussianNoisyMax, RandomizedResponse, account  # noqa: E402
 from privfed.accounting.conversion import rdp_to_epsilon  # noqa: E402
 from privfed.pipelines._models import FittedClassifier  # noqa: E402
-from privfed.pipelines.executor import PartyTask  # noqa: E402
 from privfed.pipelines.selective_fd import (  # noqa: E402
     FedMD,
     IndependentLearning,
     SelectiveFD,
-    _Client,
-    _client_train_and_share,
-    _Protocol,
-    _RoundConfig,
     aggregate_predictions,
     confident_examples,
     training_rows,
 )
+from privfed.pipelines.selective_fd_steps import FDClient, SelectiveFDRound, SelectiveFDSetup, share_step  # noqa: E402
 from privfed.pipelines.torch_models import TorchMLP  # noqa: E402
 from sklearn.datasets import load_digits  # noqa: E402
 from sklearn.linear_model import LogisticRegression  # noqa: E402
@@ -108,14 +104,15 @@ class FixedProbabilities:
 
 def client_share(row, *, labels="hard", keep_probability=None, temperature=1.0, n=4000):
     """One client's share of a round, its model fixed to ``row``, sharing every example (no selector)."""
-    protocol = _Protocol(rounds=1, local_steps=1, distill_steps=1, proxy_batch=n, labels=labels,
-                         temperature=temperature, selector=None, tau_server=2.0, privacy=None, epsilon_per_round=None,
-                         sigma=None, shares=True, name="test")
-    client = _Client(X=np.zeros((2, 3)), y=np.array([0, 1]), prototype=DecisionTreeClassifier(),
-                     model=FixedProbabilities(row), selector=None)
-    config = _RoundConfig(protocol=protocol, classes=np.arange(len(row)), first_round=False, n_public=n,
-                          batch_indices=np.arange(n), X_batch=np.zeros((n, 3)), keep_probability=keep_probability)
-    _, share = _client_train_and_share(PartyTask(data=client, index=0, seed=0, config=config))
+    setup = SelectiveFDSetup(
+        proxy=np.zeros((n, 3)), classes=np.arange(len(row)), seed=0, local_steps=1, distill_steps=1, labels=labels,
+        temperature=temperature, shares=True, keep_probability=np.nan if keep_probability is None else keep_probability,
+        selects=False, quantile=0.0, validation_fraction=0.0, kernel_width="median", regularization=0.0,
+        n_auxiliary=0, max_known=0,
+    )
+    client = FDClient(setup=setup, X=np.zeros((2, 3)), y=np.array([0, 1]), prototype=DecisionTreeClassifier(),
+                      model=FixedProbabilities(row))
+    _, share = share_step(client, SelectiveFDRound(np.arange(n), 0))
     return share
 
 

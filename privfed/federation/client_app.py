@@ -17,12 +17,30 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from privfed.federation.task import build_model, from_recorddict, load_party_data, to_recorddict
+from privfed.federation.task import (
+    PUBLISH_REQUEST,
+    build_model,
+    from_recorddict,
+    load_party_data,
+    model_to_record,
+    to_recorddict,
+)
 from privfed.pipelines.fedkd_steps import FedKDTask, fedkd_party_step
 from privfed.pipelines.fedkt_steps import FedKTTask, fedkt_party_step
 from privfed.pipelines.messages import DEFAULT_MAX_BYTES, MessageError
 from privfed.pipelines.party_schema import describe_party
 from privfed.pipelines.privatekt_steps import PrivateKTTask, privatekt_party_step
+from privfed.pipelines.selective_fd_steps import (
+    STATE_KIND,
+    SelectiveFDEnsemble,
+    SelectiveFDRound,
+    SelectiveFDSetup,
+    client_state,
+    distill_step,
+    restore_client,
+    setup_client,
+    share_step,
+)
 
 # `app` (built on first access, see __getattr__) is listed: Flower checks the component statically, in __all__.
 __all__ = ["app", "make_client_app", "party_data_path"]  # noqa: F822
@@ -67,8 +85,50 @@ def _privatekt_step(task: PrivateKTTask, X: Any, y: Any, config: dict, party: st
 
 
 #: Task message kind → (message class, its field of feature rows, party step).
-_TASKS = {FedKTTask.KIND: (FedKTTask, "queries", _fedkt_step), FedKDTask.KIND: (FedKDTask, "public", _fedkd_step)}
-_TASKS[PrivateKTTask.KIND] = (PrivateKTTask, "queries", _privatekt_step)
+_TASKS = {
+    FedKTTask.KIND: (FedKTTask, "queries", _fedkt_step),
+    FedKDTask.KIND: (FedKDTask, "public", _fedkd_step),
+    PrivateKTTask.KIND: (PrivateKTTask, "queries", _privatekt_step),
+}
+
+
+def _selective_fd_step(records: list, config: dict, X: Any, y: Any, state: Any, party: str) -> list:
+    """One Selective-FD message (setup, round, ensemble or publish) on this party's state, kept in ``state``.
+
+    ``state`` is the SuperNode's ``context.state``: the party's model, selector and scores as arrays
+    (:func:`~privfed.pipelines.selective_fd_steps.client_state`), rebuilt for every message.
+    """
+    kinds = (SelectiveFDSetup, SelectiveFDRound, SelectiveFDEnsemble)
+    by_kind = {kind.KIND: kind for kind in kinds}
+    if len(records) != 1 or records[0].kind not in {*by_kind, PUBLISH_REQUEST}:
+        raise MessageError(f"the server sent {[r.kind for r in records]} to the Selective-FD step, expected one of "
+                           f"{sorted({*by_kind, PUBLISH_REQUEST})}")
+    local_model = build_model(str(config.get("local-model", "")), name="local_model")
+    max_bytes = int(config.get("max-message-bytes", DEFAULT_MAX_BYTES))
+    if records[0].kind == SelectiveFDSetup.KIND:
+        setup = SelectiveFDSetup.from_record(records[0], sender="the server", max_bytes=max_bytes)
+        if setup.shares and setup.proxy.shape[1:] != X.shape[1:]:
+            raise MessageError(f"the server sent proxy examples of shape {setup.proxy.shape[1:]}, {party}'s data has "
+                               f"{X.shape[1:]}")
+        client, sent = setup_client(setup, X, y, local_model=local_model, party=party), []
+    else:
+        stored, _ = from_recorddict(state, sender=f"{party}'s own stored state")
+        client = restore_client([r for r in stored if r.kind in (SelectiveFDSetup.KIND, STATE_KIND)], X, y,
+                                local_model=local_model, party=party)
+        if records[0].kind == PUBLISH_REQUEST:
+            return [model_to_record(client.model)]
+        message = by_kind[records[0].kind].from_record(records[0], sender="the server", max_bytes=max_bytes)
+        positions = message.batch if isinstance(message, SelectiveFDRound) else message.rows
+        if positions.size and not 0 <= positions.min() <= positions.max() < len(client.setup.proxy):
+            raise MessageError(f"the server sent proxy positions outside 0..{len(client.setup.proxy) - 1}")
+        if isinstance(message, SelectiveFDRound):
+            client, share = share_step(client, message)
+            sent = [] if share is None else [share]
+        else:
+            client, sent = distill_step(client, message), []
+    for key, value in to_recorddict(client_state(client)).items():
+        state[key] = value
+    return [message.to_record() for message in sent]
 
 
 def make_client_app(data_paths: Sequence[str] | None = None) -> Any:
@@ -109,6 +169,13 @@ def make_client_app(data_paths: Sequence[str] | None = None) -> Any:
         )
         sent = run_step(task, X, y, config, f"party {_party_index(context)}")
         return Message(to_recorddict([reply.to_record() for reply in sent]), reply_to=message)
+
+    @client.train("selective_fd")
+    def selective_fd(message: Any, context: Any) -> Any:
+        X, y = party_data(context)
+        records, config = from_recorddict(message.content, sender="the server")
+        sent = _selective_fd_step(records, config, X, y, context.state, f"party {_party_index(context)}")
+        return Message(to_recorddict(sent), reply_to=message)
 
     return client
 

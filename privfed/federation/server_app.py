@@ -8,7 +8,9 @@ The exchange: a ``query.schema`` message to every SuperNode (each party's schema
 training), then one ``train`` message per party carrying its task (FedKT: ``FedKTTask``; FedKD:
 ``FedKDTask``) and the model specs; the replies are validated by the pipeline's ``receive_*_replies``
 and handed to its server step. PrivateKT: one ``train`` message per round to each sampled client only
-(``PrivateKTTask``), its randomized-response report back.
+(``PrivateKTTask``), its randomized-response report back. Selective-FD, FedMD and independent learning run
+their own round loop (``_FederatedDistillation._run``) over the SuperNodes: ``train.selective_fd`` messages for the setup, each
+round's share and distillation, and the final publication of client ``client``'s model.
 
 Faults: FedKT and FedKD are one-shot, so a party that does not reply within ``timeout`` seconds, or
 replies with an error, stops the run with a :class:`FederationError` naming it and the step — a
@@ -17,7 +19,8 @@ PrivateKT samples clients every round anyway: a sampled client that times out or
 dropped for that round and the run continues (:func:`_exchange_allowing_missing` says which parties
 are missing; ``PrivateKT.dropouts_`` and the ledger record them). A malformed,
 oversized or wrongly shaped reply stops it the same way (a :class:`MessageError` naming the party).
-The bundle is written only after the server step has succeeded.
+Selective-FD stops the same way at any round (see ``docs/federation.md`` for why it does not continue without
+the party). The bundle is written only after the server step has succeeded.
 """
 
 from __future__ import annotations
@@ -30,20 +33,24 @@ from typing import Any
 import numpy as np
 
 from privfed.federation.task import (
+    PUBLISH_REQUEST,
     estimator_from_config,
     from_recorddict,
     load_public,
+    model_from_record,
     model_spec,
     to_recorddict,
 )
 from privfed.pipelines._random import as_seed_sequence
 from privfed.pipelines.fedkd_steps import receive_fedkd_replies
 from privfed.pipelines.fedkt_steps import FedKTTask, fedkt_server_step, fedkt_tasks, receive_fedkt_replies
-from privfed.pipelines.messages import DEFAULT_MAX_BYTES, MessageError, record_sizes
+from privfed.pipelines.messages import DEFAULT_MAX_BYTES, MessageError, Record, record_sizes
 from privfed.pipelines.party_schema import PartySchema, federation_classes
 
 # `app` (built on first access, see __getattr__) is listed: Flower checks the component statically, in __all__.
-__all__ = ["FederationError", "ServerJob", "app", "job_from_config", "make_server_app", "run_server"]  # noqa: F822
+__all__ = [  # noqa: F822
+    "FederationError", "ServerJob", "app", "job_from_config", "make_server_app", "run_server", "selective_fd_configs",
+]
 
 #: Seconds between two looks at the connected SuperNodes while waiting for them.
 _POLL_SECONDS = 0.2
@@ -122,9 +129,9 @@ def _exchange(
 
 
 def run_server(grid: Any, job: ServerJob) -> Any:
-    """Fit ``job.estimator`` (FedKT, FedKD or PrivateKT) over the Grid's SuperNodes; return it fitted, as ``fit``."""
+    """Fit ``job.estimator`` (FedKT, FedKD, PrivateKT, SelectiveFD, FedMD, IndependentLearning) over the Grid's
+    SuperNodes; return it fitted, as ``fit`` would."""
     from privfed.pipelines.fedkd import FedKD
-    from privfed.pipelines.privatekt import PrivateKT
 
     model = job.estimator
     model._validate()
@@ -149,14 +156,22 @@ def run_server(grid: Any, job: ServerJob) -> Any:
     classes = federation_classes(schemas, public.shape[1:], [names[node] for node in order])
 
     # 2. One task per party, then the server step; the bundle only once the server step has succeeded.
-    train = _train_fedkd if isinstance(model, FedKD) else _train_fedkt
-    train = _train_privatekt if isinstance(model, PrivateKT) else train
-    train(grid, job, model, public, schemas, classes, order, names)
+    _server_steps(model)(grid, job, model, public, schemas, classes, order, names)
     if job.output_bundle:
         from privfed.bundle import save_bundle
 
         save_bundle(model, job.output_bundle, evidence=model.ledger_.evidence())
     return model
+
+
+def _server_steps(model: Any) -> Callable[..., None]:
+    """The function running ``model``'s server steps over the SuperNodes (below, one per pipeline)."""
+    from privfed.pipelines.fedkd import FedKD
+    from privfed.pipelines.privatekt import PrivateKT
+    from privfed.pipelines.selective_fd import _FederatedDistillation
+
+    steps = ((FedKD, _train_fedkd), (PrivateKT, _train_privatekt), (_FederatedDistillation, _train_selective_fd))
+    return next((function for kind, function in steps if isinstance(model, kind)), _train_fedkt)
 
 
 def _send_tasks(
@@ -226,6 +241,92 @@ def _train_privatekt(grid, job, model, public, schemas, classes, order, names) -
 
     model._fit_rounds(public, schemas, classes, [names[node] for node in order], exchange,
                       max_bytes=job.max_message_bytes)
+def selective_fd_configs(model: Any, n_parties: int) -> list[dict]:
+    """Each party's config for Selective-FD, FedMD or independent learning (its model spec); refuses what
+    cannot run on Flower, before any message: a ``callback`` or a ``feature_map`` (code cannot travel to
+    the parties), DP-SGD-trained client models (their state is not stored as arrays between rounds yet)."""
+    from privfed.pipelines._models import is_dp_trained
+
+    model._validate()
+    if model.callback is not None:
+        raise ValueError("callback runs in-process only (fit): on Flower the client models stay on the parties")
+    if getattr(model, "feature_map", None) is not None:
+        raise ValueError("feature_map must be None on Flower: a callable cannot travel to the parties")
+    local_models = model._client_models(n_parties)
+    for index, local_model in enumerate(local_models):
+        if is_dp_trained(local_model):
+            raise ValueError(f"model[{index}] trains with DP-SGD (dp=...): {type(model).__name__} runs DP client "
+                             "models in-process only (fit) so far")
+    return [{"local-model": model_spec(m, name=f"model[{i}]")} for i, m in enumerate(local_models)]
+
+
+class _SuperNodeClients:
+    """Selective-FD's parties as SuperNodes: the in-process :class:`~privfed.pipelines.selective_fd_steps.LocalClients`'
+    four calls, each a ``train.selective-fd`` message per party; the party keeps its state in ``context.state``."""
+
+    def __init__(self, grid: Any, job: ServerJob, order: list[int], names: dict[int, str], configs: list[dict]):
+        self.grid, self.job, self.order, self.names = grid, job, order, names
+        self.configs = {node: {**config, "max-message-bytes": int(job.max_message_bytes)}
+                        for node, config in zip(order, configs)}
+
+    def _send(self, records: dict[int, Record], step: str, *, replies: bool) -> list[list[Record]]:
+        contents = {node: to_recorddict([record], self.configs[node]) for node, record in records.items()}
+        results = _exchange(self.grid, contents, "train.selective_fd", self.names, self.job.timeout, step)
+        sent = [results[node][0] for node in records]
+        for node, party_sent in zip(records, sent):
+            if not replies and party_sent:
+                raise MessageError(f"{self.names[node]} sent {len(party_sent)} messages to the {step} step, "
+                                   "expected none")
+        return sent
+
+    def setup(self, messages: list) -> None:
+        self._send({node: m.to_record() for node, m in zip(self.order, messages)}, "setup", replies=False)
+
+    def share(self, messages: list, round_index: int) -> list[list[Record]]:
+        return self._send({node: m.to_record() for node, m in zip(self.order, messages)},
+                          f"round {round_index + 1} share", replies=True)
+
+    def distill(self, messages: list, round_index: int) -> None:
+        self._send({node: m.to_record() for node, m in zip(self.order, messages)},
+                   f"round {round_index + 1} distillation", replies=False)
+
+    def models(self) -> list[Any]:
+        raise ValueError("the client models stay on the parties during a Flower run")
+
+    def final_models(self, client: int) -> tuple[list[Any], dict[str, list[int]]]:
+        """Client ``client``'s model (the one the run publishes) in the bundle's safe formats; the others stay."""
+        node = self.order[client]
+        sent = self._send({node: Record(PUBLISH_REQUEST, {}, {})}, "publish", replies=True)[0]
+        if len(sent) != 1:
+            raise MessageError(f"{self.names[node]} sent {len(sent)} messages to the publish step, expected 1")
+        models: list[Any] = [None] * len(self.order)
+        models[client] = model_from_record(sent[0], sender=self.names[node], max_bytes=self.job.max_message_bytes)
+        sizes = [0] * len(self.order)
+        sizes[client] = sent[0].nbytes
+        return models, {sent[0].kind: sizes}
+
+    def selectors(self) -> list[None]:
+        return [None] * len(self.order)
+
+    def trainings(self) -> list[tuple]:
+        return [()] * len(self.order)
+
+
+def _train_selective_fd(grid, job, model, public, schemas, classes, order, names) -> None:
+    """Selective-FD, FedMD, independent learning: the estimator's own round loop over the SuperNodes."""
+    from privfed.pipelines.selective_fd_steps import continues_training
+
+    configs = selective_fd_configs(model, len(order))
+    published = model._client_models(len(order))[model.client] if model.client < len(order) else None
+    if job.output_bundle and published is not None and not continues_training(published):
+        raise ValueError(
+            f"output-bundle: client {model.client}'s model {type(published).__name__} is refitted every round and "
+            "published as privfed's class-code wrapper, which a bundle cannot hold; use a TorchClassifier-family "
+            "model for that client or leave output-bundle empty (nothing was trained)"
+        )
+    clients = _SuperNodeClients(grid, job, order, names, configs)
+    model._run(clients, model._protocol(), classes, public, schemas, [names[node] for node in order],
+               max_bytes=job.max_message_bytes)
 
 
 def make_server_app(job: ServerJob | None = None, on_fitted: Callable[[Any], None] | None = None) -> Any:

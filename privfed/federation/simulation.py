@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from privfed.federation.client_app import make_client_app
-from privfed.federation.server_app import FederationError, ServerJob, make_server_app
+from privfed.federation.server_app import FederationError, ServerJob, make_server_app, selective_fd_configs
 from privfed.federation.task import DATA_FORMATS
 
 __all__ = ["simulate"]
@@ -78,11 +78,12 @@ def simulate(
 
     Parameters
     ----------
-    estimator : FedKT, FedKD or PrivateKT
+    estimator : FedKT, FedKD, PrivateKT, SelectiveFD, FedMD or IndependentLearning
         Unfitted and configured as for ``fit`` (the models the parties train — FedKT's teacher and
-        student, FedKD's local models, PrivateKT's global model — must be describable by class name
-        and JSON hyper-parameters: they travel to the parties as specs, never as objects). FedKD on
-        Flower is single-label.
+        student, FedKD's and Selective-FD's local models, PrivateKT's global model — must be describable by class name and JSON
+        hyper-parameters: they travel to the parties as specs, never as objects). FedKD on Flower is
+        single-label; Selective-FD on Flower takes no ``callback``, no ``feature_map`` and no DP-SGD client
+        models.
     parties : sequence of (X, y) pairs, or of data files
         As ``fit`` takes them, or one file per party (npz with ``X`` and ``y``, CSV/Parquet with the
         label in the last column, LIBSVM). Pairs are written to a temporary npz file per party.
@@ -101,20 +102,25 @@ def simulate(
     -------
     estimator
         Fitted: ``final_model_``, ``ledger_``, ``evidence_``, ``bandwidth_`` and the rest as ``fit`` sets
-        them — except FedKT's ``students_``, which stay on the parties.
+        them — except FedKT's ``students_``, which stay on the parties, and Selective-FD's client models
+        and selectors: only client ``client``'s model is published (``models_`` holds it at its position,
+        ``None`` elsewhere; ``selectors_`` is all ``None``).
     """
     from privfed.pipelines.fedkd import FedKD
     from privfed.pipelines.fedkt import FedKT
     from privfed.pipelines.privatekt import PrivateKT
+    from privfed.pipelines.selective_fd import _FederatedDistillation
 
-    if not isinstance(estimator, (FedKT, FedKD, PrivateKT)):
+    if not isinstance(estimator, (FedKT, FedKD, PrivateKT, _FederatedDistillation)):
         raise TypeError(
-            f"estimator must be a privfed FedKT, FedKD or PrivateKT (the pipelines that run on Flower so far), got "
-            f"{type(estimator).__name__}; SelectiveFD runs in-process only (fit)"
+            f"estimator must be a privfed FedKT, FedKD, PrivateKT, SelectiveFD, FedMD or IndependentLearning, "
+            f"got {type(estimator).__name__}"
         )
     if random_state is not None:
         estimator.set_params(random_state=random_state)
     estimator._validate()
+    if isinstance(estimator, _FederatedDistillation):
+        selective_fd_configs(estimator, len(parties) if isinstance(parties, Sequence) else 0)
     if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0):
         raise ValueError(f"timeout must be a positive number of seconds or None, got {timeout!r}")
     try:

@@ -11,6 +11,9 @@
 * **Transport** (:func:`to_recorddict`, :func:`from_recorddict`): privfed's wire records ⇄ Flower's
   ``RecordDict`` (an ``ArrayRecord`` and a ``ConfigRecord`` per message). Flower serialises arrays
   with ``numpy.save(allow_pickle=False)``; an array that needs unpickling is refused on receipt.
+* **Published models** (:func:`model_to_record`, :func:`model_from_record`): a model that must travel (the
+  Selective-FD client model that the run publishes) goes in the bundle's safe formats (safetensors with a JSON
+  spec, skops with privfed's trusted-type list, xgboost's UBJSON) as byte arrays, never pickled.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from __future__ import annotations
 import importlib
 import json
 import math
+import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -28,13 +32,17 @@ from privfed.pipelines.messages import MessageError, Record
 
 __all__ = [
     "DATA_FORMATS",
+    "PUBLISHED_MODEL",
+    "PUBLISH_REQUEST",
     "TRUSTED_MODEL_PACKAGES",
     "build_model",
     "estimator_from_config",
     "from_recorddict",
     "load_party_data",
     "load_public",
+    "model_from_record",
     "model_spec",
+    "model_to_record",
     "to_recorddict",
 ]
 
@@ -90,18 +98,19 @@ def _model_from_config(config: Mapping[str, Any], key: str) -> Any:
 
 
 def estimator_from_config(config: Mapping[str, Any]) -> Any:
-    """The unfitted estimator (FedKT or FedKD) that a run configuration describes (0 or "" stand for "not set")."""
+    """The unfitted pipeline estimator a run configuration describes (0 or "" stand for "not set")."""
     algorithm = str(config.get("algorithm", "fedkt"))
     if algorithm == "privatekt":
         return _privatekt_from_config(config)
-    if algorithm not in ("fedkt", "fedkd"):
-        raise ValueError(
-            f"algorithm must be 'fedkt', 'fedkd' or 'privatekt' (the pipelines on Flower so far), got {algorithm!r}"
-        )
+    if algorithm not in ("fedkt", "fedkd", *_FEDERATED_DISTILLATION):
+        names = ("fedkt", "fedkd", "privatekt", *_FEDERATED_DISTILLATION)
+        raise ValueError(f"algorithm must be one of {names}, got {algorithm!r}")
     optional = {key: float(config[key]) or None for key in ("gamma", "sigma", "target-epsilon", "clip")
                 if key in config}
     seed = int(config.get("random-state", -1))
     common = dict(delta=float(config.get("delta", 1e-5)), random_state=None if seed < 0 else seed)
+    if algorithm in _FEDERATED_DISTILLATION:
+        return _federated_distillation_from_config(config, algorithm, common)
     if algorithm == "fedkd":
         from privfed.pipelines.fedkd import FedKD
 
@@ -148,6 +157,108 @@ def _privatekt_from_config(config: Mapping[str, Any]) -> Any:
     settings |= {key.replace("-", "_"): float(config[key]) for key in floats if key in config}
     return PrivateKT(_model_from_config(config, "model"), **settings,
                      random_state=None if seed < 0 else seed)
+#: Run-config names of Selective-FD and its baselines (privfed.pipelines.selective_fd).
+_FEDERATED_DISTILLATION = ("selective-fd", "fedmd", "independent-learning")
+
+
+def _federated_distillation_from_config(config: Mapping[str, Any], algorithm: str, common: dict) -> Any:
+    """SelectiveFD, FedMD or IndependentLearning from the run config (keys in ``docs/federation.md``)."""
+    from privfed.pipelines.selective_fd import FedMD, IndependentLearning, SelectiveFD
+
+    model = _model_from_config(config, "local-model")
+    shared = dict(rounds=int(config.get("rounds", 10)), local_steps=int(config.get("local-steps", 10)),
+                  client=int(config.get("client", 0)), **common)
+    if algorithm == "independent-learning":
+        return IndependentLearning(model, **shared)
+    privacy = str(config.get("selective-fd-privacy", "")) or None
+    # Each privacy option reads its own keys only (PrivateKT and FedKT share ``epsilon-per-round`` and ``sigma``).
+    keys = {"rr": ("epsilon-per-round",), "gnmax": ("sigma",),
+            "confident-gnmax": ("sigma", "threshold", "sigma-threshold")}.get(privacy or "", ())
+    optional = {key.replace("-", "_"): float(config[key]) or None for key in keys if key in config}
+    distillation = dict(distill_steps=int(config.get("distill-steps", 10)),
+                        proxy_batch=int(config.get("proxy-batch", 512)), labels=str(config.get("labels", "soft")),
+                        temperature=float(config.get("temperature", 1.0)), privacy=privacy, **optional)
+    if algorithm == "fedmd":
+        return FedMD(model, **shared, **distillation)
+    width = str(config.get("kernel-width", "median"))
+    return SelectiveFD(
+        model, tau_client=float(config.get("tau-client", 0.25)), tau_server=float(config.get("tau-server", 1.0)),
+        kernel_width=width if width == "median" else float(width),
+        regularization=float(config.get("regularization", 1e-3)), n_auxiliary=int(config.get("n-auxiliary", 1000)),
+        max_known=int(config.get("max-known", 1000)),
+        validation_fraction=float(config.get("validation-fraction", 0.2)), **shared, **distillation,
+    )
+
+
+# --- published models -------------------------------------------------------------------------------
+#: The record kind of a model that crosses the wire, and of the server's request for it (no content).
+PUBLISHED_MODEL = "published-model"
+PUBLISH_REQUEST = "publish-request"
+
+
+def model_to_record(model: Any) -> Record:
+    """A fitted model in the bundle's safe formats: one uint8 array per file, the family and class as scalars.
+
+    A :class:`~privfed.pipelines._models.FittedClassifier` (a refitted client model over class codes)
+    travels as its estimator plus its class codes (``fitted-classes``, JSON) and class count.
+    """
+    from privfed.bundle import _model_family, _write_model
+    from privfed.pipelines._models import FittedClassifier
+
+    scalars: dict[str, Any] = {"family": "", "class": "", "fitted-classes": "", "n-classes": 0}
+    estimator = model
+    if isinstance(model, FittedClassifier):
+        scalars.update({"fitted-classes": json.dumps([int(c) for c in model.classes]), "n-classes": model.n_classes})
+        estimator = model.estimator
+    arrays: dict[str, np.ndarray] = {}
+    if estimator is not None:
+        family = _model_family(estimator)
+        with tempfile.TemporaryDirectory(prefix="privfed-model-") as folder:
+            entry = _write_model(estimator, family, Path(folder))
+            arrays = {name: np.frombuffer((Path(folder) / name).read_bytes(), dtype=np.uint8)
+                      for name in entry["files"]}
+        scalars.update({"family": family, "class": entry["class"]})
+    return Record(PUBLISHED_MODEL, arrays, scalars)
+
+
+def model_from_record(record: Record, *, sender: str, max_bytes: int) -> Any:
+    """The model of :func:`model_to_record`, loaded as ``load_bundle`` loads one (MessageError names ``sender``)."""
+    from privfed.bundle import _FAMILY_FILES, BundleError, _read_model
+    from privfed.pipelines._models import FittedClassifier
+
+    where = f"{sender} sent a malformed {PUBLISHED_MODEL!r} message"
+    if record.kind != PUBLISHED_MODEL:
+        raise MessageError(f"{sender} sent a {record.kind!r} message where a {PUBLISHED_MODEL!r} message was expected")
+    if record.nbytes > max_bytes:
+        raise MessageError(f"{sender} sent an oversized {PUBLISHED_MODEL!r} message: {record.nbytes} bytes, "
+                           f"at most {max_bytes}")
+    scalars = record.scalars
+    if set(scalars) != {"family", "class", "fitted-classes", "n-classes"}:
+        raise MessageError(f"{where}: scalars {sorted(scalars)}")
+    family = str(scalars["family"])
+    estimator = None
+    if family:
+        files = _FAMILY_FILES.get(family) if family != "torch-module" else None
+        if files is None or set(record.arrays) != set(files) or any(
+                not isinstance(a, np.ndarray) or a.dtype != np.uint8 or a.ndim != 1 for a in record.arrays.values()):
+            raise MessageError(f"{where}: family {family!r} with files {sorted(record.arrays)}")
+        try:
+            estimator = _read_model({"family": family, "class": str(scalars["class"])},
+                                    {name: array.tobytes() for name, array in record.arrays.items()},
+                                    module=None, model_class=None, module_fn=None)
+        except BundleError as error:
+            raise MessageError(f"{where}: {error}") from None
+    elif record.arrays:
+        raise MessageError(f"{where}: files {sorted(record.arrays)} without a model family")
+    if not scalars["fitted-classes"]:
+        if estimator is None:
+            raise MessageError(f"{where}: no model")
+        return estimator
+    try:
+        classes = np.asarray(json.loads(str(scalars["fitted-classes"])), dtype=np.int64)
+    except (ValueError, TypeError) as error:
+        raise MessageError(f"{where}: fitted-classes {scalars['fitted-classes']!r}") from error
+    return FittedClassifier(estimator, classes, int(scalars["n-classes"]))
 
 
 # --- party data -------------------------------------------------------------------------------------
