@@ -6,15 +6,118 @@ sequentially (rounds, or the overlapping teacher partitions of FedKT), then in
 parallel over parties, whose data are disjoint. Releases computed only from those
 models and public data are recorded with ``derived_from_training=True``; the
 ledger then reports the smaller valid bound (see ``Ledger.account``).
+
+A party's training travels to the server as a :class:`DPTrainingReport`: the
+parameters (σ, q, steps) of each of its DP-SGD releases and how they compose,
+never the models. The server rebuilds the same mechanism (:func:`receive_trainings`),
+so a federated run's ledger holds exactly the entry of the in-process run.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import ClassVar
 
-from ..accounting import Ledger, Mechanism, compose_parallel
+import numpy as np
 
-__all__ = ["record_local_training"]
+from ..accounting import DPSGD, Ledger, Mechanism, compose_parallel, compose_sequential
+from ..accounting.parallel import ParallelComposition
+from ..accounting.sequential import SequentialComposition
+from .messages import ArraySpec, MessageError, Record, WireMessage
+
+__all__ = ["DPTrainingReport", "receive_trainings", "record_local_training", "training_report", "without_trainings"]
+
+
+@dataclass(frozen=True, eq=False)
+class DPTrainingReport(WireMessage):
+    """Party → server: the parameters of the party's DP-SGD releases, one array entry per release.
+
+    ``grouped=False``: one release (a local model's training). ``grouped=True``: the releases of group
+    g (``group``, 0, 1, ... in order; FedKT's partitions) run in parallel on disjoint data, and the
+    groups run in sequence on the same data — the composition
+    ``compose_sequential([compose_parallel(group 0), compose_parallel(group 1), ...])``.
+    """
+
+    KIND: ClassVar[str] = "dp-training"
+    ARRAYS: ClassVar = {
+        "noise_multiplier": ArraySpec("f", 1), "sample_rate": ArraySpec("f", 1),
+        "steps": ArraySpec("iu", 1), "group": ArraySpec("iu", 1),
+    }
+
+    noise_multiplier: np.ndarray
+    sample_rate: np.ndarray
+    steps: np.ndarray
+    group: np.ndarray
+    grouped: bool
+
+
+def _as_dpsgd(mechanism: Mechanism) -> DPSGD:
+    if not isinstance(mechanism, DPSGD) or mechanism.unit != "example":
+        raise TypeError(f"a party's DP training must be example-level DPSGD releases, got {type(mechanism).__name__}")
+    return mechanism
+
+
+def training_report(training: Mechanism | None) -> DPTrainingReport | None:
+    """The message describing a party's composed DP-SGD ``training`` (None: the party's models are not all DP)."""
+    if training is None:
+        return None
+    if isinstance(training, SequentialComposition) and all(
+            isinstance(member, ParallelComposition) for member in training.mechanisms):
+        releases = [(group, _as_dpsgd(m)) for group, member in enumerate(training.mechanisms)
+                    for m in member.mechanisms]
+        grouped = True
+    else:
+        releases, grouped = [(0, _as_dpsgd(training))], False
+    return DPTrainingReport(
+        noise_multiplier=np.array([m.noise_multiplier for _, m in releases], dtype=float),
+        sample_rate=np.array([m.sample_rate for _, m in releases], dtype=float),
+        steps=np.array([m.steps for _, m in releases], dtype=np.int64),
+        group=np.array([group for group, _ in releases], dtype=np.int64),
+        grouped=grouped,
+    )
+
+
+def _training_mechanism(report: DPTrainingReport, sender: str) -> Mechanism:
+    """The composed DP-SGD mechanism a report describes; :class:`MessageError` names ``sender`` if it is invalid."""
+    where = f"{sender} sent a malformed {DPTrainingReport.KIND!r} message"
+    n = len(report.steps)
+    if not n or any(len(a) != n for a in (report.noise_multiplier, report.sample_rate, report.group)):
+        raise MessageError(f"{where}: its four arrays must have one equal, non-zero length")
+    groups = report.group
+    if report.grouped:
+        if groups[0] != 0 or (np.diff(groups) < 0).any() or (np.diff(groups) > 1).any():
+            raise MessageError(f"{where}: group must run 0, 1, ... without gaps, got {groups.tolist()}")
+    elif n != 1 or groups[0] != 0:
+        raise MessageError(f"{where}: an ungrouped report holds one release in group 0, got {n}")
+    try:
+        releases = [DPSGD(float(sigma), float(q), int(steps))
+                    for sigma, q, steps in zip(report.noise_multiplier, report.sample_rate, report.steps)]
+    except (TypeError, ValueError) as error:
+        raise MessageError(f"{where}: {error}") from error
+    if not report.grouped:
+        return releases[0]
+    return compose_sequential(
+        compose_parallel([r for r, g in zip(releases, groups) if g == group]) for group in range(int(groups[-1]) + 1)
+    )
+
+
+def receive_trainings(records: Sequence[Sequence[Record]], names: Sequence[str], *, max_bytes: int
+                      ) -> list[Mechanism | None]:
+    """Each party's DP training from the records it sent (None where it sent no report); validated on receipt."""
+    trainings: list[Mechanism | None] = []
+    for sent, name in zip(records, names):
+        reports = [record for record in sent if record.kind == DPTrainingReport.KIND]
+        if len(reports) > 1:
+            raise MessageError(f"{name} sent {len(reports)} {DPTrainingReport.KIND!r} messages, expected at most one")
+        trainings.append(None if not reports else _training_mechanism(
+            DPTrainingReport.from_record(reports[0], sender=name, max_bytes=max_bytes), name))
+    return trainings
+
+
+def without_trainings(records: Sequence[Record]) -> list[Record]:
+    """The records a party sent, less its DP training report (read by :func:`receive_trainings`)."""
+    return [record for record in records if record.kind != DPTrainingReport.KIND]
 
 
 def record_local_training(ledger: Ledger, releases_per_party: Sequence[Mechanism | None], *, what: str) -> bool:

@@ -57,7 +57,7 @@ def _fedkt_step(task: FedKTTask, X: Any, y: Any, config: dict, party: str) -> li
 
 def _fedkd_step(task: FedKDTask, X: Any, y: Any, config: dict, party: str) -> list:
     local_model = build_model(str(config.get("local-model", "")), name="local_model")
-    return [fedkd_party_step(task, X, y, local_model=local_model, party=party).logits]
+    return fedkd_party_step(task, X, y, local_model=local_model, party=party).sent()
 
 
 #: Task message kind → (message class, its field of feature rows, party step).

@@ -32,6 +32,7 @@ from privfed.federation.task import (
     model_spec,
     to_recorddict,
 )
+from privfed.pipelines._dp_ledger import receive_trainings
 from privfed.pipelines._random import as_seed_sequence
 from privfed.pipelines.fedkd_steps import receive_fedkd_replies
 from privfed.pipelines.fedkt_steps import FedKTTask, fedkt_server_step, fedkt_tasks, receive_fedkt_replies
@@ -156,7 +157,8 @@ def _train_fedkt(grid, job, model, public, schemas, classes, order, names) -> No
     tasks: list[FedKTTask] = fedkt_tasks(model, schemas, classes, public, party_seeds, ordered_names)
     sent = _send_tasks(grid, job, tasks, order, names, [specs] * len(order))
     replies = receive_fedkt_replies(tasks, sent, ordered_names, max_bytes=job.max_message_bytes)
-    fitted = fedkt_server_step(model, replies, classes, public, seed_sequence, server_seeds)
+    trainings = receive_trainings(sent, ordered_names, max_bytes=job.max_message_bytes)
+    fitted = fedkt_server_step(model, replies, classes, public, seed_sequence, server_seeds, trainings)
     schema_records = [[schema.to_record()] for schema in schemas]
     model._set_fitted(fitted, classes, record_sizes([first + rest for first, rest in zip(schema_records, sent)]))
 
@@ -172,8 +174,10 @@ def _train_fedkd(grid, job, model, public, schemas, classes, order, names) -> No
     party_seeds, server_seeds = seed_sequence.spawn(2)
     tasks = model._party_tasks(public, party_seeds, len(order))
     sent = _send_tasks(grid, job, tasks, order, names, configs)
-    replies = receive_fedkd_replies(tasks, sent, [names[node] for node in order], max_bytes=job.max_message_bytes)
-    model._fit_server(replies, public, server_seeds, int(seed_sequence.entropy))
+    ordered_names = [names[node] for node in order]
+    replies = receive_fedkd_replies(tasks, sent, ordered_names, max_bytes=job.max_message_bytes)
+    trainings = receive_trainings(sent, ordered_names, max_bytes=job.max_message_bytes)
+    model._fit_server(replies, public, server_seeds, int(seed_sequence.entropy), trainings)
 
 
 def make_server_app(job: ServerJob | None = None, on_fitted: Callable[[Any], None] | None = None) -> Any:
