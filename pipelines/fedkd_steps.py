@@ -194,6 +194,7 @@ def fedkd_party_step(
     clip = None if math.isnan(task.clip) else task.clip
     scale = task.quantization_scale or None
     if task.multilabel:
+        y = np.asarray(y).astype(np.int64)  # 0/1 indicators (checked by the schema step), as fit passes them
         model = with_seed(local_model, task.seed).fit(X, y)
         logits = party_logits(model, task.public, clip=clip, multilabel=True, n_outputs=n_outputs)
         counts = y.sum(axis=0).astype(np.int64)

@@ -136,6 +136,41 @@ def test_fedkd_over_the_apps_reproduces_fit(federation, task_identity) -> None:
     assert flower.bandwidth_ == local.bandwidth_
 
 
+def test_multilabel_fedkd_over_the_apps_reproduces_fit(federation, task_identity, tmp_path) -> None:
+    """FedKD with multilabel=True: each site's npz holds an (n, L) 0/1 y; the parties send L logits per example."""
+    from privfed.pipelines.fedkd import FedKD
+    from sklearn.ensemble import RandomForestClassifier
+
+    from privfed.federation.server_app import ServerJob, run_server
+
+    parties, _, public, (X_test, _) = federation
+
+    def labels(y):
+        return np.stack([y % 2 == 0, y >= 5, np.isin(y, (0, 3, 6, 9))], axis=1).astype(int)
+
+    multi = [(X, labels(y)) for X, y in parties]
+    paths = []
+    for index, (X, Y) in enumerate(multi):
+        paths.append(tmp_path / f"multi-{index}.npz")
+        np.savez(paths[-1], X=X, y=Y.astype(bool) if index == 1 else Y)  # any 0/1 dtype on a site
+
+    def fedkd() -> FedKD:
+        return FedKD(RandomForestClassifier(n_estimators=10), DecisionTreeClassifier(max_depth=6), gamma=1.0,
+                     clip=4.0, quantization_scale=20, multilabel=True, random_state=3)
+
+    local = fedkd().fit(multi, public)
+    flower = run_server(LocalGrid(paths), ServerJob(fedkd(), public, num_supernodes=3, timeout=10))
+    assert flower.noisy_ensemble_.shape == (len(public), 3)
+    np.testing.assert_array_equal(flower.noisy_ensemble_, local.noisy_ensemble_)
+    np.testing.assert_array_equal(flower.predict(X_test), local.predict(X_test))
+    assert flower.ledger_.account(delta=1e-5).epsilon == local.ledger_.account(delta=1e-5).epsilon
+    assert [e.description for e in flower.ledger_.entries] == [e.description for e in local.ledger_.entries]
+    assert flower.bandwidth_ == local.bandwidth_
+    np.savez(paths[2], X=multi[2][0], y=multi[2][1][:, :2])
+    with pytest.raises(MessageError, match=r"party 2 \(node 98\) has 2 labels, party 0 \(node 100\) has 3"):
+        run_server(LocalGrid(paths), ServerJob(fedkd(), public, num_supernodes=3, timeout=10))
+
+
 def dp_mlp(dp=True):
     from privfed import DPConfig, TorchMLP
 

@@ -84,7 +84,9 @@ def make_client_app(data_paths: Sequence[str] | None = None) -> Any:
     @client.query("schema")
     def schema(message: Any, context: Any) -> Any:
         X, y = party_data(context)
-        content = to_recorddict([describe_party(X, y).to_record()], {"party-index": _party_index(context)})
+        _, config = from_recorddict(message.content, sender="the server")
+        described = describe_party(X, y, multilabel=bool(config.get("multilabel", False)))
+        content = to_recorddict([described.to_record()], {"party-index": _party_index(context)})
         return Message(content, reply_to=message)
 
     @client.train()

@@ -105,8 +105,7 @@ def run_server(grid: Any, job: ServerJob) -> Any:
 
     model = job.estimator
     model._validate()
-    if isinstance(model, FedKD) and model.multilabel:
-        raise ValueError("FedKD with multilabel=True runs in-process only (fit); on Flower multilabel must be False")
+    multilabel = isinstance(model, FedKD) and bool(model.multilabel)
     public = np.asarray(job.public)
     if public.ndim < 2 or len(public) == 0:
         raise ValueError(f"public must be a non-empty array of shape (n, features...), got shape {public.shape}")
@@ -114,7 +113,9 @@ def run_server(grid: Any, job: ServerJob) -> Any:
 
     # 1. Schemas: every party describes its data; the server orders the parties and checks them.
     names = {node: f"node {node}" for node in nodes}
-    answers = _exchange(grid, {node: to_recorddict([]) for node in nodes}, "query.schema", names, job.timeout, "schema")
+    query = {"multilabel": True} if multilabel else None  # FedKD multi-label: (n, L) 0/1 indicators
+    answers = _exchange(grid, {node: to_recorddict([], query) for node in nodes}, "query.schema", names,
+                        job.timeout, "schema")
     order = sorted(nodes, key=lambda node: (int(answers[node][1].get("party-index", -1)), node))
     names = {node: f"party {index} (node {node})" for index, node in enumerate(order)}
     schemas = []
@@ -123,7 +124,7 @@ def run_server(grid: Any, job: ServerJob) -> Any:
         if len(records) != 1:
             raise MessageError(f"{names[node]} sent {len(records)} messages to the schema step, expected 1")
         schemas.append(PartySchema.from_record(records[0], sender=names[node], max_bytes=job.max_message_bytes))
-    classes = federation_classes(schemas, public.shape[1:], [names[node] for node in order])
+    classes = federation_classes(schemas, public.shape[1:], [names[node] for node in order], multilabel=multilabel)
 
     # 2. One task per party, then the server step; the bundle only once the server step has succeeded.
     train = _train_fedkd if isinstance(model, FedKD) else _train_fedkt

@@ -140,6 +140,7 @@ def estimator_from_config(config: Mapping[str, Any]) -> Any:
             gamma=optional.get("gamma"),
             clip=optional.get("clip"),
             weighting=str(config.get("weighting", "class-count")),
+            multilabel=bool(config.get("multilabel", False)),
             **common,
         )
     from privfed.pipelines.fedkt import FedKT
