@@ -26,8 +26,8 @@ from typing import Any, ClassVar
 import numpy as np
 
 from ..accounting import Mechanism, quantize_logits
-from ._models import FittedClassifier, dp_release, fit_classifier, with_seed
 from ._dp_ledger import training_report, without_trainings
+from ._models import FittedClassifier, dp_release, fit_classifier, with_seed
 from .messages import ArraySpec, MessageError, Record, WireMessage
 
 __all__ = [

@@ -41,9 +41,9 @@ from ..accounting._checks import (
     check_probability,
 )
 from ..accounting.ledger import Ledger
+from ._dp_ledger import receive_trainings
 from ._models import fit_classifier
 from ._random import as_seed_sequence
-from ._dp_ledger import receive_trainings
 from .executor import PartyTask, run_party_tasks
 from .fedkt_steps import (
     FedKTFit,
