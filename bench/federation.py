@@ -52,13 +52,39 @@ def _peak_mib() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
+def descendants_cpu() -> dict[int, float]:
+    """CPU seconds (user + system) of each live descendant process of this one (joblib's workers), from /proc."""
+    parents, cpu = {}, {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        parents[int(entry.name)] = int(fields[1])
+        cpu[int(entry.name)] = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    mine, frontier = set(), {os.getpid()}
+    while frontier:
+        frontier = {pid for pid, parent in parents.items() if parent in frontier} - mine
+        mine |= frontier
+    return {pid: cpu[pid] for pid in mine}
+
+
 def in_process(setting, split, n_jobs: int, backend: str | None) -> tuple[object, dict]:
-    """One ``fit``: its wall and CPU seconds (this process's threads) and the load average just after."""
+    """One ``fit``: wall seconds, CPU seconds (this process's threads, plus its worker processes') and the load.
+
+    The CPU seconds do not depend on the machine's load: their excess over ``n_jobs=1`` is the parallel
+    side's overhead (workers' start, pickling), which wall time on a loaded machine cannot isolate.
+    """
     model = fedkt_for(setting, split, 0, n_jobs)
+    before = descendants_cpu()
     start, cpu = time.perf_counter(), time.process_time()
     with joblib.parallel_config(backend=backend) if backend else joblib.parallel_config():
         model.fit(split.parties, split.X_public)
-    return model, {"wall_s": time.perf_counter() - start, "cpu_s_this_process": time.process_time() - cpu,
+    wall, own = time.perf_counter() - start, time.process_time() - cpu
+    workers = sum(seconds - before.get(pid, 0.0) for pid, seconds in descendants_cpu().items())
+    return model, {"wall_s": wall, "cpu_s_this_process": own, "cpu_s_with_workers": own + workers,
                    "load_1min": os.getloadavg()[0]}
 
 
@@ -113,8 +139,9 @@ def main() -> None:
             reference = predictions if reference is None else reference
             assert (predictions == reference).all(), "the sides must give the same model"
             runs[side].append(measured)
-            print(f"round {round_}: {side}: {measured['wall_s']:.1f} s wall, {measured['cpu_s_this_process']:.1f} s "
-                  f"CPU in this process, load {measured['load_1min']:.1f}", flush=True)
+            print(f"round {round_}: {side}: {measured['wall_s']:.1f} s wall, {measured['cpu_s_with_workers']:.1f} s "
+                  f"CPU ({measured['cpu_s_this_process']:.1f} s in this process), load {measured['load_1min']:.1f}",
+                  flush=True)
     report["in_process"] = runs
     ratios = {}
     for side in list(SIDES)[1:]:

@@ -181,7 +181,7 @@ class FedKTPartyOutcome:
     votes: FedKTVotes
     evidence: FedKTEvidence | None
     students: tuple[FittedClassifier, ...]
-    #: The teachers' DP-SGD, composed (None: some teacher is not DP-trained). Kept on the party in a Flower run.
+    #: The teachers' DP-SGD, composed (None: some teacher is not DP-trained); sent as its parameters (dp-training).
     teacher_training: Mechanism | None = None
 
     def sent(self) -> list[WireMessage]:
