@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -102,16 +102,50 @@ def _training_mechanism(report: DPTrainingReport, sender: str) -> Mechanism:
     )
 
 
-def receive_trainings(records: Sequence[Sequence[Record]], names: Sequence[str], *, max_bytes: int
-                      ) -> list[Mechanism | None]:
-    """Each party's DP training from the records it sent (None where it sent no report); validated on receipt."""
+def _check_against_model(report: DPTrainingReport, model: Any, sender: str) -> None:
+    """A report must match the DP configuration the party was asked to train with (``model.dp``, ``model.epochs``).
+
+    Checked: the model has ``dp=`` at all; σ (when the configuration fixes it; a ``target_epsilon``
+    configuration derives σ per training call from q and the steps, which is not recomputed here); q (when
+    fixed); and steps = epochs · ⌊1/q⌋ (Opacus's Poisson epochs).
+    """
+    where = f"{sender} sent a {DPTrainingReport.KIND!r} message that does not match its DP configuration"
+    config = getattr(model, "dp", None)
+    if config is None:
+        raise MessageError(f"{where}: its model {type(model).__name__} has no dp= (it was not asked to train with DP-SGD)")
+    if config.noise_multiplier is not None and not (report.noise_multiplier == config.noise_multiplier).all():
+        raise MessageError(f"{where}: noise_multiplier {sorted(set(report.noise_multiplier.tolist()))}, "
+                           f"configured {config.noise_multiplier}")
+    if config.sample_rate is not None and not (report.sample_rate == config.sample_rate).all():
+        raise MessageError(f"{where}: sample_rate {sorted(set(report.sample_rate.tolist()))}, "
+                           f"configured {config.sample_rate}")
+    epochs = getattr(model, "epochs", None)
+    if isinstance(epochs, int) and (report.sample_rate > 0).all():
+        expected = [epochs * config.steps_per_epoch(float(q)) for q in report.sample_rate]
+        if report.steps.tolist() != expected:
+            raise MessageError(f"{where}: steps {report.steps.tolist()}, expected epochs × ⌊1/q⌋ = {expected}")
+
+
+def receive_trainings(records: Sequence[Sequence[Record]], names: Sequence[str], *, max_bytes: int,
+                      models: Sequence[Any] | None = None) -> list[Mechanism | None]:
+    """Each party's DP training from the records it sent (None where it sent no report); validated on receipt.
+
+    ``models`` (one per party): the unfitted model whose configuration the party's releases must match
+    (:func:`_check_against_model`); FedKT's teacher, FedKD's local model.
+    """
     trainings: list[Mechanism | None] = []
-    for sent, name in zip(records, names):
+    for index, (sent, name) in enumerate(zip(records, names)):
         reports = [record for record in sent if record.kind == DPTrainingReport.KIND]
         if len(reports) > 1:
             raise MessageError(f"{name} sent {len(reports)} {DPTrainingReport.KIND!r} messages, expected at most one")
-        trainings.append(None if not reports else _training_mechanism(
-            DPTrainingReport.from_record(reports[0], sender=name, max_bytes=max_bytes), name))
+        if not reports:
+            trainings.append(None)
+            continue
+        report = DPTrainingReport.from_record(reports[0], sender=name, max_bytes=max_bytes)
+        mechanism = _training_mechanism(report, name)
+        if models is not None:
+            _check_against_model(report, models[index], name)
+        trainings.append(mechanism)
     return trainings
 
 

@@ -439,7 +439,7 @@ class FedKD(ClassifierMixin, BaseEstimator):
         sent = [[message.to_record() for message in outcome.sent()] for outcome in outcomes]
         replies = receive_fedkd_replies(tasks, sent, names, max_bytes=DEFAULT_MAX_BYTES)
         return self._fit_server(replies, public, server_seeds, int(seed_sequence.entropy),
-                                receive_trainings(sent, names, max_bytes=DEFAULT_MAX_BYTES))
+                                receive_trainings(sent, names, max_bytes=DEFAULT_MAX_BYTES, models=models))
 
     def _party_tasks(self, public: np.ndarray, party_seeds: np.random.SeedSequence, n_parties: int) -> list[FedKDTask]:
         """One :class:`~privfed.pipelines.fedkd_steps.FedKDTask` per party (shared with ``privfed.federation``)."""

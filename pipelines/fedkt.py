@@ -291,7 +291,8 @@ class FedKT(ClassifierMixin, BaseEstimator):
         schema_records = [[schema.to_record()] for schema in schemas]
         self._set_fitted(
             fedkt_server_step(self, replies, classes, public, seed_sequence, server_seeds,
-                              receive_trainings(sent, names, max_bytes=DEFAULT_MAX_BYTES)),
+                              receive_trainings(sent, names, max_bytes=DEFAULT_MAX_BYTES,
+                                                models=[self.teacher] * len(names))),
             classes,
             record_sizes([first + rest for first, rest in zip(schema_records, sent)]),
         )

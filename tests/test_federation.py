@@ -231,20 +231,41 @@ def test_a_forged_dp_training_report_is_refused_naming_the_party(federation, tas
 
     _, paths, public, _ = federation
 
-    def zero_noise(message, reply):
-        if message.metadata.dst_node_id != 99 or message.metadata.message_type != "train":
-            return reply
-        records, _ = from_recorddict(reply.content, sender="test")
-        for record in records:
-            if record.kind == "dp-training":
-                record.arrays["noise_multiplier"][:] = 0.0
-        return Message(to_recorddict(records), reply_to=message)
+    def noise(value):
+        def tamper(message, reply):
+            if message.metadata.dst_node_id != 99 or message.metadata.message_type != "train":
+                return reply
+            records, _ = from_recorddict(reply.content, sender="test")
+            for record in records:
+                if record.kind == "dp-training":
+                    record.arrays["noise_multiplier"][:] = value
+            return Message(to_recorddict(records), reply_to=message)
 
-    job = ServerJob(FedKT(dp_mlp(), dp_mlp(dp=False), n_partitions=1, n_teachers=2, privacy="L0",
-                          query_fraction=0.25, random_state=0), public, num_supernodes=3, timeout=30)
+        return tamper
+
+    def job():
+        return ServerJob(FedKT(dp_mlp(), dp_mlp(dp=False), n_partitions=1, n_teachers=2, privacy="L0",
+                               query_fraction=0.25, random_state=0), public, num_supernodes=3, timeout=30)
+
     with pytest.raises(MessageError, match=r"party 1 \(node 99\) sent a malformed 'dp-training' message: "
                                            "noise_multiplier"):
-        run_server(LocalGrid(paths, tamper=zero_noise), job)
+        run_server(LocalGrid(paths, tamper=noise(0.0)), job())
+    # A valid σ, but more noise than the party was configured with (it would claim a smaller ε): refused too.
+    with pytest.raises(MessageError, match=r"party 1 \(node 99\) sent a 'dp-training' message that does not match "
+                                           r"its DP configuration: noise_multiplier \[5.0\], configured 1.0"):
+        run_server(LocalGrid(paths, tamper=noise(5.0)), job())
+
+    def claim_dp(message, reply):  # a party of a non-DP federation claims DP-SGD training
+        if message.metadata.dst_node_id != 98 or message.metadata.message_type != "train":
+            return reply
+        from privfed.accounting import DPSGD
+        from privfed.pipelines._dp_ledger import training_report
+
+        records, _ = from_recorddict(reply.content, sender="test")
+        return Message(to_recorddict([*records, training_report(DPSGD(1.0, 0.1, 10)).to_record()]), reply_to=message)
+
+    with pytest.raises(MessageError, match=r"party 2 \(node 98\) .* its model DecisionTreeClassifier has no dp="):
+        run_server(LocalGrid(paths, tamper=claim_dp), ServerJob(fedkt("L0"), public, num_supernodes=3, timeout=30))
 
 
 def test_a_silent_party_stops_the_run_and_nothing_is_written(federation, task_identity, tmp_path) -> None:

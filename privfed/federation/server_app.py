@@ -158,7 +158,8 @@ def _train_fedkt(grid, job, model, public, schemas, classes, order, names) -> No
     tasks: list[FedKTTask] = fedkt_tasks(model, schemas, classes, public, party_seeds, ordered_names)
     sent = _send_tasks(grid, job, tasks, order, names, [specs] * len(order))
     replies = receive_fedkt_replies(tasks, sent, ordered_names, max_bytes=job.max_message_bytes)
-    trainings = receive_trainings(sent, ordered_names, max_bytes=job.max_message_bytes)
+    trainings = receive_trainings(sent, ordered_names, max_bytes=job.max_message_bytes,
+                                  models=[model.teacher] * len(order))
     fitted = fedkt_server_step(model, replies, classes, public, seed_sequence, server_seeds, trainings)
     schema_records = [[schema.to_record()] for schema in schemas]
     model._set_fitted(fitted, classes, record_sizes([first + rest for first, rest in zip(schema_records, sent)]))
@@ -177,7 +178,7 @@ def _train_fedkd(grid, job, model, public, schemas, classes, order, names) -> No
     sent = _send_tasks(grid, job, tasks, order, names, configs)
     ordered_names = [names[node] for node in order]
     replies = receive_fedkd_replies(tasks, sent, ordered_names, max_bytes=job.max_message_bytes)
-    trainings = receive_trainings(sent, ordered_names, max_bytes=job.max_message_bytes)
+    trainings = receive_trainings(sent, ordered_names, max_bytes=job.max_message_bytes, models=local_models)
     model._fit_server(replies, public, server_seeds, int(seed_sequence.entropy), trainings)
 
 
