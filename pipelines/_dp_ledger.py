@@ -112,7 +112,8 @@ def _check_against_model(report: DPTrainingReport, model: Any, sender: str) -> N
     where = f"{sender} sent a {DPTrainingReport.KIND!r} message that does not match its DP configuration"
     config = getattr(model, "dp", None)
     if config is None:
-        raise MessageError(f"{where}: its model {type(model).__name__} has no dp= (it was not asked to train with DP-SGD)")
+        raise MessageError(
+            f"{where}: its model {type(model).__name__} has no dp= (it was not asked to train with DP-SGD)")
     if config.noise_multiplier is not None and not (report.noise_multiplier == config.noise_multiplier).all():
         raise MessageError(f"{where}: noise_multiplier {sorted(set(report.noise_multiplier.tolist()))}, "
                            f"configured {config.noise_multiplier}")
