@@ -6,15 +6,153 @@ sequentially (rounds, or the overlapping teacher partitions of FedKT), then in
 parallel over parties, whose data are disjoint. Releases computed only from those
 models and public data are recorded with ``derived_from_training=True``; the
 ledger then reports the smaller valid bound (see ``Ledger.account``).
+
+A party's training travels to the server as a :class:`DPTrainingReport`: the
+parameters (σ, q, steps) of each of its DP-SGD releases and how they compose,
+never the models. The server rebuilds the same mechanism (:func:`receive_trainings`),
+so a federated run's ledger holds exactly the entry of the in-process run.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, ClassVar
 
-from ..accounting import Ledger, Mechanism, compose_parallel
+import numpy as np
 
-__all__ = ["record_local_training"]
+from ..accounting import DPSGD, Ledger, Mechanism, compose_parallel, compose_sequential
+from ..accounting.parallel import ParallelComposition
+from ..accounting.sequential import SequentialComposition
+from .messages import ArraySpec, MessageError, Record, WireMessage
+
+__all__ = ["DPTrainingReport", "receive_trainings", "record_local_training", "training_report", "without_trainings"]
+
+
+@dataclass(frozen=True, eq=False)
+class DPTrainingReport(WireMessage):
+    """Party → server: the parameters of the party's DP-SGD releases, one array entry per release.
+
+    ``grouped=False``: one release (a local model's training). ``grouped=True``: the releases of group
+    g (``group``, 0, 1, ... in order; FedKT's partitions) run in parallel on disjoint data, and the
+    groups run in sequence on the same data — the composition
+    ``compose_sequential([compose_parallel(group 0), compose_parallel(group 1), ...])``.
+    """
+
+    KIND: ClassVar[str] = "dp-training"
+    ARRAYS: ClassVar = {
+        "noise_multiplier": ArraySpec("f", 1), "sample_rate": ArraySpec("f", 1),
+        "steps": ArraySpec("iu", 1), "group": ArraySpec("iu", 1),
+    }
+
+    noise_multiplier: np.ndarray
+    sample_rate: np.ndarray
+    steps: np.ndarray
+    group: np.ndarray
+    grouped: bool
+
+
+def _as_dpsgd(mechanism: Mechanism) -> DPSGD:
+    if not isinstance(mechanism, DPSGD) or mechanism.unit != "example":
+        raise TypeError(f"a party's DP training must be example-level DPSGD releases, got {type(mechanism).__name__}")
+    return mechanism
+
+
+def training_report(training: Mechanism | None) -> DPTrainingReport | None:
+    """The message describing a party's composed DP-SGD ``training`` (None: the party's models are not all DP)."""
+    if training is None:
+        return None
+    if isinstance(training, SequentialComposition) and all(
+            isinstance(member, ParallelComposition) for member in training.mechanisms):
+        releases = [(group, _as_dpsgd(m)) for group, member in enumerate(training.mechanisms)
+                    for m in member.mechanisms]
+        grouped = True
+    else:
+        releases, grouped = [(0, _as_dpsgd(training))], False
+    return DPTrainingReport(
+        noise_multiplier=np.array([m.noise_multiplier for _, m in releases], dtype=float),
+        sample_rate=np.array([m.sample_rate for _, m in releases], dtype=float),
+        steps=np.array([m.steps for _, m in releases], dtype=np.int64),
+        group=np.array([group for group, _ in releases], dtype=np.int64),
+        grouped=grouped,
+    )
+
+
+def _training_mechanism(report: DPTrainingReport, sender: str) -> Mechanism:
+    """The composed DP-SGD mechanism a report describes; :class:`MessageError` names ``sender`` if it is invalid."""
+    where = f"{sender} sent a malformed {DPTrainingReport.KIND!r} message"
+    n = len(report.steps)
+    if not n or any(len(a) != n for a in (report.noise_multiplier, report.sample_rate, report.group)):
+        raise MessageError(f"{where}: its four arrays must have one equal, non-zero length")
+    groups = report.group
+    if report.grouped:
+        if groups[0] != 0 or (np.diff(groups) < 0).any() or (np.diff(groups) > 1).any():
+            raise MessageError(f"{where}: group must run 0, 1, ... without gaps, got {groups.tolist()}")
+    elif n != 1 or groups[0] != 0:
+        raise MessageError(f"{where}: an ungrouped report holds one release in group 0, got {n}")
+    try:
+        releases = [DPSGD(float(sigma), float(q), int(steps))
+                    for sigma, q, steps in zip(report.noise_multiplier, report.sample_rate, report.steps)]
+    except (TypeError, ValueError) as error:
+        raise MessageError(f"{where}: {error}") from error
+    if not report.grouped:
+        return releases[0]
+    return compose_sequential(
+        compose_parallel([r for r, g in zip(releases, groups) if g == group]) for group in range(int(groups[-1]) + 1)
+    )
+
+
+def _check_against_model(report: DPTrainingReport, model: Any, sender: str) -> None:
+    """A report must match the DP configuration the party was asked to train with (``model.dp``, ``model.epochs``).
+
+    Checked: the model has ``dp=`` at all; σ (when the configuration fixes it; a ``target_epsilon``
+    configuration derives σ per training call from q and the steps, which is not recomputed here); q (when
+    fixed); and steps = epochs · ⌊1/q⌋ (Opacus's Poisson epochs).
+    """
+    where = f"{sender} sent a {DPTrainingReport.KIND!r} message that does not match its DP configuration"
+    config = getattr(model, "dp", None)
+    if config is None:
+        raise MessageError(
+            f"{where}: its model {type(model).__name__} has no dp= (it was not asked to train with DP-SGD)")
+    if config.noise_multiplier is not None and not (report.noise_multiplier == config.noise_multiplier).all():
+        raise MessageError(f"{where}: noise_multiplier {sorted(set(report.noise_multiplier.tolist()))}, "
+                           f"configured {config.noise_multiplier}")
+    if config.sample_rate is not None and not (report.sample_rate == config.sample_rate).all():
+        raise MessageError(f"{where}: sample_rate {sorted(set(report.sample_rate.tolist()))}, "
+                           f"configured {config.sample_rate}")
+    epochs = getattr(model, "epochs", None)
+    if isinstance(epochs, int) and (report.sample_rate > 0).all():
+        expected = [epochs * config.steps_per_epoch(float(q)) for q in report.sample_rate]
+        if report.steps.tolist() != expected:
+            raise MessageError(f"{where}: steps {report.steps.tolist()}, expected epochs × ⌊1/q⌋ = {expected}")
+
+
+def receive_trainings(records: Sequence[Sequence[Record]], names: Sequence[str], *, max_bytes: int,
+                      models: Sequence[Any] | None = None) -> list[Mechanism | None]:
+    """Each party's DP training from the records it sent (None where it sent no report); validated on receipt.
+
+    ``models`` (one per party): the unfitted model whose configuration the party's releases must match
+    (:func:`_check_against_model`); FedKT's teacher, FedKD's local model.
+    """
+    trainings: list[Mechanism | None] = []
+    for index, (sent, name) in enumerate(zip(records, names)):
+        reports = [record for record in sent if record.kind == DPTrainingReport.KIND]
+        if len(reports) > 1:
+            raise MessageError(f"{name} sent {len(reports)} {DPTrainingReport.KIND!r} messages, expected at most one")
+        if not reports:
+            trainings.append(None)
+            continue
+        report = DPTrainingReport.from_record(reports[0], sender=name, max_bytes=max_bytes)
+        mechanism = _training_mechanism(report, name)
+        if models is not None:
+            _check_against_model(report, models[index], name)
+        trainings.append(mechanism)
+    return trainings
+
+
+def without_trainings(records: Sequence[Record]) -> list[Record]:
+    """The records a party sent, less its DP training report (read by :func:`receive_trainings`)."""
+    return [record for record in records if record.kind != DPTrainingReport.KIND]
 
 
 def record_local_training(ledger: Ledger, releases_per_party: Sequence[Mechanism | None], *, what: str) -> bool:

@@ -61,7 +61,7 @@ from ..accounting._checks import (
     check_positive_finite,
 )
 from ..accounting.fingerprint import data_fingerprint
-from ._dp_ledger import record_local_training
+from ._dp_ledger import receive_trainings, record_local_training
 from ._models import fit_classifier, with_seed
 from ._random import as_seed_sequence, spawn_seeds
 from .executor import PartyTask, run_party_tasks
@@ -436,10 +436,10 @@ class FedKD(ClassifierMixin, BaseEstimator):
             random_state=party_seeds, n_jobs=self.n_jobs, progress=self.progress,
         )
         names = [f"party {index}" for index in range(len(parties))]
-        replies = receive_fedkd_replies(tasks, [[o.logits.to_record()] for o in outcomes], names,
-                                        max_bytes=DEFAULT_MAX_BYTES)
+        sent = [[message.to_record() for message in outcome.sent()] for outcome in outcomes]
+        replies = receive_fedkd_replies(tasks, sent, names, max_bytes=DEFAULT_MAX_BYTES)
         return self._fit_server(replies, public, server_seeds, int(seed_sequence.entropy),
-                                [outcome.training for outcome in outcomes])
+                                receive_trainings(sent, names, max_bytes=DEFAULT_MAX_BYTES, models=models))
 
     def _party_tasks(self, public: np.ndarray, party_seeds: np.random.SeedSequence, n_parties: int) -> list[FedKDTask]:
         """One :class:`~privfed.pipelines.fedkd_steps.FedKDTask` per party (shared with ``privfed.federation``)."""

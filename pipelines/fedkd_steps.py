@@ -26,6 +26,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from ..accounting import Mechanism, quantize_logits
+from ._dp_ledger import training_report, without_trainings
 from ._models import FittedClassifier, dp_release, fit_classifier, with_seed
 from .messages import ArraySpec, MessageError, Record, WireMessage
 
@@ -176,6 +177,11 @@ class FedKDPartyOutcome:
     logits: FedKDLogits
     training: Mechanism | None = None
 
+    def sent(self) -> list[WireMessage]:
+        """The logits, and the local model's DP-SGD parameters when it is DP-trained."""
+        training = training_report(self.training)
+        return [self.logits] if training is None else [self.logits, training]
+
 
 def fedkd_party_step(
     task: FedKDTask, X: np.ndarray, y: np.ndarray, *, local_model: Any, party: str
@@ -188,6 +194,7 @@ def fedkd_party_step(
     clip = None if math.isnan(task.clip) else task.clip
     scale = task.quantization_scale or None
     if task.multilabel:
+        y = np.asarray(y).astype(np.int64)  # 0/1 indicators (checked by the schema step), as fit passes them
         model = with_seed(local_model, task.seed).fit(X, y)
         logits = party_logits(model, task.public, clip=clip, multilabel=True, n_outputs=n_outputs)
         counts = y.sum(axis=0).astype(np.int64)
@@ -208,9 +215,13 @@ def fedkd_party_step(
 def receive_fedkd_replies(
     tasks: Sequence[FedKDTask], records: Sequence[Sequence[Record]], names: Sequence[str], *, max_bytes: int
 ) -> list[FedKDLogits]:
-    """Validate each party's reply against its task; :class:`MessageError` names the first bad party."""
+    """Validate each party's reply against its task; :class:`MessageError` names the first bad party.
+
+    A party's ``dp-training`` report is left to :func:`~pipelines._dp_ledger.receive_trainings`.
+    """
     replies = []
     for task, sent, name in zip(tasks, records, names):
+        sent = without_trainings(sent)
         if len(sent) != 1:
             raise MessageError(f"{name} sent {len(sent)} messages, expected one 'fedkd-logits'")
         shape = (len(task.public), len(task.classes))

@@ -41,6 +41,7 @@ from ..accounting._checks import (
     check_probability,
 )
 from ..accounting.ledger import Ledger
+from ._dp_ledger import receive_trainings
 from ._models import fit_classifier
 from ._random import as_seed_sequence
 from .executor import PartyTask, run_party_tasks
@@ -290,7 +291,8 @@ class FedKT(ClassifierMixin, BaseEstimator):
         schema_records = [[schema.to_record()] for schema in schemas]
         self._set_fitted(
             fedkt_server_step(self, replies, classes, public, seed_sequence, server_seeds,
-                              [outcome.teacher_training for outcome in outcomes]),
+                              receive_trainings(sent, names, max_bytes=DEFAULT_MAX_BYTES,
+                                                models=[self.teacher] * len(names))),
             classes,
             record_sizes([first + rest for first, rest in zip(schema_records, sent)]),
         )

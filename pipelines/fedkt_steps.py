@@ -44,7 +44,7 @@ from ..accounting import (
 )
 from ..accounting.fingerprint import data_fingerprint
 from ..accounting.noisy_max import VoteMechanism
-from ._dp_ledger import record_local_training
+from ._dp_ledger import record_local_training, training_report, without_trainings
 from ._models import FittedClassifier, dp_release, fit_classifier, with_seed
 from ._random import spawn_seeds
 from .messages import ArraySpec, MessageError, Record, WireMessage
@@ -181,11 +181,13 @@ class FedKTPartyOutcome:
     votes: FedKTVotes
     evidence: FedKTEvidence | None
     students: tuple[FittedClassifier, ...]
-    #: The teachers' DP-SGD, composed (None: some teacher is not DP-trained). Kept on the party in a Flower run.
+    #: The teachers' DP-SGD, composed (None: some teacher is not DP-trained); sent as its parameters (dp-training).
     teacher_training: Mechanism | None = None
 
     def sent(self) -> list[WireMessage]:
-        return [self.votes] if self.evidence is None else [self.votes, self.evidence]
+        """The votes, L2's evidence, and the teachers' DP-SGD parameters when every teacher is DP-trained."""
+        training = training_report(self.teacher_training)
+        return [m for m in (self.votes, self.evidence, training) if m is not None]
 
 
 # --- party step -------------------------------------------------------------------------------------
@@ -351,9 +353,14 @@ def fedkt_tasks(
 def receive_fedkt_replies(
     tasks: Sequence[FedKTTask], records: Sequence[Sequence[Record]], names: Sequence[str], *, max_bytes: int
 ) -> list[tuple[FedKTVotes, FedKTEvidence | None]]:
-    """Validate each party's reply records against its task; :class:`MessageError` names the first bad party."""
+    """Validate each party's reply records against its task; :class:`MessageError` names the first bad party.
+
+    A party's ``dp-training`` report (its teachers' DP-SGD) is left to
+    :func:`~pipelines._dp_ledger.receive_trainings`.
+    """
     replies = []
     for task, sent, name in zip(tasks, records, names):
+        sent = without_trainings(sent)  # the DP training report is read by receive_trainings
         by_kind = {record.kind: record for record in sent}
         expected = {FedKTVotes.KIND} | ({FedKTEvidence.KIND} if task.party_noise else set())
         if set(by_kind) != expected or len(sent) != len(expected):
@@ -416,7 +423,8 @@ def fedkt_server_step(
 ) -> FedKTFit:
     """Server side of FedKT (Algorithm 1, lines 11–14): consistent votes, server noise (L1), ledger, final model.
 
-    ``teacher_trainings`` (one per party, in-process runs) are the parties' DP-SGD teacher trainings: with
+    ``teacher_trainings`` (one per party, from their ``dp-training`` reports: :func:`~pipelines._dp_ledger.
+    receive_trainings`; None where a party's teachers are not all DP-trained) are the parties' DP-SGD: with
     DP-trained teachers every release is post-processing of that training, recorded as such in the ledger.
     """
     n_classes = len(classes)

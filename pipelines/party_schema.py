@@ -33,9 +33,21 @@ class PartySchema(WireMessage):
     n_examples: int
 
 
-def describe_party(X: np.ndarray, y: np.ndarray) -> PartySchema:
-    """The schema message of a party's ``(X, y)``."""
-    return PartySchema(np.asarray(X.shape[1:], dtype=np.int64), np.unique(y), int(len(y)))
+def describe_party(X: np.ndarray, y: np.ndarray, *, multilabel: bool = False) -> PartySchema:
+    """The schema message of a party's ``(X, y)``.
+
+    ``multilabel=True``: ``y`` is an (n, L) 0/1 indicator array, L >= 2, and ``classes`` are the label
+    indices 0..L−1 (which labels are present is not sent).
+    """
+    if not multilabel:
+        return PartySchema(np.asarray(X.shape[1:], dtype=np.int64), np.unique(y), int(len(y)))
+    y = np.asarray(y)
+    if y.ndim != 2 or len(y) != len(X) or y.shape[1] < 2 or not np.isin(y, (0, 1)).all():
+        raise ValueError(
+            f"with multilabel=True a party's labels must be a 0/1 indicator array of shape (n = {len(X)}, L >= 2), "
+            f"got shape {y.shape}"
+        )
+    return PartySchema(np.asarray(X.shape[1:], dtype=np.int64), np.arange(y.shape[1]), int(len(y)))
 
 
 def _label_family(classes: np.ndarray) -> str:
@@ -43,15 +55,18 @@ def _label_family(classes: np.ndarray) -> str:
 
 
 def federation_classes(
-    schemas: Sequence[PartySchema], feature_shape: tuple[int, ...], names: Sequence[str]
+    schemas: Sequence[PartySchema], feature_shape: tuple[int, ...], names: Sequence[str], *, multilabel: bool = False
 ) -> np.ndarray:
     """Check every party's schema against the public set's ``feature_shape``; return the sorted class union.
 
     Raises :class:`MessageError` naming the first party whose feature shape differs, whose label type
     (numeric or text) differs from the first party's, or which holds no example, and a federation
-    whose labels hold a single class.
+    whose labels hold a single class. ``multilabel=True``: every party must hold the first party's
+    label indices 0..L−1 (the same L).
     """
     for schema, name in zip(schemas, names):
+        if multilabel and not np.array_equal(schema.classes, schemas[0].classes):
+            raise MessageError(f"{name} has {len(schema.classes)} labels, {names[0]} has {len(schemas[0].classes)}")
         if tuple(int(d) for d in schema.feature_shape) != tuple(feature_shape):
             raise MessageError(
                 f"{name} has features of shape {tuple(int(d) for d in schema.feature_shape)}, "

@@ -136,6 +136,138 @@ def test_fedkd_over_the_apps_reproduces_fit(federation, task_identity) -> None:
     assert flower.bandwidth_ == local.bandwidth_
 
 
+def test_multilabel_fedkd_over_the_apps_reproduces_fit(federation, task_identity, tmp_path) -> None:
+    """FedKD with multilabel=True: each site's npz holds an (n, L) 0/1 y; the parties send L logits per example."""
+    from privfed.pipelines.fedkd import FedKD
+    from sklearn.ensemble import RandomForestClassifier
+
+    from privfed.federation.server_app import ServerJob, run_server
+
+    parties, _, public, (X_test, _) = federation
+
+    def labels(y):
+        return np.stack([y % 2 == 0, y >= 5, np.isin(y, (0, 3, 6, 9))], axis=1).astype(int)
+
+    multi = [(X, labels(y)) for X, y in parties]
+    paths = []
+    for index, (X, Y) in enumerate(multi):
+        paths.append(tmp_path / f"multi-{index}.npz")
+        np.savez(paths[-1], X=X, y=Y.astype(bool) if index == 1 else Y)  # any 0/1 dtype on a site
+
+    def fedkd() -> FedKD:
+        return FedKD(RandomForestClassifier(n_estimators=10), DecisionTreeClassifier(max_depth=6), gamma=1.0,
+                     clip=4.0, quantization_scale=20, multilabel=True, random_state=3)
+
+    local = fedkd().fit(multi, public)
+    flower = run_server(LocalGrid(paths), ServerJob(fedkd(), public, num_supernodes=3, timeout=10))
+    assert flower.noisy_ensemble_.shape == (len(public), 3)
+    np.testing.assert_array_equal(flower.noisy_ensemble_, local.noisy_ensemble_)
+    np.testing.assert_array_equal(flower.predict(X_test), local.predict(X_test))
+    assert flower.ledger_.account(delta=1e-5).epsilon == local.ledger_.account(delta=1e-5).epsilon
+    assert [e.description for e in flower.ledger_.entries] == [e.description for e in local.ledger_.entries]
+    assert flower.bandwidth_ == local.bandwidth_
+    np.savez(paths[2], X=multi[2][0], y=multi[2][1][:, :2])
+    with pytest.raises(MessageError, match=r"party 2 \(node 98\) has 2 labels, party 0 \(node 100\) has 3"):
+        run_server(LocalGrid(paths), ServerJob(fedkd(), public, num_supernodes=3, timeout=10))
+
+
+def dp_mlp(dp=True):
+    from privfed import DPConfig, TorchMLP
+
+    config = DPConfig(noise_multiplier=1.0, max_grad_norm=1.0, delta=1e-5) if dp else None
+    return TorchMLP(hidden=(8,), epochs=1, batch_size=32, lr=0.05, optimizer="sgd", dp=config)
+
+
+def assert_same_dp_ledger(flower, local) -> None:
+    """Same entries, the training entry included, and the same ε per unit for both bounds."""
+    assert [(e.kind, e.description) for e in flower.ledger_.entries] == [
+        (e.kind, e.description) for e in local.ledger_.entries]
+    assert "training" in [e.kind for e in local.ledger_.entries]
+    for unit in local.ledger_.units:
+        ours, theirs = flower.ledger_.account(unit=unit), local.ledger_.account(unit=unit)
+        assert ours.source == theirs.source and set(ours.alternatives) == set(theirs.alternatives)
+        assert ours.epsilon == pytest.approx(theirs.epsilon, abs=1e-12)
+        for name, bound in theirs.alternatives.items():
+            assert ours.alternatives[name].epsilon == pytest.approx(bound.epsilon, abs=1e-12)
+
+
+def test_dp_sgd_training_is_recorded_as_fit_records_it(federation, task_identity, one_torch_thread) -> None:
+    """DP-SGD teachers (FedKT L1) and local models (FedKD): the DPConfig travels in the spec, each party
+    reports its releases' parameters, and the server's ledger equals fit's."""
+    pytest.importorskip("opacus")
+    from privfed.pipelines.fedkd import FedKD
+
+    from privfed.federation.server_app import ServerJob, run_server
+
+    parties, paths, public, (X_test, _) = federation
+
+    def fedkt_dp() -> FedKT:
+        return FedKT(dp_mlp(), dp_mlp(dp=False), n_partitions=2, n_teachers=2, privacy="L1", gamma=0.05,
+                     query_fraction=0.25, random_state=0)
+
+    local = fedkt_dp().fit(parties, public)
+    flower = run_server(LocalGrid(paths), ServerJob(fedkt_dp(), public, num_supernodes=3, timeout=30))
+    assert_same_dp_ledger(flower, local)
+    assert local.ledger_.account(unit="example").source == "dpsgd"
+    np.testing.assert_array_equal(flower.predict(X_test), local.predict(X_test))
+    assert flower.bandwidth_ == local.bandwidth_ and len(flower.bandwidth_["dp-training"]) == 3
+
+    def fedkd_dp() -> FedKD:
+        return FedKD(dp_mlp(), dp_mlp(dp=False), gamma=1.0, clip=4.0, quantization_scale=20, weighting="uniform",
+                     random_state=0)
+
+    local = fedkd_dp().fit(parties, public)
+    flower = run_server(LocalGrid(paths), ServerJob(fedkd_dp(), public, num_supernodes=3, timeout=30))
+    assert_same_dp_ledger(flower, local)
+    np.testing.assert_array_equal(flower.noisy_ensemble_, local.noisy_ensemble_)
+
+
+def test_a_forged_dp_training_report_is_refused_naming_the_party(federation, task_identity, one_torch_thread) -> None:
+    pytest.importorskip("opacus")
+    from flwr.app import Message
+
+    from privfed.federation.server_app import ServerJob, run_server
+    from privfed.federation.task import from_recorddict, to_recorddict
+
+    _, paths, public, _ = federation
+
+    def noise(value):
+        def tamper(message, reply):
+            if message.metadata.dst_node_id != 99 or message.metadata.message_type != "train":
+                return reply
+            records, _ = from_recorddict(reply.content, sender="test")
+            for record in records:
+                if record.kind == "dp-training":
+                    record.arrays["noise_multiplier"][:] = value
+            return Message(to_recorddict(records), reply_to=message)
+
+        return tamper
+
+    def job():
+        return ServerJob(FedKT(dp_mlp(), dp_mlp(dp=False), n_partitions=1, n_teachers=2, privacy="L0",
+                               query_fraction=0.25, random_state=0), public, num_supernodes=3, timeout=30)
+
+    with pytest.raises(MessageError, match=r"party 1 \(node 99\) sent a malformed 'dp-training' message: "
+                                           "noise_multiplier"):
+        run_server(LocalGrid(paths, tamper=noise(0.0)), job())
+    # A valid σ, but more noise than the party was configured with (it would claim a smaller ε): refused too.
+    with pytest.raises(MessageError, match=r"party 1 \(node 99\) sent a 'dp-training' message that does not match "
+                                           r"its DP configuration: noise_multiplier \[5.0\], configured 1.0"):
+        run_server(LocalGrid(paths, tamper=noise(5.0)), job())
+
+    def claim_dp(message, reply):  # a party of a non-DP federation claims DP-SGD training
+        if message.metadata.dst_node_id != 98 or message.metadata.message_type != "train":
+            return reply
+        from privfed.accounting import DPSGD
+        from privfed.pipelines._dp_ledger import training_report
+
+        records, _ = from_recorddict(reply.content, sender="test")
+        return Message(to_recorddict([*records, training_report(DPSGD(1.0, 0.1, 10)).to_record()]), reply_to=message)
+
+    with pytest.raises(MessageError, match=r"party 2 \(node 98\) .* its model DecisionTreeClassifier has no dp="):
+        run_server(LocalGrid(paths, tamper=claim_dp), ServerJob(fedkt("L0"), public, num_supernodes=3, timeout=30))
+
+
 def test_a_silent_party_stops_the_run_and_nothing_is_written(federation, task_identity, tmp_path) -> None:
     from privfed.federation.server_app import FederationError, ServerJob, run_server
 
@@ -199,6 +331,12 @@ def test_model_specs_carry_hyper_parameters_and_refuse_untrusted_classes() -> No
     assert isinstance(rebuilt, DecisionTreeClassifier) and rebuilt.get_params()["criterion"] == "entropy"
     with pytest.raises(ValueError, match="'os.system' is outside the trusted packages"):
         build_model('{"class": "os.system", "params": {}}')
+    from privfed import DPConfig, TorchMLP
+
+    dp = DPConfig(target_epsilon=2.0, max_grad_norm=0.5, delta=1e-6, sample_rate=0.1)
+    assert build_model(model_spec(TorchMLP(hidden=(8,), dp=dp))).dp == dp  # a DPConfig travels as its fields
+    with pytest.raises(ValueError, match="the only object a spec carries is"):
+        build_model('{"class": "privfed.pipelines.torch_models.TorchMLP", "params": {"dp": {"os": "system"}}}')
     with pytest.raises(TypeError, match="parameter estimator=DecisionTreeClassifier"):
         from sklearn.ensemble import BaggingClassifier
 

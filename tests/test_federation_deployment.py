@@ -142,3 +142,55 @@ def test_three_supernodes_on_localhost_reproduce_fit_and_a_killed_one_stops_the_
     finally:
         for process in reversed(processes):
             stop(process)
+
+
+def local_superlinks(flwr_home: Path) -> list[int]:
+    """Process ids of the SuperLinks that ``flwr run`` started for this test (their log file is in ``flwr_home``)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            command = (entry / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if entry.name.isdigit() and any(b"flower-superlink" in part for part in command) and any(
+                str(flwr_home).encode() in part for part in command):
+            found.append(int(entry.name))
+    return found
+
+
+def test_flwr_run_local_simulation_writes_the_bundle_of_fit(sites) -> None:
+    """``flwr run <app> local-simulation``, as docs/federation.md shows it: FedKT L1 on digits, three SuperNodes.
+
+    ``flwr run`` starts a managed local SuperLink (simulation runtime, Ray) in the background: on free
+    ports (Flower's ``FLWR_LOCAL_*_PORT`` variables) under a temporary ``FLWR_HOME``, and stopped here.
+    """
+    folder, parties, public, (X_test, _) = sites
+    home = folder / "flwr-home"
+    home.mkdir()
+    (home / "config.toml").write_text(
+        '[superlink]\ndefault = "local-simulation"\n\n[superlink.local-simulation]\naddress = ":local-in-memory:"\n'
+    )
+    root = str(Path(privfed.__file__).resolve().parent.parent)
+    env = {**os.environ, "FLWR_HOME": str(home), "FLWR_LOCAL_SUPERLINK_HTTP_API_PORT": str(free_port()),
+           "FLWR_LOCAL_CONTROL_API_PORT": str(free_port()),
+           "PYTHONPATH": os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))}
+    overrides = (f'public-path="{folder / "public.npz"}" output-bundle="{folder / "bundle"}" timeout=60 '
+                 f'data-paths="{",".join(str(folder / f"site-{i}.npz") for i in range(3))}" '
+                 'n-teachers=3 query-fraction=0.5 privacy="L1" gamma=0.5 random-state=7')
+    try:
+        done = subprocess.run(
+            ["flwr", "run", str(APP), "local-simulation", "--stream", "--federation-config", "num-supernodes=3",
+             "--run-config", overrides], cwd=folder, env=env, capture_output=True, text=True, timeout=150,
+        )
+    finally:
+        for pid in local_superlinks(home):
+            os.killpg(pid, signal.SIGTERM)
+    assert (folder / "bundle").is_dir(), (done.stdout + done.stderr)[-3000:]
+    model, ledger = privfed.load_bundle(folder / "bundle")
+    local = FedKT(DecisionTreeClassifier(max_depth=8), n_teachers=3, privacy="L1", gamma=0.5, query_fraction=0.5,
+                  random_state=7).fit(parties, public)
+    np.testing.assert_array_equal(model.predict(X_test), local.predict(X_test))
+    assert [e.description for e in ledger.entries] == [e.description for e in local.ledger_.entries]
+    for unit in local.ledger_.units:
+        assert ledger.account(delta=1e-5, unit=unit).epsilon == pytest.approx(
+            local.ledger_.account(delta=1e-5, unit=unit).epsilon, abs=1e-12)

@@ -76,7 +76,7 @@ def _fedkt_step(task: FedKTTask, X: Any, y: Any, config: dict, party: str) -> li
 
 def _fedkd_step(task: FedKDTask, X: Any, y: Any, config: dict, party: str) -> list:
     local_model = build_model(str(config.get("local-model", "")), name="local_model")
-    return [fedkd_party_step(task, X, y, local_model=local_model, party=party).logits]
+    return fedkd_party_step(task, X, y, local_model=local_model, party=party).sent()
 
 
 def _privatekt_step(task: PrivateKTTask, X: Any, y: Any, config: dict, party: str) -> list:
@@ -151,7 +151,9 @@ def make_client_app(data_paths: Sequence[str] | None = None) -> Any:
     @client.query("schema")
     def schema(message: Any, context: Any) -> Any:
         X, y = party_data(context)
-        content = to_recorddict([describe_party(X, y).to_record()], {"party-index": _party_index(context)})
+        _, config = from_recorddict(message.content, sender="the server")
+        described = describe_party(X, y, multilabel=bool(config.get("multilabel", False)))
+        content = to_recorddict([described.to_record()], {"party-index": _party_index(context)})
         return Message(content, reply_to=message)
 
     @client.train()

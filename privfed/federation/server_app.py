@@ -41,6 +41,7 @@ from privfed.federation.task import (
     model_spec,
     to_recorddict,
 )
+from privfed.pipelines._dp_ledger import receive_trainings
 from privfed.pipelines._random import as_seed_sequence
 from privfed.pipelines.fedkd_steps import receive_fedkd_replies
 from privfed.pipelines.fedkt_steps import FedKTTask, fedkt_server_step, fedkt_tasks, receive_fedkt_replies
@@ -135,8 +136,7 @@ def run_server(grid: Any, job: ServerJob) -> Any:
 
     model = job.estimator
     model._validate()
-    if isinstance(model, FedKD) and model.multilabel:
-        raise ValueError("FedKD with multilabel=True runs in-process only (fit); on Flower multilabel must be False")
+    multilabel = isinstance(model, FedKD) and bool(model.multilabel)
     public = np.asarray(job.public)
     if public.ndim < 2 or len(public) == 0:
         raise ValueError(f"public must be a non-empty array of shape (n, features...), got shape {public.shape}")
@@ -144,7 +144,9 @@ def run_server(grid: Any, job: ServerJob) -> Any:
 
     # 1. Schemas: every party describes its data; the server orders the parties and checks them.
     names = {node: f"node {node}" for node in nodes}
-    answers = _exchange(grid, {node: to_recorddict([]) for node in nodes}, "query.schema", names, job.timeout, "schema")
+    query = {"multilabel": True} if multilabel else None  # FedKD multi-label: (n, L) 0/1 indicators
+    answers = _exchange(grid, {node: to_recorddict([], query) for node in nodes}, "query.schema", names,
+                        job.timeout, "schema")
     order = sorted(nodes, key=lambda node: (int(answers[node][1].get("party-index", -1)), node))
     names = {node: f"party {index} (node {node})" for index, node in enumerate(order)}
     schemas = []
@@ -153,7 +155,7 @@ def run_server(grid: Any, job: ServerJob) -> Any:
         if len(records) != 1:
             raise MessageError(f"{names[node]} sent {len(records)} messages to the schema step, expected 1")
         schemas.append(PartySchema.from_record(records[0], sender=names[node], max_bytes=job.max_message_bytes))
-    classes = federation_classes(schemas, public.shape[1:], [names[node] for node in order])
+    classes = federation_classes(schemas, public.shape[1:], [names[node] for node in order], multilabel=multilabel)
 
     # 2. One task per party, then the server step; the bundle only once the server step has succeeded.
     _server_steps(model)(grid, job, model, public, schemas, classes, order, names)
@@ -196,7 +198,9 @@ def _train_fedkt(grid, job, model, public, schemas, classes, order, names) -> No
     tasks: list[FedKTTask] = fedkt_tasks(model, schemas, classes, public, party_seeds, ordered_names)
     sent = _send_tasks(grid, job, tasks, order, names, [specs] * len(order))
     replies = receive_fedkt_replies(tasks, sent, ordered_names, max_bytes=job.max_message_bytes)
-    fitted = fedkt_server_step(model, replies, classes, public, seed_sequence, server_seeds)
+    trainings = receive_trainings(sent, ordered_names, max_bytes=job.max_message_bytes,
+                                  models=[model.teacher] * len(order))
+    fitted = fedkt_server_step(model, replies, classes, public, seed_sequence, server_seeds, trainings)
     schema_records = [[schema.to_record()] for schema in schemas]
     model._set_fitted(fitted, classes, record_sizes([first + rest for first, rest in zip(schema_records, sent)]))
 
@@ -212,8 +216,10 @@ def _train_fedkd(grid, job, model, public, schemas, classes, order, names) -> No
     party_seeds, server_seeds = seed_sequence.spawn(2)
     tasks = model._party_tasks(public, party_seeds, len(order))
     sent = _send_tasks(grid, job, tasks, order, names, configs)
-    replies = receive_fedkd_replies(tasks, sent, [names[node] for node in order], max_bytes=job.max_message_bytes)
-    model._fit_server(replies, public, server_seeds, int(seed_sequence.entropy))
+    ordered_names = [names[node] for node in order]
+    replies = receive_fedkd_replies(tasks, sent, ordered_names, max_bytes=job.max_message_bytes)
+    trainings = receive_trainings(sent, ordered_names, max_bytes=job.max_message_bytes, models=local_models)
+    model._fit_server(replies, public, server_seeds, int(seed_sequence.entropy), trainings)
 
 
 # --- PrivateKT -------------------------------------------------------------------------------------

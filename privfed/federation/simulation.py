@@ -14,7 +14,7 @@ from __future__ import annotations
 import contextlib
 import os
 import tempfile
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -45,8 +45,11 @@ def _checkout_on_worker_path() -> Iterator[None]:
             os.environ["PYTHONPATH"] = previous
 
 
-def _party_files(parties: Any, folder: Path) -> list[str]:
-    """Each party's data file: the paths given, or ``(X, y)`` pairs written as ``party-<i>.npz`` in ``folder``."""
+def _party_files(parties: Any, folder: Path, check: Callable[[Any], list] | None = None) -> list[str]:
+    """Each party's data file: the paths given, or ``(X, y)`` pairs written as ``party-<i>.npz`` in ``folder``.
+
+    ``check`` validates the pairs (default: :func:`~privfed.pipelines.party_data.check_party_data`).
+    """
     if isinstance(parties, (str, bytes)) or not isinstance(parties, Sequence) or len(parties) == 0:
         raise ValueError(f"parties must be a non-empty sequence of (X, y) pairs or data files, got {parties!r}")
     if all(isinstance(party, (str, os.PathLike)) for party in parties):
@@ -58,7 +61,7 @@ def _party_files(parties: Any, folder: Path) -> list[str]:
     from privfed.pipelines.party_data import check_party_data
 
     paths = []
-    for index, (X, y) in enumerate(check_party_data(parties)):
+    for index, (X, y) in enumerate((check or check_party_data)(parties)):
         path = folder / f"party-{index}.npz"
         np.savez(path, X=X, y=y)
         paths.append(str(path))
@@ -80,10 +83,11 @@ def simulate(
     ----------
     estimator : FedKT, FedKD, PrivateKT, SelectiveFD, FedMD or IndependentLearning
         Unfitted and configured as for ``fit`` (the models the parties train — FedKT's teacher and
-        student, FedKD's and Selective-FD's local models, PrivateKT's global model — must be describable by class name and JSON
-        hyper-parameters: they travel to the parties as specs, never as objects). FedKD on Flower is
-        single-label; Selective-FD on Flower takes no ``callback``, no ``feature_map`` and no DP-SGD client
-        models.
+        student, FedKD's and Selective-FD's local models, PrivateKT's global model — must be describable
+        by class name and JSON hyper-parameters: they travel to the parties as specs, never as objects; a
+        ``dp=DPConfig(...)`` travels as its fields). FedKD with ``multilabel=True`` takes (X, Y) pairs or
+        npz files with an (n, L) 0/1 ``y``. Selective-FD on Flower takes no ``callback``, no
+        ``feature_map`` and no DP-SGD client models.
     parties : sequence of (X, y) pairs, or of data files
         As ``fit`` takes them, or one file per party (npz with ``X`` and ``y``, CSV/Parquet with the
         label in the last column, LIBSVM). Pairs are written to a temporary npz file per party.
@@ -130,7 +134,11 @@ def simulate(
 
     fitted: list[Any] = []
     with tempfile.TemporaryDirectory(prefix="privfed-parties-") as folder, _checkout_on_worker_path():
-        paths = _party_files(parties, Path(folder))
+        check = None
+        if isinstance(estimator, FedKD) and estimator.multilabel:  # (X, Y) pairs with (n, L) 0/1 indicators
+            def check(pairs: Any) -> list:
+                return estimator._check_multilabel_parties(pairs, public)[0]
+        paths = _party_files(parties, Path(folder), check)
         if num_supernodes is not None and num_supernodes != len(paths):
             raise ValueError(f"num_supernodes must be None or len(parties) = {len(paths)}, got {num_supernodes!r}")
         job = ServerJob(estimator=estimator, public=np.asarray(public), num_supernodes=len(paths), timeout=timeout)

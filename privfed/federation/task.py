@@ -54,11 +54,25 @@ _JSON_SCALARS = (str, int, float, bool, type(None))
 
 
 # --- model specs ------------------------------------------------------------------------------------
+#: The one non-scalar parameter a spec carries: a DP-SGD configuration, as ``{"DPConfig": {field: scalar}}``.
+_DP_CONFIG_KEY = "DPConfig"
+
+
 def model_spec(estimator: Any, *, name: str = "estimator") -> str:
-    """The JSON spec of an unfitted scikit-learn-style estimator: class path and ``get_params(deep=False)``."""
+    """The JSON spec of an unfitted scikit-learn-style estimator: class path and ``get_params(deep=False)``.
+
+    A :class:`~privfed.DPConfig` parameter (``dp=`` of the torch models) travels as its fields,
+    ``{"DPConfig": {"noise_multiplier": ..., ...}}``; every other parameter must be a JSON scalar or a
+    list of them.
+    """
+    from privfed.pipelines.dp_config import DPConfig
+
     cls = type(estimator)
     params = estimator.get_params(deep=False)
     for key, value in params.items():
+        if isinstance(value, DPConfig):
+            params[key] = {_DP_CONFIG_KEY: value.to_dict()}
+            continue
         values = value if isinstance(value, (list, tuple)) else [value]
         finite = not isinstance(value, float) or math.isfinite(value)
         if not finite or not all(isinstance(v, _JSON_SCALARS) for v in values):
@@ -85,7 +99,25 @@ def build_model(spec: str, *, name: str = "estimator") -> Any:
     cls = getattr(importlib.import_module(module_name), class_name, None)
     if not isinstance(cls, type) or not all(hasattr(cls, m) for m in ("fit", "predict", "get_params")):
         raise ValueError(f"{name} class {path!r} is not a scikit-learn-style classifier")
-    return cls(**params)
+    return cls(**{key: _dp_config(value, f"{name} parameter {key}") if isinstance(value, dict) else value
+                  for key, value in params.items()})
+
+
+def _dp_config(value: dict, name: str) -> Any:
+    """The :class:`~privfed.DPConfig` of a spec's ``{"DPConfig": {...}}`` (its fields JSON scalars), or ValueError."""
+    from dataclasses import fields
+
+    from privfed.pipelines.dp_config import DPConfig
+
+    allowed = {field.name for field in fields(DPConfig)}
+    settings = value.get(_DP_CONFIG_KEY) if set(value) == {_DP_CONFIG_KEY} else None
+    if not isinstance(settings, dict) or not set(settings) <= allowed or not all(
+            isinstance(v, (int, float, type(None))) and not isinstance(v, bool) for v in settings.values()):
+        raise ValueError(
+            f"{name} = {value!r}: the only object a spec carries is {{'DPConfig': {{...}}}} with numeric fields "
+            f"among {sorted(allowed)}"
+        )
+    return DPConfig(**settings)
 
 
 # --- run configuration ------------------------------------------------------------------------------
@@ -121,6 +153,7 @@ def estimator_from_config(config: Mapping[str, Any]) -> Any:
             gamma=optional.get("gamma"),
             clip=optional.get("clip"),
             weighting=str(config.get("weighting", "class-count")),
+            multilabel=bool(config.get("multilabel", False)),
             **common,
         )
     from privfed.pipelines.fedkt import FedKT
