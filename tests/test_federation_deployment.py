@@ -1,8 +1,8 @@
-"""Deployment mode on 127.0.0.1: a SuperLink, three SuperNodes (one data file each) and ``flwr run``.
+"""Deployment mode on 127.0.0.1: a SuperLink, three SuperNodes (one data file each) and ``flwr run``;
+and ``flwr run <app> local-simulation``.
 
-The test starts every process itself (free ports, ``--insecure``), bounds every wait, and stops them
-all (SIGTERM to each process group it created, SIGKILL after 10 s). About two minutes on two shared
-cores: Flower starts a ClientApp process per message.
+The processes are started and stopped by :mod:`flower_sites` (free ports, ``--insecure``, every wait
+bounded). About two minutes on two shared cores: Flower starts a ClientApp process per message.
 """
 
 from __future__ import annotations
@@ -11,14 +11,13 @@ import importlib.util
 import os
 import shutil
 import signal
-import socket
 import subprocess
-import time
 from pathlib import Path
 
 import numpy as np
 import pytest
 from conftest import digits_federation
+from flower_sites import APP, checkout_env, free_port, localhost_federation, stop, write_sites
 from privfed.pipelines.fedkt import FedKT
 from sklearn.tree import DecisionTreeClassifier
 from threadpoolctl import threadpool_limits
@@ -33,86 +32,23 @@ pytestmark = [
     ),
 ]
 
-APP = Path(privfed.__file__).resolve().parent / "federation" / "app"
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
-def wait_for_port(port: int, seconds: float) -> None:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        with socket.socket() as probe:
-            if probe.connect_ex(("127.0.0.1", port)) == 0:
-                return
-        time.sleep(0.2)
-    raise TimeoutError(f"nothing listens on 127.0.0.1:{port} after {seconds} s")
-
-
-def stop(process: subprocess.Popen) -> None:
-    """SIGTERM to the process group this test created, SIGKILL after 10 s."""
-    if process.poll() is not None:
-        return
-    os.killpg(process.pid, signal.SIGTERM)
-    try:
-        process.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        os.killpg(process.pid, signal.SIGKILL)
-        process.wait(timeout=10)
-
 
 @pytest.fixture
-def sites(tmp_path):
-    parties, public, test = digits_federation(3)
-    for index, (X, y) in enumerate(parties):
-        np.savez(tmp_path / f"site-{index}.npz", X=X, y=y)
-    np.savez(tmp_path / "public.npz", X=public)
-    return tmp_path, parties, public, test
+def digits_sites():
+    return digits_federation(3)
 
 
-def test_three_supernodes_on_localhost_reproduce_fit_and_a_killed_one_stops_the_run(sites) -> None:
-    folder, parties, public, (X_test, _) = sites
-    env = {**os.environ, "FLWR_HOME": str(folder / "flwr-home"), "OMP_NUM_THREADS": "1"}
-    root = str(Path(privfed.__file__).resolve().parent.parent)
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))
-    link_port = free_port()
-    (folder / "flwr-home").mkdir()
-    (folder / "flwr-home" / "config.toml").write_text(
-        '[superlink]\ndefault = "localhost"\n\n[superlink.localhost]\n'
-        f'address = "127.0.0.1:{link_port}"\ninsecure = true\n'
-    )
-    processes: list[subprocess.Popen] = []
+def test_three_supernodes_on_localhost_reproduce_fit_and_a_killed_one_stops_the_run(tmp_path, digits_sites) -> None:
+    parties, public, (X_test, _) = digits_sites
+    with localhost_federation(tmp_path, parties, public, OMP_NUM_THREADS="1") as federation:
+        def flwr_run(bundle: str, timeout: float, extra: str = "") -> str:
+            return federation.flwr_run(
+                f'output-bundle="{tmp_path / bundle}" timeout={timeout} n-teachers=3 query-fraction=0.5 gamma=0.5 '
+                f'random-state=7 {extra}', timeout=timeout + 150)
 
-    def start(*command: str, log: str) -> subprocess.Popen:
-        with (folder / log).open("w") as out:
-            process = subprocess.Popen(command, cwd=folder, env=env, stdout=out, stderr=subprocess.STDOUT,
-                                       start_new_session=True)
-        processes.append(process)
-        return process
-
-    def flwr_run(bundle: str, timeout: float, extra: str = "") -> str:
-        overrides = f'public-path="{folder / "public.npz"}" output-bundle="{folder / bundle}" timeout={timeout} ' \
-                    f'n-teachers=3 query-fraction=0.5 gamma=0.5 random-state=7 {extra}'
-        done = subprocess.run(["flwr", "run", str(APP), "localhost", "--stream", "--run-config", overrides],
-                              cwd=folder, env=env, capture_output=True, text=True, timeout=timeout + 150)
-        return done.stdout + done.stderr
-
-    try:
-        start("flower-superlink", "--insecure", "--disable-runtime-dependency-installation", "--port", str(link_port),
-              "--database", ":flwr-in-memory:", log="superlink.log")
-        wait_for_port(link_port, 60)
-        nodes = [
-            start("flower-supernode", "--insecure", "--superlink", f"127.0.0.1:{link_port}", "--port", str(free_port()),
-                  "--node-config", f'data-path="{folder / f"site-{index}.npz"}" party-index={index}',
-                  log=f"supernode-{index}.log")
-            for index in range(3)
-        ]
         output = flwr_run("bundle", timeout=120)
-        assert (folder / "bundle").is_dir(), output
-        model, ledger = privfed.load_bundle(folder / "bundle")
+        assert (tmp_path / "bundle").is_dir(), output
+        model, ledger = privfed.load_bundle(tmp_path / "bundle")
         local = FedKT(DecisionTreeClassifier(max_depth=8), n_teachers=3, privacy="L1", gamma=0.5, query_fraction=0.5,
                       random_state=7).fit(parties, public)
         np.testing.assert_array_equal(model.predict(X_test), local.predict(X_test))
@@ -126,8 +62,8 @@ def test_three_supernodes_on_localhost_reproduce_fit_and_a_killed_one_stops_the_
             'algorithm="selective-fd" local-model="privfed.pipelines.torch_models.TorchMLP" '
             "local-model-params='{\"hidden\": [16], \"batch_size\": 32}' rounds=2 local-steps=2 distill-steps=4 "
             "proxy-batch=80 n-auxiliary=60 max-known=60 tau-server=1.5"))
-        assert (folder / "fd-bundle").is_dir(), output[-3000:]
-        model, ledger = privfed.load_bundle(folder / "fd-bundle")
+        assert (tmp_path / "fd-bundle").is_dir(), output[-3000:]
+        model, ledger = privfed.load_bundle(tmp_path / "fd-bundle")
         local = SelectiveFD(TorchMLP(hidden=(16,), batch_size=32), rounds=2, local_steps=2, distill_steps=4,
                             proxy_batch=80, n_auxiliary=60, max_known=60, tau_server=1.5, random_state=7)
         with threadpool_limits(1):
@@ -135,13 +71,10 @@ def test_three_supernodes_on_localhost_reproduce_fit_and_a_killed_one_stops_the_
         np.testing.assert_array_equal(model.predict(X_test), local.predict(X_test))
         assert [e.description for e in ledger.entries] == [e.description for e in local.ledger_.entries]
 
-        stop(nodes[2])  # a hospital goes offline: the server waits `timeout` seconds, stops, writes nothing
+        stop(federation.nodes[2])  # a hospital goes offline: the server waits `timeout` seconds, stops, writes nothing
         output = flwr_run("bundle-after-kill", timeout=20)
-        assert not (folder / "bundle-after-kill").exists()
+        assert not (tmp_path / "bundle-after-kill").exists()
         assert "did not reply" in output or "SuperNodes connected" in output, output[-2000:]
-    finally:
-        for process in reversed(processes):
-            stop(process)
 
 
 def local_superlinks(flwr_home: Path) -> list[int]:
@@ -158,22 +91,21 @@ def local_superlinks(flwr_home: Path) -> list[int]:
     return found
 
 
-def test_flwr_run_local_simulation_writes_the_bundle_of_fit(sites) -> None:
+def test_flwr_run_local_simulation_writes_the_bundle_of_fit(tmp_path, digits_sites) -> None:
     """``flwr run <app> local-simulation``, as docs/federation.md shows it: FedKT L1 on digits, three SuperNodes.
 
     ``flwr run`` starts a managed local SuperLink (simulation runtime, Ray) in the background: on free
     ports (Flower's ``FLWR_LOCAL_*_PORT`` variables) under a temporary ``FLWR_HOME``, and stopped here.
     """
-    folder, parties, public, (X_test, _) = sites
+    folder, (parties, public, (X_test, _)) = tmp_path, digits_sites
+    write_sites(folder, parties, public)
     home = folder / "flwr-home"
     home.mkdir()
     (home / "config.toml").write_text(
         '[superlink]\ndefault = "local-simulation"\n\n[superlink.local-simulation]\naddress = ":local-in-memory:"\n'
     )
-    root = str(Path(privfed.__file__).resolve().parent.parent)
-    env = {**os.environ, "FLWR_HOME": str(home), "FLWR_LOCAL_SUPERLINK_HTTP_API_PORT": str(free_port()),
-           "FLWR_LOCAL_CONTROL_API_PORT": str(free_port()),
-           "PYTHONPATH": os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))}
+    env = checkout_env(home, FLWR_LOCAL_SUPERLINK_HTTP_API_PORT=str(free_port()),
+                       FLWR_LOCAL_CONTROL_API_PORT=str(free_port()))
     overrides = (f'public-path="{folder / "public.npz"}" output-bundle="{folder / "bundle"}" timeout=60 '
                  f'data-paths="{",".join(str(folder / f"site-{i}.npz") for i in range(3))}" '
                  'n-teachers=3 query-fraction=0.5 privacy="L1" gamma=0.5 random-state=7')
