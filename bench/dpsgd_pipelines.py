@@ -16,17 +16,20 @@ non-IID split (10 clients, client c holds class c), 10 % of the training images 
 proxy set; hard labels with randomized response at ε = 4 per label (the seed mechanism; the earlier
 reproduction's useful setting), KuLSIF selectors.
 
-Results are checkpointed: each finished run is appended to ``--json`` and skipped when
-the script runs again. CPU, one torch thread; run with ``nice -n 10``.
+Results are checkpointed: each finished run is appended to ``--json`` (under a file lock, so
+several copies of the script, e.g. one per target, can share one file) and skipped when the
+script runs again. CPU, one torch thread; run with ``nice -n 10``.
 """
 
 from __future__ import annotations
 
 import argparse
+import fcntl
 import json
 import logging
 import os
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -99,8 +102,10 @@ def run_privatekt(args, target, data):
     fitted = PrivateKT(model, epsilon_per_round=5.0, queries_per_round=2, buffer_rounds=25, self_training_size=1200,
                        client_fraction=0.5, local_epochs=args.privatekt_local_epochs, fine_tune_epochs=4,
                        self_training_epochs=1, rounds=args.privatekt_rounds, delta=DELTA,
-                       random_state=args.seed).fit(parties, public)
-    return {"noise_multiplier": sigma, **describe(fitted, X_test, y_test)}
+                       progress=True, random_state=args.seed).fit(parties, public, eval_set=(X_test, y_test))
+    return {"noise_multiplier": sigma, **describe(fitted, X_test, y_test),
+            "accuracy_per_round": [r["accuracy"] for r in fitted.history_],
+            "rounds_joined": [int(v) for v in fitted.participation_]}
 
 
 def run_selective_fd(args, target, data):
@@ -108,13 +113,26 @@ def run_selective_fd(args, target, data):
     sigma = sigma_for(target, [len(y) for _, y in clients], args.sfd_rounds)
     model = TorchCNN(conv_channels=(10, 20), hidden=(50,), lr=lr(sigma, plain=2e-3), batch_size=BATCH,
                      random_state=args.seed, dp=dp_config(sigma))
+    # Plain training: 5 local and 10 distillation mini-batches per round. Under DP-SGD the local step is one
+    # Poisson-sampled epoch (⌊n/64⌋ ≈ 85 steps on one class), which would drown 10 distillation steps; unless
+    # --sfd-dp-distill-steps says otherwise, distillation keeps the plain protocol's 2:1 ratio to local steps.
+    local_steps = 5 if sigma is None else round(np.mean([len(y) // BATCH for _, y in clients]))
+    distill_steps = 10 if sigma is None else args.sfd_dp_distill_steps or 2 * local_steps
     fitted = SelectiveFD(model, labels="hard", privacy="rr",
                          epsilon_per_round=args.sfd_rr_epsilon_per_label * args.sfd_proxy_batch,
-                         rounds=args.sfd_rounds, local_steps=5, distill_steps=10, proxy_batch=args.sfd_proxy_batch,
+                         rounds=args.sfd_rounds, local_steps=5, distill_steps=distill_steps,
+                         proxy_batch=args.sfd_proxy_batch,
                          kernel_width=2.0, tau_server=1.5, delta=DELTA, random_state=args.seed).fit(clients, proxy)
     # Accuracy as the paper reports it: each client's model on the test set, averaged over clients.
     accuracies = [float(np.mean(np.asarray(m.predict(X_test)) == y_test)) for m in fitted.models_]
-    return {"noise_multiplier": sigma, **describe(fitted, X_test, y_test), "test_accuracy": float(np.mean(accuracies))}
+    return {"noise_multiplier": sigma, **describe(fitted, X_test, y_test), "test_accuracy": float(np.mean(accuracies)),
+            "distill_steps": distill_steps}
+
+
+def relevant(settings: dict, pipeline: str) -> dict:
+    """The settings a pipeline's run depends on (its own options, the data and the seed): the resume key."""
+    prefix = {"fedkd": "fedkd_", "privatekt": "privatekt_", "selective_fd": "sfd_"}[pipeline]
+    return {k: v for k, v in settings.items() if k.startswith(prefix) or k in ("train_fraction", "seed")}
 
 
 def table(runs: list[dict]) -> str:
@@ -145,6 +163,8 @@ def main() -> None:
     parser.add_argument("--sfd-rounds", type=int, default=14)
     parser.add_argument("--sfd-proxy-batch", type=int, default=256)
     parser.add_argument("--sfd-rr-epsilon-per-label", type=float, default=4.0)
+    parser.add_argument("--sfd-dp-distill-steps", type=int, default=None,
+                        help="distillation mini-batches per round under DP-SGD (default: twice the DP epoch's steps)")
     parser.add_argument("--train-fraction", type=float, default=1.0, help="share of MNIST's training images used")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", type=Path, default=Path("docs/results-dpsgd.json"))
@@ -179,13 +199,17 @@ def main() -> None:
             key = {"pipeline": name, "target_epsilon": target, "settings": {k: v for k, v in vars(args).items()
                                                                              if k not in ("json", "data", "targets",
                                                                                           "pipelines")}}
-            if any(r["pipeline"] == name and r["target_epsilon"] == target and r["settings"] == key["settings"]
-                   for r in done["runs"]):
+            if any(r["pipeline"] == name and r["target_epsilon"] == target
+                   and relevant(r["settings"], name) == relevant(key["settings"], name) for r in done["runs"]):
                 continue
             start = time.perf_counter()
-            row = {**key, **run(args, target, data), "seconds": time.perf_counter() - start}
-            done["runs"].append(row)
-            args.json.write_text(json.dumps(done, indent=2))
+            row = {**key, **run(args, target, data), "seconds": time.perf_counter() - start,
+                   "load_average": os.getloadavg()}
+            with open(Path(tempfile.gettempdir()) / f"{args.json.name}.lock", "w") as lock:  # re-read: other copies may have appended
+                fcntl.flock(lock, fcntl.LOCK_EX)
+                done = json.loads(args.json.read_text()) if args.json.is_file() else {"runs": []}
+                done["runs"].append(row)
+                args.json.write_text(json.dumps(done, indent=2))
             print(f"{name} target ε = {target}: accuracy {row['test_accuracy']:.4f}, example ε = "
                   f"{row['epsilon_example']:.4g} ({row['source']}; other bound {row['other_bound']}), party ε = "
                   f"{row['epsilon_party']:.4g}, σ = {row['noise_multiplier']}, {row['seconds']:.0f} s", flush=True)
