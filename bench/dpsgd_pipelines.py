@@ -135,10 +135,22 @@ def relevant(settings: dict, pipeline: str) -> dict:
     return {k: v for k, v in settings.items() if k.startswith(prefix) or k in ("train_fraction", "seed")}
 
 
+def setting(r: dict) -> str:
+    """The run's length, as the table states it."""
+    s = r["settings"]
+    if r["pipeline"] == "fedkd":
+        return f"{s['fedkd_local_epochs']} local epochs"
+    if r["pipeline"] == "privatekt":
+        n = s["privatekt_local_epochs"]
+        return f"{s['privatekt_rounds']} rounds, {n} local epoch{'s' * (n != 1)}"
+    return f"{s['sfd_rounds']} rounds" + (f", {r['distill_steps']} distillation steps" if "distill_steps" in r else "")
+
+
 def table(runs: list[dict]) -> str:
-    """The runs as a markdown table (``--table``)."""
-    lines = ["| pipeline | DP-SGD target ε | σ | test accuracy | example-level guarantee (bound) | other bound | "
-             "party-level ε (seed mechanism) | not covered by DP-SGD | time |", "|---|---|---|---|---|---|---|---|---|"]
+    """The runs as a markdown table (``--table``), then PrivateKT's accuracy per round where recorded."""
+    lines = ["| pipeline | run | DP-SGD target ε | σ | test accuracy | example-level guarantee (bound) | other bound | "
+             "party-level ε (seed mechanism) | not covered by DP-SGD | time | load (1/5/15 min, at the end) |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in runs:
         other = r["other_bound"]
         target = "none (plain training)" if r["target_epsilon"] is None else f"{r['target_epsilon']:g}"
@@ -146,8 +158,20 @@ def table(runs: list[dict]) -> str:
         other_text = "—" if other is None else f"{round_up(other['epsilon'])} ({other['source']})"
         uncovered = "; ".join(n.split(": ", 1)[1][:60] + "…" for n in r["not_covered_by_dpsgd"]) or "—"
         guarantee = f"{round_up(r['epsilon_example'])} ({r['source']})"
-        lines.append(f"| {r['pipeline']} | {target} | {sigma} | {r['test_accuracy']:.4f} | {guarantee} | "
-                     f"{other_text} | {round_up(r['epsilon_party'])} | {uncovered} | {r['seconds']:.0f} s |")
+        load = "—" if "load_average" not in r else " / ".join(f"{v:.1f}" for v in r["load_average"])
+        lines.append(f"| {r['pipeline']} | {setting(r)} | {target} | {sigma} | {r['test_accuracy']:.4f} | {guarantee} | "
+                     f"{other_text} | {round_up(r['epsilon_party'])} | {uncovered} | {r['seconds']:.0f} s | {load} |")
+    curves = [r for r in runs if "accuracy_per_round" in r]
+    if curves:
+        rounds = max(len(r["accuracy_per_round"]) for r in curves)
+        marks = sorted({1, *range(5, rounds + 1, 5), rounds})
+        lines += ["", "| PrivateKT run | " + " | ".join(f"round {m}" for m in marks) + " | rounds joined (min–max) |",
+                  "|---|" + "---|" * (len(marks) + 1)]
+        for r in curves:
+            target = "plain training" if r["target_epsilon"] is None else f"DP-SGD ε ≤ {r['target_epsilon']:g}"
+            acc = r["accuracy_per_round"]
+            cells = " | ".join(f"{acc[m - 1]:.3f}" if m <= len(acc) else "—" for m in marks)
+            lines.append(f"| {target} ({setting(r)}) | {cells} | {min(r['rounds_joined'])}–{max(r['rounds_joined'])} |")
     return "\n".join(lines)
 
 
