@@ -98,7 +98,8 @@ def run_fedkd(args, target, data):
 def run_privatekt(args, target, data):
     parties, public, X_test, y_test = data
     sigma = sigma_for(target, [len(y) for _, y in parties], args.privatekt_rounds * args.privatekt_local_epochs)
-    model = TorchCNN(optimizer="adam", lr=lr(sigma), batch_size=BATCH, random_state=args.seed, dp=dp_config(sigma))
+    rate = lr(sigma) if sigma is None or args.privatekt_dp_lr is None else args.privatekt_dp_lr
+    model = TorchCNN(optimizer="adam", lr=rate, batch_size=BATCH, random_state=args.seed, dp=dp_config(sigma))
     fitted = PrivateKT(model, epsilon_per_round=5.0, queries_per_round=2, buffer_rounds=25, self_training_size=1200,
                        client_fraction=0.5, local_epochs=args.privatekt_local_epochs, fine_tune_epochs=4,
                        self_training_epochs=1, rounds=args.privatekt_rounds, delta=DELTA,
@@ -184,6 +185,8 @@ def main() -> None:
     parser.add_argument("--fedkd-distill-epochs", type=int, default=5)
     parser.add_argument("--privatekt-rounds", type=int, default=30)
     parser.add_argument("--privatekt-local-epochs", type=int, default=5)
+    parser.add_argument("--privatekt-dp-lr", type=float, default=None,
+                        help="the clients' Adam learning rate under DP-SGD (default 5e-3)")
     parser.add_argument("--sfd-rounds", type=int, default=14)
     parser.add_argument("--sfd-proxy-batch", type=int, default=256)
     parser.add_argument("--sfd-rr-epsilon-per-label", type=float, default=4.0)
