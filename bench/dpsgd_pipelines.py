@@ -143,7 +143,8 @@ def setting(r: dict) -> str:
         return f"{s['fedkd_local_epochs']} local epochs"
     if r["pipeline"] == "privatekt":
         n = s["privatekt_local_epochs"]
-        return f"{s['privatekt_rounds']} rounds, {n} local epoch{'s' * (n != 1)}"
+        dp_lr = f", DP-SGD lr {s['privatekt_dp_lr']:g}" if s.get("privatekt_dp_lr") is not None else ""
+        return f"{s['privatekt_rounds']} rounds, {n} local epoch{'s' * (n != 1)}{dp_lr}"
     return f"{s['sfd_rounds']} rounds" + (f", {r['distill_steps']} distillation steps" if "distill_steps" in r else "")
 
 
