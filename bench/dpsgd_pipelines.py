@@ -161,8 +161,9 @@ def table(runs: list[dict]) -> str:
         uncovered = "; ".join(n.split(": ", 1)[1][:60] + "…" for n in r["not_covered_by_dpsgd"]) or "—"
         guarantee = f"{round_up(r['epsilon_example'])} ({r['source']})"
         load = "—" if "load_average" not in r else " / ".join(f"{v:.1f}" for v in r["load_average"])
-        lines.append(f"| {r['pipeline']} | {setting(r)} | {target} | {sigma} | {r['test_accuracy']:.4f} | {guarantee} | "
-                     f"{other_text} | {round_up(r['epsilon_party'])} | {uncovered} | {r['seconds']:.0f} s | {load} |")
+        lines.append(f"| {r['pipeline']} | {setting(r)} | {target} | {sigma} | {r['test_accuracy']:.4f} | "
+                     f"{guarantee} | {other_text} | {round_up(r['epsilon_party'])} | {uncovered} | "
+                     f"{r['seconds']:.0f} s | {load} |")
     curves = [r for r in runs if "accuracy_per_round" in r]
     if curves:
         rounds = max(len(r["accuracy_per_round"]) for r in curves)
@@ -233,7 +234,8 @@ def main() -> None:
             start = time.perf_counter()
             row = {**key, **run(args, target, data), "seconds": time.perf_counter() - start,
                    "load_average": os.getloadavg()}
-            with open(Path(tempfile.gettempdir()) / f"{args.json.name}.lock", "w") as lock:  # re-read: other copies may have appended
+            # Re-read under a lock: other copies of the script may have appended runs meanwhile.
+            with open(Path(tempfile.gettempdir()) / f"{args.json.name}.lock", "w") as lock:
                 fcntl.flock(lock, fcntl.LOCK_EX)
                 done = json.loads(args.json.read_text()) if args.json.is_file() else {"runs": []}
                 done["runs"].append(row)
