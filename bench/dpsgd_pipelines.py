@@ -130,10 +130,14 @@ def run_selective_fd(args, target, data):
             "distill_steps": distill_steps}
 
 
-def relevant(settings: dict, pipeline: str) -> dict:
-    """The settings a pipeline's run depends on (its own options, the data and the seed): the resume key."""
+def relevant(settings: dict, pipeline: str, defaults: dict) -> dict:
+    """The settings a pipeline's run depends on (its own options, the data and the seed): the resume key.
+
+    An option missing from ``settings`` (a run saved before the option existed) counts as its default.
+    """
     prefix = {"fedkd": "fedkd_", "privatekt": "privatekt_", "selective_fd": "sfd_"}[pipeline]
-    return {k: v for k, v in settings.items() if k.startswith(prefix) or k in ("train_fraction", "seed")}
+    return {k: settings.get(k, v) for k, v in defaults.items()
+            if k.startswith(prefix) or k in ("train_fraction", "seed")}
 
 
 def setting(r: dict) -> str:
@@ -199,6 +203,7 @@ def main() -> None:
     parser.add_argument("--json", type=Path, default=Path("docs/results-dpsgd.json"))
     parser.add_argument("--table", action="store_true", help="only print the saved runs as a markdown table")
     args = parser.parse_args()
+    defaults = vars(parser.parse_args([]))
     if args.table:
         print(table(json.loads(args.json.read_text())["runs"]))
         return
@@ -229,7 +234,8 @@ def main() -> None:
                                                                              if k not in ("json", "data", "targets",
                                                                                           "pipelines")}}
             if any(r["pipeline"] == name and r["target_epsilon"] == target
-                   and relevant(r["settings"], name) == relevant(key["settings"], name) for r in done["runs"]):
+                   and relevant(r["settings"], name, defaults) == relevant(key["settings"], name, defaults)
+                   for r in done["runs"]):
                 continue
             start = time.perf_counter()
             row = {**key, **run(args, target, data), "seconds": time.perf_counter() - start,
