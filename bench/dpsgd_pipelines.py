@@ -16,17 +16,20 @@ non-IID split (10 clients, client c holds class c), 10 % of the training images 
 proxy set; hard labels with randomized response at ε = 4 per label (the seed mechanism; the earlier
 reproduction's useful setting), KuLSIF selectors.
 
-Results are checkpointed: each finished run is appended to ``--json`` and skipped when
-the script runs again. CPU, one torch thread; run with ``nice -n 10``.
+Results are checkpointed: each finished run is appended to ``--json`` (under a file lock, so
+several copies of the script, e.g. one per target, can share one file) and skipped when the
+script runs again. CPU, one torch thread; run with ``nice -n 10``.
 """
 
 from __future__ import annotations
 
 import argparse
+import fcntl
 import json
 import logging
 import os
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -95,12 +98,15 @@ def run_fedkd(args, target, data):
 def run_privatekt(args, target, data):
     parties, public, X_test, y_test = data
     sigma = sigma_for(target, [len(y) for _, y in parties], args.privatekt_rounds * args.privatekt_local_epochs)
-    model = TorchCNN(optimizer="adam", lr=lr(sigma), batch_size=BATCH, random_state=args.seed, dp=dp_config(sigma))
+    rate = lr(sigma) if sigma is None or args.privatekt_dp_lr is None else args.privatekt_dp_lr
+    model = TorchCNN(optimizer="adam", lr=rate, batch_size=BATCH, random_state=args.seed, dp=dp_config(sigma))
     fitted = PrivateKT(model, epsilon_per_round=5.0, queries_per_round=2, buffer_rounds=25, self_training_size=1200,
                        client_fraction=0.5, local_epochs=args.privatekt_local_epochs, fine_tune_epochs=4,
                        self_training_epochs=1, rounds=args.privatekt_rounds, delta=DELTA,
-                       random_state=args.seed).fit(parties, public)
-    return {"noise_multiplier": sigma, **describe(fitted, X_test, y_test)}
+                       progress=True, random_state=args.seed).fit(parties, public, eval_set=(X_test, y_test))
+    return {"noise_multiplier": sigma, **describe(fitted, X_test, y_test),
+            "accuracy_per_round": [r["accuracy"] for r in fitted.history_],
+            "rounds_joined": [int(v) for v in fitted.participation_]}
 
 
 def run_selective_fd(args, target, data):
@@ -108,19 +114,49 @@ def run_selective_fd(args, target, data):
     sigma = sigma_for(target, [len(y) for _, y in clients], args.sfd_rounds)
     model = TorchCNN(conv_channels=(10, 20), hidden=(50,), lr=lr(sigma, plain=2e-3), batch_size=BATCH,
                      random_state=args.seed, dp=dp_config(sigma))
+    # Plain training: 5 local and 10 distillation mini-batches per round. Under DP-SGD the local step is one
+    # Poisson-sampled epoch (⌊n/64⌋ ≈ 85 steps on one class), which would drown 10 distillation steps; unless
+    # --sfd-dp-distill-steps says otherwise, distillation keeps the plain protocol's 2:1 ratio to local steps.
+    local_steps = 5 if sigma is None else round(np.mean([len(y) // BATCH for _, y in clients]))
+    distill_steps = 10 if sigma is None else args.sfd_dp_distill_steps or 2 * local_steps
     fitted = SelectiveFD(model, labels="hard", privacy="rr",
                          epsilon_per_round=args.sfd_rr_epsilon_per_label * args.sfd_proxy_batch,
-                         rounds=args.sfd_rounds, local_steps=5, distill_steps=10, proxy_batch=args.sfd_proxy_batch,
+                         rounds=args.sfd_rounds, local_steps=5, distill_steps=distill_steps,
+                         proxy_batch=args.sfd_proxy_batch,
                          kernel_width=2.0, tau_server=1.5, delta=DELTA, random_state=args.seed).fit(clients, proxy)
     # Accuracy as the paper reports it: each client's model on the test set, averaged over clients.
     accuracies = [float(np.mean(np.asarray(m.predict(X_test)) == y_test)) for m in fitted.models_]
-    return {"noise_multiplier": sigma, **describe(fitted, X_test, y_test), "test_accuracy": float(np.mean(accuracies))}
+    return {"noise_multiplier": sigma, **describe(fitted, X_test, y_test), "test_accuracy": float(np.mean(accuracies)),
+            "distill_steps": distill_steps}
+
+
+def relevant(settings: dict, pipeline: str, defaults: dict) -> dict:
+    """The settings a pipeline's run depends on (its own options, the data and the seed): the resume key.
+
+    An option missing from ``settings`` (a run saved before the option existed) counts as its default.
+    """
+    prefix = {"fedkd": "fedkd_", "privatekt": "privatekt_", "selective_fd": "sfd_"}[pipeline]
+    return {k: settings.get(k, v) for k, v in defaults.items()
+            if k.startswith(prefix) or k in ("train_fraction", "seed")}
+
+
+def setting(r: dict) -> str:
+    """The run's length, as the table states it."""
+    s = r["settings"]
+    if r["pipeline"] == "fedkd":
+        return f"{s['fedkd_local_epochs']} local epochs"
+    if r["pipeline"] == "privatekt":
+        n = s["privatekt_local_epochs"]
+        dp_lr = f", DP-SGD lr {s['privatekt_dp_lr']:g}" if s.get("privatekt_dp_lr") is not None else ""
+        return f"{s['privatekt_rounds']} rounds, {n} local epoch{'s' * (n != 1)}{dp_lr}"
+    return f"{s['sfd_rounds']} rounds" + (f", {r['distill_steps']} distillation steps" if "distill_steps" in r else "")
 
 
 def table(runs: list[dict]) -> str:
-    """The runs as a markdown table (``--table``)."""
-    lines = ["| pipeline | DP-SGD target ε | σ | test accuracy | example-level guarantee (bound) | other bound | "
-             "party-level ε (seed mechanism) | not covered by DP-SGD | time |", "|---|---|---|---|---|---|---|---|---|"]
+    """The runs as a markdown table (``--table``), then PrivateKT's accuracy per round where recorded."""
+    lines = ["| pipeline | run | DP-SGD target ε | σ | test accuracy | example-level guarantee (bound) | other bound | "
+             "party-level ε (seed mechanism) | not covered by DP-SGD | time | load (1/5/15 min, at the end) |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in runs:
         other = r["other_bound"]
         target = "none (plain training)" if r["target_epsilon"] is None else f"{r['target_epsilon']:g}"
@@ -128,8 +164,21 @@ def table(runs: list[dict]) -> str:
         other_text = "—" if other is None else f"{round_up(other['epsilon'])} ({other['source']})"
         uncovered = "; ".join(n.split(": ", 1)[1][:60] + "…" for n in r["not_covered_by_dpsgd"]) or "—"
         guarantee = f"{round_up(r['epsilon_example'])} ({r['source']})"
-        lines.append(f"| {r['pipeline']} | {target} | {sigma} | {r['test_accuracy']:.4f} | {guarantee} | "
-                     f"{other_text} | {round_up(r['epsilon_party'])} | {uncovered} | {r['seconds']:.0f} s |")
+        load = "—" if "load_average" not in r else " / ".join(f"{v:.1f}" for v in r["load_average"])
+        lines.append(f"| {r['pipeline']} | {setting(r)} | {target} | {sigma} | {r['test_accuracy']:.4f} | "
+                     f"{guarantee} | {other_text} | {round_up(r['epsilon_party'])} | {uncovered} | "
+                     f"{r['seconds']:.0f} s | {load} |")
+    curves = [r for r in runs if "accuracy_per_round" in r]
+    if curves:
+        rounds = max(len(r["accuracy_per_round"]) for r in curves)
+        marks = sorted({1, *range(5, rounds + 1, 5), rounds})
+        lines += ["", "| PrivateKT run | " + " | ".join(f"round {m}" for m in marks) + " | rounds joined (min–max) |",
+                  "|---|" + "---|" * (len(marks) + 1)]
+        for r in curves:
+            target = "plain training" if r["target_epsilon"] is None else f"DP-SGD ε ≤ {r['target_epsilon']:g}"
+            acc = r["accuracy_per_round"]
+            cells = " | ".join(f"{acc[m - 1]:.3f}" if m <= len(acc) else "—" for m in marks)
+            lines.append(f"| {target} ({setting(r)}) | {cells} | {min(r['rounds_joined'])}–{max(r['rounds_joined'])} |")
     return "\n".join(lines)
 
 
@@ -142,14 +191,19 @@ def main() -> None:
     parser.add_argument("--fedkd-distill-epochs", type=int, default=5)
     parser.add_argument("--privatekt-rounds", type=int, default=30)
     parser.add_argument("--privatekt-local-epochs", type=int, default=5)
+    parser.add_argument("--privatekt-dp-lr", type=float, default=None,
+                        help="the clients' Adam learning rate under DP-SGD (default 5e-3)")
     parser.add_argument("--sfd-rounds", type=int, default=14)
     parser.add_argument("--sfd-proxy-batch", type=int, default=256)
     parser.add_argument("--sfd-rr-epsilon-per-label", type=float, default=4.0)
+    parser.add_argument("--sfd-dp-distill-steps", type=int, default=None,
+                        help="distillation mini-batches per round under DP-SGD (default: twice the DP epoch's steps)")
     parser.add_argument("--train-fraction", type=float, default=1.0, help="share of MNIST's training images used")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", type=Path, default=Path("docs/results-dpsgd.json"))
     parser.add_argument("--table", action="store_true", help="only print the saved runs as a markdown table")
     args = parser.parse_args()
+    defaults = vars(parser.parse_args([]))
     if args.table:
         print(table(json.loads(args.json.read_text())["runs"]))
         return
@@ -179,13 +233,19 @@ def main() -> None:
             key = {"pipeline": name, "target_epsilon": target, "settings": {k: v for k, v in vars(args).items()
                                                                              if k not in ("json", "data", "targets",
                                                                                           "pipelines")}}
-            if any(r["pipeline"] == name and r["target_epsilon"] == target and r["settings"] == key["settings"]
+            if any(r["pipeline"] == name and r["target_epsilon"] == target
+                   and relevant(r["settings"], name, defaults) == relevant(key["settings"], name, defaults)
                    for r in done["runs"]):
                 continue
             start = time.perf_counter()
-            row = {**key, **run(args, target, data), "seconds": time.perf_counter() - start}
-            done["runs"].append(row)
-            args.json.write_text(json.dumps(done, indent=2))
+            row = {**key, **run(args, target, data), "seconds": time.perf_counter() - start,
+                   "load_average": os.getloadavg()}
+            # Re-read under a lock: other copies of the script may have appended runs meanwhile.
+            with open(Path(tempfile.gettempdir()) / f"{args.json.name}.lock", "w") as lock:
+                fcntl.flock(lock, fcntl.LOCK_EX)
+                done = json.loads(args.json.read_text()) if args.json.is_file() else {"runs": []}
+                done["runs"].append(row)
+                args.json.write_text(json.dumps(done, indent=2))
             print(f"{name} target ε = {target}: accuracy {row['test_accuracy']:.4f}, example ε = "
                   f"{row['epsilon_example']:.4g} ({row['source']}; other bound {row['other_bound']}), party ε = "
                   f"{row['epsilon_party']:.4g}, σ = {row['noise_multiplier']}, {row['seconds']:.0f} s", flush=True)
