@@ -132,7 +132,7 @@ def receive_trainings(records: Sequence[Sequence[Record]], names: Sequence[str],
     """Each party's DP training from the records it sent (None where it sent no report); validated on receipt.
 
     ``models`` (one per party): the unfitted model whose configuration the party's releases must match
-    (:func:`_check_against_model`); FedKT's teacher, FedKD's local model.
+    (:func:`_check_against_model`); FedKT's teacher, FedKD's local model, PrivateKT's global model (local epochs).
     """
     trainings: list[Mechanism | None] = []
     for index, (sent, name) in enumerate(zip(records, names)):

@@ -75,11 +75,10 @@ from ._dp_ledger import record_local_training
 from ._models import FittedClassifier, fit_classifier
 from ._random import as_seed_sequence
 from .executor import PartyTask, run_party_tasks
-from .messages import DEFAULT_MAX_BYTES, Record, record_sizes
+from .messages import DEFAULT_MAX_BYTES, Record, WireMessage, record_sizes
 from .party_data import check_parties
 from .party_schema import PartySchema, describe_party, federation_classes
 from .privatekt_steps import (
-    PrivateKTReport,
     PrivateKTTask,
     aggregate_reports,
     batched_party_steps,
@@ -139,7 +138,7 @@ class KnowledgeBuffer:
         return (np.concatenate([i for i, _ in self._entries]), np.concatenate([label for _, label in self._entries]))
 
 
-def _party_step(task: PartyTask) -> PrivateKTReport:
+def _party_step(task: PartyTask) -> list[WireMessage]:
     """One selected client's work in the in-process run (a joblib task): the party step on its own data."""
     X, y, message, name = task.data
     return privatekt_party_step(message, X, y, model=task.config, party=name)
@@ -308,13 +307,13 @@ class PrivateKT(ClassifierMixin, BaseEstimator):
         def exchange(clients: Sequence[int], tasks: Sequence[PrivateKTTask]) -> tuple[dict[int, list[Record]], list]:
             data = [parties[client] for client in clients]
             if batched:
-                reports = batched_party_steps(tasks, data, model=self.model)
+                messages = [[report] for report in batched_party_steps(tasks, data, model=self.model)]
             else:
-                reports = run_party_tasks(
+                messages = run_party_tasks(
                     _party_step, [(X, y, task, names[client]) for (X, y), task, client in zip(data, tasks, clients)],
                     config=self.model, n_jobs=self.n_jobs, progress=False,
                 )
-            return {client: [report.to_record()] for client, report in zip(clients, reports)}, []
+            return {client: [m.to_record() for m in sent] for client, sent in zip(clients, messages)}, []
 
         return self._fit_rounds(public, schemas, classes, names, exchange, eval_set=eval_set)
 
@@ -335,7 +334,6 @@ class PrivateKT(ClassifierMixin, BaseEstimator):
         K = self.queries_per_round
         beta = randomized_response_keep_probability(self.epsilon_per_round, num_classes=n_classes, labels_per_report=K)
         warm = is_torch_classifier(self.model)
-        dp = getattr(self.model, "dp", None)
         seed_sequence = as_seed_sequence(self.random_state)
         round_seeds = seed_sequence.spawn(self.rounds)
         rng = np.random.default_rng(seed_sequence.spawn(1)[0])
@@ -355,20 +353,21 @@ class PrivateKT(ClassifierMixin, BaseEstimator):
             parameters = (network_parameters(global_.estimator) if warm and global_ is not None
                           else np.zeros(0, dtype=np.float32))
             tasks = privatekt_tasks(queries=public[queries], classes=classes, parameters=parameters,
-                                    keep_probability=beta, local_epochs=self.local_epochs, init_seed=init_seed, dp=dp,
+                                    keep_probability=beta, local_epochs=self.local_epochs, init_seed=init_seed,
                                     round_seed=round_seeds[round_index], n_clients=len(clients))
             received, missing = exchange(clients, tasks)
             delivered = [(client, task) for client, task in zip(clients, tasks) if client in received]
-            reports = receive_privatekt_replies([task for _, task in delivered], [received[c] for c, _ in delivered],
-                                                [names[c] for c, _ in delivered], max_bytes=max_bytes)
+            reports, releases = receive_privatekt_replies(
+                [task for _, task in delivered], [received[c] for c, _ in delivered], [names[c] for c, _ in delivered],
+                max_bytes=max_bytes, model=self.model)
             self.dropouts_ += [{"party": names[c], "round": round_index + 1, "step": "train"} for c in missing]
             sent = [[] for _ in range(n_clients)]
             for client, task in zip(clients, tasks):
                 sent[client].append(task.to_record())  # the task went down, whether or not a report came back
-            for (client, _), report in zip(delivered, reports):
-                sent[client].append(report.to_record())
+            for (client, _), release in zip(delivered, releases):
+                sent[client] += received[client]  # the report, and the DP-SGD release when DP-trained
                 self.participation_[client] += 1
-                trainings[client].append(report.training)
+                trainings[client].append(release)
             for kind, sizes in record_sizes(sent).items():
                 traffic[kind] = traffic.get(kind, 0) + np.asarray(sizes)
             if reports:

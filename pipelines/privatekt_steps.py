@@ -5,11 +5,12 @@ Each round, after the schema exchange of :mod:`privfed.pipelines.party_schema` (
 1. server → each selected client, :class:`PrivateKTTask`: the K importance-sampled public queries,
    the classes, the global network's parameters (a TorchClassifier after round 1: its state dict's
    tensors concatenated in order into one float32 array; empty otherwise — the model itself travels
-   as a JSON spec, never pickled), the keep probability β, the local epochs, the client's seed, the
-   seed of the round-1 initialisation, and the clients' DP-SGD settings (NaN: none);
+   as a JSON spec, never pickled, with its DP-SGD configuration ``dp=`` if any), the keep probability β,
+   the local epochs, the client's seed and the seed of the round-1 initialisation;
 2. client → server, :class:`PrivateKTReport`: its K labels after K-ary randomized response, made on
-   the client (:func:`perturb_labels`), and, with DP-SGD local training, the (σ, q, steps) of that
-   training's release, so that the server's ledger can record it.
+   the client (:func:`perturb_labels`), and, with DP-SGD local training, a
+   :class:`~privfed.pipelines._dp_ledger.DPTrainingReport` of that training's one release (σ, q, steps),
+   so that the server's ledger can record it.
 
 The party step (:func:`privatekt_party_step`) trains the client's copy of the global model, labels
 the queries and randomizes the labels; :func:`batched_party_steps` is the same step for a round's
@@ -22,7 +23,6 @@ the tasks, check the reports and estimate the labels; ``PrivateKT.fit`` and the 
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -32,9 +32,9 @@ from sklearn.base import clone
 
 from ..accounting import DPSGD, randomized_response_estimate
 from ..accounting._checks import check_probability
+from ._dp_ledger import DPTrainingReport, receive_trainings, training_report, without_trainings
 from ._models import fit_classifier
 from ._random import spawn_seeds
-from .dp_config import DPConfig
 from .messages import ArraySpec, MessageError, Record, WireMessage
 from .voting import break_ties_at_random
 
@@ -49,11 +49,6 @@ __all__ = [
     "privatekt_tasks",
     "receive_privatekt_replies",
 ]
-
-#: The DP-SGD settings a task carries, as (task field, DPConfig field).
-_DP_FIELDS = (("dp_noise_multiplier", "noise_multiplier"), ("dp_target_epsilon", "target_epsilon"),
-              ("dp_max_grad_norm", "max_grad_norm"), ("dp_delta", "delta"), ("dp_sample_rate", "sample_rate"))
-
 
 def perturb_labels(labels: np.ndarray, *, keep_probability: float, num_classes: int,
                    rng: np.random.Generator) -> np.ndarray:
@@ -76,8 +71,7 @@ class PrivateKTTask(WireMessage):
 
     ``parameters`` is empty before the global network exists (round 1, which starts every client from
     the network seeded by ``init_seed``) and for a scikit-learn model (each client fits a fresh one).
-    The ``dp_*`` fields are the clients' :class:`~privfed.pipelines.dp_config.DPConfig` (NaN: not set;
-    ``dp_max_grad_norm`` NaN: no DP-SGD).
+    The clients' DP-SGD configuration is not here: it is the global model's ``dp=``, in its spec.
     """
 
     KIND: ClassVar[str] = "privatekt-task"
@@ -91,39 +85,16 @@ class PrivateKTTask(WireMessage):
     local_epochs: int
     seed: int
     init_seed: int
-    dp_noise_multiplier: float
-    dp_target_epsilon: float
-    dp_max_grad_norm: float
-    dp_delta: float
-    dp_sample_rate: float
-
-    @property
-    def dp(self) -> DPConfig | None:
-        """The clients' DP-SGD settings, or None."""
-        if math.isnan(self.dp_max_grad_norm):
-            return None
-        values = {name: getattr(self, field) for field, name in _DP_FIELDS}
-        return DPConfig(**{name: None if math.isnan(value) else value for name, value in values.items()})
 
 
 @dataclass(frozen=True, eq=False)
 class PrivateKTReport(WireMessage):
-    """Client → server: the K randomized labels (class codes), and its DP-SGD release (σ NaN: not DP-trained)."""
+    """Client → server: the K randomized labels (class codes); a DP-trained client also sends a ``dp-training``."""
 
     KIND: ClassVar[str] = "privatekt-report"
     ARRAYS: ClassVar = {"labels": ArraySpec("iu", 1)}
 
     labels: np.ndarray
-    dp_noise_multiplier: float
-    dp_sample_rate: float
-    dp_steps: int
-
-    @property
-    def training(self) -> DPSGD | None:
-        """The client's local DP-SGD training of this round (example level), or None."""
-        if math.isnan(self.dp_noise_multiplier):
-            return None
-        return DPSGD(self.dp_noise_multiplier, self.dp_sample_rate, self.dp_steps)
 
 
 # --- the global network on the wire -------------------------------------------------------------------
@@ -182,35 +153,34 @@ def _codes(task: PrivateKTTask, y: np.ndarray, party: str) -> np.ndarray:
     return codes
 
 
-def _report(task: PrivateKTTask, predictions: np.ndarray, rng: np.random.Generator,
-            training: DPSGD | None = None) -> PrivateKTReport:
+def _report(task: PrivateKTTask, predictions: np.ndarray, rng: np.random.Generator) -> PrivateKTReport:
     """Randomized response on the client, then the message it sends."""
-    labels = perturb_labels(predictions, keep_probability=task.keep_probability, num_classes=len(task.classes),
-                            rng=rng)
-    if training is None:
-        return PrivateKTReport(labels, math.nan, math.nan, 0)
-    return PrivateKTReport(labels, float(training.noise_multiplier), float(training.sample_rate), int(training.steps))
+    return PrivateKTReport(perturb_labels(predictions, keep_probability=task.keep_probability,
+                                          num_classes=len(task.classes), rng=rng))
 
 
 # --- the party step ---------------------------------------------------------------------------------------
 def privatekt_party_step(task: PrivateKTTask, X: np.ndarray, y: np.ndarray, *, model: Any,
-                         party: str) -> PrivateKTReport:
+                         party: str) -> list[WireMessage]:
     """Client side of one round: train a copy of the global model, label the K queries, randomize them.
 
-    ``model`` is the unfitted prototype of the global model (its class and hyper-parameters); ``y``
-    holds the client's original labels.
+    ``model`` is the unfitted prototype of the global model (its class and hyper-parameters, its
+    ``dp=`` included); ``y`` holds the client's original labels. Returns the messages the client
+    sends: its :class:`PrivateKTReport`, then, when ``model`` trains with DP-SGD, the
+    :class:`~privfed.pipelines._dp_ledger.DPTrainingReport` of this round's training.
     """
     codes = _codes(task, y, party)
     n_classes = len(task.classes)
     rng = np.random.default_rng(task.seed)
     if not is_torch_classifier(model):
         fitted = fit_classifier(model, X, codes, n_classes=n_classes, seed=int(rng.integers(2**31)))
-        return _report(task, fitted.predict(task.queries), rng)
+        return [_report(task, fitted.predict(task.queries), rng)]
     local = _client_network(task, model)
-    local.set_params(epochs=task.local_epochs, random_state=_local_seed(task, rng), dp=task.dp)
+    local.set_params(epochs=task.local_epochs, random_state=_local_seed(task, rng))
     local.fit_soft(X, np.eye(n_classes)[codes], loss="kl", classes=np.arange(n_classes), warm_start=True)
     predictions = np.asarray(local.predict(task.queries), dtype=np.int64)
-    return _report(task, predictions, rng, local.dp_releases_[-1] if task.dp is not None else None)
+    training = training_report(local.dp_releases_[-1] if local.dp is not None else None)
+    return [_report(task, predictions, rng), *([] if training is None else [training])]
 
 
 def batched_party_steps(tasks: Sequence[PrivateKTTask], parties: Sequence[tuple[np.ndarray, np.ndarray]], *,
@@ -238,42 +208,48 @@ def batched_party_steps(tasks: Sequence[PrivateKTTask], parties: Sequence[tuple[
 
 # --- the server steps ---------------------------------------------------------------------------------
 def privatekt_tasks(*, queries: np.ndarray, classes: np.ndarray, parameters: np.ndarray, keep_probability: float,
-                    local_epochs: int, init_seed: int, dp: DPConfig | None, round_seed: np.random.SeedSequence,
+                    local_epochs: int, init_seed: int, round_seed: np.random.SeedSequence,
                     n_clients: int) -> list[PrivateKTTask]:
     """The round's tasks, one per selected client in order (seed i: the i-th child of ``round_seed``)."""
-    dp_values = {field: math.nan if dp is None or getattr(dp, name) is None else float(getattr(dp, name))
-                 for field, name in _DP_FIELDS}
     return [
         PrivateKTTask(queries=queries, classes=classes, parameters=parameters, keep_probability=float(keep_probability),
-                      local_epochs=int(local_epochs), seed=int(seed), init_seed=int(init_seed), **dp_values)
+                      local_epochs=int(local_epochs), seed=int(seed), init_seed=int(init_seed))
         for seed in spawn_seeds(round_seed, n_clients)
     ]
 
 
 def receive_privatekt_replies(tasks: Sequence[PrivateKTTask], records: Sequence[Sequence[Record]],
-                              names: Sequence[str], *, max_bytes: int) -> list[PrivateKTReport]:
-    """Validate each client's report against its task; :class:`MessageError` names the first bad client."""
-    reports = []
+                              names: Sequence[str], *, max_bytes: int,
+                              model: Any) -> tuple[list[PrivateKTReport], list[DPSGD | None]]:
+    """Each client's report and its round's DP-SGD release (None: not DP-trained), validated against its task.
+
+    ``model`` is the unfitted global model the clients train a copy of: its ``dp=`` decides whether a
+    client must send one ``dp-training`` release, which must match it (with the task's local epochs;
+    :func:`~privfed.pipelines._dp_ledger.receive_trainings`). :class:`MessageError` names the first bad client.
+    """
+    asked = getattr(model, "dp", None) is not None
+    reports, trainings = [], []
     for task, sent, name in zip(tasks, records, names):
-        if len(sent) != 1:
-            raise MessageError(f"{name} sent {len(sent)} messages, expected one 'privatekt-report'")
-        report = PrivateKTReport.from_record(sent[0], sender=name, shapes={"labels": (len(task.queries),)},
+        labelled = without_trainings(sent)
+        if len(labelled) != 1:
+            raise MessageError(f"{name} sent {len(labelled)} messages besides its {DPTrainingReport.KIND!r}, "
+                               "expected one 'privatekt-report'")
+        report = PrivateKTReport.from_record(labelled[0], sender=name, shapes={"labels": (len(task.queries),)},
                                              max_bytes=max_bytes)
         if report.labels.min(initial=0) < 0 or report.labels.max(initial=0) >= len(task.classes):
             raise MessageError(f"{name} sent a malformed 'privatekt-report' message: labels outside "
                                f"[0, {len(task.classes)})")
-        if task.dp is not None:
-            try:
-                report.training  # noqa: B018 - validates (σ, q, steps)
-            except (TypeError, ValueError) as error:
-                raise MessageError(f"{name} sent a malformed 'privatekt-report' message: its DP-SGD release: "
-                                   f"{error}") from error
-            if report.training is None:
-                raise MessageError(f"{name} sent a 'privatekt-report' without the DP-SGD release its task asked for")
-        elif not math.isnan(report.dp_noise_multiplier):
-            raise MessageError(f"{name} sent a 'privatekt-report' with a DP-SGD release its task did not ask for")
+        local = clone(model).set_params(epochs=task.local_epochs) if asked else model
+        (training,) = receive_trainings([sent], [name], max_bytes=max_bytes, models=[local])
+        if asked and training is None:
+            raise MessageError(f"{name} sent no {DPTrainingReport.KIND!r} message for the DP-SGD training its model "
+                               "asks for")
+        if training is not None and not isinstance(training, DPSGD):
+            raise MessageError(f"{name} sent a {DPTrainingReport.KIND!r} message of several releases, expected one "
+                               "(its copy of the global model's training this round)")
         reports.append(report)
-    return reports
+        trainings.append(training)
+    return reports, trainings
 
 
 def aggregate_reports(reports: Sequence[PrivateKTReport], *, n_classes: int, keep_probability: float,

@@ -118,7 +118,7 @@ def test_server_and_client_apps_reproduce_fit(federation, task_identity, model, 
     if model is not None:
         parameters = sum(p.numel() for p in flower.global_model_.module_.parameters())
         assert down.sum() >= 4 * parameters * 4  # rounds 2 and 3, two clients each, 4 bytes per weight
-    assert flower.bandwidth_["privatekt-report"] == [int(t) * (10 * 8 + 3 * 8) for t in flower.participation_]
+    assert flower.bandwidth_["privatekt-report"] == [int(t) * 10 * 8 for t in flower.participation_]
     loaded, ledger = privfed.load_bundle(tmp_path / "bundle")
     np.testing.assert_array_equal(loaded.predict(X_test), flower.global_model_.predict(X_test))
 
@@ -174,7 +174,7 @@ def test_a_malformed_report_stops_the_run_naming_the_party(federation, task_iden
             return reply
         records, _ = from_recorddict(reply.content, sender="test")
         report = PrivateKTReport.from_record(records[0], sender="test")
-        forged = PrivateKTReport(report.labels + 10, report.dp_noise_multiplier, report.dp_sample_rate, 0)
+        forged = PrivateKTReport(report.labels + 10)
         return Message(to_recorddict([forged.to_record()]), reply_to=message)
 
     with pytest.raises(MessageError, match=r"party \d \(node \d+\) sent a malformed 'privatekt-report' message: "
@@ -184,16 +184,20 @@ def test_a_malformed_report_stops_the_run_naming_the_party(federation, task_iden
 
 
 def test_a_report_claiming_dp_training_it_was_not_asked_for_is_refused() -> None:
+    from privfed.accounting import DPSGD
+    from privfed.pipelines._dp_ledger import training_report
     from privfed.pipelines.privatekt_steps import privatekt_tasks, receive_privatekt_replies
 
     (task,) = privatekt_tasks(queries=np.zeros((4, 3)), classes=np.arange(3), parameters=np.zeros(0, np.float32),
-                              keep_probability=0.5, local_epochs=1, init_seed=0, dp=None,
+                              keep_probability=0.5, local_epochs=1, init_seed=0,
                               round_seed=np.random.SeedSequence(0), n_clients=1)
-    claimed = PrivateKTReport(np.zeros(4, dtype=np.int64), 1.0, 0.1, 50).to_record()
-    with pytest.raises(MessageError, match="party 0 sent a 'privatekt-report' with a DP-SGD release its task did not"):
-        receive_privatekt_replies([task], [[claimed]], ["party 0"], max_bytes=10_000)
-    honest = PrivateKTReport(np.zeros(4, dtype=np.int64), float("nan"), float("nan"), 0).to_record()
-    assert receive_privatekt_replies([task], [[honest]], ["party 0"], max_bytes=10_000)[0].training is None
+    report = PrivateKTReport(np.zeros(4, dtype=np.int64)).to_record()
+    claimed = training_report(DPSGD(1.0, 0.1, 50)).to_record()
+    for model in (torch_mlp(), DecisionTreeClassifier()):  # neither has dp=
+        with pytest.raises(MessageError, match="party 0 sent a 'dp-training' message that does not match its DP "
+                                               r"configuration: .* \(it was not asked to train with DP-SGD\)"):
+            receive_privatekt_replies([task], [[report, claimed]], ["party 0"], max_bytes=10_000, model=model)
+        assert receive_privatekt_replies([task], [[report]], ["party 0"], max_bytes=10_000, model=model)[1] == [None]
 
 
 def test_a_task_with_the_wrong_number_of_parameters_is_refused_by_the_client(federation) -> None:
@@ -202,7 +206,7 @@ def test_a_task_with_the_wrong_number_of_parameters_is_refused_by_the_client(fed
     parties, _, public, _ = federation
     X, y = parties[0]
     (task,) = privatekt_tasks(queries=public[:5], classes=np.arange(10), parameters=np.zeros(7, dtype=np.float32),
-                              keep_probability=0.5, local_epochs=1, init_seed=0, dp=None,
+                              keep_probability=0.5, local_epochs=1, init_seed=0,
                               round_seed=np.random.SeedSequence(0), n_clients=1)
     with pytest.raises(MessageError, match="parameters hold 7 values, the TorchMLP network has"):
         privatekt_party_step(task, X, y, model=torch_mlp(), party="party 0")
@@ -236,3 +240,58 @@ def test_simulation_on_ray_matches_fit(federation) -> None:
     assert flower.bandwidth_ == local.bandwidth_
     # A decision tree trains deterministically in any process: the run is the same one.
     np.testing.assert_array_equal(flower.predict(X_test), local.predict(X_test))
+
+
+def test_dp_sgd_clients_on_flower_reproduce_fit(federation, task_identity) -> None:  # noqa: F811
+    """The DPConfig travels in the model spec; each client's release comes back as its round's ``dp-training``."""
+    from privfed import DPConfig
+
+    parties, paths, public, (X_test, _) = federation
+
+    def dp_mlp():
+        return torch_mlp().set_params(dp=DPConfig(noise_multiplier=1.1, max_grad_norm=1.0, delta=1e-5))
+
+    local = privatekt(dp_mlp(), rounds=2).fit(parties, public)
+    flower = run(RecordingGrid(paths), privatekt(dp_mlp(), rounds=2), public)
+    np.testing.assert_array_equal(flower.predict_proba(X_test), local.predict_proba(X_test))
+    stamps = {"created", "recorded", "sha256", "previous_sha256", "head_sha256"}  # times, and hashes over them
+
+    def contents(model):
+        document = json.loads(model.ledger_.to_json())
+        return ({k: v for k, v in document.items() if k not in stamps | {"entries"}},
+                [{k: v for k, v in entry.items() if k not in stamps} for entry in document["entries"]])
+
+    assert contents(flower) == contents(local)  # the same entries: mechanisms, analyses, notes
+    assert flower.bandwidth_ == local.bandwidth_
+    # One message per round a client joined, of one release: σ, q, steps, group (8 bytes each) and `grouped` (8).
+    assert flower.bandwidth_["dp-training"] == [int(t) * 40 for t in flower.participation_]
+    assert "DP-SGD" in " ".join(e.note for e in flower.ledger_.entries)
+
+
+def test_a_dp_client_must_send_its_one_matching_release() -> None:
+    from privfed.accounting import DPSGD, compose_parallel, compose_sequential
+    from privfed.pipelines._dp_ledger import training_report
+    from privfed.pipelines.privatekt_steps import privatekt_tasks, receive_privatekt_replies
+
+    from privfed import DPConfig
+
+    (task,) = privatekt_tasks(queries=np.zeros((4, 3)), classes=np.arange(3), parameters=np.zeros(0, np.float32),
+                              keep_probability=0.5, local_epochs=2, init_seed=0,
+                              round_seed=np.random.SeedSequence(0), n_clients=1)
+    model = torch_mlp().set_params(dp=DPConfig(noise_multiplier=1.1, max_grad_norm=1.0, delta=1e-5))
+    report = PrivateKTReport(np.zeros(4, dtype=np.int64)).to_record()
+
+    def receive(*sent):
+        return receive_privatekt_replies([task], [[report, *sent]], ["party 0"], max_bytes=10_000, model=model)
+
+    _, (release,) = receive(training_report(DPSGD(1.1, 0.1, 20)).to_record())  # 2 local epochs of ⌊1/q⌋ = 10 steps
+    assert (release.noise_multiplier, release.sample_rate, release.steps) == (1.1, 0.1, 20)
+    with pytest.raises(MessageError, match="party 0 sent no 'dp-training' message for the DP-SGD training"):
+        receive()
+    with pytest.raises(MessageError, match=r"party 0 sent a 'dp-training' message .*: noise_multiplier \[0.5\]"):
+        receive(training_report(DPSGD(0.5, 0.1, 20)).to_record())
+    with pytest.raises(MessageError, match=r"party 0 sent a 'dp-training' message .*: steps \[10\], expected"):
+        receive(training_report(DPSGD(1.1, 0.1, 10)).to_record())
+    grouped = compose_sequential([compose_parallel([DPSGD(1.1, 0.1, 20)])] * 2)
+    with pytest.raises(MessageError, match="party 0 sent a 'dp-training' message of several releases, expected one"):
+        receive(training_report(grouped).to_record())

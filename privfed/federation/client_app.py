@@ -81,7 +81,7 @@ def _fedkd_step(task: FedKDTask, X: Any, y: Any, config: dict, party: str) -> li
 
 def _privatekt_step(task: PrivateKTTask, X: Any, y: Any, config: dict, party: str) -> list:
     model = build_model(str(config.get("model", "")), name="model")
-    return [privatekt_party_step(task, X, y, model=model, party=party)]
+    return privatekt_party_step(task, X, y, model=model, party=party)
 
 
 #: Task message kind → (message class, its field of feature rows, party step).

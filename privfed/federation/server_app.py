@@ -229,15 +229,9 @@ def _train_privatekt(grid, job, model, public, schemas, classes, order, names) -
     Fault policy: a sampled client that times out or disconnects is dropped for that round and the run
     continues (``PrivateKT._fit_rounds`` records it); a malformed report still stops the run.
     """
-    from sklearn.base import clone
-
-    from privfed.pipelines.privatekt_steps import is_torch_classifier
-
     model._validate(len(public))
-    prototype = clone(model.model)
-    if is_torch_classifier(prototype):
-        prototype.set_params(dp=None)  # the DP-SGD settings travel in each task, as scalars
-    config = {"model": model_spec(prototype, name="model"), "max-message-bytes": int(job.max_message_bytes)}
+    # The clients' DP-SGD configuration (the model's dp=) travels in the spec; their releases come back as dp-training.
+    config = {"model": model_spec(model.model, name="model"), "max-message-bytes": int(job.max_message_bytes)}
 
     def exchange(clients, tasks):
         contents = {order[client]: to_recorddict([task.to_record()], config) for client, task in zip(clients, tasks)}
