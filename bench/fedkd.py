@@ -14,7 +14,7 @@ party sends against FedAvg's.
 CPU only, one torch thread. Run: ``python bench/fedkd.py [--data ../shared/datasets] [--json out.json]``
 (about 18 minutes on a shared 2-core machine with the defaults).
 
-``--grid s-sweep --quantizers public paper`` re-runs the S sweep (γ = 1, S ∈ {10, 50, 200, 400})
+``--grid s-sweep --quantizers public paper`` re-runs the S sweep (γ = 1, S ∈ {2, 10, 50, 200, 400})
 under privfed's quantizer (step Z/S on the public range) and the paper's Eq. 4 (step 2·z_max/S,
 rounded up, z_max from the logits; ``FedKD(quantizer="paper")``), on the same logits and noise seed.
 """
@@ -46,13 +46,20 @@ from privfed.pipelines.torch_models import TorchCNN  # noqa: E402
 DELTA = 1e-5
 GRIDS = {
     "default": [(None, None)] + [(s, 1.0) for s in (10, 50, 200)] + [(200, g) for g in (0.1, 10.0)],
-    "s-sweep": [(None, None)] + [(s, 1.0) for s in (10, 50, 200, 400)],
+    "s-sweep": [(None, None)] + [(s, 1.0) for s in (2, 10, 50, 200, 400)],
 }
 PUBLICS = ("in-domain", "cross-domain")
 
 
 def images(X: np.ndarray) -> np.ndarray:
     return (np.asarray(X, dtype=np.float32) / 255.0)
+
+
+def write_json(path: str, settings: dict, rows: list[dict]) -> None:
+    temporary = Path(path + ".tmp")
+    temporary.write_text(json.dumps({"command": "python " + " ".join(sys.argv), "settings": settings, "rows": rows},
+                                    indent=2))
+    temporary.replace(path)
 
 
 def main() -> None:
@@ -131,6 +138,8 @@ def main() -> None:
                     "local_accuracy_mean": float(np.mean(local_accuracy)),
                 }
                 rows.append(row)
+                if args.json:  # rewritten after every point, so an interrupted run keeps what it finished
+                    write_json(args.json, vars(args), rows)
                 label = ("noiseless, unquantized" if gamma is None
                          else f"S = {scale:>3}, γ = {gamma:>4g}, {quantizer} quantizer")
                 extra = f", ensemble labels {label_accuracy:.4f}" if label_accuracy is not None else ""
@@ -138,9 +147,6 @@ def main() -> None:
                       f"(pure {pure:.4g}); {row['bytes_per_party']:,} B/party vs FedAvg "
                       f"{row['fedavg_bytes_per_party']:,} B over {args.fedavg_rounds} rounds; {row['seconds']:.0f} s",
                       flush=True)
-    if args.json:
-        Path(args.json).write_text(json.dumps({"command": "python " + " ".join(sys.argv), "settings": vars(args),
-                                               "rows": rows}, indent=2))
 
 
 if __name__ == "__main__":
