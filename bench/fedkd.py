@@ -62,6 +62,44 @@ def write_json(path: str, settings: dict, rows: list[dict]) -> None:
     temporary.replace(path)
 
 
+def s_sweep_markdown(paths: list[str]) -> str:
+    """The S sweep from ``--json`` files: per α, privfed's quantizer beside the paper's, per S and public set."""
+    rows = [row for path in paths for row in json.loads(Path(path).read_text(encoding="utf-8"))["rows"]]
+    seeds = sorted({json.loads(Path(path).read_text(encoding="utf-8"))["settings"]["seed"] for path in paths})
+    lines = []
+    for alpha in sorted({row["alpha"] for row in rows}, reverse=True):
+        at = [row for row in rows if row["alpha"] == alpha]
+        lines += [f"α = {alpha:g} (seeds {', '.join(map(str, seeds))}; test accuracy, mean over seeds)", "",
+                  "| S | public | privfed quantizer: step Z/S | test acc. | ensemble-label acc. | paper quantizer: "
+                  "step 2·z_max/S | test acc. | ensemble-label acc. | bytes/party (privfed / paper) | "
+                  "ε party level, tight (both) |", "|---|---|---|---|---|---|---|---|---|---|"]
+        for name in sorted({row["public"] for row in at}, reverse=True):
+            base = [row for row in at if row["public"] == name and row["S"] is None]
+            if base:
+                labels = [r["public_label_accuracy"] for r in base if r["public_label_accuracy"] is not None]
+                lines.append(f"| none (noiseless, unquantized) | {name} | – | {np.mean([r['test_accuracy'] for r in base]):.4f} | "
+                             f"{f'{np.mean(labels):.4f}' if labels else '–'} | – | – | – | "
+                             f"{base[0]['bytes_per_party']:,} | no guarantee |")
+            for scale in sorted({row["S"] for row in at if row["S"] is not None}):
+                cells = []
+                for quantizer in ("public", "paper"):
+                    runs = [r for r in at if r["public"] == name and r["S"] == scale and r["quantizer"] == quantizer]
+                    if not runs:
+                        cells.append(("–", "–", "–", None, None))
+                        continue
+                    step = (runs[0]["clip"] / scale if quantizer == "public"
+                            else 2 * np.mean([r["z_max"] for r in runs]) / scale)
+                    labels = [r["public_label_accuracy"] for r in runs if r["public_label_accuracy"] is not None]
+                    cells.append((f"{step:.3g}", f"{np.mean([r['test_accuracy'] for r in runs]):.4f}",
+                                  f"{np.mean(labels):.4f}" if labels else "–", runs[0]["bytes_per_party"],
+                                  max(r["epsilon_party_tight"] for r in runs)))
+                eps = max(c[4] for c in cells if c[4] is not None)
+                lines.append(f"| {scale} | {name} | " + " | ".join(" | ".join(c[:3]) for c in cells)
+                             + " | " + " / ".join(f"{c[3]:,}" if c[3] else "–" for c in cells) + f" | {math.ceil(eps):,} |")
+        lines.append("")
+    return "\n".join(lines)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", default=str(Path(__file__).resolve().parents[2] / "shared" / "datasets"))
@@ -77,7 +115,12 @@ def main() -> None:
     parser.add_argument("--grid", choices=tuple(GRIDS), default="default")
     parser.add_argument("--quantizers", nargs="+", choices=("public", "paper"), default=["public"])
     parser.add_argument("--publics", nargs="+", choices=PUBLICS, default=list(PUBLICS))
+    parser.add_argument("--from-json", nargs="+", default=None,
+                        help="print the S sweep table (both quantizers) from these --json files and stop")
     args = parser.parse_args()
+    if args.from_json:
+        print(s_sweep_markdown(args.from_json))
+        return
     torch.set_num_threads(1)
 
     mnist = load_dataset("mnist", args.data)
