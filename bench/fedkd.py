@@ -77,7 +77,8 @@ def s_sweep_markdown(paths: list[str]) -> str:
             base = [row for row in at if row["public"] == name and row["S"] is None]
             if base:
                 labels = [r["public_label_accuracy"] for r in base if r["public_label_accuracy"] is not None]
-                lines.append(f"| none (noiseless, unquantized) | {name} | – | {np.mean([r['test_accuracy'] for r in base]):.4f} | "
+                accuracy = np.mean([r["test_accuracy"] for r in base])
+                lines.append(f"| none (noiseless, unquantized) | {name} | – | {accuracy:.4f} | "
                              f"{f'{np.mean(labels):.4f}' if labels else '–'} | – | – | – | "
                              f"{base[0]['bytes_per_party']:,} | no guarantee |")
             for scale in sorted({row["S"] for row in at if row["S"] is not None}):
@@ -95,7 +96,8 @@ def s_sweep_markdown(paths: list[str]) -> str:
                                   max(r["epsilon_party_tight"] for r in runs)))
                 eps = max(c[4] for c in cells if c[4] is not None)
                 lines.append(f"| {scale} | {name} | " + " | ".join(" | ".join(c[:3]) for c in cells)
-                             + " | " + " / ".join(f"{c[3]:,}" if c[3] else "–" for c in cells) + f" | {math.ceil(eps):,} |")
+                             + " | " + " / ".join(f"{c[3]:,}" if c[3] else "–" for c in cells)
+                             + f" | {math.ceil(eps):,} |")
         lines.append("")
     return "\n".join(lines)
 

@@ -71,7 +71,8 @@ def main() -> None:
     for size in args.sizes:
         for name in SETTINGS:
             values = [r["test_accuracy"] for r in records if r["size"] == size and r["settings"] == name]
-            print(f"{size} images, {name}: {np.mean(values):.2f} ± {np.std(values, ddof=1) if len(values) > 1 else 0:.2f}"
+            spread = np.std(values, ddof=1) if len(values) > 1 else 0.0
+            print(f"{size} images, {name}: {np.mean(values):.2f} ± {spread:.2f}"
                   f" ({len(values)} seeds)")
 
 

@@ -176,7 +176,8 @@ def markdown(records: list[dict]) -> str:
               "|---|" + "---|---|" * 4]
     for data in DATA:
         t5 = next(c for c in TABLE_6 if c.data == data and c.partitions == 2)
-        cells = [f"{TABLE_7_PAPER_T5[data][0]} ± {TABLE_7_PAPER_T5[data][1]} | {mean_sd(accuracies(records, t5.key)[0])}"]
+        paper_mean, paper_sd = TABLE_7_PAPER_T5[data]
+        cells = [f"{paper_mean} ± {paper_sd} | {mean_sd(accuracies(records, t5.key)[0])}"]
         for t in (10, 15, 20):
             cell = next((c for c in TABLE_7 if c.data == data and c.teachers == t), None)
             if cell is None:
@@ -210,7 +211,7 @@ def main() -> None:
     parser.add_argument("--json", required=True, help="records, written after every run; resumable")
     parser.add_argument("--markdown-only", action="store_true", help="render the tables from --json and stop")
     parser.add_argument("--xgboost-variants", action="store_true",
-                        help="only the centralized cod-rna models (XGBoost lr 0.1 and 0.05, forest) per seed, to --json")
+                        help="only the centralized cod-rna models (XGBoost lr 0.1 and 0.05, forest) per seed")
     args = parser.parse_args()
     path = Path(args.json)
     if args.xgboost_variants:
