@@ -14,7 +14,7 @@ party sends against FedAvg's.
 CPU only, one torch thread. Run: ``python bench/fedkd.py [--data ../shared/datasets] [--json out.json]``
 (about 18 minutes on a shared 2-core machine with the defaults).
 
-``--grid s-sweep --quantizers public paper`` re-runs the S sweep (γ = 1, S ∈ {10, 50, 200, 400})
+``--grid s-sweep --quantizers public paper`` re-runs the S sweep (γ = 1, S ∈ {2, 10, 50, 200, 400})
 under privfed's quantizer (step Z/S on the public range) and the paper's Eq. 4 (step 2·z_max/S,
 rounded up, z_max from the logits; ``FedKD(quantizer="paper")``), on the same logits and noise seed.
 """
@@ -46,13 +46,60 @@ from privfed.pipelines.torch_models import TorchCNN  # noqa: E402
 DELTA = 1e-5
 GRIDS = {
     "default": [(None, None)] + [(s, 1.0) for s in (10, 50, 200)] + [(200, g) for g in (0.1, 10.0)],
-    "s-sweep": [(None, None)] + [(s, 1.0) for s in (10, 50, 200, 400)],
+    "s-sweep": [(None, None)] + [(s, 1.0) for s in (2, 10, 50, 200, 400)],
 }
 PUBLICS = ("in-domain", "cross-domain")
 
 
 def images(X: np.ndarray) -> np.ndarray:
     return (np.asarray(X, dtype=np.float32) / 255.0)
+
+
+def write_json(path: str, settings: dict, rows: list[dict]) -> None:
+    temporary = Path(path + ".tmp")
+    temporary.write_text(json.dumps({"command": "python " + " ".join(sys.argv), "settings": settings, "rows": rows},
+                                    indent=2))
+    temporary.replace(path)
+
+
+def s_sweep_markdown(paths: list[str]) -> str:
+    """The S sweep from ``--json`` files: per α, privfed's quantizer beside the paper's, per S and public set."""
+    rows = [row for path in paths for row in json.loads(Path(path).read_text(encoding="utf-8"))["rows"]]
+    seeds = sorted({json.loads(Path(path).read_text(encoding="utf-8"))["settings"]["seed"] for path in paths})
+    lines = []
+    for alpha in sorted({row["alpha"] for row in rows}, reverse=True):
+        at = [row for row in rows if row["alpha"] == alpha]
+        lines += [f"α = {alpha:g} (seeds {', '.join(map(str, seeds))}; test accuracy, mean over seeds)", "",
+                  "| S | public | privfed quantizer: step Z/S | test acc. | ensemble-label acc. | paper quantizer: "
+                  "step 2·z_max/S | test acc. | ensemble-label acc. | bytes/party (privfed / paper) | "
+                  "ε party level, tight (both) |", "|---|---|---|---|---|---|---|---|---|---|"]
+        for name in sorted({row["public"] for row in at}, reverse=True):
+            base = [row for row in at if row["public"] == name and row["S"] is None]
+            if base:
+                labels = [r["public_label_accuracy"] for r in base if r["public_label_accuracy"] is not None]
+                accuracy = np.mean([r["test_accuracy"] for r in base])
+                lines.append(f"| none (noiseless, unquantized) | {name} | – | {accuracy:.4f} | "
+                             f"{f'{np.mean(labels):.4f}' if labels else '–'} | – | – | – | "
+                             f"{base[0]['bytes_per_party']:,} | no guarantee |")
+            for scale in sorted({row["S"] for row in at if row["S"] is not None}):
+                cells = []
+                for quantizer in ("public", "paper"):
+                    runs = [r for r in at if r["public"] == name and r["S"] == scale and r["quantizer"] == quantizer]
+                    if not runs:
+                        cells.append(("–", "–", "–", None, None))
+                        continue
+                    step = (runs[0]["clip"] / scale if quantizer == "public"
+                            else 2 * np.mean([r["z_max"] for r in runs]) / scale)
+                    labels = [r["public_label_accuracy"] for r in runs if r["public_label_accuracy"] is not None]
+                    cells.append((f"{step:.3g}", f"{np.mean([r['test_accuracy'] for r in runs]):.4f}",
+                                  f"{np.mean(labels):.4f}" if labels else "–", runs[0]["bytes_per_party"],
+                                  max(r["epsilon_party_tight"] for r in runs)))
+                eps = max(c[4] for c in cells if c[4] is not None)
+                lines.append(f"| {scale} | {name} | " + " | ".join(" | ".join(c[:3]) for c in cells)
+                             + " | " + " / ".join(f"{c[3]:,}" if c[3] else "–" for c in cells)
+                             + f" | {math.ceil(eps):,} |")
+        lines.append("")
+    return "\n".join(lines)
 
 
 def main() -> None:
@@ -70,7 +117,12 @@ def main() -> None:
     parser.add_argument("--grid", choices=tuple(GRIDS), default="default")
     parser.add_argument("--quantizers", nargs="+", choices=("public", "paper"), default=["public"])
     parser.add_argument("--publics", nargs="+", choices=PUBLICS, default=list(PUBLICS))
+    parser.add_argument("--from-json", nargs="+", default=None,
+                        help="print the S sweep table (both quantizers) from these --json files and stop")
     args = parser.parse_args()
+    if args.from_json:
+        print(s_sweep_markdown(args.from_json))
+        return
     torch.set_num_threads(1)
 
     mnist = load_dataset("mnist", args.data)
@@ -131,6 +183,8 @@ def main() -> None:
                     "local_accuracy_mean": float(np.mean(local_accuracy)),
                 }
                 rows.append(row)
+                if args.json:  # rewritten after every point, so an interrupted run keeps what it finished
+                    write_json(args.json, vars(args), rows)
                 label = ("noiseless, unquantized" if gamma is None
                          else f"S = {scale:>3}, γ = {gamma:>4g}, {quantizer} quantizer")
                 extra = f", ensemble labels {label_accuracy:.4f}" if label_accuracy is not None else ""
@@ -138,9 +192,6 @@ def main() -> None:
                       f"(pure {pure:.4g}); {row['bytes_per_party']:,} B/party vs FedAvg "
                       f"{row['fedavg_bytes_per_party']:,} B over {args.fedavg_rounds} rounds; {row['seconds']:.0f} s",
                       flush=True)
-    if args.json:
-        Path(args.json).write_text(json.dumps({"command": "python " + " ".join(sys.argv), "settings": vars(args),
-                                               "rows": rows}, indent=2))
 
 
 if __name__ == "__main__":
