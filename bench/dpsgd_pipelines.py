@@ -101,7 +101,8 @@ def run_privatekt(args, target, data):
     rate = lr(sigma) if sigma is None or args.privatekt_dp_lr is None else args.privatekt_dp_lr
     model = TorchCNN(optimizer="adam", lr=rate, batch_size=BATCH, random_state=args.seed, dp=dp_config(sigma))
     fitted = PrivateKT(model, epsilon_per_round=5.0, queries_per_round=2, buffer_rounds=25, self_training_size=1200,
-                       client_fraction=0.5, local_epochs=args.privatekt_local_epochs, fine_tune_epochs=4,
+                       client_fraction=args.privatekt_client_fraction, local_epochs=args.privatekt_local_epochs,
+                       fine_tune_epochs=4,
                        self_training_epochs=1, rounds=args.privatekt_rounds, delta=DELTA,
                        progress=True, random_state=args.seed).fit(parties, public, eval_set=(X_test, y_test))
     return {"noise_multiplier": sigma, **describe(fitted, X_test, y_test),
@@ -148,7 +149,9 @@ def setting(r: dict) -> str:
     if r["pipeline"] == "privatekt":
         n = s["privatekt_local_epochs"]
         dp_lr = f", DP-SGD lr {s['privatekt_dp_lr']:g}" if s.get("privatekt_dp_lr") is not None else ""
-        return f"{s['privatekt_rounds']} rounds, {n} local epoch{'s' * (n != 1)}{dp_lr}"
+        fraction = s.get("privatekt_client_fraction", 0.5)
+        clients = f", {fraction:g} of the clients per round" if fraction != 0.5 else ""
+        return f"{s['privatekt_rounds']} rounds, {n} local epoch{'s' * (n != 1)}{dp_lr}{clients}"
     return f"{s['sfd_rounds']} rounds" + (f", {r['distill_steps']} distillation steps" if "distill_steps" in r else "")
 
 
@@ -191,6 +194,8 @@ def main() -> None:
     parser.add_argument("--fedkd-distill-epochs", type=int, default=5)
     parser.add_argument("--privatekt-rounds", type=int, default=30)
     parser.add_argument("--privatekt-local-epochs", type=int, default=5)
+    parser.add_argument("--privatekt-client-fraction", type=float, default=0.5,
+                        help="share of the clients sampled per round (the authors' demo: 0.5)")
     parser.add_argument("--privatekt-dp-lr", type=float, default=None,
                         help="the clients' Adam learning rate under DP-SGD (default 5e-3)")
     parser.add_argument("--sfd-rounds", type=int, default=14)
