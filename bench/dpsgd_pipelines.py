@@ -150,7 +150,8 @@ def setting(r: dict) -> str:
         n = s["privatekt_local_epochs"]
         dp_lr = f", DP-SGD lr {s['privatekt_dp_lr']:g}" if s.get("privatekt_dp_lr") is not None else ""
         fraction = s.get("privatekt_client_fraction", 0.5)
-        clients = f", {fraction:g} of the clients per round" if fraction != 0.5 else ""
+        clients = "" if fraction == 0.5 else (", every client every round" if fraction == 1 else
+                                              f", a share {fraction:g} of the clients per round")
         return f"{s['privatekt_rounds']} rounds, {n} local epoch{'s' * (n != 1)}{dp_lr}{clients}"
     return f"{s['sfd_rounds']} rounds" + (f", {r['distill_steps']} distillation steps" if "distill_steps" in r else "")
 
