@@ -16,7 +16,6 @@ Run: ``python bench/fedkt_mnist_mlp.py --json bench/results/fedkt_mnist_mlp_sett
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import os
 import sys
@@ -29,12 +28,8 @@ import numpy as np  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+import fedkt as bench_fedkt  # noqa: E402  (bench/fedkt.py: a script's own folder is on sys.path)
 from privfed.pipelines import load_dataset  # noqa: E402
-
-_spec = importlib.util.spec_from_file_location("bench_fedkt", Path(__file__).resolve().parent / "fedkt.py")
-bench_fedkt = importlib.util.module_from_spec(_spec)
-sys.modules["bench_fedkt"] = bench_fedkt
-_spec.loader.exec_module(bench_fedkt)
 
 SETTINGS = {"bench (10 epochs, batch 64)": bench_fedkt.mlp(), "paper (100 epochs, batch 32, L2 1e-6)":
             bench_fedkt.mlp(100, 32, 1e-6)}

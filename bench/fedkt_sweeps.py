@@ -34,7 +34,6 @@ Usage::
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import os
 import sys
@@ -49,12 +48,8 @@ import numpy as np  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+import fedkt as bench_fedkt  # noqa: E402  (bench/fedkt.py: a script's own folder is on sys.path)
 from privfed.pipelines.fedkt import CentralizedPATE, FedKT  # noqa: E402
-
-_spec = importlib.util.spec_from_file_location("bench_fedkt", Path(__file__).resolve().parent / "fedkt.py")
-bench_fedkt = importlib.util.module_from_spec(_spec)
-sys.modules["bench_fedkt"] = bench_fedkt  # its dataclasses look their module up
-_spec.loader.exec_module(bench_fedkt)
 
 DATA = {"Adult": "adult_a9a", "cod-rna": "cod_rna"}
 PARTIES = 50

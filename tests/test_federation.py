@@ -12,6 +12,7 @@ import importlib.util
 import numpy as np
 import pytest
 from conftest import digits_federation
+from flower_sites import write_sites
 from privfed.pipelines.fedkt import FedKT
 from privfed.pipelines.fedkt_steps import FedKTVotes
 from privfed.pipelines.messages import MessageError
@@ -26,12 +27,7 @@ pytestmark = pytest.mark.skipif(
 def federation(tmp_path_factory):
     """Three digits parties, each in its own npz file (as three sites would hold them)."""
     parties, public, test = digits_federation(3)
-    folder = tmp_path_factory.mktemp("sites")
-    paths = []
-    for index, (X, y) in enumerate(parties):
-        paths.append(folder / f"site-{index}.npz")
-        np.savez(paths[-1], X=X, y=y)
-    return parties, paths, public, test
+    return parties, write_sites(tmp_path_factory.mktemp("sites"), parties, public), public, test
 
 
 class LocalGrid:

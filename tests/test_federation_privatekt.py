@@ -15,6 +15,7 @@ import json
 import numpy as np
 import pytest
 from conftest import digits_federation
+from flower_sites import write_sites
 from privfed.accounting import RandomizedResponse, account, compose_parallel
 from privfed.pipelines.messages import MessageError
 from privfed.pipelines.privatekt import PrivateKT
@@ -35,12 +36,7 @@ pytestmark = [
 def federation(tmp_path_factory):
     """Three digits parties, each in its own npz file."""
     parties, public, test = digits_federation(3)
-    folder = tmp_path_factory.mktemp("privatekt-sites")
-    paths = []
-    for index, (X, y) in enumerate(parties):
-        paths.append(folder / f"site-{index}.npz")
-        np.savez(paths[-1], X=X, y=y)
-    return parties, paths, public, test
+    return parties, write_sites(tmp_path_factory.mktemp("privatekt-sites"), parties, public), public, test
 
 
 def privatekt(model=None, **changes) -> PrivateKT:
