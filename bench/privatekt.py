@@ -10,10 +10,17 @@ epochs on the buffer, 1 self-training epoch; plain SGD with learning rate 0.05.
 
 The network is FedKT's small CNN (``TorchCNN``) by default; ``--model authors``
 uses the authors' larger CNN (32 and 128 5×5 filters, three dense layers of 512,
-dropout 0.2), about 4× slower on a CPU. One round is measured first; the run
-then does as many rounds as fit in ``--budget-minutes`` (at most ``--rounds``)
-and says so. Printed: accuracy after every round (official test set), the
-authors' own log at the same rounds, and each client's composed ε.
+dropout 0.2), about 10× slower on a CPU; ``--model small-cnn-dropout`` is FedKT's
+small CNN with the authors' dropout (0.2 after each pooling and hidden layer), to
+tell the dropout's effect from the rest of the network's. One round is measured
+first; the run then does as many rounds as fit in ``--budget-minutes`` (at most
+``--rounds``) and says so. Printed: accuracy after every round (official test
+set), the authors' own log at the same rounds, and each client's composed ε.
+
+``--checkpoint FILE.npz`` runs all ``--rounds`` instead (no time budget, no timing
+round), saving the run after every round: stop it at any time and run the same
+command again to continue where it stopped. ``--from-checkpoint FILE.npz`` trains
+nothing: it writes ``--json``/``--plot`` from the rounds a checkpoint holds.
 
 CPU only, one torch thread. Run: ``python bench/privatekt.py [--data ../shared/datasets] [--budget-minutes 20]``.
 
@@ -56,7 +63,8 @@ AUTHORS_LOG = {1: 0.1009, 5: 0.2072, 10: 0.2979, 15: 0.3797, 20: 0.4734, 25: 0.5
 def authors_cnn(input_size: tuple[int, ...], n_classes: int) -> nn.Module:
     """The authors' MNIST network, in torch (their code is Keras): linear 5×5 convolutions with pooling and dropout."""
     return nn.Sequential(
-        nn.Unflatten(1, (1, 28, 28)) if len(input_size) == 2 else nn.Identity(),
+        # a channel axis: (n, 28, 28) images → (n, 1, 28, 28); flat (n, 784) rows → (n, 1, 28, 28)
+        nn.Unflatten(1, (1, *input_size[:1])) if len(input_size) == 2 else nn.Unflatten(1, (1, 28, 28)),
         nn.Conv2d(1, 32, 5), nn.MaxPool2d(2), nn.Dropout(0.2),
         nn.Conv2d(32, 128, 5), nn.MaxPool2d(2), nn.Dropout(0.2), nn.Flatten(),
         nn.Linear(128 * 4 * 4, 512), nn.ReLU(), nn.Dropout(0.2),
@@ -64,6 +72,31 @@ def authors_cnn(input_size: tuple[int, ...], n_classes: int) -> nn.Module:
         nn.Linear(512, 512), nn.ReLU(), nn.Dropout(0.2),
         nn.Linear(512, n_classes),
     )
+
+
+def small_cnn_with_dropout(input_size: tuple[int, ...], n_classes: int) -> nn.Module:
+    """FedKT's small CNN (``TorchCNN``'s defaults: 6 and 16 5×5 filters, 120-84 dense) with the authors' dropout."""
+    return nn.Sequential(
+        nn.Unflatten(1, (1, *input_size[:1])) if len(input_size) == 2 else nn.Unflatten(1, (1, 28, 28)),
+        nn.Conv2d(1, 6, 5), nn.ReLU(), nn.MaxPool2d(2), nn.Dropout(0.2),
+        nn.Conv2d(6, 16, 5), nn.ReLU(), nn.MaxPool2d(2), nn.Dropout(0.2), nn.Flatten(),
+        nn.Linear(16 * 4 * 4, 120), nn.ReLU(), nn.Dropout(0.2),
+        nn.Linear(120, 84), nn.ReLU(), nn.Dropout(0.2),
+        nn.Linear(84, n_classes),
+    )
+
+
+def checkpoint_summary(path: str) -> dict:
+    """The rounds a ``--checkpoint`` file holds: history and participation (JSON header and arrays, no pickle)."""
+    with np.load(path, allow_pickle=False) as stored:
+        header = json.loads(str(stored["__header__"][()]))
+        participation = stored["participation"]
+    busiest = int(participation.max())
+    release = RandomizedResponse(10, epsilon=5.0, labels_per_report=2, reports=busiest)
+    return {"rounds": header["state"]["rounds_done"], "history": header["state"]["history"],
+            "participation": participation.tolist(),
+            "busiest_client": {"rounds": busiest, "basic": release.pure_epsilon(),
+                               "tight": account(release, delta=DELTA).epsilon}}
 
 
 def plot_curves(histories: dict[str, list[dict]], path: str, *, title: str) -> None:
@@ -137,7 +170,7 @@ def round_speed(clients, public, model, settings, repeats: int, json_path: str |
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", default=str(Path(__file__).resolve().parents[2] / "shared" / "datasets"))
-    parser.add_argument("--model", choices=("small-cnn", "authors"), default="small-cnn")
+    parser.add_argument("--model", choices=("small-cnn", "small-cnn-dropout", "authors"), default="small-cnn")
     parser.add_argument("--optimizer", choices=("sgd", "adam"), default="sgd",
                         help="sgd: the authors' plain SGD, lr 0.05; adam: Adam, lr 1e-3 (learns faster from a tiny buffer)")
     parser.add_argument("--rounds", type=int, default=100)
@@ -149,7 +182,23 @@ def main() -> None:
     parser.add_argument("--round-speed", action="store_true",
                         help="time a round's clients one after another vs batched, side by side, and stop")
     parser.add_argument("--repeats", type=int, default=2, help="alternations of --round-speed")
+    parser.add_argument("--checkpoint", default=None,
+                        help="an .npz file: run all --rounds, saved after each; rerun the command to resume")
+    parser.add_argument("--from-checkpoint", default=None,
+                        help="write --json/--plot from the rounds this checkpoint holds, and stop")
     args = parser.parse_args()
+    if args.from_checkpoint:
+        summary = checkpoint_summary(args.from_checkpoint)
+        for record in summary["history"]:
+            reference = f"   (authors' log {AUTHORS_LOG[record['round']]:.4f})" if record["round"] in AUTHORS_LOG else ""
+            print(f"round {record['round']:4d}: accuracy {record['accuracy']:.4f}{reference}")
+        if args.plot:
+            plot_curves({f"privfed, {args.model}, {args.optimizer}": summary["history"]}, args.plot,
+                        title="PrivateKT on MNIST: ε = 5 per round, K = 2, B = 25, M = 1,200")
+        if args.json:
+            Path(args.json).write_text(json.dumps({"settings": vars(args), **summary, "authors_log": AUTHORS_LOG},
+                                                  indent=2))
+        return
     torch.set_num_threads(1)
 
     mnist = load_dataset("mnist", args.data)
@@ -166,7 +215,8 @@ def main() -> None:
 
     optimizer = dict(optimizer="sgd", lr=0.05, momentum=0.0) if args.optimizer == "sgd" else dict(optimizer="adam", lr=1e-3)
     network = dict(**optimizer, batch_size=32, random_state=args.seed)
-    model = TorchCNN(**network) if args.model == "small-cnn" else TorchClassifier(authors_cnn, **network)
+    builders = {"authors": authors_cnn, "small-cnn-dropout": small_cnn_with_dropout}
+    model = TorchCNN(**network) if args.model == "small-cnn" else TorchClassifier(builders[args.model], **network)
     settings = dict(epsilon_per_round=5.0, queries_per_round=2, buffer_rounds=25, self_training_size=1200,
                     client_fraction=0.5, local_epochs=5, fine_tune_epochs=4, self_training_epochs=1,
                     delta=DELTA, random_state=args.seed)
@@ -174,16 +224,19 @@ def main() -> None:
     if args.round_speed:
         round_speed(clients, X[public_rows], model, settings, args.repeats, args.json)
         return
-    tick = time.perf_counter()
-    PrivateKT(model, rounds=1, **settings).fit(clients, X[public_rows], eval_set=(X_test, y_test))
-    per_round = time.perf_counter() - tick
-    rounds = max(1, min(args.rounds, int(args.budget_minutes * 60 // per_round)))
-    print(f"one round takes {per_round:.0f} s: running {rounds} rounds "
-          f"({'all requested' if rounds == args.rounds else f'the {args.rounds} requested do not fit the budget'})",
-          flush=True)
+    per_round, rounds = None, args.rounds
+    if args.checkpoint is None:
+        tick = time.perf_counter()
+        PrivateKT(model, rounds=1, **settings).fit(clients, X[public_rows], eval_set=(X_test, y_test))
+        per_round = time.perf_counter() - tick
+        rounds = max(1, min(args.rounds, int(args.budget_minutes * 60 // per_round)))
+        print(f"one round takes {per_round:.0f} s: running {rounds} rounds "
+              f"({'all requested' if rounds == args.rounds else f'the {args.rounds} requested do not fit the budget'})",
+              flush=True)
 
     tick = time.perf_counter()
-    fitted = PrivateKT(model, rounds=rounds, **settings).fit(clients, X[public_rows], eval_set=(X_test, y_test))
+    fitted = PrivateKT(model, rounds=rounds, progress=True, **settings).fit(
+        clients, X[public_rows], eval_set=(X_test, y_test), checkpoint=args.checkpoint)
     elapsed = time.perf_counter() - tick
     for record in fitted.history_:
         r = record["round"]

@@ -1,8 +1,8 @@
 """Reproduction: Selective-FD vs the unselected baseline (FedMD) vs independent learning.
 
 Shao, Wu, Zhang (Nat. Commun. 2024) on MNIST and Fashion-MNIST: 10 clients, strong
-non-IID (client c holds class c only) or weak non-IID (client c holds half of
-class c and half of class c+1 mod 10), a proxy set of 10 % of the training images
+non-IID (client c holds class c only), weak non-IID (client c holds half of
+class c and half of class c+1 mod 10) or IID (equal random shares), a proxy set of 10 % of the training images
 (unlabeled for the protocol), the authors' small CNN (conv 5×5 ×10 → pool → conv
 5×5 ×20 → pool → 50 → 10, without their dropout). Every method runs the same number
 of rounds with the same local and distillation steps; accuracies are *final*
@@ -11,7 +11,13 @@ as the paper does. Also: Selective-FD with ``privacy="rr"`` at a few ε, and the
 client-side selector's AUROC for telling right from wrong local predictions on the
 proxy set (the paper's Fig. 5), with independent learning's local models.
 
-CPU only: torch and BLAS use one thread. ``--time`` measures rounds first.
+``--ablation`` adds the paper's selector ablation: Selective-FD (soft labels) with the
+client-side selector only (``tau_server=2``) and with the server-side selector only
+(``tau_client=None``); "both" is Selective-FD soft and "none" FedMD soft.
+
+CPU only: torch and BLAS use one thread. ``--json`` is rewritten after every method's
+run; ``--resume`` keeps the rows it already holds (same protocol settings) and runs
+only the missing ones, so an interrupted sweep continues where it stopped.
 
 Run: ``python bench/selective_fd.py --json docs/results-selective-fd.json --figure
 docs/selective-fd-curves.png`` (about 26 minutes on two shared cores with the defaults);
@@ -46,9 +52,11 @@ N_CLIENTS = 10
 
 
 def split(y: np.ndarray, setting: str, rng: np.random.Generator) -> tuple[np.ndarray, list[np.ndarray]]:
-    """Proxy indices (10 % of the training set) and each client's indices."""
+    """Proxy indices (10 % of the training set) and each client's indices (strong, weak non-IID or IID)."""
     order = rng.permutation(len(y))
     proxy, rest = np.sort(order[: len(y) // 10]), order[len(y) // 10 :]
+    if setting == "iid":
+        return proxy, [np.sort(part) for part in np.array_split(rest, N_CLIENTS)]
     by_class = [rest[y[rest] == c] for c in range(N_CLIENTS)]
     if setting == "strong":
         return proxy, [np.sort(members) for members in by_class]
@@ -71,6 +79,11 @@ def methods(args: argparse.Namespace, setting: str) -> dict[str, object]:
         "FedMD hard": FedMD(cnn(args.seed), labels="hard", **distil),
         "Independent": IndependentLearning(cnn(args.seed), **shared),
     }
+    if args.ablation:  # the paper's selector ablation; "both" is Selective-FD soft, "none" FedMD soft
+        chosen["Selective-FD soft, client selector only"] = SelectiveFD(
+            cnn(args.seed), labels="soft", **dict(selective, tau_server=2.0))
+        chosen["Selective-FD soft, server selector only"] = SelectiveFD(
+            cnn(args.seed), labels="soft", tau_client=None, **selective)
     for per_label in args.rr_epsilon_per_label if setting in args.rr_settings else ():
         chosen[f"Selective-FD hard, RR ε/label={per_label:g}"] = SelectiveFD(
             cnn(args.seed), labels="hard", privacy="rr", epsilon_per_round=per_label * args.proxy_batch, **selective
@@ -78,7 +91,9 @@ def methods(args: argparse.Namespace, setting: str) -> dict[str, object]:
     return chosen
 
 
-def run(dataset: str, setting: str, args: argparse.Namespace) -> list[dict]:
+def run(dataset: str, setting: str, args: argparse.Namespace, results: list[dict], save) -> None:
+    """Run the chosen methods on one data set and split, appending each row to ``results`` and saving it;
+    a method already in ``results`` (``--resume``) is not run again."""
     data = load_dataset(dataset, DATASETS)
     X = (data.X_train.astype(np.float32) / 255.0)[:, None]
     X_test = (data.X_test.astype(np.float32) / 255.0)[:, None]
@@ -86,9 +101,10 @@ def run(dataset: str, setting: str, args: argparse.Namespace) -> list[dict]:
     proxy, clients = split(data.y_train, setting, rng)
     parties = [(X[idx], data.y_train[idx]) for idx in clients]
     curve_rows = rng.choice(len(X_test), size=args.curve_test_size, replace=False)
-    results, selectors = [], None
+    selectors = None
+    done = {(row["dataset"], row["setting"], row["method"]) for row in results}
     for label, estimator in methods(args, setting).items():
-        if args.methods and not any(m in label for m in args.methods):
+        if args.methods and not any(m in label for m in args.methods) or (dataset, setting, label) in done:
             continue
         curve: list[tuple[int, float]] = []
         times: list[float] = [time.perf_counter()]
@@ -121,8 +137,8 @@ def run(dataset: str, setting: str, args: argparse.Namespace) -> list[dict]:
             probe = proxy[rng.choice(len(proxy), size=min(len(proxy), args.auroc_proxy_size), replace=False)]
             row["selector_auroc"] = selector_auroc(selectors, estimator.models_, X[probe], data.y_train[probe])
         results.append(row)
+        save()
         print(json.dumps({k: v for k, v in row.items() if k not in ("curve", "unaccounted")}), flush=True)
-    return results
 
 
 def selector_auroc(selectors, models, X_proxy: np.ndarray, y_proxy: np.ndarray) -> dict[str, list[float]]:
@@ -155,7 +171,7 @@ def plot(results: list[dict], path: Path) -> None:
             if (row["dataset"], row["setting"]) == (dataset, setting) and row["curve"]:
                 rounds, accuracy = zip(*row["curve"])
                 axis.plot(rounds, accuracy, marker=".", color=colours[row["method"]], label=row["method"])
-        axis.set_title(f"{dataset}, {setting} non-IID")
+        axis.set_title(f"{dataset}, {'IID' if setting == 'iid' else f'{setting} non-IID'}")
         axis.set_xlabel("round")
         axis.set_ylabel("mean client test accuracy")
         axis.set_ylim(0, 1)
@@ -197,7 +213,7 @@ def markdown(results: list[dict]) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--datasets", nargs="+", default=["mnist", "fashion_mnist"])
-    parser.add_argument("--settings", nargs="+", default=["strong", "weak"])
+    parser.add_argument("--settings", nargs="+", choices=("strong", "weak", "iid"), default=["strong", "weak"])
     parser.add_argument("--methods", nargs="*", default=[], help="substrings of method names to run (default all)")
     parser.add_argument("--rounds", type=int, default=14)
     parser.add_argument("--local-steps", type=int, default=5)
@@ -214,6 +230,10 @@ def main() -> None:
     parser.add_argument("--json", type=Path)
     parser.add_argument("--figure", type=Path)
     parser.add_argument("--from-json", type=Path, help="only render the tables and figure of a saved run")
+    parser.add_argument("--ablation", action="store_true",
+                        help="also run Selective-FD soft with the client-side selector only and the server-side only")
+    parser.add_argument("--resume", action="store_true",
+                        help="keep the rows --json already holds (same settings) and run only the missing ones")
     args = parser.parse_args()
     if args.from_json:
         results = json.loads(args.from_json.read_text())["results"]
@@ -222,12 +242,28 @@ def main() -> None:
             plot(results, args.figure)
         return
     torch.set_num_threads(1)
+    settings = {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()}
+    protocol = ("rounds", "local_steps", "distill_steps", "proxy_batch", "kernel_width", "tau_server", "seed",
+                "curve_test_size", "eval_every")
+    results: list[dict] = []
+    if args.resume and args.json and args.json.exists():
+        saved = json.loads(args.json.read_text())
+        if any(saved["settings"].get(key) != settings[key] for key in protocol):
+            sys.exit(f"--resume: {args.json} was run with other settings ({', '.join(protocol)} must match)")
+        results = saved["results"]
+        print(f"--resume: {len(results)} rows kept from {args.json}", flush=True)
+
+    def save() -> None:
+        if args.json:
+            temporary = args.json.with_suffix(".tmp")
+            temporary.write_text(json.dumps({"settings": settings, "results": results}, indent=1))
+            temporary.replace(args.json)
+
     started = time.perf_counter()
-    results = [row for dataset in args.datasets for setting in args.settings for row in run(dataset, setting, args)]
+    for dataset in args.datasets:
+        for setting in args.settings:
+            run(dataset, setting, args, results, save)
     print(f"total {time.perf_counter() - started:.0f} s", flush=True)
-    if args.json:
-        args.json.write_text(json.dumps({"settings": {k: (str(v) if isinstance(v, Path) else v)
-                                                      for k, v in vars(args).items()}, "results": results}, indent=1))
     if args.figure:
         plot(results, args.figure)
     print(markdown(results))

@@ -47,6 +47,7 @@ pseudo-labels — a degraded variant, recorded in ``training_``.
 from __future__ import annotations
 
 import math
+import os
 from collections import deque
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -57,6 +58,7 @@ from sklearn.base import BaseEstimator, ClassifierMixin, clone
 from sklearn.utils.validation import check_is_fitted
 
 from ..accounting import (
+    DPSGD,
     Ledger,
     RandomizedResponse,
     account,
@@ -74,6 +76,7 @@ from ..accounting.fingerprint import data_fingerprint
 from ._dp_ledger import record_local_training
 from ._models import FittedClassifier, fit_classifier
 from ._random import as_seed_sequence
+from .checkpoint import RoundCheckpoint, run_fingerprint
 from .executor import PartyTask, run_party_tasks
 from .messages import DEFAULT_MAX_BYTES, Record, WireMessage, record_sizes
 from .party_data import check_parties
@@ -83,6 +86,7 @@ from .privatekt_steps import (
     aggregate_reports,
     batched_party_steps,
     is_torch_classifier,
+    network_from_parameters,
     network_parameters,
     perturb_labels,
     privatekt_party_step,
@@ -132,6 +136,10 @@ class KnowledgeBuffer:
     def push(self, indices: np.ndarray, labels: np.ndarray) -> None:
         """Add one round's public-example indices and aggregated labels, dropping the oldest round when full."""
         self._entries.append((np.asarray(indices, dtype=np.int64), np.asarray(labels, dtype=np.int64)))
+
+    def entries(self) -> list[tuple[np.ndarray, np.ndarray]]:
+        """The held rounds' (indices, labels), oldest first."""
+        return list(self._entries)
 
     def contents(self) -> tuple[np.ndarray, np.ndarray]:
         """All held (indices, labels), oldest round first."""
@@ -287,14 +295,21 @@ class PrivateKT(ClassifierMixin, BaseEstimator):
 
     # --- fitting ---------------------------------------------------------------------------------------
     def fit(self, parties: Sequence[tuple[np.ndarray, np.ndarray]], public: np.ndarray, *,
-            eval_set: tuple[np.ndarray, np.ndarray] | None = None) -> PrivateKT:
+            eval_set: tuple[np.ndarray, np.ndarray] | None = None,
+            checkpoint: str | os.PathLike[str] | None = None) -> PrivateKT:
         """Run ``rounds`` rounds of PrivateKT; ``eval_set=(X, y)`` records the accuracy after each round in ``history_``.
 
         A driver over the party and server steps of :mod:`privfed.pipelines.privatekt_steps`: every
         message goes through its wire form, exactly as in a Flower run (``privfed.federation``).
+
+        ``checkpoint``: an ``.npz`` path (torch global models only). The run's state is saved there
+        after every round (:mod:`privfed.pipelines.checkpoint`: arrays and JSON, no pickle); if the
+        file exists, the run continues after its last saved round, with the same result as an
+        uninterrupted run. A checkpoint of other parameters, other data or another ``eval_set`` is refused.
         """
         parties, public = check_parties(parties, public)
         self._validate(len(public))
+        saved = self._checkpoint(checkpoint, parties, public, eval_set)
         names = [f"party {index}" for index in range(len(parties))]
         schemas = [
             PartySchema.from_record(describe_party(X, y).to_record(), sender=name)
@@ -315,12 +330,27 @@ class PrivateKT(ClassifierMixin, BaseEstimator):
                 )
             return {client: [m.to_record() for m in sent] for client, sent in zip(clients, messages)}, []
 
-        return self._fit_rounds(public, schemas, classes, names, exchange, eval_set=eval_set)
+        return self._fit_rounds(public, schemas, classes, names, exchange, eval_set=eval_set, checkpoint=saved)
+
+    def _checkpoint(self, path: str | os.PathLike[str] | None, parties: Sequence[tuple[np.ndarray, np.ndarray]],
+                    public: np.ndarray, eval_set: tuple[np.ndarray, np.ndarray] | None) -> RoundCheckpoint | None:
+        """The run's checkpoint file (None: none asked); refused for a model whose state is not plain arrays."""
+        if path is None:
+            return None
+        if not is_torch_classifier(self.model):
+            raise ValueError(
+                f"checkpoint needs a TorchClassifier global model (its weights are saved as arrays), got "
+                f"{type(self.model).__name__}: a scikit-learn model could only be saved by pickle, which privfed never loads")
+        arrays = [public, *(array for X, y in parties for array in (X, y))]
+        if eval_set is not None:
+            arrays += [np.asarray(eval_set[0]), np.asarray(eval_set[1])]
+        parameters = {k: v for k, v in self.get_params(deep=False).items() if k not in ("progress", "n_jobs")}
+        return RoundCheckpoint.at(path, run_fingerprint(parameters, arrays))
 
     def _fit_rounds(self, public: np.ndarray, schemas: Sequence[PartySchema], classes: np.ndarray,
                     names: Sequence[str], exchange: RoundExchange, *,
                     eval_set: tuple[np.ndarray, np.ndarray] | None = None,
-                    max_bytes: int = DEFAULT_MAX_BYTES) -> PrivateKT:
+                    max_bytes: int = DEFAULT_MAX_BYTES, checkpoint: RoundCheckpoint | None = None) -> PrivateKT:
         """The server side of every round (shared with ``privfed.federation``); ``exchange`` moves the messages.
 
         A selected client that ``exchange`` reports missing is dropped for that round: its report was
@@ -334,7 +364,9 @@ class PrivateKT(ClassifierMixin, BaseEstimator):
         K = self.queries_per_round
         beta = randomized_response_keep_probability(self.epsilon_per_round, num_classes=n_classes, labels_per_report=K)
         warm = is_torch_classifier(self.model)
-        seed_sequence = as_seed_sequence(self.random_state)
+        saved = checkpoint.load() if checkpoint is not None else None
+        seed_sequence = (np.random.SeedSequence(int(saved[0]["entropy"])) if saved is not None
+                         else as_seed_sequence(self.random_state))
         round_seeds = seed_sequence.spawn(self.rounds)
         rng = np.random.default_rng(seed_sequence.spawn(1)[0])
         init_seed = int(rng.integers(2**31))
@@ -346,7 +378,13 @@ class PrivateKT(ClassifierMixin, BaseEstimator):
         traffic = {kind: np.asarray(sizes) for kind, sizes in record_sizes([[s.to_record()] for s in schemas]).items()}
         self.history_: list[dict[str, Any]] = []
         self.dropouts_: list[dict[str, Any]] = []
-        for round_index in progress_bar(range(self.rounds), progress=self.progress, desc="PrivateKT", unit="round"):
+        first_round = 0
+        if saved is not None:
+            first_round, global_, trainings, traffic = self._restore(saved, rng, buffer, public, n_classes)
+            if global_ is not None:
+                self.global_model_, self.global_classes_ = global_.estimator, global_.classes
+        for round_index in progress_bar(range(first_round, self.rounds), progress=self.progress, desc="PrivateKT",
+                                        unit="round"):
             entropy = np.zeros(len(public)) if global_ is None else predictive_entropy(global_.predict_proba(public))
             queries = importance_sample(entropy, K, rng, uncertain=True)
             clients = [int(client) for client in np.sort(rng.choice(n_clients, size=per_round, replace=False))]
@@ -379,6 +417,8 @@ class PrivateKT(ClassifierMixin, BaseEstimator):
             if eval_set is not None and global_ is not None:
                 record["accuracy"] = float(np.mean(self.predict(eval_set[0]) == np.asarray(eval_set[1])))
             self.history_.append(record)
+            if checkpoint is not None:
+                checkpoint.save(*self._state(round_index + 1, seed_sequence, rng, global_, buffer, trainings, traffic))
         if global_ is None:
             raise RuntimeError(f"no client report arrived in any of the {self.rounds} rounds; there is no model")
 
@@ -389,6 +429,44 @@ class PrivateKT(ClassifierMixin, BaseEstimator):
         self.ledger_ = self._ledger(public, n_classes, int(seed_sequence.entropy), trainings)
         self.evidence_: dict[str, np.ndarray] = {}
         return self
+
+    # --- checkpoints -----------------------------------------------------------------------------------
+    def _state(self, rounds_done: int, seed_sequence: np.random.SeedSequence, rng: np.random.Generator,
+               global_: FittedClassifier | None, buffer: KnowledgeBuffer, trainings: list[list[Any]],
+               traffic: dict[str, np.ndarray]) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+        """The server's state after ``rounds_done`` rounds, as (JSON state, arrays) for :class:`RoundCheckpoint`."""
+        state = {
+            "rounds_done": rounds_done, "entropy": str(seed_sequence.entropy), "rng": rng.bit_generator.state,
+            "buffer_rounds": len(buffer), "history": self.history_, "dropouts": self.dropouts_,
+            "trainings": [[None if release is None else {"parameters": release.parameters(), "unit": release.unit}
+                           for release in rounds] for rounds in trainings],
+        }
+        arrays = {"participation": self.participation_, **{f"traffic.{kind}": sizes for kind, sizes in traffic.items()}}
+        for index, (indices, labels) in enumerate(buffer.entries()):
+            arrays[f"buffer.{index}.indices"], arrays[f"buffer.{index}.labels"] = indices, labels
+        if global_ is not None:
+            arrays["global_parameters"] = network_parameters(global_.estimator)
+        return state, arrays
+
+    def _restore(self, saved: tuple[dict[str, Any], dict[str, np.ndarray]], rng: np.random.Generator,
+                 buffer: KnowledgeBuffer, public: np.ndarray, n_classes: int,
+                 ) -> tuple[int, FittedClassifier | None, list[list[Any]], dict[str, np.ndarray]]:
+        """Put a checkpoint's state back (``rng`` and ``buffer`` in place, attributes on ``self``); returns
+        (rounds done, global model, DP-SGD releases, traffic)."""
+        state, arrays = saved
+        rng.bit_generator.state = state["rng"]
+        for index in range(state["buffer_rounds"]):
+            buffer.push(arrays[f"buffer.{index}.indices"], arrays[f"buffer.{index}.labels"])
+        self.history_, self.dropouts_ = state["history"], state["dropouts"]
+        self.participation_ = arrays["participation"].astype(np.int64)
+        trainings = [[None if release is None else DPSGD.from_parameters(release["parameters"], unit=release["unit"])
+                      for release in rounds] for rounds in state["trainings"]]
+        traffic = {name.removeprefix("traffic."): sizes for name, sizes in arrays.items() if name.startswith("traffic.")}
+        global_ = None
+        if "global_parameters" in arrays:
+            network = network_from_parameters(self.model, arrays["global_parameters"], n_classes, public.shape[1:])
+            global_ = FittedClassifier(network, np.arange(n_classes), n_classes)
+        return int(state["rounds_done"]), global_, trainings, traffic
 
     def _server_update(self, global_: FittedClassifier | None, buffer: KnowledgeBuffer, public: np.ndarray,
                        n_classes: int, rng: np.random.Generator, init_seed: int, warm: bool) -> FittedClassifier:

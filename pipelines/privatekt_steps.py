@@ -43,6 +43,7 @@ __all__ = [
     "PrivateKTTask",
     "aggregate_reports",
     "batched_party_steps",
+    "network_from_parameters",
     "network_parameters",
     "perturb_labels",
     "privatekt_party_step",
@@ -106,7 +107,7 @@ def network_parameters(model: Any) -> np.ndarray:
     return np.concatenate([tensor.ravel() for tensor in tensors]).astype(np.float32)
 
 
-def _load_network(prototype: Any, parameters: np.ndarray, n_classes: int, input_shape: tuple[int, ...]) -> Any:
+def network_from_parameters(prototype: Any, parameters: np.ndarray, n_classes: int, input_shape: tuple[int, ...]) -> Any:
     """The global TorchClassifier rebuilt from ``prototype``'s architecture and the received parameters."""
     import torch
 
@@ -137,7 +138,7 @@ def _load_network(prototype: Any, parameters: np.ndarray, n_classes: int, input_
 def _client_network(task: PrivateKTTask, prototype: Any) -> Any:
     """The client's copy of the global network: received parameters, or round 1's network seeded by init_seed."""
     if len(task.parameters):
-        return _load_network(prototype, task.parameters, len(task.classes), tuple(task.queries.shape[1:]))
+        return network_from_parameters(prototype, task.parameters, len(task.classes), tuple(task.queries.shape[1:]))
     return clone(prototype).set_params(random_state=task.init_seed)
 
 

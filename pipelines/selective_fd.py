@@ -423,8 +423,10 @@ class SelectiveFD(_FederatedDistillation):
     temperature : float, default=1.0
         T: shared probabilities are softmax(z/T) (p^{1/T} renormalised) and distillation
         matches them at T.
-    tau_client : float, default=0.25
-        The client threshold's quantile of r̂ on held-out local data (in [0, 1)).
+    tau_client : float or None, default=0.25
+        The client threshold's quantile of r̂ on held-out local data (in [0, 1)). None: no
+        client-side selector (every client shares every proxy example; with ``tau_server`` < 2
+        only the server-side selector acts — the paper's ablation).
     tau_server : float, default=1.0
         The server keeps an example if its ensemble's top class has at least 1 − τ/2 of
         the mass (τ in [0, 2]; 2 keeps all; the default needs a majority).
@@ -505,7 +507,7 @@ class SelectiveFD(_FederatedDistillation):
         proxy_batch: int = 512,
         labels: str = "soft",
         temperature: float = 1.0,
-        tau_client: float = 0.25,
+        tau_client: float | None = 0.25,
         tau_server: float = 1.0,
         kernel_width: float | str = "median",
         regularization: float = 1e-3,
@@ -555,14 +557,16 @@ class SelectiveFD(_FederatedDistillation):
     def _protocol(self) -> FDProtocol:
         self._check_common()
         _check_distillation(self)
-        check_probability("tau_client", self.tau_client, open_low=False, open_high=True)
         confident_examples(np.ones((1, 2)) / 2, self.tau_server)  # validates tau_server
-        selector = DensityRatioSelector(
-            quantile=self.tau_client, validation_fraction=self.validation_fraction, feature_map=self.feature_map,
-            kernel_width=self.kernel_width, regularization=self.regularization, n_auxiliary=self.n_auxiliary,
-            max_known=self.max_known,
-        )
-        _validate_selector(selector)
+        selector = None
+        if self.tau_client is not None:
+            check_probability("tau_client", self.tau_client, open_low=False, open_high=True)
+            selector = DensityRatioSelector(
+                quantile=self.tau_client, validation_fraction=self.validation_fraction, feature_map=self.feature_map,
+                kernel_width=self.kernel_width, regularization=self.regularization, n_auxiliary=self.n_auxiliary,
+                max_known=self.max_known,
+            )
+            _validate_selector(selector)
         return FDProtocol(
             rounds=self.rounds, local_steps=self.local_steps, distill_steps=self.distill_steps,
             proxy_batch=self.proxy_batch, labels=self.labels, temperature=float(self.temperature), selector=selector,

@@ -180,6 +180,23 @@ def test_no_privacy_ledger_says_no_noise_and_names_the_selectors(soft_runs) -> N
     assert any("nothing is shared" in text for text in soft_runs["independent"].ledger_.unaccounted)
 
 
+def test_without_the_client_selector_and_server_filter_it_is_fedmd(digits, soft_runs) -> None:
+    """The ablation's "none": Selective-FD with neither selector runs FedMD's protocol exactly."""
+    parties, proxy, (X_test, _) = digits
+    none = SelectiveFD(mlp(), tau_client=None, tau_server=2.0, **FAST).fit(parties, proxy)
+    np.testing.assert_array_equal(none.predict_proba(X_test), soft_runs["fedmd"].predict_proba(X_test))
+    assert none.selectors_ == [None] * 10
+    assert not any("client-side selectors" in text for text in none.ledger_.unaccounted)
+
+
+def test_server_selector_alone_filters_full_shares(digits) -> None:
+    """The ablation's "server only": every client shares every example; the server drops unconfident ones."""
+    parties, proxy, _ = digits
+    server_only = SelectiveFD(mlp(), tau_client=None, tau_server=0.5, **FAST).fit(parties, proxy)
+    assert server_only.history_["shared_fraction"] == [1.0] * FAST["rounds"]
+    assert max(server_only.history_["kept"]) < FAST["proxy_batch"]
+
+
 def test_hard_labels_without_privacy(digits) -> None:
     parties, proxy, (X_test, y_test) = digits
     model = SelectiveFD(mlp(), labels="hard", **FAST, **SELECTOR).fit(parties, proxy)
