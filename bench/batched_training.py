@@ -73,6 +73,9 @@ def main() -> None:
         measure("MLP 784-100-100-10", TorchMLP(hidden=(100, 100), **sgd), args.copies, args.examples, args.epochs,
                 args.repeats),
         measure("small CNN, one copy", TorchCNN(**sgd), 1, args.examples, args.epochs, args.repeats),
+        # Selective-FD's clients (bench/selective_fd.py): the authors' 10/20-filter CNN with a 50-unit layer
+        measure("Selective-FD CNN (10/20 filters, 50)", TorchCNN(conv_channels=(10, 20), hidden=(50,), **sgd),
+                args.copies, args.examples, args.epochs, args.repeats),
     ]
     if args.json:
         Path(args.json).write_text(json.dumps({"command": "python " + " ".join(sys.argv), "threads": args.threads,
