@@ -12,7 +12,10 @@ The network is FedKT's small CNN (``TorchCNN``) by default; ``--model authors``
 uses the authors' larger CNN (32 and 128 5×5 filters, three dense layers of 512,
 dropout 0.2), about 10× slower on a CPU; ``--model small-cnn-dropout`` is FedKT's
 small CNN with the authors' dropout (0.2 after each pooling and hidden layer), to
-tell the dropout's effect from the rest of the network's. One round is measured
+tell the dropout's effect from the rest of the network's. ``--init keras`` initialises
+any of them as Keras does (the authors' code is Keras): Glorot-uniform weights, zero
+biases; torch's default initialisation leaves plain SGD at chance for many rounds
+(``bench/privatekt_buffer_check.py``). One round is measured
 first; the run then does as many rounds as fit in ``--budget-minutes`` (at most
 ``--rounds``) and says so. Printed: accuracy after every round (official test
 set), the authors' own log at the same rounds, and each client's composed ε.
@@ -71,6 +74,31 @@ def authors_cnn(input_size: tuple[int, ...], n_classes: int) -> nn.Module:
         nn.Linear(512, 512), nn.ReLU(), nn.Dropout(0.2),
         nn.Linear(512, 512), nn.ReLU(), nn.Dropout(0.2),
         nn.Linear(512, n_classes),
+    )
+
+
+def keras_initialised(builder):
+    """``builder`` with Keras's default initialisation, as in the authors' code: Glorot-uniform kernels and zero
+    biases in every conv and dense layer (torch's default is Kaiming-uniform with a = √5 and uniform biases)."""
+
+    def build(input_size: tuple[int, ...], n_classes: int) -> nn.Module:
+        module = builder(input_size, n_classes)
+        for layer in module.modules():
+            if isinstance(layer, (nn.Conv2d, nn.Linear)):
+                nn.init.xavier_uniform_(layer.weight)
+                nn.init.zeros_(layer.bias)
+        return module
+
+    build.__name__ = build.__qualname__ = f"keras_initialised_{builder.__name__}"
+    return build
+
+
+def small_cnn(input_size: tuple[int, ...], n_classes: int) -> nn.Module:
+    """FedKT's small CNN (``TorchCNN``'s defaults: 6 and 16 5×5 filters, 120-84 dense) as a module function."""
+    return nn.Sequential(
+        nn.Unflatten(1, (1, *input_size[:1])) if len(input_size) == 2 else nn.Unflatten(1, (1, 28, 28)),
+        nn.Conv2d(1, 6, 5), nn.ReLU(), nn.MaxPool2d(2), nn.Conv2d(6, 16, 5), nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(),
+        nn.Linear(16 * 4 * 4, 120), nn.ReLU(), nn.Linear(120, 84), nn.ReLU(), nn.Linear(84, n_classes),
     )
 
 
@@ -171,6 +199,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", default=str(Path(__file__).resolve().parents[2] / "shared" / "datasets"))
     parser.add_argument("--model", choices=("small-cnn", "small-cnn-dropout", "authors"), default="small-cnn")
+    parser.add_argument("--init", choices=("torch", "keras"), default="torch",
+                        help="the networks' initialisation: torch's default, or Keras's (Glorot-uniform, zero biases) "
+                             "as in the authors' code")
     parser.add_argument("--optimizer", choices=("sgd", "adam"), default="sgd",
                         help="sgd: the authors' plain SGD, lr 0.05; adam: Adam, lr 1e-3 (learns faster from a tiny buffer)")
     parser.add_argument("--rounds", type=int, default=100)
@@ -190,8 +221,9 @@ def main() -> None:
     if args.from_checkpoint:
         summary = checkpoint_summary(args.from_checkpoint)
         for record in summary["history"]:
-            reference = f"   (authors' log {AUTHORS_LOG[record['round']]:.4f})" if record["round"] in AUTHORS_LOG else ""
-            print(f"round {record['round']:4d}: accuracy {record['accuracy']:.4f}{reference}")
+            r = record["round"]
+            reference = f"   (authors' log {AUTHORS_LOG[r]:.4f})" if r in AUTHORS_LOG else ""
+            print(f"round {r:4d}: accuracy {record['accuracy']:.4f}{reference}")
         if args.plot:
             plot_curves({f"privfed, {args.model}, {args.optimizer}": summary["history"]}, args.plot,
                         title="PrivateKT on MNIST: ε = 5 per round, K = 2, B = 25, M = 1,200")
@@ -215,8 +247,11 @@ def main() -> None:
 
     optimizer = dict(optimizer="sgd", lr=0.05, momentum=0.0) if args.optimizer == "sgd" else dict(optimizer="adam", lr=1e-3)
     network = dict(**optimizer, batch_size=32, random_state=args.seed)
-    builders = {"authors": authors_cnn, "small-cnn-dropout": small_cnn_with_dropout}
-    model = TorchCNN(**network) if args.model == "small-cnn" else TorchClassifier(builders[args.model], **network)
+    builders = {"authors": authors_cnn, "small-cnn-dropout": small_cnn_with_dropout, "small-cnn": small_cnn}
+    if args.init == "keras":
+        model = TorchClassifier(keras_initialised(builders[args.model]), **network)
+    else:  # TorchCNN is the small CNN with torch's initialisation
+        model = TorchCNN(**network) if args.model == "small-cnn" else TorchClassifier(builders[args.model], **network)
     settings = dict(epsilon_per_round=5.0, queries_per_round=2, buffer_rounds=25, self_training_size=1200,
                     client_fraction=0.5, local_epochs=5, fine_tune_epochs=4, self_training_epochs=1,
                     delta=DELTA, random_state=args.seed)

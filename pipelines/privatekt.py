@@ -340,7 +340,8 @@ class PrivateKT(ClassifierMixin, BaseEstimator):
         if not is_torch_classifier(self.model):
             raise ValueError(
                 f"checkpoint needs a TorchClassifier global model (its weights are saved as arrays), got "
-                f"{type(self.model).__name__}: a scikit-learn model could only be saved by pickle, which privfed never loads")
+                f"{type(self.model).__name__}: a scikit-learn model could only be saved by pickle, which privfed "
+                "never loads")
         arrays = [public, *(array for X, y in parties for array in (X, y))]
         if eval_set is not None:
             arrays += [np.asarray(eval_set[0]), np.asarray(eval_set[1])]
@@ -461,7 +462,8 @@ class PrivateKT(ClassifierMixin, BaseEstimator):
         self.participation_ = arrays["participation"].astype(np.int64)
         trainings = [[None if release is None else DPSGD.from_parameters(release["parameters"], unit=release["unit"])
                       for release in rounds] for rounds in state["trainings"]]
-        traffic = {name.removeprefix("traffic."): sizes for name, sizes in arrays.items() if name.startswith("traffic.")}
+        traffic = {name.removeprefix("traffic."): sizes
+                   for name, sizes in arrays.items() if name.startswith("traffic.")}
         global_ = None
         if "global_parameters" in arrays:
             network = network_from_parameters(self.model, arrays["global_parameters"], n_classes, public.shape[1:])

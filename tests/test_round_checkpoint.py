@@ -12,6 +12,7 @@ from privfed.pipelines.checkpoint import RoundCheckpoint, run_fingerprint  # noq
 from privfed.pipelines.dp_config import DPConfig  # noqa: E402
 from privfed.pipelines.privatekt import PrivateKT  # noqa: E402
 from privfed.pipelines.torch_models import TorchMLP  # noqa: E402
+
 from tests.conftest import digits_federation  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
@@ -50,7 +51,10 @@ def assert_same_run(resumed: PrivateKT, whole: PrivateKT, X_test: np.ndarray) ->
     assert resumed.ledger_.account().epsilon == whole.ledger_.account().epsilon
 
 
-@pytest.mark.parametrize("dp", [None, DPConfig(noise_multiplier=1.0, max_grad_norm=1.0, delta=1e-5)], ids=["plain", "dp-sgd"])
+DP_SGD = DPConfig(noise_multiplier=1.0, max_grad_norm=1.0, delta=1e-5)
+
+
+@pytest.mark.parametrize("dp", [None, DP_SGD], ids=["plain", "dp-sgd"])
 def test_interrupted_run_resumes_to_the_uninterrupted_result(digits, tmp_path, monkeypatch, dp):
     if dp is not None:
         pytest.importorskip("opacus")
