@@ -11,9 +11,9 @@ as the paper does. Also: Selective-FD with ``privacy="rr"`` at a few ε, and the
 client-side selector's AUROC for telling right from wrong local predictions on the
 proxy set (the paper's Fig. 5), with independent learning's local models.
 
-``--ablation`` adds the paper's selector ablation: Selective-FD (soft labels) with the
-client-side selector only (``tau_server=2``) and with the server-side selector only
-(``tau_client=None``); "both" is Selective-FD soft and "none" FedMD soft.
+``--ablation`` adds the paper's selector ablation: Selective-FD (soft and hard labels) with
+the client-side selector only (``tau_server=2``) and with the server-side selector only
+(``tau_client=None``); "both" is Selective-FD and "none" FedMD with the same labels.
 
 CPU only: torch and BLAS use one thread. ``--json`` is rewritten after every method's
 run; ``--resume`` keeps the rows it already holds (same protocol settings) and runs
@@ -79,11 +79,12 @@ def methods(args: argparse.Namespace, setting: str) -> dict[str, object]:
         "FedMD hard": FedMD(cnn(args.seed), labels="hard", **distil),
         "Independent": IndependentLearning(cnn(args.seed), **shared),
     }
-    if args.ablation:  # the paper's selector ablation; "both" is Selective-FD soft, "none" FedMD soft
-        chosen["Selective-FD soft, client selector only"] = SelectiveFD(
-            cnn(args.seed), labels="soft", **dict(selective, tau_server=2.0))
-        chosen["Selective-FD soft, server selector only"] = SelectiveFD(
-            cnn(args.seed), labels="soft", tau_client=None, **selective)
+    for labels in ("soft", "hard") if args.ablation else ():  # the paper's selector ablation: "both" is
+        # Selective-FD, "none" FedMD, with the same labels
+        chosen[f"Selective-FD {labels}, client selector only"] = SelectiveFD(
+            cnn(args.seed), labels=labels, **dict(selective, tau_server=2.0))
+        chosen[f"Selective-FD {labels}, server selector only"] = SelectiveFD(
+            cnn(args.seed), labels=labels, tau_client=None, **selective)
     for per_label in args.rr_epsilon_per_label if setting in args.rr_settings else ():
         chosen[f"Selective-FD hard, RR ε/label={per_label:g}"] = SelectiveFD(
             cnn(args.seed), labels="hard", privacy="rr", epsilon_per_round=per_label * args.proxy_batch, **selective
@@ -229,14 +230,15 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", type=Path)
     parser.add_argument("--figure", type=Path)
-    parser.add_argument("--from-json", type=Path, help="only render the tables and figure of a saved run")
+    parser.add_argument("--from-json", type=Path, nargs="+",
+                        help="only render the tables and figure of saved runs (their rows together)")
     parser.add_argument("--ablation", action="store_true",
-                        help="also run Selective-FD soft with the client-side selector only and the server-side only")
+                        help="also run Selective-FD with the client-side selector only and the server-side only")
     parser.add_argument("--resume", action="store_true",
                         help="keep the rows --json already holds (same settings) and run only the missing ones")
     args = parser.parse_args()
     if args.from_json:
-        results = json.loads(args.from_json.read_text())["results"]
+        results = [row for path in args.from_json for row in json.loads(path.read_text())["results"]]
         print(markdown(results))
         if args.figure:
             plot(results, args.figure)
