@@ -18,6 +18,10 @@ the client-side selector only (``tau_server=2``) and with the server-side select
 CPU only: torch and BLAS use one thread. ``--json`` is rewritten after every method's
 run; ``--resume`` keeps the rows it already holds (same protocol settings) and runs
 only the missing ones, so an interrupted sweep continues where it stopped.
+``--checkpoints DIR`` also saves every method's run after each round
+(``fit(..., checkpoint=...)``, with its learning curve beside it), so an interrupted
+method resumes at its last round instead of its first; a method's files are deleted
+once its row is in ``--json``.
 
 Run: ``python bench/selective_fd.py --json docs/results-selective-fd.json --figure
 docs/selective-fd-curves.png`` (about 26 minutes on two shared cores with the defaults);
@@ -29,6 +33,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
 import time
 from pathlib import Path
@@ -107,25 +112,39 @@ def run(dataset: str, setting: str, args: argparse.Namespace, results: list[dict
     for label, estimator in methods(args, setting).items():
         if args.methods and not any(m in label for m in args.methods) or (dataset, setting, label) in done:
             continue
-        curve: list[tuple[int, float]] = []
-        times: list[float] = [time.perf_counter()]
+        checkpoint = None
+        progress = {"curve": [], "round_seconds": []}
+        if args.checkpoints:
+            checkpoint = args.checkpoints / f"{re.sub('[^a-z0-9]+', '-', f'{dataset} {setting} {label}'.lower())}.npz"
+            if checkpoint.with_suffix(".curve.json").exists():
+                progress = json.loads(checkpoint.with_suffix(".curve.json").read_text())
+        last, first_round = [time.perf_counter()], []
 
-        def record(model, round_index, curve=curve, times=times):
-            times.append(time.perf_counter())
+        def record(model, round_index, progress=progress, last=last, first_round=first_round, checkpoint=checkpoint):
+            now = time.perf_counter()  # a round's time includes the previous round's evaluation, as before
+            first_round[:] = first_round or [round_index]
+            # a round the checkpoint did not keep (stopped after this callback) runs again: its entries go
+            progress["curve"] = [point for point in progress["curve"] if point[0] <= round_index]
+            progress["round_seconds"] = progress["round_seconds"][:round_index] + [now - last[0]]
+            last[0] = now
             if (round_index + 1) % args.eval_every == 0 or round_index + 1 == args.rounds:
-                curve.append((round_index + 1, float(model.client_scores(X_test[curve_rows], data.y_test[curve_rows]).mean())))
+                accuracy = model.client_scores(X_test[curve_rows], data.y_test[curve_rows]).mean()
+                progress["curve"].append((round_index + 1, float(accuracy)))
+            if checkpoint is not None:
+                checkpoint.with_suffix(".curve.json").write_text(json.dumps(progress))
 
         estimator.set_params(callback=record)
-        start = time.perf_counter()
-        estimator.fit(parties, X[proxy])
-        elapsed = time.perf_counter() - start
+        estimator.fit(parties, X[proxy], checkpoint=checkpoint)
         scores = estimator.client_scores(X_test, data.y_test)
         row = {
             "dataset": dataset, "setting": setting, "method": label, "rounds": args.rounds,
             "accuracy_mean": float(scores.mean()), "accuracy_min": float(scores.min()),
-            "accuracy_max": float(scores.max()), "curve": curve, "seconds": elapsed,
-            "seconds_per_round": float(np.mean(np.diff(times))),
+            "accuracy_max": float(scores.max()), "curve": progress["curve"],
+            "seconds": float(np.sum(progress["round_seconds"])),
+            "seconds_per_round": float(np.mean(progress["round_seconds"])),
         }
+        if first_round != [0]:  # resumed from a checkpoint (none left to run: [])
+            row["resumed_after_round"] = first_round[0] if first_round else args.rounds
         if hasattr(estimator, "history_") and estimator.history_["shared_fraction"]:
             row["shared_fraction"] = float(np.mean(estimator.history_["shared_fraction"]))
             row["kept_per_round"] = float(np.mean(estimator.history_["kept"]))
@@ -139,6 +158,9 @@ def run(dataset: str, setting: str, args: argparse.Namespace, results: list[dict
             row["selector_auroc"] = selector_auroc(selectors, estimator.models_, X[probe], data.y_train[probe])
         results.append(row)
         save()
+        if checkpoint is not None:
+            checkpoint.unlink(missing_ok=True)
+            checkpoint.with_suffix(".curve.json").unlink(missing_ok=True)
         print(json.dumps({k: v for k, v in row.items() if k not in ("curve", "unaccounted")}), flush=True)
 
 
@@ -234,6 +256,8 @@ def main() -> None:
                         help="only render the tables and figure of saved runs (their rows together)")
     parser.add_argument("--ablation", action="store_true",
                         help="also run Selective-FD with the client-side selector only and the server-side only")
+    parser.add_argument("--checkpoints", type=Path,
+                        help="a folder: save each method's run after every round and resume it from there")
     parser.add_argument("--resume", action="store_true",
                         help="keep the rows --json already holds (same settings) and run only the missing ones")
     args = parser.parse_args()
@@ -243,6 +267,8 @@ def main() -> None:
         if args.figure:
             plot(results, args.figure)
         return
+    if args.checkpoints and not args.checkpoints.is_dir():
+        parser.error(f"--checkpoints: {str(args.checkpoints)!r} is not a folder")
     torch.set_num_threads(1)
     settings = {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()}
     protocol = ("rounds", "local_steps", "distill_steps", "proxy_batch", "kernel_width", "tau_server", "seed",

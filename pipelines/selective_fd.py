@@ -65,6 +65,7 @@ average, and it would carry every client's un-noised model.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Sequence
 from typing import Any, ClassVar
 
@@ -88,7 +89,9 @@ from ..accounting._checks import (
 )
 from ..accounting.fingerprint import data_fingerprint
 from ._dp_ledger import record_local_training
+from ._models import is_dp_trained
 from ._random import as_seed_sequence, spawn_seeds
+from .checkpoint import RoundCheckpoint, run_fingerprint
 from .executor import JoblibExecutor
 from .kulsif import DensityRatioSelector
 from .messages import DEFAULT_MAX_BYTES, Record, record_sizes
@@ -97,6 +100,7 @@ from .party_schema import PartySchema, describe_party, federation_classes
 from .progress import check_progress, progress_bar
 from .selective_fd_steps import (
     SERVER_NOISE_MODES,
+    STATE_KIND,
     FDProtocol,
     LocalClients,
     SelectiveFDEnsemble,
@@ -160,11 +164,19 @@ class _FederatedDistillation(ClassifierMixin, BaseEstimator):
             return list(self.model)
         return [self.model] * n_clients
 
-    def fit(self, parties: Sequence[tuple[np.ndarray, np.ndarray]], public: np.ndarray | None = None):
+    def fit(self, parties: Sequence[tuple[np.ndarray, np.ndarray]], public: np.ndarray | None = None, *,
+            checkpoint: str | os.PathLike[str] | None = None):
         """Run the protocol on the clients' private ``(X, y)`` data and the unlabeled proxy set ``public``.
 
         A driver over the party and server steps of :mod:`privfed.pipelines.selective_fd_steps`: the
         parties' replies go through their wire form, exactly as in a Flower run (``privfed.federation``).
+
+        ``checkpoint``: an ``.npz`` path. The run's state (every client's weights, optimizer state,
+        selector and distilled examples, the server's random state and history) is saved there after
+        every round (:mod:`privfed.pipelines.checkpoint`: arrays and JSON, no pickle); if the file
+        exists, the run continues after its last saved round, with the same result as an uninterrupted
+        run. A checkpoint of other parameters or other data is refused; DP-SGD-trained client models
+        cannot be checkpointed yet.
         """
         protocol = self._protocol()
         if protocol.shares:
@@ -173,6 +185,7 @@ class _FederatedDistillation(ClassifierMixin, BaseEstimator):
             parties, public = check_parties(parties, public)
         else:
             parties = check_party_data(parties)
+        saved = self._checkpoint(checkpoint, parties, public)
         names = [f"party {index}" for index in range(len(parties))]
         schemas = [PartySchema.from_record(describe_party(X, y).to_record(), sender=name)
                    for (X, y), name in zip(parties, names)]
@@ -180,18 +193,36 @@ class _FederatedDistillation(ClassifierMixin, BaseEstimator):
         classes = federation_classes(schemas, feature_shape, names)
         clients = LocalClients(parties, self._client_models(len(parties)),
                                feature_map=getattr(self, "feature_map", None), n_jobs=self.n_jobs)
-        return self._run(clients, protocol, classes, public, schemas, names, max_bytes=DEFAULT_MAX_BYTES)
+        return self._run(clients, protocol, classes, public, schemas, names, max_bytes=DEFAULT_MAX_BYTES,
+                         checkpoint=saved)
+
+    def _checkpoint(self, path: str | os.PathLike[str] | None, parties: Sequence[tuple[np.ndarray, np.ndarray]],
+                    public: np.ndarray | None) -> RoundCheckpoint | None:
+        """The run's checkpoint file (None: none asked); refused for DP-SGD-trained client models."""
+        if path is None:
+            return None
+        if any(is_dp_trained(model) for model in self._client_models(len(parties))):
+            raise ValueError("checkpoint cannot store DP-SGD-trained client models yet (their DP-SGD releases are "
+                             "not kept between rounds); run without checkpoint=")
+        arrays = [array for X, y in parties for array in (X, y)] + ([] if public is None else [public])
+        parameters = {k: v for k, v in self.get_params(deep=False).items()
+                      if k not in ("progress", "n_jobs", "callback")}
+        return RoundCheckpoint.at(path, run_fingerprint(parameters, arrays))
 
     def _run(self, clients: Any, protocol: FDProtocol, classes: np.ndarray, public: np.ndarray | None,
-             schemas: Sequence[PartySchema], names: Sequence[str], *, max_bytes: int) -> _FederatedDistillation:
+             schemas: Sequence[PartySchema], names: Sequence[str], *, max_bytes: int,
+             checkpoint: RoundCheckpoint | None = None) -> _FederatedDistillation:
         """The server's side of a run over ``clients`` (:class:`~privfed.pipelines.selective_fd_steps.LocalClients`
-        or the Flower app's SuperNodes): setup, the rounds, the fitted attributes and the ledger."""
+        or the Flower app's SuperNodes): setup, the rounds, the fitted attributes and the ledger. With a
+        ``checkpoint`` (in-process clients only) the run is saved after every round and resumed from it."""
         n_parties, n_classes = len(schemas), len(classes)
         if self.client >= n_parties:
             raise ValueError(f"client must index one of the {n_parties} clients (0..{n_parties - 1}), "
                              f"got {self.client}")
         self.classes_ = classes
-        seed_sequence = as_seed_sequence(self.random_state)
+        saved = checkpoint.load() if checkpoint is not None else None
+        seed_sequence = (np.random.SeedSequence(int(saved[0]["entropy"])) if saved is not None
+                         else as_seed_sequence(self.random_state))
         setup_seeds, round_seeds, server_seeds = seed_sequence.spawn(3)
         server_rng = np.random.default_rng(server_seeds)
         batch = min(protocol.proxy_batch, len(public)) if protocol.shares else 0
@@ -200,22 +231,28 @@ class _FederatedDistillation(ClassifierMixin, BaseEstimator):
             keep_probability = RandomizedResponse(
                 n_classes, epsilon=protocol.epsilon_per_round, labels_per_report=batch
             ).keep_probability
-        clients.setup(setup_messages(protocol, classes, public if protocol.shares else None,
-                                     spawn_seeds(setup_seeds, n_parties), keep_probability))
-        self.selectors_ = clients.selectors()
+        setups = setup_messages(protocol, classes, public if protocol.shares else None,
+                                spawn_seeds(setup_seeds, n_parties), keep_probability)
         self.history_: dict[str, list[float]] = {"shared_fraction": [], "sharers_per_example": [], "kept": []}
-        released_votes = []
-        sent: list[list[Record]] = [[schema.to_record()] for schema in schemas]
-        rounds = progress_bar(round_seeds.spawn(protocol.rounds), progress=self.progress, desc=protocol.name,
+        released_votes: list[tuple[np.ndarray, np.ndarray]] = []
+        traffic = {kind: np.asarray(sizes) for kind, sizes in record_sizes([[s.to_record()] for s in schemas]).items()}
+        first_round = 0
+        if saved is None:
+            clients.setup(setups)
+        else:
+            first_round, released_votes, traffic = self._restore(saved, clients, setups, server_rng)
+        self.selectors_ = clients.selectors()
+        round_seeds = round_seeds.spawn(protocol.rounds)
+        rounds = progress_bar(range(first_round, protocol.rounds), progress=self.progress, desc=protocol.name,
                               unit="round")
-        for round_index, seeds in enumerate(rounds):
-            share_seeds, distill_seeds = seeds.spawn(2)
+        for round_index in rounds:
+            share_seeds, distill_seeds = round_seeds[round_index].spawn(2)
             indices = (np.sort(server_rng.choice(len(public), size=batch, replace=False)) if batch
                        else np.zeros(0, dtype=np.int64))
             messages = [SelectiveFDRound(indices, seed) for seed in spawn_seeds(share_seeds, n_parties)]
             records = clients.share(messages, round_index)
-            for party_sent, party_records in zip(sent, records):
-                party_sent.extend(party_records)
+            for kind, sizes in record_sizes([list(party_records) for party_records in records]).items():
+                traffic[kind] = traffic.get(kind, 0) + np.asarray(sizes)
             shares = receive_shares(messages, records, names, n_classes=n_classes, labels=protocol.labels,
                                     shares=protocol.shares, max_bytes=max_bytes)
             if protocol.shares:
@@ -231,15 +268,54 @@ class _FederatedDistillation(ClassifierMixin, BaseEstimator):
             if self.callback is not None:
                 self.models_ = clients.models()
                 self.callback(self, round_index)
+            if checkpoint is not None:  # after the callback: a resumed run repeats an interrupted callback's round
+                checkpoint.save(*self._state(round_index + 1, seed_sequence, server_rng, clients, released_votes,
+                                             traffic))
 
         self.models_, published = clients.final_models(self.client)
         self.n_rounds_ = protocol.rounds
-        self.bandwidth_ = {**record_sizes(sent), **published}
+        self.bandwidth_ = {**{kind: [int(size) for size in traffic[kind]] for kind in sorted(traffic)}, **published}
         self.ledger_ = self._make_ledger(protocol, n_parties, public, batch, seed_sequence)
         self.evidence_: dict[str, np.ndarray] = {}
         self._account(protocol, n_parties, n_classes, batch, released_votes,
                       [compose_dpsgd(trainings) if trainings else None for trainings in clients.trainings()])
         return self
+
+    # --- checkpoints ---------------------------------------------------------------------------------
+    def _state(self, rounds_done: int, seed_sequence: np.random.SeedSequence, server_rng: np.random.Generator,
+               clients: LocalClients, released_votes: list[tuple[np.ndarray, np.ndarray]],
+               traffic: dict[str, np.ndarray]) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+        """The run's state after ``rounds_done`` rounds, as (JSON state, arrays) for :class:`RoundCheckpoint`."""
+        states = clients.states()
+        arrays = {f"traffic.{kind}": sizes for kind, sizes in traffic.items()}
+        for index, (votes, passed) in enumerate(released_votes):
+            arrays[f"released.{index}.votes"], arrays[f"released.{index}.passed"] = votes, passed
+        for party, record in enumerate(states):
+            arrays.update({f"client.{party}.{name}": value for name, value in record.arrays.items()})
+        state = {"rounds_done": rounds_done, "entropy": str(seed_sequence.entropy),
+                 "rng": server_rng.bit_generator.state, "history": self.history_,
+                 "released": len(released_votes), "clients": [dict(record.scalars) for record in states]}
+        return state, arrays
+
+    def _restore(self, saved: tuple[dict[str, Any], dict[str, np.ndarray]], clients: LocalClients,
+                 setups: Sequence[Any], server_rng: np.random.Generator,
+                 ) -> tuple[int, list[tuple[np.ndarray, np.ndarray]], dict[str, np.ndarray]]:
+        """Put a checkpoint's state back (``clients`` and ``server_rng`` in place, ``history_`` on ``self``);
+        returns (rounds done, released votes, traffic)."""
+        state, arrays = saved
+        server_rng.bit_generator.state = state["rng"]
+        self.history_ = state["history"]
+        released = [(arrays[f"released.{index}.votes"], arrays[f"released.{index}.passed"])
+                    for index in range(state["released"])]
+        traffic = {name.removeprefix("traffic."): sizes for name, sizes in arrays.items()
+                   if name.startswith("traffic.")}
+        records = []
+        for party, scalars in enumerate(state["clients"]):
+            prefix = f"client.{party}."
+            records.append(Record(STATE_KIND, {name.removeprefix(prefix): value for name, value in arrays.items()
+                                               if name.startswith(prefix)}, scalars))
+        clients.restore(setups, records)
+        return int(state["rounds_done"]), released, traffic
 
     # --- the ledger ---------------------------------------------------------------------------------
     def _make_ledger(self, protocol: FDProtocol, n_parties: int, public: np.ndarray | None, batch: int,

@@ -58,6 +58,7 @@ __all__ = [
     "SelectiveFDSetup",
     "SelectiveFDShare",
     "aggregate_predictions",
+    "client_from_state",
     "client_state",
     "confident_examples",
     "continues_training",
@@ -420,7 +421,15 @@ def restore_client(
         raise ValueError(f"{party} has no Selective-FD state (records {sorted(by_kind)}): "
                          "the setup step must come first")
     setup = SelectiveFDSetup.from_record(by_kind[SelectiveFDSetup.KIND], sender=f"{party}'s own stored state")
-    state = by_kind[STATE_KIND]
+    return client_from_state(setup, by_kind[STATE_KIND], X, y, local_model=local_model, feature_map=feature_map,
+                             party=party)
+
+
+def client_from_state(
+    setup: SelectiveFDSetup, state: Record, X: np.ndarray, y: np.ndarray, *, local_model: Any,
+    feature_map: Callable[[np.ndarray], np.ndarray] | None = None, party: str = "party",
+) -> FDClient:
+    """The :class:`FDClient` of ``setup`` whose between-rounds state :func:`client_state` stored in ``state``."""
     arrays, scalars = state.arrays, state.scalars
     client, selector_seed = _new_client(setup, X, y, local_model, party)
     if setup.selects:
@@ -533,6 +542,12 @@ def _setup_task(task: PartyTask) -> FDClient:
     return setup_client(message, X, y, local_model=local_model, feature_map=feature_map, party=f"party {task.index}")
 
 
+def _restore_task(task: PartyTask) -> FDClient:
+    message, state, X, y, local_model, feature_map = task.data
+    return client_from_state(message, state, X, y, local_model=local_model, feature_map=feature_map,
+                             party=f"party {task.index}")
+
+
 def _share_task(task: PartyTask) -> tuple[FDClient, SelectiveFDShare | None]:
     return share_step(*task.data)
 
@@ -577,6 +592,16 @@ class LocalClients:
     def final_models(self, client: int) -> tuple[list[Any], dict[str, list[int]]]:
         """Every party's model, and the bytes of what crossed the wire to publish them (nothing here)."""
         return self.models(), {}
+
+    def states(self) -> list[Record]:
+        """Every party's between-rounds state (:func:`client_state`'s state record), for a round checkpoint."""
+        return [client_state(client)[1] for client in self.clients]
+
+    def restore(self, messages: Sequence[SelectiveFDSetup], states: Sequence[Record]) -> None:
+        """Instead of :meth:`setup`: the parties as :meth:`states` left them, under the same setup messages."""
+        self.clients = self._run(_restore_task, [(message, state, X, y, model, self.feature_map)
+                                                 for (X, y), message, state, model
+                                                 in zip(self.parties, messages, states, self.local_models)])
 
     def selectors(self) -> list[DensityRatioSelector | None]:
         return [client.selector for client in self.clients]

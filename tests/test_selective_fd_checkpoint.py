@@ -1,0 +1,124 @@
+"""Round checkpoints of Selective-FD and its baselines: an interrupted run resumes to the uninterrupted result."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from sklearn.datasets import load_digits
+from sklearn.tree import DecisionTreeClassifier
+
+torch = pytest.importorskip("torch")
+
+from privfed.pipelines.dp_config import DPConfig  # noqa: E402
+from privfed.pipelines.selective_fd import FedMD, IndependentLearning, SelectiveFD  # noqa: E402
+from privfed.pipelines.selective_fd_steps import LocalClients  # noqa: E402
+from privfed.pipelines.torch_models import TorchMLP  # noqa: E402
+
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+
+FAST = dict(rounds=4, local_steps=2, distill_steps=5, proxy_batch=100, random_state=0)
+SELECTOR = dict(n_auxiliary=100, max_known=100, tau_server=1.5)
+
+
+@pytest.fixture(scope="module")
+def digits():
+    """Five clients of two classes each (of 800 training digits); 300 proxy digits, the rest for testing."""
+    X, y = load_digits(return_X_y=True)
+    order = np.random.default_rng(1).permutation(len(y))
+    X, y = X[order] / 16.0, y[order]
+    train, proxy, test = slice(0, 800), slice(800, 1100), slice(1100, None)
+    parties = [(X[train][y[train] // 2 == c], y[train][y[train] // 2 == c]) for c in range(5)]
+    return parties, X[proxy], (X[test], y[test])
+
+
+def mlp(**options):
+    return TorchMLP(hidden=(16,), lr=1e-2, batch_size=32, **options)
+
+
+RUNS = {
+    "selective-fd, soft, torch": lambda: SelectiveFD(mlp(), **FAST, **SELECTOR),
+    "selective-fd, hard, gnmax": lambda: SelectiveFD(mlp(), labels="hard", privacy="gnmax", sigma=1.0,
+                                                     **FAST, **SELECTOR),
+    "fedmd, refitted trees": lambda: FedMD(DecisionTreeClassifier(max_depth=4), **FAST),
+    "independent": lambda: IndependentLearning(mlp(), **{k: v for k, v in FAST.items() if k != "distill_steps"
+                                                        and k != "proxy_batch"}),
+}
+
+
+def interrupt_in_round(monkeypatch, round_number: int) -> None:
+    """Make the parties' share step of ``round_number`` raise, as a killed process would stop there."""
+    calls = {"n": 0}
+    original = LocalClients.share
+
+    def share(self, *args, **kwargs):
+        calls["n"] += 1
+        if calls["n"] == round_number:
+            raise KeyboardInterrupt
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(LocalClients, "share", share)
+
+
+def assert_same_run(resumed, whole, X_test: np.ndarray) -> None:
+    for resumed_model, whole_model in zip(resumed.models_, whole.models_):
+        np.testing.assert_array_equal(resumed_model.predict_proba(X_test), whole_model.predict_proba(X_test))
+    assert resumed.history_ == whole.history_
+    assert resumed.bandwidth_ == whole.bandwidth_
+    assert resumed.ledger_.account().epsilon == whole.ledger_.account().epsilon
+
+
+@pytest.mark.parametrize("name", RUNS)
+def test_interrupted_run_resumes_to_the_uninterrupted_result(digits, tmp_path, monkeypatch, name):
+    parties, proxy, (X_test, _) = digits
+    public = None if name == "independent" else proxy
+    whole = RUNS[name]().fit(parties, public)
+    path = tmp_path / "run.npz"
+    with monkeypatch.context() as patched:
+        interrupt_in_round(patched, 3)
+        with pytest.raises(KeyboardInterrupt):
+            RUNS[name]().fit(parties, public, checkpoint=path)
+    resumed = RUNS[name]().fit(parties, public, checkpoint=path)
+    assert_same_run(resumed, whole, X_test)
+    # a finished run's checkpoint: nothing left to do, the same models again
+    assert_same_run(RUNS[name]().fit(parties, public, checkpoint=path), whole, X_test)
+
+
+def test_the_checkpoint_is_what_resumes_the_run(digits, tmp_path, monkeypatch):
+    """A checkpoint whose clients' weights are changed resumes to another result: the state is really read."""
+    parties, proxy, (X_test, _) = digits
+    path = tmp_path / "run.npz"
+    with monkeypatch.context() as patched:
+        interrupt_in_round(patched, 3)
+        with pytest.raises(KeyboardInterrupt):
+            RUNS["selective-fd, soft, torch"]().fit(parties, proxy, checkpoint=path)
+    with np.load(path, allow_pickle=False) as stored:
+        arrays = {name: stored[name] for name in stored.files}
+    assert all(array.dtype.kind in "biufU" for array in arrays.values())
+    weights = [name for name in arrays if name.startswith("client.") and ".model." in name]
+    assert weights
+    resumed = RUNS["selective-fd, soft, torch"]().fit(parties, proxy, checkpoint=path)
+    for name in weights:
+        arrays[name] = np.zeros_like(arrays[name])
+    np.savez(path, **arrays)
+    tampered = RUNS["selective-fd, soft, torch"]().fit(parties, proxy, checkpoint=path)
+    assert not np.array_equal(tampered.predict_proba(X_test), resumed.predict_proba(X_test))
+
+
+def test_checkpoint_of_another_run_is_refused(digits, tmp_path):
+    parties, proxy, _ = digits
+    path = tmp_path / "run.npz"
+    SelectiveFD(mlp(), **{**FAST, "rounds": 1}, **SELECTOR).fit(parties, proxy, checkpoint=path)
+    with pytest.raises(ValueError, match="belongs to another run"):
+        SelectiveFD(mlp(), **{**FAST, "rounds": 1}, **{**SELECTOR, "tau_server": 1.0}).fit(
+            parties, proxy, checkpoint=path)
+    with pytest.raises(ValueError, match="belongs to another run"):
+        SelectiveFD(mlp(), **{**FAST, "rounds": 1}, **SELECTOR).fit(parties, proxy[:-1], checkpoint=path)
+
+
+def test_dp_trained_clients_are_refused_before_any_work(digits, tmp_path):
+    parties, proxy, _ = digits
+    model = SelectiveFD(mlp(dp=DPConfig(noise_multiplier=1.0, max_grad_norm=1.0, delta=1e-5)), **FAST, **SELECTOR)
+    with pytest.raises(ValueError, match="DP-SGD-trained client models"):
+        model.fit(parties, proxy, checkpoint=tmp_path / "run.npz")
+    assert not (tmp_path / "run.npz").exists()
+    assert not hasattr(model, "models_")
