@@ -188,8 +188,12 @@ def plot(results: list[dict], path: Path) -> None:
     panels = list(dict.fromkeys((r["dataset"], r["setting"]) for r in results))
     methods = list(dict.fromkeys(r["method"] for r in results))
     colours = {method: f"C{index}" for index, method in enumerate(methods)}
-    figure, axes = plt.subplots(1, len(panels), figsize=(4.2 * len(panels), 4.0), squeeze=False)
-    for axis, (dataset, setting) in zip(axes[0], panels):
+    columns = min(3, len(panels))
+    rows = -(-len(panels) // columns)
+    figure, axes = plt.subplots(rows, columns, figsize=(4.2 * columns, 3.6 * rows + 0.6), squeeze=False)
+    for axis in axes.flat[len(panels):]:
+        axis.set_visible(False)
+    for axis, (dataset, setting) in zip(axes.flat, panels):
         for row in results:
             if (row["dataset"], row["setting"]) == (dataset, setting) and row["curve"]:
                 rounds, accuracy = zip(*row["curve"])
@@ -200,9 +204,57 @@ def plot(results: list[dict], path: Path) -> None:
         axis.set_ylim(0, 1)
         axis.grid(alpha=0.3)
     handles = [plt.Line2D([], [], color=colours[method], marker=".") for method in methods]
-    figure.legend(handles, methods, loc="lower center", ncol=len(methods), fontsize=8)
-    figure.tight_layout(rect=(0, 0.08, 1, 1))
+    figure.legend(handles, methods, loc="lower center", ncol=min(len(methods), 3), fontsize=8)
+    figure.tight_layout(rect=(0, 0.6 / (3.6 * rows + 0.6) + 0.06, 1, 1))
     figure.savefig(path, dpi=110)
+
+
+def _accuracy(results: list[dict], dataset: str, setting: str, method: str, at_round: int | None = None):
+    """The final mean client accuracy (or the curve's at ``at_round``) of a run, None where it was not run."""
+    for row in results:
+        if (row["dataset"], row["setting"], row["method"]) == (dataset, setting, method):
+            if at_round is None:
+                return row["accuracy_mean"]
+            return dict((r, a) for r, a in row["curve"]).get(at_round)
+    return None
+
+
+def summary_markdown(results: list[dict], early_round: int = 20) -> str:
+    """Two pivots: Selective-FD against FedMD and independent learning (final accuracy, the gain, and the
+    accuracy at ``early_round``), and the selector ablation (both, client-side only, server-side only, none)."""
+    def cell(value):
+        return "–" if value is None else f"{100 * value:.2f}"
+
+    def gain(a, b):
+        return "–" if a is None or b is None else f"{100 * (a - b):+.2f}"
+
+    lines = [f"| data set | non-IID | labels | Selective-FD | FedMD | gain | Selective-FD at round {early_round} "
+             f"| FedMD at round {early_round} | independent |", "|---|---|---|---|---|---|---|---|---|"]
+    panels = list(dict.fromkeys((r["dataset"], r["setting"]) for r in results))
+    for dataset, setting in panels:
+        for labels in ("soft", "hard"):
+            ours = _accuracy(results, dataset, setting, f"Selective-FD {labels}")
+            fedmd = _accuracy(results, dataset, setting, f"FedMD {labels}")
+            if ours is None and fedmd is None:
+                continue
+            lines.append(
+                f"| {dataset} | {setting} | {labels} | {cell(ours)} | {cell(fedmd)} | {gain(ours, fedmd)} | "
+                f"{cell(_accuracy(results, dataset, setting, f'Selective-FD {labels}', early_round))} | "
+                f"{cell(_accuracy(results, dataset, setting, f'FedMD {labels}', early_round))} | "
+                f"{cell(_accuracy(results, dataset, setting, 'Independent'))} |")
+    lines += ["", "| data set | non-IID | labels | both selectors (Selective-FD) | client-side only (τ_server = 2) "
+              "| server-side only (τ_client = None) | none (FedMD) |", "|---|---|---|---|---|---|---|"]
+    for dataset, setting in panels:
+        for labels in ("soft", "hard"):
+            ablation = [_accuracy(results, dataset, setting, f"Selective-FD {labels}, {side} selector only")
+                        for side in ("client", "server")]
+            if all(value is None for value in ablation):
+                continue
+            lines.append(f"| {dataset} | {setting} | {labels} | "
+                         f"{cell(_accuracy(results, dataset, setting, f'Selective-FD {labels}'))} | "
+                         f"{cell(ablation[0])} | {cell(ablation[1])} | "
+                         f"{cell(_accuracy(results, dataset, setting, f'FedMD {labels}'))} |")
+    return "\n".join(lines)
 
 
 def markdown(results: list[dict]) -> str:
@@ -263,7 +315,7 @@ def main() -> None:
     args = parser.parse_args()
     if args.from_json:
         results = [row for path in args.from_json for row in json.loads(path.read_text())["results"]]
-        print(markdown(results))
+        print(summary_markdown(results), markdown(results), sep="\n\n")
         if args.figure:
             plot(results, args.figure)
         return
