@@ -54,7 +54,7 @@ from privfed.accounting import RandomizedResponse, account  # noqa: E402
 from privfed.pipelines.datasets import load_dataset  # noqa: E402
 from privfed.pipelines.partition import dirichlet_partition  # noqa: E402
 from privfed.pipelines.privatekt import PrivateKT  # noqa: E402
-from privfed.pipelines.torch_models import TorchClassifier, TorchCNN  # noqa: E402
+from privfed.pipelines.torch_models import KerasInitialised, TorchClassifier, TorchCNN  # noqa: E402
 from torch import nn  # noqa: E402
 
 DELTA = 1e-5
@@ -75,22 +75,6 @@ def authors_cnn(input_size: tuple[int, ...], n_classes: int) -> nn.Module:
         nn.Linear(512, 512), nn.ReLU(), nn.Dropout(0.2),
         nn.Linear(512, n_classes),
     )
-
-
-def keras_initialised(builder):
-    """``builder`` with Keras's default initialisation, as in the authors' code: Glorot-uniform kernels and zero
-    biases in every conv and dense layer (torch's default is Kaiming-uniform with a = √5 and uniform biases)."""
-
-    def build(input_size: tuple[int, ...], n_classes: int) -> nn.Module:
-        module = builder(input_size, n_classes)
-        for layer in module.modules():
-            if isinstance(layer, (nn.Conv2d, nn.Linear)):
-                nn.init.xavier_uniform_(layer.weight)
-                nn.init.zeros_(layer.bias)
-        return module
-
-    build.__name__ = build.__qualname__ = f"keras_initialised_{builder.__name__}"
-    return build
 
 
 def small_cnn(input_size: tuple[int, ...], n_classes: int) -> nn.Module:
@@ -249,7 +233,7 @@ def main() -> None:
     network = dict(**optimizer, batch_size=32, random_state=args.seed)
     builders = {"authors": authors_cnn, "small-cnn-dropout": small_cnn_with_dropout, "small-cnn": small_cnn}
     if args.init == "keras":
-        model = TorchClassifier(keras_initialised(builders[args.model]), **network)
+        model = TorchClassifier(KerasInitialised(builders[args.model]), **network)
     else:  # TorchCNN is the small CNN with torch's initialisation
         model = TorchCNN(**network) if args.model == "small-cnn" else TorchClassifier(builders[args.model], **network)
     settings = dict(epsilon_per_round=5.0, queries_per_round=2, buffer_rounds=25, self_training_size=1200,

@@ -29,7 +29,7 @@ import privatekt as bench  # noqa: E402  (sets the import path: this checkout's 
 import torch  # noqa: E402
 from privfed.pipelines.datasets import load_dataset  # noqa: E402
 from privfed.pipelines.privatekt import KnowledgeBuffer, importance_sample, predictive_entropy  # noqa: E402
-from privfed.pipelines.torch_models import TorchClassifier  # noqa: E402
+from privfed.pipelines.torch_models import KerasInitialised, TorchClassifier  # noqa: E402
 
 
 def run(builder, fine_tune: str, public: np.ndarray, y_public: np.ndarray, X_test: np.ndarray, y_test: np.ndarray,
@@ -79,7 +79,7 @@ def main() -> None:
     networks = {"authors' CNN": bench.authors_cnn, "small CNN": bench.small_cnn}
     rows = []
     for network, init, fine_tune in variants:
-        builder = networks[network] if init == "torch" else bench.keras_initialised(networks[network])
+        builder = networks[network] if init == "torch" else KerasInitialised(networks[network])
         tick = time.perf_counter()
         curve = run(builder, fine_tune, public, y_public, X_test, y_test, args.rounds, args.seed)
         rows.append({"network": network, "init": init, "fine_tune": fine_tune, "accuracy": curve,

@@ -28,6 +28,7 @@ from .reference_rows import load_reference_rows, reference_rows_split
 # Estimators (and the table reader) load lazily, so that `import pipelines` imports neither torch, scikit-learn
 # nor pandas.
 _LAZY = {
+    "KerasInitialised": "torch_models",
     "TorchCNN": "torch_models",
     "TorchClassifier": "torch_models",
     "TorchMLP": "torch_models",

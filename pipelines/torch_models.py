@@ -40,7 +40,7 @@ from ..accounting._checks import check_choice, check_int_at_least, check_positiv
 from ..accounting.dpsgd import DPSGD, compose_dpsgd
 from .dp_config import DPConfig
 
-__all__ = ["TorchCNN", "TorchClassifier", "TorchMLP"]
+__all__ = ["KerasInitialised", "TorchCNN", "TorchClassifier", "TorchMLP"]
 
 SAFE_STATE_FORMAT = "privfed.torch_classifier"
 SAFE_STATE_VERSION = 1
@@ -100,6 +100,44 @@ def _resolve_device(device: object) -> torch.device:
                 f"device={device!r} but only {torch.cuda.device_count()} CUDA device(s) are visible"
             )
     return resolved
+
+
+class KerasInitialised:
+    """``module_fn`` with Keras's default initialisation, for networks ported from Keras code.
+
+    ``TorchClassifier(KerasInitialised(module_fn))`` builds ``module_fn``'s network, then gives every
+    ``nn.Linear`` and ``nn.Conv1d/2d/3d`` layer Glorot-uniform weights (``U(−a, a)``, ``a = √(6 / (fan_in +
+    fan_out))``) and zero biases, as Keras's ``Dense`` and ``Conv`` layers start; torch's default is
+    Kaiming-uniform with ``a = √5`` and uniform biases (``U(−1/√fan_in, 1/√fan_in)``), about half the scale for
+    these layers. It matters for plain SGD on little data: PrivateKT's global network, fine-tuned with SGD on a
+    buffer of a few dozen labels, stays at chance with torch's initialisation and learns with Keras's
+    (``docs/results.md``, *Why privfed's PrivateKT curve lay below the authors'*). The weights are drawn from
+    torch's generator, which the classifier seeds with ``random_state``.
+
+    It names itself after the wrapped function (``keras_initialised_<name>``, in the function's module), so
+    fingerprints and saved states describe which network was built; it pickles when ``module_fn`` does.
+    """
+
+    def __init__(self, module_fn: Callable[[InputSize, int], nn.Module]) -> None:
+        if not callable(module_fn):
+            raise TypeError(
+                f"module_fn must be a callable (input_size, n_classes) -> torch.nn.Module, got {module_fn!r}")
+        self.module_fn = module_fn
+        name = getattr(module_fn, "__name__", type(module_fn).__name__)
+        self.__module__ = getattr(module_fn, "__module__", None) or "?"
+        self.__name__ = self.__qualname__ = f"keras_initialised_{name}"
+
+    def __call__(self, input_size: InputSize, n_classes: int) -> nn.Module:
+        module = self.module_fn(input_size, n_classes)
+        for layer in module.modules() if isinstance(module, nn.Module) else ():
+            if isinstance(layer, (nn.Linear, nn.Conv1d, nn.Conv2d, nn.Conv3d)):
+                nn.init.xavier_uniform_(layer.weight)
+                if layer.bias is not None:
+                    nn.init.zeros_(layer.bias)
+        return module
+
+    def __repr__(self) -> str:
+        return f"KerasInitialised({self.module_fn!r})"
 
 
 class TorchClassifier(ClassifierMixin, BaseEstimator):

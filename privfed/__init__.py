@@ -75,6 +75,7 @@ _FROM_PIPELINES = (
     "FedKT",
     "FedMD",
     "IndependentLearning",
+    "KerasInitialised",
     "KuLSIF",
     "PartyData",
     "PrivateKT",

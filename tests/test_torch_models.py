@@ -12,7 +12,12 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from privfed.pipelines.torch_models import TorchClassifier, TorchCNN, TorchMLP  # noqa: E402
+from privfed.pipelines.torch_models import (  # noqa: E402
+    KerasInitialised,
+    TorchClassifier,
+    TorchCNN,
+    TorchMLP,
+)
 from scipy.special import log_softmax, softmax  # noqa: E402
 from sklearn.base import clone  # noqa: E402
 from sklearn.datasets import load_digits  # noqa: E402
@@ -124,6 +129,47 @@ def test_fixed_random_state_is_deterministic_and_seeds_matter(digits):
     np.testing.assert_array_equal(first.predict_proba(X_test), second.predict_proba(X_test))
     assert first.loss_curve_ == second.loss_curve_
     assert not np.array_equal(first.predict_proba(X_test), other.predict_proba(X_test))
+
+
+def conv_net(input_size, n_classes):
+    return nn.Sequential(nn.Unflatten(1, (1, 8, 8)), nn.Conv2d(1, 64, 3), nn.ReLU(), nn.Flatten(),
+                         nn.Linear(64 * 36, 300), nn.ReLU(), nn.Linear(300, n_classes))
+
+
+def test_keras_initialisation_is_glorot_uniform_with_zero_biases():
+    torch.manual_seed(0)
+    network = KerasInitialised(conv_net)(64, 10)
+    layers = [layer for layer in network.modules() if isinstance(layer, (nn.Conv2d, nn.Linear))]
+    assert len(layers) == 3
+    for layer in layers:
+        weight = layer.weight.detach()
+        fan_in, fan_out = weight[0].numel(), weight.shape[0] * weight[0, 0].numel()
+        bound = (6.0 / (fan_in + fan_out)) ** 0.5
+        assert torch.all(layer.bias == 0)
+        assert float(weight.abs().max()) <= bound
+        if weight.numel() > 10_000:  # U(-a, a) has variance a²/3
+            assert float(weight.var()) == pytest.approx(bound**2 / 3, rel=0.05)
+    # torch's own initialisation of the same network is another distribution (a fifth of the variance here)
+    default = conv_net(64, 10)[4]
+    assert float(default.weight.detach().var()) < 0.5 * float(network[4].weight.detach().var())
+
+
+def test_keras_initialised_classifier_is_seeded_named_and_picklable(digits):
+    import pickle
+
+    X_train, X_test, y_train, _ = digits
+    keras = [TorchClassifier(KerasInitialised(conv_net), epochs=1, random_state=seed).fit(X_train, y_train)
+             for seed in (3, 3, 4)]
+    plain = TorchClassifier(conv_net, epochs=1, random_state=3).fit(X_train, y_train)
+    np.testing.assert_array_equal(keras[0].predict_proba(X_test), keras[1].predict_proba(X_test))
+    assert not np.array_equal(keras[0].predict_proba(X_test), keras[2].predict_proba(X_test))
+    assert not np.array_equal(keras[0].predict_proba(X_test), plain.predict_proba(X_test))
+    wrapped = KerasInitialised(conv_net)
+    assert f"{wrapped.__module__}.{wrapped.__qualname__}" == f"{conv_net.__module__}.keras_initialised_conv_net"
+    assert keras[0].get_safe_state()[0]["module_fn"].endswith("keras_initialised_conv_net")
+    assert pickle.loads(pickle.dumps(wrapped)).module_fn is conv_net
+    with pytest.raises(TypeError, match="module_fn must be a callable"):
+        KerasInitialised("conv_net")
 
 
 def test_fit_leaves_the_global_torch_generator_alone(digits):
