@@ -28,6 +28,13 @@ For every row and seed two runs:
 Records go to ``--json`` after every run; rerunning with the same file skips the
 records already there. ``--markdown`` renders the tables from the JSON file.
 
+``--teacher-assignment permutation`` is a measurement ablation: each party's teachers
+get equal shares of a random permutation (FedKT Algorithm 1 as written,
+``pipelines.partition.teacher_subsets``) instead of privfed's keyed hash of each
+example's contents (``keyed_teacher_subsets``, stable under adding or removing one
+example, with multinomial subset sizes and identical rows in one teacher). It runs
+the parties in this process (``n_jobs=1``) and must be written to its own ``--json``.
+
 Usage::
 
     python bench/fedkt_tables.py --json bench/results/fedkt_tables_8_9.json
@@ -53,7 +60,7 @@ import numpy as np  # noqa: E402
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import fedkt as bench_fedkt  # noqa: E402  (bench/fedkt.py: a script's own folder is on sys.path)
-from privfed.pipelines import federated_split, load_dataset  # noqa: E402
+from privfed.pipelines import federated_split, fedkt_steps, load_dataset, teacher_subsets  # noqa: E402
 from privfed.pipelines.fedkt import FedKT  # noqa: E402
 from privfed.pipelines.reference_rows import load_reference_rows, reference_rows_split  # noqa: E402
 
@@ -139,6 +146,14 @@ def split_for(row: Row, seed: int, folder: Path, rows_file: Path):
     return split, f"privfed's draw ({row.partition.lower()}, reference-code sizes)"
 
 
+PERMUTATION_TEACHERS = False  # set by --teacher-assignment permutation
+
+
+def permutation_teacher_subsets(X, y, *, n_partitions: int, n_teachers: int, random_state=None):
+    """Equal shares of a random permutation per partition, with keyed_teacher_subsets' signature."""
+    return teacher_subsets(len(X), n_partitions=n_partitions, n_teachers=n_teachers, random_state=random_state)
+
+
 def query_count(row: Row, split) -> int:
     """The official code's ``int(len(held_out) · fraction)``."""
     held_out = len(split.X_public) + len(split.X_test)
@@ -149,7 +164,7 @@ def model_for(row: Row, queries: int, public: int, seed: int, target_epsilon: fl
     student = bench_fedkt.forest if row.data == "Adult" else bench_fedkt.boosted(0.1)
     kwargs: dict[str, Any] = dict(
         n_partitions=1, n_teachers=5 if row.table == 8 else 25, privacy="L1" if row.table == 8 else "L2",
-        gamma=row.gamma, random_state=seed, n_jobs=2, small_parties="fewer-teachers",
+        gamma=row.gamma, random_state=seed, n_jobs=1 if PERMUTATION_TEACHERS else 2, small_parties="fewer-teachers",
     )
     fraction = 1.0 if target_epsilon is not None else min(1.0, queries / public)
     kwargs["query_fraction" if row.table == 8 else "local_query_fraction"] = fraction
@@ -164,7 +179,8 @@ def run(row: Row, seed: int, kind: str, folder: Path, rows_file: Path) -> dict:
     unit = "party" if row.table == 8 else "example"
     model = model_for(row, queries, len(split.X_public), seed, row.paper_epsilon if kind == "budget" else None)
     record: dict[str, Any] = {"row": row.key, "seed": seed, "kind": kind, "rows": rows_from, "paper_queries": queries,
-                              "unit": unit, "delta": DELTA}
+                              "unit": unit, "delta": DELTA,
+                              "teacher_assignment": "permutation" if PERMUTATION_TEACHERS else "keyed"}
     start = time.perf_counter()
     try:
         model.fit(split.parties, split.X_public)
@@ -241,7 +257,13 @@ def main() -> None:
                         help="only rows whose key contains one of these strings (e.g. 'T9/Adult/Heterogeneous')")
     parser.add_argument("--json", required=True, help="records, written after every run; resumable")
     parser.add_argument("--markdown-only", action="store_true", help="render the tables from --json and stop")
+    parser.add_argument("--teacher-assignment", choices=("keyed", "permutation"), default="keyed",
+                        help="privfed's keyed hash (default), or equal shares of a permutation (an ablation)")
     args = parser.parse_args()
+    if args.teacher_assignment == "permutation":
+        global PERMUTATION_TEACHERS
+        PERMUTATION_TEACHERS = True
+        fedkt_steps.keyed_teacher_subsets = permutation_teacher_subsets
     path = Path(args.json)
     document: dict[str, Any] = {"command": "python " + " ".join(sys.argv), "records": []}
     if path.is_file():
