@@ -25,7 +25,8 @@ round), saving the run after every round: stop it at any time and run the same
 command again to continue where it stopped. ``--from-checkpoint FILE.npz`` trains
 nothing: it writes ``--json``/``--plot`` from the rounds a checkpoint holds.
 
-CPU only, one torch thread. Run: ``python bench/privatekt.py [--data ../shared/datasets] [--budget-minutes 20]``.
+CPU only, one torch thread unless ``--threads N`` (a checkpointed run may resume with another
+count; float sums then round differently, so the continuation is not bit-identical). Run: ``python bench/privatekt.py [--data ../shared/datasets] [--budget-minutes 20]``.
 
 ``--round-speed`` measures instead, side by side in one process, the seconds per round
 with the round's 40 clients trained one after another (``batch_clients=False``) and
@@ -199,9 +200,12 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=2, help="alternations of --round-speed")
     parser.add_argument("--checkpoint", default=None,
                         help="an .npz file: run all --rounds, saved after each; rerun the command to resume")
+    parser.add_argument("--threads", type=int, default=1, help="torch threads (default 1)")
     parser.add_argument("--from-checkpoint", default=None,
                         help="write --json/--plot from the rounds this checkpoint holds, and stop")
     args = parser.parse_args()
+    if args.threads < 1:
+        parser.error(f"--threads must be a positive integer; got {args.threads}")
     if args.from_checkpoint:
         summary = checkpoint_summary(args.from_checkpoint)
         for record in summary["history"]:
@@ -215,7 +219,7 @@ def main() -> None:
             Path(args.json).write_text(json.dumps({"settings": vars(args), **summary, "authors_log": AUTHORS_LOG},
                                                   indent=2))
         return
-    torch.set_num_threads(1)
+    torch.set_num_threads(args.threads)
 
     mnist = load_dataset("mnist", args.data)
     rng = np.random.default_rng(args.seed)
