@@ -2,8 +2,10 @@
 
 Settings (Qi et al. 2023, the demo notebook of their code): 20 % of MNIST's
 training set (12,000 images) is the unlabeled public set; the other 48,000 go
-to 80 clients by a Dirichlet(0.5) label split (privfed's ``dirichlet_partition``:
-sizes vary around 600, the authors' split gives each client 600); ε = 5 per
+to 80 clients by a Dirichlet(0.5) label split: by default privfed's ``dirichlet_partition``
+(each class dealt out over the clients; sizes vary around 600), with ``--split authors``
+the authors' own kind of split, ``label_mixture_partition`` (each client draws its class
+mix and holds 600, the last client the rest); ε = 5 per
 report of K = 2 labels; a buffer of B = 25 rounds; M = 1,200 self-training
 examples; half the clients per round; 5 local epochs (batch 32), 4 fine-tuning
 epochs on the buffer, 1 self-training epoch; plain SGD with learning rate 0.05.
@@ -26,7 +28,8 @@ command again to continue where it stopped. ``--from-checkpoint FILE.npz`` train
 nothing: it writes ``--json``/``--plot`` from the rounds a checkpoint holds.
 
 CPU only, one torch thread unless ``--threads N`` (a checkpointed run may resume with another
-count; float sums then round differently, so the continuation is not bit-identical). Run: ``python bench/privatekt.py [--data ../shared/datasets] [--budget-minutes 20]``.
+count; float sums then round differently, so the continuation is not bit-identical).
+Run: ``python bench/privatekt.py [--data ../shared/datasets] [--budget-minutes 20]``.
 
 ``--round-speed`` measures instead, side by side in one process, the seconds per round
 with the round's 40 clients trained one after another (``batch_clients=False``) and
@@ -53,7 +56,7 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 from privfed.accounting import RandomizedResponse, account  # noqa: E402
 from privfed.pipelines.datasets import load_dataset  # noqa: E402
-from privfed.pipelines.partition import dirichlet_partition  # noqa: E402
+from privfed.pipelines.partition import dirichlet_partition, label_mixture_partition  # noqa: E402
 from privfed.pipelines.privatekt import PrivateKT  # noqa: E402
 from privfed.pipelines.torch_models import KerasInitialised, TorchClassifier, TorchCNN  # noqa: E402
 from torch import nn  # noqa: E402
@@ -188,7 +191,11 @@ def main() -> None:
                         help="the networks' initialisation: torch's default, or Keras's (Glorot-uniform, zero biases) "
                              "as in the authors' code")
     parser.add_argument("--optimizer", choices=("sgd", "adam"), default="sgd",
-                        help="sgd: the authors' plain SGD, lr 0.05; adam: Adam, lr 1e-3 (learns faster from a tiny buffer)")
+                        help="sgd: the authors' plain SGD, lr 0.05; "
+                             "adam: Adam, lr 1e-3 (learns faster from a tiny buffer)")
+    parser.add_argument("--split", choices=("dirichlet", "authors"), default="dirichlet",
+                        help="clients' label skew: privfed's dirichlet_partition, "
+                             "or the authors' label_mixture_partition")
     parser.add_argument("--rounds", type=int, default=100)
     parser.add_argument("--budget-minutes", type=float, default=20.0)
     parser.add_argument("--seed", type=int, default=0)
@@ -227,13 +234,17 @@ def main() -> None:
     public_rows, private_rows = order[:12_000], order[12_000:]
     X = mnist.X_train.astype(np.float32) / 255.0
     y = mnist.y_train
-    parts = dirichlet_partition(y[private_rows], 80, 0.5, min_size=10, random_state=args.seed)
+    if args.split == "authors":
+        parts = label_mixture_partition(y[private_rows], 80, 0.5, party_size=600, random_state=args.seed)
+    else:
+        parts = dirichlet_partition(y[private_rows], 80, 0.5, min_size=10, random_state=args.seed)
     clients = [(X[private_rows][rows], y[private_rows][rows]) for rows in parts]
     X_test, y_test = mnist.X_test.astype(np.float32) / 255.0, mnist.y_test
     sizes = [len(c[1]) for c in clients]
     print(f"80 clients hold {min(sizes)}–{max(sizes)} images (median {int(np.median(sizes))}); 12,000 public images")
 
-    optimizer = dict(optimizer="sgd", lr=0.05, momentum=0.0) if args.optimizer == "sgd" else dict(optimizer="adam", lr=1e-3)
+    optimizer = (dict(optimizer="sgd", lr=0.05, momentum=0.0) if args.optimizer == "sgd"
+                 else dict(optimizer="adam", lr=1e-3))
     network = dict(**optimizer, batch_size=32, random_state=args.seed)
     builders = {"authors": authors_cnn, "small-cnn-dropout": small_cnn_with_dropout, "small-cnn": small_cnn}
     if args.init == "keras":

@@ -20,6 +20,7 @@ from .partition import (
     dirichlet_partition,
     homogeneous_partition,
     keyed_teacher_subsets,
+    label_mixture_partition,
     split_indices,
     teacher_subsets,
 )
@@ -59,6 +60,7 @@ __all__ = [
     "dirichlet_partition",
     "federated_split",
     "homogeneous_partition",
+    "label_mixture_partition",
     "load_dataset",
     "load_reference_rows",
     "read_idx",

@@ -10,6 +10,10 @@ sorted ``int64`` index array per party (disjoint, together covering every exampl
   (2019): for each class ``c`` a vector of party shares ``p_c ~ Dir(β·1_n)`` is
   drawn and the class's examples are dealt out in those proportions. Small ``β``
   gives parties few classes; large ``β`` approaches the homogeneous split.
+* :func:`label_mixture_partition` — the other common label skew, used by the
+  PrivateKT authors' code (Qi et al., 2023): each party draws its own class
+  mixture ``q ~ Dir(α·1_C)`` and takes ``round(q·party_size)`` examples of each
+  class; the last party takes every example left.
 
 And one way to split a single party's data for PATE-style teachers:
 
@@ -36,7 +40,14 @@ import numpy as np
 from ..accounting._checks import check_int_at_least, check_positive_finite
 from ._random import RandomState, as_generator
 
-__all__ = ["dirichlet_partition", "homogeneous_partition", "keyed_teacher_subsets", "split_indices", "teacher_subsets"]
+__all__ = [
+    "dirichlet_partition",
+    "homogeneous_partition",
+    "keyed_teacher_subsets",
+    "label_mixture_partition",
+    "split_indices",
+    "teacher_subsets",
+]
 
 
 def _check_labels(y: object) -> np.ndarray:
@@ -172,7 +183,9 @@ def dirichlet_partition(
     else:
         order = np.asarray(list(class_order), dtype=present.dtype)
         if len(order) != len(present) or not np.array_equal(np.sort(order), present):
-            raise ValueError(f"class_order must list each label of y once, got {list(order)} for labels {list(present)}")
+            raise ValueError(
+                f"class_order must list each label of y once, got {list(order)} for labels {list(present)}"
+            )
     examples_by_class = [np.flatnonzero(labels == label) for label in order]
     size_cap = n_samples / n_parties
     smallest = 0
@@ -212,6 +225,90 @@ def _draw_dirichlet_once(
             parties[party].append(chunk)
             sizes[party] += len(chunk)
     return [np.sort(np.concatenate(chunks)).astype(np.int64) for chunks in parties]
+
+
+def label_mixture_partition(
+    y: np.ndarray,
+    n_parties: int,
+    alpha: float,
+    *,
+    party_size: int | None = None,
+    random_state: RandomState = None,
+) -> list[np.ndarray]:
+    """Label-skewed partition: per-party class mixtures drawn from ``Dir(α)``.
+
+    Each class's examples are shuffled into a pool. Parties ``0 … n_parties − 2``
+    in turn draw a class mixture ``q ~ Dir(α, …, α)`` over the ``C`` classes,
+    round ``q · party_size`` to whole counts summing to ``party_size`` (largest
+    remainders round up; the authors' code instead puts the rounding error on the
+    largest count, which can go negative for small sizes) and take that many examples
+    from the front of each class's pool — fewer where a pool has run dry, so a
+    late party may hold less than ``party_size``. The last party takes every
+    example still in the pools. This is the split of the PrivateKT authors'
+    code (80 parties of 600 MNIST images, ``α = 0.5``); unlike
+    :func:`dirichlet_partition`, which deals each class out over the parties,
+    it fixes each party's size and skews its label mix.
+
+    Parameters
+    ----------
+    y : array-like of shape (n_samples,)
+        Class labels (any sortable values).
+    n_parties : int
+        Number of parties, >= 1.
+    alpha : float
+        Concentration of each party's class mixture, > 0.
+    party_size : int, default=None
+        Examples requested by each party but the last, >= 1; requires
+        ``(n_parties − 1) · party_size <= n_samples``. Default:
+        ``n_samples // n_parties``.
+    random_state : None, int, numpy SeedSequence or Generator
+        Seed of all draws.
+
+    Returns
+    -------
+    list of ndarray
+        ``n_parties`` sorted ``int64`` index arrays, disjoint and covering
+        ``range(n_samples)``; any may be empty when the pools run dry.
+
+    Examples
+    --------
+    >>> y = np.repeat([0, 1, 2], 100)
+    >>> parts = label_mixture_partition(y, 4, 0.5, random_state=0)
+    >>> sorted(np.concatenate(parts).tolist()) == list(range(300))
+    True
+    """
+    labels = _check_labels(y)
+    n_parties = check_int_at_least("n_parties", n_parties, 1)
+    alpha = check_positive_finite("alpha", alpha)
+    n_samples = labels.shape[0]
+    if party_size is None:
+        party_size = max(1, n_samples // n_parties)
+    party_size = check_int_at_least("party_size", party_size, 1)
+    if (n_parties - 1) * party_size > n_samples:
+        raise ValueError(
+            f"party_size={party_size} is too large: {n_parties - 1} parties would request "
+            f"{(n_parties - 1) * party_size} examples, but y holds {n_samples}"
+        )
+    rng = as_generator(random_state)
+    pools = [rng.permutation(np.flatnonzero(labels == label)) for label in np.unique(labels)]
+    taken = np.zeros(len(pools), dtype=np.int64)
+    parties = []
+    for _ in range(n_parties - 1):
+        counts = _round_to_total(rng.dirichlet(np.full(len(pools), alpha)) * party_size, party_size)
+        chunks = [pool[start:start + count] for pool, start, count in zip(pools, taken, counts)]
+        taken += counts
+        parties.append(np.sort(np.concatenate(chunks)).astype(np.int64))
+    rest = [pool[min(start, len(pool)):] for pool, start in zip(pools, taken)]
+    parties.append(np.sort(np.concatenate(rest)).astype(np.int64))
+    return parties
+
+
+def _round_to_total(amounts: np.ndarray, total: int) -> np.ndarray:
+    """Whole counts summing to ``total`` from non-negative ``amounts`` summing to it: largest remainders round up."""
+    counts = np.floor(amounts).astype(np.int64)
+    shortfall = total - int(counts.sum())
+    counts[np.argsort(counts - amounts, kind="stable")[:shortfall]] += 1
+    return counts
 
 
 def split_indices(n: int, n_splits: int, *, random_state: RandomState = None) -> list[np.ndarray]:
@@ -335,7 +432,9 @@ def keyed_teacher_subsets(
     n_partitions = check_int_at_least("n_partitions", n_partitions, 1)
     n_teachers = check_int_at_least("n_teachers", n_teachers, 1)
     if X.ndim < 1 or y.ndim != 1 or len(X) != len(y) or len(y) == 0:
-        raise ValueError(f"X and y must hold the same number >= 1 of examples (y 1-D), got shapes {X.shape} and {y.shape}")
+        raise ValueError(
+            f"X and y must hold the same number >= 1 of examples (y 1-D), got shapes {X.shape} and {y.shape}"
+        )
     key = as_generator(random_state).bytes(32)
     rows = [_row_key(X, y, row) for row in range(len(y))]
     words = np.array(

@@ -87,6 +87,7 @@ _FROM_PIPELINES = (
     "dirichlet_partition",
     "federated_split",
     "homogeneous_partition",
+    "label_mixture_partition",
     "load_dataset",
     "load_parties",
     "load_reference_rows",

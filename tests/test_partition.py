@@ -10,6 +10,7 @@ from privfed.pipelines.partition import (
     dirichlet_partition,
     homogeneous_partition,
     keyed_teacher_subsets,
+    label_mixture_partition,
     split_indices,
     teacher_subsets,
 )
@@ -131,6 +132,90 @@ def test_dirichlet_partition_validates_arguments(kwargs, error, match):
     arguments = {"y": np.zeros(100, dtype=int), "n_parties": 2, "beta": 0.5, "min_size": 1} | kwargs
     with pytest.raises(error, match=match):
         dirichlet_partition(**arguments)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    class_counts=st.lists(st.integers(min_value=0, max_value=60), min_size=1, max_size=6),
+    n_parties=st.integers(min_value=1, max_value=8),
+    alpha=st.floats(min_value=0.05, max_value=50.0),
+    size_fraction=st.floats(min_value=0.0, max_value=1.0),
+    seed=st.integers(min_value=0, max_value=2**32 - 1),
+)
+def test_label_mixture_partition_covers_disjointly(class_counts, n_parties, alpha, size_fraction, seed):
+    y = np.repeat(np.arange(len(class_counts)), class_counts)
+    if y.size < n_parties:
+        return
+    largest = y.size // max(n_parties - 1, 1)
+    party_size = max(1, round(size_fraction * largest))
+    parts = label_mixture_partition(y, n_parties, alpha, party_size=party_size, random_state=seed)
+    assert len(parts) == n_parties
+    assert all(len(part) <= party_size for part in parts[:-1])
+    assert_exact_cover(parts, y.size)
+
+
+def test_label_mixture_parties_hold_exactly_the_requested_size_while_the_pools_last():
+    # 10 classes and 5 examples per party: with a large alpha every class's share is near half an example, the
+    # case where putting the rounding error on the largest count (the authors' code) asks for a negative count
+    # (about 5 % of parties at alpha = 1000).
+    y = np.repeat(np.arange(10), 1000)
+    for alpha in (0.05, 1.0, 1000.0):
+        parts = label_mixture_partition(y, 200, alpha, party_size=5, random_state=0)
+        assert [len(part) for part in parts[:-1]] == [5] * 199
+        assert len(parts[-1]) == y.size - 199 * 5
+        assert_exact_cover(parts, y.size)
+
+
+def test_label_mixture_partition_defaults_to_equal_sizes_and_gives_the_last_party_the_rest():
+    # MNIST-like: 10 balanced classes, 80 parties of 600 (the PrivateKT authors' split). With alpha = 0.5 some
+    # classes run dry, so late parties may hold fewer and the last party holds what is left.
+    y = np.repeat(np.arange(10), 4800)
+    parts = label_mixture_partition(y, 80, 0.5, random_state=3)
+    sizes = np.array([len(part) for part in parts])
+    assert_exact_cover(parts, y.size)
+    assert sizes[:-1].max() == 600
+    assert np.median(sizes[:-1]) == 600
+    assert sizes[-1] == y.size - sizes[:-1].sum()
+
+
+def test_small_alpha_skews_each_partys_label_mix_and_large_alpha_does_not():
+    y = np.repeat(np.arange(10), 3000)
+
+    def mean_classes_per_party(alpha: float) -> float:
+        parts = label_mixture_partition(y, 20, alpha, party_size=500, random_state=0)
+        return float(np.mean([np.sum(np.bincount(y[p], minlength=10) >= 0.05 * len(p)) for p in parts[:-1]]))
+
+    assert mean_classes_per_party(0.1) < 4
+    assert mean_classes_per_party(1000.0) == 10
+
+
+def test_label_mixture_partition_is_deterministic_for_a_seed_and_accepts_any_labels():
+    y = np.array(["cat", "dog", "emu"] * 40)
+    first = label_mixture_partition(y, 5, 0.5, random_state=7)
+    second = label_mixture_partition(y, 5, 0.5, random_state=7)
+    other = label_mixture_partition(y, 5, 0.5, random_state=8)
+    assert all(np.array_equal(a, b) for a, b in zip(first, second))
+    assert not all(np.array_equal(a, b) for a, b in zip(first, other))
+    assert_exact_cover(first, y.size)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "match"),
+    [
+        ({"n_parties": 0}, ValueError, "n_parties"),
+        ({"n_parties": 2.5}, TypeError, "n_parties"),
+        ({"alpha": 0.0}, ValueError, "alpha"),
+        ({"alpha": float("nan")}, ValueError, "alpha"),
+        ({"party_size": 0}, ValueError, "party_size"),
+        ({"party_size": 101}, ValueError, "party_size=101 is too large"),
+        ({"y": np.zeros((3, 2))}, ValueError, "1-D"),
+        ({"random_state": "seed"}, TypeError, "random_state"),
+    ],
+)
+def test_label_mixture_partition_validates_arguments(kwargs, error, match):
+    arguments = {"y": np.zeros(100, dtype=int), "n_parties": 2, "alpha": 0.5} | kwargs
+    with pytest.raises(error, match=match):
+        label_mixture_partition(**arguments)
 
 
 @given(
