@@ -177,6 +177,10 @@ class PrivateKT(ClassifierMixin, BaseEstimator):
         Epochs of a client's training on its data.
     fine_tune_epochs : int, default=4
         Epochs of the server's fine-tuning on the buffer (torch model).
+    fine_tune_batch_size : int or None, default=None
+        Mini-batch size of that fine-tuning (torch model); ``None``: the model's own ``batch_size``.
+        The authors' code takes ``fine_tune_epochs`` steps on the whole buffer (Keras
+        ``train_on_batch``): any value >= ``buffer_rounds * queries_per_round`` does the same.
     self_training_epochs : int, default=1
         Epochs of self-training (torch model).
     delta : float, default=1e-5
@@ -250,6 +254,7 @@ class PrivateKT(ClassifierMixin, BaseEstimator):
         client_fraction: float = 0.5,
         local_epochs: int = 5,
         fine_tune_epochs: int = 4,
+        fine_tune_batch_size: int | None = None,
         self_training_epochs: int = 1,
         delta: float = 1e-5,
         random_state: int | None = None,
@@ -266,6 +271,7 @@ class PrivateKT(ClassifierMixin, BaseEstimator):
         self.client_fraction = client_fraction
         self.local_epochs = local_epochs
         self.fine_tune_epochs = fine_tune_epochs
+        self.fine_tune_batch_size = fine_tune_batch_size
         self.self_training_epochs = self_training_epochs
         self.delta = delta
         self.random_state = random_state
@@ -285,6 +291,12 @@ class PrivateKT(ClassifierMixin, BaseEstimator):
         check_probability("client_fraction", self.client_fraction, open_high=False)
         for name in ("local_epochs", "fine_tune_epochs", "self_training_epochs"):
             check_int_at_least(name, getattr(self, name), 1)
+        if self.fine_tune_batch_size is not None:
+            check_int_at_least("fine_tune_batch_size", self.fine_tune_batch_size, 1)
+            if not is_torch_classifier(self.model):
+                raise ValueError(
+                    f"fine_tune_batch_size applies to a torch global model only (fine-tuned in mini-batches), got "
+                    f"{self.fine_tune_batch_size} with {type(self.model).__name__}; leave it None")
         check_delta(self.delta)
         check_progress(self.progress)
         if not isinstance(self.batch_clients, bool):
@@ -482,8 +494,11 @@ class PrivateKT(ClassifierMixin, BaseEstimator):
             else:
                 model = global_.estimator.set_params(random_state=int(rng.integers(2**31)))
             # The server trains on public data only (labels from the clients' reports): no DP-SGD needed.
-            model.set_params(epochs=self.fine_tune_epochs, dp=None)
+            batch_size = model.get_params()["batch_size"]
+            model.set_params(epochs=self.fine_tune_epochs, dp=None,
+                             batch_size=self.fine_tune_batch_size or batch_size)
             model.fit_soft(public[indices], np.eye(n_classes)[labels], loss="kl", classes=classes, warm_start=True)
+            model.set_params(batch_size=batch_size)
             if M:
                 proba = model.predict_proba(public)
                 chosen = importance_sample(predictive_entropy(proba), M, rng, uncertain=False)

@@ -217,6 +217,10 @@ def test_run_config_builds_privatekt() -> None:
     assert isinstance(model, PrivateKT) and model.model.max_depth == 4
     assert (model.rounds, model.epsilon_per_round, model.queries_per_round, model.random_state) == (7, 2.5, 3, 4)
     assert model.buffer_rounds == PrivateKT(None).buffer_rounds
+    assert model.fine_tune_batch_size is None
+    torch_model = estimator_from_config({"algorithm": "privatekt", "model": "privfed.TorchMLP",
+                                         "model-params": '{"hidden": [8]}', "fine-tune-batch-size": 50})
+    assert torch_model.fine_tune_batch_size == 50
 
 
 @pytest.mark.slow

@@ -132,6 +132,33 @@ def test_batched_clients_give_the_sequential_run(digits):
     np.testing.assert_allclose(runs[0].predict_proba(X_test), runs[1].predict_proba(X_test), atol=1e-4)
 
 
+class RecordingMLP(TorchMLP):
+    """TorchMLP that records the rows, batch size and epochs of every soft-label fit (the server's steps)."""
+
+    fits: list[tuple[int, int, int]] = []
+
+    def fit_soft(self, X, proba, **options):
+        RecordingMLP.fits.append((len(X), self.batch_size, self.epochs))
+        return super().fit_soft(X, proba, **options)
+
+
+@pytest.mark.parametrize("fine_tune_batch_size", [None, 100])
+def test_fine_tune_batch_size_sets_the_buffer_fine_tuning_batches_only(digits, fine_tune_batch_size):
+    parties, public, (X_test, _) = digits
+    RecordingMLP.fits = []
+    model = small(RecordingMLP(hidden=(32,), lr=1e-2, batch_size=32, random_state=0), rounds=3,
+                  fine_tune_batch_size=fine_tune_batch_size).fit(parties, public)
+    fine_tuning = [fit for fit in RecordingMLP.fits if fit[2] == model.fine_tune_epochs]
+    self_training = [fit for fit in RecordingMLP.fits if fit[2] == model.self_training_epochs]
+    assert [rows for rows, _, _ in fine_tuning] == [20, 40, 60]  # the buffer, one fine-tuning per round
+    assert {batch for _, batch, _ in fine_tuning} == {fine_tune_batch_size or 32}
+    assert [(rows, batch) for rows, batch, _ in self_training] == [(60, 32)] * 3
+    assert model.global_model_.get_params()["batch_size"] == 32
+    if fine_tune_batch_size:  # the whole buffer in one batch trains another network than batches of 32
+        default = small(TorchMLP(hidden=(32,), lr=1e-2, batch_size=32, random_state=0), rounds=3).fit(parties, public)
+        assert not np.allclose(model.predict_proba(X_test), default.predict_proba(X_test), atol=1e-4)
+
+
 def test_ledger_and_client_epsilons_equal_account(digits):
     parties, public, _ = digits
     model = small(DecisionTreeClassifier(max_depth=6), rounds=5, self_training_size=0).fit(parties, public)
@@ -187,6 +214,9 @@ def test_same_random_state_same_run(digits):
         ({"delta": 1.0}, ValueError, "delta"),
         ({"local_epochs": 1.5}, TypeError, "local_epochs"),
         ({"batch_clients": "yes"}, TypeError, "batch_clients"),
+        ({"fine_tune_batch_size": 0}, ValueError, "fine_tune_batch_size"),
+        ({"fine_tune_batch_size": 2.5}, TypeError, "fine_tune_batch_size"),
+        ({"fine_tune_batch_size": 64}, ValueError, "torch global model only"),
     ],
 )
 def test_bad_parameters_fail_before_training(digits, settings_, error, message):

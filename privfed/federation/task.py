@@ -184,7 +184,7 @@ def _privatekt_from_config(config: Mapping[str, Any]) -> Any:
 
     seed = int(config.get("random-state", -1))
     integers = ("queries-per-round", "buffer-rounds", "self-training-size", "rounds", "local-epochs",
-                "fine-tune-epochs", "self-training-epochs")
+                "fine-tune-epochs", "fine-tune-batch-size", "self-training-epochs")
     floats = ("epsilon-per-round", "client-fraction", "delta")
     settings = {key.replace("-", "_"): int(config[key]) for key in integers if key in config}
     settings |= {key.replace("-", "_"): float(config[key]) for key in floats if key in config}
