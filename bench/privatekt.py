@@ -26,7 +26,8 @@ set), the authors' own log at the same rounds, and each client's composed ε.
 ``--checkpoint FILE.npz`` runs all ``--rounds`` instead (no time budget, no timing
 round), saving the run after every round: stop it at any time and run the same
 command again to continue where it stopped. ``--from-checkpoint FILE.npz`` trains
-nothing: it writes ``--json``/``--plot`` from the rounds a checkpoint holds.
+nothing: it writes ``--json``/``--plot`` from the rounds a checkpoint holds, and counts how many
+of the buffer's aggregated labels match the public examples' true labels (which the run never sees).
 
 CPU only, one torch thread unless ``--threads N`` (a checkpointed run may resume with another
 count; float sums then round differently, so the continuation is not bit-identical).
@@ -103,15 +104,24 @@ def small_cnn_with_dropout(input_size: tuple[int, ...], n_classes: int) -> nn.Mo
     )
 
 
+def public_and_private_rows(seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """MNIST training rows of the public set (12,000, drawn by ``seed``) and of the clients (the other 48,000)."""
+    order = np.random.default_rng(seed).permutation(60_000)
+    return order[:12_000], order[12_000:]
+
+
 def checkpoint_summary(path: str) -> dict:
     """The rounds a ``--checkpoint`` file holds: history and participation (JSON header and arrays, no pickle)."""
     with np.load(path, allow_pickle=False) as stored:
         header = json.loads(str(stored["__header__"][()]))
         participation = stored["participation"]
+        slots = sorted(int(name.split(".")[1]) for name in stored.files if name.endswith(".indices"))
+        buffer = {part: np.concatenate([stored[f"buffer.{slot}.{part}"] for slot in slots]).tolist()
+                  for part in ("indices", "labels")}
     busiest = int(participation.max())
     release = RandomizedResponse(10, epsilon=5.0, labels_per_report=2, reports=busiest)
     return {"rounds": header["state"]["rounds_done"], "history": header["state"]["history"],
-            "participation": participation.tolist(),
+            "participation": participation.tolist(), "buffer": buffer,
             "busiest_client": {"rounds": busiest, "basic": release.pure_epsilon(),
                                "tight": account(release, delta=DELTA).epsilon}}
 
@@ -225,6 +235,12 @@ def main() -> None:
             r = record["round"]
             reference = f"   (authors' log {AUTHORS_LOG[r]:.4f})" if r in AUTHORS_LOG else ""
             print(f"round {r:4d}: accuracy {record['accuracy']:.4f}{reference}")
+        # The buffer's aggregated labels against the public examples' true labels (the run never sees them).
+        public_labels = load_dataset("mnist", args.data).y_train[public_and_private_rows(args.seed)[0]]
+        buffer = summary["buffer"]
+        correct = int(np.sum(public_labels[buffer["indices"]] == np.asarray(buffer["labels"])))
+        summary["buffer_labels_correct"] = {"correct": correct, "of": len(buffer["labels"])}
+        print(f"the buffer after round {summary['rounds']}: {correct} of {len(buffer['labels'])} labels correct")
         if args.plot:
             plot_curves({f"privfed, {args.model}, {args.optimizer}": summary["history"]}, args.plot,
                         title="PrivateKT on MNIST: ε = 5 per round, K = 2, B = 25, M = 1,200")
@@ -235,9 +251,7 @@ def main() -> None:
     torch.set_num_threads(args.threads)
 
     mnist = load_dataset("mnist", args.data)
-    rng = np.random.default_rng(args.seed)
-    order = rng.permutation(len(mnist.y_train))
-    public_rows, private_rows = order[:12_000], order[12_000:]
+    public_rows, private_rows = public_and_private_rows(args.seed)
     X = mnist.X_train.astype(np.float32) / 255.0
     y = mnist.y_train
     if args.split == "authors":
