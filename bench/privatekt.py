@@ -115,8 +115,8 @@ def checkpoint_summary(path: str) -> dict:
     with np.load(path, allow_pickle=False) as stored:
         header = json.loads(str(stored["__header__"][()]))
         participation = stored["participation"]
-        slots = sorted(int(name.split(".")[1]) for name in stored.files if name.endswith(".indices"))
-        buffer = {part: np.concatenate([stored[f"buffer.{slot}.{part}"] for slot in slots]).tolist()
+        buffer = {part: np.concatenate([stored[f"buffer.{slot}.{part}"]
+                                        for slot in range(header["state"]["buffer_rounds"])]).tolist()
                   for part in ("indices", "labels")}
     busiest = int(participation.max())
     release = RandomizedResponse(10, epsilon=5.0, labels_per_report=2, reports=busiest)

@@ -12,7 +12,7 @@ sorted ``int64`` index array per party (disjoint, together covering every exampl
   gives parties few classes; large ``β`` approaches the homogeneous split.
 * :func:`label_mixture_partition` — the other common label skew, used by the
   PrivateKT authors' code (Qi et al., 2023): each party draws its own class
-  mixture ``q ~ Dir(α·1_C)`` and takes ``round(q·party_size)`` examples of each
+  mixture ``q ~ Dir(α·1_C)`` and takes ``q·party_size`` (rounded) examples of each
   class; the last party takes every example left.
 
 And one way to split a single party's data for PATE-style teachers:
@@ -298,7 +298,7 @@ def label_mixture_partition(
         chunks = [pool[start:start + count] for pool, start, count in zip(pools, taken, counts)]
         taken += counts
         parties.append(np.sort(np.concatenate(chunks)).astype(np.int64))
-    rest = [pool[min(start, len(pool)):] for pool, start in zip(pools, taken)]
+    rest = [pool[start:] for pool, start in zip(pools, taken)]
     parties.append(np.sort(np.concatenate(rest)).astype(np.int64))
     return parties
 
