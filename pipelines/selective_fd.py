@@ -89,7 +89,6 @@ from ..accounting._checks import (
 )
 from ..accounting.fingerprint import data_fingerprint
 from ._dp_ledger import record_local_training
-from ._models import is_dp_trained
 from ._random import as_seed_sequence, spawn_seeds
 from .checkpoint import RoundCheckpoint, run_fingerprint
 from .executor import JoblibExecutor
@@ -175,8 +174,8 @@ class _FederatedDistillation(ClassifierMixin, BaseEstimator):
         selector and distilled examples, the server's random state and history) is saved there after
         every round (:mod:`privfed.pipelines.checkpoint`: arrays and JSON, no pickle); if the file
         exists, the run continues after its last saved round, with the same result as an uninterrupted
-        run. A checkpoint of other parameters or other data is refused; DP-SGD-trained client models
-        cannot be checkpointed yet.
+        run. A checkpoint of other parameters or other data is refused. DP-SGD-trained client models keep
+        their rounds' releases in it, so a resumed run's ledger counts every round's training.
         """
         protocol = self._protocol()
         if protocol.shares:
@@ -198,12 +197,9 @@ class _FederatedDistillation(ClassifierMixin, BaseEstimator):
 
     def _checkpoint(self, path: str | os.PathLike[str] | None, parties: Sequence[tuple[np.ndarray, np.ndarray]],
                     public: np.ndarray | None) -> RoundCheckpoint | None:
-        """The run's checkpoint file (None: none asked); refused for DP-SGD-trained client models."""
+        """The run's checkpoint file (None: none asked)."""
         if path is None:
             return None
-        if any(is_dp_trained(model) for model in self._client_models(len(parties))):
-            raise ValueError("checkpoint cannot store DP-SGD-trained client models yet (their DP-SGD releases are "
-                             "not kept between rounds); run without checkpoint=")
         arrays = [array for X, y in parties for array in (X, y)] + ([] if public is None else [public])
         parameters = {k: v for k, v in self.get_params(deep=False).items()
                       if k not in ("progress", "n_jobs", "callback")}

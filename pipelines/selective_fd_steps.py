@@ -39,7 +39,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from ..accounting import randomized_response_estimate
+from ..accounting import DPSGD, randomized_response_estimate
 from ._models import fit_classifier, is_dp_trained, with_seed
 from .executor import PartyTask, run_party_tasks
 from .kulsif import DensityRatioSelector
@@ -389,13 +389,14 @@ def client_state(client: FDClient) -> list[Record]:
 
     Torch models: the safe state's weights (``model.<name>``) and JSON spec, and the optimizer's state
     (``optimizer.<index>.<name>``). Refitted models: the distilled positions, their labels and the last
-    fit's seed (the model is refitted from them). DP-SGD-trained models are not supported here.
+    fit's seed (the model is refitted from them). DP-SGD-trained models also keep the release of every
+    round's local training (``dp-trainings``: their parameters as JSON), which the ledger composes.
     """
-    if is_dp_trained(client.prototype):
-        raise ValueError("a DP-SGD-trained client model cannot be stored as arrays between rounds yet; "
-                         "run DP local models in-process (fit)")
     arrays: dict[str, np.ndarray] = {}
-    scalars: dict[str, int | float | str | bool] = {"model-spec": "", "fit-seed": -1}
+    scalars: dict[str, int | float | str | bool] = {
+        "model-spec": "", "fit-seed": -1,
+        "dp-trainings": json.dumps([release.parameters() for release in client.trainings]),
+    }
     if client.selector is not None:
         arrays.update({f"selector.{k}": v for k, v in client.selector.fitted_arrays().items()})
         arrays["proxy-scores"] = client.proxy_scores
@@ -439,6 +440,10 @@ def client_from_state(
     if "distilled-rows" in arrays:
         client = replace(client, distilled_rows=np.asarray(arrays["distilled-rows"]),
                          distilled_codes=np.asarray(arrays["distilled-codes"]))
+    trainings = json.loads(str(scalars.get("dp-trainings", "[]")))
+    if trainings and not is_dp_trained(client.prototype):
+        raise ValueError(f"{party}'s stored state holds DP-SGD releases, but its model does not train with DP-SGD")
+    client = replace(client, trainings=tuple(DPSGD(**release) for release in trainings))
     if int(scalars["fit-seed"]) >= 0:
         client = replace(client, fit_seed=int(scalars["fit-seed"]))
         client = replace(client, model=_refit(client, client.fit_seed))

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 from sklearn.datasets import load_digits
@@ -39,6 +41,8 @@ RUNS = {
     "selective-fd, soft, torch": lambda: SelectiveFD(mlp(), **FAST, **SELECTOR),
     "selective-fd, hard, gnmax": lambda: SelectiveFD(mlp(), labels="hard", privacy="gnmax", sigma=1.0,
                                                      **FAST, **SELECTOR),
+    "selective-fd, soft, dp-sgd clients": lambda: SelectiveFD(
+        mlp(dp=DPConfig(noise_multiplier=1.0, max_grad_norm=1.0, delta=1e-5)), **FAST, **SELECTOR),
     "fedmd, refitted trees": lambda: FedMD(DecisionTreeClassifier(max_depth=4), **FAST),
     "independent": lambda: IndependentLearning(mlp(), **{k: v for k, v in FAST.items() if k != "distill_steps"
                                                         and k != "proxy_batch"}),
@@ -65,6 +69,15 @@ def assert_same_run(resumed, whole, X_test: np.ndarray) -> None:
     assert resumed.history_ == whole.history_
     assert resumed.bandwidth_ == whole.bandwidth_
     assert resumed.ledger_.account().epsilon == whole.ledger_.account().epsilon
+    assert entry_contents(resumed.ledger_) == entry_contents(whole.ledger_)
+
+
+def entry_contents(ledger) -> list[tuple]:
+    """Each entry's kind, description and analyses (DP-SGD trainings included), without the evidence
+    commitments, which are salted afresh by every run."""
+    return [(entry.kind, entry.description, {unit: replace(analysis, evidence_sha256=None)
+                                             for unit, analysis in entry.analyses.items()})
+            for entry in ledger.entries]
 
 
 @pytest.mark.parametrize("name", RUNS)
@@ -115,10 +128,20 @@ def test_checkpoint_of_another_run_is_refused(digits, tmp_path):
         SelectiveFD(mlp(), **{**FAST, "rounds": 1}, **SELECTOR).fit(parties, proxy[:-1], checkpoint=path)
 
 
-def test_dp_trained_clients_are_refused_before_any_work(digits, tmp_path):
+def test_dp_sgd_clients_keep_every_rounds_release_across_a_resume(digits, tmp_path, monkeypatch):
+    """The resumed run's ledger composes the DP-SGD releases of the rounds before the interruption too."""
     parties, proxy, _ = digits
-    model = SelectiveFD(mlp(dp=DPConfig(noise_multiplier=1.0, max_grad_norm=1.0, delta=1e-5)), **FAST, **SELECTOR)
-    with pytest.raises(ValueError, match="DP-SGD-trained client models"):
-        model.fit(parties, proxy, checkpoint=tmp_path / "run.npz")
-    assert not (tmp_path / "run.npz").exists()
-    assert not hasattr(model, "models_")
+    path = tmp_path / "run.npz"
+    run = RUNS["selective-fd, soft, dp-sgd clients"]
+    with monkeypatch.context() as patched:
+        interrupt_in_round(patched, 3)
+        with pytest.raises(KeyboardInterrupt):
+            run().fit(parties, proxy, checkpoint=path)
+    resumed = run().fit(parties, proxy, checkpoint=path)
+    (training,) = [entry for entry in resumed.ledger_.entries if entry.kind == "training"]
+    members = training.analyses["example"].parameters["members"]
+    assert len(members) == len(parties)
+    # 4 rounds of one Poisson epoch, ⌊1/q⌋ steps each
+    for member in members:
+        rate = member["parameters"]["sample_rate"]
+        assert member["parameters"]["steps"] == FAST["rounds"] * int(1 / rate)

@@ -244,7 +244,8 @@ def _train_privatekt(grid, job, model, public, schemas, classes, order, names) -
 def selective_fd_configs(model: Any, n_parties: int) -> list[dict]:
     """Each party's config for Selective-FD, FedMD or independent learning (its model spec); refuses what
     cannot run on Flower, before any message: a ``callback`` or a ``feature_map`` (code cannot travel to
-    the parties), DP-SGD-trained client models (their state is not stored as arrays between rounds yet)."""
+    the parties), DP-SGD-trained client models (the parties' DP-SGD releases do not reach the server's
+    ledger on Flower yet)."""
     from privfed.pipelines._models import is_dp_trained
 
     model._validate()
