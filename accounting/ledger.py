@@ -380,6 +380,13 @@ class Ledger:
                 )
 
     # --- accounting ----------------------------------------------------------------------------
+    @staticmethod
+    def _other_unit_only(entry: LedgerEntry, unit: str) -> str:
+        """What a release analysed under other units only is, for the notes of ``unit``'s report: its guarantee
+        for an example does not bound a whole party's influence (nor the reverse without group privacy)."""
+        return (f"entry {entry.index} is analysed at {'/'.join(entry.analyses)} level only, not at {unit} level "
+                f"({entry.note or 'no note'})")
+
     def _members(self, unit: str) -> list[tuple[LedgerEntry, UnitAnalysis]]:
         """The unit's releases: what the aggregation bound composes."""
         return [(e, e.analyses[unit]) for e in self._entries if e.kind == "release" and unit in e.analyses]
@@ -453,27 +460,32 @@ class Ledger:
         data-independent ε (a choice made on public values only); the other is kept in
         ``alternatives``.
         """
+        other_unit = {entry.index: self._other_unit_only(entry, unit) for entry in self._entries
+                      if entry.kind == "release" and unit not in entry.analyses}
         aggregation = self._composed_report(unit, delta, analysis, self._members(unit))
         notes = [f"UNACCOUNTED release, not covered by this ε: {description}" for description in self.unaccounted]
-        aggregation = dataclasses.replace(aggregation, notes=aggregation.notes + tuple(notes))
+        notes += [f"NOT COVERED by this {unit}-level ε: {text}" for text in other_unit.values()]
+        aggregation = dataclasses.replace(aggregation, notes=aggregation.notes + tuple(notes),
+                                          uncovered=(*self.unaccounted, *other_unit.values()))
         if not any(entry.kind == "training" for entry, _ in self._training_members(unit)):
             return aggregation
         training = self._composed_report(unit, delta, analysis, self._training_members(unit))
         outside = [entry for entry in self._entries if entry.kind != "training" and not entry.derived_from_training]
         uncovered = [entry.description for entry in outside if entry.kind == "unaccounted"]
+        uncovered += [other_unit[entry.index] for entry in outside if entry.index in other_unit]
         composed = [f"entry {entry.index} ({'/'.join(entry.analyses)}; {entry.note or 'no note'})"
-                    for entry in outside if entry.kind == "release"]
+                    for entry in outside if entry.kind == "release" and entry.index not in other_unit]
         coverage = [f"NOT COVERED by the DP-SGD bound (touches private data outside the DP-trained models, no "
-                    f"mechanism): {description}" for description in uncovered]
+                    f"{unit}-level mechanism): {description}" for description in uncovered]
         coverage += [f"not derived from the DP-trained models, so composed into the DP-SGD bound with its own "
                      f"mechanism: {text}" for text in composed]
-        training = dataclasses.replace(training, source="dpsgd", notes=training.notes + (
+        training = dataclasses.replace(training, source="dpsgd", uncovered=tuple(uncovered), notes=training.notes + (
             "DP-SGD bound: the DP training of the models (training entries) composed with the accounted releases not "
             "derived from them; every release derived from the models is post-processing of their training",
             *coverage,
         ))
         aggregation = dataclasses.replace(aggregation, notes=aggregation.notes + tuple(coverage))
-        training_valid, aggregation_valid = not uncovered, not self.unaccounted
+        training_valid, aggregation_valid = not uncovered, not aggregation.uncovered
         if training_valid and (not aggregation_valid
                                or training.epsilon_data_independent <= aggregation.epsilon_data_independent):
             chosen, other = training, aggregation

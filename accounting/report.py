@@ -121,6 +121,10 @@ class PrivacyReport:
     alternatives:
         The other valid bound for the same releases (source → its report), e.g.
         ``{"dpsgd": ...}`` when the aggregation bound was reported; never composed with this one.
+    uncovered:
+        The releases of a ledger this ε does **not** cover: those recorded as unaccounted and
+        those analysed under another unit only. Empty when ε covers everything released;
+        otherwise :meth:`summary` says so on its one line.
 
     ``str(report)`` is :meth:`summary`; ``repr(report)`` is one line (ε, δ, unit,
     analysis, data-dependence), so that printing a report, a list of reports or
@@ -147,9 +151,10 @@ class PrivacyReport:
     method: str = "rdp"
     source: str = "aggregation"
     alternatives: Mapping[str, "PrivacyReport"] = field(default_factory=dict)
+    uncovered: tuple[str, ...] = ()
 
     def summary(self) -> str:
-        """One line: ε, δ, unit, analysis and whether ε is data-dependent."""
+        """One line: ε, δ, unit, analysis, whether ε is data-dependent, and whether some release is not covered."""
         unit = f"{self.unit}-level DP" if self.unit else "no mechanism"
         analysis = _METHOD_TEXT.get(self.method, _ANALYSIS_TEXT[self.analysis])
         text = f"ε = {round_up(self.epsilon)}, δ = {self.delta:g} ({unit}; {analysis}"
@@ -167,6 +172,9 @@ class PrivacyReport:
             )
         else:
             text += "; data-independent"
+        if self.uncovered:
+            text += (f"; NOT A GUARANTEE FOR EVERYTHING RELEASED: {len(self.uncovered)} release(s) not covered, "
+                     "listed in report.uncovered")
         return text + ")"
 
     def __str__(self) -> str:
@@ -208,5 +216,6 @@ class PrivacyReport:
             "method": self.method,
             "source": self.source,
             "alternatives": {source: report.to_dict() for source, report in self.alternatives.items()},
+            "uncovered": list(self.uncovered),
             "summary": self.summary(),
         }

@@ -91,8 +91,43 @@ def test_an_uncovered_release_is_listed_and_blocks_the_training_bound():
     ledger.record_unaccounted("class counts in clear")
     report = ledger.account()
     assert report.source == "aggregation"
-    assert "NOT COVERED by the DP-SGD bound (touches private data outside the DP-trained models, no mechanism): " \
-           "class counts in clear" in report.notes
+    assert "NOT COVERED by the DP-SGD bound (touches private data outside the DP-trained models, no example-level " \
+           "mechanism): class counts in clear" in report.notes
+    assert report.uncovered == ("class counts in clear",)
+    assert "NOT A GUARANTEE FOR EVERYTHING RELEASED: 1 release(s) not covered" in report.summary()
+
+
+def test_a_release_analysed_under_another_unit_only_is_not_covered_by_this_units_epsilon():
+    ledger = Ledger(delta=DELTA, primary_unit="party")
+    ledger.record(rr(unit="party"), note="labels, party level")
+    ledger.record(rr(), note="public labels, example level only")
+    party = ledger.account()
+    assert party.epsilon == pytest.approx(account(rr(unit="party"), delta=DELTA).epsilon)
+    assert party.uncovered == ("entry 1 is analysed at example level only, not at party level "
+                               "(public labels, example level only)",)
+    assert "NOT A GUARANTEE FOR EVERYTHING RELEASED" in party.summary()
+    assert any(note.startswith("NOT COVERED by this party-level ε: entry 1") for note in party.notes)
+    example = party.other_units["example"]
+    assert example.uncovered and "entry 0 is analysed at party level only" in example.uncovered[0]
+    assert party.to_dict()["uncovered"] == list(party.uncovered)
+
+
+def test_releases_analysed_under_every_unit_leave_nothing_uncovered():
+    ledger = Ledger(delta=DELTA, primary_unit="party")
+    ledger.record({"party": rr(unit="party"), "example": rr()})
+    for report in (ledger.account(), ledger.account(unit="example")):
+        assert report.uncovered == ()
+        assert "NOT A GUARANTEE" not in report.summary()
+
+
+def test_a_release_outside_the_training_and_under_another_unit_only_blocks_the_training_bound():
+    ledger = Ledger(delta=DELTA, primary_unit="example")
+    ledger.record_training(TRAINING)
+    ledger.record(rr(unit="party"), note="a party-level release, not derived")
+    report = ledger.account()
+    assert report.source == "aggregation"
+    assert report.alternatives["dpsgd"].uncovered == report.uncovered
+    assert "entry 1 is analysed at party level only" in report.uncovered[0]
 
 
 def test_an_accounted_release_outside_the_training_is_composed_into_it():
