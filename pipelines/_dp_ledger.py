@@ -102,12 +102,12 @@ def _training_mechanism(report: DPTrainingReport, sender: str) -> Mechanism:
     )
 
 
-def _check_against_model(report: DPTrainingReport, model: Any, sender: str) -> None:
+def _check_against_model(report: DPTrainingReport, model: Any, sender: str, epochs: int | None = None) -> None:
     """A report must match the DP configuration the party was asked to train with (``model.dp``, ``model.epochs``).
 
     Checked: the model has ``dp=`` at all; σ (when the configuration fixes it; a ``target_epsilon``
     configuration derives σ per training call from q and the steps, which is not recomputed here); q (when
-    fixed); and steps = epochs · ⌊1/q⌋ (Opacus's Poisson epochs).
+    fixed); and steps = epochs · ⌊1/q⌋ (Opacus's Poisson epochs; ``epochs`` when given, else the model's).
     """
     where = f"{sender} sent a {DPTrainingReport.KIND!r} message that does not match its DP configuration"
     config = getattr(model, "dp", None)
@@ -120,7 +120,7 @@ def _check_against_model(report: DPTrainingReport, model: Any, sender: str) -> N
     if config.sample_rate is not None and not (report.sample_rate == config.sample_rate).all():
         raise MessageError(f"{where}: sample_rate {sorted(set(report.sample_rate.tolist()))}, "
                            f"configured {config.sample_rate}")
-    epochs = getattr(model, "epochs", None)
+    epochs = getattr(model, "epochs", None) if epochs is None else epochs
     if isinstance(epochs, int) and (report.sample_rate > 0).all():
         expected = [epochs * config.steps_per_epoch(float(q)) for q in report.sample_rate]
         if report.steps.tolist() != expected:
@@ -128,11 +128,13 @@ def _check_against_model(report: DPTrainingReport, model: Any, sender: str) -> N
 
 
 def receive_trainings(records: Sequence[Sequence[Record]], names: Sequence[str], *, max_bytes: int,
-                      models: Sequence[Any] | None = None) -> list[Mechanism | None]:
+                      models: Sequence[Any] | None = None, epochs: int | None = None) -> list[Mechanism | None]:
     """Each party's DP training from the records it sent (None where it sent no report); validated on receipt.
 
     ``models`` (one per party): the unfitted model whose configuration the party's releases must match
     (:func:`_check_against_model`); FedKT's teacher, FedKD's local model, PrivateKT's global model (local epochs).
+    ``epochs``: the Poisson epochs the party ran in all, when not the model's ``epochs`` (Selective-FD: one
+    per round, composed into one release).
     """
     trainings: list[Mechanism | None] = []
     for index, (sent, name) in enumerate(zip(records, names)):
@@ -145,7 +147,7 @@ def receive_trainings(records: Sequence[Sequence[Record]], names: Sequence[str],
         report = DPTrainingReport.from_record(reports[0], sender=name, max_bytes=max_bytes)
         mechanism = _training_mechanism(report, name)
         if models is not None:
-            _check_against_model(report, models[index], name)
+            _check_against_model(report, models[index], name, epochs)
         trainings.append(mechanism)
     return trainings
 

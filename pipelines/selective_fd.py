@@ -78,7 +78,6 @@ from ..accounting import (
     GaussianNoisyMax,
     Ledger,
     RandomizedResponse,
-    compose_dpsgd,
 )
 from ..accounting._checks import (
     check_choice,
@@ -88,7 +87,8 @@ from ..accounting._checks import (
     check_probability,
 )
 from ..accounting.fingerprint import data_fingerprint
-from ._dp_ledger import record_local_training
+from ._dp_ledger import receive_trainings, record_local_training
+from ._models import is_dp_trained
 from ._random import as_seed_sequence, spawn_seeds
 from .checkpoint import RoundCheckpoint, run_fingerprint
 from .executor import JoblibExecutor
@@ -269,13 +269,26 @@ class _FederatedDistillation(ClassifierMixin, BaseEstimator):
                                              traffic))
 
         self.models_, published = clients.final_models(self.client)
+        trainings, reported = self._receive_trainings(clients, protocol, names, max_bytes)
         self.n_rounds_ = protocol.rounds
-        self.bandwidth_ = {**{kind: [int(size) for size in traffic[kind]] for kind in sorted(traffic)}, **published}
+        self.bandwidth_ = {**{kind: [int(size) for size in traffic[kind]] for kind in sorted(traffic)}, **published,
+                           **reported}
         self.ledger_ = self._make_ledger(protocol, n_parties, public, batch, seed_sequence)
         self.evidence_: dict[str, np.ndarray] = {}
-        self._account(protocol, n_parties, n_classes, batch, released_votes,
-                      [compose_dpsgd(trainings) if trainings else None for trainings in clients.trainings()])
+        self._account(protocol, n_parties, n_classes, batch, released_votes, trainings)
         return self
+
+    def _receive_trainings(self, clients: Any, protocol: FDProtocol, names: Sequence[str], max_bytes: int
+                           ) -> tuple[list[Any], dict[str, list[int]]]:
+        """Each party's DP-SGD training from its ``dp-training`` report (None: not DP-trained), checked against
+        its model's DP configuration (one Poisson epoch per round), and the reports' bytes; not asked for when
+        no model is DP-trained."""
+        models = self._client_models(len(names))
+        if not any(is_dp_trained(model) for model in models):
+            return [None] * len(names), {}
+        reports = clients.trainings()
+        trainings = receive_trainings(reports, names, max_bytes=max_bytes, models=models, epochs=protocol.rounds)
+        return trainings, record_sizes(reports)
 
     # --- checkpoints ---------------------------------------------------------------------------------
     def _state(self, rounds_done: int, seed_sequence: np.random.SeedSequence, server_rng: np.random.Generator,

@@ -16,6 +16,9 @@ The exchange, after the schema exchange of :mod:`privfed.pipelines.party_schema`
    (:func:`confident_examples`) or its noisy argmax (GNMax, Confident GNMax), then
    server → party, :class:`SelectiveFDEnsemble`: the kept positions, their targets and the party's
    seed; the party distils (:func:`distill_step`).
+5. after the last round, only when a client model trains with DP-SGD: party → server, its ``dp-training``
+   report (:func:`training_step`: σ, q and steps of its rounds' DP-SGD composed), which the server checks
+   against the model's DP configuration and records in the ledger.
 
 Independent learning runs steps 1–2 with nothing shared (empty replies). The server's round loop,
 history and ledger are :meth:`_FederatedDistillation._run <privfed.pipelines.selective_fd>`, which
@@ -23,9 +26,9 @@ history and ledger are :meth:`_FederatedDistillation._run <privfed.pipelines.sel
 Flower app over its SuperNodes: the same steps, the same messages.
 
 A party's state between rounds (:class:`FDClient`) is its model, its fitted selector, its selector's
-score of each proxy example drawn so far and, for models refitted every round, the proxy examples it
-has distilled from and the seed of its last fit. :func:`client_state` turns it into records of arrays
-and scalars (torch weights and optimizer state as arrays, the selector's fitted arrays — no pickle)
+score of each proxy example drawn so far, for models refitted every round the proxy examples it has
+distilled from and the seed of its last fit, and for DP-SGD-trained models its rounds' releases.
+:func:`client_state` turns it into records of arrays and scalars (torch weights and optimizer state as arrays, the selector's fitted arrays — no pickle)
 and :func:`restore_client` rebuilds it exactly; a refitted scikit-learn model is refitted from its seed.
 """
 
@@ -39,7 +42,8 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from ..accounting import DPSGD, randomized_response_estimate
+from ..accounting import DPSGD, compose_dpsgd, randomized_response_estimate
+from ._dp_ledger import training_report
 from ._models import fit_classifier, is_dp_trained, with_seed
 from .executor import PartyTask, run_party_tasks
 from .kulsif import DensityRatioSelector
@@ -70,6 +74,7 @@ __all__ = [
     "setup_messages",
     "share_step",
     "training_rows",
+    "training_step",
 ]
 
 #: Modes in which the server releases noisy argmaxes of the clients' hard-label votes.
@@ -383,6 +388,13 @@ def distill_step(client: FDClient, message: SelectiveFDEnsemble) -> FDClient:
     return replace(client, model=_refit(client, seed))
 
 
+def training_step(client: FDClient) -> list[Record]:
+    """Party step 4 (DP-SGD-trained models only): the party's ``dp-training`` report — the parameters of its
+    rounds' DP-SGD releases composed, never the model — or nothing when its model trains without DP-SGD."""
+    report = training_report(compose_dpsgd(client.trainings) if client.trainings else None)
+    return [] if report is None else [report.to_record()]
+
+
 # --- a party's state as records (a Flower SuperNode keeps no object between messages) ---------------
 def client_state(client: FDClient) -> list[Record]:
     """The party's state as records of arrays and scalars: its setup message and its state record.
@@ -611,6 +623,7 @@ class LocalClients:
     def selectors(self) -> list[DensityRatioSelector | None]:
         return [client.selector for client in self.clients]
 
-    def trainings(self) -> list[tuple[Any, ...]]:
-        return [client.trainings for client in self.clients]
+    def trainings(self) -> list[list[Record]]:
+        """Every party's ``dp-training`` report (:func:`training_step`; empty for a model without DP-SGD)."""
+        return [training_step(client) for client in self.clients]
 

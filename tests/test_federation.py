@@ -264,6 +264,32 @@ def test_a_forged_dp_training_report_is_refused_naming_the_party(federation, tas
         run_server(LocalGrid(paths, tamper=claim_dp), ServerJob(fedkt("L0"), public, num_supernodes=3, timeout=30))
 
 
+def test_a_selective_fd_party_claiming_fewer_dp_sgd_steps_is_refused(federation, task_identity,
+                                                                     one_torch_thread) -> None:
+    """A party whose dp-training report claims fewer steps than rounds × ⌊1/q⌋ (a smaller ε) is refused."""
+    pytest.importorskip("opacus")
+    from flwr.app import Message
+
+    from privfed.federation.server_app import ServerJob, run_server
+    from privfed.federation.task import from_recorddict, to_recorddict
+
+    _, paths, public, _ = federation
+
+    def fewer_steps(message, reply):
+        if message.metadata.dst_node_id != 99 or message.metadata.message_type != "train.selective_fd":
+            return reply
+        records, _ = from_recorddict(reply.content, sender="test")
+        for record in records:
+            if record.kind == "dp-training":
+                record.arrays["steps"][:] = 1
+        return Message(to_recorddict(records), reply_to=message)
+
+    with pytest.raises(MessageError, match=r"party 1 \(node 99\) sent a 'dp-training' message that does not match "
+                                           r"its DP configuration: steps \[1\], expected epochs × ⌊1/q⌋"):
+        run_server(LocalGrid(paths, tamper=fewer_steps), ServerJob(selective_fd_dp(), public, num_supernodes=3,
+                                                                   timeout=30))
+
+
 def test_a_silent_party_stops_the_run_and_nothing_is_written(federation, task_identity, tmp_path) -> None:
     from privfed.federation.server_app import FederationError, ServerJob, run_server
 
@@ -349,6 +375,11 @@ def selective_fd(**changes):
     return SelectiveFD(TorchMLP(hidden=(16,), lr=1e-2, batch_size=32), **{**settings, **changes})
 
 
+def selective_fd_dp(**changes):
+    """Selective-FD whose client models train with DP-SGD (one Poisson epoch per round)."""
+    return selective_fd(**changes).set_params(model=dp_mlp())
+
+
 def fedmd_rr(**changes):
     from privfed.pipelines.selective_fd import FedMD
     from sklearn.linear_model import LogisticRegression
@@ -369,12 +400,15 @@ def assert_same_distillation(flower, local, X_test) -> None:
         assert flower.ledger_.account(delta=1e-5, unit=unit).epsilon == pytest.approx(
             local.ledger_.account(delta=1e-5, unit=unit).epsilon, abs=1e-12
         )
+    assert [e.analyses for e in flower.ledger_.entries if e.kind == "training"] == \
+        [e.analyses for e in local.ledger_.entries if e.kind == "training"]
     published = flower.bandwidth_.pop("published-model")
     assert flower.bandwidth_ == local.bandwidth_ and published[client] > 0 and sum(published) == published[client]
     assert [m is None for m in flower.models_] == [i != client for i in range(len(local.models_))]
 
 
-@pytest.mark.parametrize("make", [selective_fd, fedmd_rr], ids=["selective-fd-torch-soft", "fedmd-sklearn-rr"])
+@pytest.mark.parametrize("make", [selective_fd, selective_fd_dp, fedmd_rr],
+                         ids=["selective-fd-torch-soft", "selective-fd-dp-sgd", "fedmd-sklearn-rr"])
 def test_selective_fd_over_the_apps_reproduces_fit(federation, task_identity, make, tmp_path) -> None:
     from threadpoolctl import threadpool_limits
 
@@ -388,13 +422,18 @@ def test_selective_fd_over_the_apps_reproduces_fit(federation, task_identity, ma
         with threadpool_limits(1):
             local = make(client=1).fit(parties, public)
             # A bundle holds scikit-learn estimators, not the FittedClassifier wrapper of a refitted client model.
-            bundle = str(tmp_path / "b") if make is selective_fd else None
+            bundle = str(tmp_path / "b") if make is not fedmd_rr else None
             job = ServerJob(make(client=1), public, num_supernodes=3, timeout=5, output_bundle=bundle)
             flower = run_server(LocalGrid(paths), job)
     finally:
         torch.set_num_threads(threads)
     assert_same_distillation(flower, local, X_test)
     assert "selective-fd-share" in local.bandwidth_ and len(local.bandwidth_["selective-fd-share"]) == 3
+    # the parties' DP-SGD reports: one per party, counted in the bandwidth, only when the models train with DP-SGD
+    assert ("dp-training" in local.bandwidth_) == (make is selective_fd_dp)
+    if make is selective_fd_dp:
+        (training,) = [e for e in flower.ledger_.entries if e.kind == "training"]
+        assert len(training.analyses["example"].parameters["members"]) == 3
     if bundle:
         import privfed
 

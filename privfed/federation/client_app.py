@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from privfed.federation.task import (
+    DP_TRAINING_REQUEST,
     PUBLISH_REQUEST,
     build_model,
     from_recorddict,
@@ -40,6 +41,7 @@ from privfed.pipelines.selective_fd_steps import (
     restore_client,
     setup_client,
     share_step,
+    training_step,
 )
 
 # `app` (built on first access, see __getattr__) is listed: Flower checks the component statically, in __all__.
@@ -100,9 +102,10 @@ def _selective_fd_step(records: list, config: dict, X: Any, y: Any, state: Any, 
     """
     kinds = (SelectiveFDSetup, SelectiveFDRound, SelectiveFDEnsemble)
     by_kind = {kind.KIND: kind for kind in kinds}
-    if len(records) != 1 or records[0].kind not in {*by_kind, PUBLISH_REQUEST}:
+    requests = {PUBLISH_REQUEST, DP_TRAINING_REQUEST}
+    if len(records) != 1 or records[0].kind not in {*by_kind, *requests}:
         raise MessageError(f"the server sent {[r.kind for r in records]} to the Selective-FD step, expected one of "
-                           f"{sorted({*by_kind, PUBLISH_REQUEST})}")
+                           f"{sorted({*by_kind, *requests})}")
     local_model = build_model(str(config.get("local-model", "")), name="local_model")
     max_bytes = int(config.get("max-message-bytes", DEFAULT_MAX_BYTES))
     if records[0].kind == SelectiveFDSetup.KIND:
@@ -117,6 +120,8 @@ def _selective_fd_step(records: list, config: dict, X: Any, y: Any, state: Any, 
                                 local_model=local_model, party=party)
         if records[0].kind == PUBLISH_REQUEST:
             return [model_to_record(client.model)]
+        if records[0].kind == DP_TRAINING_REQUEST:
+            return training_step(client)
         message = by_kind[records[0].kind].from_record(records[0], sender="the server", max_bytes=max_bytes)
         positions = message.batch if isinstance(message, SelectiveFDRound) else message.rows
         if positions.size and not 0 <= positions.min() <= positions.max() < len(client.setup.proxy):

@@ -33,6 +33,7 @@ from typing import Any
 import numpy as np
 
 from privfed.federation.task import (
+    DP_TRAINING_REQUEST,
     PUBLISH_REQUEST,
     estimator_from_config,
     from_recorddict,
@@ -244,20 +245,13 @@ def _train_privatekt(grid, job, model, public, schemas, classes, order, names) -
 def selective_fd_configs(model: Any, n_parties: int) -> list[dict]:
     """Each party's config for Selective-FD, FedMD or independent learning (its model spec); refuses what
     cannot run on Flower, before any message: a ``callback`` or a ``feature_map`` (code cannot travel to
-    the parties), DP-SGD-trained client models (the parties' DP-SGD releases do not reach the server's
-    ledger on Flower yet)."""
-    from privfed.pipelines._models import is_dp_trained
-
+    the parties)."""
     model._validate()
     if model.callback is not None:
         raise ValueError("callback runs in-process only (fit): on Flower the client models stay on the parties")
     if getattr(model, "feature_map", None) is not None:
         raise ValueError("feature_map must be None on Flower: a callable cannot travel to the parties")
     local_models = model._client_models(n_parties)
-    for index, local_model in enumerate(local_models):
-        if is_dp_trained(local_model):
-            raise ValueError(f"model[{index}] trains with DP-SGD (dp=...): {type(model).__name__} runs DP client "
-                             "models in-process only (fit) so far")
     return [{"local-model": model_spec(m, name=f"model[{i}]")} for i, m in enumerate(local_models)]
 
 
@@ -309,8 +303,10 @@ class _SuperNodeClients:
     def selectors(self) -> list[None]:
         return [None] * len(self.order)
 
-    def trainings(self) -> list[tuple]:
-        return [()] * len(self.order)
+    def trainings(self) -> list[list[Record]]:
+        """Every party's ``dp-training`` report (none from a party whose model trains without DP-SGD)."""
+        return self._send({node: Record(DP_TRAINING_REQUEST, {}, {}) for node in self.order}, "DP training report",
+                          replies=True)
 
 
 def _train_selective_fd(grid, job, model, public, schemas, classes, order, names) -> None:

@@ -32,6 +32,7 @@ from privfed.pipelines.messages import MessageError, Record
 
 __all__ = [
     "DATA_FORMATS",
+    "DP_TRAINING_REQUEST",
     "PUBLISHED_MODEL",
     "PUBLISH_REQUEST",
     "TRUSTED_MODEL_PACKAGES",
@@ -227,6 +228,8 @@ def _federated_distillation_from_config(config: Mapping[str, Any], algorithm: st
 #: The record kind of a model that crosses the wire, and of the server's request for it (no content).
 PUBLISHED_MODEL = "published-model"
 PUBLISH_REQUEST = "publish-request"
+#: The server's request (no content) for a Selective-FD party's ``dp-training`` report after the last round.
+DP_TRAINING_REQUEST = "dp-training-request"
 
 
 def model_to_record(model: Any) -> Record:
