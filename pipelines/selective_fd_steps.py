@@ -28,8 +28,9 @@ Flower app over its SuperNodes: the same steps, the same messages.
 A party's state between rounds (:class:`FDClient`) is its model, its fitted selector, its selector's
 score of each proxy example drawn so far, for models refitted every round the proxy examples it has
 distilled from and the seed of its last fit, and for DP-SGD-trained models its rounds' releases.
-:func:`client_state` turns it into records of arrays and scalars (torch weights and optimizer state as arrays, the selector's fitted arrays — no pickle)
-and :func:`restore_client` rebuilds it exactly; a refitted scikit-learn model is refitted from its seed.
+:func:`client_state` turns it into records of arrays and scalars (torch weights and optimizer state as
+arrays, the selector's fitted arrays — no pickle) and :func:`restore_client` rebuilds it exactly; a
+refitted scikit-learn model is refitted from its seed.
 """
 
 from __future__ import annotations
@@ -389,7 +390,7 @@ def distill_step(client: FDClient, message: SelectiveFDEnsemble) -> FDClient:
 
 
 def training_step(client: FDClient) -> list[Record]:
-    """Party step 4 (DP-SGD-trained models only): the party's ``dp-training`` report — the parameters of its
+    """Party step 5 (DP-SGD-trained models only): the party's ``dp-training`` report — the parameters of its
     rounds' DP-SGD releases composed, never the model — or nothing when its model trains without DP-SGD."""
     report = training_report(compose_dpsgd(client.trainings) if client.trainings else None)
     return [] if report is None else [report.to_record()]
