@@ -218,6 +218,24 @@ def test_dp_sgd_training_is_recorded_as_fit_records_it(federation, task_identity
     np.testing.assert_array_equal(flower.noisy_ensemble_, local.noisy_ensemble_)
 
 
+def forge_dp_training(field: str, value: float, *, message_type: str, node: int = 99):
+    """A LocalGrid tamper: in node ``node``'s replies to ``message_type``, set the dp-training report's ``field``."""
+    from flwr.app import Message
+
+    from privfed.federation.task import from_recorddict, to_recorddict
+
+    def tamper(message, reply):
+        if message.metadata.dst_node_id != node or message.metadata.message_type != message_type:
+            return reply
+        records, _ = from_recorddict(reply.content, sender="test")
+        for record in records:
+            if record.kind == "dp-training":
+                record.arrays[field][:] = value
+        return Message(to_recorddict(records), reply_to=message)
+
+    return tamper
+
+
 def test_a_forged_dp_training_report_is_refused_naming_the_party(federation, task_identity, one_torch_thread) -> None:
     pytest.importorskip("opacus")
     from flwr.app import Message
@@ -228,16 +246,7 @@ def test_a_forged_dp_training_report_is_refused_naming_the_party(federation, tas
     _, paths, public, _ = federation
 
     def noise(value):
-        def tamper(message, reply):
-            if message.metadata.dst_node_id != 99 or message.metadata.message_type != "train":
-                return reply
-            records, _ = from_recorddict(reply.content, sender="test")
-            for record in records:
-                if record.kind == "dp-training":
-                    record.arrays["noise_multiplier"][:] = value
-            return Message(to_recorddict(records), reply_to=message)
-
-        return tamper
+        return forge_dp_training("noise_multiplier", value, message_type="train")
 
     def job():
         return ServerJob(FedKT(dp_mlp(), dp_mlp(dp=False), n_partitions=1, n_teachers=2, privacy="L0",
@@ -268,22 +277,10 @@ def test_a_selective_fd_party_claiming_fewer_dp_sgd_steps_is_refused(federation,
                                                                      one_torch_thread) -> None:
     """A party whose dp-training report claims fewer steps than rounds × ⌊1/q⌋ (a smaller ε) is refused."""
     pytest.importorskip("opacus")
-    from flwr.app import Message
-
     from privfed.federation.server_app import ServerJob, run_server
-    from privfed.federation.task import from_recorddict, to_recorddict
 
     _, paths, public, _ = federation
-
-    def fewer_steps(message, reply):
-        if message.metadata.dst_node_id != 99 or message.metadata.message_type != "train.selective_fd":
-            return reply
-        records, _ = from_recorddict(reply.content, sender="test")
-        for record in records:
-            if record.kind == "dp-training":
-                record.arrays["steps"][:] = 1
-        return Message(to_recorddict(records), reply_to=message)
-
+    fewer_steps = forge_dp_training("steps", 1, message_type="train.selective_fd")
     with pytest.raises(MessageError, match=r"party 1 \(node 99\) sent a 'dp-training' message that does not match "
                                            r"its DP configuration: steps \[1\], expected epochs × ⌊1/q⌋"):
         run_server(LocalGrid(paths, tamper=fewer_steps), ServerJob(selective_fd_dp(), public, num_supernodes=3,
