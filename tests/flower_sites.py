@@ -1,10 +1,12 @@
 """Flower processes on 127.0.0.1 for the deployment tests: free ports, bounded waits, every process stopped.
 
 :func:`localhost_federation` writes one npz file per site, starts a SuperLink (``--insecure``, in-memory
-database) and one SuperNode per site with ``data-path`` and ``party-index`` in its node config, and
-yields a :class:`LocalFederation`; on exit it stops every process it started (SIGTERM to each process
-group, SIGKILL after 10 s). Both SuperLink modes the tests use resolve privfed from this checkout
-(``PYTHONPATH``) under a temporary ``FLWR_HOME``.
+database) and one SuperNode per site with ``data-path`` and ``party-index`` in its node config (distinct
+free ports), waits until every SuperNode has its node ID (one that exited before is restarted once on a
+new port; one that never registers fails the test with its log), and yields a :class:`LocalFederation`;
+on exit it stops every process it started (SIGTERM to each process group, SIGKILL after 10 s). Both
+SuperLink modes the tests use resolve privfed from this checkout (``PYTHONPATH``) under a temporary
+``FLWR_HOME``.
 """
 
 from __future__ import annotations
@@ -27,9 +29,16 @@ APP = Path(privfed.__file__).resolve().parent / "federation" / "app"
 
 
 def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
+    return free_ports(1)[0]
+
+
+def free_ports(count: int) -> list[int]:
+    """``count`` distinct ports free on 127.0.0.1 now (all held open together while chosen)."""
+    with contextlib.ExitStack() as held:
+        probes = [held.enter_context(socket.socket()) for _ in range(count)]
+        for probe in probes:
+            probe.bind(("127.0.0.1", 0))
+        return [probe.getsockname()[1] for probe in probes]
 
 
 def wait_for_port(port: int, seconds: float) -> None:
@@ -49,6 +58,10 @@ def wait_for_text(path: Path, text: str, seconds: float) -> None:
             return
         time.sleep(0.2)
     raise TimeoutError(f"{path.name} does not mention {text!r} after {seconds} s")
+
+
+def log_tail(path: Path, characters: int = 3000) -> str:
+    return path.read_text(errors="replace")[-characters:] if path.exists() else f"({path.name} was not written)"
 
 
 def stop(process: subprocess.Popen) -> None:
@@ -96,6 +109,33 @@ class LocalFederation:
         self.processes.append(process)
         return process
 
+    def start_node(self, link_port: int, index: int, path: Path, port: int) -> subprocess.Popen:
+        return self.start("flower-supernode", "--insecure", "--superlink", f"127.0.0.1:{link_port}",
+                          "--port", str(port), "--node-config", f'data-path="{path}" party-index={index}',
+                          log=f"supernode-{index}.log")
+
+    def wait_until_registered(self, link_port: int, index: int, path: Path, seconds: float = 120) -> None:
+        """Until SuperNode ``index`` has its node ID; one that exited (a port taken meanwhile) is restarted once."""
+        log = self.folder / f"supernode-{index}.log"
+        deadline = time.monotonic() + seconds
+        restarted = False
+        while time.monotonic() < deadline:
+            if log.exists() and "SuperNode ID:" in log.read_text(errors="replace"):
+                return
+            if self.nodes[index].poll() is not None:
+                if restarted:
+                    break
+                self.nodes[index] = self.start_node(link_port, index, path, free_port())
+                restarted = True
+            time.sleep(0.2)
+        raise TimeoutError(f"SuperNode {index} did not register with the SuperLink within {seconds} s; its log:\n"
+                           f"{log_tail(log)}\nthe SuperLink's log:\n{log_tail(self.folder / 'superlink.log')}")
+
+    def node_logs(self) -> str:
+        """The tail of every SuperNode's log, for an assertion's message."""
+        return "".join(f"\n--- supernode-{index}.log ---\n{log_tail(self.folder / f'supernode-{index}.log', 1500)}"
+                       for index in range(len(self.nodes)))
+
     def run_command(self, overrides: str) -> list[str]:
         return ["flwr", "run", str(APP), "localhost", "--stream", "--run-config",
                 f'public-path="{self.folder / "public.npz"}" {overrides}']
@@ -124,12 +164,10 @@ def localhost_federation(folder: Path, parties: Sequence, public: np.ndarray,
         federation.start("flower-superlink", "--insecure", "--disable-runtime-dependency-installation",
                          "--port", str(link_port), "--database", ":flwr-in-memory:", log="superlink.log")
         wait_for_port(link_port, 60)
-        federation.nodes = [
-            federation.start("flower-supernode", "--insecure", "--superlink", f"127.0.0.1:{link_port}",
-                             "--port", str(free_port()), "--node-config",
-                             f'data-path="{path}" party-index={index}', log=f"supernode-{index}.log")
-            for index, path in enumerate(paths)
-        ]
+        federation.nodes = [federation.start_node(link_port, index, path, port)
+                             for (index, path), port in zip(enumerate(paths), free_ports(len(paths)))]
+        for index, path in enumerate(paths):
+            federation.wait_until_registered(link_port, index, path)
         yield federation
     finally:
         for process in reversed(federation.processes):

@@ -47,7 +47,7 @@ def test_three_supernodes_on_localhost_reproduce_fit_and_a_killed_one_stops_the_
                 f'random-state=7 {extra}', timeout=timeout + 150)
 
         output = flwr_run("bundle", timeout=120)
-        assert (tmp_path / "bundle").is_dir(), output
+        assert (tmp_path / "bundle").is_dir(), output[-3000:] + federation.node_logs()
         model, ledger = privfed.load_bundle(tmp_path / "bundle")
         local = FedKT(DecisionTreeClassifier(max_depth=8), n_teachers=3, privacy="L1", gamma=0.5, query_fraction=0.5,
                       random_state=7).fit(parties, public)
@@ -62,7 +62,7 @@ def test_three_supernodes_on_localhost_reproduce_fit_and_a_killed_one_stops_the_
             'algorithm="selective-fd" local-model="privfed.pipelines.torch_models.TorchMLP" '
             "local-model-params='{\"hidden\": [16], \"batch_size\": 32}' rounds=2 local-steps=2 distill-steps=4 "
             "proxy-batch=80 n-auxiliary=60 max-known=60 tau-server=1.5"))
-        assert (tmp_path / "fd-bundle").is_dir(), output[-3000:]
+        assert (tmp_path / "fd-bundle").is_dir(), output[-3000:] + federation.node_logs()
         model, ledger = privfed.load_bundle(tmp_path / "fd-bundle")
         local = SelectiveFD(TorchMLP(hidden=(16,), batch_size=32), rounds=2, local_steps=2, distill_steps=4,
                             proxy_batch=80, n_auxiliary=60, max_known=60, tau_server=1.5, random_state=7)
