@@ -57,7 +57,7 @@ import numpy as np  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from privfed.pipelines import federated_split, load_dataset  # noqa: E402
+from privfed.pipelines import federated_split, fedkt_steps, load_dataset, teacher_subsets  # noqa: E402
 from privfed.pipelines.datasets import reference_class_order  # noqa: E402
 from privfed.pipelines.fedkt import CentralizedPATE, FedKT, Solo  # noqa: E402
 from privfed.pipelines.progress import progress_bar  # noqa: E402
@@ -70,6 +70,22 @@ from privfed.pipelines.voting import consistent_votes  # noqa: E402
 from sklearn.base import clone  # noqa: E402
 
 DELTA = 1e-5
+
+
+def permutation_teacher_subsets(X, y, *, n_partitions: int, n_teachers: int, random_state=None):
+    """Equal shares of a random permutation per partition, with keyed_teacher_subsets' signature."""
+    return teacher_subsets(len(X), n_partitions=n_partitions, n_teachers=n_teachers, random_state=random_state)
+
+
+def use_permutation_teachers() -> None:
+    """The ``--teacher-assignment permutation`` ablation, for the parties run in this process (``n_jobs=1``).
+
+    Each party's teachers get equal shares of a random permutation (FedKT Algorithm 1 as written, the
+    official code's ``array_split`` of a shuffle) instead of privfed's keyed hash of each example
+    (``keyed_teacher_subsets``: stable under adding or removing one example, multinomial subset sizes,
+    identical rows in one teacher). A measurement ablation only: it gives up the add/remove guarantee.
+    """
+    fedkt_steps.keyed_teacher_subsets = permutation_teacher_subsets
 
 
 def tree() -> Any:
@@ -227,7 +243,10 @@ def official_tie_rule(model: FedKT, setting: Setting, split, tie_class: int) -> 
 
     privfed breaks tied (and all-inconsistent, all-zero) vote counts at random; the official code takes
     numpy's argmax, i.e. its class 0 (the label other than row 0's). The final model is refitted here on
-    the same votes with that rule, so the two accuracies differ only by the tie rule.
+    the same votes with that rule and the final model's own random_state, so the two accuracies differ
+    only by the tie rule (before, an unseeded refit added up to 0.7 points of noise). Also the share of
+    the public queries whose voted label (with that rule) is their true label, which the official code
+    logs as its final "Labeling acc", and how often the minority class is voted, true and predicted.
     """
     X_final = split.X_public
     predictions = np.stack([[student.predict(X_final) for student in party] for party in model.students_])
@@ -236,18 +255,27 @@ def official_tie_rule(model: FedKT, setting: Setting, split, tie_class: int) -> 
     is_tie = tied.sum(axis=1) > 1
     labels = np.argmax(votes, axis=1)
     labels[is_tie] = int(np.searchsorted(model.classes_, tie_class))
-    final = clone(setting.student()).fit(X_final, labels)
+    # The final model's own parameters, random_state included, so the refit differs from it by the labels only.
+    prototype = model.final_model_.estimator if model.final_model_.estimator is not None else setting.student()
+    final = clone(prototype).fit(X_final, labels)
+    values, counts = np.unique(split.y_public, return_counts=True)
+    minority = values[np.argmin(counts)]
     return {
         "tied_queries": int(is_tie.sum()),
         "all_inconsistent_queries": int((votes.sum(axis=1) == 0).sum()),
         "accuracy_official_tie_rule": 100 * float(np.mean(model.classes_[final.predict(split.X_test)] == split.y_test)),
+        "server_label_accuracy_official_tie_rule": 100 * float(np.mean(model.classes_[labels] == split.y_public)),
+        "minority_share_public_true": 100 * float(np.mean(split.y_public == minority)),
+        "minority_share_voted_official_tie_rule": 100 * float(np.mean(model.classes_[labels] == minority)),
+        "minority_share_test_true": 100 * float(np.mean(split.y_test == minority)),
+        "minority_share_test_predicted": 100 * float(np.mean(model.predict(split.X_test) == minority)),
     }
 
 
 def run_setting(key: str, setting: Setting, folder: Path, protocol: str, seeds: list[int], n_jobs: int,
                 rows_file: Path | None = None, baselines: bool = True, done: dict | None = None,
                 record: Callable[[dict], None] | None = None, model_seeds: list[int] | None = None,
-                official_labels: bool = False) -> dict:
+                official_labels: bool = False, teacher_assignment: str = "keyed") -> dict:
     rows: dict[str, list] = {"accuracy": [], "seconds": [], "classic": [], "tight": [], "tight_independent": [],
                              "queries": [], "solo": [], "centralized": [], "failed": [], "majority": []}
     unit = "example" if setting.privacy == "L2" else "party"
@@ -258,7 +286,7 @@ def run_setting(key: str, setting: Setting, folder: Path, protocol: str, seeds: 
             print(f"  {key} seed {trial} (model seed {model_seed}): already in the JSON file, skipped", flush=True)
         else:
             result = run_seed(key, setting, folder, protocol, trial, n_jobs, rows_file, baselines, unit, model_seed,
-                              official_labels)
+                              official_labels, teacher_assignment)
             if record is not None:
                 record(result)
         if result.get("failed"):
@@ -277,7 +305,7 @@ def run_setting(key: str, setting: Setting, folder: Path, protocol: str, seeds: 
 
 def run_seed(key: str, setting: Setting, folder: Path, protocol: str, trial: int, n_jobs: int,
              rows_file: Path | None, baselines: bool, unit: str, model_seed: int,
-             official_labels: bool = False) -> dict:
+             official_labels: bool = False, teacher_assignment: str = "keyed") -> dict:
     split, rows_from = prepare(setting.data, folder, protocol, setting.parties, seed=trial, rows_file=rows_file,
                                official_labels=official_labels)
     print(f"  {key} seed {trial}: {rows_from}", flush=True)
@@ -286,6 +314,7 @@ def run_seed(key: str, setting: Setting, folder: Path, protocol: str, trial: int
         "setting": key, "seed": trial, "model_seed": model_seed, "protocol": protocol,
         "official_rows": split.rows_source is not None,
         "label_coding": "official" if official_labels and split.rows_source is not None else "privfed",
+        "teacher_assignment": teacher_assignment,
         "rows": rows_from, "rows_source": split.rows_source,
         "majority_class_accuracy": 100 * float(np.mean(split.y_test == np.bincount(split.y_test).argmax())),
         "delta": DELTA, "epsilon_unit": None if setting.privacy == "L0" else unit,
@@ -456,6 +485,9 @@ def main() -> None:
     parser.add_argument("--no-baselines", action="store_true", help="skip SOLO and centralized PATE")
     parser.add_argument("--official-labels", action="store_true",
                         help="on the official rows, code labels as the official code does (row 0's label = 1)")
+    parser.add_argument("--teacher-assignment", choices=("keyed", "permutation"), default="keyed",
+                        help="privfed's keyed hash (default), or equal shares of a permutation as the official code "
+                             "(an ablation: runs the parties in this process; write it to its own --json)")
     parser.add_argument("--json", default=None, help="per-seed records, written after every seed; resumable")
     parser.add_argument("--markdown", default=None, help="append the table to this Markdown file")
     parser.add_argument("--speed", action="store_true", help="time Adult L0 with n_jobs=1 and 2 and stop")
@@ -473,6 +505,9 @@ def main() -> None:
     if args.speed:
         speed(folder, args.protocol)
         return
+    if args.teacher_assignment == "permutation":
+        use_permutation_teachers()
+        args.n_jobs = 1  # the replacement lives in this process only
     records = JsonRecords(Path(args.json), args.protocol) if args.json else None
     rows_file = Path(args.reference_rows) if args.protocol == "reference-code" else None
     lines = []
@@ -482,7 +517,7 @@ def main() -> None:
         rows = run_setting(key, setting, folder, args.protocol, seeds, args.n_jobs, rows_file,
                            baselines=not args.no_baselines, done=records.done if records else None,
                            record=records.add if records else None, model_seeds=args.model_seeds,
-                           official_labels=args.official_labels)
+                           official_labels=args.official_labels, teacher_assignment=args.teacher_assignment)
         lines.append(markdown_row(key, setting, rows, args.protocol))
         print(HEADER.splitlines()[0])
         print(lines[-1], flush=True)

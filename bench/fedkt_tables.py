@@ -60,7 +60,7 @@ import numpy as np  # noqa: E402
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import fedkt as bench_fedkt  # noqa: E402  (bench/fedkt.py: a script's own folder is on sys.path)
-from privfed.pipelines import federated_split, fedkt_steps, load_dataset, teacher_subsets  # noqa: E402
+from privfed.pipelines import federated_split, load_dataset  # noqa: E402
 from privfed.pipelines.fedkt import FedKT  # noqa: E402
 from privfed.pipelines.reference_rows import load_reference_rows, reference_rows_split  # noqa: E402
 
@@ -147,11 +147,6 @@ def split_for(row: Row, seed: int, folder: Path, rows_file: Path):
 
 
 PERMUTATION_TEACHERS = False  # set by --teacher-assignment permutation
-
-
-def permutation_teacher_subsets(X, y, *, n_partitions: int, n_teachers: int, random_state=None):
-    """Equal shares of a random permutation per partition, with keyed_teacher_subsets' signature."""
-    return teacher_subsets(len(X), n_partitions=n_partitions, n_teachers=n_teachers, random_state=random_state)
 
 
 def query_count(row: Row, split) -> int:
@@ -263,7 +258,7 @@ def main() -> None:
     if args.teacher_assignment == "permutation":
         global PERMUTATION_TEACHERS
         PERMUTATION_TEACHERS = True
-        fedkt_steps.keyed_teacher_subsets = permutation_teacher_subsets
+        bench_fedkt.use_permutation_teachers()
     path = Path(args.json)
     document: dict[str, Any] = {"command": "python " + " ".join(sys.argv), "records": []}
     if path.is_file():
