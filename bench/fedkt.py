@@ -238,13 +238,13 @@ def fedkt_for(setting: Setting, split, seed: int, n_jobs: int) -> FedKT:
     return FedKT(setting.teacher(), setting.student(), **kwargs, **setting.extra)
 
 
-def official_tie_rule(model: FedKT, setting: Setting, split, tie_class: int) -> dict:
+def official_tie_rule(model: FedKT, split, tie_class: int) -> dict:
     """L0 only: how many server votes are tied, and the accuracy with the official code's tie rule.
 
     privfed breaks tied (and all-inconsistent, all-zero) vote counts at random; the official code takes
     numpy's argmax, i.e. its class 0 (the label other than row 0's). The final model is refitted here on
     the same votes with that rule and the final model's own random_state, so the two accuracies differ
-    only by the tie rule (before, an unseeded refit added up to 0.7 points of noise). Also the share of
+    only by the tie rule (before, an unseeded refit added the forest's own randomness). Also the share of
     the public queries whose voted label (with that rule) is their true label, which the official code
     logs as its final "Labeling acc", and how often the minority class is voted, true and predicted.
     """
@@ -256,8 +256,7 @@ def official_tie_rule(model: FedKT, setting: Setting, split, tie_class: int) -> 
     labels = np.argmax(votes, axis=1)
     labels[is_tie] = int(np.searchsorted(model.classes_, tie_class))
     # The final model's own parameters, random_state included, so the refit differs from it by the labels only.
-    prototype = model.final_model_.estimator if model.final_model_.estimator is not None else setting.student()
-    final = clone(prototype).fit(X_final, labels)
+    final = clone(model.final_model_).fit(X_final, labels)
     values, counts = np.unique(split.y_public, return_counts=True)
     minority = values[np.argmin(counts)]
     return {
@@ -344,7 +343,7 @@ def run_seed(key: str, setting: Setting, folder: Path, protocol: str, trial: int
     elif setting.data in REFERENCE_ROWS_DATASETS and protocol == "reference-code":
         y_train = load_dataset(setting.data, folder).y_train
         tie_class = 0 if split.rows_source is not None and official_labels else int(1 - y_train[0])
-        result.update(official_tie_rule(model, setting, split, tie_class=tie_class))
+        result.update(official_tie_rule(model, split, tie_class=tie_class))
     if setting.baselines and baselines:
         result["solo_accuracy"] = 100 * Solo(setting.student(), random_state=model_seed).fit(split.parties).score(
             split.X_test, split.y_test)

@@ -11,8 +11,9 @@ other four ``--fedkt_seed`` values of ``bench/results/fedkt_official_code_adult_
 ``--codings privfed`` changes one thing: which file label gets class code 0. The official code codes
 row 0's label (≤50K) as 1, privfed codes the sorted labels (≤50K as 0). The code decides two tie rules:
 a decision-tree leaf with equal class counts predicts the lowest code (scikit-learn), and numpy's argmax
-gives a tied server vote the lowest code. Each record also says how often the minority class (>50K) is
-true, voted and predicted.
+gives a tied server vote the lowest code. ``--server-ties random`` breaks tied server votes at random, as
+privfed does (from a generator of its own, so numpy's global stream is unchanged), which separates the two
+rules. Each record also says how often the minority class (>50K) is true, voted and predicted.
 
 Usage::
 
@@ -43,7 +44,7 @@ def forest() -> RandomForestClassifier:
     return RandomForestClassifier(max_depth=DEPTH, n_estimators=TREES)
 
 
-def run(X: np.ndarray, y_privfed: np.ndarray, rows, model_seed: int, coding: str) -> dict:
+def run(X: np.ndarray, y_privfed: np.ndarray, rows, model_seed: int, coding: str, server_ties: str) -> dict:
     """One run; ``y_privfed`` holds privfed's codes, recoded as the official code does (row 0's label is 1)."""
     y = (y_privfed == y_privfed[0]).astype(np.int64) if coding == "official" else y_privfed
     X_public, y_public = X[rows.public_rows], y[rows.public_rows]
@@ -63,13 +64,16 @@ def run(X: np.ndarray, y_privfed: np.ndarray, rows, model_seed: int, coding: str
         a, b = first.predict(X_public).astype(np.int64), second.predict(X_public).astype(np.int64)
         agree = np.flatnonzero(a == b)
         server_votes[agree, a[agree]] += N_PARTITIONS
-    voted = np.argmax(server_votes, axis=1)
+    if server_ties == "random":  # integer counts: a jitter in [0, 1/2) reorders tied maxima only
+        voted = np.argmax(server_votes + 0.5 * np.random.default_rng(model_seed).random(server_votes.shape), axis=1)
+    else:
+        voted = np.argmax(server_votes, axis=1)
     final = forest().fit(X_public, voted)
     predicted = final.predict(X[rows.test_rows])
     y_test = y[rows.test_rows]
     minority = 1 - int(np.bincount(y).argmax())
     return {
-        "seed": int(rows.key.rsplit("=", 1)[1]), "model_seed": model_seed, "coding": coding,
+        "seed": int(rows.key.rsplit("=", 1)[1]), "model_seed": model_seed, "coding": coding, "server_ties": server_ties,
         "accuracy": 100 * float(np.mean(predicted == y_test)),
         "server_label_accuracy": 100 * float(np.mean(voted == y_public)),
         "tied_server_votes": int((server_votes[:, 0] == server_votes[:, 1]).sum()),
@@ -88,6 +92,8 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, nargs="+", default=[0])
     parser.add_argument("--model-seeds", type=int, nargs="+", default=[0])
     parser.add_argument("--codings", nargs="+", default=["official", "privfed"], choices=("official", "privfed"))
+    parser.add_argument("--server-ties", default="argmax", choices=("argmax", "random"),
+                        help="a tied server vote goes to the lowest code (the official code) or at random (privfed)")
     parser.add_argument("--json", required=True, help="records, written after every run")
     args = parser.parse_args()
     data = load_dataset("adult_a9a", args.data)
@@ -97,7 +103,7 @@ def main() -> None:
         rows = load_reference_rows(args.reference_rows, dataset="adult_a9a", n_parties=50, seed=seed)
         for coding in args.codings:
             for model_seed in args.model_seeds:
-                document["records"].append(run(X, data.y_train, rows, model_seed, coding))
+                document["records"].append(run(X, data.y_train, rows, model_seed, coding, args.server_ties))
                 print(json.dumps(document["records"][-1]), flush=True)
                 Path(args.json).write_text(json.dumps(document, indent=1) + "\n", encoding="utf-8")
 
