@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from conftest import digits_federation
-from flower_sites import APP, checkout_env, free_port, localhost_federation, stop, write_sites
+from flower_sites import APP, checkout_env, free_ports, localhost_federation, stop, write_sites
 from privfed.pipelines.fedkt import FedKT
 from sklearn.tree import DecisionTreeClassifier
 from threadpoolctl import threadpool_limits
@@ -104,8 +104,9 @@ def test_flwr_run_local_simulation_writes_the_bundle_of_fit(tmp_path, digits_sit
     (home / "config.toml").write_text(
         '[superlink]\ndefault = "local-simulation"\n\n[superlink.local-simulation]\naddress = ":local-in-memory:"\n'
     )
-    env = checkout_env(home, FLWR_LOCAL_SUPERLINK_HTTP_API_PORT=str(free_port()),
-                       FLWR_LOCAL_CONTROL_API_PORT=str(free_port()))
+    http_port, control_port = free_ports(2)
+    env = checkout_env(home, FLWR_LOCAL_SUPERLINK_HTTP_API_PORT=str(http_port),
+                       FLWR_LOCAL_CONTROL_API_PORT=str(control_port))
     overrides = (f'public-path="{folder / "public.npz"}" output-bundle="{folder / "bundle"}" timeout=60 '
                  f'data-paths="{",".join(str(folder / f"site-{i}.npz") for i in range(3))}" '
                  'n-teachers=3 query-fraction=0.5 privacy="L1" gamma=0.5 random-state=7')
