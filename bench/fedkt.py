@@ -88,6 +88,11 @@ def use_permutation_teachers() -> None:
     fedkt_steps.keyed_teacher_subsets = permutation_teacher_subsets
 
 
+def teacher_assignment() -> str:
+    """``"permutation"`` after :func:`use_permutation_teachers`, else ``"keyed"`` (recorded with each run)."""
+    return "permutation" if fedkt_steps.keyed_teacher_subsets is permutation_teacher_subsets else "keyed"
+
+
 def tree() -> Any:
     from sklearn.tree import DecisionTreeClassifier
 
@@ -274,7 +279,7 @@ def official_tie_rule(model: FedKT, split, tie_class: int) -> dict:
 def run_setting(key: str, setting: Setting, folder: Path, protocol: str, seeds: list[int], n_jobs: int,
                 rows_file: Path | None = None, baselines: bool = True, done: dict | None = None,
                 record: Callable[[dict], None] | None = None, model_seeds: list[int] | None = None,
-                official_labels: bool = False, teacher_assignment: str = "keyed") -> dict:
+                official_labels: bool = False) -> dict:
     rows: dict[str, list] = {"accuracy": [], "seconds": [], "classic": [], "tight": [], "tight_independent": [],
                              "queries": [], "solo": [], "centralized": [], "failed": [], "majority": []}
     unit = "example" if setting.privacy == "L2" else "party"
@@ -285,7 +290,7 @@ def run_setting(key: str, setting: Setting, folder: Path, protocol: str, seeds: 
             print(f"  {key} seed {trial} (model seed {model_seed}): already in the JSON file, skipped", flush=True)
         else:
             result = run_seed(key, setting, folder, protocol, trial, n_jobs, rows_file, baselines, unit, model_seed,
-                              official_labels, teacher_assignment)
+                              official_labels)
             if record is not None:
                 record(result)
         if result.get("failed"):
@@ -304,7 +309,7 @@ def run_setting(key: str, setting: Setting, folder: Path, protocol: str, seeds: 
 
 def run_seed(key: str, setting: Setting, folder: Path, protocol: str, trial: int, n_jobs: int,
              rows_file: Path | None, baselines: bool, unit: str, model_seed: int,
-             official_labels: bool = False, teacher_assignment: str = "keyed") -> dict:
+             official_labels: bool = False) -> dict:
     split, rows_from = prepare(setting.data, folder, protocol, setting.parties, seed=trial, rows_file=rows_file,
                                official_labels=official_labels)
     print(f"  {key} seed {trial}: {rows_from}", flush=True)
@@ -313,7 +318,7 @@ def run_seed(key: str, setting: Setting, folder: Path, protocol: str, trial: int
         "setting": key, "seed": trial, "model_seed": model_seed, "protocol": protocol,
         "official_rows": split.rows_source is not None,
         "label_coding": "official" if official_labels and split.rows_source is not None else "privfed",
-        "teacher_assignment": teacher_assignment,
+        "teacher_assignment": teacher_assignment(),
         "rows": rows_from, "rows_source": split.rows_source,
         "majority_class_accuracy": 100 * float(np.mean(split.y_test == np.bincount(split.y_test).argmax())),
         "delta": DELTA, "epsilon_unit": None if setting.privacy == "L0" else unit,
@@ -516,7 +521,7 @@ def main() -> None:
         rows = run_setting(key, setting, folder, args.protocol, seeds, args.n_jobs, rows_file,
                            baselines=not args.no_baselines, done=records.done if records else None,
                            record=records.add if records else None, model_seeds=args.model_seeds,
-                           official_labels=args.official_labels, teacher_assignment=args.teacher_assignment)
+                           official_labels=args.official_labels)
         lines.append(markdown_row(key, setting, rows, args.protocol))
         print(HEADER.splitlines()[0])
         print(lines[-1], flush=True)

@@ -146,9 +146,6 @@ def split_for(row: Row, seed: int, folder: Path, rows_file: Path):
     return split, f"privfed's draw ({row.partition.lower()}, reference-code sizes)"
 
 
-PERMUTATION_TEACHERS = False  # set by --teacher-assignment permutation
-
-
 def query_count(row: Row, split) -> int:
     """The official code's ``int(len(held_out) · fraction)``."""
     held_out = len(split.X_public) + len(split.X_test)
@@ -159,7 +156,8 @@ def model_for(row: Row, queries: int, public: int, seed: int, target_epsilon: fl
     student = bench_fedkt.forest if row.data == "Adult" else bench_fedkt.boosted(0.1)
     kwargs: dict[str, Any] = dict(
         n_partitions=1, n_teachers=5 if row.table == 8 else 25, privacy="L1" if row.table == 8 else "L2",
-        gamma=row.gamma, random_state=seed, n_jobs=1 if PERMUTATION_TEACHERS else 2, small_parties="fewer-teachers",
+        gamma=row.gamma, random_state=seed, small_parties="fewer-teachers",
+        n_jobs=1 if bench_fedkt.teacher_assignment() == "permutation" else 2,  # the replacement lives in this process
     )
     fraction = 1.0 if target_epsilon is not None else min(1.0, queries / public)
     kwargs["query_fraction" if row.table == 8 else "local_query_fraction"] = fraction
@@ -175,7 +173,7 @@ def run(row: Row, seed: int, kind: str, folder: Path, rows_file: Path) -> dict:
     model = model_for(row, queries, len(split.X_public), seed, row.paper_epsilon if kind == "budget" else None)
     record: dict[str, Any] = {"row": row.key, "seed": seed, "kind": kind, "rows": rows_from, "paper_queries": queries,
                               "unit": unit, "delta": DELTA,
-                              "teacher_assignment": "permutation" if PERMUTATION_TEACHERS else "keyed"}
+                              "teacher_assignment": bench_fedkt.teacher_assignment()}
     start = time.perf_counter()
     try:
         model.fit(split.parties, split.X_public)
@@ -256,8 +254,6 @@ def main() -> None:
                         help="privfed's keyed hash (default), or equal shares of a permutation (an ablation)")
     args = parser.parse_args()
     if args.teacher_assignment == "permutation":
-        global PERMUTATION_TEACHERS
-        PERMUTATION_TEACHERS = True
         bench_fedkt.use_permutation_teachers()
     path = Path(args.json)
     document: dict[str, Any] = {"command": "python " + " ".join(sys.argv), "records": []}

@@ -51,11 +51,14 @@ def wait_for_port(port: int, seconds: float) -> None:
     raise TimeoutError(f"nothing listens on 127.0.0.1:{port} after {seconds} s")
 
 
-def wait_for_text(path: Path, text: str, seconds: float) -> None:
+def wait_for_text(path: Path, text: str, seconds: float, process: subprocess.Popen | None = None) -> None:
+    """Until ``path`` mentions ``text``; ChildProcessError as soon as ``process`` (the writer) has exited without."""
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
         if path.exists() and text in path.read_text(errors="replace"):
             return
+        if process is not None and process.poll() is not None:
+            raise ChildProcessError(f"{path.name}: its process exited ({process.returncode}) before {text!r}")
         time.sleep(0.2)
     raise TimeoutError(f"{path.name} does not mention {text!r} after {seconds} s")
 
@@ -99,6 +102,8 @@ class LocalFederation:
 
     folder: Path
     env: dict[str, str]
+    link_port: int
+    sites: list[Path]
     processes: list[subprocess.Popen] = field(default_factory=list)
     nodes: list[subprocess.Popen] = field(default_factory=list)
 
@@ -109,26 +114,23 @@ class LocalFederation:
         self.processes.append(process)
         return process
 
-    def start_node(self, link_port: int, index: int, path: Path, port: int) -> subprocess.Popen:
-        return self.start("flower-supernode", "--insecure", "--superlink", f"127.0.0.1:{link_port}",
-                          "--port", str(port), "--node-config", f'data-path="{path}" party-index={index}',
+    def start_node(self, index: int, port: int) -> subprocess.Popen:
+        return self.start("flower-supernode", "--insecure", "--superlink", f"127.0.0.1:{self.link_port}",
+                          "--port", str(port), "--node-config", f'data-path="{self.sites[index]}" party-index={index}',
                           log=f"supernode-{index}.log")
 
-    def wait_until_registered(self, link_port: int, index: int, path: Path, seconds: float = 120) -> None:
+    def wait_until_registered(self, index: int, seconds: float = 120) -> None:
         """Until SuperNode ``index`` has its node ID; one that exited (a port taken meanwhile) is restarted once."""
         log = self.folder / f"supernode-{index}.log"
-        deadline = time.monotonic() + seconds
-        restarted = False
-        while time.monotonic() < deadline:
-            if log.exists() and "SuperNode ID:" in log.read_text(errors="replace"):
-                return
-            if self.nodes[index].poll() is not None:
-                if restarted:
-                    break
-                self.nodes[index] = self.start_node(link_port, index, path, free_port())
-                restarted = True
-            time.sleep(0.2)
-        raise TimeoutError(f"SuperNode {index} did not register with the SuperLink within {seconds} s; its log:\n"
+        for attempt in range(2):
+            try:
+                return wait_for_text(log, "SuperNode ID:", seconds, process=self.nodes[index])
+            except ChildProcessError:
+                if attempt == 0:
+                    self.nodes[index] = self.start_node(index, free_port())
+            except TimeoutError:
+                break
+        raise TimeoutError(f"SuperNode {index} did not register with the SuperLink; its log:\n"
                            f"{log_tail(log)}\nthe SuperLink's log:\n{log_tail(self.folder / 'superlink.log')}")
 
     def node_logs(self) -> str:
@@ -159,15 +161,14 @@ def localhost_federation(folder: Path, parties: Sequence, public: np.ndarray,
         '[superlink]\ndefault = "localhost"\n\n[superlink.localhost]\n'
         f'address = "127.0.0.1:{link_port}"\ninsecure = true\n'
     )
-    federation = LocalFederation(folder, checkout_env(home, **env))
+    federation = LocalFederation(folder, checkout_env(home, **env), link_port, paths)
     try:
         federation.start("flower-superlink", "--insecure", "--disable-runtime-dependency-installation",
                          "--port", str(link_port), "--database", ":flwr-in-memory:", log="superlink.log")
         wait_for_port(link_port, 60)
-        federation.nodes = [federation.start_node(link_port, index, path, port)
-                             for (index, path), port in zip(enumerate(paths), free_ports(len(paths)))]
-        for index, path in enumerate(paths):
-            federation.wait_until_registered(link_port, index, path)
+        federation.nodes = [federation.start_node(index, port) for index, port in enumerate(free_ports(len(paths)))]
+        for index in range(len(paths)):
+            federation.wait_until_registered(index)
         yield federation
     finally:
         for process in reversed(federation.processes):
