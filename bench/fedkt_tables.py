@@ -26,7 +26,9 @@ For every row and seed two runs:
   paper's ε, and how many queries that buys.
 
 Records go to ``--json`` after every run; rerunning with the same file skips the
-records already there. ``--markdown`` renders the tables from the JSON file.
+records already there. ``--markdown-only`` renders the tables from the JSON file (and from
+``--also`` files: e.g. the paper-settings runs and the budget runs made separately),
+restricted to ``--seeds``.
 
 ``--teacher-assignment permutation`` is a measurement ablation: each party's teachers
 get equal shares of a random permutation (FedKT Algorithm 1 as written,
@@ -39,6 +41,9 @@ Usage::
 
     python bench/fedkt_tables.py --json bench/results/fedkt_tables_8_9.json
     python bench/fedkt_tables.py --json bench/results/fedkt_tables_8_9.json --markdown-only
+    python bench/fedkt_tables.py --markdown-only --seeds 0 1 2 \
+        --json bench/results/fedkt_tables_8_9_budget_final_code.json \
+        --also bench/results/fedkt_table9_seed0_final_code.json bench/results/fedkt_table8_final_code.json
 """
 
 from __future__ import annotations
@@ -202,6 +207,23 @@ def epsilon_range(values: list[float]) -> str:
     return up(high) if math.isclose(low, high, rel_tol=1e-3) else f"{up(low)}–{up(high)}"
 
 
+def rendered_records(paths: list[Path], seeds: list[int]) -> list[dict]:
+    """The records of ``seeds`` in these files; a (row, seed, kind) in two of them is an error, not a choice."""
+    records, origin = [], {}
+    for path in paths:
+        if not path.is_file():
+            raise SystemExit(f"error: no record file {str(path)!r}")
+        for record in json.loads(path.read_text(encoding="utf-8"))["records"]:
+            if record["seed"] not in seeds:
+                continue
+            key = (record["row"], record["seed"], record["kind"])
+            if key in origin:
+                raise SystemExit(f"error: {key} is in both {origin[key]} and {path}")
+            origin[key] = path
+            records.append(record)
+    return records
+
+
 def markdown(records: list[dict], rows: list[Row]) -> str:
     lines = []
     for table in (8, 9):
@@ -249,7 +271,11 @@ def main() -> None:
     parser.add_argument("--rows", nargs="+", default=None,
                         help="only rows whose key contains one of these strings (e.g. 'T9/Adult/Heterogeneous')")
     parser.add_argument("--json", required=True, help="records, written after every run; resumable")
-    parser.add_argument("--markdown-only", action="store_true", help="render the tables from --json and stop")
+    parser.add_argument("--markdown-only", action="store_true",
+                        help="render the tables from --json (and --also) for --seeds, and stop")
+    parser.add_argument("--also", nargs="+", default=[],
+                        help="with --markdown-only: more record files rendered with --json's (one record per row, "
+                             "seed and kind in all of them)")
     parser.add_argument("--teacher-assignment", choices=("keyed", "permutation"), default="keyed",
                         help="privfed's keyed hash (default), or equal shares of a permutation (an ablation)")
     args = parser.parse_args()
@@ -260,8 +286,10 @@ def main() -> None:
     if path.is_file():
         document = json.loads(path.read_text(encoding="utf-8"))
     if args.markdown_only:
-        print(markdown(document["records"], TABLE_8 + TABLE_9))
+        print(markdown(rendered_records([path, *map(Path, args.also)], args.seeds), TABLE_8 + TABLE_9))
         return
+    if args.also:
+        parser.error("--also is only for --markdown-only")
     document.setdefault("resumed_with", []).append("python " + " ".join(sys.argv))
     done = {(r["row"], r["seed"], r["kind"]) for r in document["records"]}
     plan = [(row, seed, kind) for table in args.tables for kind in args.kinds
