@@ -64,13 +64,14 @@ def split(y_private: np.ndarray, kind: str, seed: int) -> list[np.ndarray]:
     return dirichlet_partition(y_private, N_CLIENTS, 0.5, min_size=10, random_state=seed)
 
 
-def global_network(model: TorchClassifier, source: str, seed: int) -> tuple[TorchClassifier, list[int]]:
+def global_network(model: TorchClassifier, source: str, seed: int,
+                   input_shape: tuple[int, ...]) -> tuple[TorchClassifier, list[int]]:
     """The network the clients start from and their training seeds (round 1: all the network's own seed)."""
     if source == "start":
         return model.set_params(random_state=seed), [seed] * PER_ROUND
     with np.load(source, allow_pickle=False) as stored:
         parameters = stored["global_parameters"]
-    network = network_from_parameters(model, parameters, N_CLASSES, (784,))
+    network = network_from_parameters(model, parameters, N_CLASSES, input_shape)
     return network, [int(s) for s in np.random.default_rng(seed).integers(2**31, size=PER_ROUND)]
 
 
@@ -87,7 +88,7 @@ def measure(X: np.ndarray, y: np.ndarray, *, kind: str, seed: int, source: str, 
     data = [(X[private_rows][parts[i]], y[private_rows][parts[i]]) for i in chosen]
     model = TorchClassifier(KerasInitialised(authors_cnn), optimizer="sgd", lr=0.05, momentum=0.0, batch_size=32,
                             epochs=5)
-    network, states = global_network(model, source, seed)
+    network, states = global_network(model, source, seed, X.shape[1:])
     eye = np.eye(N_CLASSES)
     tick = time.perf_counter()
     copies = train_copies(network, [(Xi, eye[yi]) for Xi, yi in data], random_states=states,
