@@ -279,6 +279,8 @@ def main() -> None:
     parser.add_argument("--teacher-assignment", choices=("keyed", "permutation"), default="keyed",
                         help="privfed's keyed hash (default), or equal shares of a permutation (an ablation)")
     args = parser.parse_args()
+    if args.also and not args.markdown_only:
+        parser.error("--also is only for --markdown-only")
     if args.teacher_assignment == "permutation":
         bench_fedkt.use_permutation_teachers()
     path = Path(args.json)
@@ -288,8 +290,6 @@ def main() -> None:
     if args.markdown_only:
         print(markdown(rendered_records([path, *map(Path, args.also)], args.seeds), TABLE_8 + TABLE_9))
         return
-    if args.also:
-        parser.error("--also is only for --markdown-only")
     document.setdefault("resumed_with", []).append("python " + " ".join(sys.argv))
     done = {(r["row"], r["seed"], r["kind"]) for r in document["records"]}
     plan = [(row, seed, kind) for table in args.tables for kind in args.kinds
