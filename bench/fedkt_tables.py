@@ -284,12 +284,12 @@ def main() -> None:
     if args.teacher_assignment == "permutation":
         bench_fedkt.use_permutation_teachers()
     path = Path(args.json)
-    document: dict[str, Any] = {"command": "python " + " ".join(sys.argv), "records": []}
-    if path.is_file():
-        document = json.loads(path.read_text(encoding="utf-8"))
     if args.markdown_only:
         print(markdown(rendered_records([path, *map(Path, args.also)], args.seeds), TABLE_8 + TABLE_9))
         return
+    document: dict[str, Any] = {"command": "python " + " ".join(sys.argv), "records": []}
+    if path.is_file():
+        document = json.loads(path.read_text(encoding="utf-8"))
     document.setdefault("resumed_with", []).append("python " + " ".join(sys.argv))
     done = {(r["row"], r["seed"], r["kind"]) for r in document["records"]}
     plan = [(row, seed, kind) for table in args.tables for kind in args.kinds

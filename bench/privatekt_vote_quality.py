@@ -43,6 +43,7 @@ from privfed.accounting.randomized_response import randomized_response_keep_prob
 from privfed.pipelines.batched_training import train_copies  # noqa: E402
 from privfed.pipelines.datasets import load_dataset  # noqa: E402
 from privfed.pipelines.partition import dirichlet_partition, label_mixture_partition  # noqa: E402
+from privfed.pipelines.privatekt import predictive_entropy  # noqa: E402
 from privfed.pipelines.privatekt_steps import (  # noqa: E402
     PrivateKTReport,
     aggregate_reports,
@@ -50,6 +51,7 @@ from privfed.pipelines.privatekt_steps import (  # noqa: E402
     perturb_labels,
 )
 from privfed.pipelines.torch_models import KerasInitialised, TorchClassifier  # noqa: E402
+from privfed.pipelines.voting import prediction_votes  # noqa: E402
 
 sys.path.insert(1, str(Path(__file__).resolve().parent))
 from privatekt import authors_cnn, public_and_private_rows  # noqa: E402
@@ -75,17 +77,14 @@ def global_network(model: TorchClassifier, source: str, seed: int,
     return network, [int(s) for s in np.random.default_rng(seed).integers(2**31, size=PER_ROUND)]
 
 
-def entropy(probabilities: np.ndarray) -> np.ndarray:
-    return -np.sum(probabilities * np.log(np.clip(probabilities, 1e-12, None)), axis=1)
-
-
 def measure(X: np.ndarray, y: np.ndarray, *, kind: str, seed: int, source: str, queries: int,
             noise_draws: int) -> dict:
     public_rows, private_rows = public_and_private_rows(seed)
     parts = split(y[private_rows], kind, seed)
     rng = np.random.default_rng([seed, 17])
     chosen = np.sort(rng.choice(N_CLIENTS, size=PER_ROUND, replace=False))
-    data = [(X[private_rows][parts[i]], y[private_rows][parts[i]]) for i in chosen]
+    X_private, y_private = X[private_rows], y[private_rows]
+    data = [(X_private[parts[i]], y_private[parts[i]]) for i in chosen]
     model = TorchClassifier(KerasInitialised(authors_cnn), optimizer="sgd", lr=0.05, momentum=0.0, batch_size=32,
                             epochs=5)
     network, states = global_network(model, source, seed, X.shape[1:])
@@ -98,7 +97,7 @@ def measure(X: np.ndarray, y: np.ndarray, *, kind: str, seed: int, source: str, 
     truth = y[asked]
     predictions = copies.predict(X[asked]).astype(np.int64)  # (clients, queries)
 
-    counts = np.stack([np.bincount(predictions[:, j], minlength=N_CLASSES) for j in range(queries)])
+    counts = prediction_votes(predictions, N_CLASSES)
     top = counts.max(axis=1, keepdims=True)
     plurality_right = (counts[np.arange(queries), truth] == top[:, 0]) / (counts == top).sum(axis=1)  # ties: share
     beta = randomized_response_keep_probability(5.0, num_classes=N_CLASSES, labels_per_report=2)
@@ -111,7 +110,7 @@ def measure(X: np.ndarray, y: np.ndarray, *, kind: str, seed: int, source: str, 
     if source == "start":
         unsure = np.ones(queries, dtype=bool)  # round 1: no global network yet; importance sampling is uniform
     else:
-        uncertainty = entropy(network.predict_proba(X[asked]))
+        uncertainty = predictive_entropy(network.predict_proba(X[asked]))
         unsure = uncertainty >= np.quantile(uncertainty, 0.9)
 
     sizes = np.array([len(yi) for _, yi in data])
