@@ -261,16 +261,7 @@ def _read_model(
             if module_fn is None:
                 return cls.from_safe_state(architecture["spec"], tensors)
             return cls.from_safe_state(architecture["spec"], tensors, module_fn=module_fn)
-        import safetensors.torch  # family == "torch-module"
-
-        # safetensors parses a JSON header and raw tensor bytes (the verified ones): no pickle, no code.
-        state = safetensors.torch.load(files["model.safetensors"])
-        missing, unexpected = module.load_state_dict(state, strict=False)
-        shared = _shared_names(module)
-        if unexpected or any(name not in shared for name in missing):
-            raise BundleError(f"model.safetensors does not fit the module given: missing {sorted(missing)}, "
-                              f"unexpected {sorted(unexpected)}")
-        return module
+        return _fill_module(module, files["model.safetensors"])  # family == "torch-module"
     except BundleError:
         raise
     except Exception as error:  # every reader's own error for a truncated, empty or foreign file
@@ -279,16 +270,25 @@ def _read_model(
         ) from None
 
 
-def _shared_names(module: Any) -> set[str]:
-    """State-dict names whose tensor shares storage with another one (safetensors stores such a tensor once)."""
-    seen: dict[int, str] = {}
-    shared = set()
-    for name, tensor in module.state_dict().items():
-        pointer = tensor.data_ptr()
-        if pointer in seen and tensor.numel():
-            shared.add(name)
-        seen.setdefault(pointer, name)
-    return shared
+def _fill_module(module: Any, data: bytes) -> Any:
+    """``module`` with the tensors of a verified ``model.safetensors`` (a JSON header and raw bytes: no pickle, no code).
+
+    The verified bytes go to a private temporary file, which safetensors' own ``load_model`` reads:
+    the bundle's file is not opened again after its hash was checked, and tensors that share
+    storage in ``module`` (stored once by ``save_model``) are matched as safetensors matches them.
+    """
+    import tempfile
+
+    import safetensors.torch
+
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "model.safetensors"
+        path.write_bytes(data)
+        missing, unexpected = safetensors.torch.load_model(module, os.fspath(path), strict=False)
+    if missing or unexpected:
+        raise BundleError(f"model.safetensors does not fit the module given: missing {sorted(missing)}, "
+                          f"unexpected {sorted(unexpected)}")
+    return module
 
 
 # --- evidence -----------------------------------------------------------------------------------------
