@@ -271,7 +271,7 @@ def _read_model(
 
 
 def _fill_module(module: Any, data: bytes) -> Any:
-    """``module`` with the tensors of a verified ``model.safetensors`` (a JSON header and raw bytes: no pickle, no code).
+    """``module`` filled from a verified ``model.safetensors`` (a JSON header and raw bytes: no pickle, no code).
 
     The verified bytes go to a private temporary file, which safetensors' own ``load_model`` reads:
     the bundle's file is not opened again after its hash was checked, and tensors that share
