@@ -19,7 +19,9 @@ from .report import MechanismReport, PrivacyReport
 __all__ = ["METHODS", "Bound", "account", "as_mechanisms", "best_bound", "conversion_description", "pure_composition"]
 
 _CONVERSIONS = {
-    "classic": "moments-accountant tail bound ε = min_α RDP(α) + ln(1/δ)/(α − 1) (PATE 2017 Thm 2; Mironov 2017 Prop. 3)",
+    "classic": (
+        "moments-accountant tail bound ε = min_α RDP(α) + ln(1/δ)/(α − 1) (PATE 2017 Thm 2; Mironov 2017 Prop. 3)"
+    ),
     "tight": "dp-accounting compute_epsilon (improved RDP conversion, Balle et al. 2020 / Canonne et al. 2020)",
 }
 _PLD_CONVERSION = (
@@ -44,7 +46,9 @@ def conversion_description(analysis: str, method: str) -> str:
     return _CONVERSIONS[analysis]
 
 
-PLD_INDEPENDENT_NOTE = "epsilon_data_independent comes from the privacy loss distribution (PLD) of the mechanisms' DpEvents"
+PLD_INDEPENDENT_NOTE = (
+    "epsilon_data_independent comes from the privacy loss distribution (PLD) of the mechanisms' DpEvents"
+)
 PURE_INDEPENDENT_NOTE = "epsilon_data_independent comes from basic composition of the mechanisms' pure ε-DP guarantees"
 
 

@@ -21,7 +21,10 @@ from .noisy_max import VoteMechanism
 from .registry import PublicVoteView, mechanism_from_record, register
 from .sequential import SequentialComposition
 
-__all__ = ["ConfidentGNMax", "PublicConfidentView", "public_confident_view", "threshold_local_sensitivity_bounds", "threshold_log_failure_bounds"]
+__all__ = [
+    "ConfidentGNMax", "PublicConfidentView", "public_confident_view", "threshold_local_sensitivity_bounds",
+    "threshold_log_failure_bounds",
+]
 
 
 def threshold_log_failure_bounds(votes: np.ndarray, *, threshold: float, sigma_threshold: float) -> np.ndarray:
@@ -118,9 +121,9 @@ class ConfidentGNMax(VoteMechanism):
             object.__setattr__(self, "answered", answered)
 
     def __repr__(self) -> str:
-        return (f"ConfidentGNMax(<{self.num_queries} queries × {self.num_classes} classes>, threshold={self.threshold!r}, "
-                f"sigma_threshold={self.sigma_threshold!r}, sigma={self.sigma!r}, votes_per_unit={self.votes_per_unit!r}, "
-                f"unit={self.unit!r})")
+        return (f"ConfidentGNMax(<{self.num_queries} queries × {self.num_classes} classes>, "
+                f"threshold={self.threshold!r}, sigma_threshold={self.sigma_threshold!r}, sigma={self.sigma!r}, "
+                f"votes_per_unit={self.votes_per_unit!r}, unit={self.unit!r})")
 
     @property
     def num_answered(self) -> int:
@@ -205,7 +208,9 @@ class ConfidentGNMax(VoteMechanism):
         cls, parameters: Mapping[str, Any], *, unit: str, evidence: Mapping[str, np.ndarray] | None = None
     ) -> ConfidentGNMax:
         if not evidence or "votes" not in evidence:
-            raise ValueError("evidence must contain 'votes' to rebuild a ConfidentGNMax (its accounting is data-dependent)")
+            raise ValueError(
+                "evidence must contain 'votes' to rebuild a ConfidentGNMax (its accounting is data-dependent)"
+            )
         answered = evidence.get("answered")
         return cls(
             evidence["votes"], threshold=parameters["threshold"], sigma_threshold=parameters["sigma_threshold"],

@@ -49,7 +49,9 @@ def gaussian_log_failure_bounds(votes: np.ndarray, sigma: float) -> np.ndarray:
     for start in range(0, num_queries, _CHUNK_ROWS):
         chunk = votes[start : start + _CHUNK_ROWS].astype(float)
         winners = chunk.argmax(axis=1)
-        log_tails = stats.norm.logsf(chunk[np.arange(len(chunk)), winners][:, None] - chunk, scale=math.sqrt(2.0) * sigma)
+        log_tails = stats.norm.logsf(
+            chunk[np.arange(len(chunk)), winners][:, None] - chunk, scale=math.sqrt(2.0) * sigma
+        )
         log_tails[np.arange(len(chunk)), winners] = -np.inf
         np.minimum(special.logsumexp(log_tails, axis=1), cap, out=log_bounds[start : start + len(chunk)])
     return log_bounds
@@ -163,7 +165,8 @@ class GaussianNoisyMax(VoteMechanism):
         return self._cache["log_q"]
 
     def dp_event(self) -> dp_accounting.DpEvent:
-        """``GaussianDpEvent(σ/(√2k))`` self-composed once per query (the noisy histogram; argmax is post-processing)."""
+        """``GaussianDpEvent(σ/(√2k))`` self-composed once per query (the noisy histogram; argmax is
+        post-processing)."""
         return dp_accounting.SelfComposedDpEvent(
             dp_accounting.GaussianDpEvent(noise_multiplier=self.sigma / (math.sqrt(2.0) * self.public_votes_per_unit)),
             self.num_queries,

@@ -115,7 +115,8 @@ class BudgetExceededError(RuntimeError):
         self.delta, self.analysis, self.basis = delta, analysis, basis
         super().__init__(
             f"recording this release would spend ε = {epsilon!r} > target {target_epsilon!r} at {unit} level "
-            f"({analysis} analysis, δ = {delta:g}, {basis.replace('_', '-')} ε); it was refused and nothing was recorded"
+            f"({analysis} analysis, δ = {delta:g}, {basis.replace('_', '-')} ε); "
+            "it was refused and nothing was recorded"
         )
 
 
@@ -147,7 +148,9 @@ def _target_per_unit(target_epsilon: object) -> dict[str, float]:
     if isinstance(target_epsilon, Mapping):
         for unit in target_epsilon:
             check_choice("target_epsilon's unit", unit, UNITS)
-        return {unit: check_positive_finite(f"target_epsilon[{unit!r}]", value) for unit, value in target_epsilon.items()}
+        return {
+            unit: check_positive_finite(f"target_epsilon[{unit!r}]", value) for unit, value in target_epsilon.items()
+        }
     value = check_positive_finite("target_epsilon", target_epsilon)
     return {unit: value for unit in UNITS}
 
@@ -307,7 +310,9 @@ class Ledger:
         return self._append(kind="release", analyses=analyses, description="", note=note,
                             derived_from_training=derived_from_training)
 
-    def record_unaccounted(self, description: str, *, note: str = "", derived_from_training: bool = False) -> LedgerEntry:
+    def record_unaccounted(
+        self, description: str, *, note: str = "", derived_from_training: bool = False
+    ) -> LedgerEntry:
         """Append a release that no mechanism covers (class counts in clear, selector decisions, …).
 
         It costs no ε in the totals, and every report lists it: the guarantee does not cover it.
@@ -343,7 +348,9 @@ class Ledger:
         Pipelines use it to find how many queries they can answer, e.g. by bisection
         on the number of queries, then record the answered ones as one entry.
         """
-        analyses = {u: analyse_mechanism(m, evidence_sha256=None) for u, m in _mechanisms_per_unit(mechanism, unit).items()}
+        analyses = {
+            u: analyse_mechanism(m, evidence_sha256=None) for u, m in _mechanisms_per_unit(mechanism, unit).items()
+        }
         try:
             self._check_budget(analyses)
         except BudgetExceededError:
@@ -550,7 +557,8 @@ class Ledger:
 
     # --- evidence ------------------------------------------------------------------------------
     def evidence(self) -> dict[str, np.ndarray]:
-        """The private evidence of every entry, ready for ``np.savez``: keys ``"<sha256>/<name>"`` and ``"<sha256>#salt"``.
+        """The private evidence of every entry, ready for ``np.savez``: keys ``"<sha256>/<name>"`` and
+        ``"<sha256>#salt"``.
 
         Keep it away from the public ledger: give it only to auditors.
         """
@@ -585,7 +593,9 @@ class Ledger:
                         "the evidence belongs to another ledger or was edited"
                     )
                 prefix = f"{commitment}/"
-                arrays = {key[len(prefix):]: np.asarray(value) for key, value in evidence.items() if key.startswith(prefix)}
+                arrays = {
+                    key[len(prefix):]: np.asarray(value) for key, value in evidence.items() if key.startswith(prefix)
+                }
                 salt = np.asarray(evidence[f"{commitment}#salt"])
                 if commit_evidence(arrays, salt) != commitment:
                     raise LedgerIntegrityError(
@@ -767,7 +777,8 @@ class Ledger:
         ledger.privfed_version = require_type(document["privfed_version"], (str, type(None)), "ledger.privfed_version",
                                               "a string or null")
         ledger.software = require_type(document["software"], dict, "ledger.software", "an object")
-        ledger.model_fingerprint = require_type(document["model"], (dict, type(None)), "ledger.model", "an object or null")
+        ledger.model_fingerprint = require_type(document["model"], (dict, type(None)), "ledger.model",
+                                                "an object or null")
         ledger.evidence_fingerprint = require_type(document["evidence"], (dict, type(None)), "ledger.evidence",
                                                    "an object or null")
         entries = require_type(document["entries"], list, "ledger.entries", "a list")
@@ -776,10 +787,13 @@ class Ledger:
         ))
         num_entries = require_type(document["num_entries"], int, "ledger.num_entries", "an integer")
         head = require_sha256(document["head_sha256"], "ledger.head_sha256")
-        if num_entries != len(ledger._entries) or head != (ledger._entries[-1].sha256 if ledger._entries else GENESIS_SHA256):
+        if num_entries != len(ledger._entries) or head != (
+            ledger._entries[-1].sha256 if ledger._entries else GENESIS_SHA256
+        ):
             raise LedgerIntegrityError(
-                f"ledger.num_entries is {num_entries} and ledger.head_sha256 names the last entry, but the ledger holds "
-                f"{len(ledger._entries)} entries whose last does not match: entries were removed from or added at the end"
+                f"ledger.num_entries is {num_entries} and ledger.head_sha256 names the last entry, "
+                f"but the ledger holds {len(ledger._entries)} entries whose last does not match: "
+                "entries were removed from or added at the end"
             )
         try:
             recomputed = ledger._spent()

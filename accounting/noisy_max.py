@@ -60,7 +60,10 @@ class VoteMechanism(Mechanism):
     @property
     def public_votes_per_unit(self) -> int:
         """k of the data-independent bounds: ``data_independent_votes_per_unit`` if given, else ``votes_per_unit``."""
-        return self.votes_per_unit if self.data_independent_votes_per_unit is None else self.data_independent_votes_per_unit
+        return (
+            self.votes_per_unit if self.data_independent_votes_per_unit is None
+            else self.data_independent_votes_per_unit
+        )
 
     def notes(self) -> tuple[str, ...]:
         if self.data_independent_votes_per_unit is None:

@@ -158,7 +158,9 @@ class QuantizedLaplaceEnsemble(Mechanism):
         object.__setattr__(
             self, "quantization_scale", check_int_at_least("quantization_scale", self.quantization_scale, 1)
         )
-        object.__setattr__(self, "draws_per_example", check_int_at_least("draws_per_example", self.draws_per_example, 1))
+        object.__setattr__(
+            self, "draws_per_example", check_int_at_least("draws_per_example", self.draws_per_example, 1)
+        )
         if not isinstance(self.data_dependent_clip, bool):
             raise TypeError(f"data_dependent_clip must be True or False, got {self.data_dependent_clip!r}")
         if self.weights is not None:

@@ -240,7 +240,8 @@ class RandomizedResponse(Mechanism):
     def from_parameters(
         cls, parameters: Mapping[str, Any], *, unit: str, evidence: Mapping[str, np.ndarray] | None = None
     ) -> "RandomizedResponse":
-        """Rebuild from recorded parameters: from ``keep_probability`` (the noise applied) when recorded, else ``epsilon``."""
+        """Rebuild from recorded parameters: from ``keep_probability`` (the noise applied) when recorded,
+        else ``epsilon``."""
         given = ({"keep_probability": parameters["keep_probability"]} if "keep_probability" in parameters
                  else {"epsilon": parameters.get("epsilon")})
         return cls(

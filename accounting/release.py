@@ -67,7 +67,8 @@ class SmoothSensitivityRelease(Mechanism):
         orders = check_orders(orders)
         check_choice("analysis", analysis, ANALYSES)
         return np.array([
-            gnss_rdp(beta=self.beta, noise_scale=self.noise_scale, order=float(a)) if a < 1 / (2 * self.beta) else np.inf
+            gnss_rdp(beta=self.beta, noise_scale=self.noise_scale, order=float(a))
+            if a < 1 / (2 * self.beta) else np.inf
             for a in orders
         ])
 

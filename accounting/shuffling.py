@@ -115,8 +115,8 @@ class ShuffledRandomizedResponse(Mechanism):
         object.__setattr__(self, "epsilon_local", check_at_most(
             "epsilon_local", epsilon, 50.0, "beyond it no user is a clone of another: e^{−ε₀} underflows the analysis"))
         users = check_int_at_least("num_users", self.num_users, 1)
-        object.__setattr__(self, "num_users", int(check_at_most("num_users", users, 10**6,
-                                                                "the dominating pair's support grows with √n · n·e^{−ε₀}")))
+        object.__setattr__(self, "num_users", int(check_at_most(
+            "num_users", users, 10**6, "the dominating pair's support grows with √n · n·e^{−ε₀}")))
         object.__setattr__(self, "num_classes", check_int_at_least("num_classes", self.num_classes, 2))
         object.__setattr__(self, "reports", check_int_at_least("reports", self.reports, 1))
         check_choice("unit", self.unit, UNITS)

@@ -126,7 +126,9 @@ def _log_bl(log_q: np.ndarray, sigma: float, num_classes: int) -> np.ndarray:
     """ln bl(q): the smallest q one moved vote can reach (Prop. 13)."""
     with np.errstate(divide="ignore", invalid="ignore", over="ignore", under="ignore"):
         q = np.exp(log_q)
-        return np.log((num_classes - 1) / 2.0 * special.erfc(1.0 / sigma + special.erfcinv(2.0 * q / (num_classes - 1))))
+        return np.log(
+            (num_classes - 1) / 2.0 * special.erfc(1.0 / sigma + special.erfcinv(2.0 * q / (num_classes - 1)))
+        )
 
 
 def _rdp(log_q: np.ndarray, sigma: float, order: float, log_q0: float) -> np.ndarray:
@@ -183,7 +185,9 @@ def gnmax_local_sensitivity_bounds(
     total = int(votes.sum(axis=1).max())
     num_teachers = max(total, 1) if num_teachers is None else check_int_at_least("num_teachers", num_teachers, 1)
     if num_teachers < total:
-        raise ValueError(f"num_teachers must be >= the largest number of votes in a query ({total}), got {num_teachers}")
+        raise ValueError(
+            f"num_teachers must be >= the largest number of votes in a query ({total}), got {num_teachers}"
+        )
     num_classes = votes.shape[1]
     log_q0 = gnmax_logq0(sigma, order)
     log_q1 = _log_q1(sigma, order, num_classes)

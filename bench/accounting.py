@@ -47,7 +47,9 @@ def loop_rdp(votes: np.ndarray, gamma: float, k: int, orders: np.ndarray, analys
     from privfed.accounting._dp_accounting import event_rdp
 
     epsilon = 2 * k * gamma
-    histogram = event_rdp(dp_accounting.LaplaceDpEvent(1 / (k * gamma)), orders, count=2) if analysis == "tight" else None
+    histogram = (
+        event_rdp(dp_accounting.LaplaceDpEvent(1 / (k * gamma)), orders, count=2) if analysis == "tight" else None
+    )
     total = [0.0] * len(orders)
     for row in votes.tolist():
         top = max(row)
@@ -60,7 +62,9 @@ def loop_rdp(votes: np.ndarray, gamma: float, k: int, orders: np.ndarray, analys
             if histogram is not None:
                 bound = min(bound, histogram[i])
             if q < 1 / (math.exp(epsilon) + 1):
-                log_t = math.log((1 - q) * ((1 - q) / (1 - math.exp(epsilon) * q)) ** moment + q * math.exp(epsilon * moment))
+                log_t = math.log(
+                    (1 - q) * ((1 - q) / (1 - math.exp(epsilon) * q)) ** moment + q * math.exp(epsilon * moment)
+                )
                 bound = min(bound, log_t / moment)
             total[i] += bound
     return np.array(total)
@@ -91,7 +95,9 @@ def main() -> None:
     )
     for analysis in ("classic", "tight"):
         orders = default_orders(analysis)
-        elapsed, report = best_of(args.repeats, lambda: account(LaplaceNoisyMax(votes, GAMMA, VOTES_PER_UNIT), delta=DELTA, analysis=analysis))
+        elapsed, report = best_of(
+            args.repeats, lambda: account(LaplaceNoisyMax(votes, GAMMA, VOTES_PER_UNIT), delta=DELTA, analysis=analysis)
+        )
         part = votes[: args.slice]
         loop_elapsed, looped = best_of(args.repeats, lambda: loop_rdp(part, GAMMA, VOTES_PER_UNIT, orders, analysis))
         vector_elapsed, vectorised = best_of(
@@ -100,11 +106,13 @@ def main() -> None:
         np.testing.assert_allclose(vectorised, looped, rtol=1e-9)
 
         print(
-            f"  {analysis:7s} ({len(orders):3d} orders): {elapsed:.3f} s for all queries = {args.queries / elapsed:,.0f} queries/s; "
+            f"  {analysis:7s} ({len(orders):3d} orders): {elapsed:.3f} s for all queries = "
+            f"{args.queries / elapsed:,.0f} queries/s; "
             f"ε = {report.epsilon:.4f} (data-independent {report.epsilon_data_independent:.4f})"
         )
         print(
-            f"           {args.slice:,}-query slice: loop {loop_elapsed:.3f} s = {args.slice / loop_elapsed:,.0f} queries/s, "
+            f"           {args.slice:,}-query slice: loop {loop_elapsed:.3f} s = "
+            f"{args.slice / loop_elapsed:,.0f} queries/s, "
             f"vectorised {vector_elapsed:.4f} s, speed-up ×{loop_elapsed / vector_elapsed:.0f} "
             f"(whole-run rate vs loop rate: ×{(args.queries / elapsed) / (args.slice / loop_elapsed):.0f})"
         )

@@ -416,7 +416,8 @@ def speed(folder: Path, protocol: str) -> None:
         start = time.perf_counter()
         model.fit(split.parties, split.X_public)
         timings[n_jobs] = time.perf_counter() - start
-        print(f"Adult L0, n_jobs={n_jobs}: {timings[n_jobs]:.1f} s, accuracy {100 * model.score(split.X_test, split.y_test):.2f}%")
+        print(f"Adult L0, n_jobs={n_jobs}: {timings[n_jobs]:.1f} s, "
+              f"accuracy {100 * model.score(split.X_test, split.y_test):.2f}%")
     print(f"speed-up n_jobs=2 over n_jobs=1: ×{timings[1] / timings[2]:.2f}")
 
 

@@ -144,7 +144,8 @@ def xgboost_variants(seed: int, folder: Path, rows_file: Path) -> dict:
                               "official_rows": split.rows_source is not None}
     for name, make, fixed in (("xgboost_lr0.1_accuracy", bench_fedkt.boosted(0.1), {}),
                               ("xgboost_lr0.05_accuracy", bench_fedkt.boosted(0.05), {}),
-                              ("xgboost_lr0.001_base_score0.5_accuracy", bench_fedkt.boosted(0.001), {"base_score": 0.5}),
+                              ("xgboost_lr0.001_base_score0.5_accuracy", bench_fedkt.boosted(0.001),
+                               {"base_score": 0.5}),
                               ("xgboost_lr0.001_fitted_base_score_accuracy", bench_fedkt.boosted(0.001), {}),
                               ("forest_accuracy", bench_fedkt.forest, {})):
         model = make().set_params(random_state=seed, **fixed).fit(X, codes)

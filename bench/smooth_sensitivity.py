@@ -47,7 +47,9 @@ def simulate_votes(num_queries: int, seed: int = 0) -> np.ndarray:
 def per_query_walk(votes: np.ndarray) -> np.ndarray:
     """The baseline: one query at a time, one vote per step, q recomputed from the histogram."""
     log_q0 = gnmax_logq0(SIGMA, ORDER)
-    log_q1 = float(np.log((CLASSES - 1) / 2 * special.erfc(1 / SIGMA + special.erfcinv(2 * np.exp(log_q0) / (CLASSES - 1)))))
+    log_q1 = float(np.log(
+        (CLASSES - 1) / 2 * special.erfc(1 / SIGMA + special.erfcinv(2 * np.exp(log_q0) / (CLASSES - 1)))
+    ))
 
     def local(log_q: float) -> float:
         return float(gnmax_local_sensitivity(np.array([log_q]), sigma=SIGMA, num_classes=CLASSES, order=ORDER)[0])
@@ -98,7 +100,8 @@ def main() -> None:
     print(f"LS(d) for {len(votes):,} queries × {CLASSES} classes × {TEACHERS} teachers (σ = {SIGMA:g}, λ = {ORDER:g})")
     print(f"  vectorised: {cpu:.3f} s CPU ({wall:.3f} s wall)")
     print(f"  per-query walk on {len(part)} queries: {base_cpu:.3f} s CPU → {per_query_loop * len(votes):.1f} s "
-          f"for all; vectorised is {per_query_loop / per_query_vectorised:.0f}× faster (same process, agree on the slice)")
+          f"for all; vectorised is {per_query_loop / per_query_vectorised:.0f}× faster "
+          "(same process, agree on the slice)")
 
 
 if __name__ == "__main__":

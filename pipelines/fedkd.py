@@ -159,7 +159,8 @@ class BandwidthReport:
         return self.logit_bytes + self.class_count_bytes
 
     def fedavg_bytes(self, rounds: int) -> list[int | None]:
-        """Per party: parameters × 4 bytes × ``rounds`` (None where the model has no parameter vector, e.g. a forest)."""
+        """Per party: parameters × 4 bytes × ``rounds`` (None where the model has no parameter vector,
+        e.g. a forest)."""
         rounds = check_int_at_least("rounds", rounds, 1)
         return [None if count is None else count * FLOAT_BYTES * rounds for count in self.parameter_counts]
 
@@ -335,7 +336,9 @@ class FedKD(ClassifierMixin, BaseEstimator):
 
     # --- validation --------------------------------------------------------------------------------------
     def _local_models(self, n_parties: int) -> list[Any]:
-        models = list(self.local_model) if isinstance(self.local_model, (list, tuple)) else [self.local_model] * n_parties
+        models = (
+            list(self.local_model) if isinstance(self.local_model, (list, tuple)) else [self.local_model] * n_parties
+        )
         if len(models) != n_parties:
             raise ValueError(f"local_model is a list of {len(models)} models; give one per party ({n_parties}) or one")
         for index, model in enumerate(models):
@@ -376,7 +379,8 @@ class FedKD(ClassifierMixin, BaseEstimator):
         if self.gamma is not None and (self.clip is None or self.quantization_scale is None):
             raise ValueError(
                 "with noise (gamma set) the logits must be clipped to a public bound and quantized: give clip > 0 "
-                f"and quantization_scale >= 1 (got clip={self.clip!r}, quantization_scale={self.quantization_scale!r}); "
+                f"and quantization_scale >= 1 (got clip={self.clip!r}, "
+                f"quantization_scale={self.quantization_scale!r}); "
                 "None is for the noiseless baseline only"
             )
         if self.loss == "kl":
@@ -385,12 +389,17 @@ class FedKD(ClassifierMixin, BaseEstimator):
             if self.temperature is not None:
                 check_positive_finite("temperature", self.temperature)
         elif self.temperature is not None:
-            raise ValueError(f"temperature applies to loss='kl' only; got temperature={self.temperature!r} with loss={self.loss!r}")
+            raise ValueError(
+                f"temperature applies to loss='kl' only; got temperature={self.temperature!r} with loss={self.loss!r}"
+            )
         for name in ("distill_epochs", "batch_size"):
             if getattr(self, name) is not None:
                 check_int_at_least(name, getattr(self, name), 1)
                 if not soft:
-                    raise ValueError(f"{name} applies to a server model with fit_soft (a TorchClassifier); got {type(server).__name__}")
+                    raise ValueError(
+                        f"{name} applies to a server model with fit_soft (a TorchClassifier); "
+                        f"got {type(server).__name__}"
+                    )
         if self.redraw_noise_per_batch:
             if not soft:
                 raise ValueError("redraw_noise_per_batch=True needs a server model with fit_soft (a TorchClassifier)")
@@ -405,8 +414,8 @@ class FedKD(ClassifierMixin, BaseEstimator):
             X, Y = np.asarray(party[0]), np.asarray(party[1])
             if X.ndim < 2 or Y.ndim != 2 or len(X) != len(Y) or Y.shape[1] < 2 or not np.isin(Y, (0, 1)).all():
                 raise ValueError(
-                    f"parties[{index}] must hold X of shape (n, features...) and a 0/1 indicator Y of shape (n, L >= 2) "
-                    f"with multilabel=True; got X {X.shape} and Y {Y.shape}"
+                    f"parties[{index}] must hold X of shape (n, features...) and a 0/1 indicator Y of shape "
+                    f"(n, L >= 2) with multilabel=True; got X {X.shape} and Y {Y.shape}"
                 )
             if checked and Y.shape[1] != checked[0][1].shape[1]:
                 raise ValueError(f"parties[{index}] has {Y.shape[1]} labels, parties[0] has {checked[0][1].shape[1]}")
@@ -573,7 +582,9 @@ class FedKD(ClassifierMixin, BaseEstimator):
         if self.multilabel:
             self.server_model_ = with_seed(server, int(rng.integers(2**31))).fit(public, (targets > 0).astype(np.int64))
             self.server_classes_ = np.arange(targets.shape[1])
-            self.distillation_ = "hard pseudo-labels: the noisy ensemble's positive entries (server model has no fit_soft)"
+            self.distillation_ = (
+                "hard pseudo-labels: the noisy ensemble's positive entries (server model has no fit_soft)"
+            )
             return
         fitted = fit_classifier(server, public, targets.argmax(axis=1), n_classes=targets.shape[1],
                                 seed=int(rng.integers(2**31)))
@@ -594,15 +605,16 @@ class FedKD(ClassifierMixin, BaseEstimator):
             seeds={"random_state": seed},
             public_data_sha256=data_fingerprint({"public": public}),
             description=(
-                f"FedKD server model: {n_parties} parties, {len(public)} public examples, S = {self.quantization_scale} "
-                f"({self.quantizer} quantizer), "
-                f"γ = {self.gamma}, Z = {self.clip}, {self.weighting} weights, {type(self.server_model).__name__} server"
+                f"FedKD server model: {n_parties} parties, {len(public)} public examples, "
+                f"S = {self.quantization_scale} ({self.quantizer} quantizer), "
+                f"γ = {self.gamma}, Z = {self.clip}, {self.weighting} weights, "
+                f"{type(self.server_model).__name__} server"
             ),
         )
         derived = record_local_training(ledger, trainings, what="FedKD local models")
         if self.gamma is None:
-            ledger.record_unaccounted("FedKD without noise (gamma=None): the ensemble is released as it is; no guarantee",
-                                      derived_from_training=derived)
+            ledger.record_unaccounted("FedKD without noise (gamma=None): the ensemble is released as it is; "
+                                      "no guarantee", derived_from_training=derived)
         else:
             weights = None if self.weighting == "class-count" else self.weights_
             # The paper's grid keeps values within z_max·2⌈S/2⌉/S, z_max <= Z (clipped first): a public bound.
@@ -611,7 +623,8 @@ class FedKD(ClassifierMixin, BaseEstimator):
             release = {
                 unit: QuantizedLaplaceEnsemble(
                     n_outputs, bound, float(self.gamma), len(public), weights=weights,
-                    quantization_scale=int(self.quantization_scale), draws_per_example=self.draws_per_example_, unit=unit,
+                    quantization_scale=int(self.quantization_scale), draws_per_example=self.draws_per_example_,
+                    unit=unit,
                 )
                 for unit in ("party", "example")
             }

@@ -210,7 +210,9 @@ class FedKT(ClassifierMixin, BaseEstimator):
             if value is None and name != "teacher":
                 continue
             if not (hasattr(value, "fit") and hasattr(value, "predict") and hasattr(value, "get_params")):
-                raise TypeError(f"{name} must be a scikit-learn-style classifier (fit, predict, get_params), got {value!r}")
+                raise TypeError(
+                    f"{name} must be a scikit-learn-style classifier (fit, predict, get_params), got {value!r}"
+                )
         check_int_at_least("n_partitions", self.n_partitions, 1)
         check_int_at_least("n_teachers", self.n_teachers, 1)
         check_choice("privacy", self.privacy, PRIVACY_LEVELS)
@@ -225,7 +227,9 @@ class FedKT(ClassifierMixin, BaseEstimator):
         self._validate_confident()
         needed, unused = ("gamma", "sigma") if self.aggregator == "laplace" else ("sigma", "gamma")
         if getattr(self, unused) is not None:
-            raise ValueError(f"{unused} does not apply to aggregator={self.aggregator!r}; got {getattr(self, unused)!r}")
+            raise ValueError(
+                f"{unused} does not apply to aggregator={self.aggregator!r}; got {getattr(self, unused)!r}"
+            )
         if self.privacy == "L0":
             if getattr(self, needed) is not None or self.target_epsilon is not None:
                 raise ValueError(
@@ -272,7 +276,8 @@ class FedKT(ClassifierMixin, BaseEstimator):
         parties, public = check_parties(parties, public)
         names = [f"party {index}" for index in range(len(parties))]
         schemas = [
-            PartySchema.from_record(describe_party(X, y).to_record(), sender=name) for (X, y), name in zip(parties, names)
+            PartySchema.from_record(describe_party(X, y).to_record(), sender=name)
+            for (X, y), name in zip(parties, names)
         ]
         classes = federation_classes(schemas, public.shape[1:], names)
         seed_sequence = as_seed_sequence(self.random_state)
@@ -346,7 +351,9 @@ class FedKT(ClassifierMixin, BaseEstimator):
         if not hasattr(self.final_model_, "predict_proba"):
             raise AttributeError(f"the final model {type(self.final_model_).__name__} has no predict_proba")
         proba = np.zeros((len(X), len(self.classes_)))
-        proba[:, np.searchsorted(self.classes_, self.final_model_.classes_)] = self.final_model_.predict_proba(np.asarray(X))
+        proba[:, np.searchsorted(self.classes_, self.final_model_.classes_)] = self.final_model_.predict_proba(
+            np.asarray(X)
+        )
         return proba
 
 

@@ -109,7 +109,9 @@ def predictive_entropy(probabilities: np.ndarray) -> np.ndarray:
         return -np.sum(np.where(p > 0, p * np.log(p), 0.0), axis=1)
 
 
-def importance_sample(entropy: np.ndarray, size: int, rng: np.random.Generator, *, uncertain: bool = True) -> np.ndarray:
+def importance_sample(
+    entropy: np.ndarray, size: int, rng: np.random.Generator, *, uncertain: bool = True
+) -> np.ndarray:
     """``size`` distinct indices drawn with probabilities softmax(H) (``uncertain=True``) or softmax(−H).
 
     PrivateKT's importance sampling of the knowledge-transfer examples (uncertain
@@ -281,8 +283,12 @@ class PrivateKT(ClassifierMixin, BaseEstimator):
 
     # --- validation ---------------------------------------------------------------------------------------
     def _validate(self, n_public: int | None = None) -> None:
-        if not (hasattr(self.model, "fit") and hasattr(self.model, "predict_proba") and hasattr(self.model, "get_params")):
-            raise TypeError(f"model must be a scikit-learn-style classifier with fit and predict_proba, got {self.model!r}")
+        if not (
+            hasattr(self.model, "fit") and hasattr(self.model, "predict_proba") and hasattr(self.model, "get_params")
+        ):
+            raise TypeError(
+                f"model must be a scikit-learn-style classifier with fit and predict_proba, got {self.model!r}"
+            )
         check_positive_finite("epsilon_per_round", self.epsilon_per_round)
         check_int_at_least("queries_per_round", self.queries_per_round, 1)
         check_int_at_least("buffer_rounds", self.buffer_rounds, 1)
@@ -309,7 +315,8 @@ class PrivateKT(ClassifierMixin, BaseEstimator):
     def fit(self, parties: Sequence[tuple[np.ndarray, np.ndarray]], public: np.ndarray, *,
             eval_set: tuple[np.ndarray, np.ndarray] | None = None,
             checkpoint: str | os.PathLike[str] | None = None) -> PrivateKT:
-        """Run ``rounds`` rounds of PrivateKT; ``eval_set=(X, y)`` records the accuracy after each round in ``history_``.
+        """Run ``rounds`` rounds of PrivateKT; ``eval_set=(X, y)`` records the accuracy after each round in
+        ``history_``.
 
         A driver over the party and server steps of :mod:`privfed.pipelines.privatekt_steps`: every
         message goes through its wire form, exactly as in a Flower run (``privfed.federation``).

@@ -107,7 +107,9 @@ def network_parameters(model: Any) -> np.ndarray:
     return np.concatenate([tensor.ravel() for tensor in tensors]).astype(np.float32)
 
 
-def network_from_parameters(prototype: Any, parameters: np.ndarray, n_classes: int, input_shape: tuple[int, ...]) -> Any:
+def network_from_parameters(
+    prototype: Any, parameters: np.ndarray, n_classes: int, input_shape: tuple[int, ...]
+) -> Any:
     """The global TorchClassifier rebuilt from ``prototype``'s architecture and the received parameters."""
     import torch
 

@@ -159,7 +159,9 @@ class _FederatedDistillation(ClassifierMixin, BaseEstimator):
     def _client_models(self, n_clients: int) -> list[Any]:
         if isinstance(self.model, (list, tuple)):
             if len(self.model) != n_clients:
-                raise ValueError(f"model lists {len(self.model)} estimators for {n_clients} clients; give one per client")
+                raise ValueError(
+                    f"model lists {len(self.model)} estimators for {n_clients} clients; give one per client"
+                )
             return list(self.model)
         return [self.model] * n_clients
 
@@ -373,7 +375,8 @@ class _FederatedDistillation(ClassifierMixin, BaseEstimator):
             ledger.record(
                 per_client,
                 note=(
-                    f"k-ary randomized response on every hard label a client shares: ε = {protocol.epsilon_per_round:g} "
+                    "k-ary randomized response on every hard label a client shares: "
+                    f"ε = {protocol.epsilon_per_round:g} "
                     f"per client per round over up to {batch} labels (keep probability "
                     f"{per_client['party'].keep_probability:.6g}), {protocol.rounds} rounds composed; the same "
                     f"mechanism on each of {n_clients} clients' disjoint data (parallel composition)"
@@ -459,7 +462,9 @@ def _check_distillation(estimator: Any) -> None:
     if estimator.privacy not in PRIVACY_MODES:
         raise ValueError(f"privacy must be one of {PRIVACY_MODES}, got {estimator.privacy!r}")
     if estimator.privacy is not None and estimator.labels != "hard":
-        raise ValueError(f"privacy={estimator.privacy!r} shares hard labels; set labels='hard' (got {estimator.labels!r})")
+        raise ValueError(
+            f"privacy={estimator.privacy!r} shares hard labels; set labels='hard' (got {estimator.labels!r})"
+        )
     if estimator.privacy == "rr":
         if estimator.epsilon_per_round is None:
             raise ValueError("privacy='rr' needs epsilon_per_round (ε per client per round, > 0), got None")
@@ -468,8 +473,8 @@ def _check_distillation(estimator: Any) -> None:
         raise ValueError(f"epsilon_per_round applies to privacy='rr' only, got it with privacy={estimator.privacy!r}")
     if estimator.privacy in SERVER_NOISE_MODES:
         if estimator.sigma is None:
-            raise ValueError(f"privacy={estimator.privacy!r} needs sigma (the std of the Gaussian noise per vote count, "
-                             "> 0), got None")
+            raise ValueError(f"privacy={estimator.privacy!r} needs sigma (the std of the Gaussian noise per vote "
+                             "count, > 0), got None")
         check_positive_finite("sigma", estimator.sigma)
     elif estimator.sigma is not None:
         raise ValueError(f"sigma applies to privacy='gnmax' or 'confident-gnmax' only, got it with "

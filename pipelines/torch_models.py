@@ -433,7 +433,9 @@ class TorchClassifier(ClassifierMixin, BaseEstimator):
         """A freshly initialised network for examples shaped like ``X`` (under the caller's torch seed)."""
         input_shape = tuple(int(size) for size in X.shape[1:])
         module = self._build_module(input_shape, len(classes)).to(device)
-        _check_output_shape(module, torch.from_numpy(np.require(X[:1], requirements=["C", "W"])).to(device), len(classes))
+        _check_output_shape(
+            module, torch.from_numpy(np.require(X[:1], requirements=["C", "W"])).to(device), len(classes)
+        )
         return module
 
     def _run_epochs(

@@ -140,7 +140,9 @@ def _samples(value: object, name: str) -> tuple[np.ndarray, np.ndarray]:
     else:
         raise AuditInputError(f"{name} must be an .npz path or an (X, y) pair, got {type(value).__name__}")
     if X.ndim < 2 or y.ndim != 1 or len(X) != len(y):
-        raise AuditInputError(f"{name} must hold X of shape (n, features...) and y of shape (n,), got {X.shape}, {y.shape}")
+        raise AuditInputError(
+            f"{name} must hold X of shape (n, features...) and y of shape (n,), got {X.shape}, {y.shape}"
+        )
     return X, y
 
 
@@ -161,7 +163,9 @@ def _protected_units(value: object) -> dict[str, int]:
     return {unit: int(count) for unit, count in items.items()}
 
 
-def _resolve_units(given: dict[str, int], headline: str, fallback: Mapping[str, int], source: str) -> tuple[dict[str, int], str]:
+def _resolve_units(
+    given: dict[str, int], headline: str, fallback: Mapping[str, int], source: str
+) -> tuple[dict[str, int], str]:
     if given:
         counts = {headline: given["*"]} if "*" in given else given
         return counts, "given to the audit"
@@ -290,7 +294,9 @@ def _queries_for(record: Mapping[str, Any], epsilon: float, delta: float) -> int
 
     def classic(queries: int) -> float:
         changed = {**record, "parameters": {**parameters, "num_queries": queries}}
-        return account(public_mechanism_from_record(changed)[0], delta=delta, analysis="classic").epsilon_data_independent
+        return account(
+            public_mechanism_from_record(changed)[0], delta=delta, analysis="classic"
+        ).epsilon_data_independent
 
     low, high = 1, 1
     while classic(high) < epsilon:
@@ -326,8 +332,9 @@ def _accountant_check(document: Mapping[str, Any], headline: PrivacyReport | Non
         detail += f"; ε = {epsilon:g} is what that accountant gives for about {implied} queries"
     if epsilon < floor * (1 - RTOL):
         return [Check("accountant floor", "warn",
-                      f"FLAG: ε = {epsilon:g} is below ln(1/δ)/{moment} = {_fmt(floor)}, the smallest ε a {moment}-moment "
-                      f"accountant can print at δ = {delta:g}: the stated analysis cannot have produced it; " + detail,
+                      f"FLAG: ε = {epsilon:g} is below ln(1/δ)/{moment} = {_fmt(floor)}, the smallest ε a "
+                      f"{moment}-moment accountant can print at δ = {delta:g}: the stated analysis cannot have "
+                      "produced it; " + detail,
                       "the number may still be a valid bound (see 'claimed ε'), but it does not come from the analysis "
                       "the publication names.", "recomputation")]
     status = "pass" if epsilon <= classic * (1 + 1e-2) else "warn"
@@ -382,7 +389,8 @@ def _claims_statement(
                           "stated: nothing supports the number", _RECOMPUTE_MEANING, section)
         else:
             check = Check(name, "warn", f"no ε is claimed and no {unit}-level mechanism is stated: no differential-"
-                          "privacy guarantee", "nothing bounds what the model reveals about its training data.", section)
+                          "privacy guarantee", "nothing bounds what the model reveals about its training data.",
+                          section)
     classic = None if headline is None else report_for(composed[unit], unit, "classic")
     if headline is not None:
         recomputed = (f"privfed: ε = {_fmt(headline.epsilon)} (tight, {headline.method.upper()}), "
@@ -390,7 +398,8 @@ def _claims_statement(
                       + (", data-independent (the private votes are not published)" if unit in placeholders else ""))
         if epsilon is None:
             check = Check(name, "warn", f"no ε is claimed; the stated mechanism gives {recomputed}",
-                          "the publication states no overall privacy figure; privfed's number is the one to use.", section)
+                          "the publication states no overall privacy figure; privfed's number is the one to use.",
+                          section)
         elif rounds is not None:
             one_round = report_for(mechanisms[unit], unit, "tight")
             status = "pass" if epsilon >= one_round.epsilon * (1 - RTOL) else "fail"
@@ -439,7 +448,8 @@ def _read_ledger(document: object) -> tuple[Ledger | None, list[Check]]:
     return ledger, [
         Check("ledger schema", "pass", f"privfed ledger, schema version {document['schema_version']}, "
               f"{len(ledger)} entries"),
-        Check("ledger chain", "pass", "every entry's sha256 and link to the previous entry verified; count and head match"),
+        Check("ledger chain", "pass",
+              "every entry's sha256 and link to the previous entry verified; count and head match"),
     ]
 
 
@@ -463,7 +473,9 @@ def _model_file_check(files: Mapping[str, bytes], ledger: Ledger) -> Check:
     return Check("model file", "pass", f"sha256 of {', '.join(recorded_files)} matches the ledger")
 
 
-def _evidence_arrays(files: Mapping[str, bytes], ledger: Ledger, evidence: object) -> tuple[dict[str, dict[str, np.ndarray]], Check | None]:
+def _evidence_arrays(
+    files: Mapping[str, bytes], ledger: Ledger, evidence: object
+) -> tuple[dict[str, dict[str, np.ndarray]], Check | None]:
     """Verified evidence per commitment, and the evidence check (None when there is nothing to say)."""
     committed = {m.evidence_sha256 for e in ledger.entries for m in e.analyses.values() if m.evidence_sha256}
     if evidence is not None:
@@ -478,16 +490,16 @@ def _evidence_arrays(files: Mapping[str, bytes], ledger: Ledger, evidence: objec
             return {}, Check("evidence", "fail", f"the ledger references {EVIDENCE_FILE} but it is missing",
                              _INTEGRITY_MEANING, "integrity")
         if sha256_hex(data) != recorded:
-            return {}, Check("evidence", "fail", f"{EVIDENCE_FILE} does not match the sha256 the ledger records: it was "
-                             "modified or replaced", _INTEGRITY_MEANING, "integrity")
+            return {}, Check("evidence", "fail", f"{EVIDENCE_FILE} does not match the sha256 the ledger records: "
+                             "it was modified or replaced", _INTEGRITY_MEANING, "integrity")
     elif EVIDENCE_FILE in files:
         return {}, Check("evidence", "fail", f"{EVIDENCE_FILE} is present but the ledger does not reference it: it was "
                          "added", _INTEGRITY_MEANING, "integrity")
     elif committed:
         return {}, Check("evidence", "warn", f"not provided: the data-dependent curves of {len(committed)} analyses "
                          "could not be recomputed; their data-independent curves were",
-                         "the smaller, data-dependent ε is taken on trust; the data-independent ε was checked and holds "
-                         "whatever the training data.", "evidence")
+                         "the smaller, data-dependent ε is taken on trust; the data-independent ε was checked and "
+                         "holds whatever the training data.", "evidence")
     else:
         return {}, None
     try:
@@ -507,12 +519,13 @@ def _evidence_arrays(files: Mapping[str, bytes], ledger: Ledger, evidence: objec
             matches = False
         if not matches:
             return {}, Check("evidence", "fail", f"{origin} does not match the ledger's commitment {commitment[:16]}…: "
-                             "the evidence is missing, edited, or belongs to another ledger", _INTEGRITY_MEANING, "integrity")
+                             "the evidence is missing, edited, or belongs to another ledger", _INTEGRITY_MEANING,
+                             "integrity")
         verified[commitment] = own
     stray = sorted({key.split("/")[0].split("#")[0] for key in arrays} - committed)
     if stray:
-        return {}, Check("evidence", "fail", f"{origin} holds arrays for {len(stray)} commitment(s) no entry references: "
-                         "it belongs to another ledger", _INTEGRITY_MEANING, "integrity")
+        return {}, Check("evidence", "fail", f"{origin} holds arrays for {len(stray)} commitment(s) no entry "
+                         "references: it belongs to another ledger", _INTEGRITY_MEANING, "integrity")
     return verified, Check("evidence", "pass", f"{origin} matches the ledger's {len(committed)} salted commitment(s)")
 
 
@@ -524,7 +537,9 @@ def _entry_epsilon(curves: Mapping[str, Any], delta: float, name: str) -> float:
     return rdp_to_epsilon(np.asarray(curve.orders), np.asarray(getattr(curve, name)), delta, analysis)[0]
 
 
-def _recompute_member(member: UnitAnalysis, arrays: dict[str, np.ndarray] | None, delta: float | None) -> tuple[list[str], str]:
+def _recompute_member(
+    member: UnitAnalysis, arrays: dict[str, np.ndarray] | None, delta: float | None
+) -> tuple[list[str], str]:
     """(problems, summary) of one analysis of an entry rebuilt from its parameters (and evidence).
 
     The comparison itself is :func:`~privfed.accounting.recompute.recompute_analysis`, the one
@@ -569,7 +584,8 @@ def _totals_check(ledger: Ledger, recorded: object) -> Check:
     name = "recorded totals"
     if ledger.delta is None:
         if recorded is not None:
-            return Check(name, "fail", "totals are recorded but the ledger states no δ", _RECOMPUTE_MEANING, "recomputation")
+            return Check(name, "fail", "totals are recorded but the ledger states no δ", _RECOMPUTE_MEANING,
+                         "recomputation")
         return Check(name, "pass", "no δ, so no totals are recorded")
     if not isinstance(recorded, dict) or sorted(recorded) != sorted(ledger.units):
         listed = sorted(recorded) if isinstance(recorded, dict) else recorded
@@ -589,11 +605,16 @@ def _totals_check(ledger: Ledger, recorded: object) -> Check:
                  + "; ".join(summaries))
 
 
-def _ledger_statement(ledger: Ledger, recorded: object, given_units: dict[str, int]) -> tuple[Statement, dict[str, Any]]:
+def _ledger_statement(
+    ledger: Ledger, recorded: object, given_units: dict[str, int]
+) -> tuple[Statement, dict[str, Any]]:
     units = ledger.units
     unit = ledger.primary_unit if ledger.primary_unit in units or not units else units[0]
     reports = {u: ledger.account(unit=u, analysis=ledger.analysis) for u in units} if ledger.delta is not None else {}
-    stated = recorded.get(unit, {}).get("epsilon") if isinstance(recorded, dict) and isinstance(recorded.get(unit), dict) else None
+    stated = (
+        recorded.get(unit, {}).get("epsilon")
+        if isinstance(recorded, dict) and isinstance(recorded.get(unit), dict) else None
+    )
     releases = tuple(Release(m.kind, m.unit, m.num_queries, m.data_dependent, m.parameters)
                      for entry in ledger.entries for m in entry.analyses.values())
     parties = re.search(r"(\d+)\s+parties", ledger.description)
@@ -701,8 +722,9 @@ def _foreign_model_file_check(path: Path, document: Mapping[str, Any]) -> Check:
 
 
 # --- the empirical check ----------------------------------------------------------------------------
-def _empirical_check(model: Any, samples: tuple[tuple[np.ndarray, np.ndarray], ...], *, claimed: float | None, delta: float | None,
-                     confidence: float, random_state: int | None) -> tuple[Check, dict[str, Any] | None]:
+def _empirical_check(model: Any, samples: tuple[tuple[np.ndarray, np.ndarray], ...], *, claimed: float | None,
+                     delta: float | None, confidence: float,
+                     random_state: int | None) -> tuple[Check, dict[str, Any] | None]:
     name = "membership inference"
     if model is None:
         return Check(name, "warn", "not run: the model could not be loaded safely",
@@ -715,15 +737,17 @@ def _empirical_check(model: Any, samples: tuple[tuple[np.ndarray, np.ndarray], .
     lo_t, hi_t = bound.tpr_interval
     lo_f, hi_f = bound.fpr_interval
     detail = (f"loss-threshold attack: TPR = {bound.tpr:.3f} [{lo_t:.3f}, {hi_t:.3f}], FPR = {bound.fpr:.3f} "
-              f"[{lo_f:.3f}, {hi_f:.3f}] on {bound.members_evaluated} + {bound.non_members_evaluated} held-out samples; "
+              f"[{lo_f:.3f}, {hi_f:.3f}] on {bound.members_evaluated} + {bound.non_members_evaluated} "
+              "held-out samples; "
               f"ε ≥ {bound.epsilon_lower:.3f} with {confidence:.0%} confidence; claimed ε = {_fmt(claimed)}")
     result = {**bound.to_dict(), "claimed_epsilon": claimed}
     if claimed is None:
-        return Check(name, "warn", detail, "there is no claimed ε to compare the measured leakage with.", "empirical"), result
+        return Check(name, "warn", detail, "there is no claimed ε to compare the measured leakage with.",
+                     "empirical"), result
     if bound.epsilon_lower > claimed:
         return Check(name, "fail", detail + ": the measured leakage exceeds the claim",
-                     "an attack on the model itself shows more leakage than the claimed ε allows, so the claim is false "
-                     "(or the samples are not from one distribution).", "empirical"), result
+                     "an attack on the model itself shows more leakage than the claimed ε allows, so the claim is "
+                     "false (or the samples are not from one distribution).", "empirical"), result
     return Check(name, "pass", detail), result
 
 
@@ -872,7 +896,8 @@ def _card_check(files: Mapping[str, bytes]) -> Check:
         card = load_json(files[CARD_DATA_FILE], CARD_DATA_FILE)
         expected = render_model_card(ledger, card=card)
     except (ValueError, TypeError, KeyError, AttributeError) as error:
-        return Check(name, "warn", f"not compared: {str(error).splitlines()[0] if str(error) else type(error).__name__}",
+        return Check(name, "warn",
+                     f"not compared: {str(error).splitlines()[0] if str(error) else type(error).__name__}",
                      "the ledger or card data failed their own checks above.", "card")
     if files[MODEL_CARD_FILE] == expected.encode():
         return Check(name, "pass", f"{MODEL_CARD_FILE} is exactly the rendering of the ledger and {CARD_DATA_FILE}")
@@ -971,7 +996,10 @@ def _audit_claims(model_path: Path | None, claims_path: Path, *, samples, given_
         checks.append(loading)
     empirical = None
     if samples is not None:
-        compared = statement.epsilon if statement.rounds is None and statement.epsilon is not None else statement.total_epsilon
+        compared = (
+            statement.epsilon if statement.rounds is None and statement.epsilon is not None
+            else statement.total_epsilon
+        )
         check, empirical = _empirical_check(model, samples, claimed=compared, delta=statement.delta,
                                             confidence=confidence, random_state=random_state)
         checks.append(check)

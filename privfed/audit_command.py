@@ -1,6 +1,7 @@
 """``privfed audit``: the command-line face of :func:`privfed.audit.audit`.
 
-``privfed audit BUNDLE [--public-key KEY.pub] [--evidence FILE] [--members M --non-members N] [--protected-units N] [--json]``
+``privfed audit BUNDLE [--public-key KEY.pub] [--evidence FILE] [--members M --non-members N]
+[--protected-units N] [--json]``
 ``privfed audit [MODEL] --claims CLAIMS.json [--members M --non-members N] [--json]``
 ``privfed audit --claims A.json B.json FOLDER/ ... [--protected-units N] [--json]`` (one row per claims file)
 
@@ -113,7 +114,8 @@ def add_audit_command(subparsers: Any) -> argparse.ArgumentParser:
     parser.add_argument("--claims", nargs="+",
                         help="claims file (JSON) for a model that is not a privfed bundle; several files or folders "
                              "of them print one row each (e.g. examples/claims/fedkt_tables)")
-    parser.add_argument("--evidence", help="evidence.npz for a bundle (recomputes data-dependent entries from the votes)")
+    parser.add_argument("--evidence",
+                        help="evidence.npz for a bundle (recomputes data-dependent entries from the votes)")
     parser.add_argument("--members", help=".npz with arrays X, y of training members")
     parser.add_argument("--non-members", dest="non_members", help=".npz with arrays X, y of non-members")
     parser.add_argument("--protected-units", dest="protected_units", type=_positive_int,

@@ -94,7 +94,8 @@ def _fmt(value: float | None) -> str:
 def _data_dependence(statement: Statement) -> Check:
     name = "data-dependent ε"
     meaning = ("the published ε was computed from the private votes, so the number itself reveals something about "
-               "the training data and is not covered by any guarantee; the data-independent ε is the safe figure to publish.")
+               "the training data and is not covered by any guarantee; the data-independent ε is the safe figure "
+               "to publish.")
     report = statement.reports.get(statement.unit)
     if report is not None and report.data_dependent and report.epsilon < report.epsilon_data_independent * (1 - 1e-12):
         return Check(name, "warn",
@@ -138,8 +139,9 @@ def _unit(statement: Statement) -> Check:
         return Check(name, "pass", "no accounted release, so no unit is protected")
     if statement.setting == "federated" and units == {"example"}:
         return Check(name, "warn", "a federated model with an example-level ε only (one training record protected), "
-                     "no party-level ε", "in federated learning a party contributes many records; protecting one record "
-                     "says little about a party's whole data set, whose ε may be many times larger.", "protected-unit")
+                     "no party-level ε", "in federated learning a party contributes many records; protecting one "
+                     "record says little about a party's whole data set, whose ε may be many times larger.",
+                     "protected-unit")
     if statement.setting == "federated" and units == {"party"}:
         return Check(name, "warn", "a federated model with a party-level ε only; no example-level ε is stated",
                      "a party-level ε protects each party's whole data set, and so each person whose records all sit "
@@ -197,8 +199,8 @@ def _delta(statement: Statement) -> Check:
                      "without δ the ε cannot be read as a guarantee.", "delta")
     count = statement.protected_units.get(statement.unit)
     if count is None:
-        return Check(name, "warn", f"δ = {statement.delta:g}; the number of protected {_PLURALS[statement.unit]} is unknown, so "
-                     "δ < 1/n could not be checked (pass --protected-units N)",
+        return Check(name, "warn", f"δ = {statement.delta:g}; the number of protected {_PLURALS[statement.unit]} "
+                     "is unknown, so δ < 1/n could not be checked (pass --protected-units N)",
                      "δ is the probability that the guarantee fails outright; it must be far below one over the number "
                      "of people (or parties) protected, and that could not be verified here.", "delta")
     if statement.delta >= 1.0 / count:
@@ -206,10 +208,10 @@ def _delta(statement: Statement) -> Check:
         status = "fail" if statement.protected_units_source == "given to the audit" else "warn"
         return Check(name, status, f"δ = {statement.delta:g} ≥ 1/n = {1.0 / count:.3g} with n = {count} protected "
                      f"{_PLURALS[statement.unit]} ({statement.protected_units_source})",
-                     "with δ this large a mechanism could reveal one of the protected parties or records completely and "
-                     "still meet the claim.", "delta")
-    return Check(name, "pass", f"δ = {statement.delta:g} < 1/n = {1.0 / count:.3g} (n = {count} {_PLURALS[statement.unit]}, "
-                 f"{statement.protected_units_source})")
+                     "with δ this large a mechanism could reveal one of the protected parties or records completely "
+                     "and still meet the claim.", "delta")
+    return Check(name, "pass", f"δ = {statement.delta:g} < 1/n = {1.0 / count:.3g} "
+                 f"(n = {count} {_PLURALS[statement.unit]}, {statement.protected_units_source})")
 
 
 def hygiene_checks(statement: Statement) -> list[Check]:

@@ -118,7 +118,8 @@ class AuditReport:
         if self.failed:
             return f"FAIL: {len(self.failed)} check(s) failed; the privacy claims should not be trusted as stated."
         if self.warnings:
-            return f"PASS with {len(self.warnings)} warning(s): the numbers check out; read the warnings before relying on them."
+            return (f"PASS with {len(self.warnings)} warning(s): the numbers check out; "
+                    "read the warnings before relying on them.")
         return "PASS: every check passed."
 
     def table(self, *, width: int = 110) -> str:

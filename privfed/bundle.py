@@ -136,7 +136,9 @@ def _write_model(model: Any, family: str, directory: Path) -> dict[str, Any]:
 
         name = type(model).__name__
         if name not in _XGBOOST_CLASSES or getattr(xgboost, name) is not type(model):
-            raise TypeError(f"model's xgboost class must be one of {_XGBOOST_CLASSES}, got {_qualified_name(type(model))}")
+            raise TypeError(
+                f"model's xgboost class must be one of {_XGBOOST_CLASSES}, got {_qualified_name(type(model))}"
+            )
         model.save_model(os.fspath(directory / "model.ubj"))
         return {"family": family, "class": f"xgboost.{name}", "format": "xgboost UBJSON (save_model)",
                 "files": ["model.ubj"]}

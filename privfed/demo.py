@@ -39,7 +39,8 @@ def run_demo(out: Path, *, gamma: float = 0.5, query_fraction: float = 0.2, seed
     from privfed.pipelines.progress import progress_bar
 
     X, y = load_digits(return_X_y=True)
-    split = federated_split(X, y, n_parties=20, beta=1.0, public_size=PUBLIC_SIZE, test_size=297, min_size=20, random_state=seed)
+    split = federated_split(X, y, n_parties=20, beta=1.0, public_size=PUBLIC_SIZE, test_size=297, min_size=20,
+                            random_state=seed)
     teacher = RandomForestClassifier(n_estimators=20, max_depth=8)
     student = RandomForestClassifier(n_estimators=50)
     settings = dict(n_partitions=1, n_teachers=2, random_state=seed, progress=progress)

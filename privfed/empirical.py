@@ -393,5 +393,7 @@ def insert_canaries(
     with_canaries = []
     for index, (X, y) in enumerate(parties):
         rows = included & (owner == index)
-        with_canaries.append((np.concatenate([np.asarray(X), canary_X[rows]]), np.concatenate([np.asarray(y), canary_y[rows]])))
+        with_canaries.append(
+            (np.concatenate([np.asarray(X), canary_X[rows]]), np.concatenate([np.asarray(y), canary_y[rows]]))
+        )
     return with_canaries, included

@@ -102,7 +102,8 @@ def _release_lines(ledger: Ledger) -> list[str]:
     releases = [entry for entry in ledger.entries if entry.kind == "release"]
     if not releases:
         return ["No accounted release is recorded."]
-    lines = ["| # | unit | mechanism | queries | data-dependent | key parameters | note |", "|---|---|---|---|---|---|---|"]
+    lines = ["| # | unit | mechanism | queries | data-dependent | key parameters | note |",
+             "|---|---|---|---|---|---|---|"]
     for entry in releases:
         for unit, member in entry.analyses.items():
             parameters = ", ".join(
@@ -149,7 +150,8 @@ def render_model_card(ledger: Ledger, *, card: Mapping[str, Any] | None = None) 
     lines += ["## Releases of private data it depends on", "", *_release_lines(ledger), ""]
     if ledger.unaccounted:
         lines += ["### Not covered by any guarantee", "",
-                  "These releases are recorded but no mechanism accounts for them; the ε below does **not** cover them:",
+                  "These releases are recorded but no mechanism accounts for them; "
+                  "the ε below does **not** cover them:",
                   "", *[f"- {description}" for description in ledger.unaccounted], ""]
     lines += ["## Privacy guarantee", "", *_epsilon_lines(ledger), ""]
     if ledger.target_epsilon:

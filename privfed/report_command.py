@@ -59,7 +59,8 @@ def add_report_command(subparsers: Any) -> None:
     parser.add_argument("--data-folder", help="folder of the data set named in [data] (overrides data.folder)")
     parser.add_argument("--save", choices=("bundle", "ledger"), default="bundle",
                         help="save each trained model as a bundle (default) or only its ledger")
-    parser.add_argument("--no-progress", action="store_true", help="no progress bar (by default a bar is shown on a terminal only)")
+    parser.add_argument("--no-progress", action="store_true",
+                        help="no progress bar (by default a bar is shown on a terminal only)")
     parser.set_defaults(handler=_report_command)
 
 
@@ -82,7 +83,9 @@ def failure_lines(results: Any) -> list[str]:
 
 def _report_command(args: argparse.Namespace) -> int:
     if (args.config is None) == (args.render is None):
-        raise ValueError("give either CONFIG.toml (run a sweep) or --render RESULTS.csv (re-render), not both or neither")
+        raise ValueError(
+            "give either CONFIG.toml (run a sweep) or --render RESULTS.csv (re-render), not both or neither"
+        )
     out = check_output_folder(args.out, "--out")
     if args.render is not None:
         if args.n_jobs is not None or args.data_folder is not None:
@@ -102,7 +105,8 @@ def _report_command(args: argparse.Namespace) -> int:
     config = load_config(args.config, data_folder=args.data_folder)
     save = save_final_model_bundle if args.save == "bundle" else save_ledger
     try:
-        results = run_sweep(config, out, save_model=save, n_jobs=args.n_jobs, progress=False if args.no_progress else None,
+        results = run_sweep(config, out, save_model=save, n_jobs=args.n_jobs,
+                            progress=False if args.no_progress else None,
                             log=lambda line: print(f"privfed report: {line}", file=sys.stderr))
     except SweepInterrupted as interrupted:
         print(f"privfed report: {interrupted}", file=sys.stderr)

@@ -334,7 +334,9 @@ def _settings(raw: object, keys: _Keys, grid: Mapping[str, Any]) -> tuple[Settin
         for key in entry:
             keys.check(key, f"{where}.{key}")
             if key in grid:
-                raise ConfigError(f"{where}.{key}: {key!r} is also a grid axis; a setting fixes keys the grid leaves free")
+                raise ConfigError(
+                    f"{where}.{key}: {key!r} is also a grid axis; a setting fixes keys the grid leaves free"
+                )
         for target, source in links.items():
             keys.check(target, f"{where}.link.{target}")
             if not isinstance(source, str) or (source not in grid and source not in entry):
@@ -371,7 +373,9 @@ def _reference(raw: object, keys: _Keys) -> ReferenceSpec | None:
 def _data_spec(table: Mapping[str, Any], base_dir: Path, data_folder: str | Path | None) -> DataSpec:
     _no_unknown_keys(table, ("sklearn", "name", "folder"), "data")
     if ("sklearn" in table) == ("name" in table):
-        raise ConfigError("data needs exactly one of sklearn = \"load_digits\" (bundled) or name = \"a9a\" (with folder)")
+        raise ConfigError(
+            "data needs exactly one of sklearn = \"load_digits\" (bundled) or name = \"a9a\" (with folder)"
+        )
     if "sklearn" in table:
         loader = _string(table["sklearn"], "data.sklearn")
         if loader not in BUNDLED_DATASETS:

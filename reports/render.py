@@ -85,7 +85,8 @@ def summarize(results: pd.DataFrame) -> pd.DataFrame:
         row.update(
             seeds=len(group), runs=len(runs), n_queries=group["n_queries"].mean(),
             n_local_queries=group["n_local_queries"].mean(), unit=", ".join(sorted(set(group["unit"]))),
-            accuracy_mean=group["accuracy"].mean(), accuracy_std=group["accuracy"].std(ddof=1) if len(group) > 1 else 0.0,
+            accuracy_mean=group["accuracy"].mean(),
+            accuracy_std=group["accuracy"].std(ddof=1) if len(group) > 1 else 0.0,
             auc_mean=group["auc"].mean(), keys=list(group["key"]),
         )
         for unit in UNITS:
@@ -377,8 +378,8 @@ def render_report(
     reading = (
         "ε is an upper bound at δ = " + ", ".join(f"{d:g}" for d in deltas) + ", the largest over the seeds, rounded "
         "up, from each model's own ledger (ledger.account()); tight analysis (RDP, or PLD where the accountant "
-        "says so). A star (*) marks a data-dependent ε: computed from private vote counts, it is itself private and must "
-        "not be published as is — the data-independent ε is in the section below. ∞ means no guarantee."
+        "says so). A star (*) marks a data-dependent ε: computed from private vote counts, it is itself private and "
+        "must not be published as is — the data-independent ε is in the section below. ∞ means no guarantee."
     )
 
     markdown = [f"# {title}", "", counts, "", f"![ε versus accuracy]({png.name})", "",

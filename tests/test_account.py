@@ -106,7 +106,9 @@ def test_printed_epsilon_is_never_rounded_down(value: float) -> None:
 
 
 def test_mechanisms_rebuild_from_records_with_evidence() -> None:
-    parallel = compose_parallel([LaplaceNoisyMax(VOTES, 0.1, unit="party"), LaplaceNoisyMax(VOTES[:2], 0.2, unit="party")])
+    parallel = compose_parallel(
+        [LaplaceNoisyMax(VOTES, 0.1, unit="party"), LaplaceNoisyMax(VOTES[:2], 0.2, unit="party")]
+    )
     record = json.loads(json.dumps({"kind": parallel.kind, "unit": parallel.unit, "parameters": parallel.parameters()}))
     rebuilt = mechanism_from_record(record, evidence=parallel.evidence())
     assert account(rebuilt, delta=1e-6).epsilon == account(parallel, delta=1e-6).epsilon

@@ -321,7 +321,9 @@ def test_the_four_seed_papers_claims(name, exit_code, expected):
 
 def test_per_round_claim_is_composed(tmp_path):
     report = audit(claims=EXAMPLES / "privatekt_demo.json")
-    composed = privfed.account(RandomizedResponse(10, epsilon=5.0, labels_per_report=2, reports=250), delta=1e-5).epsilon
+    composed = privfed.account(
+        RandomizedResponse(10, epsilon=5.0, labels_per_report=2, reports=250), delta=1e-5
+    ).epsilon
     assert report.claim["recomputed_epsilon"] == pytest.approx(composed, rel=1e-6)
     assert "250 rounds" in report.check("composition").detail
 

@@ -25,7 +25,9 @@ def votes_file(tmp_path: Path) -> Path:
 
 
 def test_text_report(votes_file: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    code = main(["account", str(votes_file), "--gamma", "0.04", "--votes-per-unit", "2", "--unit", "party", "--delta", "1e-5"])
+    code = main(
+        ["account", str(votes_file), "--gamma", "0.04", "--votes-per-unit", "2", "--unit", "party", "--delta", "1e-5"]
+    )
     out = capsys.readouterr().out
     assert code == 0
     assert "party-level" in out and "DATA-DEPENDENT" in out and "tight analysis" in out
@@ -98,7 +100,9 @@ def test_mechanism_file_errors_exit_2(tmp_path: Path, capsys: pytest.CaptureFixt
     assert "--gamma applies to a .npy" in capsys.readouterr().err
 
 
-def test_demo_writes_a_bundle_whose_ledger_matches_the_printout(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_demo_writes_a_bundle_whose_ledger_matches_the_printout(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     import privfed
 
     out = tmp_path / "bundle"

@@ -141,7 +141,10 @@ def test_dp_training_is_deterministic(digits):
 def test_importing_privfed_loads_neither_torch_nor_opacus():
     import subprocess
 
-    code = "import sys, privfed, privfed.pipelines; privfed.DPConfig; print('torch' in sys.modules, 'opacus' in sys.modules)"
+    code = (
+        "import sys, privfed, privfed.pipelines; privfed.DPConfig; "
+        "print('torch' in sys.modules, 'opacus' in sys.modules)"
+    )
     output = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert output.split() == ["False", "False"]
     assert torch is not None

@@ -547,7 +547,8 @@ def test_simulate_refuses_bad_arguments_before_starting_anything(federation) -> 
     from privfed.federation import simulate
 
     parties, paths, public, _ = federation
-    with pytest.raises(TypeError, match="estimator must be a privfed FedKT, FedKD, PrivateKT, SelectiveFD, .* got Decision"):
+    with pytest.raises(TypeError,
+                       match="estimator must be a privfed FedKT, FedKD, PrivateKT, SelectiveFD, .* got Decision"):
         simulate(DecisionTreeClassifier(), parties, public)
     with pytest.raises(ValueError, match="callback runs in-process only"):
         simulate(FedMD(DecisionTreeClassifier(), callback=print), parties, public)

@@ -130,7 +130,9 @@ def test_end_to_end_torch_parties_and_server(digits):
     parties, public, (X_test, y_test) = digits
     noiseless = FedKD(mlp(), mlp(epochs=30), gamma=None, quantization_scale=None, clip=None, random_state=0)
     noiseless.fit(parties, public)
-    noisy = FedKD(mlp(), mlp(epochs=30), gamma=1.0, clip=5.0, quantization_scale=10, random_state=0).fit(parties, public)
+    noisy = FedKD(mlp(), mlp(epochs=30), gamma=1.0, clip=5.0, quantization_scale=10, random_state=0).fit(
+        parties, public
+    )
     assert noiseless.score(X_test, y_test) > 0.85 and noisy.score(X_test, y_test) > 0.8
     np.testing.assert_allclose(noisy.weights_.sum(axis=0), 1.0)  # ω sums to one per class
     assert noisy.draws_per_example_ == 1 and noisy.noisy_ensemble_.shape == (len(public), 10)

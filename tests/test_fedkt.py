@@ -157,7 +157,9 @@ def test_predict_proba_columns_follow_classes(digits) -> None:
 
 def test_ledger_json_round_trip_keeps_the_totals(digits) -> None:
     parties, public, _ = digits
-    model = FedKT(tree(), n_teachers=2, privacy="L1", gamma=0.2, query_fraction=0.2, random_state=0).fit(parties, public)
+    model = FedKT(tree(), n_teachers=2, privacy="L1", gamma=0.2, query_fraction=0.2, random_state=0).fit(
+        parties, public
+    )
     text = model.ledger_.to_json()
     assert Ledger.from_json(text).account(delta=1e-5).epsilon == model.ledger_.account(delta=1e-5).epsilon
     assert "server_votes" not in text and json.loads(text)

@@ -34,7 +34,9 @@ def test_data_independent_epsilon_grows_with_gamma(votes, gamma_a, gamma_b, k, a
 def test_epsilon_grows_with_votes_per_unit(votes, gamma, k_a, k_b, analysis):
     low, high = sorted((k_a, k_b))
     for independent in (True, False):
-        assert _eps(votes, gamma, low, analysis, independent) <= _eps(votes, gamma, high, analysis, independent) * (1 + 1e-12)
+        assert _eps(votes, gamma, low, analysis, independent) <= (
+            _eps(votes, gamma, high, analysis, independent) * (1 + 1e-12)
+        )
 
 
 @given(votes_strategy, st.data(), gammas, ks, analyses)
@@ -42,7 +44,9 @@ def test_adding_a_query_never_lowers_epsilon(votes, data, gamma, k, analysis):
     extra = data.draw(arrays(np.int64, (1, votes.shape[1]), elements=st.integers(0, 60)))
     longer = np.vstack([votes, extra])
     for independent in (True, False):
-        assert _eps(votes, gamma, k, analysis, independent) <= _eps(longer, gamma, k, analysis, independent) * (1 + 1e-12)
+        assert _eps(votes, gamma, k, analysis, independent) <= (
+            _eps(longer, gamma, k, analysis, independent) * (1 + 1e-12)
+        )
 
 
 @given(votes_strategy, gammas, ks, analyses)

@@ -44,7 +44,9 @@ def ledger() -> Ledger:
 
 # --- accounting ---------------------------------------------------------------------------------------
 def test_totals_equal_sequential_composition_per_unit(ledger):
-    party = [LaplaceNoisyMax(_votes(0), 0.05, 1, unit="party"), LaplaceNoisyMax(_votes(1, queries=11), 0.1, 1, unit="party")]
+    party = [
+        LaplaceNoisyMax(_votes(0), 0.05, 1, unit="party"), LaplaceNoisyMax(_votes(1, queries=11), 0.1, 1, unit="party")
+    ]
     example = [LaplaceNoisyMax(_votes(0), 0.05, 2, unit="example")]
     for analysis in ("tight", "classic"):
         report = ledger.account(analysis=analysis)
@@ -226,7 +228,8 @@ def test_dropped_entries_are_detected(ledger):
 def test_swapped_or_edited_evidence_is_detected(ledger):
     other = Ledger(delta=DELTA)
     other.record(_fedkt_release(_votes(0)))  # the same votes, but other salts
-    with pytest.raises(LedgerIntegrityError, match=r"evidence for entry 0 \(laplace_noisy_max, (example|party)\) is missing"):
+    with pytest.raises(LedgerIntegrityError,
+                       match=r"evidence for entry 0 \(laplace_noisy_max, (example|party)\) is missing"):
         Ledger.from_json(ledger.to_json(), evidence=other.evidence())
     evidence = ledger.evidence()
     key = next(k for k in evidence if k.endswith("/votes"))

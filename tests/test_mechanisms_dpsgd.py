@@ -12,7 +12,7 @@ import privfed
 
 opacus_rdp = pytest.importorskip("opacus.accountants.analysis.rdp")
 
-from tests.conftest import load_oracle, requires_oracles
+from tests.conftest import load_oracle, requires_oracles  # noqa: E402
 
 
 def _dpsgd_cases():

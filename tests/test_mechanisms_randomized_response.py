@@ -73,7 +73,11 @@ def test_rdp_and_pld_match_dp_accounting_oracle():
             expected["replace_one_rdp_eps_classic_conversion"], rel=1e-9)
         # privfed's interval is the oracle's ε₀/1000 rounded down to 10⁻⁴·2^k (nested grids: see pld_interval).
         interval = pld_interval(mechanism.dp_event())
-        assert expected["pld_value_discretization_interval"] / 2 < interval <= expected["pld_value_discretization_interval"] * (1 + 1e-9)
+        assert (
+            expected["pld_value_discretization_interval"] / 2
+            < interval
+            <= expected["pld_value_discretization_interval"] * (1 + 1e-9)
+        )
         assert math.log2(interval / 1e-4) == pytest.approx(round(math.log2(interval / 1e-4)), abs=1e-9)
         assert event_pld_epsilon(mechanism.dp_event(), case["delta"]) == pytest.approx(
             expected["replace_one_pld_eps"], rel=2e-3)
@@ -90,7 +94,8 @@ def test_pld_self_composes_where_dp_accounting_pld_accountant_does_not():
         ours = event_pld_epsilon(mechanism.dp_event(), case["delta"])
         buggy = expected["replace_one_pld_accountant_compose_count_eps"]
         assert ours > 2 * buggy  # composing K labels costs far more than one label
-        assert ours == pytest.approx(expected["replace_one_pld_eps"], rel=2e-3)  # privfed grid: ε₀/1000 rounded down to 10⁻⁴·2^k
+        # privfed grid: ε₀/1000 rounded down to 10⁻⁴·2^k
+        assert ours == pytest.approx(expected["replace_one_pld_eps"], rel=2e-3)
         report = privfed.account(mechanism, delta=case["delta"])
         assert report.epsilon == pytest.approx(min(expected["replace_one_pld_eps"], expected["replace_one_rdp_eps"]),
                                                rel=1e-3)

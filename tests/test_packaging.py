@@ -18,7 +18,8 @@ LAYERS = {"accounting": 0, "pipelines": 1, "reports": 2, "privfed": 3}
 def wheel(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("wheel")
     subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(out), str(REPO_ROOT)],
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(out),
+         str(REPO_ROOT)],
         check=True, capture_output=True,
     )
     (built,) = out.glob("privfed-*.whl")

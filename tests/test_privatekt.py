@@ -59,7 +59,9 @@ def test_rr_frequencies_match_beta(epsilon, labels, classes):
 
 def test_unbiased_estimator_is_unbiased_on_simulated_votes():
     rng = np.random.default_rng(11)
-    classes, beta, clients, trials = 10, randomized_response_keep_probability(5.0, num_classes=10, labels_per_report=2), 40, 3000
+    classes, beta, clients, trials = (
+        10, randomized_response_keep_probability(5.0, num_classes=10, labels_per_report=2), 40, 3000
+    )
     truth = rng.integers(0, 3, size=clients)  # clients' true labels for one public example, 3 classes used
     true_counts = np.bincount(truth, minlength=classes)
     reports = perturb_labels(np.tile(truth, (trials, 1)), keep_probability=beta, num_classes=classes, rng=rng)
@@ -114,8 +116,8 @@ def small(model, **options):
 
 def test_end_to_end_torch_learns_across_rounds(digits):
     parties, public, (X_test, y_test) = digits
-    model = small(TorchMLP(hidden=(64,), lr=1e-2, batch_size=32, random_state=0), epsilon_per_round=100.0).fit(parties, public,
-                                                                                        eval_set=(X_test, y_test))
+    model = small(TorchMLP(hidden=(64,), lr=1e-2, batch_size=32, random_state=0), epsilon_per_round=100.0).fit(
+        parties, public, eval_set=(X_test, y_test))
     accuracy = [record["accuracy"] for record in model.history_]
     assert len(accuracy) == 6 and accuracy[-1] > 0.5 and accuracy[-1] > accuracy[0]
     assert [r["buffer_examples"] for r in model.history_] == [20, 40, 60, 80, 80, 80]

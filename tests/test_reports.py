@@ -16,12 +16,12 @@ import pytest
 pd = pytest.importorskip("pandas")
 pytest.importorskip("matplotlib")
 
-import privfed.reports.sweep as sweep_module
-from privfed.accounting import Ledger
-from privfed.accounting.report import round_up
-from privfed.reports.config import ConfigError, parse_config
-from privfed.reports.render import plot_epsilon_accuracy, render_report, summarize
-from privfed.reports.sweep import (
+import privfed.reports.sweep as sweep_module  # noqa: E402
+from privfed.accounting import Ledger  # noqa: E402
+from privfed.accounting.report import round_up  # noqa: E402
+from privfed.reports.config import ConfigError, parse_config  # noqa: E402
+from privfed.reports.render import plot_epsilon_accuracy, render_report, summarize  # noqa: E402
+from privfed.reports.sweep import (  # noqa: E402
     RESULTS_FILE,
     load_results,
     result_columns,
@@ -29,8 +29,8 @@ from privfed.reports.sweep import (
     varied_keys,
 )
 
-from privfed import load_bundle
-from privfed.cli import main
+from privfed import load_bundle  # noqa: E402
+from privfed.cli import main  # noqa: E402
 
 TINY = {
     "name": "tiny-digits",
@@ -245,7 +245,8 @@ def test_epsilon_axis_is_logarithmic_only_when_it_spans_a_decade(swept) -> None:
         ({"grid": {"gamma": 0.1}}, r"^grid\.gamma must be a non-empty array"),
         ({"grid": {"random_state": [1]}}, r"^grid\.random_state: 'random_state' is set by the sweep"),
         ({"data": {"sklearn": "fetch_covtype"}}, r"^data\.sklearn must be one of"),
-        ({"data": {"name": "a9a", "folder": "/no/such/folder"}}, r"^data\.folder: '/no/such/folder' is not a directory"),
+        ({"data": {"name": "a9a", "folder": "/no/such/folder"}},
+         r"^data\.folder: '/no/such/folder' is not a directory"),
         ({"pipeline": {"estimator": "FedKV"}}, r"^pipeline\.estimator: 'FedKV' is not an estimator"),
         ({"pipeline": {"estimator": "FedKT", "models": {"teacher": {"class": "os.system"}}}},
          r"^pipeline\.models\.teacher\.class must be 'package\.module\.Class' from"),
@@ -336,7 +337,8 @@ def test_sweep_runs_other_pipelines_and_bundles_their_final_model(tmp_path):
     config.write_text(
         'name = "fedkd-tiny"\nseeds = [0]\n\n[pipeline]\nestimator = "FedKD"\n\n'
         "[pipeline.params]\nclip = 5.0\n\n"
-        '[pipeline.models.local_model]\nclass = "sklearn.linear_model.LogisticRegression"\nparams = { max_iter = 200 }\n\n'
+        '[pipeline.models.local_model]\nclass = "sklearn.linear_model.LogisticRegression"\n'
+        "params = { max_iter = 200 }\n\n"
         '[pipeline.models.server_model]\nclass = "sklearn.tree.DecisionTreeClassifier"\nparams = { max_depth = 8 }\n\n'
         '[data]\nsklearn = "load_digits"\n\n[split]\nn_parties = 3\nbeta = "homogeneous"\npublic_size = 300\n'
         "test_size = 300\n\n[grid]\ngamma = [0.1, 1.0]\n\n[[setting]]\nlabel = \"FedKD\"\n"

@@ -34,7 +34,9 @@ def test_below_fmt_closed_form_where_it_applies(epsilon_local, users):
     assert epsilon_local <= math.log(users / (16 * math.log(2 / delta)))
     e = math.exp(epsilon_local)
     closed = math.log1p((e - 1) / (e + 1) * (8 * math.sqrt(e * math.log(4 / delta)) / math.sqrt(users) + 8 * e / users))
-    numerical = privfed.ShuffledRandomizedResponse(epsilon_local, num_users=users, num_classes=10).central_epsilon(delta)
+    numerical = privfed.ShuffledRandomizedResponse(
+        epsilon_local, num_users=users, num_classes=10
+    ).central_epsilon(delta)
     assert numerical < closed and numerical < epsilon_local
 
 

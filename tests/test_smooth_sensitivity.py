@@ -19,7 +19,9 @@ from privfed.accounting.smooth_sensitivity import (
 import privfed
 from tests.conftest import oracle_cases, requires_oracles
 
-_SS_CASES = [c for c in oracle_cases("pate_smooth_sensitivity.json", "cases") if c["kind"] == "gnmax_smooth_sensitivity"]
+_SS_CASES = [
+    c for c in oracle_cases("pate_smooth_sensitivity.json", "cases") if c["kind"] == "gnmax_smooth_sensitivity"
+]
 _GAUSSIAN_SS_CASES = oracle_cases("pate_gaussian.json", "smooth_sensitivity_gnmax")
 
 
@@ -116,7 +118,8 @@ def test_release_adds_the_gnss_cost_and_noise_scaled_by_the_smooth_sensitivity()
     report = privfed.release_epsilon(mechanism, delta=1e-5, order=order, beta=beta, noise_scale=scale,
                                      random_state=7)
     z = np.random.default_rng(7).standard_normal()
-    expected = (mechanism.rdp(np.array([order]))[0] + scale * z * mechanism.smooth_sensitivity(order=order, beta=beta).sum()
+    expected = (mechanism.rdp(np.array([order]))[0]
+                + scale * z * mechanism.smooth_sensitivity(order=order, beta=beta).sum()
                 + gnss_rdp(beta=beta, noise_scale=scale, order=order))
     assert report.rdp == pytest.approx((expected,), rel=1e-12)
     assert not report.data_dependent and report.method == "smooth_sensitivity" and "SANITISED" in str(report)
@@ -144,7 +147,8 @@ def test_a_ledger_records_the_release_as_its_own_entry():
     (lambda: privfed.LaplaceNoisyMax(np.array([[9, 1]]), 0.1), {}, "at least one GaussianNoisyMax"),
     (lambda: [privfed.GaussianNoisyMax(np.array([[9, 1]]), 10.0), privfed.LaplaceNoisyMax(np.array([[9, 1]]), 0.1)],
      {}, "cannot sanitise a data-dependent laplace_noisy_max"),
-    (lambda: privfed.GaussianNoisyMax(np.array([[9, 1]]), 10.0), {"order": 30.0}, r"order must be in \(1, 1/\(2·beta\)\)"),
+    (lambda: privfed.GaussianNoisyMax(np.array([[9, 1]]), 10.0), {"order": 30.0},
+     r"order must be in \(1, 1/\(2·beta\)\)"),
 ])
 def test_release_refuses_what_it_cannot_sanitise(build, kwargs, match):
     arguments = {"delta": 1e-5, "order": 5.0, "beta": 0.02, "noise_scale": 5.0, **kwargs}

@@ -9,8 +9,8 @@ training), then one ``train`` message per party carrying its task (FedKT: ``FedK
 ``FedKDTask``) and the model specs; the replies are validated by the pipeline's ``receive_*_replies``
 and handed to its server step. PrivateKT: one ``train`` message per round to each sampled client only
 (``PrivateKTTask``), its randomized-response report back. Selective-FD, FedMD and independent learning run
-their own round loop (``_FederatedDistillation._run``) over the SuperNodes: ``train.selective_fd`` messages for the setup, each
-round's share and distillation, and the final publication of client ``client``'s model.
+their own round loop (``_FederatedDistillation._run``) over the SuperNodes: ``train.selective_fd`` messages
+for the setup, each round's share and distillation, and the final publication of client ``client``'s model.
 
 Faults: FedKT and FedKD are one-shot, so a party that does not reply within ``timeout`` seconds, or
 replies with an error, stops the run with a :class:`FederationError` naming it and the step — a
