@@ -244,7 +244,8 @@ def markdown(records: list[dict], rows: list[Row]) -> str:
                 continue
             ok = [r for r in paper if "failed" not in r]
             ok_budget = [r for r in budget if "failed" not in r]
-            failed = len(paper) - len(ok)
+            failed, failed_budget = len(paper) - len(ok), len(budget) - len(ok_budget)
+            budget_queries = sorted({r["queries_answered"] for r in ok_budget})  # data-independent: one count
             queries = paper[0]["paper_queries"] if paper else budget[0]["paper_queries"]
             lines.append(
                 f"| {row.data} | {row.partition} | {row.gamma} | {queries} ({row.percent} %) | {row.paper_epsilon} | "
@@ -252,8 +253,9 @@ def markdown(records: list[dict], rows: list[Row]) -> str:
                 f"{epsilon_range([r['epsilon_tight'] for r in ok])} "
                 f"({epsilon_range([r['epsilon_tight_data_independent'] for r in ok])}) | {row.paper_accuracy} | "
                 f"{median([r['accuracy'] for r in ok])} ({len(ok)}{f', {failed} failed' if failed else ''}) | "
-                f"{'/'.join(str(r['queries_answered']) for r in ok_budget) or '–'} | "
-                f"{median([r['accuracy'] for r in ok_budget])} ({len(ok_budget)}) |"
+                f"{'/'.join(map(str, budget_queries)) or '–'} | "
+                f"{median([r['accuracy'] for r in ok_budget])} "
+                f"({len(ok_budget)}{f', {failed_budget} failed' if failed_budget else ''}) |"
             )
         lines.append("")
     return "\n".join(lines)
