@@ -148,7 +148,9 @@ def main() -> None:
             for name, public in publics.items():
                 logits[name].append(party_logits(fitted, public, clip=args.clip))
             counts.append(np.bincount(y, minlength=10))
-            sizes.append(sum(p.numel() for p in fitted.estimator.module_.parameters()))
+            # A party holding one class trains no network (fit_classifier's constant model): no FedAvg upload.
+            sizes.append(None if fitted.estimator is None
+                         else sum(p.numel() for p in fitted.estimator.module_.parameters()))
             local_accuracy.append(float(np.mean(fitted.predict(X_test) == split.y_test)))
         counts = np.stack(counts)
         party_sizes = [len(y) for _, y in split.parties]
@@ -178,7 +180,8 @@ def main() -> None:
                     "test_accuracy": accuracy, "public_label_accuracy": label_accuracy,
                     "epsilon_party_tight": model.epsilon_, "epsilon_party_pure": pure,
                     "bytes_per_party": model.bandwidth_.bytes_per_party,
-                    "fedavg_bytes_per_party": model.bandwidth_.fedavg_bytes(args.fedavg_rounds)[0],
+                    "fedavg_bytes_per_party": next(b for b in model.bandwidth_.fedavg_bytes(args.fedavg_rounds)
+                                                   if b is not None),  # the first party with a network
                     "seconds": time.perf_counter() - tick,
                     "local_accuracy_mean": float(np.mean(local_accuracy)),
                 }
