@@ -113,6 +113,10 @@ def main() -> None:
     parser.add_argument("--clip", type=float, default=10.0)
     parser.add_argument("--fedavg-rounds", type=int, default=100)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--server-seeds", type=int, nargs="+", default=None,
+                        help="FedKD random_state per point (the noise draw and the distilled model's seed), each "
+                             "on the same split and local models: the run-to-run spread at a fixed S "
+                             "(default: --seed only)")
     parser.add_argument("--json", default=None)
     parser.add_argument("--grid", choices=tuple(GRIDS), default="default")
     parser.add_argument("--quantizers", nargs="+", choices=("public", "paper"), default=["public"])
@@ -161,13 +165,15 @@ def main() -> None:
             stacked = np.stack(logits[name])
             clipped = float(np.mean(np.abs(stacked) > args.clip))
             print(f"  public {name}: {clipped:.2%} of the logits lie outside [−Z, Z] = [−{args.clip:g}, {args.clip:g}]")
-            points = [(scale, gamma, quantizer) for scale, gamma in GRIDS[args.grid]
-                      for quantizer in (args.quantizers if scale is not None else ["public"])]
-            for scale, gamma, quantizer in progress_bar(points, progress=None, desc=f"{name}: FedKD grid", unit="run"):
+            points = [(scale, gamma, quantizer, server_seed) for scale, gamma in GRIDS[args.grid]
+                      for quantizer in (args.quantizers if scale is not None else ["public"])
+                      for server_seed in (args.server_seeds or [args.seed])]
+            for scale, gamma, quantizer, server_seed in progress_bar(points, progress=None, desc=f"{name}: FedKD grid",
+                                                                     unit="run"):
                 tick = time.perf_counter()
                 model = FedKD(None, TorchCNN(batch_size=64, random_state=0), quantization_scale=scale, gamma=gamma,
                               clip=args.clip if gamma is not None else None, loss="l2", quantizer=quantizer,
-                              distill_epochs=args.distill_epochs, random_state=args.seed)
+                              distill_epochs=args.distill_epochs, random_state=server_seed)
                 model.fit_logits(logits[name], counts, public, parameter_counts=sizes)
                 accuracy = float(model.score(X_test, split.y_test))
                 label_accuracy = (float(np.mean(model.noisy_ensemble_.argmax(axis=1) == split.y_public))
@@ -176,7 +182,7 @@ def main() -> None:
                         .pure_epsilon() if gamma is not None else math.inf)
                 row = {
                     "alpha": alpha, "public": name, "S": scale, "gamma": gamma, "clip": args.clip if gamma else None,
-                    "quantizer": quantizer, "z_max": model.z_max_,
+                    "quantizer": quantizer, "server_seed": server_seed, "z_max": model.z_max_,
                     "test_accuracy": accuracy, "public_label_accuracy": label_accuracy,
                     "epsilon_party_tight": model.epsilon_, "epsilon_party_pure": pure,
                     "bytes_per_party": model.bandwidth_.bytes_per_party,
@@ -190,6 +196,7 @@ def main() -> None:
                     write_json(args.json, vars(args), rows)
                 label = ("noiseless, unquantized" if gamma is None
                          else f"S = {scale:>3}, γ = {gamma:>4g}, {quantizer} quantizer")
+                label += f", server seed {server_seed}" if args.server_seeds else ""
                 extra = f", ensemble labels {label_accuracy:.4f}" if label_accuracy is not None else ""
                 print(f"    {label}: test accuracy {accuracy:.4f}{extra}; ε = {model.epsilon_:.4g} "
                       f"(pure {pure:.4g}); {row['bytes_per_party']:,} B/party vs FedAvg "
