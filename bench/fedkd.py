@@ -40,6 +40,7 @@ from privfed.accounting import QuantizedLaplaceEnsemble  # noqa: E402
 from privfed.pipelines._models import fit_classifier  # noqa: E402
 from privfed.pipelines.datasets import federated_split, load_dataset  # noqa: E402
 from privfed.pipelines.fedkd import FedKD, party_logits  # noqa: E402
+from privfed.pipelines.fedkd_steps import parameter_count  # noqa: E402
 from privfed.pipelines.progress import progress_bar  # noqa: E402
 from privfed.pipelines.torch_models import TorchCNN  # noqa: E402
 
@@ -152,9 +153,7 @@ def main() -> None:
             for name, public in publics.items():
                 logits[name].append(party_logits(fitted, public, clip=args.clip))
             counts.append(np.bincount(y, minlength=10))
-            # A party holding one class trains no network (fit_classifier's constant model): no FedAvg upload.
-            sizes.append(None if fitted.estimator is None
-                         else sum(p.numel() for p in fitted.estimator.module_.parameters()))
+            sizes.append(parameter_count(fitted.estimator))  # None: one class held, no network trained
             local_accuracy.append(float(np.mean(fitted.predict(X_test) == split.y_test)))
         counts = np.stack(counts)
         party_sizes = [len(y) for _, y in split.parties]

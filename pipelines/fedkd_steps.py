@@ -36,6 +36,7 @@ __all__ = [
     "FedKDLogits",
     "FedKDTask",
     "fedkd_party_step",
+    "parameter_count",
     "party_logits",
     "party_message",
     "receive_fedkd_replies",
@@ -157,8 +158,14 @@ def party_message(logits: np.ndarray, *, clip: float | None, quantization_scale:
     return np.asarray(logits, dtype=float)
 
 
-def _parameter_count(model: Any) -> int | None:
-    """Numbers a FedAvg round would send for this model: torch parameters, or sklearn coefficient arrays."""
+def parameter_count(model: Any) -> int | None:
+    """Numbers a FedAvg round would send for this model: torch parameters, or sklearn coefficient arrays.
+
+    None where there is nothing to send: no model (a party holding one class trains none) or no parameter
+    vector (e.g. a forest).
+    """
+    if model is None:
+        return None
     module = getattr(model, "module_", None)
     if module is not None:
         return int(sum(parameter.numel() for parameter in module.parameters()))
@@ -206,7 +213,7 @@ def fedkd_party_step(
         model = fitted.estimator
         logits = party_logits(fitted, task.public, clip=clip)
         counts = np.bincount(codes, minlength=n_outputs)
-    size = None if model is None else _parameter_count(model)
+    size = parameter_count(model)
     quantized = party_message(logits, clip=clip, quantization_scale=scale)
     return FedKDPartyOutcome(FedKDLogits(quantized, counts.astype(np.int64), -1 if size is None else size),
                              dp_release(model))
