@@ -27,7 +27,12 @@ set), the authors' own log at the same rounds, and each client's composed ε.
 round), saving the run after every round: stop it at any time and run the same
 command again to continue where it stopped. ``--from-checkpoint FILE.npz`` trains
 nothing: it writes ``--json``/``--plot`` from the rounds a checkpoint holds, and counts how many
-of the buffer's aggregated labels match the public examples' true labels (which the run never sees).
+of the buffer's aggregated labels match the public examples' true labels (which the run never sees);
+a ``--checkpoint`` run's ``--json`` carries that count too.
+
+``--markdown RUN.json [RUN.json ...]`` trains nothing: it prints, from runs' ``--json`` files, the table of
+docs/results.md (accuracy at the authors' logged rounds beside their log; per run the split, seed, buffer
+labels right, rounds joined and the busiest client's ε) and each split's mean accuracy at the last round.
 
 CPU only, one torch thread unless ``--threads N`` (a checkpointed run may resume with another
 count; float sums then round differently, so the continuation is not bit-identical).
@@ -45,6 +50,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 import time
 from pathlib import Path
@@ -124,6 +130,43 @@ def checkpoint_summary(path: str) -> dict:
             "participation": participation.tolist(), "buffer": buffer,
             "busiest_client": {"rounds": busiest, "basic": release.pure_epsilon(),
                                "tight": account(release, delta=DELTA).epsilon}}
+
+
+def buffer_labels_correct(summary: dict, data: str, seed: int) -> dict:
+    """How many of a checkpoint's buffer labels (``checkpoint_summary``) match the public examples' true labels."""
+    public_labels = load_dataset("mnist", data).y_train[public_and_private_rows(seed)[0]]
+    buffer = summary["buffer"]
+    correct = int(np.sum(public_labels[buffer["indices"]] == np.asarray(buffer["labels"])))
+    return {"correct": correct, "of": len(buffer["labels"])}
+
+
+def runs_markdown(paths: list[str]) -> str:
+    """The runs' accuracy at the authors' logged rounds, their ledgers, and each split's mean at the last round."""
+    runs = [json.loads(Path(path).read_text()) for path in paths]
+    rounds = sorted(r for r in AUTHORS_LOG if any(r <= run["rounds"] for run in runs))
+    head = ["run (split, seed)", *map(str, rounds), "buffer right", "rounds joined", "busiest client ε tight (basic)"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    last_round: dict[str, list[float]] = {}
+    for path, run in zip(paths, runs):
+        split = run["settings"].get("split") or "dirichlet"  # runs before --split existed used dirichlet_partition
+        accuracy = {record["round"]: record["accuracy"] for record in run["history"]}
+        buffer = run.get("buffer_labels_correct")
+        busiest = run["busiest_client"]
+        cells = [f"{split}, {run['settings']['seed']} ({Path(path).name})",
+                 *(f"{accuracy[r]:.3f}" if r in accuracy else "" for r in rounds),
+                 f"{buffer['correct']} of {buffer['of']}" if buffer else "not recorded",
+                 f"{min(run['participation'])}–{max(run['participation'])}",
+                 f"{math.ceil(busiest['tight'] * 10) / 10:.1f} ({busiest['basic']:g})"]
+        lines.append("| " + " | ".join(cells) + " |")
+        last_round.setdefault(split, []).append(accuracy[run["rounds"]])
+    lines.append("| " + " | ".join(["authors' log", *(f"{AUTHORS_LOG[r]:.3f}" for r in rounds), "", "", ""]) + " |")
+    lines.append("")
+    for split, values in last_round.items():
+        lines.append(f"- {split} split: last round {', '.join(f'{v:.4f}' for v in values)}; "
+                     f"mean {np.mean(values):.4f} over {len(values)} run(s)")
+    lines.append("- ε: party level (one client), δ = 1e-05, data-independent, tight rounded up to 0.1; "
+                 "basic = pure composition of the client's reports")
+    return "\n".join(lines)
 
 
 def plot_curves(histories: dict[str, list[dict]], path: str, *, title: str) -> None:
@@ -224,11 +267,16 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=1, help="torch threads (default 1)")
     parser.add_argument("--from-checkpoint", default=None,
                         help="write --json/--plot from the rounds this checkpoint holds, and stop")
+    parser.add_argument("--markdown", nargs="+", default=None, metavar="RUN.json",
+                        help="print the table of these runs' --json files beside the authors' log, and stop")
     args = parser.parse_args()
     if args.fine_tune_batch_size is not None and args.fine_tune_batch_size < 1:
         parser.error(f"--fine-tune-batch-size must be a positive integer; got {args.fine_tune_batch_size}")
     if args.threads < 1:
         parser.error(f"--threads must be a positive integer; got {args.threads}")
+    if args.markdown:
+        print(runs_markdown(args.markdown))
+        return
     if args.from_checkpoint:
         summary = checkpoint_summary(args.from_checkpoint)
         for record in summary["history"]:
@@ -236,11 +284,9 @@ def main() -> None:
             reference = f"   (authors' log {AUTHORS_LOG[r]:.4f})" if r in AUTHORS_LOG else ""
             print(f"round {r:4d}: accuracy {record['accuracy']:.4f}{reference}")
         # The buffer's aggregated labels against the public examples' true labels (the run never sees them).
-        public_labels = load_dataset("mnist", args.data).y_train[public_and_private_rows(args.seed)[0]]
-        buffer = summary["buffer"]
-        correct = int(np.sum(public_labels[buffer["indices"]] == np.asarray(buffer["labels"])))
-        summary["buffer_labels_correct"] = {"correct": correct, "of": len(buffer["labels"])}
-        print(f"the buffer after round {summary['rounds']}: {correct} of {len(buffer['labels'])} labels correct")
+        summary["buffer_labels_correct"] = buffer_labels_correct(summary, args.data, args.seed)
+        print(f"the buffer after round {summary['rounds']}: {summary['buffer_labels_correct']['correct']} of "
+              f"{summary['buffer_labels_correct']['of']} labels correct")
         if args.plot:
             plot_curves({f"privfed, {args.model}, {args.optimizer}": summary["history"]}, args.plot,
                         title="PrivateKT on MNIST: ε = 5 per round, K = 2, B = 25, M = 1,200")
@@ -328,6 +374,8 @@ def main() -> None:
             "busiest_client": {"rounds": busiest, "basic": float(fitted.client_epsilons_["basic"].max()),
                                "tight": float(fitted.client_epsilons_["tight"].max())},
             "projections": projections, "client_sizes": sizes,
+            **({"buffer_labels_correct": buffer_labels_correct(checkpoint_summary(args.checkpoint), args.data,
+                                                               args.seed)} if args.checkpoint else {}),
         }, indent=2))
 
 
