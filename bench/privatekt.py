@@ -15,7 +15,8 @@ The network is FedKT's small CNN (``TorchCNN``) by default; ``--model authors``
 uses the authors' larger CNN (32 and 128 5×5 filters, three dense layers of 512,
 dropout 0.2), about 10× slower on a CPU; ``--model small-cnn-dropout`` is FedKT's
 small CNN with the authors' dropout (0.2 after each pooling and hidden layer), to
-tell the dropout's effect from the rest of the network's. ``--init keras`` initialises
+tell the dropout's effect from the rest of the network's; ``--model mlp`` is FedKT's MNIST MLP
+(784-100-100-10), a network without convolutions (for ``--round-speed``). ``--init keras`` initialises
 any of them as Keras does (the authors' code is Keras): Glorot-uniform weights, zero
 biases; torch's default initialisation leaves plain SGD at chance for many rounds
 (``bench/privatekt_buffer_check.py``). One round is measured
@@ -39,11 +40,15 @@ count; float sums then round differently, so the continuation is not bit-identic
 Run: ``python bench/privatekt.py [--data ../shared/datasets] [--budget-minutes 20]``.
 
 ``--round-speed`` measures instead, side by side in one process, the seconds per round
-with the round's 40 clients trained one after another (``batch_clients=False``) and
-together in one batched computation (``batch_clients=True``): the clients' step alone
-(the same fitted global network, the same seeds, alternating modes, ``--repeats`` times)
-and whole rounds (``rounds=2`` fits, alternating), and checks that both modes give the
-same reports. ``--json`` writes the timings.
+in each of ``--modes`` (the first is the baseline): the round's 40 clients trained one after
+another in this process (``sequential``: ``batch_clients=False``, ``--threads`` torch threads),
+in two joblib processes (``sequential-2-processes``: ``n_jobs=2``; joblib gives each worker
+one thread on a 2-core machine), or together in one batched computation (``batched``:
+``batch_clients=True``). Timed: the clients' step alone (the same fitted global network and the
+same tasks in every mode) and whole rounds (``rounds=2`` fits), the modes alternating within
+each of ``--repeats``; the reports of the modes are compared. ``--json`` writes the timings.
+``--batch-clients`` sets PrivateKT's ``batch_clients`` for the other runs (default ``auto``; the
+runs committed before ``auto`` existed used ``true``).
 """
 
 from __future__ import annotations
@@ -51,6 +56,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import sys
 import time
 from pathlib import Path
@@ -108,6 +114,12 @@ def small_cnn_with_dropout(input_size: tuple[int, ...], n_classes: int) -> nn.Mo
         nn.Linear(120, 84), nn.ReLU(), nn.Dropout(0.2),
         nn.Linear(84, n_classes),
     )
+
+
+def mlp(input_size: tuple[int, ...], n_classes: int) -> nn.Module:
+    """FedKT's MNIST MLP (``TorchMLP(hidden=(100, 100))``) as a module function."""
+    return nn.Sequential(nn.Flatten(), nn.Linear(math.prod(input_size), 100), nn.ReLU(), nn.Linear(100, 100), nn.ReLU(),
+                         nn.Linear(100, n_classes))
 
 
 def public_and_private_rows(seed: int) -> tuple[np.ndarray, np.ndarray]:
@@ -192,55 +204,94 @@ def plot_curves(histories: dict[str, list[dict]], path: str, *, title: str) -> N
     figure.savefig(path, dpi=120)
 
 
-def round_speed(clients, public, model, settings, repeats: int, json_path: str | None) -> None:
-    """Seconds per round, clients one after another vs batched, side by side in this process."""
+ROUND_MODES = {
+    # mode: (PrivateKT's batch_clients, its n_jobs)
+    "sequential": (False, 1),
+    "sequential-2-processes": (False, 2),
+    "batched": (True, 1),
+}
+
+
+def _client_step(task) -> list:
+    """One client's party step, as a joblib task (``run_party_tasks``): the data is (X, y, its PrivateKTTask)."""
+    from privfed.pipelines.privatekt_steps import privatekt_party_step
+
+    X, y, message = task.data
+    return privatekt_party_step(message, X, y, model=task.config, party=f"client {task.index}")
+
+
+def clients_step(mode: str, data, tasks, model) -> np.ndarray:
+    """The labels the round's clients report, computed as PrivateKT does in ``mode`` (one row per client)."""
     from privfed.pipelines.executor import run_party_tasks
-    from privfed.pipelines.privatekt import _batched_client_rounds, _client_round, _ClientConfig
+    from privfed.pipelines.privatekt_steps import batched_party_steps
+
+    batched, n_jobs = ROUND_MODES[mode]
+    if batched:
+        return np.stack([report.labels for report in batched_party_steps(tasks, data, model=model)])
+    sent = run_party_tasks(_client_step, [(X, y, task) for (X, y), task in zip(data, tasks)], config=model,
+                           n_jobs=n_jobs, progress=False)
+    return np.stack([messages[0].labels for messages in sent])
+
+
+def round_speed(clients, public, model, settings, repeats: int, modes: list[str], json_path: str | None) -> None:
+    """Seconds per round in each of ``modes``, side by side in this process, alternating.
+
+    The clients' step alone: the round's 40 clients from one fitted global network, with the same
+    tasks (seeds, queries) in every mode; whole rounds: ``PrivateKT(rounds=2)`` fits, per round.
+    """
+    from privfed.pipelines.privatekt_steps import network_parameters, privatekt_tasks
 
     warm = PrivateKT(model, rounds=1, **settings).fit(clients, public)  # a fitted global network, as from round 2 on
     rng = np.random.default_rng(1)
     chosen = np.sort(rng.choice(len(clients), size=len(clients) // 2, replace=False))
-    config = _ClientConfig(global_model=warm.global_model_, init_seed=0, queries=public[:2], n_classes=10,
-                           keep_probability=warm.keep_probability_, local_epochs=settings["local_epochs"], warm=True)
     data = [clients[i] for i in chosen]
-    timings: dict[str, list[float]] = {"sequential": [], "batched": []}
-    reports = {}
+    step: dict[str, list[float]] = {mode: [] for mode in modes}
+    whole: dict[str, list[float]] = {mode: [] for mode in modes}
+    agreement = []
     for repeat in range(repeats):
-        for mode in ("sequential", "batched"):
-            seed = np.random.SeedSequence(100 + repeat)
+        tasks = privatekt_tasks(queries=public[:2], classes=np.arange(10),
+                                parameters=network_parameters(warm.global_model_),
+                                keep_probability=warm.keep_probability_, local_epochs=settings["local_epochs"],
+                                init_seed=0, round_seed=np.random.SeedSequence(100 + repeat), n_clients=len(data))
+        reports = {}
+        for mode in modes:
             tick = time.perf_counter()
-            if mode == "sequential":
-                out = run_party_tasks(_client_round, data, config=config, random_state=seed, n_jobs=1)
-            else:
-                out = _batched_client_rounds(data, config, seed)
-            timings[mode].append(time.perf_counter() - tick)
-            reports[mode] = np.stack(out)
-            print(f"clients' step, {len(data)} clients, {mode}: {timings[mode][-1]:.1f} s", flush=True)
-        agree = float(np.mean(reports["sequential"] == reports["batched"]))
-        print(f"  reports equal in {100 * agree:.1f} % of the {reports['batched'].size} labels", flush=True)
-    whole: dict[str, float] = {}
-    for mode in ("sequential", "batched"):
-        tick = time.perf_counter()
-        PrivateKT(model, rounds=2, batch_clients=mode == "batched", **settings).fit(clients, public)
-        whole[mode] = (time.perf_counter() - tick) / 2
-        print(f"whole round ({mode}): {whole[mode]:.1f} s per round (mean of rounds 1–2)", flush=True)
-    best = {mode: min(values) for mode, values in timings.items()}
-    print(f"clients' step speed-up: ×{best['sequential'] / best['batched']:.2f} (best of {repeats}); "
-          f"whole round: ×{whole['sequential'] / whole['batched']:.2f}")
+            reports[mode] = clients_step(mode, data, tasks, model)
+            step[mode].append(time.perf_counter() - tick)
+            print(f"repeat {repeat + 1}, clients' step, {len(data)} clients, {mode}: {step[mode][-1]:.1f} s",
+                  flush=True)
+        agreement.append({mode: float(np.mean(reports[mode] == reports[modes[0]])) for mode in modes[1:]})
+        print(f"  reports equal to {modes[0]}'s: {agreement[-1]}", flush=True)
+        for mode in modes:
+            batch_clients, n_jobs = ROUND_MODES[mode]
+            tick = time.perf_counter()
+            PrivateKT(model, rounds=2, batch_clients=batch_clients, n_jobs=n_jobs, **settings).fit(clients, public)
+            whole[mode].append((time.perf_counter() - tick) / 2)
+            print(f"repeat {repeat + 1}, whole round, {mode}: {whole[mode][-1]:.1f} s per round (rounds 1–2)",
+                  flush=True)
+    best_step = {mode: min(values) for mode, values in step.items()}
+    best_whole = {mode: min(values) for mode, values in whole.items()}
+    for mode in modes[1:]:
+        print(f"{mode} against {modes[0]} (best of {repeats}): "
+              f"clients' step ×{best_step[modes[0]] / best_step[mode]:.2f}, "
+              f"whole round ×{best_whole[modes[0]] / best_whole[mode]:.2f}")
     if json_path:
         Path(json_path).write_text(json.dumps({
             "command": "python " + " ".join(sys.argv), "clients_per_round": len(data),
-            "torch_threads": torch.get_num_threads(), "clients_step_seconds": timings,
-            "whole_round_seconds": whole, "speedup_clients_step_best": best["sequential"] / best["batched"],
-            "speedup_whole_round": whole["sequential"] / whole["batched"],
-            "reports_equal_fraction": agree, "settings": {k: v for k, v in settings.items()},
+            "torch_threads_in_process": torch.get_num_threads(), "cpu_cores": os.cpu_count(),
+            "modes": {mode: {"batch_clients": ROUND_MODES[mode][0], "n_jobs": ROUND_MODES[mode][1]} for mode in modes},
+            "clients_step_seconds": step, "whole_round_seconds": whole,
+            "speedup_against_first_mode_best": {
+                mode: {"clients_step": best_step[modes[0]] / best_step[mode],
+                       "whole_round": best_whole[modes[0]] / best_whole[mode]} for mode in modes[1:]},
+            "reports_equal_to_first_mode": agreement, "settings": settings,
         }, indent=2))
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", default=str(Path(__file__).resolve().parents[2] / "shared" / "datasets"))
-    parser.add_argument("--model", choices=("small-cnn", "small-cnn-dropout", "authors"), default="small-cnn")
+    parser.add_argument("--model", choices=("small-cnn", "small-cnn-dropout", "authors", "mlp"), default="small-cnn")
     parser.add_argument("--init", choices=("torch", "keras"), default="torch",
                         help="the networks' initialisation: torch's default, or Keras's (Glorot-uniform, zero biases) "
                              "as in the authors' code")
@@ -253,6 +304,8 @@ def main() -> None:
     parser.add_argument("--fine-tune-batch-size", type=int, default=None,
                         help="the buffer fine-tuning's batch size (default: the model's 32); 50 = the whole buffer, "
                              "as the authors' code")
+    parser.add_argument("--batch-clients", choices=("auto", "true", "false"), default="auto",
+                        help="PrivateKT's batch_clients (the runs committed before it was 'auto' used true)")
     parser.add_argument("--rounds", type=int, default=100)
     parser.add_argument("--budget-minutes", type=float, default=20.0)
     parser.add_argument("--seed", type=int, default=0)
@@ -262,6 +315,8 @@ def main() -> None:
     parser.add_argument("--round-speed", action="store_true",
                         help="time a round's clients one after another vs batched, side by side, and stop")
     parser.add_argument("--repeats", type=int, default=2, help="alternations of --round-speed")
+    parser.add_argument("--modes", nargs="+", choices=tuple(ROUND_MODES), default=["sequential", "batched"],
+                        help="--round-speed's modes, the first one the baseline")
     parser.add_argument("--checkpoint", default=None,
                         help="an .npz file: run all --rounds, saved after each; rerun the command to resume")
     parser.add_argument("--threads", type=int, default=1, help="torch threads (default 1)")
@@ -312,7 +367,8 @@ def main() -> None:
     optimizer = (dict(optimizer="sgd", lr=0.05, momentum=0.0) if args.optimizer == "sgd"
                  else dict(optimizer="adam", lr=1e-3))
     network = dict(**optimizer, batch_size=32, random_state=args.seed)
-    builders = {"authors": authors_cnn, "small-cnn-dropout": small_cnn_with_dropout, "small-cnn": small_cnn}
+    builders = {"authors": authors_cnn, "small-cnn-dropout": small_cnn_with_dropout, "small-cnn": small_cnn,
+                "mlp": mlp}
     if args.init == "keras":
         model = TorchClassifier(KerasInitialised(builders[args.model]), **network)
     else:  # TorchCNN is the small CNN with torch's initialisation
@@ -321,14 +377,16 @@ def main() -> None:
                     client_fraction=0.5, local_epochs=5, fine_tune_epochs=4,
                     fine_tune_batch_size=args.fine_tune_batch_size, self_training_epochs=1,
                     delta=DELTA, random_state=args.seed)
+    batch_clients = {"auto": "auto", "true": True, "false": False}[args.batch_clients]
 
     if args.round_speed:
-        round_speed(clients, X[public_rows], model, settings, args.repeats, args.json)
+        round_speed(clients, X[public_rows], model, settings, args.repeats, args.modes, args.json)
         return
     per_round, rounds = None, args.rounds
     if args.checkpoint is None:
         tick = time.perf_counter()
-        PrivateKT(model, rounds=1, **settings).fit(clients, X[public_rows], eval_set=(X_test, y_test))
+        PrivateKT(model, rounds=1, batch_clients=batch_clients, **settings).fit(
+            clients, X[public_rows], eval_set=(X_test, y_test))
         per_round = time.perf_counter() - tick
         rounds = max(1, min(args.rounds, int(args.budget_minutes * 60 // per_round)))
         print(f"one round takes {per_round:.0f} s: running {rounds} rounds "
@@ -336,7 +394,7 @@ def main() -> None:
               flush=True)
 
     tick = time.perf_counter()
-    fitted = PrivateKT(model, rounds=rounds, progress=True, **settings).fit(
+    fitted = PrivateKT(model, rounds=rounds, batch_clients=batch_clients, progress=True, **settings).fit(
         clients, X[public_rows], eval_set=(X_test, y_test), checkpoint=args.checkpoint)
     elapsed = time.perf_counter() - tick
     for record in fitted.history_:

@@ -50,7 +50,7 @@ import math
 import os
 from collections import deque
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 from scipy.special import softmax
@@ -189,15 +189,18 @@ class PrivateKT(ClassifierMixin, BaseEstimator):
         δ of the per-client ε in ``client_epsilons_``.
     random_state : int, default=None
     n_jobs : int, default=1
-        Clients trained in parallel within a round (joblib); not used with ``batch_clients`` (except with DP-SGD).
-    batch_clients : bool, default=True
-        With a torch model, train the round's selected clients together: their copies
+        Clients trained in parallel within a round (joblib) when they are not batched (``batch_clients``).
+    batch_clients : bool or "auto", default="auto"
+        With a torch model, True trains the round's selected clients together: their copies
         of the global network stacked and trained in one batched computation
         (:func:`~privfed.pipelines.batched_training.train_copies`), each with its own
         seed, data, shuffle and optimizer — the same result as one after another up to
         floating-point rounding (and the same distribution with dropout). False trains
         them one after another (or in parallel with ``n_jobs``), as do DP-trained models (``dp=``): Opacus
-        trains each client's copy on its own.
+        trains each client's copy on its own. "auto" batches where it was measured to pay
+        (:func:`~privfed.pipelines.batched_training.batching_pays`): on a CUDA device, or a
+        network without convolutions; a convolutional network on a CPU is trained one client
+        after another (there, batching is no faster or slower).
     progress : bool or None, default=None
         A progress bar over the rounds: ``None`` on a terminal only, ``True`` always, ``False``
         never (see :mod:`privfed.pipelines.progress`).
@@ -261,7 +264,7 @@ class PrivateKT(ClassifierMixin, BaseEstimator):
         delta: float = 1e-5,
         random_state: int | None = None,
         n_jobs: int = 1,
-        batch_clients: bool = True,
+        batch_clients: bool | Literal["auto"] = "auto",
         progress: bool | None = None,
     ) -> None:
         self.model = model
@@ -305,8 +308,9 @@ class PrivateKT(ClassifierMixin, BaseEstimator):
                     f"{self.fine_tune_batch_size} with {type(self.model).__name__}; leave it None")
         check_delta(self.delta)
         check_progress(self.progress)
-        if not isinstance(self.batch_clients, bool):
-            raise TypeError(f"batch_clients must be True or False, got {self.batch_clients!r}")
+        if not (isinstance(self.batch_clients, bool) or (isinstance(self.batch_clients, str)
+                                                          and self.batch_clients == "auto")):
+            raise TypeError(f"batch_clients must be True, False or 'auto', got {self.batch_clients!r}")
         for name in ("queries_per_round", "self_training_size"):
             if n_public is not None and getattr(self, name) > n_public:
                 raise ValueError(f"{name} must be at most the public set's size {n_public}, got {getattr(self, name)}")
@@ -335,8 +339,7 @@ class PrivateKT(ClassifierMixin, BaseEstimator):
             for (X, y), name in zip(parties, names)
         ]
         classes = federation_classes(schemas, public.shape[1:], names)
-        # DP-SGD trains each client's copy through Opacus, one at a time.
-        batched = is_torch_classifier(self.model) and self.batch_clients and getattr(self.model, "dp", None) is None
+        batched = self._batched(public, classes)
 
         def exchange(clients: Sequence[int], tasks: Sequence[PrivateKTTask]) -> tuple[dict[int, list[Record]], list]:
             data = [parties[client] for client in clients]
@@ -350,6 +353,17 @@ class PrivateKT(ClassifierMixin, BaseEstimator):
             return {client: [m.to_record() for m in sent] for client, sent in zip(clients, messages)}, []
 
         return self._fit_rounds(public, schemas, classes, names, exchange, eval_set=eval_set, checkpoint=saved)
+
+    def _batched(self, public: np.ndarray, classes: np.ndarray) -> bool:
+        """Whether a round's clients are trained together (``batch_clients``; never for DP-SGD, whose copies
+        Opacus trains one at a time, nor for a scikit-learn model)."""
+        if not is_torch_classifier(self.model) or getattr(self.model, "dp", None) is not None:
+            return False
+        if self.batch_clients == "auto":
+            from .batched_training import batching_pays  # torch: imported only for a torch model
+
+            return batching_pays(self.model, public, classes)
+        return bool(self.batch_clients)
 
     def _checkpoint(self, path: str | os.PathLike[str] | None, parties: Sequence[tuple[np.ndarray, np.ndarray]],
                     public: np.ndarray, eval_set: tuple[np.ndarray, np.ndarray] | None) -> RoundCheckpoint | None:

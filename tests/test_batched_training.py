@@ -9,9 +9,14 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from privfed.pipelines.batched_training import train_copies  # noqa: E402
-from privfed.pipelines.torch_models import TorchCNN, TorchMLP  # noqa: E402
+from privfed.pipelines.batched_training import batching_pays, train_copies  # noqa: E402
+from privfed.pipelines.torch_models import (  # noqa: E402
+    TorchClassifier,  # noqa: E402
+    TorchCNN,
+    TorchMLP,
+)
 from sklearn.datasets import load_digits  # noqa: E402
+from torch import nn  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -80,3 +85,28 @@ def test_bad_arguments_are_refused(digits):
         train_copies(prototype, [(X[:5], np.zeros((5, 3)))], random_states=[1], classes=np.arange(10))
     with pytest.raises(TypeError, match="TorchClassifier"):
         train_copies(object(), datasets, random_states=[1], classes=np.arange(10))
+
+
+def conv1d_network(n_features, n_classes):
+    return nn.Sequential(nn.Unflatten(1, (1, n_features)), nn.Conv1d(1, 2, 3), nn.Flatten(),
+                         nn.Linear(2 * (n_features - 2), n_classes))
+
+
+def test_batching_pays_on_a_cpu_only_without_convolutions(digits):
+    X, _ = digits
+    classes = np.arange(10)
+    assert batching_pays(TorchMLP(hidden=(8,), device="cpu"), X, classes)
+    assert not batching_pays(TorchCNN(padding=2, device="cpu"), X, classes)
+    assert not batching_pays(TorchClassifier(conv1d_network, device="cpu"), X, classes)
+    # looking at the layers leaves torch's random state as it was
+    before = torch.random.get_rng_state()
+    batching_pays(TorchCNN(padding=2, device="cpu"), X, classes)
+    assert torch.equal(before, torch.random.get_rng_state())
+
+
+def test_batching_pays_on_cuda(digits, monkeypatch):
+    from privfed.pipelines import batched_training
+
+    monkeypatch.setattr(batched_training, "_resolve_device", lambda device: torch.device("cuda"))
+    X, _ = digits
+    assert batching_pays(TorchCNN(padding=2), X, np.arange(10))

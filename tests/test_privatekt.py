@@ -29,7 +29,7 @@ from privfed.pipelines.privatekt import (  # noqa: E402
     perturb_labels,
     predictive_entropy,
 )
-from privfed.pipelines.torch_models import TorchMLP  # noqa: E402
+from privfed.pipelines.torch_models import TorchCNN, TorchMLP  # noqa: E402
 
 import privfed  # noqa: E402
 from tests.conftest import digits_federation  # noqa: E402
@@ -134,6 +134,29 @@ def test_batched_clients_give_the_sequential_run(digits):
     np.testing.assert_allclose(runs[0].predict_proba(X_test), runs[1].predict_proba(X_test), atol=1e-4)
 
 
+@pytest.mark.parametrize(("model", "batch_clients", "expected"), [
+    (TorchMLP(hidden=(16,), batch_size=32, random_state=0, device="cpu"), "auto", True),
+    (TorchCNN(conv_channels=(2, 4), hidden=(8,), padding=2, batch_size=32, random_state=0, device="cpu"), "auto",
+     False),
+    (TorchCNN(conv_channels=(2, 4), hidden=(8,), padding=2, batch_size=32, random_state=0, device="cpu"), True,
+     True),
+    (TorchMLP(hidden=(16,), batch_size=32, random_state=0, device="cpu"), False, False),
+])
+def test_batch_clients_decides_whether_the_clients_train_together(digits, monkeypatch, model, batch_clients,
+                                                                  expected):
+    """"auto" batches an MLP on a CPU and trains a CNN's clients one after another; True and False are obeyed."""
+    from privfed.pipelines import batched_training
+
+    calls = []
+    real = batched_training.train_copies
+    monkeypatch.setattr(batched_training, "train_copies", lambda *a, **k: calls.append(1) or real(*a, **k))
+    parties, public, _ = digits
+    fitted = small(model, rounds=2, local_epochs=1, self_training_size=10, batch_clients=batch_clients).fit(
+        parties, public)
+    assert (len(calls) == 2) is expected and (len(calls) == 0) is not expected
+    assert fitted.participation_.sum() == 2 * 4
+
+
 class RecordingMLP(TorchMLP):
     """TorchMLP that records the rows, batch size and epochs of every soft-label fit (the server's steps)."""
 
@@ -216,6 +239,7 @@ def test_same_random_state_same_run(digits):
         ({"delta": 1.0}, ValueError, "delta"),
         ({"local_epochs": 1.5}, TypeError, "local_epochs"),
         ({"batch_clients": "yes"}, TypeError, "batch_clients"),
+        ({"batch_clients": 1}, TypeError, "batch_clients"),
         ({"fine_tune_batch_size": 0}, ValueError, "fine_tune_batch_size"),
         ({"fine_tune_batch_size": 2.5}, TypeError, "fine_tune_batch_size"),
         ({"fine_tune_batch_size": 64}, ValueError, "torch global model only"),
