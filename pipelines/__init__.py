@@ -46,6 +46,7 @@ _LAZY = {
     "PartyData": "party_tables",
     "load_parties": "party_tables",
     "train_copies": "batched_training",
+    "batching_pays": "batched_training",
 }
 
 __all__ = [
