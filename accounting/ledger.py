@@ -58,7 +58,7 @@ from .mechanism import ANALYSES, UNITS, Mechanism, relation_for_unit
 from .orders import default_orders
 from .recompute import recompute_analysis
 from .registry import mechanism_from_record, public_mechanism_from_record
-from .report import MechanismReport, PrivacyReport
+from .report import MechanismReport, PrivacyReport, round_up
 
 __all__ = [
     "BUDGET_BASES",
@@ -498,9 +498,10 @@ class Ledger:
             chosen, other = training, aggregation
         else:
             chosen, other = aggregation, training
-        why = (f"reported bound: {chosen.source} (ε = {chosen.epsilon:.6g}); the {other.source} bound gives "
-               f"ε = {other.epsilon:.6g}" + ("" if (training_valid if other is training else aggregation_valid)
-                                            else " but leaves releases uncovered"))
+        why = (f"reported bound: {chosen.source} (ε = {round_up(chosen.epsilon, 6)}); the {other.source} bound "
+               f"gives ε = {round_up(other.epsilon, 6)}"
+               + ("" if (training_valid if other is training else aggregation_valid)
+                  else " but leaves releases uncovered"))
         return dataclasses.replace(chosen, notes=(why, *chosen.notes), alternatives={other.source: other})
 
     def _composed_report(self, unit: str, delta: float, analysis: str,

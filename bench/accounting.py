@@ -28,6 +28,7 @@ sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__)
 import numpy as np  # noqa: E402
 from privfed.accounting import LaplaceNoisyMax, account  # noqa: E402
 from privfed.accounting.orders import default_orders  # noqa: E402
+from privfed.accounting.report import round_up  # noqa: E402
 
 GAMMA, DELTA, VOTES_PER_UNIT, TEACHERS = 0.05, 1e-5, 1, 250
 
@@ -108,7 +109,7 @@ def main() -> None:
         print(
             f"  {analysis:7s} ({len(orders):3d} orders): {elapsed:.3f} s for all queries = "
             f"{args.queries / elapsed:,.0f} queries/s; "
-            f"ε = {report.epsilon:.4f} (data-independent {report.epsilon_data_independent:.4f})"
+            f"ε = {round_up(report.epsilon, 6)} (data-independent {round_up(report.epsilon_data_independent, 6)})"
         )
         print(
             f"           {args.slice:,}-query slice: loop {loop_elapsed:.3f} s = "

@@ -253,8 +253,9 @@ def main() -> None:
                 done["runs"].append(row)
                 args.json.write_text(json.dumps(done, indent=2))
             print(f"{name} target ε = {target}: accuracy {row['test_accuracy']:.4f}, example ε = "
-                  f"{row['epsilon_example']:.4g} ({row['source']}; other bound {row['other_bound']}), party ε = "
-                  f"{row['epsilon_party']:.4g}, σ = {row['noise_multiplier']}, {row['seconds']:.0f} s", flush=True)
+                  f"{round_up(row['epsilon_example'])} ({row['source']}; other bound {row['other_bound']}), "
+                  f"party ε = {round_up(row['epsilon_party'])}, σ = {row['noise_multiplier']}, "
+                  f"{row['seconds']:.0f} s", flush=True)
 
 
 if __name__ == "__main__":

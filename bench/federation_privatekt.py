@@ -47,6 +47,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=10)
     parser.add_argument("--skip-flower", action="store_true", help="only the bytes")
     args = parser.parse_args()
+    from privfed.accounting.report import round_up
     from privfed.pipelines import dirichlet_partition
     from privfed.pipelines.privatekt_steps import network_parameters
     from sklearn.datasets import load_digits
@@ -72,7 +73,7 @@ def main() -> None:
           + f"; FedAvg would move {2 * weights:,} (weights down and up): up-link ×"
           f"{weights / per_round['privatekt-report']:.0f} less, down-link about the same")
     print(f"in-process fit (batch_clients=False): {t_local:.1f} s, accuracy {local.score(X_test, y_test):.3f}, "
-          f"ε {local.ledger_.account(delta=1e-5).epsilon:.4f}")
+          f"ε {round_up(local.ledger_.account(delta=1e-5).epsilon, 6)}")
     if args.skip_flower:
         return
     from privfed.federation import simulate
@@ -81,7 +82,7 @@ def main() -> None:
     flower = simulate(estimator(args.rounds), parties, public, timeout=600)
     t_flower = time.perf_counter() - start
     print(f"Flower simulation, 10 SuperNodes: {t_flower:.1f} s (×{t_flower / t_local:.2f} the in-process fit), "
-          f"accuracy {flower.score(X_test, y_test):.3f}, ε {flower.ledger_.account(delta=1e-5).epsilon:.4f}, "
+          f"accuracy {flower.score(X_test, y_test):.3f}, ε {round_up(flower.ledger_.account(delta=1e-5).epsilon, 6)}, "
           f"same participation: {bool((flower.participation_ == local.participation_).all())}, "
           f"same predictions: {bool((flower.predict(X_test) == local.predict(X_test)).all())}")
 

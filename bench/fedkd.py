@@ -37,6 +37,7 @@ sys.path[:] = [str(Path(__file__).resolve().parents[1])] + [
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 from privfed.accounting import QuantizedLaplaceEnsemble  # noqa: E402
+from privfed.accounting.report import round_up  # noqa: E402
 from privfed.pipelines._models import fit_classifier  # noqa: E402
 from privfed.pipelines.datasets import federated_split, load_dataset  # noqa: E402
 from privfed.pipelines.fedkd import FedKD, party_logits  # noqa: E402
@@ -197,7 +198,7 @@ def main() -> None:
                          else f"S = {scale:>3}, γ = {gamma:>4g}, {quantizer} quantizer")
                 label += f", server seed {server_seed}" if args.server_seeds else ""
                 extra = f", ensemble labels {label_accuracy:.4f}" if label_accuracy is not None else ""
-                print(f"    {label}: test accuracy {accuracy:.4f}{extra}; ε = {model.epsilon_:.4g} "
+                print(f"    {label}: test accuracy {accuracy:.4f}{extra}; ε = {round_up(model.epsilon_)} "
                       f"(pure {pure:.4g}); {row['bytes_per_party']:,} B/party vs FedAvg "
                       f"{row['fedavg_bytes_per_party']:,} B over {args.fedavg_rounds} rounds; {row['seconds']:.0f} s",
                       flush=True)

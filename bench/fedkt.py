@@ -358,7 +358,7 @@ def run_seed(key: str, setting: Setting, folder: Path, protocol: str, trial: int
         result["centralized_pate_accuracy"] = 100 * central.score(split.X_test, split.y_test)
     print(f"  {key} seed {trial} (model seed {model_seed}): accuracy {result['accuracy']:.2f}%, "
           f"fit {result['fit_seconds']:.1f} s"
-          + (f", ε classic {result['epsilon_classic']:.3f}, tight {result['epsilon_tight']:.3f}"
+          + (f", ε classic {up(result['epsilon_classic'], 3)}, tight {up(result['epsilon_tight'], 3)}"
              if "epsilon_classic" in result else "")
           + (f"; {result['tied_queries']} tied votes, official tie rule {result['accuracy_official_tie_rule']:.2f}%"
              if "tied_queries" in result else ""),

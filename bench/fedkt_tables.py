@@ -307,8 +307,8 @@ def main() -> None:
         temporary.replace(path)
         print(f"{row.key} seed {seed} {kind}: "
               + (f"FAILED ({record['failed']})" if "failed" in record else
-                 f"{record['accuracy']:.2f}%, ε classic {record['epsilon_classic']:.3f}, tight "
-                 f"{record['epsilon_tight']:.3f}, {record['queries_answered']} queries, "
+                 f"{record['accuracy']:.2f}%, ε classic {bench_fedkt.up(record['epsilon_classic'], 3)}, tight "
+                 f"{bench_fedkt.up(record['epsilon_tight'], 3)}, {record['queries_answered']} queries, "
                  f"{record['seconds']:.1f} s"), flush=True)
     print(markdown(document["records"], TABLE_8 + TABLE_9))
 

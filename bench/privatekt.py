@@ -69,6 +69,7 @@ sys.path[:] = [str(Path(__file__).resolve().parents[1])] + [
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 from privfed.accounting import RandomizedResponse, account  # noqa: E402
+from privfed.accounting.report import round_up  # noqa: E402
 from privfed.pipelines.datasets import load_dataset  # noqa: E402
 from privfed.pipelines.partition import dirichlet_partition, label_mixture_partition  # noqa: E402
 from privfed.pipelines.privatekt import PrivateKT  # noqa: E402
@@ -408,14 +409,14 @@ def main() -> None:
           f"{int(fitted.participation_.min())}–{busiest} rounds")
     print(f"ledger: {report}")
     print(f"busiest client: basic ε = {fitted.client_epsilons_['basic'].max():g}, "
-          f"tight ε = {fitted.client_epsilons_['tight'].max():.4g} (δ = {DELTA:g})")
+          f"tight ε = {round_up(fitted.client_epsilons_['tight'].max())} (δ = {DELTA:g})")
     projections = {}
     for total, joined in ((100, 50), (100, 100), (500, 250), (500, 500)):
         release = RandomizedResponse(10, epsilon=5.0, labels_per_report=2, reports=joined)
         projections[f"{joined} of {total} rounds"] = {"basic": release.pure_epsilon(),
                                                       "tight": account(release, delta=DELTA).epsilon}
         print(f"a client joining {joined} of {total} rounds: basic ε = {release.pure_epsilon():g}, "
-              f"tight ε = {projections[f'{joined} of {total} rounds']['tight']:.4g}")
+              f"tight ε = {round_up(projections[f'{joined} of {total} rounds']['tight'])}")
     if args.plot:
         histories = {f"privfed, {args.model}, {args.optimizer}": fitted.history_}
         if args.plot_with:

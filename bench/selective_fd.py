@@ -47,6 +47,7 @@ os.environ.setdefault("MKL_NUM_THREADS", "1")
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
+from privfed.accounting.report import round_up  # noqa: E402
 from privfed.pipelines.datasets import load_dataset  # noqa: E402
 from privfed.pipelines.selective_fd import FedMD, IndependentLearning, SelectiveFD  # noqa: E402
 from privfed.pipelines.torch_models import TorchCNN  # noqa: E402
@@ -262,7 +263,7 @@ def markdown(results: list[dict]) -> str:
     lines = [("| data set | non-IID | method | final mean client accuracy (min–max) | ε (δ = 1e-5, party level) "
               "| shared pairs | kept / round | s / round |"), "| --- | --- | --- | --- | --- | --- | --- | --- |"]
     for row in results:
-        epsilon = "no guarantee" if row["epsilon"] is None else f"{row['epsilon']:.4g}"
+        epsilon = "no guarantee" if row["epsilon"] is None else round_up(row["epsilon"])
         if row["method"] == "Independent":
             epsilon = "nothing shared"
         shared = f"{row['shared_fraction']:.3f}" if "shared_fraction" in row else "–"

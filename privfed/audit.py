@@ -739,7 +739,8 @@ def _empirical_check(model: Any, samples: tuple[tuple[np.ndarray, np.ndarray], .
     detail = (f"loss-threshold attack: TPR = {bound.tpr:.3f} [{lo_t:.3f}, {hi_t:.3f}], FPR = {bound.fpr:.3f} "
               f"[{lo_f:.3f}, {hi_f:.3f}] on {bound.members_evaluated} + {bound.non_members_evaluated} "
               "held-out samples; "
-              f"ε ≥ {bound.epsilon_lower:.3f} with {confidence:.0%} confidence; claimed ε = {_fmt(claimed)}")
+              f"ε ≥ {math.floor(bound.epsilon_lower * 1000) / 1000:.3f} (rounded down: a lower bound) with "
+              f"{confidence:.0%} confidence; claimed ε = {_fmt(claimed)}")
     result = {**bound.to_dict(), "claimed_epsilon": claimed}
     if claimed is None:
         return Check(name, "warn", detail, "there is no claimed ε to compare the measured leakage with.",

@@ -1,5 +1,7 @@
 """The pipelines with DP-SGD local models: the ledger's training entry, the two bounds and the coverage rules."""
 
+import re
+
 import numpy as np
 import pytest
 
@@ -38,6 +40,10 @@ def check_two_bounds(report, *, source):
     other = "aggregation" if source == "dpsgd" else "dpsgd"
     assert report.source == source and set(report.alternatives) == {other}
     assert report.notes[0].startswith(f"reported bound: {source}")
+    # the note prints both ε, each rounded up (never below the computed bound)
+    printed = [float(value) for value in re.findall(r"ε = ([0-9.e+]+)", report.notes[0])]
+    assert len(printed) == 2
+    assert printed[0] >= report.epsilon and printed[1] >= report.alternatives[other].epsilon
     return report.alternatives[other]
 
 
