@@ -47,6 +47,7 @@ import os
 import sys
 import time
 from dataclasses import dataclass, field
+from decimal import ROUND_CEILING, Decimal
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any, Callable
@@ -373,9 +374,10 @@ def mean_std(values: list[float]) -> str:
 
 
 def up(value: float, digits: int = 2) -> str:
-    """ε rounded up (never down) to ``digits`` decimals."""
-    scale = 10**digits
-    return f"{math.ceil(value * scale - 1e-9) / scale:.{digits}f}"
+    """ε rounded up (never down) to ``digits`` decimals, from the float's exact shortest decimal form."""
+    if not math.isfinite(value):
+        return str(value)
+    return str(Decimal(repr(float(value))).quantize(Decimal(1).scaleb(-digits), rounding=ROUND_CEILING))
 
 
 def eps_range(values: list[float]) -> str:
