@@ -213,24 +213,17 @@ ROUND_MODES = {
 }
 
 
-def _client_step(task) -> list:
-    """One client's party step, as a joblib task (``run_party_tasks``): the data is (X, y, its PrivateKTTask)."""
-    from privfed.pipelines.privatekt_steps import privatekt_party_step
-
-    X, y, message = task.data
-    return privatekt_party_step(message, X, y, model=task.config, party=f"client {task.index}")
-
-
 def clients_step(mode: str, data, tasks, model) -> np.ndarray:
-    """The labels the round's clients report, computed as PrivateKT does in ``mode`` (one row per client)."""
+    """The labels the round's clients report, computed as ``PrivateKT.fit`` does in ``mode`` (one row per client)."""
     from privfed.pipelines.executor import run_party_tasks
+    from privfed.pipelines.privatekt import _party_step
     from privfed.pipelines.privatekt_steps import batched_party_steps
 
     batched, n_jobs = ROUND_MODES[mode]
     if batched:
         return np.stack([report.labels for report in batched_party_steps(tasks, data, model=model)])
-    sent = run_party_tasks(_client_step, [(X, y, task) for (X, y), task in zip(data, tasks)], config=model,
-                           n_jobs=n_jobs, progress=False)
+    sent = run_party_tasks(_party_step, [(X, y, task, f"client {index}") for index, ((X, y), task)
+                                         in enumerate(zip(data, tasks))], config=model, n_jobs=n_jobs, progress=False)
     return np.stack([messages[0].labels for messages in sent])
 
 

@@ -10,11 +10,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from privfed.pipelines.batched_training import batching_pays, train_copies  # noqa: E402
-from privfed.pipelines.torch_models import (  # noqa: E402
-    TorchClassifier,  # noqa: E402
-    TorchCNN,
-    TorchMLP,
-)
+from privfed.pipelines.torch_models import TorchClassifier, TorchCNN, TorchMLP  # noqa: E402
 from sklearn.datasets import load_digits  # noqa: E402
 from torch import nn  # noqa: E402
 
