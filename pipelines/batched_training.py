@@ -26,11 +26,12 @@ Networks with buffers (batch normalisation's running statistics) are refused.
 **When it pays** (:func:`batching_pays`). Batching removes per-call overhead; it does not
 reduce the arithmetic. On a CPU a convolutional network's step is dominated by the
 convolution and pooling kernels, and the stacked copies run as one grouped convolution
-that the CPU kernels do no faster than the copies one by one: measured side by side on a
-2-core CPU (docs/results.md, *PrivateKT round speed*), the clients' step of a PrivateKT round
-(40 clients) is ×1.17 for FedKT's small CNN and ×0.74 (slower) for the PrivateKT authors'
-CNN, while a small MLP trains several times faster batched. On a CUDA device one batched
-step costs about as much as one copy's.
+that the CPU kernels do no faster than the copies one by one. ``bench/privatekt.py
+--round-speed`` (batched and one after another in the same run, 40 clients, 2-core CPU;
+docs/results.md, *PrivateKT round speed*) measured the clients' step ×1.17 for FedKT's small
+CNN, ×0.74 (slower) for the PrivateKT authors' CNN and ×1.84 for an MLP. On a CUDA device
+batching is expected to pay (one batched step of small copies costs about one copy's);
+that is not measured here.
 """
 
 from __future__ import annotations
