@@ -55,6 +55,7 @@ from .ledger_entry import (
     sequence_of_entries,
 )
 from .mechanism import ANALYSES, UNITS, Mechanism, relation_for_unit
+from .observers import OBSERVERS, check_observer, check_observers
 from .orders import default_orders
 from .recompute import recompute_analysis
 from .registry import mechanism_from_record, public_mechanism_from_record
@@ -72,7 +73,9 @@ __all__ = [
 ]
 
 LEDGER_TYPE = "privfed.ledger"
-SCHEMA_VERSION = 1
+#: 2: ε per observer (``spent_by_observer``), entries' ``observers``/``units``, and ε = "inf" for a unit with a
+#: release no mechanism covers (version 1 recorded the accounted releases' ε there). Version 1 is still read.
+SCHEMA_VERSION = 2
 #: What the budget filter compares with the target: the data-independent ε (default) or the data-dependent one.
 BUDGET_BASES: tuple[str, ...] = ("data_independent", "data_dependent")
 
@@ -197,7 +200,7 @@ class Ledger:
     >>> votes = np.array([[9, 1], [7, 3]])
     >>> entry = ledger.record({"party": LaplaceNoisyMax(votes, 0.05, 1, unit="party"),
     ...                        "example": LaplaceNoisyMax(votes, 0.05, 2, unit="example")})
-    >>> entry = ledger.record_unaccounted("class counts of every party, sent in clear")
+    >>> entry = ledger.record_unaccounted("class counts of every party, sent in clear", observers=("coordinator",))
     >>> report = ledger.account()
     >>> report.unit, sorted(report.other_units)
     ('party', ['example'])
@@ -264,6 +267,7 @@ class Ledger:
         unit: str | None = None,
         note: str = "",
         derived_from_training: bool = False,
+        observers: tuple[str, ...] = OBSERVERS,
     ) -> LedgerEntry:
         """Append the entry of one release, analysed under one unit or several.
 
@@ -281,6 +285,10 @@ class Ledger:
             True when the release is computed only from models whose DP training is
             recorded with :meth:`record_training` and from public data (post-processing
             of that training); see :meth:`account`.
+        observers:
+            Who sees the release (:data:`~privfed.accounting.observers.OBSERVERS`): both
+            (default: a published output, which the coordinator computes), ``("coordinator",)``
+            (a message only the server receives) or ``("public",)``.
 
         Raises
         ------
@@ -290,6 +298,7 @@ class Ledger:
         mechanisms = _mechanisms_per_unit(mechanism, unit)
         note = _check_str("note", note)
         derived_from_training = _check_bool("derived_from_training", derived_from_training)
+        observers = check_observers(observers)
         if any(m.data_dependent and m.num_queries == 1 for m in mechanisms.values()):
             warnings.warn(
                 "recording a data-dependent release of a single query: its data-dependent RDP curve in the public "
@@ -308,22 +317,25 @@ class Ledger:
                 self._evidence[commitment] = {**arrays, "#salt": salt}
                 analyses[u] = dataclasses.replace(analyses[u], evidence_sha256=commitment)
         return self._append(kind="release", analyses=analyses, description="", note=note,
-                            derived_from_training=derived_from_training)
+                            derived_from_training=derived_from_training, observers=observers)
 
     def record_unaccounted(
-        self, description: str, *, note: str = "", derived_from_training: bool = False
+        self, description: str, *, note: str = "", derived_from_training: bool = False,
+        observers: tuple[str, ...] = OBSERVERS, units: tuple[str, ...] | None = None,
     ) -> LedgerEntry:
         """Append a release that no mechanism covers (class counts in clear, selector decisions, …).
 
-        It costs no ε in the totals, and every report lists it: the guarantee does not cover it.
-        With ``derived_from_training=True`` it is post-processing of the recorded DP training
-        (see :meth:`record`), which covers it in the DP-training bound of :meth:`account`.
+        Every observer that sees it (``observers``, default both) gets ε = ``math.inf`` for
+        every unit it leaves uncovered (``units``, default all), with a note naming it —
+        unless it is post-processing of the recorded DP training (``derived_from_training=True``,
+        see :meth:`record`), which covers it in the DP-training bound of :meth:`account`.
         """
         description = _check_str("description", description)
         if not description.strip():
             raise ValueError("description must say what was released without a guarantee, got an empty string")
         return self._append(kind="unaccounted", analyses={}, description=description, note=_check_str("note", note),
-                            derived_from_training=_check_bool("derived_from_training", derived_from_training))
+                            derived_from_training=_check_bool("derived_from_training", derived_from_training),
+                            observers=check_observers(observers), units=units)
 
     def record_training(self, mechanism: Mechanism, *, note: str = "") -> LedgerEntry:
         """Append the DP training (e.g. DP-SGD) of models that later releases are derived from.
@@ -358,7 +370,8 @@ class Ledger:
         return True
 
     def _append(self, *, kind: str, analyses: Mapping[str, UnitAnalysis], description: str, note: str,
-                derived_from_training: bool = False) -> LedgerEntry:
+                derived_from_training: bool = False, observers: tuple[str, ...] = OBSERVERS,
+                units: tuple[str, ...] | None = None) -> LedgerEntry:
         entry = LedgerEntry.create(
             index=len(self._entries),
             kind=kind,
@@ -368,6 +381,8 @@ class Ledger:
             recorded=_now(),
             previous_sha256=self._entries[-1].sha256 if self._entries else GENESIS_SHA256,
             derived_from_training=derived_from_training,
+            observers=observers,
+            units=units,
         )
         self._entries.append(entry)
         return entry
@@ -394,14 +409,17 @@ class Ledger:
         return (f"entry {entry.index} is analysed at {'/'.join(entry.analyses)} level only, not at {unit} level "
                 f"({entry.note or 'no note'})")
 
-    def _members(self, unit: str) -> list[tuple[LedgerEntry, UnitAnalysis]]:
-        """The unit's releases: what the aggregation bound composes."""
-        return [(e, e.analyses[unit]) for e in self._entries if e.kind == "release" and unit in e.analyses]
+    def _members(self, unit: str, observer: str | None = None) -> list[tuple[LedgerEntry, UnitAnalysis]]:
+        """The unit's releases (those ``observer`` sees; every one for None): what the aggregation bound composes."""
+        return [(e, e.analyses[unit]) for e in self._entries if e.kind == "release" and unit in e.analyses
+                and (observer is None or e.seen_by(observer))]
 
-    def _training_members(self, unit: str) -> list[tuple[LedgerEntry, UnitAnalysis]]:
-        """What the DP-training bound composes: the training, and every release not derived from it."""
+    def _training_members(self, unit: str, observer: str) -> list[tuple[LedgerEntry, UnitAnalysis]]:
+        """What the DP-training bound composes: the training, and every release ``observer`` sees that is not
+        derived from it."""
         return [(e, e.analyses[unit]) for e in self._entries if unit in e.analyses
-                and (e.kind == "training" or (e.kind == "release" and not e.derived_from_training))]
+                and (e.kind == "training" or (e.kind == "release" and e.seen_by(observer)
+                                              and not e.derived_from_training))]
 
     def _total_curve(
         self, unit: str, analysis: str, extra: UnitAnalysis | None = None,
@@ -427,7 +445,8 @@ class Ledger:
         independent = np.sum([c.rdp_data_independent for c in curves], axis=0) if curves else np.zeros_like(orders)
         return orders, rdp, independent
 
-    def account(self, delta: float | None = None, *, analysis: str = "tight", unit: str | None = None) -> PrivacyReport:
+    def account(self, delta: float | None = None, *, analysis: str = "tight", unit: str | None = None,
+                observer: str = "public") -> PrivacyReport:
         """Recompute the total privacy cost from the recorded curves (no private data needed).
 
         Parameters
@@ -439,22 +458,67 @@ class Ledger:
         unit:
             The unit to report (default: the ledger's ``primary_unit``). The other
             units' totals are in the report's ``other_units``; units are never summed together.
+        observer:
+            Who the guarantee is against (:data:`~privfed.accounting.observers.OBSERVERS`):
+            ``"public"`` (default: the released model and published outputs) or
+            ``"coordinator"`` (every message the server receives, as recorded). The
+            public's ε is never larger than the coordinator's when the public sees only
+            what the coordinator computes.
 
         Returns
         -------
         PrivacyReport
-            Its ``notes`` list every unaccounted release.
+            ``epsilon`` is ``math.inf`` when the observer sees a release that no
+            mechanism covers for the unit; the notes name it.
         """
         if delta is None and self.delta is None:
             raise ValueError("delta is required: pass account(delta=...) or create the ledger with Ledger(delta=...)")
         delta = check_delta(self.delta if delta is None else delta)
         analysis = check_choice("analysis", analysis, ANALYSES)
         unit = self.primary_unit if unit is None else check_choice("unit", unit, UNITS)
-        others = {other: self._unit_report(other, delta, analysis) for other in self.units if other != unit}
-        return dataclasses.replace(self._unit_report(unit, delta, analysis), other_units=others)
+        observer = check_observer(observer)
+        others = {other: self._unit_report(other, delta, analysis, observer) for other in self.units if other != unit}
+        return dataclasses.replace(self._unit_report(unit, delta, analysis, observer), other_units=others)
 
-    def _unit_report(self, unit: str, delta: float, analysis: str) -> PrivacyReport:
-        """The unit's guarantee: the aggregation bound, or the DP-training bound where it is valid and smaller.
+    def observer_table(self, delta: float | None = None, *, analysis: str = "tight") -> list[PrivacyReport]:
+        """One report per observer and unit (observers, then units, in their canonical order).
+
+        The rows of the "ε per observer" table of the model card and the audit.
+        """
+        report = self.account(delta, analysis=analysis, unit=self.primary_unit)
+        units = (report.unit, *report.other_units)
+        return [self.account(report.delta, analysis=analysis, unit=unit, observer=observer)
+                for observer in OBSERVERS for unit in sorted(units, key=UNITS.index)]
+
+    def _public_sees_what_coordinator_computes(self) -> bool:
+        """Whether every release the public sees is also seen (computed) by the coordinator."""
+        return all(entry.seen_by("coordinator") for entry in self._entries
+                   if entry.kind != "training" and entry.seen_by("public"))
+
+    def _unit_report(self, unit: str, delta: float, analysis: str, observer: str = "public",
+                     uncovered_is_infinite: bool = True) -> PrivacyReport:
+        """The unit's guarantee against ``observer``; for the public, the coordinator's where that is smaller.
+
+        What the public sees is computed by the coordinator from the messages it receives, so
+        the coordinator's guarantee also bounds the public's (post-processing) when every
+        public release is one the coordinator sees. The choice between the two is made on the
+        data-independent ε (public values only).
+        """
+        report = self._observed_report(unit, delta, analysis, observer, uncovered_is_infinite)
+        if observer != "public" or not self._public_sees_what_coordinator_computes():
+            return report
+        coordinator = self._observed_report(unit, delta, analysis, "coordinator", uncovered_is_infinite)
+        if coordinator.epsilon_data_independent < report.epsilon_data_independent:
+            return dataclasses.replace(coordinator, observer="public", notes=(
+                "public bound: the coordinator's guarantee (everything the public sees is computed by the coordinator "
+                f"from what it receives, so post-processing); the public's own releases give ε = "
+                f"{round_up(report.epsilon, 6)}", *coordinator.notes))
+        return report
+
+    def _observed_report(self, unit: str, delta: float, analysis: str, observer: str,
+                         uncovered_is_infinite: bool = True) -> PrivacyReport:
+        """The unit's guarantee against ``observer``: the aggregation bound, or the DP-training bound where it is
+        valid and smaller; ε = inf when neither covers every release the observer sees.
 
         Two valid bounds can hold for the same releases. The *aggregation* bound
         composes the released mechanisms. When the ledger records DP training of the
@@ -465,20 +529,24 @@ class Ledger:
         lies outside the training; the aggregation bound only when no release is
         unaccounted at all. The reported bound is the valid one with the smaller
         data-independent ε (a choice made on public values only); the other is kept in
-        ``alternatives``.
+        ``alternatives``. (``uncovered_is_infinite=False`` keeps the accounted releases'
+        ε where nothing covers a release: how schema-1 ledgers recorded their totals.)
         """
-        other_unit = {entry.index: self._other_unit_only(entry, unit) for entry in self._entries
+        seen = [entry for entry in self._entries if entry.kind != "training" and entry.seen_by(observer)]
+        other_unit = {entry.index: self._other_unit_only(entry, unit) for entry in seen
                       if entry.kind == "release" and unit not in entry.analyses}
-        aggregation = self._composed_report(unit, delta, analysis, self._members(unit))
-        notes = [f"UNACCOUNTED release, not covered by this ε: {description}" for description in self.unaccounted]
+        unaccounted = [entry.description for entry in seen if entry.leaves_uncovered(unit)]
+        aggregation = self._composed_report(unit, delta, analysis, self._members(unit, observer))
+        notes = [f"UNACCOUNTED release seen by the {observer}, not covered by this ε: {text}" for text in unaccounted]
         notes += [f"NOT COVERED by this {unit}-level ε: {text}" for text in other_unit.values()]
-        aggregation = dataclasses.replace(aggregation, notes=aggregation.notes + tuple(notes),
-                                          uncovered=(*self.unaccounted, *other_unit.values()))
-        if not any(entry.kind == "training" for entry, _ in self._training_members(unit)):
-            return aggregation
-        training = self._composed_report(unit, delta, analysis, self._training_members(unit))
-        outside = [entry for entry in self._entries if entry.kind != "training" and not entry.derived_from_training]
-        uncovered = [entry.description for entry in outside if entry.kind == "unaccounted"]
+        aggregation = dataclasses.replace(aggregation, notes=aggregation.notes + tuple(notes), observer=observer,
+                                          uncovered=(*unaccounted, *other_unit.values()))
+        training_members = self._training_members(unit, observer)
+        if not any(entry.kind == "training" for entry, _ in training_members):
+            return _infinite_if_uncovered(aggregation, uncovered_is_infinite)
+        training = self._composed_report(unit, delta, analysis, training_members)
+        outside = [entry for entry in seen if not entry.derived_from_training]
+        uncovered = [entry.description for entry in outside if entry.leaves_uncovered(unit)]
         uncovered += [other_unit[entry.index] for entry in outside if entry.index in other_unit]
         composed = [f"entry {entry.index} ({'/'.join(entry.analyses)}; {entry.note or 'no note'})"
                     for entry in outside if entry.kind == "release" and entry.index not in other_unit]
@@ -486,7 +554,8 @@ class Ledger:
                     f"{unit}-level mechanism): {description}" for description in uncovered]
         coverage += [f"not derived from the DP-trained models, so composed into the DP-SGD bound with its own "
                      f"mechanism: {text}" for text in composed]
-        training = dataclasses.replace(training, source="dpsgd", uncovered=tuple(uncovered), notes=training.notes + (
+        training = dataclasses.replace(training, source="dpsgd", uncovered=tuple(uncovered), observer=observer,
+                                       notes=training.notes + (
             "DP-SGD bound: the DP training of the models (training entries) composed with the accounted releases not "
             "derived from them; every release derived from the models is post-processing of their training",
             *coverage,
@@ -502,7 +571,8 @@ class Ledger:
                f"gives ε = {round_up(other.epsilon, 6)}"
                + ("" if (training_valid if other is training else aggregation_valid)
                   else " but leaves releases uncovered"))
-        return dataclasses.replace(chosen, notes=(why, *chosen.notes), alternatives={other.source: other})
+        chosen = dataclasses.replace(chosen, notes=(why, *chosen.notes), alternatives={other.source: other})
+        return _infinite_if_uncovered(chosen, uncovered_is_infinite)
 
     def _composed_report(self, unit: str, delta: float, analysis: str,
                          members: list[tuple[LedgerEntry, UnitAnalysis]]) -> PrivacyReport:
@@ -665,21 +735,32 @@ class Ledger:
         return checked
 
     # --- serialisation -------------------------------------------------------------------------
-    def _spent(self) -> dict[str, dict[str, Any]] | None:
+    def _spent(self, observer: str = "public", *, uncovered_is_infinite: bool = True) -> dict[str, dict[str, Any]] | None:
         if self.delta is None:
             return None
         spent = {}
         for unit in self.units:
-            report = self._unit_report(unit, self.delta, self.analysis)
+            report = self._unit_report(unit, self.delta, self.analysis, observer, uncovered_is_infinite)
             spent[unit] = {
-                "epsilon": report.epsilon,
-                "epsilon_data_independent": report.epsilon_data_independent,
+                "epsilon": _encode_epsilon(report.epsilon),
+                "epsilon_data_independent": _encode_epsilon(report.epsilon_data_independent),
                 "data_dependent": report.data_dependent,
                 "delta": self.delta,
                 "analysis": self.analysis,
                 "order": report.order,
             }
         return spent
+
+    def totals(self, observer: str = "public", *, schema_version: int = SCHEMA_VERSION) -> dict[str, dict[str, Any]] | None:
+        """The per-unit totals as the JSON records them (``spent``, or ``spent_by_observer[observer]``), for δ = the
+        ledger's ``delta`` and its analysis; None without a δ. ``schema_version=1`` gives schema 1's totals (the
+        accounted releases' ε where a release is uncovered)."""
+        return self._spent(check_observer(observer), uncovered_is_infinite=schema_version >= 2)
+
+    def _spent_by_observer(self) -> dict[str, dict[str, dict[str, Any]]] | None:
+        if self.delta is None:
+            return None
+        return {observer: self._spent(observer) for observer in OBSERVERS}
 
     def to_dict(self) -> dict[str, Any]:
         """The ledger as a JSON-ready dictionary (schema: ``docs/ledger.md``); no private data."""
@@ -699,6 +780,7 @@ class Ledger:
             "delta": self.delta,
             "budget": {"target_epsilon": dict(self.target_epsilon), "basis": self.budget_basis},
             "spent": self._spent(),
+            "spent_by_observer": self._spent_by_observer(),
             "num_entries": len(self._entries),
             "head_sha256": self._entries[-1].sha256 if self._entries else GENESIS_SHA256,
             "entries": [entry.to_dict() for entry in self._entries],
@@ -797,36 +879,78 @@ class Ledger:
                 "entries were removed from or added at the end"
             )
         try:
-            recomputed = ledger._spent()
+            if version == 1:  # schema 1 recorded the accounted releases' ε where a release was uncovered
+                recomputed = {"public": ledger._spent(uncovered_is_infinite=False)}
+            else:
+                recomputed = ledger._spent_by_observer()
         except (ValueError, TypeError, KeyError, ArithmeticError) as error:
             message = str(error).splitlines()[0] if str(error) else type(error).__name__
             raise LedgerFormatError(f"ledger: the totals cannot be recomputed from the entries: {message}") from None
-        _check_spent(document["spent"], recomputed)
+        _check_spent(document["spent"], None if recomputed is None else recomputed["public"])
+        if version >= 2:
+            by_observer = require(document, "spent_by_observer", "ledger")
+            if recomputed is None or by_observer is None:
+                if by_observer is not None or recomputed is not None:
+                    raise LedgerIntegrityError("ledger.spent_by_observer does not match ledger.delta: the ledger was "
+                                               "edited")
+            else:
+                by_observer = require_type(by_observer, dict, "ledger.spent_by_observer", "an object")
+                if sorted(by_observer) != sorted(OBSERVERS):
+                    raise LedgerIntegrityError(f"ledger.spent_by_observer lists {sorted(by_observer)}, expected "
+                                               f"{sorted(OBSERVERS)}: the totals were edited")
+                for observer in OBSERVERS:
+                    _check_spent(by_observer[observer], recomputed[observer], f"ledger.spent_by_observer.{observer}")
         if evidence is not None:
             ledger._attach_evidence(evidence)
             ledger.verify()
         return ledger
 
 
-def _check_spent(recorded: Any, recomputed: dict[str, dict[str, Any]] | None) -> None:
+def _encode_epsilon(value: float) -> float | str:
+    """ε for strict JSON: ``"inf"`` for an infinite ε."""
+    return "inf" if value == math.inf else value
+
+
+def decode_epsilon(value: Any) -> float | None:
+    """A recorded ε (a number or ``"inf"``) as a float; None when it is neither."""
+    if value == "inf":
+        return math.inf
+    if isinstance(value, numbers.Real) and not isinstance(value, bool):
+        return float(value)
+    return None
+
+
+def _check_spent(recorded: Any, recomputed: dict[str, dict[str, Any]] | None, path: str = "ledger.spent") -> None:
     if recomputed is None:
         if recorded is not None:
-            raise LedgerIntegrityError("ledger.spent is recorded but ledger.delta is null: the ledger was edited")
+            raise LedgerIntegrityError(f"{path} is recorded but ledger.delta is null: the ledger was edited")
         return
-    recorded = require_type(recorded, dict, "ledger.spent", "an object")
+    recorded = require_type(recorded, dict, path, "an object")
     if sorted(recorded) != sorted(recomputed):
         raise LedgerIntegrityError(
-            f"ledger.spent lists units {sorted(recorded)} but the entries are analysed under {sorted(recomputed)}: "
+            f"{path} lists units {sorted(recorded)} but the entries are analysed under {sorted(recomputed)}: "
             "the totals or the entries were edited"
         )
     for unit, fresh in recomputed.items():
         for key in ("epsilon", "epsilon_data_independent"):
-            value = require(recorded[unit], key, f"ledger.spent.{unit}")
-            if not (isinstance(value, numbers.Real) and math.isclose(value, fresh[key], rel_tol=_RTOL, abs_tol=1e-12)):
+            value = decode_epsilon(require(recorded[unit], key, f"{path}.{unit}"))
+            expected = decode_epsilon(fresh[key])
+            if value is None or not (value == expected or math.isclose(value, expected, rel_tol=_RTOL, abs_tol=1e-12)):
                 raise LedgerIntegrityError(
-                    f"ledger.spent.{unit}.{key} is {value!r} but the recorded RDP curves give {fresh[key]!r} "
+                    f"{path}.{unit}.{key} is {recorded[unit][key]!r} but the recorded RDP curves give {fresh[key]!r} "
                     f"({fresh['analysis']} analysis, δ = {fresh['delta']:g}): the spent ε was edited"
                 )
+
+
+def _infinite_if_uncovered(report: PrivacyReport, uncovered_is_infinite: bool) -> PrivacyReport:
+    """ε = inf when a release the observer sees is covered by no mechanism (never a finite number, never 0)."""
+    if not report.uncovered or not uncovered_is_infinite:
+        return report
+    return dataclasses.replace(report, epsilon=math.inf, epsilon_data_independent=math.inf, notes=(
+        f"ε = inf against the {report.observer}: {len(report.uncovered)} release(s) it sees are covered by no "
+        f"mechanism (listed below and in report.uncovered); the accounted releases alone give ε = "
+        f"{round_up(report.epsilon, 6)}, which is not a guarantee for what was released",
+        *report.notes))
 
 
 def _mechanisms_per_unit(mechanism: Mechanism | Mapping[str, Mechanism], unit: str | None) -> dict[str, Mechanism]:

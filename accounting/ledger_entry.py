@@ -25,6 +25,7 @@ import numpy as np
 
 from .fingerprint import canonical_json, sha256_hex
 from .mechanism import ANALYSES, UNITS, Mechanism, relation_for_unit
+from .observers import OBSERVERS, check_observers
 from .orders import default_orders
 
 __all__ = [
@@ -322,6 +323,14 @@ class LedgerEntry:
         True when the release is computed only from the models of the ledger's
         ``"training"`` entries and public data, so that it is post-processing of that
         training and the training's ε covers it. In the JSON only when True (absent: False).
+    observers:
+        Who sees the release (:data:`~privfed.accounting.observers.OBSERVERS`): ``("public",
+        "coordinator")`` for a published output (the coordinator computes it), ``("coordinator",)``
+        for a message only the server receives, ``("public",)`` for what the public sees and the
+        coordinator never does (a party's own model). In the JSON only when not both (absent: both).
+    units:
+        For an unaccounted entry, the units it leaves uncovered (``None``: every unit); e.g. a
+        caveat on the example-level analysis only. In the JSON only when not ``None``.
     description, note, recorded:
         What an unaccounted release was; a free-text note; the UTC time of recording (ISO 8601).
     previous_sha256, sha256:
@@ -338,6 +347,16 @@ class LedgerEntry:
     previous_sha256: str
     sha256: str
     derived_from_training: bool = False
+    observers: tuple[str, ...] = OBSERVERS
+    units: tuple[str, ...] | None = None
+
+    def seen_by(self, observer: str) -> bool:
+        """Whether ``observer`` sees this release."""
+        return observer in self.observers
+
+    def leaves_uncovered(self, unit: str) -> bool:
+        """Whether this unaccounted entry leaves ``unit``'s guarantee uncovered."""
+        return self.kind == "unaccounted" and (self.units is None or unit in self.units)
 
     @classmethod
     def create(
@@ -351,10 +370,13 @@ class LedgerEntry:
         recorded: str,
         previous_sha256: str,
         derived_from_training: bool = False,
+        observers: tuple[str, ...] = OBSERVERS,
+        units: tuple[str, ...] | None = None,
     ) -> "LedgerEntry":
         """Build an entry and seal it with its sha256."""
         unsealed = cls(index, kind, dict(analyses), description, note, recorded, previous_sha256, sha256="",
-                       derived_from_training=derived_from_training)
+                       derived_from_training=derived_from_training, observers=check_observers(observers),
+                       units=None if units is None else _check_units(units))
         return cls(**{**unsealed.__dict__, "sha256": unsealed.content_sha256()})
 
     def content_sha256(self) -> str:
@@ -377,6 +399,10 @@ class LedgerEntry:
         }
         if self.derived_from_training:  # absent when False: ledgers written before the key stay valid
             document["derived_from_training"] = True
+        if self.observers != OBSERVERS:  # absent when both observers see it: older ledgers stay valid
+            document["observers"] = list(self.observers)
+        if self.units is not None:
+            document["units"] = list(self.units)
         return document
 
     @classmethod
@@ -402,6 +428,18 @@ class LedgerEntry:
         if derived is not True and derived is not False or (derived and kind == "training"):
             raise LedgerFormatError(f"{path}.derived_from_training must be true (on a release or an unaccounted "
                                     f"entry) or absent, got {derived!r} on a {kind!r} entry")
+        observers = document.get("observers", list(OBSERVERS))
+        units = document.get("units")
+        try:
+            observers = check_observers(require_type(observers, list, f"{path}.observers", "a list"))
+            if units is not None:
+                if kind != "unaccounted":
+                    raise ValueError(f"only an unaccounted entry may scope units, got units on a {kind!r} entry")
+                units = _check_units(require_type(units, list, f"{path}.units", "a list"))
+        except (TypeError, ValueError) as error:
+            raise LedgerFormatError(f"{path}: {error}") from None
+        if "observers" in document and observers == OBSERVERS:
+            raise LedgerFormatError(f"{path}.observers must be absent when every observer sees the entry")
         return cls(
             index=require_type(require(document, "index", path), int, f"{path}.index", "an integer"),
             kind=kind,
@@ -412,7 +450,18 @@ class LedgerEntry:
             previous_sha256=require_sha256(require(document, "previous_sha256", path), f"{path}.previous_sha256"),
             sha256=require_sha256(require(document, "sha256", path), f"{path}.sha256"),
             derived_from_training=derived,
+            observers=observers,
+            units=units,
         )
+
+
+def _check_units(units: object) -> tuple[str, ...]:
+    """A non-empty, duplicate-free selection of :data:`UNITS`, in their canonical order."""
+    if isinstance(units, str) or not isinstance(units, (list, tuple)):
+        raise TypeError(f"units must be a tuple of units from {UNITS}, got {units!r}")
+    if not units or len(set(units)) != len(units) or any(unit not in UNITS for unit in units):
+        raise ValueError(f"units must name each of {UNITS} at most once and at least one, got {tuple(units)!r}")
+    return tuple(unit for unit in UNITS if unit in units)
 
 
 def sequence_of_entries(entries: Sequence[LedgerEntry]) -> tuple[LedgerEntry, ...]:

@@ -122,9 +122,14 @@ class PrivacyReport:
         The other valid bound for the same releases (source → its report), e.g.
         ``{"dpsgd": ...}`` when the aggregation bound was reported; never composed with this one.
     uncovered:
-        The releases of a ledger this ε does **not** cover: those recorded as unaccounted and
-        those analysed under another unit only. Empty when ε covers everything released;
-        otherwise :meth:`summary` says so on its one line.
+        The releases of a ledger that no mechanism covers for this unit and observer: those
+        recorded as unaccounted and those analysed under another unit only. A ledger then
+        reports ``epsilon = math.inf`` (the notes give the accounted releases' ε, which is not a
+        guarantee); :meth:`summary` says so on its one line.
+    observer:
+        Who the guarantee is stated against (:data:`~privfed.accounting.observers.OBSERVERS`):
+        ``"public"`` (the released model and published outputs) or ``"coordinator"`` (every
+        message the server receives); ``None`` for a mechanism accounted on its own.
 
     ``str(report)`` is :meth:`summary`; ``repr(report)`` is one line (ε, δ, unit,
     analysis, data-dependence), so that printing a report, a list of reports or
@@ -152,10 +157,13 @@ class PrivacyReport:
     source: str = "aggregation"
     alternatives: Mapping[str, "PrivacyReport"] = field(default_factory=dict)
     uncovered: tuple[str, ...] = ()
+    observer: str | None = None
 
     def summary(self) -> str:
         """One line: ε, δ, unit, analysis, whether ε is data-dependent, and whether some release is not covered."""
         unit = f"{self.unit}-level DP" if self.unit else "no mechanism"
+        if self.observer is not None:
+            unit += f" against the {self.observer}"
         analysis = _METHOD_TEXT.get(self.method, _ANALYSIS_TEXT[self.analysis])
         text = f"ε = {round_up(self.epsilon)}, δ = {self.delta:g} ({unit}; {analysis}"
         if self.source == "dpsgd":
@@ -173,7 +181,7 @@ class PrivacyReport:
         else:
             text += "; data-independent"
         if self.uncovered:
-            text += (f"; NOT A GUARANTEE FOR EVERYTHING RELEASED: {len(self.uncovered)} release(s) not covered, "
+            text += (f"; ε = inf: {len(self.uncovered)} release(s) seen without any mechanism covering them, "
                      "listed in report.uncovered")
         return text + ")"
 
@@ -186,8 +194,9 @@ class PrivacyReport:
             f"DATA-DEPENDENT, data-independent ε = {round_up(self.epsilon_data_independent)}"
             if self.data_dependent else "data-independent"
         )
+        observer = "" if self.observer is None else f", observer = {self.observer!r}"
         return (
-            f"PrivacyReport(ε = {round_up(self.epsilon)}, δ = {self.delta:g}, unit = {self.unit!r}, "
+            f"PrivacyReport(ε = {round_up(self.epsilon)}, δ = {self.delta:g}, unit = {self.unit!r}{observer}, "
             f"analysis = {analysis!r}, {dependence})"
         )
 
@@ -217,5 +226,6 @@ class PrivacyReport:
             "source": self.source,
             "alternatives": {source: report.to_dict() for source, report in self.alternatives.items()},
             "uncovered": list(self.uncovered),
+            "observer": self.observer,
             "summary": self.summary(),
         }

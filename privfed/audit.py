@@ -39,9 +39,10 @@ from privfed.accounting.account import account
 from privfed.accounting.conversion import rdp_to_epsilon
 from privfed.accounting.documents import reject_json_constant, unknown_key_message
 from privfed.accounting.fingerprint import commit_evidence, file_sha256, sha256_hex
-from privfed.accounting.ledger import Ledger, LedgerFormatError, LedgerIntegrityError
+from privfed.accounting.ledger import SCHEMA_VERSION, Ledger, LedgerFormatError, LedgerIntegrityError, decode_epsilon
 from privfed.accounting.ledger_entry import UnitAnalysis, load_json
 from privfed.accounting.mechanism import UNITS, Mechanism
+from privfed.accounting.observers import OBSERVERS
 from privfed.accounting.recompute import recompute_analysis
 from privfed.accounting.registry import (
     checked_public_mechanism_from_record,
@@ -434,6 +435,8 @@ def _read_ledger(document: object) -> tuple[Ledger | None, list[Check]]:
                             _INTEGRITY_MEANING, "integrity")]
     # The recorded totals are checked separately, so that an edited total is reported as such.
     untotalled = {**document, "delta": None, "spent": None, "budget": {**document["budget"], "target_epsilon": {}}}
+    if "spent_by_observer" in document:
+        untotalled["spent_by_observer"] = None
     try:
         ledger = Ledger.from_dict(untotalled)
         if document.get("delta") is not None:
@@ -580,27 +583,41 @@ def _entry_checks(ledger: Ledger, evidence: Mapping[str, dict[str, np.ndarray]])
     return checks
 
 
-def _totals_check(ledger: Ledger, recorded: object) -> Check:
+def _totals_check(ledger: Ledger, document: dict[str, Any]) -> Check:
+    """The recorded totals (``spent``, and ``spent_by_observer`` from schema 2 on) against the entries."""
     name = "recorded totals"
+    version = document.get("schema_version", SCHEMA_VERSION)
+    recorded_by_observer = {"public": document.get("spent")}
+    if version >= 2:
+        by_observer = document.get("spent_by_observer")
+        recorded_by_observer.update(by_observer if isinstance(by_observer, dict) else {"coordinator": by_observer})
     if ledger.delta is None:
-        if recorded is not None:
+        if any(value is not None for value in recorded_by_observer.values()):
             return Check(name, "fail", "totals are recorded but the ledger states no δ", _RECOMPUTE_MEANING,
                          "recomputation")
         return Check(name, "pass", "no δ, so no totals are recorded")
-    if not isinstance(recorded, dict) or sorted(recorded) != sorted(ledger.units):
-        listed = sorted(recorded) if isinstance(recorded, dict) else recorded
-        return Check(name, "fail", f"the ledger records totals for {listed} but its entries cover {list(ledger.units)}",
-                     _RECOMPUTE_MEANING, "recomputation")
     summaries = []
-    for unit in ledger.units:
-        report = ledger.account(unit=unit, analysis=ledger.analysis)
-        for key, fresh in (("epsilon", report.epsilon), ("epsilon_data_independent", report.epsilon_data_independent)):
-            value = recorded[unit].get(key) if isinstance(recorded[unit], dict) else None
-            if not isinstance(value, (int, float)) or isinstance(value, bool) or not _close(float(value), fresh):
-                return Check(name, "fail", f"{unit}-level {key.replace('_', ' ')} is recorded as {value!r} but the "
-                             f"entries give {fresh!r} ({ledger.analysis} analysis, δ = {ledger.delta:g})",
-                             _RECOMPUTE_MEANING, "recomputation")
-        summaries.append(f"{unit}: ε = {_fmt(report.epsilon)}" + (" (data-dependent)" if report.data_dependent else ""))
+    for observer, recorded in recorded_by_observer.items():
+        if observer not in OBSERVERS:
+            return Check(name, "fail", f"the ledger records totals for an unknown observer {observer!r}",
+                         _RECOMPUTE_MEANING, "recomputation")
+        if not isinstance(recorded, dict) or sorted(recorded) != sorted(ledger.units):
+            listed = sorted(recorded) if isinstance(recorded, dict) else recorded
+            return Check(name, "fail", f"the ledger records {observer} totals for {listed} but its entries cover "
+                         f"{list(ledger.units)}", _RECOMPUTE_MEANING, "recomputation")
+        fresh_totals = ledger.totals(observer, schema_version=version)
+        for unit in ledger.units:
+            for key in ("epsilon", "epsilon_data_independent"):
+                value = decode_epsilon(recorded[unit].get(key)) if isinstance(recorded[unit], dict) else None
+                fresh = decode_epsilon(fresh_totals[unit][key])
+                if value is None or not (value == fresh or _close(value, fresh)):
+                    shown = recorded[unit].get(key) if isinstance(recorded[unit], dict) else None
+                    return Check(name, "fail", f"{unit}-level {key.replace('_', ' ')} against the {observer} is "
+                                 f"recorded as {shown!r} but the entries give {fresh!r} ({ledger.analysis} analysis, "
+                                 f"δ = {ledger.delta:g})", _RECOMPUTE_MEANING, "recomputation")
+            epsilon = decode_epsilon(fresh_totals[unit]["epsilon"])
+            summaries.append(f"{observer}, {unit}: ε = {_fmt(epsilon)}"
+                             + (" (data-dependent)" if fresh_totals[unit]["data_dependent"] else ""))
     return Check(name, "pass", f"recomputed from the entries ({ledger.analysis} analysis, δ = {ledger.delta:g}): "
                  + "; ".join(summaries))
 
@@ -938,7 +955,7 @@ def _audit_bundle(directory: Path, *, evidence, samples, given_units, module, mo
         checks.append(evidence_check)
     checks += _entry_checks(ledger, verified)
     try:  # totals are recomputed from untrusted parameters: a malformed entry fails here, never as a traceback
-        totals = _totals_check(ledger, document.get("spent"))
+        totals = _totals_check(ledger, document)
         budget = _budget_check(ledger, document)
         statement, claim = _ledger_statement(ledger, document.get("spent"), given_units)
     except (ValueError, TypeError, KeyError, ArithmeticError) as error:

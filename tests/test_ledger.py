@@ -37,7 +37,7 @@ def _fedkt_release(votes: np.ndarray, gamma: float = 0.05) -> dict[str, LaplaceN
 def ledger() -> Ledger:
     ledger = Ledger(delta=DELTA, seeds={"partition": 3}, description="test model")
     ledger.record(_fedkt_release(_votes(0)), note="first vote round")
-    ledger.record_unaccounted("class counts of every party, sent in clear")
+    ledger.record_unaccounted("class counts of every party, sent in clear", observers=("coordinator",))
     ledger.record(LaplaceNoisyMax(_votes(1, queries=11), 0.1, 1, unit="party"), note="second vote round")
     return ledger
 
@@ -56,29 +56,57 @@ def test_totals_equal_sequential_composition_per_unit(ledger):
         assert math.isclose(report.epsilon_data_independent, expected.epsilon_data_independent, rel_tol=1e-12)
         assert report.data_dependent
         assert [row.num_queries for row in report.mechanisms] == [37, 11]
+        # The second round is analysed at party level only: the example level covers not everything released.
         other = report.other_units["example"]
         expected_example = accounting.account(example, delta=DELTA, analysis=analysis)
-        assert math.isclose(other.epsilon, expected_example.epsilon, rel_tol=1e-12)
+        assert other.epsilon == other.epsilon_data_independent == math.inf
+        assert any("entry 2 is analysed at party level only" in text for text in other.uncovered)
+        assert any(f"alone give ε = {accounting.report.round_up(expected_example.epsilon, 6)}," in note
+                   for note in other.notes)
         assert set(report.other_units) == {"example"}
 
 
-def test_units_are_never_summed_together(ledger):
+def test_units_are_never_summed_together():
+    ledger = Ledger(delta=DELTA)
+    ledger.record(_fedkt_release(_votes(0)))
     party_before = ledger.account().epsilon
     example_before = ledger.account(unit="example").epsilon
     ledger.record(LaplaceNoisyMax(_votes(2), 1.0, 1, unit="example"))
-    assert ledger.account().epsilon == party_before
     assert ledger.account(unit="example").epsilon > example_before
-    assert ledger.account(unit="example").other_units["party"].epsilon == party_before
+    assert ledger.account(unit="example").other_units["party"].epsilon == math.inf  # entry 1: example level only
+    ledger.record(LaplaceNoisyMax(_votes(2), 1.0, 1, unit="party"))
+    assert ledger.account().epsilon > party_before
 
 
-def test_unaccounted_releases_are_listed_and_cost_nothing(ledger):
-    report = ledger.account()
+def test_unaccounted_releases_make_the_epsilon_of_those_who_see_them_infinite(ledger):
+    public = ledger.account()
+    coordinator = ledger.account(observer="coordinator")
     assert ledger.unaccounted == ("class counts of every party, sent in clear",)
-    assert any("UNACCOUNTED" in note and "class counts" in note for note in report.notes)
-    assert any("UNACCOUNTED" in note for note in report.other_units["example"].notes)
-    assert all(row.kind == "laplace_noisy_max" for row in report.mechanisms)
+    assert public.observer == "public" and math.isfinite(public.epsilon) and not public.uncovered
+    assert coordinator.observer == "coordinator" and coordinator.epsilon == math.inf
+    assert coordinator.uncovered == ("class counts of every party, sent in clear",)
+    assert any("UNACCOUNTED" in note and "class counts" in note for note in coordinator.notes)
+    assert "ε = inf" in str(coordinator) and "against the coordinator" in str(coordinator)
+    assert all(row.kind == "laplace_noisy_max" for row in public.mechanisms)
+    seen_by_all = Ledger(delta=DELTA)
+    seen_by_all.record(_fedkt_release(_votes(0)))
+    seen_by_all.record_unaccounted("the model, trained without noise")
+    assert seen_by_all.account().epsilon == seen_by_all.account(unit="example").epsilon == math.inf
     with pytest.raises(ValueError, match="description must say"):
         ledger.record_unaccounted("  ")
+    with pytest.raises(ValueError, match="observer must be one of public, coordinator, got 'server'"):
+        ledger.account(observer="server")
+    with pytest.raises(ValueError, match="observers must be chosen from public, coordinator, got 'server'"):
+        ledger.record_unaccounted("x", observers=("server",))
+
+
+def test_a_caveat_scoped_to_one_unit_leaves_the_other_covered():
+    ledger = Ledger(delta=DELTA)
+    ledger.record(_fedkt_release(_votes(0)))
+    ledger.record_unaccounted("the example level uses a data-dependent sensitivity", units=("example",))
+    assert math.isfinite(ledger.account(unit="party").epsilon)
+    assert ledger.account(unit="example").epsilon == math.inf
+    assert Ledger.from_json(ledger.to_json()).entries == ledger.entries
 
 
 def test_empty_ledger_reports_zero_for_the_requested_unit():
@@ -120,7 +148,7 @@ def test_json_round_trip_keeps_everything(ledger):
     assert loaded.account() == ledger.account()
     assert loaded.account(analysis="classic", unit="example") == ledger.account(analysis="classic", unit="example")
     document = json.loads(text)
-    assert document["type"] == "privfed.ledger" and document["schema_version"] == 1
+    assert document["type"] == "privfed.ledger" and document["schema_version"] == 2
     assert document["seeds"] == {"partition": 3}
     assert set(document["spent"]) == {"party", "example"}
     assert document["software"]["numpy"] == np.__version__
@@ -196,7 +224,9 @@ def _resealed(document: dict) -> dict:
     for i, raw in enumerate(document["entries"]):
         entry = LedgerEntry.from_dict(raw, f"entries[{i}]")
         sealed = LedgerEntry.create(index=i, kind=entry.kind, analyses=entry.analyses, description=entry.description,
-                                    note=entry.note, recorded=entry.recorded, previous_sha256=previous)
+                                    note=entry.note, recorded=entry.recorded, previous_sha256=previous,
+                                    derived_from_training=entry.derived_from_training, observers=entry.observers,
+                                    units=entry.units)
         document["entries"][i] = sealed.to_dict()
         previous = sealed.sha256
     document["head_sha256"] = previous
@@ -255,7 +285,7 @@ def test_consistently_forged_parameters_are_caught_with_the_evidence(ledger):
     [
         (lambda d: d.pop("entries"), "missing required keys: entries"),
         (lambda d: d.update(type="something"), "ledger.type must be 'privfed.ledger'"),
-        (lambda d: d.update(schema_version=2), "written by a newer privfed"),
+        (lambda d: d.update(schema_version=3), "written by a newer privfed"),
         (lambda d: d["entries"][0].pop("note"), r"ledger.entries\[0\] is missing the required key 'note'"),
         (lambda d: d["entries"][0]["analyses"]["party"].update(num_queries="37"),
          r"entries\[0\].analyses.party.num_queries must be an integer"),
