@@ -12,6 +12,7 @@ from .laplace_noisy_max import LaplaceNoisyMax, laplace_failure_bounds
 from .ledger import BudgetExceededError, Ledger, LedgerFormatError, LedgerIntegrityError
 from .ledger_entry import LedgerEntry
 from .mechanism import Mechanism
+from .observers import OBSERVERS
 from .orders import CLASSIC_ORDERS, TIGHT_ORDERS
 from .parallel import ParallelComposition, compose_parallel
 from .quantized_laplace import QuantizedLaplaceEnsemble, class_count_weights, quantize_logits
@@ -27,6 +28,7 @@ from .report import MechanismReport, PrivacyReport
 from .sequential import SequentialComposition, compose_sequential
 from .shuffling import ShuffledRandomizedResponse
 from .spec import load_mechanisms
+from .withheld_votes import WithheldVotesNoisyMax
 
 __all__ = [
     "CLASSIC_ORDERS",
@@ -42,6 +44,7 @@ __all__ = [
     "LedgerIntegrityError",
     "Mechanism",
     "MechanismReport",
+    "OBSERVERS",
     "ParallelComposition",
     "PrivacyReport",
     "QuantizedLaplaceEnsemble",
@@ -49,6 +52,7 @@ __all__ = [
     "SequentialComposition",
     "ShuffledRandomizedResponse",
     "SmoothSensitivityRelease",
+    "WithheldVotesNoisyMax",
     "account",
     "class_count_weights",
     "compose_dpsgd",

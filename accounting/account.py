@@ -13,6 +13,7 @@ from ._checks import check_choice, check_delta, check_orders
 from ._dp_accounting import event_pld_epsilon
 from .conversion import rdp_to_epsilon
 from .mechanism import ANALYSES, Mechanism, relation_for_unit
+from .observers import check_observer
 from .orders import default_orders
 from .report import MechanismReport, PrivacyReport
 
@@ -167,6 +168,7 @@ def account(
     delta: float,
     analysis: str = "tight",
     orders: Iterable[float] | None = None,
+    observer: str | None = None,
 ) -> PrivacyReport:
     """Account one mechanism or the sequential composition of several.
 
@@ -192,6 +194,11 @@ def account(
         papers' moments λ = 1..8) unless ``orders`` is given.
     orders:
         Rényi orders α > 1 to evaluate; default depends on ``analysis``.
+    observer:
+        Who sees the mechanisms' outputs (``"public"`` or ``"coordinator"``, see
+        :mod:`~privfed.accounting.observers`), stated on the report; ``None`` (default):
+        not stated. The mechanisms are accounted the same whoever observes them; a
+        ledger (:meth:`privfed.Ledger.account`) chooses the releases each observer sees.
 
     Returns
     -------
@@ -207,6 +214,7 @@ def account(
     """
     analysis = check_choice("analysis", analysis, ANALYSES)
     delta = check_delta(delta)
+    observer = None if observer is None else check_observer(observer)
     grid = default_orders(analysis) if orders is None else check_orders(orders)
     members = as_mechanisms(mechanisms)
     units = sorted({m.unit for m in members})
@@ -268,4 +276,5 @@ def account(
         mechanisms=tuple(rows),
         notes=tuple(dict.fromkeys(notes)),
         method=bound.method,
+        observer=observer,
     )

@@ -735,7 +735,8 @@ class Ledger:
         return checked
 
     # --- serialisation -------------------------------------------------------------------------
-    def _spent(self, observer: str = "public", *, uncovered_is_infinite: bool = True) -> dict[str, dict[str, Any]] | None:
+    def _spent(self, observer: str = "public", *,
+               uncovered_is_infinite: bool = True) -> dict[str, dict[str, Any]] | None:
         if self.delta is None:
             return None
         spent = {}
@@ -751,7 +752,8 @@ class Ledger:
             }
         return spent
 
-    def totals(self, observer: str = "public", *, schema_version: int = SCHEMA_VERSION) -> dict[str, dict[str, Any]] | None:
+    def totals(self, observer: str = "public", *,
+               schema_version: int = SCHEMA_VERSION) -> dict[str, dict[str, Any]] | None:
         """The per-unit totals as the JSON records them (``spent``, or ``spent_by_observer[observer]``), for δ = the
         ledger's ``delta`` and its analysis; None without a δ. ``schema_version=1`` gives schema 1's totals (the
         accounted releases' ε where a release is uncovered)."""

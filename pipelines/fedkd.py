@@ -79,11 +79,12 @@ from .fedkd_steps import (
 )
 from .messages import DEFAULT_MAX_BYTES
 from .party_data import check_parties, party_classes
+from .party_schema import record_schema_exchange
 from .progress import check_progress
 
 __all__ = ["PROBABILITY_FLOOR", "BandwidthReport", "FedKD", "NoisyLogitEnsemble", "party_logits", "party_message"]
 
-WEIGHTINGS = ("class-count", "uniform")
+WEIGHTINGS = ("auto", "class-count", "uniform")
 LOSSES = ("l2", "l1", "kl")
 #: Bytes of one value sent unquantized (float32) and of one class count (int32).
 FLOAT_BYTES = 4
@@ -231,9 +232,13 @@ class FedKD(ClassifierMixin, BaseEstimator):
         Z, the public bound the logits are clipped to before quantization (FedKD
         takes z_max from the data, which voids the guarantee; here Z is fixed in
         advance). None (only without noise) leaves the logits unclipped.
-    weighting : {"class-count", "uniform"}, default="class-count"
-        ω_k^c = N_k^c / Σ_k N_k^c (FedKD Eq. 3; the counts are sent in clear and the
-        mechanism's sensitivity is 2ZC), or public weights 1/K (sensitivity 2ZC/K).
+    weighting : {"auto", "class-count", "uniform"}, default="auto"
+        ω_k^c = N_k^c / Σ_k N_k^c (FedKD Eq. 3; the counts are sent to the coordinator in
+        clear and the mechanism's sensitivity is 2ZC), or public weights 1/K (sensitivity
+        2ZC/K; the parties send no class counts). ``"auto"``: uniform when every local
+        model is DP-trained (``dp=``), so that the DP-SGD bound covers everything the
+        coordinator and the public see; class-count otherwise (the paper's). The weighting
+        used is ``weighting_``.
     loss : {"l2", "l1", "kl"}, default="l2"
         Distillation loss of a ``fit_soft`` server: L2 between logits (FedKD Eq. 7,
         the τ → ∞ form), L1 (FedKD's code default), or KL between softmaxes at
@@ -304,7 +309,7 @@ class FedKD(ClassifierMixin, BaseEstimator):
         quantizer: str = "public",
         gamma: float | None = 1.0,
         clip: float | None = 10.0,
-        weighting: str = "class-count",
+        weighting: str = "auto",
         loss: str = "l2",
         temperature: float | None = None,
         distill_epochs: int | None = None,
@@ -335,6 +340,14 @@ class FedKD(ClassifierMixin, BaseEstimator):
         self.progress = progress
 
     # --- validation --------------------------------------------------------------------------------------
+    def _resolved_weighting(self, n_parties: int) -> str:
+        """``weighting``, with ``"auto"`` resolved: uniform when every local model is configured for DP training."""
+        if self.weighting != "auto":
+            return self.weighting
+        models = self.local_model if isinstance(self.local_model, (list, tuple)) else [self.local_model]
+        dp_trained = all(getattr(model, "dp", None) is not None for model in models)
+        return "uniform" if dp_trained else "class-count"
+
     def _local_models(self, n_parties: int) -> list[Any]:
         models = (
             list(self.local_model) if isinstance(self.local_model, (list, tuple)) else [self.local_model] * n_parties
@@ -460,6 +473,7 @@ class FedKD(ClassifierMixin, BaseEstimator):
                 clip=math.nan if self.clip is None else float(self.clip),
                 quantization_scale=0 if self._party_scale() is None else int(self._party_scale()),
                 seed=int(seed),
+                send_class_counts=self._resolved_weighting(n_parties) == "class-count",
             )
             for seed in spawn_seeds(party_seeds, n_parties)
         ]
@@ -521,12 +535,13 @@ class FedKD(ClassifierMixin, BaseEstimator):
         """Server side (Algorithm 1, lines 6–12): weights, ensemble, noise, distillation, ledger, bandwidth."""
         counts = np.stack([r.class_counts for r in results])
         n_parties, n_outputs = counts.shape
+        self.weighting_ = self._resolved_weighting(n_parties)
         self.z_max_ = None
         if self.quantizer == "paper":
             quantized, self.z_max_ = paper_quantized([r.quantized_logits for r in results],
                                                      quantization_scale=self.quantization_scale)
             results = [FedKDLogits(z, r.class_counts, r.parameter_count) for z, r in zip(quantized, results)]
-        self.weights_ = (class_count_weights(counts) if self.weighting == "class-count"
+        self.weights_ = (class_count_weights(counts) if self.weighting_ == "class-count"
                          else np.full((n_parties, n_outputs), 1.0 / n_parties))
         ensemble = np.einsum("kc,knc->nc", self.weights_, np.stack([r.quantized_logits for r in results]))
         server_rng = np.random.default_rng(server_seeds)
@@ -539,7 +554,7 @@ class FedKD(ClassifierMixin, BaseEstimator):
             n_outputs=n_outputs,
             bits_per_value=(32 if self.quantization_scale is None
                             else math.ceil(math.log2(self._levels()))),
-            class_count_bytes=n_outputs * COUNT_BYTES if self.weighting == "class-count" else 0,
+            class_count_bytes=n_outputs * COUNT_BYTES if self.weighting_ == "class-count" else 0,
             parameter_counts=tuple(None if r.parameter_count < 0 else r.parameter_count for r in results),
         )
         self.ledger_ = self._ledger(public, n_parties, n_outputs, seed, trainings or [None] * n_parties)
@@ -607,16 +622,20 @@ class FedKD(ClassifierMixin, BaseEstimator):
             description=(
                 f"FedKD server model: {n_parties} parties, {len(public)} public examples, "
                 f"S = {self.quantization_scale} ({self.quantizer} quantizer), "
-                f"γ = {self.gamma}, Z = {self.clip}, {self.weighting} weights, "
+                f"γ = {self.gamma}, Z = {self.clip}, {self.weighting_} weights, "
                 f"{type(self.server_model).__name__} server"
             ),
         )
+        record_schema_exchange(ledger)
         derived = record_local_training(ledger, trainings, what="FedKD local models")
+        # Class-count weights are computed from the raw labels: the ensemble is then not post-processing of the
+        # DP training alone (its own mechanism still covers it, whatever the weights).
+        class_count = self.weighting_ == "class-count"
         if self.gamma is None:
             ledger.record_unaccounted("FedKD without noise (gamma=None): the ensemble is released as it is; "
-                                      "no guarantee", derived_from_training=derived)
+                                      "no guarantee", derived_from_training=derived and not class_count)
         else:
-            weights = None if self.weighting == "class-count" else self.weights_
+            weights = None if class_count else self.weights_
             # The paper's grid keeps values within z_max·2⌈S/2⌉/S, z_max <= Z (clipped first): a public bound.
             bound = float(self.clip) * (1.0 if self.quantizer == "public"
                                         else 2 * math.ceil(self.quantization_scale / 2) / self.quantization_scale)
@@ -631,16 +650,16 @@ class FedKD(ClassifierMixin, BaseEstimator):
             ledger.record(
                 release,
                 note=(
-                    f"noisy {self.weighting}-weighted ensemble of quantized logits on {len(public)} public examples, "
+                    f"noisy {self.weighting_}-weighted ensemble of quantized logits on {len(public)} public examples, "
                     f"Laplace scale 1/γ = {1 / self.gamma:g}, {self.draws_per_example_} draw(s) per example; "
                     "example level = party level (one example may change a whole local model)"
                 ),
-                derived_from_training=derived,
+                derived_from_training=derived and not class_count,
             )
             ledger.record_unaccounted(
-                "FedKD: each party's quantized logits reach the server before noise is added; the guarantee covers "
-                "the noisy ensemble and the server model, not the server's view (trust the server)",
-                derived_from_training=derived,
+                "FedKD: each party's quantized logits reach the coordinator before noise is added; the guarantee "
+                "covers the noisy ensemble and the server model (the public), not the coordinator's view",
+                derived_from_training=derived, observers=("coordinator",),
             )
         if self.quantizer == "paper":
             ledger.record_unaccounted(
@@ -648,12 +667,14 @@ class FedKD(ClassifierMixin, BaseEstimator):
                 f"public set (here {self.z_max_:.6g}) and shares it with all parties to set the grid of step "
                 f"2·z_max/S: a data-dependent value that no mechanism covers"
                 + ("" if self.gamma is None else f"; the ε above rests on the public clip Z = {self.clip:g} "
-                   "applied first, not on z_max")
+                   "applied first, not on z_max"),
+                derived_from_training=derived,  # max |logit| of the (DP-trained) models on public data
             )
-        if self.weighting == "class-count":
+        if class_count:
             ledger.record_unaccounted(
-                f"FedKD: per-party class counts N_k^c ({n_parties} × {n_outputs} integers) are sent to the server in "
-                "clear to compute the weights ω; no mechanism covers them"
+                f"FedKD: per-party class counts N_k^c ({n_parties} × {n_outputs} integers) are sent to the coordinator "
+                "in clear to compute the weights ω; no mechanism covers them (weighting='uniform' sends none)",
+                observers=("coordinator",),
             )
         return ledger
 

@@ -49,7 +49,8 @@ PROBABILITY_FLOOR = 1e-6
 # --- messages -------------------------------------------------------------------------------------------
 @dataclass(frozen=True, eq=False)
 class FedKDTask(WireMessage):
-    """Server → party: the public set, classes (multi-label: ``arange(L)``), Z (NaN: none), S (0: none), seed."""
+    """Server → party: the public set, classes (multi-label: ``arange(L)``), Z (NaN: none), S (0: none), seed, and
+    whether to send class counts (only for class-count weighting; otherwise the party sends zeros)."""
 
     KIND: ClassVar[str] = "fedkd-task"
     ARRAYS: ClassVar = {"public": ArraySpec("iuf", None), "classes": ArraySpec("iufbU", 1)}
@@ -60,6 +61,7 @@ class FedKDTask(WireMessage):
     clip: float
     quantization_scale: int
     seed: int
+    send_class_counts: bool
 
 
 @dataclass(frozen=True, eq=False)
@@ -214,6 +216,8 @@ def fedkd_party_step(
         logits = party_logits(fitted, task.public, clip=clip)
         counts = np.bincount(codes, minlength=n_outputs)
     size = parameter_count(model)
+    if not task.send_class_counts:  # uniform weights: the counts would be an un-noised statistic for nothing
+        counts = np.zeros_like(counts)
     quantized = party_message(logits, clip=clip, quantization_scale=scale)
     return FedKDPartyOutcome(FedKDLogits(quantized, counts.astype(np.int64), -1 if size is None else size),
                              dp_release(model))
@@ -241,5 +245,7 @@ def receive_fedkd_replies(
             raise MessageError(f"{name} sent a malformed 'fedkd-logits' message: logits outside [−{bound}, {bound}]")
         if message.class_counts.min(initial=0) < 0 or message.parameter_count < -1:
             raise MessageError(f"{name} sent a malformed 'fedkd-logits' message: negative class counts or size")
+        if not task.send_class_counts and message.class_counts.any():
+            raise MessageError(f"{name} sent class counts the task did not ask for (uniform weighting)")
         replies.append(message)
     return replies

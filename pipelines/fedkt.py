@@ -117,6 +117,12 @@ class FedKT(ClassifierMixin, BaseEstimator):
     small_parties : {"error", "fewer-teachers"}, default="error"
         A party holding fewer examples than ``n_teachers`` is an error, or trains that many teachers
         (recorded in the ledger: under L2 its party-level k is its own teacher count).
+    classes : array-like, default=None
+        The federation's public label set. Given, every party checks its labels against it and
+        withholds its size and label set from the coordinator (the schema exchange then reveals
+        nothing; a party smaller than ``n_teachers`` leaves some teachers empty, which cast no vote,
+        and the party-level k stays ``n_teachers``). None: the classes are the union of the parties'
+        labels, and the coordinator learns each party's size and labels (recorded in the ledger).
     random_state : int, default=None
     n_jobs : int, default=1
         Parties trained in parallel (joblib).
@@ -177,6 +183,7 @@ class FedKT(ClassifierMixin, BaseEstimator):
         target_epsilon: float | None = None,
         delta: float = 1e-5,
         small_parties: str = "error",
+        classes: Any = None,
         random_state: int | None = None,
         n_jobs: int = 1,
         progress: bool | None = None,
@@ -199,6 +206,7 @@ class FedKT(ClassifierMixin, BaseEstimator):
         self.target_epsilon = target_epsilon
         self.delta = delta
         self.small_parties = small_parties
+        self.classes = classes
         self.random_state = random_state
         self.n_jobs = n_jobs
         self.progress = progress
@@ -243,6 +251,10 @@ class FedKT(ClassifierMixin, BaseEstimator):
             check_positive_finite(needed, getattr(self, needed))
         if self.target_epsilon is not None:
             check_positive_finite("target_epsilon", self.target_epsilon)
+        if self.classes is not None:
+            classes = np.asarray(self.classes)
+            if classes.ndim != 1 or len(np.unique(classes)) != len(classes) or len(classes) < 2:
+                raise ValueError(f"classes must be a 1-D array of at least 2 distinct labels, got {self.classes!r}")
         check_progress(self.progress)
 
     def _validate_confident(self) -> None:
@@ -276,7 +288,7 @@ class FedKT(ClassifierMixin, BaseEstimator):
         parties, public = check_parties(parties, public)
         names = [f"party {index}" for index in range(len(parties))]
         schemas = [
-            PartySchema.from_record(describe_party(X, y).to_record(), sender=name)
+            PartySchema.from_record(describe_party(X, y, public_classes=self.classes).to_record(), sender=name)
             for (X, y), name in zip(parties, names)
         ]
         classes = federation_classes(schemas, public.shape[1:], names)
@@ -297,7 +309,7 @@ class FedKT(ClassifierMixin, BaseEstimator):
         self._set_fitted(
             fedkt_server_step(self, replies, classes, public, seed_sequence, server_seeds,
                               receive_trainings(sent, names, max_bytes=DEFAULT_MAX_BYTES,
-                                                models=[self.teacher] * len(names))),
+                                                models=[self.teacher] * len(names)), schemas=schemas),
             classes,
             record_sizes([first + rest for first, rest in zip(schema_records, sent)]),
         )

@@ -6,14 +6,16 @@ The exchange, after the schema exchange of :mod:`privfed.pipelines.party_schema`
    query prefixes), the classes, s, the party's teacher count t, its seed and, under L2, the
    party-side noise;
 2. party → server, :class:`FedKTVotes`: its s students' predictions on the final queries (s label
-   vectors — not the students), how many local queries it answered, and its gap counts z (the
-   partitions with a top-2 teacher-vote gap ≤ 1 and ≤ 2, used only by the ``"paper"`` accounting
-   and the ``example_level_epsilons_`` diagnostic);
-3. under L2 only, party → server, :class:`FedKTEvidence`: the party's teacher vote histograms on
-   the answered local queries. The ledger's data-dependent bound of the party-side Laplace (or
-   Gaussian) noisy max is computed from them (the same evidence the in-process run holds); the
-   noisy labels themselves never leave the party — only the students' predictions, which are
-   post-processing of them.
+   vectors — not the students), how many local queries it answered, and, under L0 and L1, its gap
+   counts z (the partitions with a top-2 teacher-vote gap ≤ 1 and ≤ 2, used only by the ``"paper"``
+   accounting and the ``example_level_epsilons_`` diagnostic).
+
+Under L2 a party sends nothing un-noised: its students learn from its noisy teacher labels, so their
+predictions are post-processing of the party-side noisy max; the number of answered local queries is
+chosen on the data-independent ε (public values only); the gap counts are withheld (sent as -1). The
+vote histograms never leave the party, so the coordinator accounts the party-side noisy max
+data-independently (:class:`~privfed.accounting.withheld_votes.WithheldVotesNoisyMax`), and the
+coordinator's example-level ε is finite.
 
 The party step (:func:`fedkt_party_step`) trains the teachers, labels the local queries (with the
 party-side noise under L2), trains the students and predicts the final queries; the server steps
@@ -38,6 +40,7 @@ from ..accounting import (
     LaplaceNoisyMax,
     Ledger,
     Mechanism,
+    WithheldVotesNoisyMax,
     account,
     compose_parallel,
     compose_sequential,
@@ -49,11 +52,10 @@ from ._models import FittedClassifier, dp_release, fit_classifier, with_seed
 from ._random import spawn_seeds
 from .messages import ArraySpec, MessageError, Record, WireMessage
 from .partition import keyed_teacher_subsets
-from .party_schema import PartySchema
+from .party_schema import WITHHELD_SIZE, PartySchema, record_schema_exchange
 from .voting import consistent_votes, noisy_labels, prediction_votes
 
 __all__ = [
-    "FedKTEvidence",
     "FedKTFit",
     "FedKTPartyOutcome",
     "FedKTTask",
@@ -150,9 +152,16 @@ class FedKTTask(WireMessage):
         return NoisyArgmax(self.party_noise, self.noise_scale) if self.party_noise else None
 
 
+#: The gap counts a party sends under L2 and with secure aggregation: withheld (they are private statistics).
+WITHHELD = -1
+
+
 @dataclass(frozen=True, eq=False)
 class FedKTVotes(WireMessage):
-    """Party → server: its s students' predicted class codes on the final queries, shape (s, final queries)."""
+    """Party → server: its s students' predicted class codes on the final queries, shape (s, final queries).
+
+    The gap counts are :data:`WITHHELD` (-1) under L2, where the party sends nothing un-noised.
+    """
 
     KIND: ClassVar[str] = "fedkt-votes"
     ARRAYS: ClassVar = {"predictions": ArraySpec("iu", 2)}
@@ -165,29 +174,18 @@ class FedKTVotes(WireMessage):
 
 
 @dataclass(frozen=True, eq=False)
-class FedKTEvidence(WireMessage):
-    """Party → server (L2): teacher vote histograms, shape (s, answered local queries, classes)."""
-
-    KIND: ClassVar[str] = "fedkt-evidence"
-    ARRAYS: ClassVar = {"teacher_votes": ArraySpec("iu", 3)}
-
-    teacher_votes: np.ndarray
-
-
-@dataclass(frozen=True, eq=False)
 class FedKTPartyOutcome:
     """A party step's result: what it sends, and its students (which stay on the party)."""
 
     votes: FedKTVotes
-    evidence: FedKTEvidence | None
     students: tuple[FittedClassifier, ...]
     #: The teachers' DP-SGD, composed (None: some teacher is not DP-trained); sent as its parameters (dp-training).
     teacher_training: Mechanism | None = None
 
     def sent(self) -> list[WireMessage]:
-        """The votes, L2's evidence, and the teachers' DP-SGD parameters when every teacher is DP-trained."""
+        """The votes, and the teachers' DP-SGD parameters when every teacher is DP-trained."""
         training = training_report(self.teacher_training)
-        return [m for m in (self.votes, self.evidence, training) if m is not None]
+        return [m for m in (self.votes, training) if m is not None]
 
 
 # --- party step -------------------------------------------------------------------------------------
@@ -265,16 +263,17 @@ def fedkt_party_step(
         )
     X_final = task.queries[: task.n_final_queries]
     answered_votes = votes[:, :n_answered]
+    gaps = ((WITHHELD, WITHHELD) if noise is not None
+            else (_affected_partitions(answered_votes, 1), _affected_partitions(answered_votes, 2)))
     sent = FedKTVotes(
         predictions=np.stack([s.predict(X_final) for s in students]).astype(np.int64),
         n_local_answered=int(n_answered),
         n_teachers=int(task.n_teachers),
-        affected_partitions_gap_1=_affected_partitions(answered_votes, 1),
-        affected_partitions_gap_2=_affected_partitions(answered_votes, 2),
+        affected_partitions_gap_1=gaps[0],
+        affected_partitions_gap_2=gaps[1],
     )
-    evidence = FedKTEvidence(np.ascontiguousarray(answered_votes)) if noise is not None else None
     teacher_training = None if None in partition_trainings else compose_sequential(partition_trainings)
-    return FedKTPartyOutcome(sent, evidence, tuple(students), teacher_training)
+    return FedKTPartyOutcome(sent, tuple(students), teacher_training)
 
 
 # --- server steps -----------------------------------------------------------------------------------
@@ -325,7 +324,8 @@ def fedkt_tasks(
     noise = fedkt_noise(model) if model.privacy == "L2" else None
     tasks = []
     for schema, name, seed in zip(schemas, names, spawn_seeds(party_seeds, len(schemas))):
-        if schema.n_examples < model.n_teachers and model.small_parties == "error":
+        withheld = schema.n_examples == WITHHELD_SIZE  # empty teachers of a small party cast no vote
+        if not withheld and schema.n_examples < model.n_teachers and model.small_parties == "error":
             raise ValueError(
                 f"{name} holds {schema.n_examples} examples, fewer than n_teachers={model.n_teachers} (each teacher "
                 "needs a non-empty disjoint subset); lower n_teachers or pass small_parties='fewer-teachers'"
@@ -337,7 +337,7 @@ def fedkt_tasks(
                 n_local_queries=n_local,
                 n_final_queries=n_final,
                 n_partitions=int(model.n_partitions),
-                n_teachers=min(int(model.n_teachers), schema.n_examples),
+                n_teachers=int(model.n_teachers) if withheld else min(int(model.n_teachers), schema.n_examples),
                 seed=int(seed),
                 party_noise="" if noise is None else noise.aggregator,
                 noise_scale=0.0 if noise is None else noise.scale,
@@ -352,7 +352,7 @@ def fedkt_tasks(
 
 def receive_fedkt_replies(
     tasks: Sequence[FedKTTask], records: Sequence[Sequence[Record]], names: Sequence[str], *, max_bytes: int
-) -> list[tuple[FedKTVotes, FedKTEvidence | None]]:
+) -> list[FedKTVotes]:
     """Validate each party's reply records against its task; :class:`MessageError` names the first bad party.
 
     A party's ``dp-training`` report (its teachers' DP-SGD) is left to
@@ -362,7 +362,7 @@ def receive_fedkt_replies(
     for task, sent, name in zip(tasks, records, names):
         sent = without_trainings(sent)  # the DP training report is read by receive_trainings
         by_kind = {record.kind: record for record in sent}
-        expected = {FedKTVotes.KIND} | ({FedKTEvidence.KIND} if task.party_noise else set())
+        expected = {FedKTVotes.KIND}
         if set(by_kind) != expected or len(sent) != len(expected):
             raise MessageError(f"{name} sent messages {[r.kind for r in sent]}, expected {sorted(expected)}")
         s, n_classes = task.n_partitions, len(task.classes)
@@ -379,24 +379,12 @@ def receive_fedkt_replies(
             raise MessageError(f"{name} sent a malformed 'fedkt-votes' message: predictions outside 0..{n_classes - 1}")
         for gap in (1, 2):
             value = getattr(votes, f"affected_partitions_gap_{gap}")
-            if not 0 <= value <= s:
+            if (value != WITHHELD) if task.party_noise else not 0 <= value <= s:
+                expected_value = f"{WITHHELD} (withheld under L2)" if task.party_noise else f"in 0..{s}"
                 raise MessageError(
-                    f"{name} sent a malformed 'fedkt-votes' message: gap-{gap} count {value} not in 0..{s}"
+                    f"{name} sent a malformed 'fedkt-votes' message: gap-{gap} count {value}, expected {expected_value}"
                 )
-        evidence = None
-        if task.party_noise:
-            evidence = FedKTEvidence.from_record(
-                by_kind[FedKTEvidence.KIND], sender=name,
-                shapes={"teacher_votes": (s, votes.n_local_answered, n_classes)}, max_bytes=max_bytes,
-            )
-            counts = evidence.teacher_votes.sum(axis=2)
-            # A teacher the keyed assignment left without examples casts no vote: at most t votes per histogram.
-            if evidence.teacher_votes.min(initial=0) < 0 or (counts > task.n_teachers).any():
-                raise MessageError(
-                    f"{name} sent a malformed 'fedkt-evidence' message: every histogram must hold at most "
-                    f"{task.n_teachers} non-negative votes"
-                )
-        replies.append((votes, evidence))
+        replies.append(votes)
     return replies
 
 
@@ -414,25 +402,28 @@ class FedKTFit:
 
 def fedkt_server_step(
     model: Any,
-    replies: Sequence[tuple[FedKTVotes, FedKTEvidence | None]],
+    replies: Sequence[FedKTVotes],
     classes: np.ndarray,
     public: np.ndarray,
     seed_sequence: np.random.SeedSequence,
     server_seeds: np.random.SeedSequence,
     teacher_trainings: Sequence[Mechanism | None] | None = None,
+    *,
+    schemas: Sequence[PartySchema] | None = None,
 ) -> FedKTFit:
     """Server side of FedKT (Algorithm 1, lines 11–14): consistent votes, server noise (L1), ledger, final model.
 
     ``teacher_trainings`` (one per party, from their ``dp-training`` reports: :func:`~pipelines._dp_ledger.
     receive_trainings`; None where a party's teachers are not all DP-trained) are the parties' DP-SGD: with
     DP-trained teachers every release is post-processing of that training, recorded as such in the ledger.
+    ``schemas``: the parties' schemas, whose exchange the ledger records unless every party withheld its size.
     """
     n_classes = len(classes)
     noise = fedkt_noise(model)
     student = model.teacher if model.student is None else model.student
     final = student if model.final is None else model.final
     X_final = public[: query_count(model.query_fraction, len(public))]
-    predictions = np.stack([votes.predictions for votes, _ in replies])
+    predictions = np.stack([votes.predictions for votes in replies])
     if model.consistent_voting:
         server_votes = consistent_votes(predictions, n_classes)
     else:
@@ -453,6 +444,7 @@ def fedkt_server_step(
         ),
     )
     evidence: dict[str, np.ndarray] = {}
+    record_schema_exchange(ledger, schemas)
     derived = record_local_training(ledger, list(teacher_trainings or [None] * len(replies)), what="FedKT teachers")
     # Confident GNMax's threshold step runs first (its ⊥ pattern is public and accounted), on its own stream.
     confident = noise.answered(server_votes, np.random.default_rng(server_seeds.spawn(1)[0])) if (
@@ -473,7 +465,7 @@ def fedkt_server_step(
             "query more public examples (query_fraction) or lower the noise"
         )
     warn_if_too_little_to_learn(
-        labels, len(classes), [votes.n_local_answered for votes, _ in replies] if model.privacy == "L2" else None
+        labels, len(classes), [votes.n_local_answered for votes in replies] if model.privacy == "L2" else None
     )
     # The final model learns the original labels, so that it can be published (and bundled) on its own.
     final_model = with_seed(final, server_rng.integers(2**31)).fit(X_final[:n_answered][kept], classes[labels])
@@ -482,7 +474,7 @@ def fedkt_server_step(
         ledger=ledger,
         evidence=evidence,
         n_queries_answered=len(labels),
-        n_local_queries_answered=[votes.n_local_answered for votes, _ in replies],
+        n_local_queries_answered=[votes.n_local_answered for votes in replies],
         example_level_epsilons=example_level,
     )
 
@@ -490,7 +482,7 @@ def fedkt_server_step(
 def _account(
     model: Any,
     ledger: Ledger,
-    replies: Sequence[tuple[FedKTVotes, FedKTEvidence | None]],
+    replies: Sequence[FedKTVotes],
     server_votes: np.ndarray,
     noise: NoisyArgmax | None,
     evidence: dict[str, np.ndarray],
@@ -505,34 +497,40 @@ def _account(
     s = model.n_partitions
     if model.privacy == "L0":
         ledger.record_unaccounted(
-            "FedKT-L0: no noise is added anywhere; the model has no differential-privacy guarantee",
+            "FedKT-L0: no noise is added anywhere; the students' predictions the parties send, the server's votes "
+            "and the model have no differential-privacy guarantee",
             derived_from_training=derived,
         )
         evidence["server_votes"] = server_votes
         return len(server_votes), None
 
     if model.privacy == "L2":
-        stacked = [sent.teacher_votes.reshape(-1, sent.teacher_votes.shape[2]) for _, sent in replies]
-        example = compose_parallel([noise.mechanism(v, 1, "example") for v in stacked])
-        party = compose_parallel(
-            [noise.mechanism(v, votes.n_teachers, "party") for v, (votes, _) in zip(stacked, replies)]
-        )
+        n_classes = server_votes.shape[1]
+        answered = [s * votes.n_local_answered for votes in replies]
+
+        def party_side(votes_per_unit: list[int], unit: str) -> Mechanism:
+            return compose_parallel([
+                WithheldVotesNoisyMax(noise.aggregator, noise.scale, num_answered=n, num_classes=n_classes,
+                                      votes_per_unit=k, unit=unit)
+                for n, k in zip(answered, votes_per_unit)
+            ])
+
         ledger.record(
-            {"example": example, "party": party},
+            {"example": party_side([1] * len(replies), "example"),
+             "party": party_side([votes.n_teachers for votes in replies], "party")},
             note=(
                 f"party-side noisy teacher votes ({noise.describe()}): "
-                f"{[votes.n_local_answered for votes, _ in replies]} local queries per partition answered by each "
+                f"{[votes.n_local_answered for votes in replies]} local queries per partition answered by each "
                 f"party, s = {s} partitions; example level k = 1, party level k = teachers per partition; "
-                "parallel composition over parties"
+                "parallel composition over parties; the votes never leave the parties, so the bound is "
+                "data-independent; the coordinator receives only the students' predictions (post-processing)"
             ),
             derived_from_training=derived,
         )
-        for index, v in enumerate(stacked):
-            evidence[f"party_{index}_votes"] = v
         return len(server_votes), None
 
     # L1: noise on the server's vote counts.
-    z = {gap: max(getattr(votes, f"affected_partitions_gap_{gap}") for votes, _ in replies) for gap in (1, 2)}
+    z = {gap: max(getattr(votes, f"affected_partitions_gap_{gap}") for votes in replies) for gap in (1, 2)}
 
     def mask(n: int) -> np.ndarray | None:
         return None if confident is None else confident[:n]
@@ -572,18 +570,18 @@ def _account(
         derived_from_training=derived,
     )
     ledger.record_unaccounted(
-        "FedKT-L1: the students' predictions each party sends to the server come from students trained on un-noised "
-        "teacher votes; the guarantee covers the final model and the server's noisy labels, not the predictions "
-        "(trust the server)",
-        derived_from_training=derived,
+        "FedKT-L1: the students' predictions each party sends to the coordinator come from students trained on "
+        "un-noised teacher votes, and the coordinator counts them before adding noise; the guarantee covers the "
+        "final model and the server's noisy labels (the public), not the coordinator's view",
+        derived_from_training=derived, observers=("coordinator",),
     )
     if model.accounting == "paper":
         ledger.record_unaccounted(
             f"FedKT-L1 example level uses the paper's data-dependent sensitivity k = z = {max(z[1], 1)}, "
             "which is not a differential-privacy guarantee: z is computed from the private teacher votes and a "
             f"neighbouring data set can have a larger z; the conservative k = s = {s} holds whatever the data "
-            "and is what the example level's data-independent ε uses",
-            derived_from_training=derived,
+            "(accounting='conservative')",
+            derived_from_training=derived, units=("example",),
         )
     evidence["server_votes"] = server_votes[:n_answered]
     return n_answered, example_level

@@ -6,6 +6,12 @@ set and the label types against each other, and fixes the federation's classes
 (the union of the parties' labels, sorted), before any training result is
 aggregated. The class set and the party sizes are what the server learns here;
 the in-process drivers use the same exchange, so both run modes see the same.
+
+Both are un-noised statistics of the private data, so a ledger records the
+exchange as a release only the coordinator sees (:func:`record_schema_exchange`),
+unless every party withholds them: given the federation's public label set
+(``describe_party(..., public_classes=...)``), a party checks its labels against
+it locally and sends that set and :data:`WITHHELD_SIZE` instead.
 """
 
 from __future__ import annotations
@@ -16,9 +22,13 @@ from typing import ClassVar
 
 import numpy as np
 
+from ..accounting import Ledger
 from .messages import ArraySpec, MessageError, WireMessage
 
-__all__ = ["PartySchema", "describe_party", "federation_classes"]
+__all__ = ["WITHHELD_SIZE", "PartySchema", "describe_party", "federation_classes", "record_schema_exchange"]
+
+#: ``n_examples`` of a party that withholds its size (it was given the public label set).
+WITHHELD_SIZE = -1
 
 
 @dataclass(frozen=True, eq=False)
@@ -33,12 +43,22 @@ class PartySchema(WireMessage):
     n_examples: int
 
 
-def describe_party(X: np.ndarray, y: np.ndarray, *, multilabel: bool = False) -> PartySchema:
+def describe_party(X: np.ndarray, y: np.ndarray, *, multilabel: bool = False,
+                   public_classes: np.ndarray | None = None) -> PartySchema:
     """The schema message of a party's ``(X, y)``.
 
     ``multilabel=True``: ``y`` is an (n, L) 0/1 indicator array, L >= 2, and ``classes`` are the label
-    indices 0..L−1 (which labels are present is not sent).
+    indices 0..L−1 (which labels are present is not sent). ``public_classes``: the federation's public
+    label set; the party checks its labels against it and sends that set and :data:`WITHHELD_SIZE`, so
+    that the schema reveals nothing about its data.
     """
+    if public_classes is not None and not multilabel:
+        public_classes = np.asarray(public_classes)
+        outside = np.setdiff1d(np.unique(y), public_classes)
+        if len(y) == 0 or len(outside):
+            raise ValueError(f"the party's labels must be non-empty and within the public classes "
+                             f"{public_classes.tolist()[:10]}, got labels {outside.tolist()[:10]} outside them")
+        return PartySchema(np.asarray(X.shape[1:], dtype=np.int64), public_classes, WITHHELD_SIZE)
     if not multilabel:
         return PartySchema(np.asarray(X.shape[1:], dtype=np.int64), np.unique(y), int(len(y)))
     y = np.asarray(y)
@@ -72,7 +92,7 @@ def federation_classes(
                 f"{name} has features of shape {tuple(int(d) for d in schema.feature_shape)}, "
                 f"the public set has {tuple(feature_shape)}"
             )
-        if schema.n_examples < 1 or len(schema.classes) == 0:
+        if (schema.n_examples < 1 and schema.n_examples != WITHHELD_SIZE) or len(schema.classes) == 0:
             raise MessageError(f"{name} holds no labelled example")
         family, first = _label_family(schema.classes), _label_family(schemas[0].classes)
         if family != first:
@@ -84,3 +104,17 @@ def federation_classes(
             "at least 2 classes are needed"
         )
     return classes
+
+
+def record_schema_exchange(ledger: Ledger, schemas: Sequence[PartySchema] | None = None) -> None:
+    """Record what the schema exchange tells the coordinator, unless every party withheld its size and labels.
+
+    ``schemas``: the parties' schemas (None: a pipeline whose exchange always sends them).
+    """
+    if schemas is not None and schemas and all(schema.n_examples == WITHHELD_SIZE for schema in schemas):
+        return
+    ledger.record_unaccounted(
+        "the schema exchange: each party's number of examples and the labels it holds reach the coordinator in "
+        "clear (FedKT given the public label set, classes=..., withholds them)",
+        observers=("coordinator",),
+    )

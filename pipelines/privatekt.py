@@ -80,7 +80,7 @@ from .checkpoint import RoundCheckpoint, run_fingerprint
 from .executor import PartyTask, run_party_tasks
 from .messages import DEFAULT_MAX_BYTES, Record, WireMessage, record_sizes
 from .party_data import check_parties
-from .party_schema import PartySchema, describe_party, federation_classes
+from .party_schema import PartySchema, describe_party, federation_classes, record_schema_exchange
 from .privatekt_steps import (
     PrivateKTTask,
     aggregate_reports,
@@ -562,6 +562,7 @@ class PrivateKT(ClassifierMixin, BaseEstimator):
             ),
         )
         participants = [rounds for rounds in trainings if rounds]
+        record_schema_exchange(ledger)
         derived = record_local_training(
             ledger, [None if None in rounds else compose_dpsgd(rounds) for rounds in participants],
             what=f"PrivateKT clients' local training, composed over the rounds each joined ({self.rounds} rounds)",

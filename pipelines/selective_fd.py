@@ -78,6 +78,7 @@ from ..accounting import (
     GaussianNoisyMax,
     Ledger,
     RandomizedResponse,
+    WithheldVotesNoisyMax,
 )
 from ..accounting._checks import (
     check_choice,
@@ -95,7 +96,7 @@ from .executor import JoblibExecutor
 from .kulsif import DensityRatioSelector
 from .messages import DEFAULT_MAX_BYTES, Record, record_sizes
 from .party_data import check_parties, check_party_data
-from .party_schema import PartySchema, describe_party, federation_classes
+from .party_schema import PartySchema, describe_party, federation_classes, record_schema_exchange
 from .progress import check_progress, progress_bar
 from .selective_fd_steps import (
     SERVER_NOISE_MODES,
@@ -349,13 +350,14 @@ class _FederatedDistillation(ClassifierMixin, BaseEstimator):
         """The releases; with DP-SGD local models also their training, which the shared predictions, the server's
         labels and the client's model are derived from — not the selectors, fitted on the raw local data."""
         ledger = self.ledger_
+        record_schema_exchange(ledger)
         derived = record_local_training(ledger, trainings, what=f"{protocol.name} clients' local training "
                                         f"({protocol.rounds} rounds, one DP-SGD epoch each)")
         if not protocol.shares:
             ledger.record_unaccounted(
                 f"{protocol.name}: nothing is shared; client {self.client}'s model is trained on its own data "
                 "without noise and has no differential-privacy guarantee for it",
-                derived_from_training=derived,
+                derived_from_training=derived, observers=("public",),
             )
             return
         if protocol.privacy is None:
@@ -398,6 +400,15 @@ class _FederatedDistillation(ClassifierMixin, BaseEstimator):
                 how = (f"Confident GNMax (threshold T = {protocol.threshold:g} with σ₁ = {protocol.sigma_threshold:g}, "
                        f"then N(0, σ²) per count, σ = {protocol.sigma:g} votes): {int(passed.sum())} of {len(votes)} "
                        "shared examples cleared the threshold")
+            elif protocol.tau_server < 2.0:
+                # The server-side selector reads the noisy top count, beyond the noisy argmax: PATE 2018's
+                # data-dependent bound does not cover it; the Gaussian mechanism on the whole histogram does.
+                release = {unit: WithheldVotesNoisyMax("gaussian", protocol.sigma, num_answered=len(votes),
+                                                       num_classes=n_classes, unit=unit)
+                           for unit in ("party", "example")}
+                how = (f"GNMax (N(0, σ²) per count, σ = {protocol.sigma:g} votes): {len(votes)} examples answered, "
+                       f"accounted data-independently (the Gaussian mechanism on every vote histogram) because the "
+                       f"server-side selector (tau_server = {protocol.tau_server:g}) reads the noisy top count")
             else:
                 release = {unit: GaussianNoisyMax(votes, protocol.sigma, 1, unit=unit) for unit in ("party", "example")}
                 how = f"GNMax (N(0, σ²) per count, σ = {protocol.sigma:g} votes): {len(votes)} examples answered"
@@ -409,8 +420,9 @@ class _FederatedDistillation(ClassifierMixin, BaseEstimator):
                 ),
                 derived_from_training=derived,
             )
-            self.evidence_["server_votes"] = votes
-            if protocol.tau_server < 2.0:
+            if release["party"].evidence():
+                self.evidence_["server_votes"] = votes
+            if protocol.tau_server < 2.0 and protocol.privacy == "confident-gnmax":
                 ledger.record_unaccounted(
                     f"the server-side selector (tau_server = {protocol.tau_server:g}) reads the noisy top vote count, "
                     "beyond the noisy argmax: PATE 2018's data-dependent ε does not cover it; the data-independent "
@@ -427,7 +439,7 @@ class _FederatedDistillation(ClassifierMixin, BaseEstimator):
         ledger.record_unaccounted(
             f"the model is client {self.client}'s own, trained on its raw data: the ε protects the other clients' "
             f"data against whoever holds this model, not client {self.client}'s",
-            derived_from_training=derived,
+            derived_from_training=derived, observers=("public",),
         )
 
     # --- prediction ----------------------------------------------------------------------------------

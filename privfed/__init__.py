@@ -22,6 +22,7 @@ __version__ = "0.1.0"
 # once; pipeline classes and model adapters import neither scikit-learn nor torch until they are used.
 _FROM_ACCOUNTING = (
     "DPSGD",
+    "OBSERVERS",
     "BudgetExceededError",
     "ConfidentGNMax",
     "GaussianNoisyMax",
@@ -38,6 +39,7 @@ _FROM_ACCOUNTING = (
     "SequentialComposition",
     "ShuffledRandomizedResponse",
     "SmoothSensitivityRelease",
+    "WithheldVotesNoisyMax",
     "account",
     "class_count_weights",
     "compose_parallel",

@@ -14,6 +14,7 @@ model classes a party trains are built from JSON specs of trusted packages only 
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from typing import Any
 
@@ -157,7 +158,9 @@ def make_client_app(data_paths: Sequence[str] | None = None) -> Any:
     def schema(message: Any, context: Any) -> Any:
         X, y = party_data(context)
         _, config = from_recorddict(message.content, sender="the server")
-        described = describe_party(X, y, multilabel=bool(config.get("multilabel", False)))
+        public_classes = json.loads(str(config["public-classes"])) if "public-classes" in config else None
+        described = describe_party(X, y, multilabel=bool(config.get("multilabel", False)),
+                                   public_classes=public_classes)
         content = to_recorddict([described.to_record()], {"party-index": _party_index(context)})
         return Message(content, reply_to=message)
 

@@ -25,6 +25,7 @@ the party). The bundle is written only after the server step has succeeded.
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -146,6 +147,8 @@ def run_server(grid: Any, job: ServerJob) -> Any:
     # 1. Schemas: every party describes its data; the server orders the parties and checks them.
     names = {node: f"node {node}" for node in nodes}
     query = {"multilabel": True} if multilabel else None  # FedKD multi-label: (n, L) 0/1 indicators
+    if getattr(model, "classes", None) is not None:  # FedKT with a public label set: parties withhold their schema
+        query = {"public-classes": json.dumps(np.asarray(model.classes).tolist())}
     answers = _exchange(grid, {node: to_recorddict([], query) for node in nodes}, "query.schema", names,
                         job.timeout, "schema")
     order = sorted(nodes, key=lambda node: (int(answers[node][1].get("party-index", -1)), node))
@@ -201,7 +204,8 @@ def _train_fedkt(grid, job, model, public, schemas, classes, order, names) -> No
     replies = receive_fedkt_replies(tasks, sent, ordered_names, max_bytes=job.max_message_bytes)
     trainings = receive_trainings(sent, ordered_names, max_bytes=job.max_message_bytes,
                                   models=[model.teacher] * len(order))
-    fitted = fedkt_server_step(model, replies, classes, public, seed_sequence, server_seeds, trainings)
+    fitted = fedkt_server_step(model, replies, classes, public, seed_sequence, server_seeds, trainings,
+                               schemas=schemas)
     schema_records = [[schema.to_record()] for schema in schemas]
     model._set_fitted(fitted, classes, record_sizes([first + rest for first, rest in zip(schema_records, sent)]))
 

@@ -153,7 +153,7 @@ def estimator_from_config(config: Mapping[str, Any]) -> Any:
             quantization_scale=int(config.get("quantization-scale", 200)) or None,
             gamma=optional.get("gamma"),
             clip=optional.get("clip"),
-            weighting=str(config.get("weighting", "class-count")),
+            weighting=str(config.get("weighting", "auto")),
             multilabel=bool(config.get("multilabel", False)),
             **common,
         )
@@ -175,8 +175,24 @@ def estimator_from_config(config: Mapping[str, Any]) -> Any:
         accounting=str(config.get("accounting", "conservative")),
         target_epsilon=optional.get("target-epsilon"),
         small_parties=str(config.get("small-parties", "error")),
+        classes=_public_classes(config),
         **common,
     )
+
+
+def _public_classes(config: Mapping[str, Any]) -> list | None:
+    """FedKT's ``classes`` from the run config's ``classes`` (a JSON list of labels; absent: None)."""
+    if "classes" not in config:
+        return None
+    text = str(config["classes"])
+    try:
+        classes = json.loads(text)
+    except json.JSONDecodeError:
+        classes = None
+    if not isinstance(classes, list) or not all(isinstance(c, (int, str)) and not isinstance(c, bool)
+                                                for c in classes):
+        raise ValueError(f"run config 'classes' must be a JSON list of integer or string labels, got {text!r}")
+    return classes
 
 
 def _privatekt_from_config(config: Mapping[str, Any]) -> Any:
