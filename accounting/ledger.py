@@ -565,6 +565,8 @@ class Ledger:
         if training_valid and (not aggregation_valid
                                or training.epsilon_data_independent <= aggregation.epsilon_data_independent):
             chosen, other = training, aggregation
+        elif not training_valid and not aggregation_valid and len(uncovered) < len(aggregation.uncovered):
+            chosen, other = training, aggregation  # neither holds: name the fewer releases left uncovered
         else:
             chosen, other = aggregation, training
         why = (f"reported bound: {chosen.source} (ε = {round_up(chosen.epsilon, 6)}); the {other.source} bound "

@@ -422,6 +422,11 @@ class _FederatedDistillation(ClassifierMixin, BaseEstimator):
             )
             if release["party"].evidence():
                 self.evidence_["server_votes"] = votes
+            ledger.record_unaccounted(
+                "the clients' hard labels reach the coordinator before it adds noise to their vote counts; the "
+                "guarantee covers the noisy answers (the public), not the coordinator's view",
+                derived_from_training=derived, observers=("coordinator",),
+            )
             if protocol.tau_server < 2.0 and protocol.privacy == "confident-gnmax":
                 ledger.record_unaccounted(
                     f"the server-side selector (tau_server = {protocol.tau_server:g}) reads the noisy top vote count, "

@@ -27,6 +27,7 @@ import numpy as np
 from privfed.accounting.fingerprint import data_fingerprint
 from privfed.accounting.ledger import Ledger
 from privfed.accounting.mechanism import relation_for_unit
+from privfed.accounting.observers import OBSERVERS, describe_observer
 from privfed.accounting.report import round_up
 
 __all__ = ["CARD_DATA_FILE", "card_data_document", "render_model_card"]
@@ -76,8 +77,9 @@ def _epsilon_lines(ledger: Ledger) -> list[str]:
     if ledger.delta is None:
         return ["No δ was recorded with this ledger, so no (ε, δ) total is stated; call "
                 "`ledger.account(delta=...)` to compute one."]
-    lines = [f"Totals recomputed from the recorded RDP curves at δ = {ledger.delta:g}; units are never composed "
-             "together. ε values are upper bounds, rounded up.", "",
+    lines = [f"Totals against the public (the released model and published outputs), recomputed from the recorded "
+             f"RDP curves at δ = {ledger.delta:g}; units are never composed together. ε values are upper bounds, "
+             "rounded up; ∞ where a release no mechanism covers is seen.", "",
              "| unit | analysis | ε | data-independent ε | data-dependent? | optimal order |",
              "|---|---|---|---|---|---|"]
     for unit in ledger.units:
@@ -88,22 +90,44 @@ def _epsilon_lines(ledger: Ledger) -> list[str]:
                 lines.append(f"| {unit} | {analysis} | not available: {error} | | | |")
                 continue
             lines.append(
-                f"| {unit} | {analysis} | {round_up(report.epsilon)} | {round_up(report.epsilon_data_independent)} "
+                f"| {unit} | {analysis} | {_epsilon_text(report.epsilon)} | "
+                f"{_epsilon_text(report.epsilon_data_independent)} "
                 f"| {'**yes**' if report.data_dependent else 'no'} | {report.order:g} |"
             )
     if any(member.data_dependent for entry in ledger.entries for member in entry.analyses.values()):
         lines += ["", "**Data-dependent ε**: computed from the private votes, so the number itself depends on "
                       "private data and is not protected; the data-independent ε holds whatever the data."]
     lines += ["", "Neighbouring relations:", *[f"- {relation_for_unit(unit)}" for unit in ledger.units]]
+    lines += ["", *_observer_lines(ledger)]
     return lines
+
+
+def _observer_lines(ledger: Ledger) -> list[str]:
+    """The ε per observer table (tight analysis): who sees what, and what no mechanism covers for them."""
+    lines = ["### ε per observer", "",
+             "Each observer's ε composes the releases it sees (tight analysis, rounded up); ∞ where it sees a release "
+             "no mechanism covers.", "",
+             *[f"- {describe_observer(observer)}" for observer in OBSERVERS], "",
+             "| observer | unit | ε | data-independent ε | data-dependent? | not covered |",
+             "|---|---|---|---|---|---|"]
+    for report in ledger.observer_table(analysis="tight"):
+        lines.append(f"| {report.observer} | {report.unit} | {_epsilon_text(report.epsilon)} | "
+                     f"{_epsilon_text(report.epsilon_data_independent)} | "
+                     f"{'**yes**' if report.data_dependent else 'no'} | "
+                     f"{'; '.join(report.uncovered) if report.uncovered else 'nothing'} |")
+    return lines
+
+
+def _epsilon_text(epsilon: float) -> str:
+    return "∞" if epsilon == math.inf else round_up(epsilon)
 
 
 def _release_lines(ledger: Ledger) -> list[str]:
     releases = [entry for entry in ledger.entries if entry.kind == "release"]
     if not releases:
         return ["No accounted release is recorded."]
-    lines = ["| # | unit | mechanism | queries | data-dependent | key parameters | note |",
-             "|---|---|---|---|---|---|---|"]
+    lines = ["| # | unit | mechanism | queries | data-dependent | seen by | key parameters | note |",
+             "|---|---|---|---|---|---|---|---|"]
     for entry in releases:
         for unit, member in entry.analyses.items():
             parameters = ", ".join(
@@ -112,7 +136,8 @@ def _release_lines(ledger: Ledger) -> list[str]:
                 if isinstance(value, (int, float, str))
             )
             lines.append(f"| {entry.index} | {unit} | `{member.kind}` | {member.num_queries} | "
-                         f"{'yes' if member.data_dependent else 'no'} | {parameters} | {entry.note} |")
+                         f"{'yes' if member.data_dependent else 'no'} | {', '.join(entry.observers)} | {parameters} "
+                         f"| {entry.note} |")
     return lines
 
 
@@ -148,11 +173,14 @@ def render_model_card(ledger: Ledger, *, card: Mapping[str, Any] | None = None) 
               f"- Files: {', '.join(f'`{name}`' for name in sorted(model.get('files', {})))}", ""]
     lines += _card_lines(card or {})
     lines += ["## Releases of private data it depends on", "", *_release_lines(ledger), ""]
-    if ledger.unaccounted:
+    unaccounted = [entry for entry in ledger.entries if entry.kind == "unaccounted"]
+    if unaccounted:
         lines += ["### Not covered by any guarantee", "",
-                  "These releases are recorded but no mechanism accounts for them; "
-                  "the ε below does **not** cover them:",
-                  "", *[f"- {description}" for description in ledger.unaccounted], ""]
+                  "These releases are recorded but no mechanism accounts for them; an observer who sees one has "
+                  "ε = ∞ (unless it is post-processing of recorded DP training):",
+                  "", *[f"- seen by {', '.join(entry.observers)}"
+                        + ("" if entry.units is None else f" ({'/'.join(entry.units)} level)")
+                        + f": {entry.description}" for entry in unaccounted], ""]
     lines += ["## Privacy guarantee", "", *_epsilon_lines(ledger), ""]
     if ledger.target_epsilon:
         targets = ", ".join(f"{unit}: ε ≤ {value:g}" for unit, value in ledger.target_epsilon.items())
@@ -176,6 +204,6 @@ def render_model_card(ledger: Ledger, *, card: Mapping[str, Any] | None = None) 
               "before loading anything, the chain of entries and the recorded totals, and rebuilds every entry's "
               "curves from its public parameters (data-dependent ones from `evidence.npz` when present).",
               "3. `ledger.account(unit=\"party\")` / `ledger.account(unit=\"example\")` recompute ε from the "
-              "recorded curves.",
+              "recorded curves; `observer=\"coordinator\"` gives the coordinator's.",
               ""]
     return "\n".join(lines)

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from conftest import digits_federation
 from privfed.pipelines.fedkt import FedKT
-from privfed.pipelines.fedkt_steps import FedKTEvidence, FedKTTask, FedKTVotes, receive_fedkt_replies
+from privfed.pipelines.fedkt_steps import WITHHELD, FedKTTask, FedKTVotes, receive_fedkt_replies
 from privfed.pipelines.messages import MessageError, Record
 from privfed.pipelines.party_schema import PartySchema, describe_party, federation_classes
 from sklearn.tree import DecisionTreeClassifier
@@ -68,13 +68,15 @@ def test_malformed_votes_are_refused_naming_the_party(record: Record, complaint:
 def test_oversized_and_missing_messages_are_refused() -> None:
     with pytest.raises(MessageError, match="party 0 sent an oversized 'fedkt-votes' message: 112 bytes, at most 100"):
         receive_fedkt_replies([task()], [[votes().to_record()]], ["party 0"], max_bytes=100)
-    # Under L2 the evidence must come with the votes, and its histograms must count t votes each.
-    with pytest.raises(MessageError, match=r"party 0 sent messages \['fedkt-votes'\]"):
+    # Under L2 a party sends its votes alone, with its gap counts withheld: a private statistic is refused.
+    withheld = votes(affected_partitions_gap_1=WITHHELD, affected_partitions_gap_2=WITHHELD)
+    assert receive_fedkt_replies([task("laplace")], [[withheld.to_record()]], ["party 0"], max_bytes=2**20)
+    with pytest.raises(MessageError, match="party 0 sent a malformed 'fedkt-votes' message: gap-1 count 1, "
+                                           "expected -1 \\(withheld under L2\\)"):
         receive_fedkt_replies([task("laplace")], [[votes().to_record()]], ["party 0"], max_bytes=2**20)
-    forged = FedKTEvidence(np.full((2, 6, 3), 5, dtype=np.int64))
-    with pytest.raises(MessageError, match="party 0 sent a malformed 'fedkt-evidence'"):
-        receive_fedkt_replies([task("laplace")], [[votes().to_record(), forged.to_record()]], ["party 0"],
-                              max_bytes=2**20)
+    with pytest.raises(MessageError, match=r"party 0 sent messages \['fedkt-votes', 'fedkt-evidence'\]"):
+        receive_fedkt_replies([task("laplace")], [[withheld.to_record(), Record("fedkt-evidence", {}, {})]],
+                              ["party 0"], max_bytes=2**20)
 
 
 def test_schema_mismatches_name_the_party() -> None:
@@ -94,7 +96,7 @@ def test_in_process_fit_reports_the_bytes_each_party_sent(digits_federation_3) -
                   local_query_fraction=0.1, query_fraction=0.25, random_state=0).fit(parties, public)
     s, n_final, n_local = 2, 100, 40
     assert model.bandwidth_["fedkt-votes"] == [s * n_final * 8 + 4 * 8] * 3
-    assert model.bandwidth_["fedkt-evidence"] == [s * n * 10 * 8 for n in model.n_local_queries_answered_]
+    assert "fedkt-evidence" not in model.bandwidth_  # L2 sends nothing but the students' predictions
     assert max(model.n_local_queries_answered_) == n_local
     # Each party's schema: its feature shape (one int64), its labels, its size.
     assert model.bandwidth_["party-schema"] == [8 + len(np.unique(y)) * 8 + 8 for _, y in parties]
