@@ -626,7 +626,6 @@ class FedKD(ClassifierMixin, BaseEstimator):
                 f"{type(self.server_model).__name__} server"
             ),
         )
-        record_schema_exchange(ledger)
         derived = record_local_training(ledger, trainings, what="FedKD local models")
         # Class-count weights are computed from the raw labels: the ensemble is then not post-processing of the
         # DP training alone (its own mechanism still covers it, whatever the weights).
@@ -663,12 +662,14 @@ class FedKD(ClassifierMixin, BaseEstimator):
             )
         if self.quantizer == "paper":
             ledger.record_unaccounted(
-                f"FedKD: the paper's quantizer (Eq. 4) takes z_max = max |logit| over every party's logits on the "
-                f"public set (here {self.z_max_:.6g}) and shares it with all parties to set the grid of step "
-                f"2·z_max/S: a data-dependent value that no mechanism covers"
-                + ("" if self.gamma is None else f"; the ε above rests on the public clip Z = {self.clip:g} "
+                "FedKD: the paper's quantizer (Eq. 4) takes z_max = max |logit| over every party's logits on the "
+                "public set, computed by the coordinator and shared with every party to set the grid of step "
+                "2·z_max/S: a data-dependent value that no mechanism covers (the parties see it too; the ledger "
+                "does not publish it)"
+                + ("" if self.gamma is None else f"; the public's ε rests on the public clip Z = {self.clip:g} "
                    "applied first, not on z_max"),
                 derived_from_training=derived,  # max |logit| of the (DP-trained) models on public data
+                observers=("coordinator",),
             )
         if class_count:
             ledger.record_unaccounted(
@@ -676,6 +677,7 @@ class FedKD(ClassifierMixin, BaseEstimator):
                 "in clear to compute the weights ω; no mechanism covers them (weighting='uniform' sends none)",
                 observers=("coordinator",),
             )
+        record_schema_exchange(ledger)
         return ledger
 
     # --- prediction -------------------------------------------------------------------------------------

@@ -444,12 +444,12 @@ def fedkt_server_step(
         ),
     )
     evidence: dict[str, np.ndarray] = {}
-    record_schema_exchange(ledger, schemas)
     derived = record_local_training(ledger, list(teacher_trainings or [None] * len(replies)), what="FedKT teachers")
     # Confident GNMax's threshold step runs first (its ⊥ pattern is public and accounted), on its own stream.
     confident = noise.answered(server_votes, np.random.default_rng(server_seeds.spawn(1)[0])) if (
         noise is not None and noise.confident) else None
     n_answered, example_level = _account(model, ledger, replies, server_votes, noise, evidence, derived, confident)
+    record_schema_exchange(ledger, schemas)
     server_rng = np.random.default_rng(server_seeds)
     kept = np.ones(n_answered, dtype=bool) if confident is None else confident[:n_answered]
     answered = server_votes[:n_answered][kept]

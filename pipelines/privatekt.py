@@ -562,7 +562,6 @@ class PrivateKT(ClassifierMixin, BaseEstimator):
             ),
         )
         participants = [rounds for rounds in trainings if rounds]
-        record_schema_exchange(ledger)
         derived = record_local_training(
             ledger, [None if None in rounds else compose_dpsgd(rounds) for rounds in participants],
             what=f"PrivateKT clients' local training, composed over the rounds each joined ({self.rounds} rounds)",
@@ -579,6 +578,7 @@ class PrivateKT(ClassifierMixin, BaseEstimator):
                 "give: privfed.ShuffledRandomizedResponse)." + self._dropout_note()
             ),
         )
+        record_schema_exchange(ledger)
         tight: dict[int, float] = {}
         for release in self.client_releases():
             tight.setdefault(release.reports, account(release, delta=self.delta).epsilon)

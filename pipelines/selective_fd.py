@@ -279,6 +279,7 @@ class _FederatedDistillation(ClassifierMixin, BaseEstimator):
         self.ledger_ = self._make_ledger(protocol, n_parties, public, batch, seed_sequence)
         self.evidence_: dict[str, np.ndarray] = {}
         self._account(protocol, n_parties, n_classes, batch, released_votes, trainings)
+        record_schema_exchange(self.ledger_)
         return self
 
     def _receive_trainings(self, clients: Any, protocol: FDProtocol, names: Sequence[str], max_bytes: int
@@ -350,7 +351,6 @@ class _FederatedDistillation(ClassifierMixin, BaseEstimator):
         """The releases; with DP-SGD local models also their training, which the shared predictions, the server's
         labels and the client's model are derived from — not the selectors, fitted on the raw local data."""
         ledger = self.ledger_
-        record_schema_exchange(ledger)
         derived = record_local_training(ledger, trainings, what=f"{protocol.name} clients' local training "
                                         f"({protocol.rounds} rounds, one DP-SGD epoch each)")
         if not protocol.shares:

@@ -81,13 +81,11 @@ def _reseal(document: dict) -> None:
         raw["sha256"] = LedgerEntry.from_dict(raw, "entry").content_sha256()
         previous = raw["sha256"]
     document["head_sha256"] = previous
-    ledger = Ledger.from_dict({**document, "spent": None, "delta": None,
+    ledger = Ledger.from_dict({**document, "spent": None, "spent_by_observer": None, "delta": None,
                                "budget": {**document["budget"], "target_epsilon": {}}})
     ledger.delta = document["delta"]
-    for unit in ledger.units:
-        report = ledger.account(unit=unit, analysis=ledger.analysis)
-        document["spent"][unit].update(epsilon=report.epsilon, epsilon_data_independent=report.epsilon_data_independent,
-                                       order=report.order)
+    document["spent"] = ledger.totals()
+    document["spent_by_observer"] = {observer: ledger.totals(observer) for observer in ("public", "coordinator")}
 
 
 # --- honest bundles ---------------------------------------------------------------------------------------

@@ -34,10 +34,11 @@ def reseal(document: dict, *, totals: bool = True) -> dict:
     document["head_sha256"] = previous
     if not totals:
         return document
-    ledger = Ledger.from_dict({**document, "spent": None, "delta": None,
+    ledger = Ledger.from_dict({**document, "spent": None, "spent_by_observer": None, "delta": None,
                                "budget": {**document["budget"], "target_epsilon": {}}})
     ledger.delta = document["delta"]
-    document["spent"] = ledger._spent()
+    document["spent"] = ledger.totals()
+    document["spent_by_observer"] = {observer: ledger.totals(observer) for observer in ("public", "coordinator")}
     return document
 
 

@@ -74,10 +74,11 @@ def _reseal_ledger(document: dict) -> None:
         raw["sha256"] = LedgerEntry.from_dict(raw, "entry").content_sha256()
         previous = raw["sha256"]
     document["num_entries"], document["head_sha256"] = len(document["entries"]), previous
-    ledger = Ledger.from_dict({**document, "spent": None, "delta": None,
+    ledger = Ledger.from_dict({**document, "spent": None, "spent_by_observer": None, "delta": None,
                                "budget": {**document["budget"], "target_epsilon": {}}})
     ledger.delta = document["delta"]
-    document["spent"] = ledger._spent()
+    document["spent"] = ledger.totals()
+    document["spent_by_observer"] = {observer: ledger.totals(observer) for observer in ("public", "coordinator")}
 
 
 def _edit_ledger(path: Path, edit) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
@@ -25,7 +26,8 @@ from privfed.pipelines.fedkd import (  # noqa: E402
     party_logits,
     party_message,
 )
-from privfed.pipelines.fedkd_steps import FedKDTask, fedkd_party_step  # noqa: E402
+from privfed.pipelines.fedkd_steps import FedKDTask, fedkd_party_step, receive_fedkd_replies  # noqa: E402
+from privfed.pipelines.messages import MessageError  # noqa: E402
 from privfed.pipelines.torch_models import TorchMLP  # noqa: E402
 
 import privfed  # noqa: E402
@@ -73,7 +75,8 @@ def test_party_sends_quantized_clipped_logits(digits):
     parties, public, _ = digits
     X, y = parties[1]
     clip, scale = 3.0, 7
-    task = FedKDTask(public, np.arange(10), multilabel=False, clip=clip, quantization_scale=scale, seed=5)
+    task = FedKDTask(public, np.arange(10), multilabel=False, clip=clip, quantization_scale=scale, seed=5,
+                     send_class_counts=True)
     sent = fedkd_party_step(task, X, y, local_model=LogisticRegression(max_iter=300), party="party 0").logits
     raw = party_logits(fit_classifier(LogisticRegression(max_iter=300), X, y, n_classes=10, seed=5), public, clip=clip)
     step = clip / scale
@@ -83,6 +86,12 @@ def test_party_sends_quantized_clipped_logits(digits):
     assert np.abs(values - np.clip(raw, -clip, clip)).max() <= step / 2 + 1e-9  # within half a step
     np.testing.assert_array_equal(quantize_logits(values, clip=clip, quantization_scale=scale), values)  # idempotent
     np.testing.assert_array_equal(sent.class_counts, np.bincount(y, minlength=10))
+    # Uniform weights need no class counts: the party sends zeros, and a party that sends counts is refused.
+    uniform = dataclasses.replace(task, send_class_counts=False)
+    quiet = fedkd_party_step(uniform, X, y, local_model=LogisticRegression(max_iter=300), party="party 0").logits
+    assert not quiet.class_counts.any()
+    with pytest.raises(MessageError, match="party 0 sent class counts the task did not ask for"):
+        receive_fedkd_replies([uniform], [[sent.to_record()]], ["party 0"], max_bytes=2**24)
 
 
 def test_fit_logits_runs_the_server_on_given_logits(digits):
@@ -153,7 +162,7 @@ def test_ledger_equals_account_of_the_mechanism(digits):
                 account(expected, delta=1e-5, analysis=analysis).epsilon, rel=1e-9)
     assert model.epsilon_ == pytest.approx(account(expected, delta=1e-5).epsilon, rel=1e-9)
     assert any("class counts" in text for text in model.ledger_.unaccounted)
-    assert any("trust the server" in text for text in model.ledger_.unaccounted)
+    assert any("not the coordinator's view" in text for text in model.ledger_.unaccounted)
     # Public uniform weights: a party's weight sum is C/K, the sensitivity 2Z·C/K, and no class counts are sent.
     uniform = FedKD(RandomForestClassifier(n_estimators=10), mlp(epochs=5), gamma=0.5, clip=2.0, weighting="uniform",
                     random_state=1).fit(parties, public)
@@ -319,6 +328,7 @@ def test_fedkd_with_the_paper_quantizer(digits):
                                    delta=1e-5).epsilon
         assert noisy.epsilon_ == pytest.approx(expected_epsilon)
         assert any("z_max" in note and "public clip" in note for note in noisy.ledger_.unaccounted)
+        assert noisy.ledger_.account(delta=1e-5, observer="coordinator").epsilon == math.inf
     public_quantizer = FedKD(None, mlp(epochs=2), gamma=0.5, clip=4.0, quantization_scale=20,
                              random_state=3).fit_logits(logits, counts, public)
     assert public_quantizer.z_max_ is None and not any("z_max" in n for n in public_quantizer.ledger_.unaccounted)

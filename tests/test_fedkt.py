@@ -92,18 +92,20 @@ def test_l2_accounts_parallel_composition_over_parties(digits) -> None:
     model = FedKT(tree(), n_partitions=2, n_teachers=3, privacy="L2", gamma=0.5, local_query_fraction=0.1,
                   query_fraction=0.5, random_state=4)
     model.fit(parties, public)
-    stacked = [model.evidence_[f"party_{i}_votes"] for i in range(len(parties))]
     n_local = query_count(0.1, len(public))
-    assert all(v.shape == (2 * n_local, 10) for v in stacked)
+    assert model.n_local_queries_answered_ == [n_local] * len(parties)
+    # The votes never leave the parties: the party-side noisy max is accounted by its data-independent bound.
+    placeholder = np.zeros((2 * n_local, 10), dtype=np.int64)
     expected = {
-        "example": compose_parallel([LaplaceNoisyMax(v, 0.5, 1, unit="example") for v in stacked]),
-        "party": compose_parallel([LaplaceNoisyMax(v, 0.5, 3, unit="party") for v in stacked]),
+        "example": compose_parallel([LaplaceNoisyMax(placeholder, 0.5, 1, unit="example")] * len(parties)),
+        "party": compose_parallel([LaplaceNoisyMax(placeholder, 0.5, 3, unit="party")] * len(parties)),
     }
     for unit, mechanism in expected.items():
-        assert model.ledger_.account(delta=1e-5, unit=unit).epsilon == pytest.approx(
-            account(mechanism, delta=1e-5).epsilon, rel=1e-9
-        )
+        report = model.ledger_.account(delta=1e-5, unit=unit)
+        assert not report.data_dependent
+        assert report.epsilon == pytest.approx(account(mechanism, delta=1e-5).epsilon_data_independent, rel=1e-9)
     assert model.ledger_.account(delta=1e-5).unit == "example"
+    assert model.evidence_ == {}
 
 
 def test_budget_filter_stops_at_the_last_affordable_query(digits) -> None:
@@ -272,17 +274,18 @@ def test_l2_budget_binds_the_example_level_only(digits) -> None:
 
 @pytest.mark.parametrize("privacy", ["L1", "L2"])
 def test_gaussian_aggregator_is_accounted_with_gnmax(digits, privacy) -> None:
-    from privfed.accounting import GaussianNoisyMax
+    from privfed.accounting import GaussianNoisyMax, WithheldVotesNoisyMax
 
     parties, public, (X_test, y_test) = digits
     model = FedKT(tree(), n_partitions=1, n_teachers=3, privacy=privacy, aggregator="gaussian", sigma=0.5,
                   query_fraction=0.3, local_query_fraction=0.1, random_state=0).fit(parties, public)
     if privacy == "L1":
         expected = GaussianNoisyMax(model.evidence_["server_votes"], 0.5, 1, unit="party")
-    else:
-        expected = compose_parallel(
-            [GaussianNoisyMax(model.evidence_[f"party_{i}_votes"], 0.5, 1, unit="example") for i in range(len(parties))]
-        )
+    else:  # the party-side votes stay home: data-independent GNMax per party
+        expected = compose_parallel([
+            WithheldVotesNoisyMax("gaussian", 0.5, num_answered=n, num_classes=10, unit="example")
+            for n in model.n_local_queries_answered_
+        ])
     report = model.ledger_.account(delta=1e-5)
     assert report.mechanisms[0].kind == ("gaussian_noisy_max" if privacy == "L1" else "parallel_composition")
     assert report.epsilon == pytest.approx(account(expected, delta=1e-5).epsilon, rel=1e-9)
