@@ -80,10 +80,12 @@ def test_fedkd_dp_local_models(federation, weighting):
     if weighting == "uniform":
         check_two_bounds(report, source="dpsgd")
         assert report.epsilon == pytest.approx(account(training, delta=DELTA).epsilon, rel=1e-9)
-    else:  # the class counts are sent in clear: the DP-SGD bound does not cover them
+    else:  # class-count weights come from the raw labels: the ensemble is not post-processing of the training
         check_two_bounds(report, source="aggregation")
-        assert any(note.startswith("NOT COVERED by the DP-SGD bound") and "class counts" in note
-                   for note in report.notes)
+        assert any("not derived from the DP-trained models" in note for note in report.notes)
+        # and the class counts reach the coordinator in clear: covered by nothing there
+        coordinator = model.ledger_.account(unit="example", observer="coordinator")
+        assert coordinator.epsilon == float("inf") and any("class counts" in text for text in coordinator.uncovered)
 
 
 def test_fedkd_mixed_models_compose_the_aggregation_into_the_dpsgd_bound(federation):

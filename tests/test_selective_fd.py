@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 
@@ -204,6 +206,14 @@ def test_hard_labels_without_privacy(digits) -> None:
     assert model.history_["kept"][-1] > 0
 
 
+def _release_row(model, unit: str, analysis: str = "tight"):
+    """The ledger's row for its one accounted release (Selective-FD's own client model and selectors leave the
+    public's ε infinite: the row is that release accounted alone)."""
+    report = model.ledger_.account(delta=1e-5, unit=unit, analysis=analysis)
+    [row] = report.mechanisms
+    return row
+
+
 def test_randomized_response_ledger_equals_account(digits) -> None:
     parties, proxy, (X_test, y_test) = digits
     settings = dict(FAST, rounds=3, proxy_batch=50)
@@ -213,12 +223,13 @@ def test_randomized_response_ledger_equals_account(digits) -> None:
     assert expected.keep_probability == pytest.approx((np.expm1(2.0)) / (np.expm1(2.0) + 10))
     for unit in ("party", "example"):
         for analysis in ("tight", "classic"):
-            from_ledger = model.ledger_.account(delta=1e-5, unit=unit, analysis=analysis)
+            from_ledger = _release_row(model, unit, analysis)
             assert from_ledger.epsilon == pytest.approx(account(expected, delta=1e-5, analysis=analysis).epsilon,
                                                         rel=1e-9)
             assert not from_ledger.data_dependent
     assert privfed.account(expected, delta=1e-5).epsilon < 3 * 100.0  # composed better than ε·T
     report = model.ledger_.account(delta=1e-5)
+    assert report.epsilon == math.inf  # the selectors' choices and the client's own model are covered by nothing
     assert any("client-side selectors" in note for note in report.notes)
     assert not any("no noise" in text for text in model.ledger_.unaccounted)
     assert model.client_scores(X_test, y_test).mean() > 0.1
@@ -234,18 +245,20 @@ def test_gnmax_ledger_equals_account_on_the_votes(digits) -> None:
     for unit in ("party", "example"):
         mechanism = GaussianNoisyMax(votes, 2.0, 1, unit=unit)
         direct = account(mechanism, delta=1e-5, analysis="classic")
-        from_ledger = model.ledger_.account(delta=1e-5, unit=unit, analysis="classic")
+        from_ledger = _release_row(model, unit, "classic")
         assert from_ledger.epsilon == pytest.approx(direct.epsilon, rel=1e-9)
         assert from_ledger.data_dependent
         # Tight analysis: both take the smaller of the data-dependent RDP bound and the data-independent PLD.
-        tight = model.ledger_.account(delta=1e-5, unit=unit)
+        tight = _release_row(model, unit)
         assert tight.epsilon == pytest.approx(account(mechanism, delta=1e-5).epsilon, rel=1e-9)
-        orders = np.asarray(tight.orders)
+        orders = np.asarray(model.ledger_.account(delta=1e-5, unit=unit).orders)
         assert tight.epsilon <= rdp_to_epsilon(orders, mechanism.rdp(orders), 1e-5, "tight")[0] * (1 + 1e-9)
-    assert not any("noisy top vote count" in text for text in model.ledger_.unaccounted)
+    # A server-side selector reads the noisy top count: the votes are then accounted data-independently.
     filtered = SelectiveFD(mlp(), labels="hard", privacy="gnmax", sigma=2.0,
                            **dict(FAST, rounds=1), **dict(SELECTOR, tau_server=1.0)).fit(parties, proxy)
-    assert any("noisy top vote count" in text for text in filtered.ledger_.unaccounted)
+    row = _release_row(filtered, "party")
+    assert row.kind == "withheld_votes_noisy_max" and not row.data_dependent
+    assert "server_votes" not in filtered.evidence_
 
 
 def test_confident_gnmax_ledger_charges_gnmax_only_on_what_cleared_the_threshold(digits) -> None:
@@ -258,7 +271,7 @@ def test_confident_gnmax_ledger_charges_gnmax_only_on_what_cleared_the_threshold
         "party"].parameters["num_answered"]
     assert 0 < answered < len(votes)  # the threshold step dropped some shared examples
     everything = ConfidentGNMax(votes, threshold=6.0, sigma_threshold=2.0, sigma=2.0, unit="party")
-    report = model.ledger_.account(delta=1e-5, unit="party")
+    report = _release_row(model, "party")
     assert report.epsilon_data_independent < account(everything, delta=1e-5).epsilon_data_independent
     with pytest.raises(ValueError, match="threshold applies to privacy='confident-gnmax' only"):
         SelectiveFD(mlp(), labels="hard", privacy="gnmax", sigma=2.0, threshold=6.0).fit(parties, proxy)
@@ -272,8 +285,11 @@ def test_fedmd_with_randomized_response_has_no_selector_entry(digits) -> None:
     model.fit(parties, proxy)
     assert model.history_["shared_fraction"] == [1.0, 1.0]
     expected = RandomizedResponse(10, epsilon=30.0, labels_per_report=30, reports=2)
-    assert model.ledger_.account(delta=1e-5).epsilon == pytest.approx(account(expected, delta=1e-5).epsilon)
+    assert _release_row(model, "party").epsilon == pytest.approx(account(expected, delta=1e-5).epsilon)
     assert not any("selectors" in text for text in model.ledger_.unaccounted)
+    # The labels are noised on each client: the coordinator sees nothing in clear but the schema exchange.
+    coordinator = model.ledger_.account(delta=1e-5, observer="coordinator")
+    assert len(coordinator.uncovered) == 1 and "schema exchange" in coordinator.uncovered[0]
 
 
 def test_scikit_learn_models_are_refitted_each_round(digits) -> None:
