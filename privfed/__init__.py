@@ -70,6 +70,7 @@ _FROM_EMPIRICAL = (
 _FROM_PIPELINES = (
     "CentralizedPATE",
     "DPConfig",
+    "DPDensityRatioSelector",
     "DensityRatioSelector",
     "FedKD",
     "FedKT",
