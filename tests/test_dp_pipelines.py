@@ -208,3 +208,20 @@ def test_selective_fd_without_dp_clients_keeps_the_raw_data_selector(federation)
     assert all(type(s) is DensityRatioSelector for s in model.selectors_)
     assert any("client-side selectors" in text for text in model.ledger_.unaccounted)
     assert not [e for e in model.ledger_.entries if e.kind == "release"]
+
+
+def test_run_config_sets_the_dp_selector():
+    from privfed.federation.task import estimator_from_config
+
+    dp = '{"dp": {"DPConfig": {"noise_multiplier": 1.0, "max_grad_norm": 1.0, "delta": 1e-5}}}'
+    base = {"algorithm": "selective-fd", "local-model": "privfed.TorchMLP", "local-model-params": dp}
+    default = estimator_from_config(base)
+    assert default.dp_selector is None and default._private_selectors()
+    chosen = estimator_from_config({**base, "dp-selector": "false", "dp-selector-epsilon": 2.0,
+                                    "dp-selector-frequencies": 64, "dp-selector-regularization": 0.1})
+    assert (chosen.dp_selector, chosen.dp_selector_epsilon, chosen.dp_selector_frequencies,
+            chosen.dp_selector_regularization) == (False, 2.0, 64, 0.1)
+    assert not chosen._private_selectors()
+    with pytest.raises(ValueError, match="dp-selector must be one of") as raised:
+        estimator_from_config({**base, "dp-selector": "maybe"})
+    assert "\n" not in str(raised.value)
