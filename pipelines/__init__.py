@@ -39,6 +39,7 @@ _LAZY = {
     "FedKD": "fedkd",
     "PrivateKT": "privatekt",
     "DensityRatioSelector": "kulsif",
+    "DPDensityRatioSelector": "dp_selector",
     "KuLSIF": "kulsif",
     "FedMD": "selective_fd",
     "IndependentLearning": "selective_fd",

@@ -38,9 +38,14 @@ client: its shared labels.
   example (k = 1), so the release is (σ, k = 1) GNMax at party and example level,
   composed over every answered example of every round. The server is trusted.
 
-In every mode the selector decisions (which examples each client shares, hence how
-many clients voted on each) depend on the private data and are released without
-noise: the ledger records them as an ``unaccounted`` entry. The fitted model is one
+The selector decisions (which examples each client shares, hence how many clients
+voted on each) depend on the private data. The raw-data KuLSIF selector releases
+them without noise: the ledger records them as an ``unaccounted`` entry. With
+DP-SGD client models (``dp=``) the selectors are differentially private by default
+(``dp_selector``; :mod:`~privfed.pipelines.dp_selector`): each client's only use of
+its data for selecting is one Gaussian-noised sum of random features, recorded as
+an example-level Gaussian mechanism, and its share masks are post-processing of it
+and of the proxy set, so the example-level DP-SGD bound covers the whole run. The fitted model is one
 client's (``client``), trained on that client's raw data: the ε protects the *other*
 clients' data against whoever holds it, never the client's own (also recorded).
 
@@ -92,6 +97,7 @@ from ._dp_ledger import receive_trainings, record_local_training
 from ._models import is_dp_trained
 from ._random import as_seed_sequence, spawn_seeds
 from .checkpoint import RoundCheckpoint, run_fingerprint
+from .dp_selector import DPDensityRatioSelector, selector_mechanism, selector_noise_multiplier
 from .executor import JoblibExecutor
 from .kulsif import DensityRatioSelector
 from .messages import DEFAULT_MAX_BYTES, Record, record_sizes
@@ -349,7 +355,8 @@ class _FederatedDistillation(ClassifierMixin, BaseEstimator):
     def _account(self, protocol: FDProtocol, n_clients: int, n_classes: int, batch: int,
                  released_votes: list[np.ndarray], trainings: list[Any]) -> None:
         """The releases; with DP-SGD local models also their training, which the shared predictions, the server's
-        labels and the client's model are derived from — not the selectors, fitted on the raw local data."""
+        labels and the client's model are derived from — not the selectors: the raw-data ones are unaccounted, the
+        DP ones are their own (example-level Gaussian) mechanism."""
         ledger = self.ledger_
         derived = record_local_training(ledger, trainings, what=f"{protocol.name} clients' local training "
                                         f"({protocol.rounds} rounds, one DP-SGD epoch each)")
@@ -434,7 +441,21 @@ class _FederatedDistillation(ClassifierMixin, BaseEstimator):
                     "ε (the Gaussian mechanism on the whole vote histogram) does",
                     derived_from_training=derived,
                 )
-        if protocol.selector is not None:
+        if isinstance(protocol.selector, DPDensityRatioSelector):
+            selector = protocol.selector
+            ledger.record(
+                {"example": selector_mechanism(selector.noise_multiplier)},
+                note=(
+                    f"{protocol.name} client-side DP selectors: each client's one Gaussian-noised sum of the "
+                    f"random Fourier features ({2 * selector.n_frequencies}, each of ℓ2 norm 1: sensitivity 1 under "
+                    f"add/remove of one example) of its data, noise σ = {selector.noise_multiplier:.6g} (the Gaussian "
+                    "mechanism, "
+                    "accounted as one full-batch DP-SGD step); its share masks in every round are post-processing of "
+                    f"that sum and the public proxy set; the same mechanism on each of {n_clients} clients' disjoint "
+                    "data (parallel composition); not analysed at party level"
+                ),
+            )
+        elif protocol.selector is not None:
             ledger.record_unaccounted(
                 f"{protocol.name} client-side selectors: which proxy examples each client shares in each of "
                 f"{protocol.rounds} rounds (KuLSIF density ratio above a quantile τ_client = "
@@ -549,6 +570,20 @@ class SelectiveFD(_FederatedDistillation):
         Share of each client's data held out to set its threshold.
     feature_map : callable or None, default=None
         Features the selector works on (raw flattened inputs when None).
+    dp_selector : bool or None, default=None
+        Whether the client-side selectors are differentially private
+        (:class:`~privfed.pipelines.dp_selector.DPDensityRatioSelector`: random-feature uLSIF of the client's
+        density against the proxy set's, from one Gaussian-noised sum of the client's features; its threshold
+        from the proxy set). None: when every client model trains with DP-SGD (``dp=``), else not. False: the
+        raw-data KuLSIF selector (its decisions are then an unaccounted release). The DP selector uses
+        ``tau_client``, ``kernel_width`` (``"median"``: over the proxy set) and ``n_auxiliary`` (proxy samples);
+        ``regularization``, ``max_known``, ``validation_fraction`` are the raw-data selector's.
+    dp_selector_epsilon : float, default=1.0
+        The DP selector's ε at ``delta`` (example level): its Gaussian noise σ is calibrated to it.
+    dp_selector_frequencies : int, default=128
+        Random Fourier frequencies of the DP selector (twice as many features).
+    dp_selector_regularization : float, default=1e-2
+        λ of the DP selector's uLSIF.
     privacy : {None, "rr", "gnmax", "confident-gnmax"}, default=None
     epsilon_per_round : float, default=None
         ``privacy="rr"``: ε-LDP of one client's report of one round.
@@ -580,7 +615,7 @@ class SelectiveFD(_FederatedDistillation):
     models_ : list
         Every client's fitted model (partial-fit estimators keep the data's labels;
         refitted models are FittedClassifier objects over class codes).
-    selectors_ : list of DensityRatioSelector
+    selectors_ : list of DensityRatioSelector or DPDensityRatioSelector
         Every client's fitted selector.
     history_ : dict of lists
         Per round: ``shared_fraction`` (of client × example pairs), ``sharers_per_example``
@@ -622,6 +657,10 @@ class SelectiveFD(_FederatedDistillation):
         max_known: int = 1000,
         validation_fraction: float = 0.2,
         feature_map: Callable[[np.ndarray], np.ndarray] | None = None,
+        dp_selector: bool | None = None,
+        dp_selector_epsilon: float = 1.0,
+        dp_selector_frequencies: int = 128,
+        dp_selector_regularization: float = 1e-2,
         privacy: str | None = None,
         epsilon_per_round: float | None = None,
         sigma: float | None = None,
@@ -649,6 +688,10 @@ class SelectiveFD(_FederatedDistillation):
         self.max_known = max_known
         self.validation_fraction = validation_fraction
         self.feature_map = feature_map
+        self.dp_selector = dp_selector
+        self.dp_selector_epsilon = dp_selector_epsilon
+        self.dp_selector_frequencies = dp_selector_frequencies
+        self.dp_selector_regularization = dp_selector_regularization
         self.privacy = privacy
         self.epsilon_per_round = epsilon_per_round
         self.sigma = sigma
@@ -666,14 +709,32 @@ class SelectiveFD(_FederatedDistillation):
         _check_distillation(self)
         confident_examples(np.ones((1, 2)) / 2, self.tau_server)  # validates tau_server
         selector = None
+        if self.dp_selector not in (None, True, False):
+            raise TypeError(f"dp_selector must be None (DP when every client model has dp=), True or False, "
+                            f"got {self.dp_selector!r}")
+        check_positive_finite("dp_selector_epsilon", self.dp_selector_epsilon)
+        check_int_at_least("dp_selector_frequencies", self.dp_selector_frequencies, 1)
+        check_positive_finite("dp_selector_regularization", self.dp_selector_regularization)
+        if self.dp_selector and self.tau_client is None:
+            raise ValueError("dp_selector=True needs a client-side selector; got tau_client=None (no selector)")
         if self.tau_client is not None:
             check_probability("tau_client", self.tau_client, open_low=False, open_high=True)
-            selector = DensityRatioSelector(
-                quantile=self.tau_client, validation_fraction=self.validation_fraction, feature_map=self.feature_map,
-                kernel_width=self.kernel_width, regularization=self.regularization, n_auxiliary=self.n_auxiliary,
-                max_known=self.max_known,
-            )
-            _validate_selector(selector)
+            if self._private_selectors():
+                selector = DPDensityRatioSelector(
+                    quantile=self.tau_client,
+                    noise_multiplier=selector_noise_multiplier(epsilon=self.dp_selector_epsilon, delta=self.delta),
+                    n_frequencies=self.dp_selector_frequencies, kernel_width=self.kernel_width,
+                    regularization=self.dp_selector_regularization, n_auxiliary=self.n_auxiliary,
+                    feature_map=self.feature_map,
+                )
+                selector.validate()
+            else:
+                selector = DensityRatioSelector(
+                    quantile=self.tau_client, validation_fraction=self.validation_fraction,
+                    feature_map=self.feature_map, kernel_width=self.kernel_width, regularization=self.regularization,
+                    n_auxiliary=self.n_auxiliary, max_known=self.max_known,
+                )
+                _validate_selector(selector)
         return FDProtocol(
             rounds=self.rounds, local_steps=self.local_steps, distill_steps=self.distill_steps,
             proxy_batch=self.proxy_batch, labels=self.labels, temperature=float(self.temperature), selector=selector,
@@ -681,6 +742,14 @@ class SelectiveFD(_FederatedDistillation):
             sigma=self.sigma, shares=True, name=self._estimator_name, threshold=self.threshold,
             sigma_threshold=self.sigma_threshold,
         )
+
+    def _private_selectors(self) -> bool:
+        """Whether the client-side selectors are the DP ones: ``dp_selector``, or by default whether every client
+        model trains with DP-SGD."""
+        if self.dp_selector is not None:
+            return bool(self.dp_selector)
+        models = self.model if isinstance(self.model, (list, tuple)) else [self.model]
+        return all(is_dp_trained(model) for model in models)
 
 
 def _validate_selector(selector: DensityRatioSelector) -> None:

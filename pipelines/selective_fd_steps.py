@@ -4,8 +4,10 @@ The exchange, after the schema exchange of :mod:`privfed.pipelines.party_schema`
 
 1. server → party, once, :class:`SelectiveFDSetup`: the proxy (public) set, the classes, the party's
    seed and the protocol's client-side settings (local and distillation steps, hard or soft labels,
-   temperature, randomized response's keep probability, the KuLSIF selector's hyper-parameters). The
-   party seeds its model and fits its client-side selector on its own data (:func:`setup_client`).
+   temperature, randomized response's keep probability, the client-side selector's hyper-parameters). The
+   party seeds its model and fits its client-side selector on its own data (:func:`setup_client`): the raw-data
+   KuLSIF selector, or the differentially private one (:mod:`~privfed.pipelines.dp_selector`), whose only use of
+   the data is one Gaussian-noised sum.
 2. every round, server → party, :class:`SelectiveFDRound`: the positions of the round's proxy batch in
    the proxy set and the party's seed for the round. The party trains (``local_steps`` mini-batches,
    or a refit), predicts the batch, applies its selector and, under ``privacy="rr"``, randomized
@@ -46,6 +48,7 @@ import numpy as np
 from ..accounting import DPSGD, compose_dpsgd, randomized_response_estimate
 from ._dp_ledger import training_report
 from ._models import fit_classifier, is_dp_trained, with_seed
+from .dp_selector import DPDensityRatioSelector
 from .executor import PartyTask, run_party_tasks
 from .kulsif import DensityRatioSelector
 from .messages import ArraySpec, MessageError, Record, WireMessage
@@ -144,7 +147,7 @@ class FDProtocol:
     proxy_batch: int
     labels: str
     temperature: float
-    selector: DensityRatioSelector | None
+    selector: DensityRatioSelector | DPDensityRatioSelector | None
     tau_server: float
     privacy: str | None
     epsilon_per_round: float | None
@@ -161,8 +164,10 @@ class SelectiveFDSetup(WireMessage):
     """Server → party, once: the proxy set, the classes, the party's seed and the client-side settings.
 
     ``keep_probability`` is randomized response's β (NaN: no randomized response); ``selects`` says
-    whether the party fits a KuLSIF selector, with ``quantile`` (τ_client), ``validation_fraction``,
-    ``kernel_width`` (``"median"`` or a number), ``regularization``, ``n_auxiliary``, ``max_known``.
+    whether the party fits a client-side selector, with ``quantile`` (τ_client), ``validation_fraction``,
+    ``kernel_width`` (``"median"`` or a number), ``regularization``, ``n_auxiliary``, ``max_known``;
+    ``selector_noise`` is the DP selector's σ (:class:`~privfed.pipelines.dp_selector.DPDensityRatioSelector`,
+    with ``n_frequencies``; NaN: the raw-data KuLSIF selector).
     """
 
     KIND: ClassVar[str] = "selective-fd-setup"
@@ -184,6 +189,8 @@ class SelectiveFDSetup(WireMessage):
     regularization: float
     n_auxiliary: int
     max_known: int
+    selector_noise: float = math.nan
+    n_frequencies: int = 0
 
 
 @dataclass(frozen=True, eq=False)
@@ -234,12 +241,18 @@ def setup_messages(
                              regularization=0.0, n_auxiliary=0, max_known=0)
     if selector is not None:
         selector_settings = dict(
-            selects=True, quantile=float(selector.quantile), validation_fraction=float(selector.validation_fraction),
+            selects=True, quantile=float(selector.quantile),
             kernel_width=str(selector.kernel_width) if selector.kernel_width == "median"
             else repr(float(selector.kernel_width)),
             regularization=float(selector.regularization), n_auxiliary=int(selector.n_auxiliary),
-            max_known=int(selector.max_known),
         )
+        if isinstance(selector, DPDensityRatioSelector):
+            selector_settings.update(validation_fraction=0.0, max_known=0,
+                                     selector_noise=float(selector.noise_multiplier),
+                                     n_frequencies=int(selector.n_frequencies))
+        else:
+            selector_settings.update(validation_fraction=float(selector.validation_fraction),
+                                     max_known=int(selector.max_known))
     proxy = np.zeros((0, 0)) if proxy is None else proxy
     return [
         SelectiveFDSetup(
@@ -262,7 +275,7 @@ class FDClient:
     y: np.ndarray  # class codes 0..C-1
     prototype: Any  # the unfitted, seeded model
     model: Any = None  # a partial-fit estimator, a FittedClassifier, or None before the first fit
-    selector: DensityRatioSelector | None = None
+    selector: DensityRatioSelector | DPDensityRatioSelector | None = None
     proxy_scores: np.ndarray | None = None  # the selector's r̂ of each proxy example, NaN until first drawn
     distilled_rows: np.ndarray | None = None  # refitted models: positions of every distilled proxy example
     distilled_codes: np.ndarray | None = None  # and their hard labels
@@ -275,8 +288,15 @@ def continues_training(model: Any) -> bool:
     return callable(getattr(model, "partial_fit", None)) and callable(getattr(model, "partial_fit_soft", None))
 
 
-def _unfitted_selector(setup: SelectiveFDSetup, feature_map: Callable | None, seed: int) -> DensityRatioSelector:
+def _unfitted_selector(setup: SelectiveFDSetup, feature_map: Callable | None, seed: int
+                       ) -> DensityRatioSelector | DPDensityRatioSelector:
     width = setup.kernel_width if setup.kernel_width == "median" else float(setup.kernel_width)
+    if not math.isnan(setup.selector_noise):
+        return DPDensityRatioSelector(
+            quantile=setup.quantile, noise_multiplier=setup.selector_noise, n_frequencies=setup.n_frequencies,
+            kernel_width=width, regularization=setup.regularization, n_auxiliary=setup.n_auxiliary,
+            feature_map=feature_map, random_state=seed,
+        )
     return DensityRatioSelector(
         quantile=setup.quantile, validation_fraction=setup.validation_fraction, feature_map=feature_map,
         kernel_width=width, regularization=setup.regularization, n_auxiliary=setup.n_auxiliary,
@@ -300,11 +320,14 @@ def setup_client(
     setup: SelectiveFDSetup, X: np.ndarray, y: np.ndarray, *, local_model: Any,
     feature_map: Callable[[np.ndarray], np.ndarray] | None = None, party: str = "party",
 ) -> FDClient:
-    """Party step 1: seed the model and fit the client-side selector on the party's own data."""
+    """Party step 1: seed the model and fit the client-side selector on the party's own data (the DP selector:
+    one Gaussian-noised sum of its data, then the public proxy set only)."""
     client, selector_seed = _new_client(setup, X, y, local_model, party)
     if not setup.selects:
         return client
-    selector = _unfitted_selector(setup, feature_map, selector_seed).fit(X)
+    selector = _unfitted_selector(setup, feature_map, selector_seed)
+    selector = (selector.fit(X, public=setup.proxy) if isinstance(selector, DPDensityRatioSelector)
+                else selector.fit(X))
     return replace(client, selector=selector, proxy_scores=np.full(len(setup.proxy), np.nan))
 
 
@@ -621,7 +644,7 @@ class LocalClients:
                                                  for (X, y), message, state, model
                                                  in zip(self.parties, messages, states, self.local_models)])
 
-    def selectors(self) -> list[DensityRatioSelector | None]:
+    def selectors(self) -> list[DensityRatioSelector | DPDensityRatioSelector | None]:
         return [client.selector for client in self.clients]
 
     def trainings(self) -> list[list[Record]]:

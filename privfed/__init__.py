@@ -72,6 +72,7 @@ _FROM_EMPIRICAL = (
 _FROM_PIPELINES = (
     "CentralizedPATE",
     "DPConfig",
+    "DPDensityRatioSelector",
     "DensityRatioSelector",
     "FedKD",
     "FedKT",

@@ -111,10 +111,10 @@ def test_privatekt_composes_each_clients_rounds(federation):
     assert model.global_model_.dp is None  # the server trains on public data without DP-SGD
 
 
-def test_selective_fd_selector_is_not_covered_and_fedmd_is(federation):
+def test_selective_fd_raw_data_selector_is_not_covered_and_fedmd_is(federation):
     parties, public, _ = federation
     fast = dict(rounds=2, distill_steps=5, proxy_batch=100, random_state=0)
-    selective = SelectiveFD(mlp(), n_auxiliary=100, max_known=100, **fast).fit(parties, public)
+    selective = SelectiveFD(mlp(), n_auxiliary=100, max_known=100, dp_selector=False, **fast).fit(parties, public)
     report = selective.ledger_.account(unit="example")
     check_two_bounds(report, source="aggregation")
     assert any(note.startswith("NOT COVERED by the DP-SGD bound") and "selectors" in note for note in report.notes)
@@ -126,3 +126,104 @@ def test_selective_fd_selector_is_not_covered_and_fedmd_is(federation):
     check_two_bounds(report, source="dpsgd")
     assert not any(note.startswith("NOT COVERED") for note in report.notes)
     assert np.isfinite(report.epsilon)
+
+
+@pytest.fixture(scope="module")
+def dp_selective_fd(federation):
+    """Selective-FD with DP-SGD clients calibrated to ε = 4 per round: the DP selectors by default."""
+    from privfed.pipelines.dp_selector import DPDensityRatioSelector
+
+    parties, public, _ = federation
+    fitted = []
+    original = DPDensityRatioSelector.fit
+
+    def spy(self, X, y=None, *, public):
+        fitted.append((np.array(X), np.array(public)))
+        return original(self, X, y, public=public)
+
+    dp = DPConfig(target_epsilon=4.0, max_grad_norm=1.0, delta=DELTA)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(DPDensityRatioSelector, "fit", spy)
+        patch.setattr("privfed.pipelines.kulsif.DensityRatioSelector.fit", lambda *a, **k: pytest.fail(
+            "the raw-data KuLSIF selector was fitted in a DP run"))
+        model = SelectiveFD(mlp(dp=dp), rounds=2, distill_steps=5, proxy_batch=100, n_auxiliary=200,
+                            random_state=0).fit(parties, public)
+    return model, fitted
+
+
+def test_selective_fd_with_dp_clients_has_a_meaningful_example_level_epsilon(federation, dp_selective_fd):
+    """Issue 33 item 8: with DP-SGD clients the example-level ε covers everything (before: the raw-data selectors
+    left the DP-SGD bound uncovered and the reported ε was the aggregation's)."""
+    from privfed.accounting import compose_sequential
+    from privfed.pipelines.dp_selector import DPDensityRatioSelector, selector_mechanism
+
+    parties, public, _ = federation
+    model, fitted = dp_selective_fd
+    report = model.ledger_.account(unit="example")
+    assert report.epsilon < 20 and not report.uncovered
+    check_two_bounds(report, source="dpsgd")
+    assert not any(note.startswith("NOT COVERED") for note in report.notes)
+    # the bound is the DP-SGD training composed with the selectors' Gaussian mechanism, nothing else
+    sigma = model.selectors_[0].noise_multiplier
+    assert all(isinstance(s, DPDensityRatioSelector) and s.noise_multiplier == sigma for s in model.selectors_)
+    expected = account(compose_sequential([training_entry(model.ledger_), selector_mechanism(sigma)]), delta=DELTA)
+    assert report.epsilon == pytest.approx(expected.epsilon, rel=1e-9)
+    assert account(selector_mechanism(sigma), delta=DELTA).epsilon <= model.dp_selector_epsilon
+    (release,) = [e for e in model.ledger_.entries if e.kind == "release"]
+    assert set(release.analyses) == {"example"} and not release.derived_from_training
+    # each party's selector saw its own data once (the noisy sum) and the public proxy set otherwise,
+    # and keeps no raw example
+    assert len(fitted) == len(parties)
+    for (X, proxy), (X_party, _), selector in zip(fitted, parties, model.selectors_):
+        np.testing.assert_array_equal(X, X_party)
+        np.testing.assert_array_equal(proxy, public)
+        private_rows = {row.tobytes() for row in np.asarray(X_party, dtype=float)}
+        for array in selector.fitted_arrays().values():
+            assert array.ndim < 2 or not any(row.tobytes() in private_rows for row in array.astype(float))
+    assert model.history_["shared_fraction"][0] < 1.0  # the selectors do select
+    # party level: the selectors' release is analysed per example only, so it is listed as not covered
+    party = model.ledger_.account(unit="party")
+    assert any("example level only" in text and "DP selectors" in text for text in party.uncovered)
+
+
+def test_selective_fd_dp_selector_settings_are_checked(federation):
+    parties, public, _ = federation
+    for change, error, text in [
+        (dict(dp_selector="yes"), TypeError, "dp_selector must be None"),
+        (dict(dp_selector=True, tau_client=None), ValueError, "dp_selector=True needs a client-side selector"),
+        (dict(dp_selector_epsilon=0.0), ValueError, "dp_selector_epsilon"),
+        (dict(dp_selector_frequencies=0), ValueError, "dp_selector_frequencies"),
+        (dict(dp_selector_regularization=float("nan")), ValueError, "dp_selector_regularization"),
+    ]:
+        with pytest.raises(error, match=text) as raised:
+            SelectiveFD(mlp(), **change).fit(parties, public)
+        assert "\n" not in str(raised.value)
+
+
+def test_selective_fd_without_dp_clients_keeps_the_raw_data_selector(federation):
+    """Non-DP clients: the default is the raw-data KuLSIF selector, recorded as unaccounted, as before."""
+    from privfed.pipelines.kulsif import DensityRatioSelector
+
+    parties, public, _ = federation
+    model = SelectiveFD(mlp(dp=None), rounds=1, distill_steps=2, proxy_batch=60, n_auxiliary=60, max_known=60,
+                        random_state=0).fit(parties, public)
+    assert all(type(s) is DensityRatioSelector for s in model.selectors_)
+    assert any("client-side selectors" in text for text in model.ledger_.unaccounted)
+    assert not [e for e in model.ledger_.entries if e.kind == "release"]
+
+
+def test_run_config_sets_the_dp_selector():
+    from privfed.federation.task import estimator_from_config
+
+    dp = '{"dp": {"DPConfig": {"noise_multiplier": 1.0, "max_grad_norm": 1.0, "delta": 1e-5}}}'
+    base = {"algorithm": "selective-fd", "local-model": "privfed.TorchMLP", "local-model-params": dp}
+    default = estimator_from_config(base)
+    assert default.dp_selector is None and default._private_selectors()
+    chosen = estimator_from_config({**base, "dp-selector": "false", "dp-selector-epsilon": 2.0,
+                                    "dp-selector-frequencies": 64, "dp-selector-regularization": 0.1})
+    assert (chosen.dp_selector, chosen.dp_selector_epsilon, chosen.dp_selector_frequencies,
+            chosen.dp_selector_regularization) == (False, 2.0, 64, 0.1)
+    assert not chosen._private_selectors()
+    with pytest.raises(ValueError, match="dp-selector must be one of") as raised:
+        estimator_from_config({**base, "dp-selector": "maybe"})
+    assert "\n" not in str(raised.value)

@@ -209,6 +209,8 @@ def _privatekt_from_config(config: Mapping[str, Any]) -> Any:
                      random_state=None if seed < 0 else seed)
 #: Run-config names of Selective-FD and its baselines (privfed.pipelines.selective_fd).
 _FEDERATED_DISTILLATION = ("selective-fd", "fedmd", "independent-learning")
+#: The run config's ``dp-selector`` → SelectiveFD's ``dp_selector`` (auto: DP when the clients train with DP-SGD).
+_DP_SELECTOR = {"auto": None, "true": True, "false": False}
 
 
 def _federated_distillation_from_config(config: Mapping[str, Any], algorithm: str, common: dict) -> Any:
@@ -231,12 +233,18 @@ def _federated_distillation_from_config(config: Mapping[str, Any], algorithm: st
     if algorithm == "fedmd":
         return FedMD(model, **shared, **distillation)
     width = str(config.get("kernel-width", "median"))
+    dp_selector = str(config.get("dp-selector", "auto")).lower()
+    if dp_selector not in _DP_SELECTOR:
+        raise ValueError(f"dp-selector must be one of {sorted(_DP_SELECTOR)}, got {dp_selector!r}")
     return SelectiveFD(
         model, tau_client=float(config.get("tau-client", 0.25)), tau_server=float(config.get("tau-server", 1.0)),
         kernel_width=width if width == "median" else float(width),
         regularization=float(config.get("regularization", 1e-3)), n_auxiliary=int(config.get("n-auxiliary", 1000)),
         max_known=int(config.get("max-known", 1000)),
-        validation_fraction=float(config.get("validation-fraction", 0.2)), **shared, **distillation,
+        validation_fraction=float(config.get("validation-fraction", 0.2)), dp_selector=_DP_SELECTOR[dp_selector],
+        dp_selector_epsilon=float(config.get("dp-selector-epsilon", 1.0)),
+        dp_selector_frequencies=int(config.get("dp-selector-frequencies", 128)),
+        dp_selector_regularization=float(config.get("dp-selector-regularization", 1e-2)), **shared, **distillation,
     )
 
 
