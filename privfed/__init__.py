@@ -21,6 +21,7 @@ __version__ = "0.1.0"
 # Every public name loads on first use, so that `import privfed` costs nothing and `privfed --help` answers at
 # once; pipeline classes and model adapters import neither scikit-learn nor torch until they are used.
 _FROM_ACCOUNTING = (
+    "AuditResult",
     "DPSGD",
     "BudgetExceededError",
     "ConfidentGNMax",
@@ -39,11 +40,13 @@ _FROM_ACCOUNTING = (
     "ShuffledRandomizedResponse",
     "SmoothSensitivityRelease",
     "account",
+    "audit_release",
     "class_count_weights",
     "compose_parallel",
     "compose_sequential",
     "data_fingerprint",
     "dpsgd_noise_multiplier",
+    "epsilon_lower_bound",
     "load_mechanisms",
     "quantize_logits",
     "randomized_response_epsilon",
