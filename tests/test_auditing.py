@@ -18,10 +18,10 @@ import sys
 import mpmath
 import numpy as np
 import pytest
-
-import privfed
 from privfed.accounting import auditing
 from privfed.accounting.auditing import AuditResult, audit_release, epsilon_lower_bound, one_run_p_value
+
+import privfed
 
 
 def _exact_p_value(v: int, r: int, m: int, epsilon: float, delta: float) -> mpmath.mpf:
