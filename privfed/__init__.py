@@ -59,6 +59,7 @@ _FROM_AUDIT = ("audit", "load_claims")
 _FROM_AUDIT_REPORT = ("AuditInputError", "AuditReport", "Check")
 _FROM_BUNDLE = ("BundleError", "BundleIntegrityError", "LegacyBundleWarning", "bundle_digest", "load_bundle",
                 "save_bundle")
+_FROM_EMPIRICAL_AUDIT = ("empirical_audit",)
 _FROM_SIGNING = ("generate_signing_key", "sign_bundle")
 _FROM_EMPIRICAL = (
     "MembershipBound",
@@ -68,6 +69,7 @@ _FROM_EMPIRICAL = (
     "membership_epsilon_lower_bound",
     "one_run_audit",
     "one_run_epsilon_lower_bound",
+    "plant_canaries",
     "true_label_scores",
 )
 _FROM_PIPELINES = (
@@ -103,6 +105,7 @@ _LAZY = {
     **dict.fromkeys(_FROM_BUNDLE, "privfed.bundle"),
     **dict.fromkeys(_FROM_SIGNING, "privfed.signing"),
     **dict.fromkeys(_FROM_EMPIRICAL, "privfed.empirical"),
+    **dict.fromkeys(_FROM_EMPIRICAL_AUDIT, "privfed.empirical_audit"),
     **dict.fromkeys(_FROM_PIPELINES, "privfed.pipelines"),
 }
 

@@ -49,6 +49,7 @@ __all__ = [
     "membership_epsilon_lower_bound",
     "one_run_audit",
     "one_run_epsilon_lower_bound",
+    "plant_canaries",
     "true_label_scores",
 ]
 
@@ -348,10 +349,31 @@ def insert_canaries(
     rng = np.random.default_rng(random_state)
     included = rng.random(len(canary_y)) < 0.5
     owner = rng.integers(len(parties), size=len(canary_y))
+    return plant_canaries(parties, canary_X, canary_y, included=included, owner=owner), included
+
+
+def plant_canaries(
+    parties: Sequence[tuple[np.ndarray, np.ndarray]],
+    canary_X: np.ndarray,
+    canary_y: np.ndarray,
+    *,
+    included: np.ndarray,
+    owner: np.ndarray,
+) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Append canary i to party ``owner[i]`` where ``included[i]``: the parties one audited run trains on.
+
+    The coins (``included``) and owners are the auditor's, drawn before the run (:func:`insert_canaries`, or
+    :func:`privfed.audit_release`'s sealed coins in :func:`privfed.empirical_audit`).
+    """
+    canary_X, canary_y = np.asarray(canary_X), np.asarray(canary_y)
+    included, owner = np.asarray(included, dtype=bool), np.asarray(owner)
+    if not len(canary_y) == len(canary_X) == len(included) == len(owner):
+        raise ValueError(f"canary_X, canary_y, included and owner must have one length, got {len(canary_X)}, "
+                         f"{len(canary_y)}, {len(included)} and {len(owner)}")
     with_canaries = []
     for index, (X, y) in enumerate(parties):
         rows = included & (owner == index)
         with_canaries.append(
             (np.concatenate([np.asarray(X), canary_X[rows]]), np.concatenate([np.asarray(y), canary_y[rows]]))
         )
-    return with_canaries, included
+    return with_canaries
