@@ -12,8 +12,9 @@ quantity the ledger accounts; :func:`privfed.audit_release` seals the coins, gue
   included canaries' predictions and draws the noisy labels; a canary's score is how many of its block's
   noisy labels are its class. Claim: the ledger's party-level ε of the noisy answers one canary can change
   (its block; each query accounted with k = s as the ledger does), beside the whole ledger's ε.
-* **FedKT L2, example level** — m canary *examples* (public points with random labels), each planted in one
-  party, and queried: the canary points are the first local queries. A canary's score is how many of its
+* **FedKT L2, example level** — m canary *examples*, each a public point planted in one party with the label
+  that party's teachers vote least for there (from a run on the real parties alone, before any coin), and
+  queried: the canary points are the first local queries. A canary's score is how many of its
   party's s partitions' noisy teacher-vote labels (the party-side noisy argmax, what the students learn
   from) on its point are its label (Chadha et al., ICML 2024, score PATE canaries the same way). Claim: the
   ledger's example-level ε (one example may change its party's every answer).
@@ -154,14 +155,22 @@ def _fedkt_party_release(model: FedKT, parties: list, public: np.ndarray, num_ca
 def _fedkt_example_release(model: FedKT, parties: list, public: np.ndarray, num_canaries: int,
                            seeds: np.random.SeedSequence) -> tuple[Callable, float, dict[str, Any]]:
     rng = np.random.default_rng(seeds.spawn(1)[0])
-    classes = np.unique(np.concatenate([y for _, y in parties]))
     canary_X = public[rng.choice(len(public), size=num_canaries, replace=False)]
-    canary_codes = rng.integers(len(classes), size=num_canaries)
     owner = rng.integers(len(parties), size=num_canaries)
     audit_public = np.concatenate([canary_X, public])
     if query_count(model.local_query_fraction, len(audit_public)) < num_canaries:
         raise ValueError(f"num_canaries={num_canaries} canary queries do not fit in the local queries "
                          f"(local_query_fraction={model.local_query_fraction} of {len(audit_public)})")
+    # Each canary's label: the class its owner's teachers vote least for on its point without it (a run on the
+    # real parties only, before any coin), so that the one vote it can move goes against the others.
+    baseline = clone(model).set_params(random_state=int(rng.integers(2**31))).fit(parties, audit_public)
+    classes = baseline.classes_
+    canary_codes = np.empty(num_canaries, dtype=np.int64)
+    for party in range(len(parties)):  # without a budget every local query is answered: the canaries' come first
+        votes = baseline.evidence_[f"party_{party}_votes"].reshape(model.n_partitions, -1, len(classes))
+        mine = np.flatnonzero(owner == party)
+        jitter = 0.5 * rng.random((len(mine), len(classes)))  # ties at random
+        canary_codes[mine] = np.argmin(votes[:, mine].sum(axis=0) + jitter, axis=1)
     student = model.teacher if model.student is None else model.student
     recording = clone(model).set_params(student=_ReleasedLabels(student), random_state=int(rng.integers(2**31)))
     ledger: dict[str, Any] = {}
@@ -293,7 +302,7 @@ def empirical_audit(estimator: Any, parties: Sequence[tuple[np.ndarray, np.ndarr
         X_public = np.asarray(X_public)
     else:
         parties, X_public = check_parties(parties, X_public)
-    if num_canaries > len(X_public):
+    if design != "privatekt" and num_canaries > len(X_public):  # canary points and queries come from the public set
         raise ValueError(f"num_canaries must be at most the public set's size {len(X_public)}, got {num_canaries}")
     start = time.perf_counter()
     seeds = as_seed_sequence(random_state)
