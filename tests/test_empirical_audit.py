@@ -124,3 +124,21 @@ def test_bad_input_is_refused_before_any_training(federation, estimator, kwargs,
     parties, public = federation
     with pytest.raises(error, match=match):
         empirical_audit(estimator, parties, public, **{"num_canaries": 10, **kwargs})
+
+
+def test_the_docs_tables_are_the_rendering_of_the_committed_raw_results():
+    import importlib.util
+    import json
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    spec = importlib.util.spec_from_file_location("_bench_empirical_audit", root / "bench" / "empirical_audit.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    raw = json.loads((root / "bench" / "results" / "empirical_audit.json").read_text(encoding="utf-8"))
+    rendered = bench.table(raw["rows"])
+    for doc in ("results.md", "audit.md"):
+        assert rendered in (root / "docs" / doc).read_text(encoding="utf-8"), doc
+    statistics = raw["audit_release_statistics"]
+    assert statistics["planted_bug_laplace_true3_claimed1_m1000"]["caught"] == 400
+    assert statistics["false_alarm_rate_laplace_eps1_m1000"]["violations"] <= 0.05 * 400
