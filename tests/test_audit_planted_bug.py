@@ -63,3 +63,14 @@ def test_the_same_audit_of_the_correct_step_finds_no_violation(federation):
     result = empirical_audit(_model(), parties, public, num_canaries=800, random_state=0)
     assert result.claimed_epsilon == pytest.approx(1.0, rel=1e-6)
     assert not result.violation and result.epsilon_lower < 0.7
+
+
+def test_the_command_line_exits_1_on_the_planted_bug(monkeypatch, capsys):
+    from pathlib import Path
+
+    from privfed.cli import main
+
+    monkeypatch.setattr(fedkt_steps, "noisy_labels", _noisy_labels_divided_by_parties_twice)
+    config = Path(__file__).resolve().parents[1] / "examples" / "audit_fedkt_l1.toml"
+    assert main(["audit", "--empirical", str(config)]) == 1
+    assert "verdict       FAIL: the lower bound exceeds the claim" in capsys.readouterr().out
