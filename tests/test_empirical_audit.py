@@ -6,6 +6,7 @@ design is strong (FedKT-L1's canary parties, PrivateKT's canary clients), in one
 
 from __future__ import annotations
 
+import json
 import math
 import warnings
 
@@ -142,3 +143,25 @@ def test_the_docs_tables_are_the_rendering_of_the_committed_raw_results():
     statistics = raw["audit_release_statistics"]
     assert statistics["planted_bug_laplace_true3_claimed1_m1000"]["caught"] == 400
     assert statistics["false_alarm_rate_laplace_eps1_m1000"]["violations"] <= 0.05 * 400
+
+
+def test_the_model_card_records_an_audit_and_the_bundle_still_audits(federation, tmp_path):
+    from privfed import audit, save_bundle
+
+    parties, public = federation
+    result = empirical_audit(_fedkt_l1(0.5), parties, public, num_canaries=400, random_state=0)
+    fitted = _fedkt_l1(0.5).fit(parties, public)
+    bundle = save_bundle(fitted, tmp_path / "bundle", audit_result=result)
+    card = (bundle / "MODEL_CARD.md").read_text(encoding="utf-8")
+    recorded = json.loads((bundle / "card.json").read_text(encoding="utf-8"))["empirical_audit"]
+    assert recorded["epsilon_lower"] == result.epsilon_lower and recorded["design"] == "fedkt-l1"
+    assert "## Empirical audit" in card and f"{math.floor(result.epsilon_lower * 1000) / 1000:.3f} at 95%" in card
+    from privfed.accounting.report import round_up
+
+    assert f"claimed ε it was judged against: {round_up(result.claimed_epsilon)} at δ = 1e-05" in card
+    report = audit(bundle)
+    assert report.passed and not report.failed  # the card is still exactly the rendering of its covered files
+    plain = (save_bundle(fitted, tmp_path / "plain") / "MODEL_CARD.md").read_text(encoding="utf-8")
+    assert "Empirical audit" not in plain  # no section without an audit: earlier bundles' cards render unchanged
+    with pytest.raises(TypeError, match="audit_result"):
+        save_bundle(fitted, tmp_path / "bad", audit_result={"epsilon_lower": 1.0})
