@@ -39,6 +39,9 @@ def test_the_docs_command_block_runs_as_written(tmp_path, monkeypatch, capsys):
         assert line.startswith("privfed "), line
         assert main(line.split()[1:]) == 0, line
     assert "verdict       PASS" in capsys.readouterr().out
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    (line,) = [line for line in readme.splitlines() if line.startswith("privfed audit --empirical")]
+    assert main(line.split("#")[0].split()[1:]) == 0  # the README's line, after `privfed examples ex`
 
 
 def _config(tmp_path: Path, edit) -> str:
