@@ -20,8 +20,9 @@ quantity the ledger accounts; :func:`privfed.audit_release` seals the coins, gue
   ledger's example-level ε (one example may change its party's every answer).
 * **PrivateKT, party level** — m canary *clients* of one round, each holding data of one class: class c_i
   when its coin says in, another class c'_i when out (the replace-one relation of local DP). The real party
-  step (:func:`~privfed.pipelines.privatekt_steps.privatekt_party_step`) trains, labels the round's K
-  queries and randomizes them; score = #(reported c_i) − #(reported c'_i). Claim: ε of one report.
+  step (:func:`~privfed.pipelines.privatekt_steps.privatekt_party_step`; a torch model's clients stacked,
+  :func:`~privfed.pipelines.privatekt_steps.batched_party_steps`, as PrivateKT's rounds run them) trains, labels
+  the round's K queries and randomizes them; score = #(reported c_i) − #(reported c'_i). Claim: ε of one report.
 * **DP-SGD local model, example level** — m canary examples with random labels inserted into a party's
   data (:func:`privfed.empirical.insert_canaries`'s design); the model trains once with DP-SGD; score =
   log-probability of the canary's label (:func:`privfed.empirical.true_label_scores`): a black-box audit of
@@ -47,7 +48,13 @@ from privfed.pipelines import FedKT, PrivateKT
 from privfed.pipelines._random import as_seed_sequence, spawn_seeds
 from privfed.pipelines.fedkt_steps import FedKTVotes, fedkt_noise, fedkt_server_step, query_count
 from privfed.pipelines.party_data import check_parties
-from privfed.pipelines.privatekt_steps import PrivateKTReport, privatekt_party_step, privatekt_tasks
+from privfed.pipelines.privatekt_steps import (
+    PrivateKTReport,
+    batched_party_steps,
+    is_torch_classifier,
+    privatekt_party_step,
+    privatekt_tasks,
+)
 from privfed.pipelines.voting import consistent_votes
 
 __all__ = ["empirical_audit"]
@@ -203,19 +210,25 @@ def _privatekt_release(model: PrivateKT, parties: list, public: np.ndarray, num_
                             round_seed=seeds.spawn(1)[0], n_clients=num_canaries)
     inside = rng.integers(n_classes, size=num_canaries)
     outside = (inside + rng.integers(1, n_classes, size=num_canaries)) % n_classes
-    X_client = parties[0][0][: max(2, min(20, len(parties[0][0])))]
+    X_client = parties[0][0]  # a real party's features, relabelled: the client's model learns one class
     claim = account(RandomizedResponse(n_classes, epsilon=float(model.epsilon_per_round), labels_per_report=K,
                                        unit="party"), delta=model.delta).epsilon
+    # A torch model's clients train together in one stacked computation (as PrivateKT's rounds do), a scikit-learn
+    # or DP-SGD model's one at a time.
+    batched = is_torch_classifier(model.model) and getattr(model.model, "dp", None) is None
 
     def release(included: np.ndarray) -> np.ndarray:
-        scores = np.zeros(num_canaries)
-        for index, task in enumerate(tasks):
-            code = inside[index] if included[index] else outside[index]
-            sent = privatekt_party_step(task, X_client, np.full(len(X_client), classes[code]), model=model.model,
-                                        party=f"canary {index}")
-            labels = next(message for message in sent if isinstance(message, PrivateKTReport)).labels
-            scores[index] = np.sum(labels == inside[index]) - np.sum(labels == outside[index])
-        return scores
+        held = np.where(included, inside, outside)
+        clients = [(X_client, np.full(len(X_client), classes[code])) for code in held]
+        if batched:
+            reports = batched_party_steps(tasks, clients, model=model.model)
+        else:
+            reports = [next(message for message in privatekt_party_step(task, X, y, model=model.model,
+                                                                        party=f"canary {index}")
+                            if isinstance(message, PrivateKTReport))
+                       for index, (task, (X, y)) in enumerate(zip(tasks, clients))]
+        labels = np.stack([report.labels for report in reports])
+        return (labels == inside[:, None]).sum(axis=1) - (labels == outside[:, None]).sum(axis=1).astype(float)
 
     return release, float(claim), {"queries_per_round": K, "keep_probability": keep}
 

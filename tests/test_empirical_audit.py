@@ -78,6 +78,14 @@ def test_privatekt_canary_clients_audit_the_report_tightly(federation, epsilon):
     assert not result.violation and result.epsilon_lower >= 0.5 * epsilon
 
 
+def test_privatekt_with_a_torch_model_trains_the_canary_clients_together(federation):
+    parties, public = federation
+    model = PrivateKT(TorchMLP(hidden=(16,), epochs=5), epsilon_per_round=5.0, queries_per_round=2, local_epochs=3)
+    result = empirical_audit(model, parties, public, num_canaries=300, random_state=0)
+    # Each canary client's network learns its one class well enough for its report to carry it.
+    assert not result.violation and result.epsilon_lower > 0.5
+
+
 def test_privatekt_audit_catches_a_report_randomized_with_too_little_noise(federation, monkeypatch):
     # A copy of the randomizer that keeps each label with the probability meant for a 3× larger ε.
     from privfed.accounting import randomized_response_keep_probability
