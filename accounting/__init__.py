@@ -4,6 +4,7 @@ Depends on numpy, scipy and dp-accounting only.
 """
 
 from .account import account
+from .auditing import AuditResult, audit_release, epsilon_lower_bound
 from .confident_gnmax import ConfidentGNMax
 from .dpsgd import DPSGD, compose_dpsgd, dpsgd_noise_multiplier
 from .fingerprint import data_fingerprint
@@ -31,6 +32,7 @@ from .spec import load_mechanisms
 from .withheld_votes import WithheldVotesNoisyMax
 
 __all__ = [
+    "AuditResult",
     "CLASSIC_ORDERS",
     "DPSGD",
     "TIGHT_ORDERS",
@@ -54,12 +56,14 @@ __all__ = [
     "SmoothSensitivityRelease",
     "WithheldVotesNoisyMax",
     "account",
+    "audit_release",
     "class_count_weights",
     "compose_dpsgd",
     "compose_parallel",
     "compose_sequential",
     "data_fingerprint",
     "dpsgd_noise_multiplier",
+    "epsilon_lower_bound",
     "gaussian_log_failure_bounds",
     "gaussian_noisy_max_rdp",
     "laplace_failure_bounds",

@@ -21,6 +21,7 @@ __version__ = "0.1.0"
 # Every public name loads on first use, so that `import privfed` costs nothing and `privfed --help` answers at
 # once; pipeline classes and model adapters import neither scikit-learn nor torch until they are used.
 _FROM_ACCOUNTING = (
+    "AuditResult",
     "DPSGD",
     "OBSERVERS",
     "BudgetExceededError",
@@ -41,11 +42,13 @@ _FROM_ACCOUNTING = (
     "SmoothSensitivityRelease",
     "WithheldVotesNoisyMax",
     "account",
+    "audit_release",
     "class_count_weights",
     "compose_parallel",
     "compose_sequential",
     "data_fingerprint",
     "dpsgd_noise_multiplier",
+    "epsilon_lower_bound",
     "load_mechanisms",
     "quantize_logits",
     "randomized_response_epsilon",
@@ -58,6 +61,7 @@ _FROM_AUDIT = ("audit", "load_claims")
 _FROM_AUDIT_REPORT = ("AuditInputError", "AuditReport", "Check")
 _FROM_BUNDLE = ("BundleError", "BundleIntegrityError", "LegacyBundleWarning", "bundle_digest", "load_bundle",
                 "save_bundle")
+_FROM_EMPIRICAL_AUDIT = ("empirical_audit",)
 _FROM_SIGNING = ("generate_signing_key", "sign_bundle")
 _FROM_EMPIRICAL = (
     "MembershipBound",
@@ -67,6 +71,7 @@ _FROM_EMPIRICAL = (
     "membership_epsilon_lower_bound",
     "one_run_audit",
     "one_run_epsilon_lower_bound",
+    "plant_canaries",
     "true_label_scores",
 )
 _FROM_PIPELINES = (
@@ -103,6 +108,7 @@ _LAZY = {
     **dict.fromkeys(_FROM_BUNDLE, "privfed.bundle"),
     **dict.fromkeys(_FROM_SIGNING, "privfed.signing"),
     **dict.fromkeys(_FROM_EMPIRICAL, "privfed.empirical"),
+    **dict.fromkeys(_FROM_EMPIRICAL_AUDIT, "privfed.empirical_audit"),
     **dict.fromkeys(_FROM_PIPELINES, "privfed.pipelines"),
 }
 

@@ -4,19 +4,22 @@
 [--protected-units N] [--json]``
 ``privfed audit [MODEL] --claims CLAIMS.json [--members M --non-members N] [--json]``
 ``privfed audit --claims A.json B.json FOLDER/ ... [--protected-units N] [--json]`` (one row per claims file)
+``privfed audit --empirical CONFIG.toml [--json]`` (one run of a pipeline with canaries: an ε lower bound)
 
 Prints the verdict table (or JSON). Exit codes: 0 when no check fails, 1 when a
-check fails, 2 on unusable input (one line on stderr, never a traceback).
+check fails (``--empirical``: the lower bound exceeds the claim), 2 on unusable input (one line on stderr, never
+a traceback).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 from pathlib import Path
 from typing import Any
 
-from privfed._arguments import integer_at_least
+from privfed._arguments import EXIT_CHECK_FAILED, EXIT_OK, integer_at_least
 
 __all__ = ["add_audit_command"]
 
@@ -76,10 +79,58 @@ def _claims_table(files: list[Path], args: argparse.Namespace) -> int:
     return max(report.exit_code for report in reports)
 
 
+def _floor(value: float, digits: int = 3) -> str:
+    """A lower bound printed without rounding up."""
+    if value == float("inf"):
+        return "inf"
+    return f"{math.floor(value * 10**digits) / 10**digits:.{digits}f}"
+
+
+def _empirical_command(args: argparse.Namespace) -> int:
+    """``--empirical CONFIG.toml``: the one-run audit of the configured pipeline, then the verdict."""
+    from privfed.accounting.report import round_up
+    from privfed.audit_config import load_audit_config
+    from privfed.audit_report import AuditInputError
+    from privfed.empirical_audit import empirical_audit
+
+    if any(getattr(args, name) is not None for name in ("target", "claims", "evidence", "members", "non_members",
+                                                         "public_key", "protected_units")):
+        raise AuditInputError("--empirical CONFIG.toml audits a pipeline run on its own: give no BUNDLE, --claims, "
+                              "--evidence, --members, --non-members, --public-key or --protected-units with it")
+    config = load_audit_config(args.empirical)
+    estimator = config.estimator()
+    parties, public = config.data()
+    result = empirical_audit(estimator, parties, public, num_canaries=config.num_canaries,
+                             confidence=config.confidence, random_state=config.seed)
+    if args.json:
+        print(json.dumps({"config": str(args.empirical), **result.to_dict()}, indent=2, default=str))
+        return EXIT_CHECK_FAILED if result.violation else EXIT_OK
+    verdict = ("FAIL: the lower bound exceeds the claim — the pipeline leaks more than its ledger accounts"
+               if result.violation else
+               "PASS: no violation found (a lower bound only: it does not show that the claim holds)")
+    rows = [
+        ("pipeline", f"{config.run.estimator} ({result.details['design']}), {result.unit} level, "
+                     f"{config.run.data.label}"),
+        ("canaries", f"{result.num_canaries}, one run, {result.details['seconds']:.1f} s"),
+        ("claimed ε", f"{round_up(result.claimed_epsilon)} at δ = {result.delta:g} (the ledger's ε for what one "
+                      f"canary can change; the whole run: {round_up(result.details['ledger_epsilon'])})"),
+        ("lower bound", f"{_floor(result.epsilon_lower)} at {result.confidence:.0%} confidence "
+                        f"({result.num_correct} of {result.num_guesses} guesses right)"),
+        ("threat model", result.threat_model),
+        ("verdict", verdict),
+    ]
+    print(f"privfed audit --empirical: {args.empirical}")
+    for name, text in rows:
+        print(f"{name:<13} {text}")
+    return EXIT_CHECK_FAILED if result.violation else EXIT_OK
+
+
 def _audit_command(args: argparse.Namespace) -> int:
     from privfed.audit import audit
     from privfed.audit_report import AuditInputError
 
+    if args.empirical is not None:
+        return _empirical_command(args)
     if args.target is None and args.claims is None:
         raise AuditInputError("give a BUNDLE directory, a MODEL file with --claims, or --claims alone")
     claims = None if args.claims is None else _claims_files(args.claims)
@@ -105,7 +156,8 @@ def add_audit_command(subparsers: Any) -> argparse.ArgumentParser:
         epilog="examples:\n"
                "  privfed demo --out my-bundle && privfed audit my-bundle\n"
                "  privfed examples ex && privfed audit --claims ex/claims/fedkt_l1_adult.json\n"
-               "  privfed audit model.skops --claims claims.json --members m.npz --non-members n.npz\n\n"
+               "  privfed audit model.skops --claims claims.json --members m.npz --non-members n.npz\n"
+               "  privfed audit --empirical ex/audit_fedkt_l1.toml\n\n"
                "exit codes: 0 no check failed, 1 a check failed, 2 unusable input (one line, no traceback), "
                "130 interrupted",
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -114,6 +166,9 @@ def add_audit_command(subparsers: Any) -> argparse.ArgumentParser:
     parser.add_argument("--claims", nargs="+",
                         help="claims file (JSON) for a model that is not a privfed bundle; several files or folders "
                              "of them print one row each (e.g. examples/claims/fedkt_tables)")
+    parser.add_argument("--empirical", metavar="CONFIG.toml",
+                        help="run the configured pipeline once with canaries and compare its empirical ε lower "
+                             "bound with the claim (docs/audit.md#empirical-audits)")
     parser.add_argument("--evidence",
                         help="evidence.npz for a bundle (recomputes data-dependent entries from the votes)")
     parser.add_argument("--members", help=".npz with arrays X, y of training members")

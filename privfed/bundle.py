@@ -334,6 +334,7 @@ def save_bundle(
     metrics: Mapping[str, float] | None = None,
     data: Mapping[str, Any] | None = None,
     intended_use: str | None = None,
+    audit_result: Any = None,
 ) -> Path:
     """Write ``model`` with its privacy ledger as a bundle folder, atomically.
 
@@ -374,6 +375,10 @@ def save_bundle(
         fingerprint are recorded, never the values) or a string description.
     intended_use:
         What the model is for and not for, in a sentence or two, for the card.
+    audit_result:
+        The :class:`~privfed.accounting.auditing.AuditResult` of an empirical audit of the pipeline
+        (``privfed.empirical_audit``), recorded in ``card.json`` and on the card (covered by the manifest and any
+        signature). Default: the card says none was run.
 
     Returns
     -------
@@ -391,7 +396,7 @@ def save_bundle(
     if not isinstance(overwrite, bool):
         raise TypeError(f"overwrite must be True or False, got {overwrite!r}")
     evidence = _bundle_evidence(evidence, ledger)
-    card_data = card_data_document(metrics=metrics, data=data, intended_use=intended_use)
+    card_data = card_data_document(metrics=metrics, data=data, intended_use=intended_use, audit_result=audit_result)
     private_key = None
     if signing_key is not None:
         from privfed.signing import load_private_key

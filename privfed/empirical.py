@@ -36,9 +36,10 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from scipy import optimize, stats
+from scipy import stats
 
 from privfed.accounting._checks import check_int_at_least, check_probability
+from privfed.accounting.auditing import count_correct_guesses, epsilon_lower_bound
 
 __all__ = [
     "MembershipBound",
@@ -48,6 +49,7 @@ __all__ = [
     "membership_epsilon_lower_bound",
     "one_run_audit",
     "one_run_epsilon_lower_bound",
+    "plant_canaries",
     "true_label_scores",
 ]
 
@@ -262,57 +264,16 @@ def true_label_scores(model: Any, X: np.ndarray, y: np.ndarray) -> np.ndarray:
 
 
 # --- one-run auditing (Steinke, Nasr, Jagielski 2023) -------------------------------------------------
-def _one_run_p_value(canaries: int, guesses: int, correct: int, epsilon: float, delta: float) -> float:
-    """Upper bound on P[W ≥ v] for an (ε, δ)-DP algorithm (Steinke et al. 2023, Thm 3.1).
-
-    With f(v) = P[Binomial(r, e^ε/(1 + e^ε)) ≥ v]:
-    P[W ≥ v] ≤ f(v) + 2mδ · max_{1 ≤ i ≤ v} (f(v − i) − f(v))/i  (δ = 0: f(v); pure DP, their Prop. 5.2).
-    """
-    p = 1.0 / (1.0 + math.exp(-epsilon))
-    tail = float(stats.binom.sf(correct - 1, guesses, p))
-    if delta == 0.0 or correct == 0:
-        return min(tail, 1.0)
-    shifts = np.arange(1, correct + 1)
-    shifted_tails = stats.binom.sf(correct - shifts - 1, guesses, p)
-    slope = float(np.max((shifted_tails - tail) / shifts))
-    return min(tail + 2.0 * canaries * delta * slope, 1.0)
-
-
 def one_run_epsilon_lower_bound(
     *, canaries: int, guesses: int, correct: int, delta: float = 0.0, confidence: float = 0.95
 ) -> float:
     """The ε lower bound of a one-run audit (Steinke, Nasr, Jagielski 2023, Thm 3.1).
 
-    m = ``canaries`` examples were each included independently with probability ½;
-    after one training run the auditor guessed in/out for r = ``guesses`` of them
-    (abstaining on the rest) and v = ``correct`` guesses were right. For an
-    (ε, δ)-DP algorithm the p-value of seeing ≥ v correct is at most
-    f(v) + 2mδ·max_i (f(v − i) − f(v))/i with f(v) = P[Bin(r, e^ε/(1+e^ε)) ≥ v]
-    (see :func:`_one_run_p_value`); it grows with ε. The returned ε is the largest
-    value whose p-value is ≤ 1 − ``confidence``: every smaller ε is rejected at that
-    level. 0 when even ε = 0 is not rejected.
+    The keyword form of :func:`privfed.accounting.auditing.epsilon_lower_bound` (``privfed.epsilon_lower_bound``),
+    which holds the statistics: m = ``canaries`` examples each included independently with probability ½,
+    r = ``guesses`` guesses, v = ``correct`` of them right; the largest ε whose p-value is ≤ 1 − ``confidence``.
     """
-    canaries = check_int_at_least("canaries", canaries, 1)
-    guesses = check_int_at_least("guesses", guesses, 1)
-    if guesses > canaries:
-        raise ValueError(f"guesses must be at most canaries={canaries}, got {guesses}")
-    if not isinstance(correct, (int, np.integer)) or not 0 <= correct <= guesses:
-        raise ValueError(f"correct must be an integer in [0, guesses={guesses}], got {correct!r}")
-    if not 0.0 <= delta < 1.0:
-        raise ValueError(f"delta must be in [0, 1), got {delta!r}")
-    significance = 1.0 - check_probability("confidence", confidence)
-
-    def excess(epsilon: float) -> float:
-        return significance - _one_run_p_value(canaries, guesses, int(correct), epsilon, delta)
-
-    if excess(0.0) <= 0.0:
-        return 0.0
-    high = 1.0
-    while excess(high) > 0.0:
-        if high > 1e3:  # the p-value at ε → ∞ tends to 1 unless every guess is right and r is huge
-            return math.inf
-        high *= 2.0
-    return float(optimize.brentq(excess, 0.0, high, xtol=1e-9, rtol=1e-12))
+    return epsilon_lower_bound(correct, guesses, canaries, delta=delta, confidence=confidence)
 
 
 @dataclass(frozen=True)
@@ -357,10 +318,8 @@ def one_run_audit(
     guesses_out = check_int_at_least("guesses_out", guesses_out, 0)
     if guesses_in + guesses_out < 1 or guesses_in + guesses_out > len(scores):
         raise ValueError(f"guesses_in + guesses_out must be in [1, {len(scores)}], got {guesses_in + guesses_out}")
-    tie_break = np.random.default_rng(random_state).random(len(scores))
-    order = np.lexsort((tie_break, scores))  # ascending score, random among ties
-    guessed_out, guessed_in = order[:guesses_out], order[len(order) - guesses_in:]
-    correct = int(included[guessed_in].sum() + (~included[guessed_out]).sum())
+    correct = count_correct_guesses(scores, included, guesses_in=guesses_in, guesses_out=guesses_out,
+                                    rng=np.random.default_rng(random_state))
     guesses = guesses_in + guesses_out
     epsilon = one_run_epsilon_lower_bound(canaries=len(scores), guesses=guesses, correct=correct, delta=delta,
                                           confidence=confidence)
@@ -390,10 +349,31 @@ def insert_canaries(
     rng = np.random.default_rng(random_state)
     included = rng.random(len(canary_y)) < 0.5
     owner = rng.integers(len(parties), size=len(canary_y))
+    return plant_canaries(parties, canary_X, canary_y, included=included, owner=owner), included
+
+
+def plant_canaries(
+    parties: Sequence[tuple[np.ndarray, np.ndarray]],
+    canary_X: np.ndarray,
+    canary_y: np.ndarray,
+    *,
+    included: np.ndarray,
+    owner: np.ndarray,
+) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Append canary i to party ``owner[i]`` where ``included[i]``: the parties one audited run trains on.
+
+    The coins (``included``) and owners are the auditor's, drawn before the run (:func:`insert_canaries`, or
+    :func:`privfed.audit_release`'s sealed coins in :func:`privfed.empirical_audit`).
+    """
+    canary_X, canary_y = np.asarray(canary_X), np.asarray(canary_y)
+    included, owner = np.asarray(included, dtype=bool), np.asarray(owner)
+    if not len(canary_y) == len(canary_X) == len(included) == len(owner):
+        raise ValueError(f"canary_X, canary_y, included and owner must have one length, got {len(canary_X)}, "
+                         f"{len(canary_y)}, {len(included)} and {len(owner)}")
     with_canaries = []
     for index, (X, y) in enumerate(parties):
         rows = included & (owner == index)
         with_canaries.append(
             (np.concatenate([np.asarray(X), canary_X[rows]]), np.concatenate([np.asarray(y), canary_y[rows]]))
         )
-    return with_canaries, included
+    return with_canaries

@@ -36,8 +36,34 @@ __all__ = ["CARD_DATA_FILE", "card_data_document", "render_model_card"]
 CARD_DATA_FILE = "card.json"
 
 
-def card_data_document(*, metrics: object, data: object, intended_use: object) -> dict[str, Any]:
-    """``card.json``'s content, validated: metrics name → finite number, data name → description, intended use."""
+#: The fields of an :class:`~privfed.accounting.auditing.AuditResult` the card records.
+AUDIT_FIELDS = ("epsilon_lower", "claimed_epsilon", "violation", "num_guesses", "num_correct", "num_canaries",
+                "delta", "confidence", "unit", "threat_model")
+
+
+def _audit_record(result: object) -> dict[str, Any] | None:
+    """The card's record of an empirical audit (``privfed.empirical_audit`` / ``privfed.audit_release``)."""
+    from privfed.accounting.auditing import AuditResult
+
+    if result is None:
+        return None
+    if not isinstance(result, AuditResult):
+        raise TypeError(f"audit_result must be the AuditResult of privfed.empirical_audit or privfed.audit_release, "
+                        f"or None; got {type(result).__name__}")
+    record: dict[str, Any] = {name: getattr(result, name) for name in AUDIT_FIELDS}
+    record["design"] = str(result.details.get("design", "custom"))
+    ledger_epsilon = result.details.get("ledger_epsilon")
+    record["ledger_epsilon"] = None if ledger_epsilon is None else float(ledger_epsilon)
+    for name in ("epsilon_lower", "claimed_epsilon", "ledger_epsilon"):  # JSON has no infinity
+        if record[name] is not None and math.isinf(record[name]):
+            record[name] = "inf"
+    return record
+
+
+def card_data_document(*, metrics: object, data: object, intended_use: object,
+                       audit_result: object = None) -> dict[str, Any]:
+    """``card.json``'s content, validated: metrics name → finite number, data name → description, intended use,
+    and the empirical audit's result when one was run."""
     if metrics is not None and not isinstance(metrics, Mapping):
         raise TypeError(f"metrics must be a mapping name → number (e.g. {{'accuracy': 0.91}}) or None, got "
                         f"{type(metrics).__name__}")
@@ -66,8 +92,12 @@ def card_data_document(*, metrics: object, data: object, intended_use: object) -
                            "sha256": data_fingerprint({name: array})}
     if intended_use is not None and not isinstance(intended_use, str):
         raise TypeError(f"intended_use must be a string or None, got {type(intended_use).__name__}")
-    return {"type": "privfed.card", "schema_version": 1, "metrics": checked_metrics, "data": described,
-            "intended_use": intended_use}
+    document = {"type": "privfed.card", "schema_version": 1, "metrics": checked_metrics, "data": described,
+                "intended_use": intended_use}
+    audit = _audit_record(audit_result)
+    if audit is not None:
+        document["empirical_audit"] = audit
+    return document
 
 
 def _epsilon_lines(ledger: Ledger) -> list[str]:
@@ -160,7 +190,36 @@ def _card_lines(card: Mapping[str, Any]) -> list[str]:
         else:
             lines.append(f"- `{name}`: shape {tuple(entry['shape'])}, dtype `{entry['dtype']}`, fingerprint "
                          f"`{entry['sha256']}` (privfed.accounting.fingerprint.data_fingerprint)")
-    return [*lines, ""]
+    return [*lines, "", *_audit_lines(card.get("empirical_audit"))]
+
+
+def _audit_lines(audit: Mapping[str, Any] | None) -> list[str]:
+    """The card's empirical-audit section; none without an audit (so that earlier bundles' cards render unchanged)."""
+    if not audit:
+        return []
+    lines = ["## Empirical audit", ""]
+
+    def number(value: Any, *, lower: bool) -> str:
+        if value == "inf" or value is None:
+            return str(value)
+        return f"{math.floor(value * 1000) / 1000:.3f}" if lower else round_up(value)
+
+    verdict = ("**violation**: the lower bound exceeds the claim" if audit["violation"]
+               else "no violation found (a lower bound: it does not show that the claim holds)")
+    lines += [f"One-run canary audit (Steinke, Nasr, Jagielski 2023) run by the publisher, design "
+              f"`{audit['design']}`, {audit['unit']} level, {audit['num_canaries']} canaries; privfed did not "
+              "rerun it.",
+              "",
+              f"- ε lower bound: {number(audit['epsilon_lower'], lower=True)} at {audit['confidence']:.0%} confidence "
+              f"({audit['num_correct']} of {audit['num_guesses']} guesses right), rounded down",
+              f"- claimed ε it was judged against: {number(audit['claimed_epsilon'], lower=False)} at "
+              f"δ = {audit['delta']:g}"
+              + ("" if audit.get("ledger_epsilon") is None else
+                 f" (the audited run's whole ε: {number(audit['ledger_epsilon'], lower=False)})"),
+              f"- verdict: {verdict}",
+              f"- threat model: {audit['threat_model'] or 'not stated'}",
+              "- docs/audit.md#empirical-audits says why such a bound can sit far below the claim.", ""]
+    return lines
 
 
 def render_model_card(ledger: Ledger, *, card: Mapping[str, Any] | None = None) -> str:
