@@ -139,6 +139,9 @@ class FedKT(ClassifierMixin, BaseEstimator):
         published on its own (``privfed.save_bundle(model, path)`` saves it with the ledger).
     students_ : list of list of FittedClassifier
         Each party's s students.
+    party_votes_ : list of ndarray
+        Each party's teacher vote histograms on its answered local queries, (s, answered, classes): the
+        party's own state, never sent (an in-process run holds every party; a Flower run has none of them).
     ledger_ : accounting.Ledger
         The privacy ledger of the model.
     evidence_ : dict of ndarray
@@ -305,6 +308,7 @@ class FedKT(ClassifierMixin, BaseEstimator):
         sent = [[message.to_record() for message in outcome.sent()] for outcome in outcomes]
         replies = receive_fedkt_replies(tasks, sent, names, max_bytes=DEFAULT_MAX_BYTES)
         self.students_ = [list(outcome.students) for outcome in outcomes]
+        self.party_votes_ = [outcome.teacher_votes for outcome in outcomes]
         schema_records = [[schema.to_record()] for schema in schemas]
         self._set_fitted(
             fedkt_server_step(self, replies, classes, public, seed_sequence, server_seeds,

@@ -175,10 +175,12 @@ class FedKTVotes(WireMessage):
 
 @dataclass(frozen=True, eq=False)
 class FedKTPartyOutcome:
-    """A party step's result: what it sends, and its students (which stay on the party)."""
+    """A party step's result: what it sends, and what stays on the party (its students, its teachers' votes)."""
 
     votes: FedKTVotes
     students: tuple[FittedClassifier, ...]
+    #: The teachers' vote histograms on the answered local queries, (s, answered, classes): kept on the party.
+    teacher_votes: np.ndarray
     #: The teachers' DP-SGD, composed (None: some teacher is not DP-trained); sent as its parameters (dp-training).
     teacher_training: Mechanism | None = None
 
@@ -273,7 +275,7 @@ def fedkt_party_step(
         affected_partitions_gap_2=gaps[1],
     )
     teacher_training = None if None in partition_trainings else compose_sequential(partition_trainings)
-    return FedKTPartyOutcome(sent, tuple(students), teacher_training)
+    return FedKTPartyOutcome(sent, tuple(students), answered_votes, teacher_training)
 
 
 # --- server steps -----------------------------------------------------------------------------------

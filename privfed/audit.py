@@ -587,17 +587,18 @@ def _totals_check(ledger: Ledger, document: dict[str, Any]) -> Check:
     """The recorded totals (``spent``, and ``spent_by_observer`` from schema 2 on) against the entries."""
     name = "recorded totals"
     version = document.get("schema_version", SCHEMA_VERSION)
-    recorded_by_observer = {"public": document.get("spent")}
+    recorded_totals = [("public", document.get("spent"))]  # (observer, its recorded totals)
     if version >= 2:
         by_observer = document.get("spent_by_observer")
-        recorded_by_observer.update(by_observer if isinstance(by_observer, dict) else {"coordinator": by_observer})
+        recorded_totals += (list(by_observer.items()) if isinstance(by_observer, dict)
+                            else [("coordinator", by_observer)])
     if ledger.delta is None:
-        if any(value is not None for value in recorded_by_observer.values()):
+        if any(value is not None for _, value in recorded_totals):
             return Check(name, "fail", "totals are recorded but the ledger states no δ", _RECOMPUTE_MEANING,
                          "recomputation")
         return Check(name, "pass", "no δ, so no totals are recorded")
     summaries = []
-    for observer, recorded in recorded_by_observer.items():
+    for index, (observer, recorded) in enumerate(recorded_totals):
         if observer not in OBSERVERS:
             return Check(name, "fail", f"the ledger records totals for an unknown observer {observer!r}",
                          _RECOMPUTE_MEANING, "recomputation")
@@ -616,8 +617,9 @@ def _totals_check(ledger: Ledger, document: dict[str, Any]) -> Check:
                                  f"recorded as {shown!r} but the entries give {fresh!r} ({ledger.analysis} analysis, "
                                  f"δ = {ledger.delta:g})", _RECOMPUTE_MEANING, "recomputation")
             epsilon = decode_epsilon(fresh_totals[unit]["epsilon"])
-            summaries.append(f"{observer}, {unit}: ε = {_fmt(epsilon)}"
-                             + (" (data-dependent)" if fresh_totals[unit]["data_dependent"] else ""))
+            if index > 0 or version < 2:  # the observer × unit table (schema 2: spent repeats the public)
+                summaries.append(f"{observer}, {unit}: ε = {_fmt(epsilon)}"
+                                 + (" (data-dependent)" if fresh_totals[unit]["data_dependent"] else ""))
     return Check(name, "pass", f"recomputed from the entries ({ledger.analysis} analysis, δ = {ledger.delta:g}): "
                  + "; ".join(summaries))
 

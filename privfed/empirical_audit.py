@@ -102,11 +102,11 @@ def _data_independent(report: Any) -> float:
 
 
 # --- FedKT L1: canary parties ------------------------------------------------------------------------------
-def _crafted_reply(predictions: np.ndarray, model: FedKT) -> tuple[FedKTVotes, None]:
+def _crafted_reply(predictions: np.ndarray, model: FedKT) -> FedKTVotes:
     """An adversary's party: its s students' predictions, chosen (gap counts at their worst, s)."""
     s = model.n_partitions
     return FedKTVotes(predictions=predictions.astype(np.int64), n_local_answered=1, n_teachers=int(model.n_teachers),
-                      affected_partitions_gap_1=s, affected_partitions_gap_2=s), None
+                      affected_partitions_gap_1=s, affected_partitions_gap_2=s)
 
 
 def _fedkt_party_release(model: FedKT, parties: list, public: np.ndarray, num_canaries: int,
@@ -135,9 +135,9 @@ def _fedkt_party_release(model: FedKT, parties: list, public: np.ndarray, num_ca
         predictions[:, rows] = runner_up[rows]
         helpers.append(_crafted_reply(predictions, model))
     real_replies = [
-        (FedKTVotes(predictions=prediction.astype(np.int64), n_local_answered=int(answered),
-                    n_teachers=int(min(model.n_teachers, len(y))), affected_partitions_gap_1=s,
-                    affected_partitions_gap_2=s), None)
+        FedKTVotes(predictions=prediction.astype(np.int64), n_local_answered=int(answered),
+                   n_teachers=int(min(model.n_teachers, len(y))), affected_partitions_gap_1=s,
+                   affected_partitions_gap_2=s)
         for prediction, answered, (_, y) in zip(real, fitted.n_local_queries_answered_, parties)
     ]
     server = clone(model).set_params(final=_ReleasedLabels())
@@ -174,7 +174,7 @@ def _fedkt_example_release(model: FedKT, parties: list, public: np.ndarray, num_
     classes = baseline.classes_
     canary_codes = np.empty(num_canaries, dtype=np.int64)
     for party in range(len(parties)):  # without a budget every local query is answered: the canaries' come first
-        votes = baseline.evidence_[f"party_{party}_votes"].reshape(model.n_partitions, -1, len(classes))
+        votes = baseline.party_votes_[party]  # the party's own teachers' votes (an in-process run holds them)
         mine = np.flatnonzero(owner == party)
         jitter = 0.5 * rng.random((len(mine), len(classes)))  # ties at random
         canary_codes[mine] = np.argmin(votes[:, mine].sum(axis=0) + jitter, axis=1)

@@ -46,7 +46,7 @@ def _ledger(target=None) -> Ledger:
     ledger = Ledger(delta=DELTA, target_epsilon=target, description="a student of 4 parties", seeds={"teachers": 0})
     ledger.record({"party": LaplaceNoisyMax(votes, 0.05, 1, unit="party"),
                    "example": LaplaceNoisyMax(votes, 0.05, 2, unit="example")}, note="student labels")
-    ledger.record_unaccounted("FedKT-L1: the students are trained without noise")
+    ledger.record_unaccounted("FedKT-L1: the students are trained without noise", observers=("coordinator",))
     return ledger
 
 
