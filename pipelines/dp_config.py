@@ -30,9 +30,9 @@ class DPConfig:
     noise_multiplier : float, optional
         σ > 0. Exactly one of ``noise_multiplier`` and ``target_epsilon``.
     target_epsilon : float, optional
-        ε per training call: σ is the smallest (to 0.1 %) whose DP-SGD run of that
-        call's steps has ε ≤ target at ``delta`` (privfed's accounting,
-        :func:`~privfed.accounting.dpsgd.dpsgd_noise_multiplier`).
+        ε per training call: σ is calibrated so that the ε ``privfed.account()`` reports
+        for that call's DP-SGD run is in [0.97, 1] × target at ``delta``
+        (:func:`~privfed.accounting.dpsgd.dpsgd_noise_multiplier`).
     max_grad_norm : float
         C > 0, the per-example clipping norm.
     delta : float
