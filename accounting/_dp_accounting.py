@@ -23,13 +23,40 @@ import numpy as np
 from dp_accounting.pld import privacy_loss_distribution
 from dp_accounting.rdp import rdp_privacy_accountant
 
-__all__ = ["DEFAULT_PLD_INTERVAL", "PldDpEvent", "event_pld", "event_pld_epsilon", "event_rdp", "pld_interval"]
+__all__ = [
+    "DEFAULT_PLD_INTERVAL",
+    "MAX_PLD_COMPOSITIONS",
+    "PldDpEvent",
+    "event_pld",
+    "event_pld_epsilon",
+    "event_rdp",
+    "pld_compositions",
+    "pld_interval",
+]
 
 #: dp-accounting's default PLD value discretization interval.
 DEFAULT_PLD_INTERVAL = 1e-4
 #: The PLD grid is coarsened so that a composed PLD of total privacy loss ε spans
 #: about this many grid points: the cost stays bounded for vacuous compositions.
 _PLD_POINTS_PER_EPSILON = 50_000
+
+
+#: Most uses of one event a PLD is self-composed over where the composition has no closed form (T Gaussians have
+#: one). dp-accounting's self-composition costs time that grows with the count (10⁸ uses of randomized response take
+#: about 35 s, 10⁹ do not finish); beyond this cap the PLD is not built, and the RDP and pure bounds, whose
+#: composition is a product by the count, stand alone.
+MAX_PLD_COMPOSITIONS = 10**6
+
+
+def pld_compositions(event: dp_accounting.DpEvent) -> int:
+    """The largest number of uses :func:`event_pld` self-composes one leaf over (1 for closed-form compositions)."""
+    if isinstance(event, dp_accounting.SelfComposedDpEvent):
+        if isinstance(event.event, dp_accounting.GaussianDpEvent):
+            return 1
+        return int(event.count) * pld_compositions(event.event)
+    if isinstance(event, dp_accounting.ComposedDpEvent):
+        return max((pld_compositions(member) for member in event.events), default=1)
+    return 1
 
 
 class PldDpEvent(dp_accounting.DpEvent):

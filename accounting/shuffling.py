@@ -25,7 +25,7 @@ from ._checks import (
     check_orders,
     check_positive_finite,
 )
-from ._dp_accounting import PldDpEvent, event_pld
+from ._dp_accounting import MAX_PLD_COMPOSITIONS, PldDpEvent, event_pld
 from .mechanism import ANALYSES, UNITS, Mechanism
 from .registry import register
 
@@ -146,7 +146,9 @@ class ShuffledRandomizedResponse(Mechanism):
         object.__setattr__(self, "num_users", int(check_at_most(
             "num_users", users, 10**6, "the dominating pair's support grows with √n · n·e^{−ε₀}")))
         object.__setattr__(self, "num_classes", check_int_at_least("num_classes", self.num_classes, 2))
-        object.__setattr__(self, "reports", check_int_at_least("reports", self.reports, 1))
+        object.__setattr__(self, "reports", int(check_at_most(
+            "reports", check_int_at_least("reports", self.reports, 1), MAX_PLD_COMPOSITIONS,
+            "the rounds' composition has no closed form: its PLD is self-composed once per round")))
         check_choice("unit", self.unit, UNITS)
 
     @property

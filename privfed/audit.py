@@ -35,6 +35,7 @@ from typing import Any
 import numpy as np
 
 from privfed.accounting._checks import check_delta
+from privfed.accounting._dp_accounting import MAX_PLD_COMPOSITIONS
 from privfed.accounting.account import account
 from privfed.accounting.conversion import rdp_to_epsilon
 from privfed.accounting.documents import reject_json_constant, unknown_key_message
@@ -48,6 +49,7 @@ from privfed.accounting.registry import (
     public_mechanism_from_record,
 )
 from privfed.accounting.report import PrivacyReport, round_up
+from privfed.accounting.sequential import compose_repeated
 from privfed.accounting.shuffling import ShuffledRandomizedResponse
 from privfed.audit_hygiene import SETTINGS, Release, Statement, hygiene_checks
 from privfed.audit_report import AuditInputError, AuditReport, Check
@@ -86,7 +88,8 @@ _UNSAFE_MEANING = ("opening this file would require a format that can run arbitr
 
 # --- rebuilding mechanisms from public parameters ---------------------------------------------------
 #: The parameter that counts a mechanism's own repetitions: scaled for a per-round claim instead of copying it.
-_REPETITIONS = {"randomized_response": "reports", "dpsgd": "steps", "quantized_laplace_ensemble": "draws_per_example"}
+_REPETITIONS = {"randomized_response": "reports", "dpsgd": "steps", "quantized_laplace_ensemble": "draws_per_example",
+                "shuffled_randomized_response": "reports"}
 
 
 def _over_rounds(record: Mapping[str, Any], rounds: int) -> dict[str, Any]:
@@ -270,15 +273,20 @@ def _shuffling_check(document: Mapping[str, Any], rounds: int | None, composed: 
         return []
     local, _ = public_mechanism_from_record(responses[0])
     delta = float(claim["delta"])
-    shuffled = ShuffledRandomizedResponse(local.epsilon_per_report, num_users=int(clients),
-                                          num_classes=local.num_classes, reports=rounds, unit=local.unit)
     one_round = ShuffledRandomizedResponse(local.epsilon_per_report, num_users=int(clients),
                                            num_classes=local.num_classes, unit=local.unit)
+    if rounds <= MAX_PLD_COMPOSITIONS:
+        shuffled = ShuffledRandomizedResponse(local.epsilon_per_report, num_users=int(clients),
+                                              num_classes=local.num_classes, reports=rounds, unit=local.unit)
+        over_rounds = f"{_fmt(min(shuffled.central_epsilon(delta), composed.epsilon))} over {rounds} rounds"
+    else:  # the rounds' PLD has no closed form: bounded work
+        over_rounds = (f"not computed over {rounds} rounds (more than {MAX_PLD_COMPOSITIONS} self-compositions; "
+                       f"at most {_fmt(composed.epsilon)}, the unshuffled figure)")
     detail = (f"(1) claim: ε₀ = {_fmt(local.epsilon_per_report)} per round, local DP of each client's report; "
               f"(2) with a trusted shuffler of the {clients} clients' reports per round (Feldman–McMillan–Talwar "
               f"numerical bound; never above the unshuffled figure, of which it is post-processing): central "
               f"ε = {_fmt(min(one_round.central_epsilon(delta), local.pure_epsilon()))} per round, "
-              f"{_fmt(min(shuffled.central_epsilon(delta), composed.epsilon))} over {rounds} rounds; "
+              f"{over_rounds}; "
               "(3) without one — neither the authors' "
               f"code nor privfed has a shuffler — ε = {_fmt(composed.epsilon)} over {rounds} rounds")
     return [Check("shuffling", "warn", detail,
@@ -359,8 +367,8 @@ def _claims_statement(
             mechanism, placeholder = public_mechanism_from_record(record)
             repeated = record if rounds is None else _over_rounds(record, rounds)
             over_rounds = [public_mechanism_from_record(repeated)[0]]
-            if rounds is not None and repeated is record:
-                over_rounds *= rounds
+            if rounds is not None and repeated is record:  # no count of its own: composed in closed form
+                over_rounds = [compose_repeated(over_rounds[0], rounds)]
         except (ValueError, TypeError, KeyError) as error:
             raise AuditInputError(f"claims file: mechanisms[{index}] cannot be rebuilt: {error}") from None
         mechanisms.setdefault(mechanism.unit, []).append(mechanism)
@@ -922,7 +930,15 @@ def _audit_bundle(directory: Path, *, evidence, samples, given_units, module, mo
     if LEDGER_FILE not in files:
         raise AuditInputError(f"{directory} is not a privfed bundle: it has no {LEDGER_FILE}")
     manifest, digest = _manifest_check(files, directory)
-    checks = [manifest, _signature_check(files, public_key)]
+    signature = _signature_check(files, public_key)
+    checks = [manifest, signature]
+    if public_key is not None and signature.status == "fail":
+        # The publisher's key says the bundle is not what was signed: nothing in it is recomputed (a forged ledger
+        # could ask for any amount of work), and nothing is loaded.
+        return AuditReport(str(directory), (*checks, Check(
+            "recomputation", "warn", "not attempted: the signature does not verify, so the ledger was not read",
+            "nothing in an unsigned or forged bundle is worth recomputing; use the publisher's signed bundle.",
+            "integrity")))
     try:
         document = load_json(files[LEDGER_FILE], LEDGER_FILE)
     except LedgerFormatError as error:
