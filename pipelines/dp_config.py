@@ -56,8 +56,9 @@ class DPConfig:
 
     Examples
     --------
-    >>> DPConfig(noise_multiplier=1.1, max_grad_norm=1.0, delta=1e-5)
-    DPConfig(noise_multiplier=1.1, target_epsilon=None, max_grad_norm=1.0, delta=1e-05, sample_rate=None, expected_batch_size=None)
+    >>> config = DPConfig(noise_multiplier=1.1, max_grad_norm=1.0, delta=1e-5, sample_rate=0.01)
+    >>> config.public_sample_rate, config.resolve_expected_batch_size(64)
+    (True, 64)
     """
 
     _: KW_ONLY
