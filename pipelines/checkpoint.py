@@ -25,6 +25,8 @@ from typing import Any
 
 import numpy as np
 
+from ..accounting.documents import parse_json
+
 FORMAT = "privfed-round-checkpoint"
 VERSION = 1
 _HEADER = "__header__"
@@ -91,7 +93,7 @@ class RoundCheckpoint:
             return None
         try:
             with np.load(self.path, allow_pickle=False) as stored:
-                header = json.loads(str(stored[_HEADER][()]))
+                header = parse_json(str(stored[_HEADER][()]), "its header")
                 arrays = {name: stored[name] for name in stored.files if name != _HEADER}
         except (OSError, ValueError, KeyError) as error:
             raise ValueError(f"checkpoint {str(self.path)!r} is not a privfed round checkpoint ({error})") from None

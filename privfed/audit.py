@@ -23,7 +23,6 @@ empirical lower bound on ε (:mod:`privfed.empirical`).
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
 import os
 import re
@@ -38,7 +37,7 @@ from privfed.accounting._checks import check_delta
 from privfed.accounting._dp_accounting import MAX_PLD_COMPOSITIONS
 from privfed.accounting.account import account
 from privfed.accounting.conversion import rdp_to_epsilon
-from privfed.accounting.documents import reject_json_constant, unknown_key_message
+from privfed.accounting.documents import parse_json, unknown_key_message
 from privfed.accounting.fingerprint import commit_evidence, file_sha256, sha256_hex
 from privfed.accounting.ledger import Ledger, LedgerFormatError, LedgerIntegrityError
 from privfed.accounting.ledger_entry import UnitAnalysis, load_json
@@ -46,6 +45,7 @@ from privfed.accounting.mechanism import UNITS, Mechanism
 from privfed.accounting.recompute import recompute_analysis
 from privfed.accounting.registry import (
     checked_public_mechanism_from_record,
+    defaulted_parameters,
     public_mechanism_from_record,
 )
 from privfed.accounting.report import PrivacyReport, round_up
@@ -200,13 +200,11 @@ def load_claims(path: str | os.PathLike[str]) -> dict[str, Any]:
     if not path.is_file():
         raise AuditInputError(f"claims file {str(path)!r} " + ("is a folder" if path.is_dir() else "does not exist"))
     try:
-        document = json.loads(path.read_text(encoding="utf-8"), parse_constant=reject_json_constant)
-    except (json.JSONDecodeError, UnicodeDecodeError) as error:
-        raise AuditInputError(f"claims file {str(path)!r} is not valid JSON: {error}") from None
-    except ValueError as error:
-        raise AuditInputError(f"claims file {str(path)!r}: {error}") from None
+        text = path.read_bytes()
     except OSError as error:
         raise AuditInputError(f"claims file {str(path)!r} could not be read: {error.strerror or error}") from None
+    # Duplicate keys, Infinity/NaN and nesting deeper than the ledger's limit are refused in one line.
+    document = parse_json(text, f"claims file {str(path)!r}", error=AuditInputError, finite=True)
     where = f"claims file {path.name}"
     if not isinstance(document, dict) or document.get("type") != CLAIMS_TYPE:
         raise AuditInputError(f"{where}: 'type' must be {CLAIMS_TYPE!r}")
@@ -259,6 +257,19 @@ def load_claims(path: str | os.PathLike[str]) -> dict[str, Any]:
         except (ValueError, TypeError) as error:
             raise AuditInputError(f"{where}: {error}") from None
     return document
+
+
+#: What a claims file may leave out, and the value the audit then uses.
+_CLAIMS_DEFAULTS = {"setting": "unknown", "claim.scope": "total", "claim.data_dependent": False}
+
+
+def _claims_defaults(document: Mapping[str, Any]) -> dict[str, Any]:
+    """Every value the audit of ``document`` takes from a default: the claim's and each mechanism's."""
+    defaults = {name: value for name, value in _CLAIMS_DEFAULTS.items()
+                if name.rpartition(".")[2] not in (document["claim"] if name.startswith("claim.") else document)}
+    for index, record in enumerate(document.get("mechanisms", [])):
+        defaults.update(defaulted_parameters(record, where=f"mechanisms[{index}]"))
+    return defaults
 
 
 def _shuffling_check(document: Mapping[str, Any], rounds: int | None, composed: PrivacyReport | None) -> list[Check]:
@@ -999,7 +1010,12 @@ def _audit_claims(model_path: Path | None, claims_path: Path, *, samples, given_
                   confidence, random_state) -> AuditReport:
     document = load_claims(claims_path)
     statement, claim, recomputation = _claims_statement(document, given_units)
-    checks = [Check("claims file", "pass", f"{claims_path.name}: {document.get('description', '')}".rstrip(": "))]
+    described = f"{claims_path.name}: {document.get('description', '')}".rstrip(": ")
+    defaults = _claims_defaults(document)
+    if defaults:
+        described += "; defaults used (not stated in the file): " + ", ".join(
+            f"{name} = {value!r}" for name, value in defaults.items())
+    checks = [Check("claims file", "pass", described)]
     model = None
     if model_path is None:
         checks.append(Check("model file", "warn", "no model file given: only the claims were audited",
