@@ -2,7 +2,8 @@
 
 A checkpoint is one ``.npz`` file of plain numeric arrays plus a JSON header stored as a string
 array. Nothing in it is executable: it is read with ``numpy.load(allow_pickle=False)`` and the
-header with ``json.loads``. Each save goes to a temporary file in the same folder, which is then
+header with privfed's JSON reader (``parse_json``: no duplicate keys). Each save goes to a
+temporary file in the same folder, which is then
 renamed over the previous checkpoint, so an interrupted write leaves the last complete round's
 checkpoint in place. The file is readable by its owner only: it holds weights trained on the
 clients' data.

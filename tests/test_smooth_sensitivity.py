@@ -7,6 +7,7 @@ import warnings
 import numpy as np
 import pytest
 from privfed.accounting.gaussian_noisy_max import gaussian_log_failure_bounds
+from privfed.accounting.smooth_sensitivity import _local_sensitivity_bounds as unchecked_local_sensitivity_bounds
 from privfed.accounting.smooth_sensitivity import (
     check_smooth_sensitivity_conditions,
     gnmax_local_sensitivity,
@@ -15,7 +16,6 @@ from privfed.accounting.smooth_sensitivity import (
     gnss_rdp,
     smooth_sensitivity,
 )
-from privfed.accounting.smooth_sensitivity import _local_sensitivity_bounds as unchecked_local_sensitivity_bounds
 
 import privfed
 from tests.conftest import oracle_cases, requires_oracles
