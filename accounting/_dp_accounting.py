@@ -23,13 +23,53 @@ import numpy as np
 from dp_accounting.pld import privacy_loss_distribution
 from dp_accounting.rdp import rdp_privacy_accountant
 
-__all__ = ["DEFAULT_PLD_INTERVAL", "event_pld", "event_pld_epsilon", "event_rdp", "pld_interval"]
+__all__ = [
+    "DEFAULT_PLD_INTERVAL",
+    "MAX_PLD_COMPOSITIONS",
+    "PldDpEvent",
+    "event_pld",
+    "event_pld_epsilon",
+    "event_rdp",
+    "pld_compositions",
+    "pld_interval",
+]
 
 #: dp-accounting's default PLD value discretization interval.
 DEFAULT_PLD_INTERVAL = 1e-4
 #: The PLD grid is coarsened so that a composed PLD of total privacy loss ε spans
 #: about this many grid points: the cost stays bounded for vacuous compositions.
 _PLD_POINTS_PER_EPSILON = 50_000
+
+
+#: Most uses of one event a PLD is self-composed over where the composition has no closed form (T Gaussians have
+#: one). dp-accounting's self-composition costs time that grows with the count (10⁸ uses of randomized response take
+#: about 35 s, 10⁹ do not finish); beyond this cap the PLD is not built, and the RDP and pure bounds, whose
+#: composition is a product by the count, stand alone.
+MAX_PLD_COMPOSITIONS = 10**6
+
+
+def pld_compositions(event: dp_accounting.DpEvent) -> int:
+    """The largest number of uses :func:`event_pld` self-composes one leaf over (1 for closed-form compositions)."""
+    if isinstance(event, dp_accounting.SelfComposedDpEvent):
+        if isinstance(event.event, dp_accounting.GaussianDpEvent):
+            return 1
+        return int(event.count) * pld_compositions(event.event)
+    if isinstance(event, dp_accounting.ComposedDpEvent):
+        return max((pld_compositions(member) for member in event.events), default=1)
+    return 1
+
+
+class PldDpEvent(dp_accounting.DpEvent):
+    """A leaf event whose privacy loss distribution privfed builds itself (dp-accounting has no constructor).
+
+    Subclasses are frozen dataclasses and implement :meth:`pld`; :func:`event_pld`
+    composes them with dp-accounting's own events. dp-accounting's RDP accountant
+    does not know them: they are for the PLD only.
+    """
+
+    def pld(self, *, value_discretization_interval: float) -> privacy_loss_distribution.PrivacyLossDistribution:
+        """The pessimistic PLD of one use of the event on the grid of ``value_discretization_interval``."""
+        raise NotImplementedError
 
 
 def event_rdp(
@@ -95,8 +135,9 @@ def event_pld(
 
     Supported leaves: Gaussian and Laplace (sensitivity 1, the event's noise
     multiplier as scale), randomized response (replace-one: the true value
-    replaced by another), and the Poisson-subsampled Gaussian (add-or-remove-one,
-    as Opacus and dp-accounting's RDP accountant state DP-SGD).
+    replaced by another), the Poisson-subsampled Gaussian (add-or-remove-one,
+    as Opacus and dp-accounting's RDP accountant state DP-SGD), and privfed's
+    own :class:`PldDpEvent` leaves (a shuffled round of LDP reports).
     """
     interval = value_discretization_interval
     if isinstance(event, dp_accounting.SelfComposedDpEvent):
@@ -112,6 +153,8 @@ def event_pld(
         for member in event.events:
             composed = composed.compose(event_pld(member, value_discretization_interval=interval))
         return composed
+    if isinstance(event, PldDpEvent):
+        return event.pld(value_discretization_interval=interval)
     if isinstance(event, dp_accounting.RandomizedResponseDpEvent):
         return privacy_loss_distribution.from_randomized_response(
             noise_parameter=event.noise_parameter,
@@ -136,8 +179,8 @@ def event_pld(
             value_discretization_interval=interval,
             neighboring_relation=dp_accounting.NeighboringRelation.ADD_OR_REMOVE_ONE,
         )
-    raise TypeError(f"event must be built from Gaussian, Laplace, randomized-response or Poisson-sampled Gaussian "
-                    f"events to get a privacy loss distribution, got {type(event).__name__}")
+    raise TypeError(f"event must be built from Gaussian, Laplace, randomized-response, Poisson-sampled Gaussian or "
+                    f"privfed's PldDpEvent events to get a privacy loss distribution, got {type(event).__name__}")
 
 
 def event_pld_epsilon(

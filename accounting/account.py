@@ -10,7 +10,7 @@ import dp_accounting
 import numpy as np
 
 from ._checks import check_choice, check_delta, check_orders
-from ._dp_accounting import event_pld_epsilon
+from ._dp_accounting import MAX_PLD_COMPOSITIONS, event_pld_epsilon, pld_compositions
 from .conversion import rdp_to_epsilon
 from .mechanism import ANALYSES, Mechanism, relation_for_unit
 from .observers import check_observer
@@ -78,6 +78,8 @@ def _pld_epsilon(members: Sequence[Mechanism], delta: float, *, epsilon_hint: fl
     events = [member.dp_event() for member in members]
     if not events or any(event is None for event in events) or not math.isfinite(epsilon_hint):
         return None
+    if max(pld_compositions(event) for event in events) > MAX_PLD_COMPOSITIONS:
+        return None  # bounded work: beyond the cap the RDP and pure bounds, closed form in the count, stand alone
     # The grid must suit the events themselves: a hint computed elsewhere (a ledger's recorded curves, which an
     # edit can make inconsistent with the recorded parameters) could otherwise ask for a fine grid over a huge
     # privacy-loss range and take unbounded time.
@@ -133,7 +135,9 @@ def best_bound(
     Always the analysis' RDP conversion of ``curve`` (and of ``independent_curve``
     for the data-independent ε). Under ``analysis="tight"`` also the privacy loss
     distribution of the members' dp-accounting events (when every member has
-    one) and basic composition of pure ε-DP, ``pure_epsilon`` (when every member
+    one, and no event is self-composed more than
+    :data:`~privfed.accounting._dp_accounting.MAX_PLD_COMPOSITIONS` times without
+    a closed form) and basic composition of pure ε-DP, ``pure_epsilon`` (when every member
     is pure DP): both are data-independent, so they cap ε and the
     data-independent ε alike. ``analysis="classic"`` is the papers' own
     arithmetic and stays on its RDP conversion.

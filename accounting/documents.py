@@ -13,14 +13,21 @@ way: one ``ValueError`` naming the file or key, what is wrong and what is valid.
   than silently replaced by its default.
 * :func:`check_finite_numbers` refuses ``inf`` and ``nan`` anywhere in a document
   (TOML has them; JSON readers accept ``Infinity``), naming the key.
+* :func:`parse_json` is the one JSON reader for everything privfed parses (ledgers,
+  claims files, manifests, signatures, bundles' side files, mechanism files, messages):
+  a duplicate key in one object is refused (JSON parsers keep the last, so a file could
+  say two things and mean one), and so is nesting deeper than :data:`MAX_JSON_DEPTH`,
+  each as one ``ValueError`` line, never a ``RecursionError``.
 """
 
 from __future__ import annotations
 
 import difflib
+import json
 import math
 from collections.abc import Iterable, Mapping
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -31,7 +38,9 @@ __all__ = [
     "NPY_MAGIC",
     "check_answer_epsilon",
     "check_finite_numbers",
+    "MAX_JSON_DEPTH",
     "load_npy",
+    "parse_json",
     "reject_json_constant",
     "unknown_key_message",
 ]
@@ -120,3 +129,49 @@ def check_answer_epsilon(mechanism: object, where: str) -> None:
 def reject_json_constant(constant: str) -> float:
     """``json.loads(..., parse_constant=reject_json_constant)``: ``Infinity``, ``-Infinity`` and ``NaN`` are refused."""
     raise ValueError(f"{constant} is not a finite number (JSON has no {constant}; privacy parameters must be finite)")
+
+
+#: Deepest nesting of arrays and objects a JSON document privfed reads may have; privfed's own use about 12.
+MAX_JSON_DEPTH = 64
+
+
+def _refuse_duplicates(what: str, error: type[ValueError]):
+    def hook(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+        document: dict[str, Any] = {}
+        for key, value in pairs:
+            if key in document:
+                raise error(f"{what} has the key {key!r} twice in one object; refused (a JSON reader keeps one of "
+                            "them, so the file could be read as saying something it does not)")
+            document[key] = value
+        return document
+
+    return hook
+
+
+def parse_json(text: str | bytes, what: str, *, error: type[ValueError] = ValueError, finite: bool = False) -> Any:
+    """Parse untrusted JSON text ``what``: one ``error`` line for invalid JSON, a duplicate key or deep nesting.
+
+    ``finite=True`` also refuses ``Infinity``, ``-Infinity`` and ``NaN``
+    (:func:`reject_json_constant`). Nesting deeper than :data:`MAX_JSON_DEPTH` is
+    refused whether or not Python's parser itself would recurse that far.
+    """
+    too_deep = f"{what} is nested more than {MAX_JSON_DEPTH} levels deep; refused"
+    try:
+        document = json.loads(text, object_pairs_hook=_refuse_duplicates(what, error),
+                              parse_constant=reject_json_constant if finite else None)
+    except RecursionError:
+        raise error(too_deep) from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as failure:
+        raise error(f"{what} is not valid JSON: {failure}") from None
+    except error:
+        raise
+    except ValueError as failure:  # a refused constant
+        raise error(f"{what}: {failure}") from None
+    stack = [(document, 1)]
+    while stack:
+        value, depth = stack.pop()
+        if isinstance(value, (dict, list)):
+            if depth > MAX_JSON_DEPTH:
+                raise error(too_deep)
+            stack.extend((item, depth + 1) for item in (value.values() if isinstance(value, dict) else value))
+    return document

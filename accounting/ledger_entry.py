@@ -14,7 +14,6 @@ an entry is detected when the ledger is read back.
 
 from __future__ import annotations
 
-import json
 import math
 import numbers
 from collections.abc import Mapping, Sequence
@@ -23,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from .documents import MAX_JSON_DEPTH, parse_json
 from .fingerprint import canonical_json, sha256_hex
 from .mechanism import ANALYSES, UNITS, Mechanism, relation_for_unit
 from .observers import OBSERVERS, check_observers
@@ -58,26 +58,10 @@ class LedgerIntegrityError(ValueError):
 
 
 # --- reading JSON values with exact error messages ----------------------------------------------
-#: Deepest nesting of arrays and objects a ledger (or claims) document may have; privfed's own use about 12.
-MAX_JSON_DEPTH = 64
-
-
 def load_json(text: str | bytes, what: str) -> Any:
-    """Parse untrusted JSON text; a :class:`LedgerFormatError` (one line) for invalid or too deeply nested input."""
-    try:
-        document = json.loads(text)
-    except RecursionError:
-        raise LedgerFormatError(f"{what} is nested more than {MAX_JSON_DEPTH} levels deep; refused") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as error:
-        raise LedgerFormatError(f"{what} is not valid JSON: {error}") from None
-    stack = [(document, 1)]
-    while stack:
-        value, depth = stack.pop()
-        if isinstance(value, (dict, list)):
-            if depth > MAX_JSON_DEPTH:
-                raise LedgerFormatError(f"{what} is nested more than {MAX_JSON_DEPTH} levels deep; refused")
-            stack.extend((item, depth + 1) for item in (value.values() if isinstance(value, dict) else value))
-    return document
+    """Parse untrusted JSON text; one :class:`LedgerFormatError` line for invalid JSON, a duplicate key or nesting
+    deeper than :data:`MAX_JSON_DEPTH` (:func:`~privfed.accounting.documents.parse_json`)."""
+    return parse_json(text, what, error=LedgerFormatError)
 
 
 def require(document: Mapping[str, Any], key: str, path: str) -> Any:

@@ -26,6 +26,7 @@ from .mechanism import Mechanism
 __all__ = [
     "checked_public_mechanism_from_record",
     "MAX_PUBLIC_CLASSES",
+    "defaulted_parameters",
     "PublicVoteView",
     "mechanism_class",
     "mechanism_from_record",
@@ -281,6 +282,32 @@ def _check_record(record: _ReadRecorder, rebuilt: Mapping[str, Any], where: str)
             raise ValueError(f"{here} must be an integer, got {value!r}")
         elif not _same(value, expected):
             raise ValueError(f"{here} = {value!r} disagrees with the other parameters, which give {expected!r}")
+
+
+def defaulted_parameters(record: Mapping[str, Any], *, where: str = "record") -> dict[str, Any]:
+    """The parameters a rebuild of ``record`` takes from defaults because the record does not state them.
+
+    ``{"<where>.parameters.<name>": default}`` for every constructor argument with a
+    default other than ``None`` (``None`` means "derived from the others") that the
+    record's ``parameters`` omit, and ``"<where>.unit"`` when the record has no unit;
+    members of a composition are listed under ``<where>.parameters.members[i]``. A
+    reader sees every value the recomputation used, stated or not.
+    """
+    record = _checked_record(record)
+    defaults: dict[str, Any] = {}
+    if "unit" not in record:
+        defaults[f"{where}.unit"] = "example"
+    parameters = record.get("parameters", {})
+    parameters = parameters if isinstance(parameters, Mapping) else {}
+    if record["kind"] in ("parallel_composition", "sequential_composition"):
+        for index, member in enumerate(parameters.get("members") or []):
+            defaults.update(defaulted_parameters(member, where=f"{where}.parameters.members[{index}]"))
+        return defaults
+    for name, parameter in inspect.signature(mechanism_class(record["kind"])).parameters.items():
+        if name in ("self", "unit") or name in parameters or parameter.default in (inspect.Parameter.empty, None):
+            continue
+        defaults[f"{where}.parameters.{name}"] = parameter.default
+    return defaults
 
 
 def checked_public_mechanism_from_record(record: Mapping[str, Any], *, where: str = "record") -> tuple[Mechanism, bool]:

@@ -8,6 +8,7 @@ mechanism), whose own privacy cost (Thm 23) is added to the total.
 
 from __future__ import annotations
 
+import math
 from dataclasses import KW_ONLY, dataclass
 from typing import Any, ClassVar
 
@@ -16,14 +17,13 @@ import numpy as np
 from ._checks import check_choice, check_delta, check_orders, check_positive_finite
 from .account import account, as_mechanisms
 from .confident_gnmax import ConfidentGNMax
-from .conversion import rdp_to_epsilon
 from .gaussian_noisy_max import GaussianNoisyMax
 from .mechanism import ANALYSES, UNITS, Mechanism, relation_for_unit
 from .registry import register
 from .report import PrivacyReport
-from .smooth_sensitivity import check_smooth_sensitivity_conditions, gnss_rdp
+from .smooth_sensitivity import check_smooth_sensitivity_conditions, gnss_rdp, smooth_sensitivity
 
-__all__ = ["SmoothSensitivityRelease", "release_epsilon"]
+__all__ = ["SmoothSensitivityRelease", "release_epsilon", "summed_local_sensitivity", "summed_smooth_sensitivity"]
 
 #: Releases whose data-dependent RDP has a smooth-sensitivity analysis.
 _SANITISABLE = (GaussianNoisyMax, ConfidentGNMax)
@@ -87,6 +87,46 @@ def _mechanisms_of(source: object) -> tuple[list[Mechanism], Any]:
     return list(as_mechanisms(source)), None  # type: ignore[arg-type]
 
 
+def summed_local_sensitivity(members: list[Mechanism], *, order: float) -> np.ndarray:
+    """LS(d) of the summed data-dependent RDP of the GNMax releases among ``members``, d = 0 … T − 1.
+
+    The local sensitivity at distance d of a sum is at most the sum of its terms'
+    (each term's neighbour set at distance d is the same), so the arrays LS(d) of
+    every GNMax query (and of Confident GNMax's threshold steps) are added distance
+    by distance, on one common T (the largest vote total among the releases). This
+    is PATE 2018's procedure (App. C, and TF Privacy's ``pate_2018`` analysis): the
+    smooth sensitivity of the sum, max_d e^{−βd}·Σ LS(d), is at most the sum of
+    the per-query smooth sensitivities, often several times smaller.
+    Conditions C5–C6 are checked for ``order`` (``ValueError`` otherwise).
+    """
+    sanitisable = [member for member in members if isinstance(member, _SANITISABLE)]
+    num_teachers = max(max(int(member.votes.sum(axis=1).max()), 1) for member in sanitisable)
+    total = np.zeros(num_teachers)
+    for member in sanitisable:
+        check_smooth_sensitivity_conditions(member.sigma, member.num_classes, order)
+        if not isinstance(member, ConfidentGNMax) or member.num_answered:
+            total += member.local_sensitivity_bounds(order, num_teachers=num_teachers).sum(axis=0)
+        if isinstance(member, ConfidentGNMax):
+            total += member.threshold_local_sensitivity_bounds(order, num_teachers=num_teachers).sum(axis=0)
+    return total
+
+
+def summed_smooth_sensitivity(members: list[Mechanism], *, order: float, beta: float) -> float:
+    """SS_β of the summed data-dependent RDP: max_d e^{−βd}·LS(d) of :func:`summed_local_sensitivity`."""
+    return float(smooth_sensitivity(summed_local_sensitivity(members, order=order), beta=beta))
+
+
+def _estimate_epsilon(rdp: float, *, order: float, delta: float) -> float:
+    """ε at ``delta`` of an RDP estimate at one order: the conversion dp-accounting applies at that order
+    (Canonne, Kamath, Steinke 2020, Prop. 12), ρ + ln(1 − 1/λ) − ln(δλ)/(λ − 1).
+
+    dp-accounting returns ε = 0 outright for an RDP at most −ln(1 − δ²) (then the total
+    variation is at most δ, a (0, δ) guarantee): that needs a proven RDP, which a noisy
+    estimate clamped at 0 is not; so the conversion's own formula is used at every value.
+    """
+    return rdp + math.log1p(-1.0 / order) - math.log(delta * order) / (order - 1.0)
+
+
 def release_epsilon(
     mechanism_or_ledger: Mechanism | list[Mechanism] | Any,
     *,
@@ -104,20 +144,23 @@ def release_epsilon(
     1. f = Σ RDP_R(λ): the data-dependent RDP of each :class:`GaussianNoisyMax`
        and :class:`ConfidentGNMax` (Thm 6; both steps of the latter) plus the
        data-independent RDP of every data-independent release;
-    2. SS = Σ over GNMax queries (and Confident GNMax's threshold steps) of their
-       β-smooth sensitivities (a sum's smooth
-       sensitivity is at most the sum of its terms'); conditions C5–C6 are
-       checked for λ, else ``ValueError``;
+    2. SS = the β-smooth sensitivity of f's data-dependent part: the local-sensitivity
+       bounds LS(d) of every GNMax query (and Confident GNMax's threshold steps)
+       are summed distance by distance, then SS = max_d e^{−βd}·Σ LS(d)
+       (:func:`summed_smooth_sensitivity`, PATE 2018's procedure); conditions
+       C5–C6 are checked for λ, else ``ValueError``;
     3. the released value f̃ = f + SS·σ·z, z ~ N(0, 1) from ``random_state``
        (σ = ``noise_scale``): the GNSS mechanism;
     4. its cost ρ(λ) (Thm 23, requires λ < 1/(2β)) is added: the sanitised RDP is
-       f̃ + ρ(λ), converted to ε at ``delta`` with dp-accounting's conversion at λ.
+       max(f̃ + ρ(λ), 0) (RDP is never negative; a noisy draw below 0 is clamped),
+       converted to ε at ``delta`` with dp-accounting's conversion at λ (> 0).
 
     The report's ε is this sanitised ε; ``data_dependent`` is False, since it is
-    safe to publish (its release is accounted). It is a noisy estimate of the
-    data-dependent bound (PATE 2018 Table 2 reports the same quantity), not a
-    worst-case bound: ``epsilon_data_independent`` (which includes ρ) remains the
-    guarantee that holds for every data set. Neither f nor SS appears in the
+    safe to publish (its release is accounted). It is a noisy **estimate** of the
+    data-dependent bound (PATE 2018 Table 2 reports the same quantity), not an
+    upper bound: its summary and ``str()`` say so, and
+    ``epsilon_data_independent`` (which includes ρ) remains the guarantee that
+    holds for every data set. Neither f nor SS appears in the
     report (both are private). A ledger gets the GNSS release as an entry of its own.
 
     Examples
@@ -150,21 +193,14 @@ def release_epsilon(
     if len(units) != 1:
         raise ValueError(f"mechanism_or_ledger must protect one unit, got units {units}")
     grid = np.array([order])
-    value, sensitivity = 0.0, 0.0
-    for member in members:
-        if isinstance(member, _SANITISABLE):
-            check_smooth_sensitivity_conditions(member.sigma, member.num_classes, order)
-            value += float(member.rdp(grid)[0])
-            if not isinstance(member, ConfidentGNMax) or member.num_answered:
-                sensitivity += float(member.smooth_sensitivity(order=order, beta=beta).sum())
-            if isinstance(member, ConfidentGNMax):
-                sensitivity += float(member.threshold_smooth_sensitivity(order=order, beta=beta).sum())
-        else:
-            value += float(member.rdp_data_independent(grid)[0])
+    value = sum(float(member.rdp(grid)[0]) if isinstance(member, _SANITISABLE)
+                else float(member.rdp_data_independent(grid)[0]) for member in members)
+    sensitivity = summed_smooth_sensitivity(members, order=order, beta=beta)
     gnss = SmoothSensitivityRelease(beta, noise_scale, unit=units[0])
     noise = float(np.random.default_rng(random_state).standard_normal())
-    sanitised = value + sensitivity * noise_scale * noise + float(gnss.rdp(grid)[0])
-    epsilon, _ = rdp_to_epsilon(grid, np.array([sanitised]), delta, "tight")
+    # RDP is never negative: a noisy draw below 0 is clamped at 0.
+    sanitised = max(value + sensitivity * noise_scale * noise + float(gnss.rdp(grid)[0]), 0.0)
+    epsilon = _estimate_epsilon(sanitised, order=order, delta=delta)
     independent = account([*members, gnss], delta=delta).epsilon_data_independent
     if ledger is not None:
         ledger.record(gnss, note=(f"smooth-sensitivity (GNSS) release of the data-dependent RDP at order {order:g}: "

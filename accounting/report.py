@@ -84,7 +84,9 @@ class PrivacyReport:
     Attributes
     ----------
     epsilon, delta:
-        The guarantee. ε is an upper bound; :meth:`__str__` rounds it up.
+        The guarantee. ε is an upper bound; :meth:`__str__` rounds it up. The one
+        exception is ``method="smooth_sensitivity"`` (:func:`release_epsilon`): a
+        sanitised estimate, printed "ε ≈ … (ESTIMATE, not an upper bound)".
     order:
         The Rényi order α at which the conversion was optimal.
     orders, rdp, log_moments:
@@ -165,10 +167,13 @@ class PrivacyReport:
         if self.observer is not None:
             unit += f" against the {self.observer}"
         analysis = _METHOD_TEXT.get(self.method, _ANALYSIS_TEXT[self.analysis])
-        text = f"ε = {round_up(self.epsilon)}, δ = {self.delta:g} ({unit}; {analysis}"
+        estimate = self.method == "smooth_sensitivity"
+        figure = f"ε ≈ {round_up(self.epsilon)} (ESTIMATE, not an upper bound)" if estimate else (
+            f"ε = {round_up(self.epsilon)}")
+        text = f"{figure}, δ = {self.delta:g} ({unit}; {analysis}"
         if self.source == "dpsgd":
             text += "; bound: DP-SGD training of the models every release is derived from"
-        if self.method == "smooth_sensitivity":
+        if estimate:
             text += (
                 "; SANITISED: a noisy estimate of the data-dependent bound, safe to publish; worst-case "
                 f"data-independent ε = {round_up(self.epsilon_data_independent)}"
@@ -195,8 +200,10 @@ class PrivacyReport:
             if self.data_dependent else "data-independent"
         )
         observer = "" if self.observer is None else f", observer = {self.observer!r}"
+        figure = (f"ε ≈ {round_up(self.epsilon)} (ESTIMATE)" if self.method == "smooth_sensitivity"
+                  else f"ε = {round_up(self.epsilon)}")
         return (
-            f"PrivacyReport(ε = {round_up(self.epsilon)}, δ = {self.delta:g}, unit = {self.unit!r}{observer}, "
+            f"PrivacyReport({figure}, δ = {self.delta:g}, unit = {self.unit!r}{observer}, "
             f"analysis = {analysis!r}, {dependence})"
         )
 

@@ -7,10 +7,12 @@ Theorem 3.1 and its numerical bound (Sec. 5).
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import KW_ONLY, dataclass, field
 from typing import Any, ClassVar
 
+import dp_accounting
 import numpy as np
 from dp_accounting.pld import pld_pmf, privacy_loss_distribution
 from scipy import special, stats
@@ -23,16 +25,18 @@ from ._checks import (
     check_orders,
     check_positive_finite,
 )
+from ._dp_accounting import MAX_PLD_COMPOSITIONS, PldDpEvent, event_pld
 from .mechanism import ANALYSES, UNITS, Mechanism
 from .registry import register
 
-__all__ = ["ShuffledRandomizedResponse", "shuffle_dominating_pair"]
+__all__ = ["ShuffledRandomizedResponse", "ShuffledRoundDpEvent", "shuffle_dominating_pair"]
 
 #: Binomial tails beyond this mass are dropped from the support (and charged in full: see below).
 _TAIL = 1e-16
 _PLD_INTERVAL = 1e-4
 
 
+@functools.lru_cache(maxsize=32)
 def shuffle_dominating_pair(epsilon_local: float, num_users: int) -> tuple[np.ndarray, np.ndarray, float]:
     """FMT Theorem 3.1's dominating pair, as (ln P₀, ln P₁) over its support and the mass left out.
 
@@ -74,6 +78,28 @@ def shuffle_dominating_pair(epsilon_local: float, num_users: int) -> tuple[np.nd
     return log_p0, log_p1, min(left_out, 1.0)
 
 
+@dataclass(frozen=True)
+class ShuffledRoundDpEvent(PldDpEvent):
+    """One shuffled round of ``num_users`` ε₀-LDP reports, as a dp-accounting event for the PLD.
+
+    Its PLD is that of FMT's dominating pair (:func:`shuffle_dominating_pair`):
+    losses rounded up to the grid, the left-out mass at +∞ (pessimistic), so it
+    composes with dp-accounting's own events inside one privacy loss distribution.
+    """
+
+    epsilon_local: float
+    num_users: int
+
+    def pld(self, *, value_discretization_interval: float) -> privacy_loss_distribution.PrivacyLossDistribution:
+        log_p0, log_p1, left_out = shuffle_dominating_pair(self.epsilon_local, self.num_users)
+        buckets = np.ceil((log_p0 - log_p1) / value_discretization_interval).astype(np.int64)
+        keys, where = np.unique(buckets, return_inverse=True)
+        masses = np.bincount(where, weights=np.exp(log_p0))
+        pmf = pld_pmf.create_pmf(dict(zip(keys.tolist(), masses.tolist())), value_discretization_interval, left_out,
+                                 True)
+        return privacy_loss_distribution.PrivacyLossDistribution(pmf)
+
+
 @register
 @dataclass(frozen=True, eq=False)
 class ShuffledRandomizedResponse(Mechanism):
@@ -94,8 +120,10 @@ class ShuffledRandomizedResponse(Mechanism):
     * :meth:`rdp`: the pair's exact Rényi divergence, × ``reports``;
     * :meth:`pure_epsilon`: ε₀ · ``reports`` (shuffling never hurts).
 
-    ``privfed.account`` takes the smaller of the RDP and pure figures;
-    :meth:`central_epsilon` is tighter still and is what audits print. Without a
+    :meth:`dp_event` is the round as a :class:`ShuffledRoundDpEvent`, self-composed
+    over ``reports``: ``privfed.account`` and a ledger compose its PLD with the
+    other releases' (dp-accounting) and report the smallest of the PLD, RDP and
+    pure figures; alone, that is :meth:`central_epsilon`. Without a
     trusted shuffler none of this applies: the guarantee is
     :class:`RandomizedResponse`'s, ε₀ per report, composed over rounds.
     """
@@ -118,7 +146,9 @@ class ShuffledRandomizedResponse(Mechanism):
         object.__setattr__(self, "num_users", int(check_at_most(
             "num_users", users, 10**6, "the dominating pair's support grows with √n · n·e^{−ε₀}")))
         object.__setattr__(self, "num_classes", check_int_at_least("num_classes", self.num_classes, 2))
-        object.__setattr__(self, "reports", check_int_at_least("reports", self.reports, 1))
+        object.__setattr__(self, "reports", int(check_at_most(
+            "reports", check_int_at_least("reports", self.reports, 1), MAX_PLD_COMPOSITIONS,
+            "the rounds' composition has no closed form: its PLD is self-composed once per round")))
         check_choice("unit", self.unit, UNITS)
 
     @property
@@ -131,27 +161,26 @@ class ShuffledRandomizedResponse(Mechanism):
         return self.reports
 
     def _pair(self) -> tuple[np.ndarray, np.ndarray, float]:
-        if "pair" not in self._cache:
-            self._cache["pair"] = shuffle_dominating_pair(self.epsilon_local, self.num_users)
-        return self._cache["pair"]
+        return shuffle_dominating_pair(self.epsilon_local, self.num_users)
+
+    def round_event(self) -> ShuffledRoundDpEvent:
+        """One shuffled round as a dp-accounting event (PLD only)."""
+        return ShuffledRoundDpEvent(self.epsilon_local, self.num_users)
+
+    def dp_event(self) -> dp_accounting.DpEvent:
+        """:meth:`round_event` self-composed ``reports`` times."""
+        return dp_accounting.SelfComposedDpEvent(self.round_event(), self.reports)
 
     def round_pld(self) -> privacy_loss_distribution.PrivacyLossDistribution:
         """The privacy loss distribution of one round (losses rounded up; the left-out mass at +∞)."""
-        log_p0, log_p1, left_out = self._pair()
-        buckets = np.ceil((log_p0 - log_p1) / _PLD_INTERVAL).astype(np.int64)
-        keys, where = np.unique(buckets, return_inverse=True)
-        masses = np.bincount(where, weights=np.exp(log_p0))
-        pmf = pld_pmf.create_pmf(dict(zip(keys.tolist(), masses.tolist())), _PLD_INTERVAL, left_out, True)
-        return privacy_loss_distribution.PrivacyLossDistribution(pmf)
+        return self.round_event().pld(value_discretization_interval=_PLD_INTERVAL)
 
     def central_epsilon(self, delta: float) -> float:
         """Central ε at ``delta`` over all rounds: the PLD of FMT's pair self-composed ``reports`` times."""
         delta = check_delta(delta)
         key = ("epsilon", delta)
         if key not in self._cache:
-            pld = self.round_pld()
-            if self.reports > 1:
-                pld = pld.self_compose(self.reports)
+            pld = event_pld(self.dp_event(), value_discretization_interval=_PLD_INTERVAL)
             self._cache[key] = min(float(pld.get_epsilon_for_delta(delta)), self.pure_epsilon())
         return self._cache[key]
 

@@ -143,9 +143,19 @@ def _log_q1(sigma: float, order: float, num_classes: int) -> float:
 
 
 def gnmax_local_sensitivity(log_q: object, *, sigma: float, num_classes: int, order: float) -> np.ndarray:
-    """LS(q) of the data-dependent RDP at order λ for each ln q (PATE 2018 Alg. 3, Prop. 13)."""
+    """LS(q) of the data-dependent RDP at order λ for each ln q (PATE 2018 Alg. 3, Prop. 13).
+
+    Valid only where conditions C5–C6 hold: :func:`check_smooth_sensitivity_conditions`
+    refuses the order otherwise (``ValueError``).
+    """
     sigma, order = check_positive_finite("sigma", sigma), _check_order(order)
     num_classes = check_int_at_least("num_classes", num_classes, 2)
+    check_smooth_sensitivity_conditions(sigma, num_classes, order)
+    return _local_sensitivity(log_q, sigma=sigma, num_classes=num_classes, order=order)
+
+
+def _local_sensitivity(log_q: object, *, sigma: float, num_classes: int, order: float) -> np.ndarray:
+    """Alg. 3 without the C5–C6 check (its callers have made it)."""
     log_q0 = gnmax_logq0(sigma, order)
     log_q1 = _log_q1(sigma, order, num_classes)
     log_q = np.asarray(log_q, dtype=float)
@@ -178,10 +188,18 @@ def gnmax_local_sensitivity_bounds(
     largest row sum). Vectorised over queries: every query walks one vote per
     step towards [q₁, q₀] (see the module docstring), the walks advance
     together, and a query leaves the loop when it reaches the plateau; the
-    cost is O(queries × classes × steps walked).
+    cost is O(queries × classes × steps walked). The bounds rest on conditions
+    C5–C6: an order that fails them is refused (``ValueError``), as in
+    :func:`check_smooth_sensitivity_conditions`.
     """
     votes = check_votes(votes)
     sigma, order = check_positive_finite("sigma", sigma), _check_order(order)
+    check_smooth_sensitivity_conditions(sigma, votes.shape[1], order)
+    return _local_sensitivity_bounds(votes, sigma=sigma, order=order, num_teachers=num_teachers)
+
+
+def _local_sensitivity_bounds(votes: np.ndarray, *, sigma: float, order: float, num_teachers: int | None) -> np.ndarray:
+    """Algs. 4–5 without the C5–C6 check (see :func:`gnmax_local_sensitivity_bounds`)."""
     total = int(votes.sum(axis=1).max())
     num_teachers = max(total, 1) if num_teachers is None else check_int_at_least("num_teachers", num_teachers, 1)
     if num_teachers < total:
@@ -191,7 +209,7 @@ def gnmax_local_sensitivity_bounds(
     num_classes = votes.shape[1]
     log_q0 = gnmax_logq0(sigma, order)
     log_q1 = _log_q1(sigma, order, num_classes)
-    local = functools.partial(gnmax_local_sensitivity, sigma=sigma, num_classes=num_classes, order=order)
+    local = functools.partial(_local_sensitivity, sigma=sigma, num_classes=num_classes, order=order)
     plateau = float(local(log_q1))
     cap = math.log1p(-1.0 / num_classes)
     offset = 2 * num_teachers + 2  # gaps stay within ±(T + 2) along every walk

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import difflib
 import inspect
-import json
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
@@ -36,7 +35,7 @@ from .documents import (
     check_answer_epsilon,
     check_finite_numbers,
     load_npy,
-    reject_json_constant,
+    parse_json,
     unknown_key_message,
 )
 from .mechanism import Mechanism
@@ -55,7 +54,7 @@ def _read(path: Path) -> Any:
             return tomllib.load(handle)
     if suffix == ".json":
         with path.open("r", encoding="utf-8") as handle:
-            return json.load(handle, parse_constant=reject_json_constant)
+            return parse_json(handle.read(), f"mechanism file {str(path)!r}", finite=True)
     raise ValueError(f"path must name a .json or .toml mechanism file, got {str(path)!r}")
 
 

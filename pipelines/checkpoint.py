@@ -2,7 +2,8 @@
 
 A checkpoint is one ``.npz`` file of plain numeric arrays plus a JSON header stored as a string
 array. Nothing in it is executable: it is read with ``numpy.load(allow_pickle=False)`` and the
-header with ``json.loads``. Each save goes to a temporary file in the same folder, which is then
+header with privfed's JSON reader (``parse_json``: no duplicate keys). Each save goes to a
+temporary file in the same folder, which is then
 renamed over the previous checkpoint, so an interrupted write leaves the last complete round's
 checkpoint in place. The file is readable by its owner only: it holds weights trained on the
 clients' data.
@@ -24,6 +25,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from ..accounting.documents import parse_json
 
 FORMAT = "privfed-round-checkpoint"
 VERSION = 1
@@ -91,7 +94,7 @@ class RoundCheckpoint:
             return None
         try:
             with np.load(self.path, allow_pickle=False) as stored:
-                header = json.loads(str(stored[_HEADER][()]))
+                header = parse_json(str(stored[_HEADER][()]), "its header")
                 arrays = {name: stored[name] for name in stored.files if name != _HEADER}
         except (OSError, ValueError, KeyError) as error:
             raise ValueError(f"checkpoint {str(self.path)!r} is not a privfed round checkpoint ({error})") from None

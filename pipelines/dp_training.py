@@ -38,9 +38,23 @@ def check_dp_module(module: nn.Module, owner: str) -> None:
         )
 
 
+#: Said when q is derived from the private training-set size (``DPConfig.sample_rate`` unset).
+PRIVATE_RATE_WARNING = (
+    "DPConfig.sample_rate is not set: the sampling rate q = batch_size / n, and with it the steps and a calibrated "
+    "σ, are derived from the private training-set size n, which differs between add/remove neighbours; the "
+    "DP-SGD guarantee then treats n as public. Set DPConfig(sample_rate=...) to make every DP-SGD parameter public "
+    "(docs/models.md)"
+)
+
+
 def plan_release(config: DPConfig, *, n: int, batch_size: int, epochs: int) -> DPSGD:
-    """The DP-SGD release of one training call of ``epochs`` epochs on ``n`` examples (checked before training)."""
+    """The DP-SGD release of one training call of ``epochs`` epochs on ``n`` examples (checked before training).
+
+    Warns (``UserWarning``) when q is derived from n rather than configured.
+    """
     sample_rate = config.resolve_sample_rate(n, batch_size)
+    if not config.public_sample_rate:
+        warnings.warn(PRIVATE_RATE_WARNING, UserWarning, stacklevel=3)
     steps = epochs * config.steps_per_epoch(sample_rate)
     sigma = config.noise_multiplier
     if sigma is None:
@@ -61,13 +75,15 @@ def train_dp_sgd(
     max_grad_norm: float,
     epochs: int,
     seed: int,
+    expected_batch_size: float | None = None,
 ) -> list[float]:
     """Run ``release`` (its σ, q and steps) with Opacus's ``PrivacyEngine``; return the mean loss of each epoch.
 
     The batches are Opacus's ``DPDataLoader`` (Poisson sampling at rate q, ⌊1/q⌋
     batches per epoch, empty batches included); the optimizer is Opacus's
     ``DPOptimizer`` (per-example clipping to ``max_grad_norm``, Gaussian noise of
-    standard deviation σ·C on the sum, divided by the expected batch size q·n).
+    standard deviation σ·C on the sum, divided by the expected batch size B =
+    ``expected_batch_size``, public; default q·n, which depends on the private n).
     The network keeps its own parameters (Opacus's hooks are removed after).
     """
     from opacus import PrivacyEngine
@@ -89,7 +105,8 @@ def train_dp_sgd(
         max_grad_norm=max_grad_norm, poisson_sampling=False,
         noise_generator=torch.Generator(device=inputs.device).manual_seed(seed + 1),
     )
-    private_optimizer.expected_batch_size = release.sample_rate * n
+    private_optimizer.expected_batch_size = (release.sample_rate * n if expected_batch_size is None
+                                             else float(expected_batch_size))
     losses = []
     try:
         with warnings.catch_warnings():

@@ -24,13 +24,13 @@ together are refused instead of silently mixed.
 from __future__ import annotations
 
 import gzip
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from ..accounting._checks import check_choice, check_int_at_least
+from ..accounting.documents import parse_json
 from .datasets import FederatedSplit, _check_features_labels
 
 __all__ = ["REFERENCE_ROWS_DATASETS", "ReferenceRows", "load_reference_rows", "reference_rows_split"]
@@ -104,7 +104,7 @@ def load_reference_rows(path: str | Path, *, dataset: str, n_parties: int, seed:
     path = Path(path)
     opener = gzip.open if path.suffix == ".gz" else open
     with opener(path, "rt", encoding="utf-8") as handle:
-        entries = json.load(handle)
+        entries = parse_json(handle.read(), f"reference rows {str(path)!r}")
     key = f"{REFERENCE_ROWS_DATASETS[dataset]}/parties={n_parties}/seed={seed}"
     if not isinstance(entries, dict) or key not in entries:
         raise KeyError(f"{str(path)!r} holds no entry {key!r}")

@@ -46,6 +46,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from ..accounting import DPSGD, compose_dpsgd, randomized_response_estimate
+from ..accounting.documents import parse_json
 from ._dp_ledger import training_report
 from ._models import fit_classifier, is_dp_trained, with_seed
 from .dp_selector import DPDensityRatioSelector
@@ -476,7 +477,7 @@ def client_from_state(
     if "distilled-rows" in arrays:
         client = replace(client, distilled_rows=np.asarray(arrays["distilled-rows"]),
                          distilled_codes=np.asarray(arrays["distilled-codes"]))
-    trainings = json.loads(str(scalars.get("dp-trainings", "[]")))
+    trainings = parse_json(str(scalars.get("dp-trainings", "[]")), f"{party}'s dp-trainings")
     if trainings and not is_dp_trained(client.prototype):
         raise ValueError(f"{party}'s stored state holds DP-SGD releases, but its model does not train with DP-SGD")
     client = replace(client, trainings=tuple(DPSGD(**release) for release in trainings))
@@ -485,7 +486,8 @@ def client_from_state(
         client = replace(client, model=_refit(client, client.fit_seed))
     if scalars["model-spec"]:
         tensors = {k.removeprefix("model."): v for k, v in arrays.items() if k.startswith("model.")}
-        model = type(client.prototype).from_safe_state(json.loads(str(scalars["model-spec"])), tensors)
+        model = type(client.prototype).from_safe_state(parse_json(str(scalars["model-spec"]), f"{party}'s model-spec"),
+                                                       tensors)
         model.set_optimizer_state({k.removeprefix("optimizer."): v for k, v in arrays.items()
                                    if k.startswith("optimizer.")})
         client = replace(client, model=model)

@@ -498,7 +498,8 @@ class TorchClassifier(ClassifierMixin, BaseEstimator):
         check_dp_module(module, type(self).__name__)
         release = plan_release(self.dp, n=len(inputs), batch_size=self.batch_size, epochs=epochs)
         losses = train_dp_sgd(module, optimizer, inputs, targets, loss_fn, release=release,
-                              max_grad_norm=self.dp.max_grad_norm, epochs=epochs, seed=seed)
+                              max_grad_norm=self.dp.max_grad_norm, epochs=epochs, seed=seed,
+                              expected_batch_size=self.dp.resolve_expected_batch_size(self.batch_size))
         self.loss_curve_.extend(losses)
         if self.verbose:
             print(f"{type(self).__name__} DP-SGD: {release}, last epoch's loss {losses[-1]:.4f}")

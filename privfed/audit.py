@@ -23,7 +23,6 @@ empirical lower bound on ε (:mod:`privfed.empirical`).
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
 import os
 import re
@@ -35,9 +34,10 @@ from typing import Any
 import numpy as np
 
 from privfed.accounting._checks import check_delta
+from privfed.accounting._dp_accounting import MAX_PLD_COMPOSITIONS
 from privfed.accounting.account import account
 from privfed.accounting.conversion import rdp_to_epsilon
-from privfed.accounting.documents import reject_json_constant, unknown_key_message
+from privfed.accounting.documents import parse_json, unknown_key_message
 from privfed.accounting.fingerprint import commit_evidence, file_sha256, sha256_hex
 from privfed.accounting.ledger import SCHEMA_VERSION, Ledger, LedgerFormatError, LedgerIntegrityError, decode_epsilon
 from privfed.accounting.ledger_entry import UnitAnalysis, load_json
@@ -46,9 +46,11 @@ from privfed.accounting.observers import OBSERVERS
 from privfed.accounting.recompute import recompute_analysis
 from privfed.accounting.registry import (
     checked_public_mechanism_from_record,
+    defaulted_parameters,
     public_mechanism_from_record,
 )
 from privfed.accounting.report import PrivacyReport, round_up
+from privfed.accounting.sequential import compose_repeated
 from privfed.accounting.shuffling import ShuffledRandomizedResponse
 from privfed.audit_hygiene import SETTINGS, Release, Statement, hygiene_checks
 from privfed.audit_report import AuditInputError, AuditReport, Check
@@ -87,7 +89,8 @@ _UNSAFE_MEANING = ("opening this file would require a format that can run arbitr
 
 # --- rebuilding mechanisms from public parameters ---------------------------------------------------
 #: The parameter that counts a mechanism's own repetitions: scaled for a per-round claim instead of copying it.
-_REPETITIONS = {"randomized_response": "reports", "dpsgd": "steps", "quantized_laplace_ensemble": "draws_per_example"}
+_REPETITIONS = {"randomized_response": "reports", "dpsgd": "steps", "quantized_laplace_ensemble": "draws_per_example",
+                "shuffled_randomized_response": "reports"}
 
 
 def _over_rounds(record: Mapping[str, Any], rounds: int) -> dict[str, Any]:
@@ -198,13 +201,11 @@ def load_claims(path: str | os.PathLike[str]) -> dict[str, Any]:
     if not path.is_file():
         raise AuditInputError(f"claims file {str(path)!r} " + ("is a folder" if path.is_dir() else "does not exist"))
     try:
-        document = json.loads(path.read_text(encoding="utf-8"), parse_constant=reject_json_constant)
-    except (json.JSONDecodeError, UnicodeDecodeError) as error:
-        raise AuditInputError(f"claims file {str(path)!r} is not valid JSON: {error}") from None
-    except ValueError as error:
-        raise AuditInputError(f"claims file {str(path)!r}: {error}") from None
+        text = path.read_bytes()
     except OSError as error:
         raise AuditInputError(f"claims file {str(path)!r} could not be read: {error.strerror or error}") from None
+    # Duplicate keys, Infinity/NaN and nesting deeper than the ledger's limit are refused in one line.
+    document = parse_json(text, f"claims file {str(path)!r}", error=AuditInputError, finite=True)
     where = f"claims file {path.name}"
     if not isinstance(document, dict) or document.get("type") != CLAIMS_TYPE:
         raise AuditInputError(f"{where}: 'type' must be {CLAIMS_TYPE!r}")
@@ -259,6 +260,19 @@ def load_claims(path: str | os.PathLike[str]) -> dict[str, Any]:
     return document
 
 
+#: What a claims file may leave out, and the value the audit then uses.
+_CLAIMS_DEFAULTS = {"setting": "unknown", "claim.scope": "total", "claim.data_dependent": False}
+
+
+def _claims_defaults(document: Mapping[str, Any]) -> dict[str, Any]:
+    """Every value the audit of ``document`` takes from a default: the claim's and each mechanism's."""
+    defaults = {name: value for name, value in _CLAIMS_DEFAULTS.items()
+                if name.rpartition(".")[2] not in (document["claim"] if name.startswith("claim.") else document)}
+    for index, record in enumerate(document.get("mechanisms", [])):
+        defaults.update(defaulted_parameters(record, where=f"mechanisms[{index}]"))
+    return defaults
+
+
 def _shuffling_check(document: Mapping[str, Any], rounds: int | None, composed: PrivacyReport | None) -> list[Check]:
     """PrivateKT's three figures: the per-round LDP claim, a trusted shuffler's central ε, and ε without one.
 
@@ -271,15 +285,20 @@ def _shuffling_check(document: Mapping[str, Any], rounds: int | None, composed: 
         return []
     local, _ = public_mechanism_from_record(responses[0])
     delta = float(claim["delta"])
-    shuffled = ShuffledRandomizedResponse(local.epsilon_per_report, num_users=int(clients),
-                                          num_classes=local.num_classes, reports=rounds, unit=local.unit)
     one_round = ShuffledRandomizedResponse(local.epsilon_per_report, num_users=int(clients),
                                            num_classes=local.num_classes, unit=local.unit)
+    if rounds <= MAX_PLD_COMPOSITIONS:
+        shuffled = ShuffledRandomizedResponse(local.epsilon_per_report, num_users=int(clients),
+                                              num_classes=local.num_classes, reports=rounds, unit=local.unit)
+        over_rounds = f"{_fmt(min(shuffled.central_epsilon(delta), composed.epsilon))} over {rounds} rounds"
+    else:  # the rounds' PLD has no closed form: bounded work
+        over_rounds = (f"not computed over {rounds} rounds (more than {MAX_PLD_COMPOSITIONS} self-compositions; "
+                       f"at most {_fmt(composed.epsilon)}, the unshuffled figure)")
     detail = (f"(1) claim: ε₀ = {_fmt(local.epsilon_per_report)} per round, local DP of each client's report; "
               f"(2) with a trusted shuffler of the {clients} clients' reports per round (Feldman–McMillan–Talwar "
               f"numerical bound; never above the unshuffled figure, of which it is post-processing): central "
               f"ε = {_fmt(min(one_round.central_epsilon(delta), local.pure_epsilon()))} per round, "
-              f"{_fmt(min(shuffled.central_epsilon(delta), composed.epsilon))} over {rounds} rounds; "
+              f"{over_rounds}; "
               "(3) without one — neither the authors' "
               f"code nor privfed has a shuffler — ε = {_fmt(composed.epsilon)} over {rounds} rounds")
     return [Check("shuffling", "warn", detail,
@@ -360,8 +379,8 @@ def _claims_statement(
             mechanism, placeholder = public_mechanism_from_record(record)
             repeated = record if rounds is None else _over_rounds(record, rounds)
             over_rounds = [public_mechanism_from_record(repeated)[0]]
-            if rounds is not None and repeated is record:
-                over_rounds *= rounds
+            if rounds is not None and repeated is record:  # no count of its own: composed in closed form
+                over_rounds = [compose_repeated(over_rounds[0], rounds)]
         except (ValueError, TypeError, KeyError) as error:
             raise AuditInputError(f"claims file: mechanisms[{index}] cannot be rebuilt: {error}") from None
         mechanisms.setdefault(mechanism.unit, []).append(mechanism)
@@ -941,7 +960,15 @@ def _audit_bundle(directory: Path, *, evidence, samples, given_units, module, mo
     if LEDGER_FILE not in files:
         raise AuditInputError(f"{directory} is not a privfed bundle: it has no {LEDGER_FILE}")
     manifest, digest = _manifest_check(files, directory)
-    checks = [manifest, _signature_check(files, public_key)]
+    signature = _signature_check(files, public_key)
+    checks = [manifest, signature]
+    if public_key is not None and signature.status == "fail":
+        # The publisher's key says the bundle is not what was signed: nothing in it is recomputed (a forged ledger
+        # could ask for any amount of work), and nothing is loaded.
+        return AuditReport(str(directory), (*checks, Check(
+            "recomputation", "warn", "not attempted: the signature does not verify, so the ledger was not read",
+            "nothing in an unsigned or forged bundle is worth recomputing; use the publisher's signed bundle.",
+            "integrity")))
     try:
         document = load_json(files[LEDGER_FILE], LEDGER_FILE)
     except LedgerFormatError as error:
@@ -1002,7 +1029,12 @@ def _audit_claims(model_path: Path | None, claims_path: Path, *, samples, given_
                   confidence, random_state) -> AuditReport:
     document = load_claims(claims_path)
     statement, claim, recomputation = _claims_statement(document, given_units)
-    checks = [Check("claims file", "pass", f"{claims_path.name}: {document.get('description', '')}".rstrip(": "))]
+    described = f"{claims_path.name}: {document.get('description', '')}".rstrip(": ")
+    defaults = _claims_defaults(document)
+    if defaults:
+        described += "; defaults used (not stated in the file): " + ", ".join(
+            f"{name} = {value!r}" for name, value in defaults.items())
+    checks = [Check("claims file", "pass", described)]
     model = None
     if model_path is None:
         checks.append(Check("model file", "warn", "no model file given: only the claims were audited",

@@ -42,6 +42,7 @@ from typing import Any
 
 import numpy as np
 
+from privfed.accounting.documents import parse_json
 from privfed.accounting.fingerprint import sha256_hex
 from privfed.accounting.ledger import Ledger
 from privfed.manifest import (
@@ -258,7 +259,7 @@ def _read_model(
         if family == "torch-safe-state":
             import safetensors.numpy
 
-            architecture = json.loads(files[ARCHITECTURE_FILE])
+            architecture = parse_json(files[ARCHITECTURE_FILE], ARCHITECTURE_FILE)
             tensors = safetensors.numpy.load(files["model.safetensors"])
             if module_fn is None:
                 return cls.from_safe_state(architecture["spec"], tensors)

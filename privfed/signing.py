@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from privfed.accounting.documents import parse_json
 from privfed.manifest import MANIFEST_FILE, SIGNATURE_FILE, BundleError, BundleIntegrityError
 
 __all__ = [
@@ -162,7 +163,7 @@ class SignatureVerdict:
 
 def _signature_fields(files: Mapping[str, bytes]) -> tuple[bytes, bytes]:
     try:
-        document = json.loads(files[SIGNATURE_FILE])
+        document = parse_json(files[SIGNATURE_FILE], SIGNATURE_FILE)
         if not isinstance(document, dict) or document.get("type") != SIGNATURE_TYPE \
                 or document.get("algorithm") != "ed25519":
             raise ValueError("not a privfed Ed25519 signature document")

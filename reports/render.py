@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import base64
 import html
-import json
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -31,6 +30,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from ..accounting.documents import parse_json
 from ..accounting.mechanism import UNITS
 from ..accounting.report import round_up
 from .sweep import SWEEP_FILE, load_results
@@ -254,7 +254,7 @@ def sources_table(results: pd.DataFrame, summary: pd.DataFrame) -> tuple[list[st
     for _, row in summary.iterrows():
         params = [p for p in _varying(summary[summary["setting"] == row["setting"]], _param_columns(summary))]
         point = ", ".join(f"{_short(p)} = {_value(row[p])}" for p in params) or "–"
-        sources = json.loads(by_key.loc[row["keys"][0], "sources"] or "{}")
+        sources = parse_json(by_key.loc[row["keys"][0], "sources"] or "{}", "sources")
         for unit in UNITS:
             if unit not in sources:
                 continue
@@ -273,12 +273,12 @@ def _notes(results: pd.DataFrame) -> dict[str, list[str]]:
     ok = results[(results["status"] == "ok") & (results["role"] == "private")]
     for setting, group in ok.groupby("setting", sort=False):
         texts: dict[str, None] = {}
-        for unit_sources in json.loads(group.iloc[0]["sources"] or "{}").values():
+        for unit_sources in parse_json(group.iloc[0]["sources"] or "{}", "sources").values():
             for source in unit_sources:
                 if source.get("note"):
                     texts.setdefault(f"Release (first grid point, {group.iloc[0]['line']}): {source['note']}")
         for value in group["unaccounted"]:
-            for description in json.loads(value or "[]"):
+            for description in parse_json(value or "[]", "unaccounted"):
                 texts.setdefault("UNACCOUNTED, not covered by ε: " + description)
         notes[str(setting)] = list(texts)
     return notes
@@ -307,8 +307,8 @@ def _sweep_description(results_path: Path | None) -> dict[str, Any]:
     if not path.is_file():
         return {}
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError):
+        return parse_json(path.read_text(encoding="utf-8"), SWEEP_FILE)
+    except (OSError, ValueError):
         return {}
 
 

@@ -486,3 +486,63 @@ def test_out_of_range_parameters_are_one_line_errors(bundle, value, capsys):
     report = audit(bundle)
     assert report.check("recorded totals").status == "fail" and report.exit_code == 1
     assert main(["audit", str(bundle)]) == 1 and "Traceback" not in capsys.readouterr().err
+
+
+def _claim_a_billion_reports(bundle: Path) -> None:
+    """A forger rewrites the ledger to a randomized response of 10⁹ reports, resealing entries and manifest."""
+    def billion(document):
+        document["entries"][0]["analyses"] = {unit: privfed.accounting.ledger_entry.analyse_mechanism(
+            privfed.RandomizedResponse(10, epsilon=1.0, reports=10**9, unit=unit), evidence_sha256=None).to_dict()
+            for unit in ("party", "example")}
+        document["evidence"] = None
+
+    (bundle / "evidence.npz").unlink()
+    _edit_ledger(bundle, billion)
+    _reseal(bundle)
+
+
+def test_a_billion_reports_are_accounted_in_bounded_time(bundle):
+    """Identical reports compose in closed form (RDP, pure); the PLD is not self-composed 10⁹ times."""
+    start = time.perf_counter()
+    report = privfed.account(privfed.RandomizedResponse(10, epsilon=1.0, reports=10**9), delta=DELTA)
+    assert time.perf_counter() - start < 5.0 and report.method == "rdp"
+    one = privfed.account(privfed.RandomizedResponse(10, epsilon=1.0, reports=1000), delta=DELTA, analysis="tight")
+    assert report.epsilon <= 10**9 * 1.0 and report.epsilon > one.epsilon
+    _claim_a_billion_reports(bundle)
+    start = time.perf_counter()
+    audited = audit(bundle)
+    assert time.perf_counter() - start < 30.0
+    assert "1.496e+08" in audited.check("recorded totals").detail or audited.check("ledger chain").status == "pass"
+
+
+def test_the_signature_is_checked_before_any_recomputation(bundle, keys, monkeypatch):
+    _claim_a_billion_reports(bundle)
+
+    def forbidden(*args, **kwargs):
+        raise AssertionError("recomputed a bundle whose signature does not verify")
+
+    import importlib
+
+    module = importlib.import_module("privfed.audit")
+    for name in ("_read_ledger", "_entry_checks", "_totals_check"):
+        monkeypatch.setattr(module, name, forbidden)
+    report = audit(bundle, public_key=keys[1])
+    assert report.check("signature").status == "fail" and report.exit_code == 1
+    assert "not attempted" in report.check("recomputation").detail
+
+
+def test_a_claims_file_with_a_billion_rounds_and_reports_is_audited_in_bounded_time(tmp_path):
+    claims = tmp_path / "claims.json"
+    claims.write_text(json.dumps({
+        "type": "privfed.claims", "schema_version": 1, "description": "huge counts", "setting": "federated",
+        "claim": {"epsilon": 1.0, "delta": 1e-6, "unit": "party", "scope": "per_round", "rounds": 10**9,
+                  "clients_per_round": 1000, "max_moment": 8},
+        "mechanisms": [
+            {"kind": "randomized_response", "unit": "party",
+             "parameters": {"num_classes": 10, "epsilon": 1.0, "labels_per_report": 1, "reports": 10**9}},
+            {"kind": "gaussian_noisy_max", "unit": "party",
+             "parameters": {"num_queries": 10**9, "num_classes": 10, "sigma": 40.0}}]}))
+    start = time.perf_counter()
+    report = audit(None, claims=claims)
+    assert time.perf_counter() - start < 30.0
+    assert "not computed over 1000000000 rounds" in report.check("shuffling").detail

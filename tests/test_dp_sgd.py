@@ -158,3 +158,43 @@ def test_safe_state_written_before_dp_existed_still_loads(digits):
     restored = TorchMLP.from_safe_state(spec, tensors)
     assert restored.dp is None
     np.testing.assert_array_equal(restored.predict(X), model.predict(X))
+
+
+def test_public_sample_rate_makes_every_dp_sgd_parameter_public(digits, monkeypatch):
+    """With sample_rate (and expected_batch_size) configured, q, steps, σ and the normaliser B do not depend on the
+    private training-set size: neighbours (n and n − 1 examples) run the same release with the same B."""
+    import warnings
+
+    from privfed.pipelines import dp_training
+
+    seen = []
+    original = dp_training.train_dp_sgd
+
+    def spy(*args, **kwargs):
+        seen.append(kwargs["expected_batch_size"])
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(dp_training, "train_dp_sgd", spy)
+    X, y = digits
+    dp = config(noise_multiplier=None, target_epsilon=2.0, sample_rate=0.1, expected_batch_size=48)
+    releases = []
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a public rate: no warning
+        for rows in (600, 599):
+            model = TorchMLP(hidden=(16,), epochs=1, batch_size=60, random_state=0, dp=dp).fit(X[:rows], y[:rows])
+            releases.append(model.dp_mechanism_)
+    assert releases[0].parameters() == releases[1].parameters()
+    assert (releases[0].sample_rate, releases[0].steps) == (0.1, 10)
+    assert seen == [48, 48]
+    # Without expected_batch_size, B is the model's (public) batch_size, not q·n.
+    TorchMLP(hidden=(16,), epochs=1, batch_size=60, random_state=0,
+             dp=config(sample_rate=0.1)).fit(X[:599], y[:599])
+    assert seen[-1] == 60
+    with pytest.raises(ValueError, match="expected_batch_size"):
+        config(expected_batch_size=0)
+
+
+def test_a_rate_derived_from_the_private_size_warns(digits):
+    X, y = digits
+    with pytest.warns(UserWarning, match="derived from the private training-set size n"):
+        TorchMLP(hidden=(16,), epochs=1, batch_size=60, random_state=0, dp=config()).fit(X, y)

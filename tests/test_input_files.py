@@ -289,3 +289,65 @@ def test_a_kind_added_elsewhere_is_checked_too_even_if_it_reads_every_item(monke
     typo["parameters"]["n_user"] = 5
     with pytest.raises(ValueError, match="unknown key 'n_user'.*did you mean 'n_users'"):
         checked_public_mechanism_from_record(typo)
+
+
+# --- claims files that cannot change their meaning (issue 33, item 10) ----------------------------------------------
+def test_a_duplicate_key_is_refused_in_every_json_privfed_reads(tmp_path: Path, capsys) -> None:
+    """JSON readers keep the last of two equal keys: a file could say ε = 1 to one reader and ε = 8 to another."""
+    text = json.dumps(CLAIMS).replace('"claim": {', '"claim": {"epsilon": 99.0, ', 1)
+    assert text.count('"epsilon"') > json.dumps(CLAIMS).count('"epsilon"')
+    path = tmp_path / "twice.json"
+    path.write_text(text)
+    assert main(["audit", "--claims", str(path)]) == 2
+    error = capsys.readouterr().err
+    assert "'epsilon' twice" in error and error.count("\n") == 1
+    with pytest.raises(AuditInputError, match="twice"):
+        load_claims(path)
+    # The shared reader behind ledgers, manifests, signatures and mechanism files.
+    from privfed.accounting import Ledger, LedgerFormatError
+    from privfed.accounting.documents import parse_json
+
+    with pytest.raises(ValueError, match="'a' twice"):
+        parse_json('{"a": 1, "b": {"a": 2, "a": 3}}', "document")
+    with pytest.raises(LedgerFormatError, match="twice"):
+        Ledger.from_json('{"type": "privfed.ledger", "type": "privfed.ledger"}')
+    mechanisms = tmp_path / "m.json"
+    mechanisms.write_text('{"mechanisms": [{"kind": "dpsgd", "noise_multiplier": 1.0, "noise_multiplier": 0.1, '
+                          '"sample_rate": 0.1, "steps": 1}]}')
+    _account_error(mechanisms, capsys, "'noise_multiplier' twice")
+
+
+def test_a_duplicate_key_in_a_bundle_manifest_or_signature_is_refused(tmp_path: Path) -> None:
+    from privfed.manifest import verify_manifest
+    from privfed.signing import signature_verdict
+
+    manifest = b'{"type": "privfed.manifest", "type": "privfed.manifest", "files": {}}'
+    with pytest.raises(ValueError, match="twice"):
+        verify_manifest({"MANIFEST.json": manifest}, where="bundle")
+    pytest.importorskip("cryptography")
+    verdict = signature_verdict({"MANIFEST.json": b"{}", "SIGNATURE.json": b'{"type": "x", "type": "y"}'}, None)
+    assert verdict.status == "invalid" and "'type' twice" in verdict.detail
+
+
+def test_defaulted_parameters_are_printed_beside_the_claim(tmp_path: Path, capsys) -> None:
+    document = copy.deepcopy(RR_CLAIMS)
+    parameters = document["mechanisms"][0]["parameters"]
+    parameters.pop("labels_per_report", None)
+    parameters.pop("reports", None)
+    document["claim"].pop("data_dependent", None)
+    path = _write(tmp_path, document)
+    main(["audit", "--claims", str(path)])
+    out = " ".join(capsys.readouterr().out.split())
+    assert "defaults used (not stated in the file):" in out
+    for name in ("mechanisms[0].parameters.labels_per_report = 1", "mechanisms[0].parameters.reports = 1",
+                 "claim.data_dependent = False"):
+        assert name in out, (name, out)
+
+
+def test_too_deep_claims_are_one_line_not_a_recursion_error(tmp_path: Path, capsys) -> None:
+    for depth in (70, 100_000):
+        path = tmp_path / f"deep{depth}.json"
+        path.write_text('{"claim": ' + "[" * depth + "]" * depth + "}")
+        assert main(["audit", "--claims", str(path)]) == 2
+        error = capsys.readouterr().err
+        assert "nested more than 64 levels deep" in error and error.count("\n") == 1

@@ -65,3 +65,13 @@ def test_tight_reports_pld_when_smaller_and_says_so():
 def test_bad_arguments_are_refused(args, match):
     with pytest.raises(ValueError, match=match):
         privfed.DPSGD(*args)
+
+
+@pytest.mark.parametrize("target, rate, steps", [(1.0, 64 / 3000, 1410), (0.5, 0.001, 100)])
+def test_noise_multiplier_is_calibrated_on_the_reported_analysis(target, rate, steps):
+    """σ is searched on the ε account() reports (min of RDP and PLD): that ε uses at least 97 % of the target.
+
+    Calibrated on RDP alone, the first case reported 0.912 and the second 0.041 (12× below the target)."""
+    sigma = privfed.dpsgd_noise_multiplier(target_epsilon=target, delta=1e-5, sample_rate=rate, steps=steps)
+    reported = privfed.account(privfed.DPSGD(sigma, rate, steps), delta=1e-5).epsilon
+    assert 0.97 * target <= reported <= target

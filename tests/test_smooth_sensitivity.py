@@ -7,6 +7,7 @@ import warnings
 import numpy as np
 import pytest
 from privfed.accounting.gaussian_noisy_max import gaussian_log_failure_bounds
+from privfed.accounting.smooth_sensitivity import _local_sensitivity_bounds as unchecked_local_sensitivity_bounds
 from privfed.accounting.smooth_sensitivity import (
     check_smooth_sensitivity_conditions,
     gnmax_local_sensitivity,
@@ -18,6 +19,22 @@ from privfed.accounting.smooth_sensitivity import (
 
 import privfed
 from tests.conftest import oracle_cases, requires_oracles
+
+
+def _conditions_hold(sigma, num_classes, order):
+    try:
+        check_smooth_sensitivity_conditions(float(sigma), int(num_classes), float(order))
+    except ValueError:
+        return False
+    return True
+
+
+def _checked_or_refused(votes, *, sigma, order, num_teachers):
+    """LS(d) as the reference computes it (it checks no condition); where C5–C6 fail, privfed refuses the order."""
+    if not _conditions_hold(sigma, votes.shape[1], order):
+        with pytest.raises(ValueError, match="fails condition C"):
+            gnmax_local_sensitivity_bounds(votes, sigma=sigma, order=order, num_teachers=num_teachers)
+    return unchecked_local_sensitivity_bounds(votes, sigma=float(sigma), order=float(order), num_teachers=num_teachers)
 
 _SS_CASES = [
     c for c in oracle_cases("pate_smooth_sensitivity.json", "cases") if c["kind"] == "gnmax_smooth_sensitivity"
@@ -31,7 +48,8 @@ _GAUSSIAN_SS_CASES = oracle_cases("pate_gaussian.json", "smooth_sensitivity_gnma
 def test_local_and_smooth_sensitivity_match_the_oracle(case):
     expected = case["expected"]
     mechanism = privfed.GaussianNoisyMax(np.array([case["votes"]]), case["sigma"])
-    bounds = mechanism.local_sensitivity_bounds(case["order"], num_teachers=case["num_teachers"])
+    bounds = _checked_or_refused(np.array([case["votes"]]), sigma=case["sigma"], order=case["order"],
+                                 num_teachers=case["num_teachers"])
     assert bounds.shape == (1, case["num_teachers"])
     np.testing.assert_allclose(bounds[0, :10], expected["local_sensitivity_first10"], rtol=1e-9, atol=1e-300)
     # The module function, without the C5–C6 check (the reference does not check them; some cases fail C6).
@@ -48,8 +66,7 @@ def test_distance_profile_matches_the_oracle(case):
     votes = np.array([case["votes"]])
     assert gnmax_logq0(case["sigma"], case["order"]) == pytest.approx(expected["logq0"], rel=1e-9)
     assert gaussian_log_failure_bounds(votes, case["sigma"])[0] == pytest.approx(expected["logq"], rel=1e-12)
-    bounds = gnmax_local_sensitivity_bounds(votes, sigma=case["sigma"], order=case["order"],
-                                            num_teachers=case["num_teachers"])[0]
+    bounds = _checked_or_refused(votes, sigma=case["sigma"], order=case["order"], num_teachers=case["num_teachers"])[0]
     assert len(bounds) == expected["local_sensitivity_len"]
     np.testing.assert_allclose(bounds[:20], expected["local_sensitivity_by_distance_first20"], rtol=1e-9)
     assert bounds.max() == pytest.approx(expected["local_sensitivity_max"], rel=1e-9)
@@ -118,8 +135,9 @@ def test_release_adds_the_gnss_cost_and_noise_scaled_by_the_smooth_sensitivity()
     report = privfed.release_epsilon(mechanism, delta=1e-5, order=order, beta=beta, noise_scale=scale,
                                      random_state=7)
     z = np.random.default_rng(7).standard_normal()
-    expected = (mechanism.rdp(np.array([order]))[0]
-                + scale * z * mechanism.smooth_sensitivity(order=order, beta=beta).sum()
+    summed = mechanism.local_sensitivity_bounds(order, num_teachers=250).sum(axis=0)  # Σ over queries, per distance
+    sensitivity = (summed * np.exp(-beta * np.arange(250))).max()
+    expected = (mechanism.rdp(np.array([order]))[0] + scale * z * sensitivity
                 + gnss_rdp(beta=beta, noise_scale=scale, order=order))
     assert report.rdp == pytest.approx((expected,), rel=1e-12)
     assert not report.data_dependent and report.method == "smooth_sensitivity" and "SANITISED" in str(report)
@@ -154,3 +172,71 @@ def test_release_refuses_what_it_cannot_sanitise(build, kwargs, match):
     arguments = {"delta": 1e-5, "order": 5.0, "beta": 0.02, "noise_scale": 5.0, **kwargs}
     with pytest.raises(ValueError, match=match):
         privfed.release_epsilon(build(), **arguments)
+
+
+def test_the_release_takes_the_smooth_sensitivity_of_the_summed_local_sensitivities():
+    """PATE 2018's procedure: SS of Σ_q LS_q(d), never above Σ_q SS_q and here clearly below (less noise)."""
+    from privfed.accounting.release import summed_smooth_sensitivity
+
+    order, beta = 10.0, 0.02
+    for seed in range(3):
+        mechanism = privfed.GaussianNoisyMax(_votes(seed), 40.0)
+        per_query_sum = mechanism.smooth_sensitivity(order=order, beta=beta).sum()
+        bounds = mechanism.local_sensitivity_bounds(order, num_teachers=250)
+        by_hand = max(np.exp(-beta * d) * bounds[:, d].sum() for d in range(250))
+        summed = summed_smooth_sensitivity([mechanism], order=order, beta=beta)
+        assert summed == pytest.approx(by_hand, rel=1e-12)
+        assert summed < per_query_sum / 1.1
+
+
+def test_confident_gnmax_release_sums_both_steps_local_sensitivities():
+    from privfed.accounting.release import summed_local_sensitivity
+
+    votes = _votes(2)
+    answered = votes.max(axis=1) >= 150
+    mechanism = privfed.ConfidentGNMax(votes, threshold=150.0, sigma_threshold=50.0, sigma=40.0, answered=answered)
+    order = 10.0
+    expected = (mechanism.local_sensitivity_bounds(order, num_teachers=250).sum(axis=0)
+                + mechanism.threshold_local_sensitivity_bounds(order, num_teachers=250).sum(axis=0))
+    np.testing.assert_allclose(summed_local_sensitivity([mechanism], order=order), expected, rtol=1e-12)
+
+
+def test_a_negative_noisy_rdp_is_clamped_and_printed_as_an_estimate():
+    """The noise can drive the released RDP below 0: it is clamped at 0, and the ε is an estimate, never ε = 0."""
+    mechanism = privfed.GaussianNoisyMax(np.array([[150, 100]] * 100), 20.0)
+    order = 10.0
+    report = privfed.release_epsilon(mechanism, delta=1e-5, order=order, beta=0.04, noise_scale=20.0, random_state=4)
+    unclamped = (mechanism.rdp(np.array([order]))[0] + gnss_rdp(beta=0.04, noise_scale=20.0, order=order)
+                 + 20.0 * np.random.default_rng(4).standard_normal()
+                 * privfed.accounting.release.summed_smooth_sensitivity([mechanism], order=order, beta=0.04))
+    assert unclamped < 0  # the draw this test is about
+    assert report.rdp == (0.0,)
+    # The conversion at λ of RDP 0: ln(1 − 1/λ) − ln(δλ)/(λ − 1) > 0.
+    assert report.epsilon == pytest.approx(np.log1p(-1 / order) - np.log(1e-5 * order) / (order - 1), rel=1e-12)
+    assert report.epsilon > 0
+    for text in (str(report), report.summary(), repr(report)):
+        assert "ESTIMATE" in text and "ε = 0" not in text and "ε ≈ 0.9181" in text
+
+
+@pytest.mark.parametrize("sigma, order", [(2.0, 5.0), (10.0, 10.0)])
+def test_local_sensitivity_bounds_refuse_orders_failing_c5_c6(sigma, order):
+    """Without the check, LS(d) at an order failing C6 is too small: σ = 2, λ = 5, T = 30, [0, 30] gives
+    0.1725 at distance 20 where moving 20 votes from [0, 30] reaches [20, 10], whose LS is 0.2583."""
+    votes = np.array([[0, 30]])
+    with pytest.raises(ValueError, match="fails condition C"):
+        gnmax_local_sensitivity_bounds(votes, sigma=sigma, order=order, num_teachers=30)
+    with pytest.raises(ValueError, match="fails condition C"):
+        gnmax_local_sensitivity(np.array([-3.0]), sigma=sigma, num_classes=2, order=order)
+    with pytest.raises(ValueError, match="fails condition C"):
+        privfed.GaussianNoisyMax(votes, sigma).local_sensitivity_bounds(order, num_teachers=30)
+
+
+def test_the_unchecked_walk_is_too_small_where_c6_fails():
+    """Why the check is needed: the walk's LS(20) for [0, 30] is below the true LS at a histogram 20 votes away."""
+    sigma, order = 2.0, 5.0
+    walked = unchecked_local_sensitivity_bounds(np.array([[0, 30]]), sigma=sigma, order=order, num_teachers=30)[0]
+    from privfed.accounting.smooth_sensitivity import _local_sensitivity
+
+    there = float(_local_sensitivity(gaussian_log_failure_bounds(np.array([[20, 10]]), sigma), sigma=sigma,
+                                     num_classes=2, order=order)[0])
+    assert walked[20] < there

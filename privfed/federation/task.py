@@ -28,6 +28,7 @@ from typing import Any
 
 import numpy as np
 
+from privfed.accounting.documents import parse_json
 from privfed.pipelines.messages import MessageError, Record
 
 __all__ = [
@@ -87,7 +88,7 @@ def model_spec(estimator: Any, *, name: str = "estimator") -> str:
 def build_model(spec: str, *, name: str = "estimator") -> Any:
     """An unfitted estimator from :func:`model_spec`'s JSON; refuses classes outside the trusted packages."""
     try:
-        document = json.loads(spec)
+        document = parse_json(spec, f"{name} spec")
         path, params = document["class"], document["params"]
     except (ValueError, KeyError, TypeError) as error:
         raise ValueError(f"{name} spec must be JSON {{'class': ..., 'params': {{...}}}}, got {spec!r}") from error
@@ -126,7 +127,7 @@ def _model_from_config(config: Mapping[str, Any], key: str) -> Any:
     path = str(config.get(key, ""))
     if not path:
         return None
-    params = json.loads(str(config.get(f"{key}-params", "{}")))
+    params = parse_json(str(config.get(f"{key}-params", "{}")), f"{key}-params")
     return build_model(json.dumps({"class": path, "params": params}), name=key)
 
 
@@ -315,7 +316,7 @@ def model_from_record(record: Record, *, sender: str, max_bytes: int) -> Any:
             raise MessageError(f"{where}: no model")
         return estimator
     try:
-        classes = np.asarray(json.loads(str(scalars["fitted-classes"])), dtype=np.int64)
+        classes = np.asarray(parse_json(str(scalars["fitted-classes"]), "fitted-classes"), dtype=np.int64)
     except (ValueError, TypeError) as error:
         raise MessageError(f"{where}: fitted-classes {scalars['fitted-classes']!r}") from error
     return FittedClassifier(estimator, classes, int(scalars["n-classes"]))
