@@ -490,33 +490,8 @@ class Ledger:
         return [self.account(report.delta, analysis=analysis, unit=unit, observer=observer)
                 for observer in OBSERVERS for unit in sorted(units, key=UNITS.index)]
 
-    def _public_sees_what_coordinator_computes(self) -> bool:
-        """Whether every release the public sees is also seen (computed) by the coordinator."""
-        return all(entry.seen_by("coordinator") for entry in self._entries
-                   if entry.kind != "training" and entry.seen_by("public"))
-
     def _unit_report(self, unit: str, delta: float, analysis: str, observer: str = "public",
                      uncovered_is_infinite: bool = True) -> PrivacyReport:
-        """The unit's guarantee against ``observer``; for the public, the coordinator's where that is smaller.
-
-        What the public sees is computed by the coordinator from the messages it receives, so
-        the coordinator's guarantee also bounds the public's (post-processing) when every
-        public release is one the coordinator sees. The choice between the two is made on the
-        data-independent ε (public values only).
-        """
-        report = self._observed_report(unit, delta, analysis, observer, uncovered_is_infinite)
-        if observer != "public" or not self._public_sees_what_coordinator_computes():
-            return report
-        coordinator = self._observed_report(unit, delta, analysis, "coordinator", uncovered_is_infinite)
-        if coordinator.epsilon_data_independent < report.epsilon_data_independent:
-            return dataclasses.replace(coordinator, observer="public", notes=(
-                "public bound: the coordinator's guarantee (everything the public sees is computed by the coordinator "
-                f"from what it receives, so post-processing); the public's own releases give ε = "
-                f"{round_up(report.epsilon, 6)}", *coordinator.notes))
-        return report
-
-    def _observed_report(self, unit: str, delta: float, analysis: str, observer: str,
-                         uncovered_is_infinite: bool = True) -> PrivacyReport:
         """The unit's guarantee against ``observer``: the aggregation bound, or the DP-training bound where it is
         valid and smaller; ε = inf when neither covers every release the observer sees.
 
@@ -531,6 +506,10 @@ class Ledger:
         data-independent ε (a choice made on public values only); the other is kept in
         ``alternatives``. (``uncovered_is_infinite=False`` keeps the accounted releases'
         ε where nothing covers a release: how schema-1 ledgers recorded their totals.)
+
+        The public's ε is never larger than the coordinator's where every release the public sees
+        is one the coordinator sees too (it computes them): a composition over fewer releases is
+        never larger (``docs/accounting.md``: adding a release never lowers ε).
         """
         seen = [entry for entry in self._entries if entry.kind != "training" and entry.seen_by(observer)]
         other_unit = {entry.index: self._other_unit_only(entry, unit) for entry in seen
