@@ -5,6 +5,7 @@ Depends on numpy, scipy and dp-accounting only.
 
 from .account import account
 from .confident_gnmax import ConfidentGNMax
+from .dp_event_release import DpEventRelease
 from .dpsgd import DPSGD, compose_dpsgd, dpsgd_noise_multiplier
 from .fingerprint import data_fingerprint
 from .gaussian_noisy_max import GaussianNoisyMax, gaussian_log_failure_bounds, gaussian_noisy_max_rdp
@@ -34,6 +35,7 @@ __all__ = [
     "TIGHT_ORDERS",
     "BudgetExceededError",
     "ConfidentGNMax",
+    "DpEventRelease",
     "GaussianNoisyMax",
     "LaplaceNoisyMax",
     "Ledger",

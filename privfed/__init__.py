@@ -24,6 +24,7 @@ _FROM_ACCOUNTING = (
     "DPSGD",
     "BudgetExceededError",
     "ConfidentGNMax",
+    "DpEventRelease",
     "GaussianNoisyMax",
     "LaplaceNoisyMax",
     "Ledger",
