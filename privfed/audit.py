@@ -766,6 +766,7 @@ def audit(
     confidence: float = 0.95,
     random_state: int | None = 0,
     public_key: Any = None,
+    signature: str | os.PathLike[str] | None = None,
 ) -> AuditReport:
     """Audit a model's privacy claims; returns the verdict table.
 
@@ -799,6 +800,11 @@ def audit(
         For a bundle: the publisher's Ed25519 public key (PEM path, bytes or key
         object). The bundle must then carry a valid signature by it ("signed by
         …"); without it the verdict is "unsigned: integrity only against accidents".
+        An elliptic-curve public key (PEM path) checks the OpenSSF model-signing
+        signature instead (:mod:`privfed.model_signature`): every file of the bundle
+        against ``signature`` (default: ``BUNDLE.sig`` beside the folder).
+    signature:
+        The model-signing signature file, with an elliptic-curve ``public_key``.
 
     Returns
     -------
@@ -824,7 +830,8 @@ def audit(
             raise AuditInputError("a bundle carries its own claims (its ledger); --claims is for foreign models")
         return _audit_bundle(path, evidence=evidence, samples=samples,
                              given_units=given_units, module=module, model_class=model_class,
-                             confidence=confidence, random_state=random_state, public_key=public_key)
+                             confidence=confidence, random_state=random_state, public_key=public_key,
+                             signature=signature)
     if path is not None and not path.is_file():
         raise AuditInputError(f"{str(path)!r} is neither a bundle directory nor a model file")
     if claims is None:
@@ -845,12 +852,21 @@ def _manifest_check(files: Mapping[str, bytes], directory: Path) -> tuple[Check,
                  f"bundle digest {digest}"), digest
 
 
-def _signature_check(files: Mapping[str, bytes], public_key: Any) -> Check:
+def _signature_check(files: Mapping[str, bytes], public_key: Any, directory: Path,
+                     signature: str | os.PathLike[str] | None = None) -> Check:
+    from privfed.model_signature import is_elliptic_curve_key, model_signing_verdict
     from privfed.signing import signature_verdict
 
+    if signature is not None and (public_key is None or not is_elliptic_curve_key(public_key)):
+        raise AuditInputError("signature is the OpenSSF model-signing signature file: give it with the publisher's "
+                              "elliptic-curve public key (public_key= / --public-key)")
     try:
-        verdict = signature_verdict(files, public_key)
-    except (ValueError, TypeError) as error:
+        if public_key is not None and is_elliptic_curve_key(public_key):
+            verdict = model_signing_verdict(directory, public_key, signature=signature,
+                                            manifest=files.get("MANIFEST.json"))
+        else:
+            verdict = signature_verdict(files, public_key)
+    except (ValueError, TypeError, BundleError) as error:
         raise AuditInputError(str(error)) from None
     if verdict.status == "signed":
         return Check("signature", "pass", verdict.detail)
@@ -914,7 +930,7 @@ def _card_check(files: Mapping[str, bytes]) -> Check:
 
 
 def _audit_bundle(directory: Path, *, evidence, samples, given_units, module, model_class,
-                  confidence, random_state, public_key=None) -> AuditReport:
+                  confidence, random_state, public_key=None, signature=None) -> AuditReport:
     try:
         files = read_bundle_files(directory)
     except BundleError as error:
@@ -922,7 +938,7 @@ def _audit_bundle(directory: Path, *, evidence, samples, given_units, module, mo
     if LEDGER_FILE not in files:
         raise AuditInputError(f"{directory} is not a privfed bundle: it has no {LEDGER_FILE}")
     manifest, digest = _manifest_check(files, directory)
-    checks = [manifest, _signature_check(files, public_key)]
+    checks = [manifest, _signature_check(files, public_key, directory, signature)]
     try:
         document = load_json(files[LEDGER_FILE], LEDGER_FILE)
     except LedgerFormatError as error:
