@@ -929,6 +929,35 @@ def _card_check(files: Mapping[str, bytes]) -> Check:
                  "written: its numbers cannot be trusted.", "card")
 
 
+def _statement_check(files: Mapping[str, bytes]) -> Check | None:
+    """The card's privacy statement against the one the ledger gives now (None when there is no card)."""
+    from privfed.privacy_statement import card_statement, render_privacy_statement
+
+    if MODEL_CARD_FILE not in files:
+        return None
+    name, meaning = "privacy statement", "readers of the card would be told a guarantee the ledger does not give."
+    try:
+        stated = card_statement(files[MODEL_CARD_FILE].decode("utf-8"))
+        ledger = Ledger.from_json(files[LEDGER_FILE])
+        expected = render_privacy_statement(ledger)
+    except (ValueError, TypeError, KeyError, AttributeError, UnicodeDecodeError) as error:
+        return Check(name, "warn", f"not compared: {str(error).splitlines()[0] if str(error) else type(error)}",
+                     "the ledger or card failed their own checks above.", "card")
+    if stated is None:
+        return Check(name, "warn", f"{MODEL_CARD_FILE} has no privacy statement (written by privfed "
+                     f"{ledger.privfed_version})", "readers have no standard statement of the guarantee.", "card")
+    if stated.rstrip() == expected.rstrip():
+        return Check(name, "pass", "the card's privacy statement (How to DP-fy ML checklist) matches the ledger: "
+                     "unit, relation, ε and δ, accounting, what is not covered")
+    from privfed.accounting.ledger import _privfed_version
+
+    if ledger.privfed_version != _privfed_version():
+        return Check(name, "warn", f"the privacy statement in {MODEL_CARD_FILE} differs from this privfed's (the "
+                     f"ledger was written by privfed {ledger.privfed_version})", meaning, "card")
+    return Check(name, "fail", f"the privacy statement in {MODEL_CARD_FILE} differs from the one the ledger gives",
+                 meaning, "card")
+
+
 def _audit_bundle(directory: Path, *, evidence, samples, given_units, module, model_class,
                   confidence, random_state, public_key=None, signature=None) -> AuditReport:
     try:
@@ -964,6 +993,9 @@ def _audit_bundle(directory: Path, *, evidence, samples, given_units, module, mo
         return AuditReport(str(directory), tuple(checks))
     checks += [totals] if budget is None else [totals, budget]
     checks.append(_card_check(files))
+    statement_check = _statement_check(files)
+    if statement_check is not None:
+        checks.append(statement_check)
     if digest is not None:
         claim = {**claim, "bundle_digest": digest}
     checks += hygiene_checks(statement)
