@@ -204,8 +204,10 @@ def flower_mechanism(state_or_accountant: Any, *, unit: str = "party") -> DpEven
     population_size}, "count"}`` becomes, as Flower's backend builds it, a
     Gaussian event ``GaussianDpEvent(σ)`` — Poisson-sampled at rate
     sample_size/population_size (add-or-remove-one), sampled without replacement
-    (replace-one), or not amplified — self-composed ``count`` times. The unit is
-    Flower's: one client's whole contribution (``"party"``).
+    (replace-one), or not amplified — self-composed ``count`` times; consecutive
+    compositions of the same event (one per round, as Flower's DP strategies
+    compose them) are merged into one self-composition. The unit is Flower's: one
+    client's whole contribution (``"party"``).
     """
     unit = check_choice("unit", unit, UNITS)
     state = _flower_state(state_or_accountant)
@@ -237,5 +239,10 @@ def flower_mechanism(state_or_accountant: Any, *, unit: str = "party") -> DpEven
             gaussian = dp_accounting.PoissonSampledDpEvent(sample / population, gaussian)
         elif sampling == "without-replacement":
             gaussian = dp_accounting.SampledWithoutReplacementDpEvent(population, sample, gaussian)
-        events.append(_self_composed(gaussian, _integer(composition.get("count"), f"{where}.count")))
-    return DpEventRelease(_composed(events), relation=relation, unit=unit)
+        count = _integer(composition.get("count"), f"{where}.count")
+        if events and events[-1][0] == gaussian:  # Flower's strategies compose one round at a time
+            events[-1] = (gaussian, events[-1][1] + count)
+        else:
+            events.append((gaussian, count))
+    return DpEventRelease(_composed([_self_composed(event, count) for event, count in events]), relation=relation,
+                          unit=unit)
