@@ -199,6 +199,9 @@ class DpEventRelease(Mechanism):
     PLD bound. Data-independent by construction: a ``DpEvent`` names public noise
     parameters only.
 
+    ``event`` may also be given as its JSON object (:func:`event_to_json`), as a
+    mechanism file for ``privfed account`` lists it (``kind = "dp_event"``).
+
     **Unit**: the caller's (``"example"`` by default): the event must describe the
     release for one such unit (Opacus's events are per example, Flower's DP-FedAvg
     events per client, i.e. ``"party"``).
@@ -212,8 +215,10 @@ class DpEventRelease(Mechanism):
     kind: ClassVar[str] = "dp_event"
 
     def __post_init__(self) -> None:
+        if isinstance(self.event, Mapping):  # its JSON form (:func:`event_to_json`), as mechanism files give it
+            object.__setattr__(self, "event", event_from_json(self.event))
         if not isinstance(self.event, dp_accounting.DpEvent):
-            raise TypeError(f"event must be a dp_accounting.DpEvent, got {type(self.event).__name__}")
+            raise TypeError(f"event must be a dp_accounting.DpEvent or its JSON object, got {type(self.event).__name__}")
         event_from_json(event_to_json(self.event))  # the same checks a stored record gets
         needed = event_relation(self.event)
         relation = (needed or "add_or_remove_one") if self.relation is None else self.relation

@@ -320,3 +320,18 @@ def test_record_flower_refuses_other_states():
     with pytest.raises(TypeError, match="Flower RdpAccountant"):
         ledger.record_flower(42, description="x")
     assert len(ledger) == 0
+
+
+def test_privfed_account_reads_dp_events_from_a_mechanism_file(tmp_path, capsys):
+    from privfed.cli import main
+
+    (tmp_path / "events.toml").write_text(
+        '[[mechanisms]]\nkind = "dp_event"\nunit = "example"\n'
+        'event = {event = "self_composed", count = 10, inner = {event = "gaussian", noise_multiplier = 4.0}}\n')
+    mechanism, = privfed.load_mechanisms(tmp_path / "events.toml")
+    assert mechanism.event == dp_accounting.SelfComposedDpEvent(dp_accounting.GaussianDpEvent(4.0), 10)
+    assert main(["account", str(tmp_path / "events.toml"), "--delta", "1e-5"]) == 0
+    assert "dp_event" in capsys.readouterr().out
+    (tmp_path / "bad.toml").write_text('[[mechanisms]]\nkind = "dp_event"\nevent = {event = "gausian"}\n')
+    assert main(["account", str(tmp_path / "bad.toml"), "--delta", "1e-5"]) == 2
+    assert "event.event must be one of" in capsys.readouterr().err
