@@ -218,7 +218,7 @@ class DpEventRelease(Mechanism):
         if isinstance(self.event, Mapping):  # its JSON form (:func:`event_to_json`), as mechanism files give it
             object.__setattr__(self, "event", event_from_json(self.event))
         if not isinstance(self.event, dp_accounting.DpEvent):
-            raise TypeError(f"event must be a dp_accounting.DpEvent or its JSON object, got {type(self.event).__name__}")
+            raise TypeError(f"event must be a dp_accounting.DpEvent or its JSON form, got {type(self.event).__name__}")
         event_from_json(event_to_json(self.event))  # the same checks a stored record gets
         needed = event_relation(self.event)
         relation = (needed or "add_or_remove_one") if self.relation is None else self.relation

@@ -810,7 +810,6 @@ class Ledger:
             ledger.verify()
         return ledger
 
-
     # --- interoperability: dp-accounting, Opacus, Flower (logic in interop.py) ------------------
     def to_dp_event(self, *, unit: str | None = None, bound: str = "aggregation") -> dp_accounting.DpEvent:
         """The ledger's releases for ``unit`` (default: the primary unit) as one dp-accounting ``DpEvent``.
@@ -837,6 +836,7 @@ class Ledger:
         """Record Flower's DP-FedAvg ``RdpAccountant`` (or its ``state_dict()``) at client level
         (:func:`~accounting.interop.flower_mechanism`)."""
         return self.record(flower_mechanism(state_or_accountant, unit=unit), note=_check_description(description))
+
 
 def _check_spent(recorded: Any, recomputed: dict[str, dict[str, Any]] | None) -> None:
     if recomputed is None:
