@@ -58,6 +58,7 @@ _FROM_AUDIT_REPORT = ("AuditInputError", "AuditReport", "Check")
 _FROM_BUNDLE = ("BundleError", "BundleIntegrityError", "LegacyBundleWarning", "bundle_digest", "load_bundle",
                 "save_bundle")
 _FROM_SIGNING = ("generate_signing_key", "sign_bundle")
+_FROM_MODEL_SIGNATURE = ("sign_bundle_model_signing",)
 _FROM_EMPIRICAL = (
     "MembershipBound",
     "OneRunBound",
@@ -100,6 +101,7 @@ _LAZY = {
     **dict.fromkeys(_FROM_AUDIT_REPORT, "privfed.audit_report"),
     **dict.fromkeys(_FROM_BUNDLE, "privfed.bundle"),
     **dict.fromkeys(_FROM_SIGNING, "privfed.signing"),
+    **dict.fromkeys(_FROM_MODEL_SIGNATURE, "privfed.model_signature"),
     **dict.fromkeys(_FROM_EMPIRICAL, "privfed.empirical"),
     **dict.fromkeys(_FROM_PIPELINES, "privfed.pipelines"),
 }
