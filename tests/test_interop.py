@@ -335,3 +335,15 @@ def test_privfed_account_reads_dp_events_from_a_mechanism_file(tmp_path, capsys)
     (tmp_path / "bad.toml").write_text('[[mechanisms]]\nkind = "dp_event"\nevent = {event = "gausian"}\n')
     assert main(["account", str(tmp_path / "bad.toml"), "--delta", "1e-5"]) == 2
     assert "event.event must be one of" in capsys.readouterr().err
+
+
+def test_to_dp_event_exports_either_bound_of_a_ledger_with_dp_training():
+    training = privfed.DPSGD(1.1, 0.01, 100)
+    ledger = privfed.Ledger(delta=DELTA, primary_unit="example")
+    ledger.record_training(training)
+    release = privfed.GaussianNoisyMax(_votes(), 40.0, 1)
+    ledger.record(release, derived_from_training=True)
+    assert ledger.to_dp_event() == release.dp_event()  # the aggregation bound composes the releases only
+    assert ledger.to_dp_event(bound="dpsgd") == training.dp_event()  # the release is post-processing of training
+    with pytest.raises(ValueError, match="bound"):
+        ledger.to_dp_event(bound="training")
