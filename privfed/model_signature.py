@@ -195,5 +195,13 @@ def model_signing_verdict(bundle: str | os.PathLike[str], public_key: str | os.P
         return SignatureVerdict("invalid", None, f"{path} verifies but names bundle digest "
                                 f"{fields.get('bundle_digest')!r}, not this bundle's {digest}")
     verdict = fields.get("audit", {}).get("verdict") if isinstance(fields.get("audit"), dict) else None
-    return SignatureVerdict("signed", None, f"signed by {os.fspath(public_key)} (OpenSSF model signing, {path.name}: "
-                            f"every file verified; audit verdict at signing: {verdict})")
+    from cryptography.hazmat.primitives import serialization
+
+    from privfed.signing import _key_bytes
+
+    key = serialization.load_pem_public_key(_key_bytes(public_key, "public_key"))
+    fingerprint = hashlib.sha256(key.public_bytes(serialization.Encoding.DER,
+                                                  serialization.PublicFormat.SubjectPublicKeyInfo)).hexdigest()
+    return SignatureVerdict("signed", fingerprint, f"signed by {os.fspath(public_key)} (fingerprint {fingerprint}; "
+                            f"OpenSSF model signing, {path.name}: every file verified; audit verdict at signing: "
+                            f"{verdict})")

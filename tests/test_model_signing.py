@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -17,6 +19,7 @@ from privfed.model_signature import signed_statement
 sklearn_ensemble = pytest.importorskip("sklearn.ensemble")
 pytest.importorskip("skops.io")
 model_signing = pytest.importorskip("model_signing")
+from cryptography.hazmat.primitives import serialization  # noqa: E402
 from model_signing import verifying  # noqa: E402
 
 DELTA = 1e-5
@@ -45,7 +48,7 @@ def signed(tmp_path_factory, forest):
     ledger = _ledger()
     bundle = save_bundle(forest, folder / "BUNDLE", ledger, evidence=ledger.evidence())
     key = folder / "KEY.pem"
-    assert main(["keygen", "--type", "ec", str(key)]) == 0
+    assert main(["keygen", "--type", "ec", str(key)]) == 0  # prints the fingerprint audit prints back
     assert main(["sign", str(bundle), "--key", str(key), "--format", "model-signing"]) == 0
     return bundle, key, Path(f"{key}.pub"), folder / "BUNDLE.sig"
 
@@ -62,8 +65,6 @@ def test_model_signing_verifies_the_bundle_and_fails_after_any_byte_changes(sign
     statement = signed_statement(signature)
     # Every file of the bundle, the manifest included, is a signed resource.
     assert sorted(r["name"] for r in statement["predicate"]["resources"]) == files
-    import shutil
-
     for name in files:
         copy = tmp_path / name / "BUNDLE"
         shutil.copytree(bundle, copy)
@@ -97,6 +98,9 @@ def test_audit_public_key_accepts_both_formats(signed, tmp_path, forest, capsys)
     report = audit(bundle, public_key=public)
     check = report.check("signature")
     assert check.status == "pass" and "OpenSSF model signing" in check.detail and report.exit_code == 0
+    spki = serialization.load_pem_public_key(public.read_bytes()).public_bytes(
+        serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo)
+    assert f"fingerprint {hashlib.sha256(spki).hexdigest()}" in check.detail
     assert main(["audit", str(bundle), "--public-key", str(public)]) == 0
     assert "OpenSSF model signing" in " ".join(capsys.readouterr().out.split())
     # Another EC key, or a moved signature, fails.
@@ -114,8 +118,6 @@ def test_audit_public_key_accepts_both_formats(signed, tmp_path, forest, capsys)
 def test_edited_and_resigned_bundle_fails_the_expected_key(signed, tmp_path, forest):
     """A forger who rewrites the ledger and re-signs with their own key passes model-signing for their key only."""
     bundle, key, public, _ = signed
-    import shutil
-
     forged = tmp_path / "BUNDLE"
     shutil.copytree(bundle, forged)
     document = json.loads((forged / "ledger.json").read_text())
