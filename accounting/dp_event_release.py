@@ -96,14 +96,22 @@ def event_to_json(event: dp_accounting.DpEvent, *, _depth: int = 0) -> dict[str,
     return document
 
 
+#: Real fields whose value must lie in (0, 1]; the others in (0, ∞). Zero noise is no privacy: record_unaccounted.
+_PROBABILITY_FIELDS = {"noise_parameter", "sampling_probability"}
+
+
 def _number(document: Mapping[str, Any], key: str, where: str) -> float | int:
     value = document.get(key)
     if key in _INTEGER_FIELDS:
         if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
             raise ValueError(f"{where}.{key} must be an integer >= 1, got {value!r}")
         return int(value)
-    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value) or value < 0:
-        raise ValueError(f"{where}.{key} must be a finite number >= 0, got {value!r}")
+    high = 1.0 if key in _PROBABILITY_FIELDS else math.inf
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not 0 < value <= high \
+            or not math.isfinite(value):
+        raise ValueError(f"{where}.{key} must be a finite number in (0, {high:g}], got {value!r}"
+                         + (" (no noise is no privacy: record such a release with record_unaccounted)"
+                            if isinstance(value, numbers.Real) and value == 0 else ""))
     return float(value)
 
 

@@ -172,6 +172,11 @@ def test_unsupported_and_mixed_events_are_refused():
         ledger.record_dp_event(mixed, description="x")
     with pytest.raises(ValueError, match="description"):
         ledger.record_dp_event(dp_accounting.LaplaceDpEvent(1.0), description=" ")
+    with pytest.raises(ValueError, match=r"noise_multiplier must be a finite number in \(0, inf\].*record_unaccounted"):
+        ledger.record_dp_event(dp_accounting.GaussianDpEvent(0.0), description="no noise")
+    with pytest.raises(ValueError, match=r"sampling_probability must be a finite number in \(0, 1\]"):
+        ledger.record_dp_event(dp_accounting.PoissonSampledDpEvent(1.5, dp_accounting.GaussianDpEvent(1.0)),
+                               description="x")
     assert len(ledger) == 0
 
 
