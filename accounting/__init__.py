@@ -6,9 +6,11 @@ Depends on numpy, scipy and dp-accounting only.
 from .account import account
 from .auditing import AuditResult, audit_release, epsilon_lower_bound
 from .confident_gnmax import ConfidentGNMax
+from .dp_event_release import DpEventRelease
 from .dpsgd import DPSGD, compose_dpsgd, dpsgd_noise_multiplier
 from .fingerprint import data_fingerprint
 from .gaussian_noisy_max import GaussianNoisyMax, gaussian_log_failure_bounds, gaussian_noisy_max_rdp
+from .interop import data_independent_event, flower_mechanism, opacus_mechanism
 from .laplace_noisy_max import LaplaceNoisyMax, laplace_failure_bounds
 from .ledger import BudgetExceededError, Ledger, LedgerFormatError, LedgerIntegrityError
 from .ledger_entry import LedgerEntry
@@ -38,6 +40,7 @@ __all__ = [
     "TIGHT_ORDERS",
     "BudgetExceededError",
     "ConfidentGNMax",
+    "DpEventRelease",
     "GaussianNoisyMax",
     "LaplaceNoisyMax",
     "Ledger",
@@ -62,12 +65,15 @@ __all__ = [
     "compose_parallel",
     "compose_sequential",
     "data_fingerprint",
+    "data_independent_event",
     "dpsgd_noise_multiplier",
     "epsilon_lower_bound",
+    "flower_mechanism",
     "gaussian_log_failure_bounds",
     "gaussian_noisy_max_rdp",
     "laplace_failure_bounds",
     "load_mechanisms",
+    "opacus_mechanism",
     "quantize_logits",
     "randomized_response_epsilon",
     "randomized_response_estimate",

@@ -12,6 +12,7 @@ import numpy as np
 from ._checks import check_choice, check_delta, check_orders
 from ._dp_accounting import MAX_PLD_COMPOSITIONS, event_pld_epsilon, pld_compositions
 from .conversion import rdp_to_epsilon
+from .dp_event_release import DpEventRelease
 from .mechanism import ANALYSES, Mechanism, relation_for_unit
 from .observers import check_observer
 from .orders import default_orders
@@ -53,20 +54,28 @@ PLD_INDEPENDENT_NOTE = (
 PURE_INDEPENDENT_NOTE = "epsilon_data_independent comes from basic composition of the mechanisms' pure ε-DP guarantees"
 
 
-def as_mechanisms(mechanisms: Mechanism | Iterable[Mechanism]) -> tuple[Mechanism, ...]:
-    """Normalise one mechanism or a sequence of them to a tuple, checking types."""
-    if isinstance(mechanisms, Mechanism):
-        return (mechanisms,)
+def as_mechanisms(
+    mechanisms: Mechanism | dp_accounting.DpEvent | Iterable[Mechanism | dp_accounting.DpEvent],
+) -> tuple[Mechanism, ...]:
+    """Normalise one mechanism or a sequence of them to a tuple, checking types.
+
+    A dp-accounting ``DpEvent`` stands for :class:`~accounting.dp_event_release.DpEventRelease`
+    of it at example level; wrap it in ``DpEventRelease(event, unit="party")`` for a party-level event.
+    """
+    if isinstance(mechanisms, (Mechanism, dp_accounting.DpEvent)):
+        mechanisms = (mechanisms,)
     try:
         members = tuple(mechanisms)
     except TypeError as error:
         raise TypeError(
-            f"mechanisms must be a privfed mechanism or a sequence of them, got {type(mechanisms).__name__}"
+            "mechanisms must be a privfed mechanism, a dp-accounting DpEvent or a sequence of them, got "
+            f"{type(mechanisms).__name__}"
         ) from error
     for member in members:
-        if not isinstance(member, Mechanism):
-            raise TypeError(f"mechanisms must hold privfed mechanisms, got an element of type {type(member).__name__}")
-    return members
+        if not isinstance(member, (Mechanism, dp_accounting.DpEvent)):
+            raise TypeError("mechanisms must hold privfed mechanisms or dp-accounting DpEvents, got an element of "
+                            f"type {type(member).__name__}")
+    return tuple(DpEventRelease(m) if isinstance(m, dp_accounting.DpEvent) else m for m in members)
 
 
 def _pld_epsilon(members: Sequence[Mechanism], delta: float, *, epsilon_hint: float) -> float | None:
@@ -167,7 +176,7 @@ def best_bound(
 
 
 def account(
-    mechanisms: Mechanism | Iterable[Mechanism],
+    mechanisms: Mechanism | dp_accounting.DpEvent | Iterable[Mechanism | dp_accounting.DpEvent],
     *,
     delta: float,
     analysis: str = "tight",
@@ -184,7 +193,10 @@ def account(
     Parameters
     ----------
     mechanisms:
-        A :class:`Mechanism` or a sequence of them, released one after another.
+        A :class:`Mechanism` or a sequence of them, released one after another. A
+        dp-accounting ``DpEvent`` is accepted wherever a mechanism is: it is accounted as
+        :class:`~accounting.dp_event_release.DpEventRelease` (dp-accounting's RDP of the
+        event, and its PLD where privfed builds one) at example level.
     delta:
         Target δ in (0, 1).
     analysis:

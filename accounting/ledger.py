@@ -35,12 +35,15 @@ from datetime import datetime, timezone
 from importlib import metadata
 from typing import Any
 
+import dp_accounting
 import numpy as np
 
 from ._checks import check_choice, check_delta, check_positive_finite
 from .account import Bound, best_bound, conversion_description, pure_composition
 from .conversion import rdp_to_epsilon
+from .dp_event_release import DpEventRelease
 from .fingerprint import canonical_json, commit_evidence, new_salt, sha256_hex
+from .interop import flower_mechanism, ledger_dp_event, opacus_mechanism
 from .ledger_entry import (
     GENESIS_SHA256,
     LedgerEntry,
@@ -888,6 +891,33 @@ class Ledger:
             ledger.verify()
         return ledger
 
+    # --- interoperability: dp-accounting, Opacus, Flower (logic in interop.py) ------------------
+    def to_dp_event(self, *, unit: str | None = None, bound: str = "aggregation") -> dp_accounting.DpEvent:
+        """The ledger's releases for ``unit`` (default: the primary unit) as one dp-accounting ``DpEvent``.
+
+        ``bound="aggregation"`` (default) exports the releases the aggregation bound
+        composes, ``"dpsgd"`` the DP-training bound's (training entries and releases not
+        derived from them). Each release becomes its data-independent event
+        (:func:`~accounting.interop.data_independent_event`); an unaccounted release, a
+        release not analysed at ``unit`` level and a mechanism dp-accounting has no
+        event for become ``NonPrivateDpEvent`` (ε = ∞). An empty ledger is ``NoOpDpEvent``.
+        """
+        return ledger_dp_event(self, unit=self.primary_unit if unit is None else unit, bound=bound)
+
+    def record_dp_event(self, event: dp_accounting.DpEvent, *, description: str, unit: str = "example",
+                        relation: str | None = None) -> LedgerEntry:
+        """Record a release described by a dp-accounting ``DpEvent`` (:class:`DpEventRelease`) as accounted."""
+        return self.record(DpEventRelease(event, relation=relation, unit=unit), note=_check_description(description))
+
+    def record_opacus(self, accountant: Any, *, description: str, unit: str = "example") -> LedgerEntry:
+        """Record an Opacus accountant's history (σ, q, steps) as DP-SGD (:func:`~.interop.opacus_mechanism`)."""
+        return self.record(opacus_mechanism(accountant, unit=unit), note=_check_description(description))
+
+    def record_flower(self, state_or_accountant: Any, *, description: str, unit: str = "party") -> LedgerEntry:
+        """Record Flower's DP-FedAvg ``RdpAccountant`` (or its ``state_dict()``) at client level
+        (:func:`~accounting.interop.flower_mechanism`)."""
+        return self.record(flower_mechanism(state_or_accountant, unit=unit), note=_check_description(description))
+
 
 def _encode_epsilon(value: float) -> float | str:
     """ε for strict JSON: ``"inf"`` for an infinite ε."""
@@ -962,6 +992,12 @@ def _check_bool(name: str, value: object) -> bool:
     if not isinstance(value, bool):
         raise TypeError(f"{name} must be True or False, got {value!r}")
     return value
+
+
+def _check_description(description: object) -> str:
+    if not _check_str("description", description).strip():
+        raise ValueError("description must say what the release was, got an empty string")
+    return description  # type: ignore[return-value]
 
 
 def _check_str(name: str, value: object) -> str:

@@ -26,6 +26,7 @@ _FROM_ACCOUNTING = (
     "OBSERVERS",
     "BudgetExceededError",
     "ConfidentGNMax",
+    "DpEventRelease",
     "GaussianNoisyMax",
     "LaplaceNoisyMax",
     "Ledger",
@@ -47,9 +48,12 @@ _FROM_ACCOUNTING = (
     "compose_parallel",
     "compose_sequential",
     "data_fingerprint",
+    "data_independent_event",
     "dpsgd_noise_multiplier",
     "epsilon_lower_bound",
+    "flower_mechanism",
     "load_mechanisms",
+    "opacus_mechanism",
     "quantize_logits",
     "randomized_response_epsilon",
     "randomized_response_estimate",
@@ -63,6 +67,7 @@ _FROM_BUNDLE = ("BundleError", "BundleIntegrityError", "LegacyBundleWarning", "b
                 "save_bundle")
 _FROM_EMPIRICAL_AUDIT = ("empirical_audit",)
 _FROM_SIGNING = ("generate_signing_key", "sign_bundle")
+_FROM_MODEL_SIGNATURE = ("sign_bundle_model_signing",)
 _FROM_EMPIRICAL = (
     "MembershipBound",
     "OneRunBound",
@@ -107,6 +112,7 @@ _LAZY = {
     **dict.fromkeys(_FROM_AUDIT_REPORT, "privfed.audit_report"),
     **dict.fromkeys(_FROM_BUNDLE, "privfed.bundle"),
     **dict.fromkeys(_FROM_SIGNING, "privfed.signing"),
+    **dict.fromkeys(_FROM_MODEL_SIGNATURE, "privfed.model_signature"),
     **dict.fromkeys(_FROM_EMPIRICAL, "privfed.empirical"),
     **dict.fromkeys(_FROM_EMPIRICAL_AUDIT, "privfed.empirical_audit"),
     **dict.fromkeys(_FROM_PIPELINES, "privfed.pipelines"),

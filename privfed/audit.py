@@ -804,6 +804,7 @@ def audit(
     confidence: float = 0.95,
     random_state: int | None = 0,
     public_key: Any = None,
+    signature: str | os.PathLike[str] | None = None,
 ) -> AuditReport:
     """Audit a model's privacy claims; returns the verdict table.
 
@@ -837,6 +838,11 @@ def audit(
         For a bundle: the publisher's Ed25519 public key (PEM path, bytes or key
         object). The bundle must then carry a valid signature by it ("signed by
         …"); without it the verdict is "unsigned: integrity only against accidents".
+        An elliptic-curve public key (PEM path) checks the OpenSSF model-signing
+        signature instead (:mod:`privfed.model_signature`): every file of the bundle
+        against ``signature`` (default: ``BUNDLE.sig`` beside the folder).
+    signature:
+        The model-signing signature file, with an elliptic-curve ``public_key``.
 
     Returns
     -------
@@ -862,7 +868,8 @@ def audit(
             raise AuditInputError("a bundle carries its own claims (its ledger); --claims is for foreign models")
         return _audit_bundle(path, evidence=evidence, samples=samples,
                              given_units=given_units, module=module, model_class=model_class,
-                             confidence=confidence, random_state=random_state, public_key=public_key)
+                             confidence=confidence, random_state=random_state, public_key=public_key,
+                             signature=signature)
     if path is not None and not path.is_file():
         raise AuditInputError(f"{str(path)!r} is neither a bundle directory nor a model file")
     if claims is None:
@@ -883,12 +890,21 @@ def _manifest_check(files: Mapping[str, bytes], directory: Path) -> tuple[Check,
                  f"bundle digest {digest}"), digest
 
 
-def _signature_check(files: Mapping[str, bytes], public_key: Any) -> Check:
+def _signature_check(files: Mapping[str, bytes], public_key: Any, directory: Path,
+                     signature: str | os.PathLike[str] | None = None) -> Check:
+    from privfed.model_signature import is_elliptic_curve_key, model_signing_verdict
     from privfed.signing import signature_verdict
 
+    if signature is not None and (public_key is None or not is_elliptic_curve_key(public_key)):
+        raise AuditInputError("signature is the OpenSSF model-signing signature file: give it with the publisher's "
+                              "elliptic-curve public key (public_key= / --public-key)")
     try:
-        verdict = signature_verdict(files, public_key)
-    except (ValueError, TypeError) as error:
+        if public_key is not None and is_elliptic_curve_key(public_key):
+            verdict = model_signing_verdict(directory, public_key, signature=signature,
+                                            manifest=files.get("MANIFEST.json"))
+        else:
+            verdict = signature_verdict(files, public_key)
+    except (ValueError, TypeError, BundleError) as error:
         raise AuditInputError(str(error)) from None
     if verdict.status == "signed":
         return Check("signature", "pass", verdict.detail)
@@ -951,8 +967,37 @@ def _card_check(files: Mapping[str, bytes]) -> Check:
                  "written: its numbers cannot be trusted.", "card")
 
 
+def _statement_check(files: Mapping[str, bytes]) -> Check | None:
+    """The card's privacy statement against the one the ledger gives now (None when there is no card)."""
+    from privfed.privacy_statement import card_statement, render_privacy_statement
+
+    if MODEL_CARD_FILE not in files:
+        return None
+    name, meaning = "privacy statement", "readers of the card would be told a guarantee the ledger does not give."
+    try:
+        stated = card_statement(files[MODEL_CARD_FILE].decode("utf-8"))
+        ledger = Ledger.from_json(files[LEDGER_FILE])
+        expected = render_privacy_statement(ledger)
+    except (ValueError, TypeError, KeyError, AttributeError, UnicodeDecodeError) as error:
+        return Check(name, "warn", f"not compared: {str(error).splitlines()[0] if str(error) else type(error)}",
+                     "the ledger or card failed their own checks above.", "card")
+    if stated is None:
+        return Check(name, "warn", f"{MODEL_CARD_FILE} has no privacy statement (written by privfed "
+                     f"{ledger.privfed_version})", "readers have no standard statement of the guarantee.", "card")
+    if stated.rstrip() == expected.rstrip():
+        return Check(name, "pass", "the card's privacy statement (How to DP-fy ML checklist) matches the ledger: "
+                     "unit, relation, ε and δ, accounting, what is not covered")
+    from privfed.accounting.ledger import _privfed_version
+
+    if ledger.privfed_version != _privfed_version():
+        return Check(name, "warn", f"the privacy statement in {MODEL_CARD_FILE} differs from this privfed's (the "
+                     f"ledger was written by privfed {ledger.privfed_version})", meaning, "card")
+    return Check(name, "fail", f"the privacy statement in {MODEL_CARD_FILE} differs from the one the ledger gives",
+                 meaning, "card")
+
+
 def _audit_bundle(directory: Path, *, evidence, samples, given_units, module, model_class,
-                  confidence, random_state, public_key=None) -> AuditReport:
+                  confidence, random_state, public_key=None, signature=None) -> AuditReport:
     try:
         files = read_bundle_files(directory)
     except BundleError as error:
@@ -960,9 +1005,9 @@ def _audit_bundle(directory: Path, *, evidence, samples, given_units, module, mo
     if LEDGER_FILE not in files:
         raise AuditInputError(f"{directory} is not a privfed bundle: it has no {LEDGER_FILE}")
     manifest, digest = _manifest_check(files, directory)
-    signature = _signature_check(files, public_key)
-    checks = [manifest, signature]
-    if public_key is not None and signature.status == "fail":
+    signature_verdict = _signature_check(files, public_key, directory, signature)
+    checks = [manifest, signature_verdict]
+    if public_key is not None and signature_verdict.status == "fail":
         # The publisher's key says the bundle is not what was signed: nothing in it is recomputed (a forged ledger
         # could ask for any amount of work), and nothing is loaded.
         return AuditReport(str(directory), (*checks, Check(
@@ -994,6 +1039,9 @@ def _audit_bundle(directory: Path, *, evidence, samples, given_units, module, mo
         return AuditReport(str(directory), tuple(checks))
     checks += [totals] if budget is None else [totals, budget]
     checks.append(_card_check(files))
+    statement_check = _statement_check(files)
+    if statement_check is not None:
+        checks.append(statement_check)
     if digest is not None:
         claim = {**claim, "bundle_digest": digest}
     checks += hygiene_checks(statement)

@@ -141,7 +141,7 @@ def _audit_command(args: argparse.Namespace) -> int:
         return _claims_table(claims, args)
     report = audit(args.target, claims=None if claims is None else claims[0], evidence=args.evidence,
                    members=args.members, non_members=args.non_members, protected_units=args.protected_units,
-                   random_state=args.seed, public_key=args.public_key)
+                   random_state=args.seed, public_key=args.public_key, signature=args.signature)
     print(report.to_json() if args.json else report.table())
     return report.exit_code
 
@@ -176,7 +176,11 @@ def add_audit_command(subparsers: Any) -> argparse.ArgumentParser:
     parser.add_argument("--protected-units", dest="protected_units", type=_positive_int,
                         help="number of protected units (parties or examples) for the δ < 1/n check")
     parser.add_argument("--public-key", dest="public_key",
-                        help="the publisher's Ed25519 public key (PEM): the bundle must carry a valid signature by it")
+                        help="the publisher's public key (PEM): Ed25519 checks BUNDLE/SIGNATURE.json, elliptic-curve "
+                             "the OpenSSF model signature BUNDLE.sig; the bundle must carry a valid signature by it")
+    parser.add_argument("--signature",
+                        help="with an elliptic-curve --public-key: the model-signing signature file (default: "
+                             "BUNDLE.sig beside the bundle folder)")
     parser.add_argument("--seed", type=integer_at_least(0), default=0,
                         help="seed of the empirical check's split, >= 0 (default 0)")
     parser.add_argument("--json", action="store_true", help="print the report as JSON")

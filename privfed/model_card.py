@@ -2,7 +2,8 @@
 
 The card is generated from the ledger and says what the model is, which releases
 of private data it depends on, the (ε, δ) spent per unit (both analyses,
-data-dependent or not), what is *not* covered, and how to verify all of it.
+data-dependent or not), what is *not* covered, a standard privacy statement
+(:mod:`privfed.privacy_statement`), and how to verify all of it.
 It is documentation, not evidence: verification always goes through ``MANIFEST.json``
 and ``ledger.json``. What the ledger does not know — evaluation metrics, the data
 sets used (names, shapes, fingerprints) and the intended use — comes from the
@@ -29,6 +30,7 @@ from privfed.accounting.ledger import Ledger
 from privfed.accounting.mechanism import relation_for_unit
 from privfed.accounting.observers import OBSERVERS, describe_observer
 from privfed.accounting.report import round_up
+from privfed.privacy_statement import render_privacy_statement
 
 __all__ = ["CARD_DATA_FILE", "card_data_document", "render_model_card"]
 
@@ -245,6 +247,7 @@ def render_model_card(ledger: Ledger, *, card: Mapping[str, Any] | None = None) 
         targets = ", ".join(f"{unit}: ε ≤ {value:g}" for unit, value in ledger.target_epsilon.items())
         lines += [f"Budget enforced while training ({ledger.analysis} analysis, "
                   f"{ledger.budget_basis.replace('_', '-')} ε): {targets}.", ""]
+    lines += render_privacy_statement(ledger).split("\n")
     software = ", ".join(f"{name} {version}" for name, version in ledger.software.items() if version)
     shipped = "`evidence.npz` (PRIVATE: for auditors only)" if ledger.evidence_fingerprint else "not shipped"
     lines += ["## Provenance", "",

@@ -1,4 +1,4 @@
-"""Publisher signatures on bundles: Ed25519 over ``MANIFEST.json``.
+"""Publisher signatures on bundles: Ed25519 over ``MANIFEST.json`` (OpenSSF model signing: :mod:`.model_signature`).
 
 The manifest pins every byte of a bundle (:mod:`privfed.manifest`), so one
 signature over it says who published the whole bundle. ``SIGNATURE.json``::
@@ -32,6 +32,7 @@ from privfed.accounting.documents import parse_json
 from privfed.manifest import MANIFEST_FILE, SIGNATURE_FILE, BundleError, BundleIntegrityError
 
 __all__ = [
+    "KEY_TYPES",
     "SIGNATURE_TYPE",
     "SignatureVerdict",
     "generate_signing_key",
@@ -68,18 +69,38 @@ def key_fingerprint(public_key: Any) -> str:
     return hashlib.sha256(_raw_public(load_public_key(public_key))).hexdigest()
 
 
-def generate_signing_key(path: str | os.PathLike[str]) -> tuple[Path, Path, str]:
-    """Write a new Ed25519 key pair: ``path`` (private, PEM PKCS#8, mode 0600) and ``path.pub`` (public, PEM).
+#: Key types :func:`generate_signing_key` creates: Ed25519 (privfed's ``SIGNATURE.json``) or elliptic-curve P-256
+#: (OpenSSF model signing, :mod:`privfed.model_signature`).
+KEY_TYPES: tuple[str, ...] = ("ed25519", "ec")
 
-    Refuses to overwrite either file. Returns (private path, public path, fingerprint).
+
+def generate_signing_key(path: str | os.PathLike[str], *, key_type: str = "ed25519") -> tuple[Path, Path, str]:
+    """Write a new key pair: ``path`` (private, PEM PKCS#8, mode 0600) and ``path.pub`` (public, PEM).
+
+    ``key_type``: ``"ed25519"`` (default; privfed's own signature format) or ``"ec"``
+    (NIST P-256, for ``--format model-signing``). Refuses to overwrite either file.
+    Returns (private path, public path, fingerprint): for Ed25519 the sha256 of the
+    raw 32-byte key, for EC the sha256 of the DER SubjectPublicKeyInfo.
     """
+    import hashlib
+
+    if key_type not in KEY_TYPES:
+        raise ValueError(f"key_type must be one of {', '.join(KEY_TYPES)}, got {key_type!r}")
     serialization, ed25519 = _crypto()
     private_path = Path(path)
     public_path = private_path.with_name(private_path.name + ".pub")
     for target in (private_path, public_path):
         if target.exists() or target.is_symlink():
             raise FileExistsError(f"key file {target} already exists; refusing to overwrite a key")
-    key = ed25519.Ed25519PrivateKey.generate()
+    if key_type == "ec":
+        from cryptography.hazmat.primitives.asymmetric import ec
+
+        key = ec.generate_private_key(ec.SECP256R1())
+        fingerprint = hashlib.sha256(key.public_key().public_bytes(
+            serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo)).hexdigest()
+    else:
+        key = ed25519.Ed25519PrivateKey.generate()
+        fingerprint = key_fingerprint(key.public_key())
     private_pem = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
                                     serialization.NoEncryption())
     public_pem = key.public_key().public_bytes(serialization.Encoding.PEM,
@@ -89,7 +110,7 @@ def generate_signing_key(path: str | os.PathLike[str]) -> tuple[Path, Path, str]
         stream.write(private_pem)
     with open(public_path, "xb") as stream:
         stream.write(public_pem)
-    return private_path, public_path, key_fingerprint(key.public_key())
+    return private_path, public_path, fingerprint
 
 
 def load_private_key(key: Any) -> Any:

@@ -9,6 +9,7 @@ import copy
 import json
 from pathlib import Path
 
+import dp_accounting
 import numpy as np
 import pytest
 from privfed.accounting.documents import load_npy
@@ -132,6 +133,7 @@ def _example_mechanisms():
         privfed.RandomizedResponse(10, epsilon=2.0, reports=3),
         privfed.QuantizedLaplaceEnsemble(10, 1.0, 0.5, 100, draws_per_example=2),
         privfed.compose_parallel([laplace, privfed.LaplaceNoisyMax(votes, 0.2, 2, unit="party")]),
+        privfed.DpEventRelease(dp_accounting.SelfComposedDpEvent(dp_accounting.GaussianDpEvent(2.0), 5)),
     ]
 
 

@@ -1,0 +1,90 @@
+"""A standard privacy statement, generated from the ledger, in the model card.
+
+The statement follows the reporting checklist of Ponomareva et al., "How to
+DP-fy ML: A Practical Guide to Machine Learning with Differential Privacy",
+JAIR 77 (2023), §5.3 ("reporting"), in the vocabulary of NIST SP 800-226
+("Guidelines for Evaluating Differential Privacy Guarantees", 2025: privacy
+unit, ε and δ, trust model, what the guarantee does not cover). One row per
+checklist item: the DP setting (trust model, who is protected against), the
+privacy unit and neighbouring relation, the formal (ε, δ) statement per unit
+(data-independent, and data-dependent where it differs), the accounting method,
+the data accesses the guarantee covers and those it does not (unaccounted
+releases, hyper-parameter tuning), and how to verify it.
+
+Every value comes from :meth:`Ledger.account` and the ledger's entries, so
+``privfed audit`` re-renders the section from ``ledger.json`` and compares it
+with the card's (check *privacy statement*).
+"""
+
+from __future__ import annotations
+
+from privfed.accounting.ledger import Ledger
+from privfed.accounting.mechanism import relation_for_unit
+from privfed.accounting.report import PrivacyReport, round_up
+
+__all__ = ["STATEMENT_HEADING", "card_statement", "render_privacy_statement"]
+
+#: The card section holding the statement (``privfed audit`` reads it back).
+STATEMENT_HEADING = "## Privacy statement"
+
+_CONVENTION = ('Reported following the reporting checklist of Ponomareva et al., "How to DP-fy ML" (JAIR 2023, '
+               '§5.3), in the terms of NIST SP 800-226. Generated from `ledger.json`; `privfed audit` checks that it '
+               'still matches.')
+
+
+def _unit_rows(ledger: Ledger, unit: str, report: PrivacyReport) -> list[tuple[str, str]]:
+    releases = sum(1 for entry in ledger.entries if entry.kind in ("release", "training") and unit in entry.analyses)
+    guarantee = (f"({round_up(report.epsilon_data_independent)}, {ledger.delta:g})-DP at {unit} level, whatever the "
+                 "data (data-independent ε)")
+    if report.data_dependent and report.epsilon < report.epsilon_data_independent:
+        guarantee += (f"; data-dependent ε = {round_up(report.epsilon)}, computed from the private votes (an "
+                      "estimate for this data set, itself not protected)")
+    if report.uncovered:
+        guarantee = (f"ε = inf for the model as released: {len(report.uncovered)} release(s) have no {unit}-level "
+                     f"guarantee (see \"not covered\"); the accounted releases alone satisfy {guarantee}")
+    return [
+        (f"privacy unit ({unit})", relation_for_unit(unit)),
+        (f"formal guarantee ({unit})", guarantee),
+        (f"accounting ({unit})", f"{report.analysis} analysis: {report.conversion}; {report.source} bound over "
+                                 f"{releases} recorded release(s), composed sequentially"),
+    ]
+
+
+def render_privacy_statement(ledger: Ledger) -> str:
+    """The card's privacy-statement section (Markdown), from the ledger alone."""
+    lines = [STATEMENT_HEADING, "", _CONVENTION, ""]
+    if not ledger.units or ledger.delta is None:
+        why = "no release of private data is recorded" if not ledger.units else "no δ is recorded"
+        return "\n".join([*lines, f"No differential-privacy guarantee is stated: {why}.", ""])
+    rows = [("DP setting", "central differential privacy; observer: whoever sees the released model and the "
+                           "recorded releases (the public); the parties and the coordinator running the protocol see "
+                           "what the pipeline sends them (its documentation says what)")]
+    primary = ledger.account()
+    reports = {primary.unit: primary, **primary.other_units}
+    for unit in ledger.units:
+        rows += _unit_rows(ledger, unit, reports[unit])
+    uncovered = list(dict.fromkeys(text for unit in ledger.units for text in reports[unit].uncovered))
+    rows += [
+        ("data accesses covered", "the releases recorded in the ledger (listed above), and everything computed from "
+                                  "them (post-processing)"),
+        ("not covered", "; ".join(uncovered) or "none recorded"),
+        ("hyper-parameter tuning", "not accounted: no tuning run on private data is recorded; if hyper-parameters "
+                                   "were tuned on the private data, that cost is not in ε"),
+        ("budget", ", ".join(f"{unit}: ε ≤ {value:g} enforced ({ledger.budget_basis.replace('_', '-')} ε)"
+                             for unit, value in ledger.target_epsilon.items()) or "none enforced"),
+        ("verification", f"`privfed audit` recomputes every ε from the recorded parameters (privfed "
+                         f"{ledger.privfed_version}, dp-accounting {ledger.software.get('dp-accounting')})"),
+    ]
+    lines += ["| checklist item | this model |", "|---|---|"]
+    lines += [f"| {item} | {' '.join(text.replace('|', '/').split())} |" for item, text in rows]
+    return "\n".join([*lines, ""])
+
+
+def card_statement(card: str) -> str | None:
+    """The privacy-statement section of a rendered card (up to the next ``## `` heading), or None."""
+    start = card.find(f"\n{STATEMENT_HEADING}\n")
+    if start < 0:
+        return None
+    start += 1
+    end = card.find("\n## ", start + len(STATEMENT_HEADING))
+    return card[start:] if end < 0 else card[start:end + 1]
