@@ -1005,9 +1005,9 @@ def _audit_bundle(directory: Path, *, evidence, samples, given_units, module, mo
     if LEDGER_FILE not in files:
         raise AuditInputError(f"{directory} is not a privfed bundle: it has no {LEDGER_FILE}")
     manifest, digest = _manifest_check(files, directory)
-    signature_verdict = _signature_check(files, public_key, directory, signature)
-    checks = [manifest, signature_verdict]
-    if public_key is not None and signature_verdict.status == "fail":
+    signature_check = _signature_check(files, public_key, directory, signature)
+    checks = [manifest, signature_check]
+    if public_key is not None and signature_check.status == "fail":
         # The publisher's key says the bundle is not what was signed: nothing in it is recomputed (a forged ledger
         # could ask for any amount of work), and nothing is loaded.
         return AuditReport(str(directory), (*checks, Check(
