@@ -56,13 +56,20 @@ def render_privacy_statement(ledger: Ledger) -> str:
     if not ledger.units or ledger.delta is None:
         why = "no release of private data is recorded" if not ledger.units else "no δ is recorded"
         return "\n".join([*lines, f"No differential-privacy guarantee is stated: {why}.", ""])
-    rows = [("DP setting", "central differential privacy; observer: whoever sees the released model and the "
-                           "recorded releases (the public); the parties and the coordinator running the protocol see "
-                           "what the pipeline sends them (its documentation says what)")]
+    rows = [("DP setting", "central differential privacy; stated against two observers: the public (whoever sees "
+                           "the released model and the recorded releases) and the coordinator (the server, which "
+                           "receives every message the parties send in the protocol)")]
     primary = ledger.account()
     reports = {primary.unit: primary, **primary.other_units}
     for unit in ledger.units:
         rows += _unit_rows(ledger, unit, reports[unit])
+    for unit in ledger.units:
+        coordinator = ledger.account(unit=unit, observer="coordinator")
+        rows.append((f"against the coordinator ({unit})", (
+            f"ε = inf: it receives {len(coordinator.uncovered)} release(s) no mechanism covers: "
+            + "; ".join(coordinator.uncovered)) if coordinator.uncovered else (
+            f"(ε = {round_up(coordinator.epsilon)}, δ = {coordinator.delta:g})-DP, "
+            f"{'data-dependent' if coordinator.data_dependent else 'data-independent'}")))
     uncovered = list(dict.fromkeys(text for unit in ledger.units for text in reports[unit].uncovered))
     rows += [
         ("data accesses covered", "the releases recorded in the ledger (listed above), and everything computed from "
