@@ -34,10 +34,12 @@ from .dp_event_release import DpEventRelease
 from .dpsgd import DPSGD, compose_dpsgd
 from .laplace_noisy_max import LaplaceNoisyMax
 from .mechanism import UNITS, Mechanism
+from .observers import check_observer
 from .parallel import ParallelComposition
 from .registry import PublicVoteView, public_mechanism_from_record
 from .sequential import SequentialComposition
 from .shuffling import ShuffledRandomizedResponse
+from .withheld_votes import WithheldVotesNoisyMax
 
 __all__ = ["BOUNDS", "data_independent_event", "flower_mechanism", "ledger_dp_event", "opacus_mechanism"]
 
@@ -95,6 +97,8 @@ def data_independent_event(mechanism: Mechanism) -> dp_accounting.DpEvent:
     """
     if not isinstance(mechanism, Mechanism):
         raise TypeError(f"mechanism must be a privfed Mechanism, got {type(mechanism).__name__}")
+    if isinstance(mechanism, WithheldVotesNoisyMax):  # the per-query noisy max, composed over the answers
+        return data_independent_event(mechanism.public_view())
     if isinstance(mechanism, PublicVoteView):
         return _self_composed(data_independent_event(mechanism.one_query), mechanism.count)
     if isinstance(mechanism, SequentialComposition):
@@ -118,15 +122,22 @@ def data_independent_event(mechanism: Mechanism) -> dp_accounting.DpEvent:
     return dp_accounting.NonPrivateDpEvent() if event is None else event
 
 
-def ledger_dp_event(ledger: Any, *, unit: str, bound: str = "aggregation") -> dp_accounting.DpEvent:
-    """The ledger's releases for ``unit`` as one dp-accounting event (see :meth:`Ledger.to_dp_event`)."""
+def ledger_dp_event(ledger: Any, *, unit: str, bound: str = "aggregation",
+                    observer: str = "public") -> dp_accounting.DpEvent:
+    """The ledger's releases for ``unit`` that ``observer`` sees as one dp-accounting event (see
+    :meth:`Ledger.to_dp_event`)."""
     unit = check_choice("unit", unit, UNITS)
     bound = check_choice("bound", bound, BOUNDS)
+    observer = check_observer(observer)
     events = []
     for entry in ledger.entries:
         if bound == "aggregation" and entry.kind == "training":
             continue
+        if entry.kind != "training" and not entry.seen_by(observer):
+            continue
         if bound == "dpsgd" and entry.kind != "training" and entry.derived_from_training:
+            continue
+        if entry.kind == "unaccounted" and not entry.leaves_uncovered(unit):
             continue
         if entry.kind == "unaccounted" or unit not in entry.analyses:
             events.append(dp_accounting.NonPrivateDpEvent())

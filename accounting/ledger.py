@@ -892,8 +892,10 @@ class Ledger:
         return ledger
 
     # --- interoperability: dp-accounting, Opacus, Flower (logic in interop.py) ------------------
-    def to_dp_event(self, *, unit: str | None = None, bound: str = "aggregation") -> dp_accounting.DpEvent:
-        """The ledger's releases for ``unit`` (default: the primary unit) as one dp-accounting ``DpEvent``.
+    def to_dp_event(self, *, unit: str | None = None, bound: str = "aggregation",
+                    observer: str = "public") -> dp_accounting.DpEvent:
+        """The ledger's releases for ``unit`` (default: the primary unit) that ``observer`` sees (default: the
+        public) as one dp-accounting ``DpEvent``.
 
         ``bound="aggregation"`` (default) exports the releases the aggregation bound
         composes, ``"dpsgd"`` the DP-training bound's (training entries and releases not
@@ -902,21 +904,26 @@ class Ledger:
         release not analysed at ``unit`` level and a mechanism dp-accounting has no
         event for become ``NonPrivateDpEvent`` (ε = ∞). An empty ledger is ``NoOpDpEvent``.
         """
-        return ledger_dp_event(self, unit=self.primary_unit if unit is None else unit, bound=bound)
+        return ledger_dp_event(self, unit=self.primary_unit if unit is None else unit, bound=bound, observer=observer)
 
     def record_dp_event(self, event: dp_accounting.DpEvent, *, description: str, unit: str = "example",
-                        relation: str | None = None) -> LedgerEntry:
+                        relation: str | None = None, observers: tuple[str, ...] = OBSERVERS) -> LedgerEntry:
         """Record a release described by a dp-accounting ``DpEvent`` (:class:`DpEventRelease`) as accounted."""
-        return self.record(DpEventRelease(event, relation=relation, unit=unit), note=_check_description(description))
+        return self.record(DpEventRelease(event, relation=relation, unit=unit), note=_check_description(description),
+                           observers=observers)
 
-    def record_opacus(self, accountant: Any, *, description: str, unit: str = "example") -> LedgerEntry:
+    def record_opacus(self, accountant: Any, *, description: str, unit: str = "example",
+                      observers: tuple[str, ...] = OBSERVERS) -> LedgerEntry:
         """Record an Opacus accountant's history (σ, q, steps) as DP-SGD (:func:`~.interop.opacus_mechanism`)."""
-        return self.record(opacus_mechanism(accountant, unit=unit), note=_check_description(description))
+        return self.record(opacus_mechanism(accountant, unit=unit), note=_check_description(description),
+                           observers=observers)
 
-    def record_flower(self, state_or_accountant: Any, *, description: str, unit: str = "party") -> LedgerEntry:
+    def record_flower(self, state_or_accountant: Any, *, description: str, unit: str = "party",
+                      observers: tuple[str, ...] = OBSERVERS) -> LedgerEntry:
         """Record Flower's DP-FedAvg ``RdpAccountant`` (or its ``state_dict()``) at client level
         (:func:`~accounting.interop.flower_mechanism`)."""
-        return self.record(flower_mechanism(state_or_accountant, unit=unit), note=_check_description(description))
+        return self.record(flower_mechanism(state_or_accountant, unit=unit), note=_check_description(description),
+                           observers=observers)
 
 
 def _encode_epsilon(value: float) -> float | str:

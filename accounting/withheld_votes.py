@@ -86,7 +86,7 @@ class WithheldVotesNoisyMax(Mechanism):
         object.__setattr__(self, "votes_per_unit", check_int_at_least("votes_per_unit", self.votes_per_unit, 1))
         check_choice("unit", self.unit, UNITS)
 
-    def _view(self) -> PublicVoteView:
+    def public_view(self) -> PublicVoteView:
         """The per-query mechanism on one placeholder row, composed ``num_answered`` times (its data-independent
         bounds do not read the votes)."""
         one_query = _AGGREGATORS[self.aggregator](np.zeros((1, self.num_classes), dtype=np.int64), self.scale,
@@ -105,13 +105,13 @@ class WithheldVotesNoisyMax(Mechanism):
         return self.rdp_data_independent(orders, analysis=analysis)
 
     def rdp_data_independent(self, orders: np.ndarray, *, analysis: str = "tight") -> np.ndarray:
-        return self._view().rdp_data_independent(orders, analysis=analysis)
+        return self.public_view().rdp_data_independent(orders, analysis=analysis)
 
     def pure_epsilon(self) -> float | None:
-        return self._view().pure_epsilon()
+        return self.public_view().pure_epsilon()
 
     def dp_event(self) -> dp_accounting.DpEvent | None:
-        return self._view().dp_event()
+        return self.public_view().dp_event()
 
     def parameters(self) -> Mapping[str, Any]:
         return {"aggregator": self.aggregator, "scale": self.scale, "num_answered": self.num_answered,
