@@ -26,6 +26,7 @@ from .release import SmoothSensitivityRelease, release_epsilon
 from .report import MechanismReport, PrivacyReport
 from .sequential import SequentialComposition, compose_sequential
 from .shuffling import ShuffledRandomizedResponse
+from .skellam import SkellamMechanism
 from .spec import load_mechanisms
 
 __all__ = [
@@ -48,6 +49,7 @@ __all__ = [
     "RandomizedResponse",
     "SequentialComposition",
     "ShuffledRandomizedResponse",
+    "SkellamMechanism",
     "SmoothSensitivityRelease",
     "account",
     "class_count_weights",

@@ -95,10 +95,15 @@ def event_pld(
 
     Supported leaves: Gaussian and Laplace (sensitivity 1, the event's noise
     multiplier as scale), randomized response (replace-one: the true value
-    replaced by another), and the Poisson-subsampled Gaussian (add-or-remove-one,
-    as Opacus and dp-accounting's RDP accountant state DP-SGD).
+    replaced by another), the Poisson-subsampled Gaussian (add-or-remove-one,
+    as Opacus and dp-accounting's RDP accountant state DP-SGD), and any leaf
+    that builds its own PLD through a ``privacy_loss_distribution(*,
+    value_discretization_interval)`` method (privfed's Skellam event).
     """
     interval = value_discretization_interval
+    own = getattr(event, "privacy_loss_distribution", None)
+    if callable(own):
+        return own(value_discretization_interval=interval)
     if isinstance(event, dp_accounting.SelfComposedDpEvent):
         if isinstance(event.event, dp_accounting.GaussianDpEvent):
             # T Gaussians of scale σ compose exactly to one of scale σ/√T.
@@ -136,8 +141,8 @@ def event_pld(
             value_discretization_interval=interval,
             neighboring_relation=dp_accounting.NeighboringRelation.ADD_OR_REMOVE_ONE,
         )
-    raise TypeError(f"event must be built from Gaussian, Laplace, randomized-response or Poisson-sampled Gaussian "
-                    f"events to get a privacy loss distribution, got {type(event).__name__}")
+    raise TypeError(f"event must be built from Gaussian, Laplace, randomized-response, Poisson-sampled Gaussian "
+                    f"or Skellam events to get a privacy loss distribution, got {type(event).__name__}")
 
 
 def event_pld_epsilon(

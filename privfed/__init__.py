@@ -37,6 +37,7 @@ _FROM_ACCOUNTING = (
     "RandomizedResponse",
     "SequentialComposition",
     "ShuffledRandomizedResponse",
+    "SkellamMechanism",
     "SmoothSensitivityRelease",
     "account",
     "class_count_weights",
