@@ -95,9 +95,10 @@ class SkellamMechanism(Mechanism):
     composed (queries, rounds).
 
     **RDP, any integer move** (``rdp``, both analyses). The multi-dimensional
-    Skellam bound of Agarwal, Kairouz & Liu (NeurIPS 2021, arXiv:2110.04995,
-    Theorem 3.5; stated for noise Sk(μ, μ) of variance 2μ — here μ = variance/2,
-    so v = variance below):
+    Skellam RDP bound of Agarwal, Kairouz & Liu (NeurIPS 2021, arXiv:2110.04995,
+    §3, stated for noise Sk(μ, μ) of variance 2μ; Google's ``distributed_dp``
+    accounting implements it in terms of the central variance and cites it as
+    "Corollary 4.1"). Here μ = variance/2, so with v = variance:
 
         ε(α) ≤ α Δ₂²/(2v) + min( ((2α − 1) Δ₂² + 6 Δ₁)/(4v²),  3 Δ₁/(2v) ),
 
