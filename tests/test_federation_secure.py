@@ -39,19 +39,21 @@ class CopyingGrid(LocalGrid):
 
 
 class DroppingGrid(CopyingGrid):
-    """Node ``node`` takes its task and SecAgg+'s first two stages, then drops out before sending its masked vector."""
+    """Node ``node`` takes its task and answers SecAgg+ up to ``from_stage``, then is gone (by default: after the
+    key sharing, before sending its masked vector)."""
 
-    def __init__(self, paths, node):
+    def __init__(self, paths, node, from_stage="collect_masked_vectors"):
         super().__init__(paths)
         self.node = node
+        stages = ("setup", "share_keys", "collect_masked_vectors", "unmask")
+        self.stages = stages[stages.index(from_stage):]
 
     def send_and_receive(self, messages, *, timeout=None):
-        from flwr.common.secure_aggregation.secaggplus_constants import RECORD_KEY_CONFIGS, Key, Stage
+        from flwr.common.secure_aggregation.secaggplus_constants import RECORD_KEY_CONFIGS, Key
 
         def dropped(message):
             configs = message.content.config_records.get(RECORD_KEY_CONFIGS, {})
-            return message.metadata.dst_node_id == self.node and configs.get(Key.STAGE) in (
-                Stage.COLLECT_MASKED_VECTORS, Stage.UNMASK)
+            return message.metadata.dst_node_id == self.node and configs.get(Key.STAGE) in self.stages
 
         return super().send_and_receive([m for m in messages if not dropped(m)], timeout=timeout)
 
@@ -136,6 +138,22 @@ def test_two_parties_dropping_halt_secaggplus_and_nothing_is_written(federation,
     job = ServerJob(secure(), public, num_supernodes=3, timeout=5, output_bundle=str(tmp_path / "bundle"))
     with pytest.raises((MessageError, ValueError), match="at least 2 parties|threshold"):
         run_server(CopyingGrid(paths, silent={98: "train", 99: "train"}), job)
+    assert not (tmp_path / "bundle").exists()
+
+
+@pytest.mark.parametrize("stage", ["setup", "share_keys"])
+def test_flower_1_41_secaggplus_cannot_lose_a_party_before_its_key_shares_are_out(federation, task_identity,
+                                                                                 tmp_path, stage):
+    """A limitation of Flower 1.41's SecAggPlusWorkflow, not of privfed: a node lost in stage 0 or 1 stays among
+    the sampled nodes, so the unmask stage asks the survivors for key shares of it that they never received
+    (``secaggplus_mod._unmask``: ``KeyError``); the protocol halts. privfed stops without writing anything."""
+    from privfed.federation.server_app import ServerJob, run_server
+    from privfed.pipelines.messages import MessageError
+
+    _, paths, public, _ = federation
+    job = ServerJob(secure(), public, num_supernodes=3, timeout=5, output_bundle=str(tmp_path / "bundle"))
+    with pytest.raises(MessageError, match="SecAgg\\+ halted"):
+        run_server(DroppingGrid(paths, 98, from_stage=stage), job)
     assert not (tmp_path / "bundle").exists()
 
 
