@@ -17,6 +17,9 @@ Privacy levels (FedKT §4):
   with ``aggregator="gaussian"``): party-level DP with
   k = s, and example-level DP with k = s (an example sits in one teacher per
   partition, so it can change all s students of its party; see ``accounting``);
+  with ``aggregator="skellam", secure_aggregation=True`` the parties add Skellam
+  noise in shares and the server receives only the noisy sum
+  (:mod:`privfed.pipelines.fedkt_secure`);
 * ``"L2"`` — the same noise on each partition's teacher votes inside the party:
   example-level DP with k = 1 over the party's s·Q_local answers, and
   party-level DP with k = t; parallel composition over parties (FedKT Thm 4).

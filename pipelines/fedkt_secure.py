@@ -176,6 +176,7 @@ def record_secure_votes(ledger: Ledger, model: Any, vote_sum: FedKTVoteSum, *, d
     """
     n_queries = len(vote_sum.vote_sum)
     releases = skellam_releases(model, n_queries, vote_sum)
+    # Both observers see this release (the coordinator the noisy sum, the public its argmax): record it for both.
     s = int(model.n_partitions)
     dropped = vote_sum.n_parties - vote_sum.n_contributors
     ledger.record(

@@ -141,7 +141,9 @@ class FedKTTask(WireMessage):
     """Server → party: public queries, classes and the party's settings.
 
     ``party_noise`` is ``""`` (no party-side noise: L0, L1) or the aggregator (``"laplace"``,
-    ``"gaussian"``) of L2, with ``noise_scale`` its γ or σ; ``target_epsilon`` is NaN without a budget.
+    ``"gaussian"``) of L2, with ``noise_scale`` its γ or σ, or ``"skellam"`` (L1 under secure
+    aggregation), with ``noise_scale`` the party's share of the Skellam variance, σ²/n;
+    ``target_epsilon`` is NaN without a budget.
     """
 
     KIND: ClassVar[str] = "fedkt-task"
