@@ -36,9 +36,10 @@ import numpy as np  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import privfed  # noqa: E402
 from privfed.pipelines import dirichlet_partition  # noqa: E402
 from sklearn.tree import DecisionTreeClassifier  # noqa: E402
+
+import privfed  # noqa: E402
 
 DELTA = 1e-5
 
@@ -257,10 +258,12 @@ def markdown(document: dict) -> str:
                   "alternating runs:", "",
                   "| side | wall seconds per run | same predictions as fit | bytes per party on the wire |",
                   "|---|---|---|---|",
-                  f"| without SecAgg+ (central Laplace) | {', '.join(f'{x:.1f}' for x in f['without_secaggplus_seconds'])} "
+                  "| without SecAgg+ (central Laplace) | "
+                  f"{', '.join(f'{x:.1f}' for x in f['without_secaggplus_seconds'])} "
                   f"| {all(f['central-laplace_same_predictions_as_fit'])} | "
                   f"{int(np.median(f['central-laplace_wire_bytes_per_party']))} |",
-                  f"| with SecAgg+ (distributed Skellam) | {', '.join(f'{x:.1f}' for x in f['with_secaggplus_seconds'])} "
+                  "| with SecAgg+ (distributed Skellam) | "
+                  f"{', '.join(f'{x:.1f}' for x in f['with_secaggplus_seconds'])} "
                   f"| {all(f['distributed-skellam_same_predictions_as_fit'])} | "
                   f"{int(np.median(f['distributed-skellam_wire_bytes_per_party']))} |",
                   "", f"Median ratio with / without: ×{f['ratio_with_over_without']:.2f} (Ray simulation)"]

@@ -36,7 +36,7 @@ import numpy as np
 from ..accounting import Ledger, Mechanism
 from ..accounting.skellam import SkellamMechanism
 from ._dp_ledger import DPTrainingReport, training_report
-from .messages import ArraySpec, MessageError, Record, WireMessage
+from .messages import ArraySpec, MessageError, WireMessage
 from .voting import consistent_votes
 
 __all__ = [
@@ -50,7 +50,6 @@ __all__ = [
     "secure_value_bound",
     "skellam_releases",
     "skellam_share_variance",
-    "vote_sum_from_record",
 ]
 
 #: The aggregator whose noise the parties add themselves, summed under secure aggregation.
@@ -143,16 +142,6 @@ def secure_sum(tasks: Any, records: Any, names: Any, *, max_bytes: int) -> FedKT
         votes = FedKTNoisyVotes.from_record(mine[0], sender=name, shapes={"noisy_votes": shape}, max_bytes=max_bytes)
         total = votes.noisy_votes.astype(np.int64) if total is None else total + votes.noisy_votes
     return FedKTVoteSum(vote_sum=total, n_parties=len(tasks), n_contributors=len(tasks))
-
-
-def vote_sum_from_record(record: Record, *, n_queries: int, n_classes: int, max_bytes: int) -> FedKTVoteSum:
-    """A :class:`FedKTVoteSum` checked for shape and party counts."""
-    received = FedKTVoteSum.from_record(record, sender="secure aggregation", shapes={"vote_sum": (n_queries, n_classes)},
-                                        max_bytes=max_bytes)
-    if not 1 <= received.n_contributors <= received.n_parties:
-        raise MessageError(f"secure aggregation reported {received.n_contributors} contributors of "
-                           f"{received.n_parties} parties")
-    return received
 
 
 def skellam_releases(model: Any, n_queries: int, vote_sum: FedKTVoteSum) -> dict[str, SkellamMechanism]:

@@ -15,7 +15,7 @@ from conftest import digits_federation
 from flower_sites import write_sites
 from privfed.pipelines.fedkt import FedKT
 from sklearn.tree import DecisionTreeClassifier
-from test_federation import LocalGrid, task_identity  # noqa: F401  (a fixture)
+from test_federation import LocalGrid
 
 pytestmark = pytest.mark.skipif(
     importlib.util.find_spec("flwr") is None, reason="flwr is not installed: pip install 'privfed[federation]'"
@@ -96,11 +96,11 @@ def test_secaggplus_over_the_apps_reproduces_fit(federation, task_identity) -> N
 
 def test_a_party_dropping_within_the_threshold_is_accounted_at_the_realised_variance(federation, task_identity):
     """Party 2 never answers: the two others' noisy histograms are summed; the ledger records variance σ²·2/3."""
-    from privfed.federation.server_app import ServerJob, run_server
+    import privfed.pipelines.fedkt as fedkt_module
     from privfed.pipelines.fedkt_secure import FedKTVoteSum
     from privfed.pipelines.fedkt_steps import fedkt_server_step
 
-    import privfed.pipelines.fedkt as fedkt_module
+    from privfed.federation.server_app import ServerJob, run_server
 
     parties, paths, public, (X_test, _) = federation
     captured = {}
@@ -131,8 +131,9 @@ def test_a_party_dropping_within_the_threshold_is_accounted_at_the_realised_vari
 
 
 def test_two_parties_dropping_halt_secaggplus_and_nothing_is_written(federation, task_identity, tmp_path):
-    from privfed.federation.server_app import ServerJob, run_server
     from privfed.pipelines.messages import MessageError
+
+    from privfed.federation.server_app import ServerJob, run_server
 
     _, paths, public, _ = federation
     job = ServerJob(secure(), public, num_supernodes=3, timeout=5, output_bundle=str(tmp_path / "bundle"))
@@ -147,8 +148,9 @@ def test_flower_1_41_secaggplus_cannot_lose_a_party_before_its_key_shares_are_ou
     """A limitation of Flower 1.41's SecAggPlusWorkflow, not of privfed: a node lost in stage 0 or 1 stays among
     the sampled nodes, so the unmask stage asks the survivors for key shares of it that they never received
     (``secaggplus_mod._unmask``: ``KeyError``); the protocol halts. privfed stops without writing anything."""
-    from privfed.federation.server_app import ServerJob, run_server
     from privfed.pipelines.messages import MessageError
+
+    from privfed.federation.server_app import ServerJob, run_server
 
     _, paths, public, _ = federation
     job = ServerJob(secure(), public, num_supernodes=3, timeout=5, output_bundle=str(tmp_path / "bundle"))

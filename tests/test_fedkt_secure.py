@@ -117,9 +117,9 @@ def test_dropouts_account_the_realised_variance(digits):
         results[contributors] = fitted.ledger.account(1e-5, unit="party").epsilon
         assert entry["analyses"]["party"]["parameters"]["variance"] == pytest.approx(9.0 * contributors / 4)
         assert ("dropped out" in entry["note"]) == (contributors < 4)
-    expected = privfed.account(privfed.SkellamMechanism(9.0 * 3 / 4, l1_sensitivity=4.0, l2_sensitivity=2 * math.sqrt(2),
-                                                        count=n_queries, coordinate_sensitivity=2, moved_coordinates=2,
-                                                        unit="party"), delta=1e-5).epsilon
+    realised = privfed.SkellamMechanism(9.0 * 3 / 4, l1_sensitivity=4.0, l2_sensitivity=2 * math.sqrt(2),
+                                        count=n_queries, coordinate_sensitivity=2, moved_coordinates=2, unit="party")
+    expected = privfed.account(realised, delta=1e-5).epsilon
     assert results[3] == pytest.approx(expected, rel=1e-12)
     assert results[3] > results[4]
 

@@ -5,14 +5,14 @@ import math
 import numpy as np
 import pytest
 from dp_accounting.pld import privacy_loss_distribution
-from scipy import stats
-
-import privfed
 from privfed.accounting.ledger import Ledger
 from privfed.accounting.orders import default_orders
 from privfed.accounting.registry import mechanism_from_record
 from privfed.accounting.skellam import SkellamMechanism, skellam_log_pmf
 from privfed.accounting.spec import load_mechanisms
+from scipy import stats
+
+import privfed
 
 
 def _pmf(variance, shift=0, half=None):

@@ -17,6 +17,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from privfed.federation.secure_aggregation import (
+    is_vote_request,
+    noisy_votes_reply,
+    secure_aggregation_mod,
+    store_noisy_votes,
+)
 from privfed.federation.task import (
     DP_TRAINING_REQUEST,
     PUBLISH_REQUEST,
@@ -25,12 +31,6 @@ from privfed.federation.task import (
     load_party_data,
     model_to_record,
     to_recorddict,
-)
-from privfed.federation.secure_aggregation import (
-    is_vote_request,
-    noisy_votes_reply,
-    secure_aggregation_mod,
-    store_noisy_votes,
 )
 from privfed.pipelines.fedkd_steps import FedKDTask, fedkd_party_step
 from privfed.pipelines.fedkt_secure import SECURE_AGGREGATOR
