@@ -114,6 +114,9 @@ def secure_party_outcome(task: Any, plain: Any, *, party: str) -> FedKTSecureOut
     ``task`` is its ``FedKTTask`` (``noise_scale``: its share of the variance); ``plain`` the outcome of
     the party step without party-side noise, whose students' predictions stay on the party.
     """
+    if not (math.isfinite(task.noise_scale) and task.noise_scale > 0):  # never send a histogram without its share
+        raise MessageError(f"the server asked {party} for its Skellam share with variance {task.noise_scale!r}; "
+                           "it must be finite and > 0")
     predictions = plain.votes.predictions  # (s, final queries): never sent
     histogram = consistent_votes(predictions[None], len(task.classes))
     # The noise stream is the party's own, independent of the one its step used for the teachers and students.

@@ -100,6 +100,14 @@ def test_each_party_adds_its_share_of_the_variance():
     assert np.abs(outcome.noisy_votes.noisy_votes).max() <= secure_value_bound(2, 5.0)
 
 
+@pytest.mark.parametrize("share", [0.0, -1.0, math.nan])
+def test_a_party_refuses_a_task_without_a_noise_share(share):
+    from privfed.pipelines.messages import MessageError
+
+    with pytest.raises(MessageError, match="Skellam share with variance"):
+        secure_party_outcome(_task(share_variance=share), _Plain(np.zeros((2, 400), dtype=np.int64)), party="p")
+
+
 @pytest.mark.filterwarnings("ignore:FedKT. only 50 server queries")
 def test_dropouts_account_the_realised_variance(digits):
     parties, public, _, _ = digits
