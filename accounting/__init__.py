@@ -30,6 +30,7 @@ from .release import SmoothSensitivityRelease, release_epsilon
 from .report import MechanismReport, PrivacyReport
 from .sequential import SequentialComposition, compose_sequential
 from .shuffling import ShuffledRandomizedResponse
+from .skellam import SkellamMechanism
 from .spec import load_mechanisms
 from .withheld_votes import WithheldVotesNoisyMax
 
@@ -56,6 +57,7 @@ __all__ = [
     "RandomizedResponse",
     "SequentialComposition",
     "ShuffledRandomizedResponse",
+    "SkellamMechanism",
     "SmoothSensitivityRelease",
     "WithheldVotesNoisyMax",
     "account",

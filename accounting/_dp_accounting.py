@@ -136,8 +136,8 @@ def event_pld(
     Supported leaves: Gaussian and Laplace (sensitivity 1, the event's noise
     multiplier as scale), randomized response (replace-one: the true value
     replaced by another), the Poisson-subsampled Gaussian (add-or-remove-one,
-    as Opacus and dp-accounting's RDP accountant state DP-SGD), and privfed's
-    own :class:`PldDpEvent` leaves (a shuffled round of LDP reports).
+    as Opacus and dp-accounting's RDP accountant state DP-SGD), and privfed's own
+    :class:`PldDpEvent` leaves (a shuffled round of LDP reports, a Skellam coordinate).
     """
     interval = value_discretization_interval
     if isinstance(event, dp_accounting.SelfComposedDpEvent):
@@ -179,8 +179,9 @@ def event_pld(
             value_discretization_interval=interval,
             neighboring_relation=dp_accounting.NeighboringRelation.ADD_OR_REMOVE_ONE,
         )
-    raise TypeError(f"event must be built from Gaussian, Laplace, randomized-response, Poisson-sampled Gaussian or "
-                    f"privfed's PldDpEvent events to get a privacy loss distribution, got {type(event).__name__}")
+    raise TypeError(f"event must be built from Gaussian, Laplace, randomized-response, Poisson-sampled Gaussian, "
+                    f"Skellam or privfed's PldDpEvent events to get a privacy loss distribution, got "
+                    f"{type(event).__name__}")
 
 
 def event_pld_epsilon(

@@ -17,6 +17,9 @@ Privacy levels (FedKT §4):
   with ``aggregator="gaussian"``): party-level DP with
   k = s, and example-level DP with k = s (an example sits in one teacher per
   partition, so it can change all s students of its party; see ``accounting``);
+  with ``aggregator="skellam", secure_aggregation=True`` the parties add Skellam
+  noise in shares and the server receives only the noisy sum
+  (:mod:`privfed.pipelines.fedkt_secure`);
 * ``"L2"`` — the same noise on each partition's teacher votes inside the party:
   example-level DP with k = 1 over the party's s·Q_local answers, and
   party-level DP with k = t; parallel composition over parties (FedKT Thm 4).
@@ -45,6 +48,7 @@ from ._dp_ledger import receive_trainings
 from ._models import fit_classifier
 from ._random import as_seed_sequence
 from .executor import PartyTask, run_party_tasks
+from .fedkt_secure import SECURE_AGGREGATOR, secure_sum
 from .fedkt_steps import (
     FedKTFit,
     FedKTPartyOutcome,
@@ -64,7 +68,7 @@ __all__ = ["CentralizedPATE", "FedKT", "Solo", "query_count"]
 
 PRIVACY_LEVELS = ("L0", "L1", "L2")
 ACCOUNTINGS = ("conservative", "paper")
-AGGREGATORS = ("laplace", "gaussian", "confident-gnmax")
+AGGREGATORS = ("laplace", "gaussian", "confident-gnmax", SECURE_AGGREGATOR)
 SMALL_PARTY_POLICIES = ("error", "fewer-teachers")
 
 
@@ -94,15 +98,26 @@ class FedKT(ClassifierMixin, BaseEstimator):
         Fraction of the public set each party's teachers label for its students.
     consistent_voting : bool, default=True
         A party votes (with s votes) only when its s students agree; otherwise every student votes once.
-    aggregator : {"laplace", "gaussian", "confident-gnmax"}, default="laplace"
+    aggregator : {"laplace", "gaussian", "confident-gnmax", "skellam"}, default="laplace"
         Noisy-max aggregator: Laplace(1/γ) counts (the paper's), Gaussian N(0, σ²) counts (PATE 2018's
         GNMax, the tighter aggregator FedKT names as future work), accounted by ``GaussianNoisyMax``, or
         (L1 only) Confident GNMax (PATE 2018, Algorithm 1): the server answers a query only when its top
         count plus N(0, σ₁²) reaches ``threshold``, then by GNMax; accounted by ``ConfidentGNMax`` (both
         steps; unanswered queries pay for the threshold step only) and the final model learns the answered ones.
+        ``"skellam"`` (L1, with ``secure_aggregation=True``): distributed Skellam noise (Agarwal, Kairouz, Liu
+        2021), each of the n parties adding Sk(σ²/n) to its own consistent-vote histogram; the server receives
+        only the noisy sum and labels by its argmax; accounted by ``SkellamMechanism``
+        (:mod:`privfed.pipelines.fedkt_secure`).
     sigma : float, default=None
         Gaussian noise standard deviation in votes; required for L1 and L2 with ``aggregator="gaussian"`` and
-        for ``"confident-gnmax"`` (its answering step).
+        for ``"confident-gnmax"`` (its answering step); with ``"skellam"``, the standard deviation of the summed
+        Skellam noise per count (total variance σ²).
+    secure_aggregation : bool, default=False
+        The parties send their noisy histograms through secure aggregation (in process, a function standing
+        in for it; on Flower, Flower's SecAgg+), so the coordinator learns only their sum: no student
+        predictions and no gap counts leave the parties. Requires ``aggregator="skellam"``, privacy ``"L1"``,
+        consistent voting and ``accounting="conservative"``; no ``target_epsilon`` (the ε is data-independent:
+        size σ with ``privfed.account(privfed.SkellamMechanism(...))`` beforehand).
     threshold, sigma_threshold : float, default=None
         Confident GNMax's threshold T and its noise σ₁, in votes (the server tier has ``parties · s`` voters);
         required with ``aggregator="confident-gnmax"``, refused otherwise.
@@ -182,6 +197,7 @@ class FedKT(ClassifierMixin, BaseEstimator):
         sigma: float | None = None,
         threshold: float | None = None,
         sigma_threshold: float | None = None,
+        secure_aggregation: bool = False,
         accounting: str = "conservative",
         target_epsilon: float | None = None,
         delta: float = 1e-5,
@@ -205,6 +221,7 @@ class FedKT(ClassifierMixin, BaseEstimator):
         self.sigma = sigma
         self.threshold = threshold
         self.sigma_threshold = sigma_threshold
+        self.secure_aggregation = secure_aggregation
         self.accounting = accounting
         self.target_epsilon = target_epsilon
         self.delta = delta
@@ -236,6 +253,7 @@ class FedKT(ClassifierMixin, BaseEstimator):
         if not isinstance(self.consistent_voting, bool):
             raise TypeError(f"consistent_voting must be a bool, got {self.consistent_voting!r}")
         self._validate_confident()
+        self._validate_secure()
         needed, unused = ("gamma", "sigma") if self.aggregator == "laplace" else ("sigma", "gamma")
         if getattr(self, unused) is not None:
             raise ValueError(
@@ -277,6 +295,31 @@ class FedKT(ClassifierMixin, BaseEstimator):
                 raise ValueError(f"{name} is required with aggregator='confident-gnmax', got None")
             check_positive_finite(name, getattr(self, name))
 
+    def _validate_secure(self) -> None:
+        """Secure aggregation with distributed Skellam noise: only for the server tier's consistent votes (L1)."""
+        if not isinstance(self.secure_aggregation, bool):
+            raise TypeError(f"secure_aggregation must be a bool, got {self.secure_aggregation!r}")
+        if self.secure_aggregation != (self.aggregator == SECURE_AGGREGATOR):
+            raise ValueError(
+                "secure_aggregation=True and aggregator='skellam' go together (the parties add the Skellam noise in "
+                f"shares, which only a secure sum keeps private); got secure_aggregation={self.secure_aggregation!r}, "
+                f"aggregator={self.aggregator!r}"
+            )
+        if not self.secure_aggregation:
+            return
+        refusals = (
+            (self.privacy != "L1", f"privacy={self.privacy!r}", "privacy='L1' (L0 adds no noise, so a sum would be "
+             "exact; L2's noise is on the teachers' votes inside each party)"),
+            (self.accounting != "conservative", f"accounting={self.accounting!r}", "accounting='conservative' (the "
+             "paper's k = z needs each party's un-noised gap counts, which secure aggregation does not send)"),
+            (not self.consistent_voting, "consistent_voting=False", "consistent_voting=True"),
+            (self.target_epsilon is not None, f"target_epsilon={self.target_epsilon!r}", "target_epsilon=None (the "
+             "Skellam ε is data-independent: choose sigma and query_fraction with privfed.account beforehand)"),
+        )
+        for refused, given, needed in refusals:
+            if refused:
+                raise ValueError(f"secure_aggregation=True needs {needed}; got {given}")
+
     # --- fitting ----------------------------------------------------------------------------------
     def fit(self, parties: Sequence[tuple[np.ndarray, np.ndarray]], public: np.ndarray) -> FedKT:
         """Run FedKT on the parties' private data and the unlabeled public set.
@@ -306,7 +349,10 @@ class FedKT(ClassifierMixin, BaseEstimator):
             random_state=party_seeds, n_jobs=self.n_jobs, progress=self.progress,
         )
         sent = [[message.to_record() for message in outcome.sent()] for outcome in outcomes]
-        replies = receive_fedkt_replies(tasks, sent, names, max_bytes=DEFAULT_MAX_BYTES)
+        if self.secure_aggregation:  # the server step sees only the sum of the parties' noisy histograms
+            replies = secure_sum(tasks, sent, names, max_bytes=DEFAULT_MAX_BYTES)
+        else:
+            replies = receive_fedkt_replies(tasks, sent, names, max_bytes=DEFAULT_MAX_BYTES)
         self.students_ = [list(outcome.students) for outcome in outcomes]
         self.party_votes_ = [outcome.teacher_votes for outcome in outcomes]
         schema_records = [[schema.to_record()] for schema in schemas]

@@ -26,6 +26,7 @@ app (``privfed.federation``) run these very functions.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import warnings
 from collections.abc import Sequence
@@ -50,10 +51,18 @@ from ..accounting.noisy_max import VoteMechanism
 from ._dp_ledger import record_local_training, training_report, without_trainings
 from ._models import FittedClassifier, dp_release, fit_classifier, with_seed
 from ._random import spawn_seeds
+from .fedkt_secure import (
+    SECURE_AGGREGATOR,
+    FedKTSecureOutcome,
+    FedKTVoteSum,
+    record_secure_votes,
+    secure_party_outcome,
+    skellam_share_variance,
+)
 from .messages import ArraySpec, MessageError, Record, WireMessage
 from .partition import keyed_teacher_subsets
 from .party_schema import WITHHELD_SIZE, PartySchema, record_schema_exchange
-from .voting import consistent_votes, noisy_labels, prediction_votes
+from .voting import break_ties_at_random, consistent_votes, noisy_labels, prediction_votes
 
 __all__ = [
     "FedKTFit",
@@ -78,10 +87,11 @@ def query_count(fraction: float, n_public: int) -> int:
 class NoisyArgmax:
     """The noisy-max aggregator of one tier: Laplace(1/γ) (PATE 2017), Gaussian N(0, σ²) (PATE 2018's GNMax)
     counts, or Confident GNMax (PATE 2018, Algorithm 1): a query is answered, by GNMax, only when its top
-    count plus N(0, σ₁²) clears the threshold T."""
+    count plus N(0, σ₁²) clears the threshold T; or ``"skellam"``, whose noise the parties add themselves
+    under secure aggregation (:mod:`~privfed.pipelines.fedkt_secure`): its votes arrive noisy."""
 
     aggregator: str
-    scale: float  # γ for "laplace", σ for "gaussian" and "confident-gnmax"
+    scale: float  # γ for "laplace", σ for "gaussian", "confident-gnmax" and "skellam"
     threshold: float | None = None  # T, "confident-gnmax" only
     sigma_threshold: float | None = None  # σ₁, "confident-gnmax" only
 
@@ -95,7 +105,9 @@ class NoisyArgmax:
         return top + rng.normal(0.0, self.sigma_threshold, size=top.shape) >= self.threshold
 
     def labels(self, votes: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-        """Noisy argmax of every row of ``votes``."""
+        """Noisy argmax of every row of ``votes`` (Skellam: the votes are the noisy sum; ties broken at random)."""
+        if self.aggregator == SECURE_AGGREGATOR:
+            return break_ties_at_random(votes, rng)
         if self.aggregator == "laplace":
             return noisy_labels(votes, rng, gamma=self.scale)
         return noisy_labels(votes, rng, sigma=self.scale)
@@ -115,6 +127,8 @@ class NoisyArgmax:
                    data_independent_votes_per_unit=data_independent_votes_per_unit)
 
     def describe(self) -> str:
+        if self.aggregator == SECURE_AGGREGATOR:
+            return f"Skellam noise of σ = {self.scale:g}, added in shares by the parties under secure aggregation"
         if self.aggregator == "laplace":
             return f"Laplace noise of scale 1/γ = {1 / self.scale:g}"
         if self.confident:
@@ -129,7 +143,9 @@ class FedKTTask(WireMessage):
     """Server → party: public queries, classes and the party's settings.
 
     ``party_noise`` is ``""`` (no party-side noise: L0, L1) or the aggregator (``"laplace"``,
-    ``"gaussian"``) of L2, with ``noise_scale`` its γ or σ; ``target_epsilon`` is NaN without a budget.
+    ``"gaussian"``) of L2, with ``noise_scale`` its γ or σ, or ``"skellam"`` (L1 under secure
+    aggregation), with ``noise_scale`` the party's share of the Skellam variance, σ²/n;
+    ``target_epsilon`` is NaN without a budget.
     """
 
     KIND: ClassVar[str] = "fedkt-task"
@@ -224,12 +240,18 @@ def _answerable_local_queries(votes: np.ndarray, task: FedKTTask) -> int:
 
 def fedkt_party_step(
     task: FedKTTask, X: np.ndarray, y: np.ndarray, *, teacher: Any, student: Any, party: str
-) -> FedKTPartyOutcome:
+) -> FedKTPartyOutcome | FedKTSecureOutcome:
     """Party side of FedKT (Algorithm 1, lines 2–10), on the party's own ``(X, y)`` (original labels).
 
     Trains s × t teachers on disjoint subsets, labels the local queries by (noisy, under L2) teacher
-    vote, trains one student per partition and predicts the final queries with each student.
+    vote, trains one student per partition and predicts the final queries with each student. Under
+    secure aggregation (``party_noise="skellam"``) it sends, instead of the predictions, its noisy
+    consistent-vote histogram (:func:`~privfed.pipelines.fedkt_secure.secure_party_outcome`).
     """
+    if task.party_noise == SECURE_AGGREGATOR:
+        plain = dataclasses.replace(task, party_noise="", noise_scale=0.0)
+        return secure_party_outcome(task, fedkt_party_step(plain, X, y, teacher=teacher, student=student,
+                                                           party=party), party=party)
     n_classes = len(task.classes)
     codes = np.searchsorted(task.classes, y).clip(0, n_classes - 1)
     if not np.array_equal(task.classes[codes], y):
@@ -324,6 +346,7 @@ def fedkt_tasks(
     n_local = query_count(model.local_query_fraction, len(public))
     n_final = query_count(model.query_fraction, len(public))
     noise = fedkt_noise(model) if model.privacy == "L2" else None
+    secure = model.aggregator == SECURE_AGGREGATOR  # each party adds its share σ²/n of the Skellam noise
     tasks = []
     for schema, name, seed in zip(schemas, names, spawn_seeds(party_seeds, len(schemas))):
         withheld = schema.n_examples == WITHHELD_SIZE  # empty teachers of a small party cast no vote
@@ -341,8 +364,9 @@ def fedkt_tasks(
                 n_partitions=int(model.n_partitions),
                 n_teachers=int(model.n_teachers) if withheld else min(int(model.n_teachers), schema.n_examples),
                 seed=int(seed),
-                party_noise="" if noise is None else noise.aggregator,
-                noise_scale=0.0 if noise is None else noise.scale,
+                party_noise=SECURE_AGGREGATOR if secure else "" if noise is None else noise.aggregator,
+                noise_scale=(skellam_share_variance(model.sigma, len(schemas)) if secure
+                             else 0.0 if noise is None else noise.scale),
                 target_epsilon=(
                     math.nan if noise is None or model.target_epsilon is None else float(model.target_epsilon)
                 ),
@@ -404,7 +428,7 @@ class FedKTFit:
 
 def fedkt_server_step(
     model: Any,
-    replies: Sequence[FedKTVotes],
+    replies: Sequence[FedKTVotes] | FedKTVoteSum,
     classes: np.ndarray,
     public: np.ndarray,
     seed_sequence: np.random.SeedSequence,
@@ -419,17 +443,27 @@ def fedkt_server_step(
     receive_trainings`; None where a party's teachers are not all DP-trained) are the parties' DP-SGD: with
     DP-trained teachers every release is post-processing of that training, recorded as such in the ledger.
     ``schemas``: the parties' schemas, whose exchange the ledger records unless every party withheld its size.
+    Under secure aggregation ``replies`` is the :class:`~privfed.pipelines.fedkt_secure.FedKTVoteSum` alone:
+    the noisy sum of the parties' histograms, all the server receives of their votes.
     """
     n_classes = len(classes)
     noise = fedkt_noise(model)
     student = model.teacher if model.student is None else model.student
     final = student if model.final is None else model.final
     X_final = public[: query_count(model.query_fraction, len(public))]
-    predictions = np.stack([votes.predictions for votes in replies])
-    if model.consistent_voting:
-        server_votes = consistent_votes(predictions, n_classes)
+    secure = isinstance(replies, FedKTVoteSum)
+    if secure:
+        server_votes = replies.vote_sum
+        n_parties = replies.n_contributors
+        local_answered = [query_count(model.local_query_fraction, len(public))] * n_parties
     else:
-        server_votes = prediction_votes(predictions.reshape(-1, len(X_final)), n_classes)
+        n_parties = len(replies)
+        local_answered = [votes.n_local_answered for votes in replies]
+        predictions = np.stack([votes.predictions for votes in replies])
+        if model.consistent_voting:
+            server_votes = consistent_votes(predictions, n_classes)
+        else:
+            server_votes = prediction_votes(predictions.reshape(-1, len(X_final)), n_classes)
 
     primary_unit = "example" if model.privacy == "L2" else "party"
     ledger = Ledger(
@@ -440,17 +474,20 @@ def fedkt_server_step(
         seeds={"random_state": int(seed_sequence.entropy)},
         public_data_sha256=data_fingerprint({"public": public}),
         description=(
-            f"FedKT-{model.privacy} final model: {len(replies)} parties, s = {model.n_partitions} partitions, "
+            f"FedKT-{model.privacy} final model: {n_parties} parties, s = {model.n_partitions} partitions, "
             f"t = {model.n_teachers} teachers, {type(model.teacher).__name__} teachers, "
             f"{type(final).__name__} final model"
         ),
     )
     evidence: dict[str, np.ndarray] = {}
-    derived = record_local_training(ledger, list(teacher_trainings or [None] * len(replies)), what="FedKT teachers")
+    derived = record_local_training(ledger, list(teacher_trainings or [None] * n_parties), what="FedKT teachers")
     # Confident GNMax's threshold step runs first (its ⊥ pattern is public and accounted), on its own stream.
     confident = noise.answered(server_votes, np.random.default_rng(server_seeds.spawn(1)[0])) if (
         noise is not None and noise.confident) else None
-    n_answered, example_level = _account(model, ledger, replies, server_votes, noise, evidence, derived, confident)
+    if secure:
+        n_answered, example_level = record_secure_votes(ledger, model, replies, derived=derived), None
+    else:
+        n_answered, example_level = _account(model, ledger, replies, server_votes, noise, evidence, derived, confident)
     record_schema_exchange(ledger, schemas)
     server_rng = np.random.default_rng(server_seeds)
     kept = np.ones(n_answered, dtype=bool) if confident is None else confident[:n_answered]
@@ -466,9 +503,7 @@ def fedkt_server_step(
             "the server's voted labels hold a single class: the final model cannot be trained; "
             "query more public examples (query_fraction) or lower the noise"
         )
-    warn_if_too_little_to_learn(
-        labels, len(classes), [votes.n_local_answered for votes in replies] if model.privacy == "L2" else None
-    )
+    warn_if_too_little_to_learn(labels, len(classes), local_answered if model.privacy == "L2" else None)
     # The final model learns the original labels, so that it can be published (and bundled) on its own.
     final_model = with_seed(final, server_rng.integers(2**31)).fit(X_final[:n_answered][kept], classes[labels])
     return FedKTFit(
@@ -476,7 +511,7 @@ def fedkt_server_step(
         ledger=ledger,
         evidence=evidence,
         n_queries_answered=len(labels),
-        n_local_queries_answered=[votes.n_local_answered for votes in replies],
+        n_local_queries_answered=local_answered,
         example_level_epsilons=example_level,
     )
 

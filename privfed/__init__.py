@@ -40,6 +40,7 @@ _FROM_ACCOUNTING = (
     "RandomizedResponse",
     "SequentialComposition",
     "ShuffledRandomizedResponse",
+    "SkellamMechanism",
     "SmoothSensitivityRelease",
     "WithheldVotesNoisyMax",
     "account",

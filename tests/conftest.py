@@ -59,3 +59,13 @@ def digits_federation(n_parties: int) -> tuple[list, Any, tuple[Any, Any]]:
     parts = dirichlet_partition(y[:1100], n_parties, 1.0, min_size=40, random_state=0)
     parties = [(X[:1100][idx], y[:1100][idx]) for idx in parts]
     return parties, X[1100:1500], (X[1500:], y[1500:])
+
+
+@pytest.fixture
+def task_identity():
+    """Messages are created inside a ServerApp run, which sets Flower's task identity; set one here."""
+    from flwr.supercore.task_identity import TaskIdentity
+
+    TaskIdentity.run_id, TaskIdentity.node_id, TaskIdentity.task_id = 1, 0, 1
+    yield
+    TaskIdentity.run_id = TaskIdentity.node_id = TaskIdentity.task_id = None

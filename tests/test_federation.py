@@ -65,16 +65,6 @@ class LocalGrid:
         return replies
 
 
-@pytest.fixture
-def task_identity():
-    """Messages are created inside a ServerApp run, which sets Flower's task identity; set one here."""
-    from flwr.supercore.task_identity import TaskIdentity
-
-    TaskIdentity.run_id, TaskIdentity.node_id, TaskIdentity.task_id = 1, 0, 1
-    yield
-    TaskIdentity.run_id = TaskIdentity.node_id = TaskIdentity.task_id = None
-
-
 def fedkt(privacy: str, **changes) -> FedKT:
     settings = dict(n_teachers=3, query_fraction=0.5, random_state=5)
     if privacy == "L1":

@@ -127,3 +127,58 @@ def test_flwr_run_local_simulation_writes_the_bundle_of_fit(tmp_path, digits_sit
     for unit in local.ledger_.units:
         assert ledger.account(delta=1e-5, unit=unit).epsilon == pytest.approx(
             local.ledger_.account(delta=1e-5, unit=unit).epsilon, abs=1e-12)
+
+
+def test_secaggplus_on_localhost_with_a_supernode_dropping_inside_it(tmp_path, digits_sites) -> None:
+    """FedKT with secure aggregation on three SuperNodes; SuperNode 2 is stopped inside SecAgg+.
+
+    SecAgg+'s threshold is 2 of 3: the two other parties' sum is recovered, the bundle is written, and its ledger
+    accounts the realised variance σ²·2/3 — the same ledger and model as ``fit`` with parties 0 and 1's sum.
+    """
+    import re
+    import time
+
+    import privfed.pipelines.fedkt as fedkt_module
+    from privfed.pipelines.fedkt_secure import FedKTVoteSum
+
+    parties, public, (X_test, _) = digits_sites
+    settings = dict(n_teachers=3, query_fraction=0.5, privacy="L1", aggregator="skellam", secure_aggregation=True,
+                    sigma=4.0, random_state=7)
+    original = fedkt_module.secure_sum
+
+    def without_party_2(tasks, sent, names, *, max_bytes):
+        total = original(tasks[:2], sent[:2], names[:2], max_bytes=max_bytes)
+        return FedKTVoteSum(total.vote_sum, n_parties=3, n_contributors=2)
+
+    fedkt_module.secure_sum = without_party_2
+    try:
+        local = FedKT(DecisionTreeClassifier(max_depth=8), **settings).fit(parties, public)
+    finally:
+        fedkt_module.secure_sum = original
+    with localhost_federation(tmp_path, parties, public, OMP_NUM_THREADS="1") as federation:
+        overrides = (f'output-bundle="{tmp_path / "bundle"}" timeout=40 n-teachers=3 query-fraction=0.5 '
+                     'aggregator="skellam" secure-aggregation=true sigma=4.0 gamma=0 random-state=7')
+        with (tmp_path / "flwr-run.log").open("w") as out:
+            run = subprocess.Popen(federation.run_command(overrides), cwd=tmp_path, env=federation.env, stdout=out,
+                                   stderr=subprocess.STDOUT, start_new_session=True)
+        log = tmp_path / "supernode-2.log"
+        deadline = time.monotonic() + 240
+        # SecAgg+'s third message (the masked-vectors stage) reaches SuperNode 2: it goes away before answering,
+        # with its noise share. (Flower 1.41 cannot lose a node in the two stages before: see test_federation_secure.)
+        received = re.compile(r"\[RUN \d+, ROUND 1\][^\n]*\n[^\n]*Receiving: train message")
+        while len(received.findall(log.read_text(errors="replace"))) < 3:
+            assert time.monotonic() < deadline and run.poll() is None, federation.node_logs()
+            time.sleep(0.05)
+        stop(federation.nodes[2])
+        try:
+            run.wait(timeout=240)
+        finally:
+            stop(run)
+        output = (tmp_path / "flwr-run.log").read_text(errors="replace")
+        assert (tmp_path / "bundle").is_dir(), output[-3000:] + federation.node_logs()
+    model, ledger = privfed.load_bundle(tmp_path / "bundle")
+    np.testing.assert_array_equal(model.predict(X_test), local.predict(X_test))
+    assert "sum of 2 of 3 parties" in ledger.entries[-1].note
+    for unit in ("party", "example"):
+        assert ledger.account(delta=1e-5, unit=unit).epsilon == pytest.approx(
+            local.ledger_.account(delta=1e-5, unit=unit).epsilon, abs=1e-12)

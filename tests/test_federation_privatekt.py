@@ -21,7 +21,7 @@ from privfed.pipelines.messages import MessageError
 from privfed.pipelines.privatekt import PrivateKT
 from privfed.pipelines.privatekt_steps import PrivateKTReport
 from sklearn.tree import DecisionTreeClassifier
-from test_federation import LocalGrid, task_identity  # noqa: F401 - task_identity is a fixture
+from test_federation import LocalGrid
 
 import privfed
 

@@ -18,6 +18,12 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
+from privfed.federation.secure_aggregation import (
+    is_vote_request,
+    noisy_votes_reply,
+    secure_aggregation_mod,
+    store_noisy_votes,
+)
 from privfed.federation.task import (
     DP_TRAINING_REQUEST,
     PUBLISH_REQUEST,
@@ -28,6 +34,7 @@ from privfed.federation.task import (
     to_recorddict,
 )
 from privfed.pipelines.fedkd_steps import FedKDTask, fedkd_party_step
+from privfed.pipelines.fedkt_secure import SECURE_AGGREGATOR
 from privfed.pipelines.fedkt_steps import FedKTTask, fedkt_party_step
 from privfed.pipelines.messages import DEFAULT_MAX_BYTES, MessageError
 from privfed.pipelines.party_schema import describe_party
@@ -164,8 +171,10 @@ def make_client_app(data_paths: Sequence[str] | None = None) -> Any:
         content = to_recorddict([described.to_record()], {"party-index": _party_index(context)})
         return Message(content, reply_to=message)
 
-    @client.train()
+    @client.train(mods=[secure_aggregation_mod])
     def train(message: Any, context: Any) -> Any:
+        if is_vote_request(message.content):  # SecAgg+ (FedKT, secure_aggregation=True) asks for the histogram
+            return noisy_votes_reply(message, context.state)
         X, y = party_data(context)
         records, config = from_recorddict(message.content, sender="the server")
         if len(records) != 1 or records[0].kind not in _TASKS:
@@ -178,6 +187,8 @@ def make_client_app(data_paths: Sequence[str] | None = None) -> Any:
             max_bytes=int(config.get("max-message-bytes", DEFAULT_MAX_BYTES)),
         )
         sent = run_step(task, X, y, config, f"party {_party_index(context)}")
+        if isinstance(task, FedKTTask) and task.party_noise == SECURE_AGGREGATOR:
+            sent = store_noisy_votes(sent, context.state)  # sent later, masked, through SecAgg+
         return Message(to_recorddict([reply.to_record() for reply in sent]), reply_to=message)
 
     @client.train("selective_fd")

@@ -43,7 +43,7 @@ from privfed.federation.task import (
     model_spec,
     to_recorddict,
 )
-from privfed.pipelines._dp_ledger import receive_trainings
+from privfed.pipelines._dp_ledger import DPTrainingReport, receive_trainings
 from privfed.pipelines._random import as_seed_sequence
 from privfed.pipelines.fedkd_steps import receive_fedkd_replies
 from privfed.pipelines.fedkt_steps import FedKTTask, fedkt_server_step, fedkt_tasks, receive_fedkt_replies
@@ -200,14 +200,44 @@ def _train_fedkt(grid, job, model, public, schemas, classes, order, names) -> No
     seed_sequence = as_seed_sequence(model.random_state)
     party_seeds, server_seeds = seed_sequence.spawn(2)
     tasks: list[FedKTTask] = fedkt_tasks(model, schemas, classes, public, party_seeds, ordered_names)
-    sent = _send_tasks(grid, job, tasks, order, names, [specs] * len(order))
-    replies = receive_fedkt_replies(tasks, sent, ordered_names, max_bytes=job.max_message_bytes)
+    if model.secure_aggregation:
+        replies, sent, ordered_names = _secure_vote_sum(grid, job, tasks, order, names, specs)
+    else:
+        sent = _send_tasks(grid, job, tasks, order, names, [specs] * len(order))
+        replies = receive_fedkt_replies(tasks, sent, ordered_names, max_bytes=job.max_message_bytes)
     trainings = receive_trainings(sent, ordered_names, max_bytes=job.max_message_bytes,
-                                  models=[model.teacher] * len(order))
+                                  models=[model.teacher] * len(sent))
     fitted = fedkt_server_step(model, replies, classes, public, seed_sequence, server_seeds, trainings,
                                schemas=schemas)
     schema_records = [[schema.to_record()] for schema in schemas]
     model._set_fitted(fitted, classes, record_sizes([first + rest for first, rest in zip(schema_records, sent)]))
+
+
+def _secure_vote_sum(grid, job, tasks, order, names, specs) -> tuple[Any, list, list[str]]:
+    """FedKT under secure aggregation: the tasks (a party that does not reply drops out with its noise share),
+    then Flower's SecAgg+ over the parties that took theirs; the vote sum, their DP training reports, their names.
+
+    A party's train reply holds at most its DP training report: its noisy histogram waits in its own state
+    for SecAgg+ (:mod:`privfed.federation.secure_aggregation`).
+    """
+    from privfed.federation.secure_aggregation import secaggplus_vote_sum
+
+    contents = {node: to_recorddict([task.to_record()], {**specs, "max-message-bytes": int(job.max_message_bytes)})
+                for node, task in zip(order, tasks)}
+    received, _ = _exchange_allowing_missing(grid, contents, "train", names, job.timeout, "train")
+    present = [node for node in order if node in received]
+    sent = [received[node][0] for node in present]
+    for node, records in zip(present, sent):
+        if any(record.kind != DPTrainingReport.KIND for record in records):
+            raise MessageError(f"{names[node]} sent {[r.kind for r in records]} to the secure train step, expected "
+                               f"at most its {DPTrainingReport.KIND!r} report")
+    by_node = dict(zip(order, tasks))
+    vote_sum = secaggplus_vote_sum(grid, {node: by_node[node] for node in present}, n_parties=len(order),
+                                   timeout=job.timeout)
+    if vote_sum.vote_sum.shape != (tasks[0].n_final_queries, len(tasks[0].classes)):
+        raise MessageError(f"SecAgg+ returned a vote sum of shape {vote_sum.vote_sum.shape}, expected "
+                           f"{(tasks[0].n_final_queries, len(tasks[0].classes))}")
+    return vote_sum, sent, [names[node] for node in present]
 
 
 def _train_fedkd(grid, job, model, public, schemas, classes, order, names) -> None:

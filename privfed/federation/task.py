@@ -173,6 +173,7 @@ def estimator_from_config(config: Mapping[str, Any]) -> Any:
         local_query_fraction=float(config.get("local-query-fraction", 1.0)),
         consistent_voting=bool(config.get("consistent-voting", True)),
         aggregator=str(config.get("aggregator", "laplace")),
+        secure_aggregation=bool(config.get("secure-aggregation", False)),
         accounting=str(config.get("accounting", "conservative")),
         target_epsilon=optional.get("target-epsilon"),
         small_parties=str(config.get("small-parties", "error")),

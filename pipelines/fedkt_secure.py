@@ -1,0 +1,187 @@
+"""FedKT-L1 with distributed Skellam noise and secure aggregation (``aggregator="skellam"``).
+
+Agarwal, Kairouz, Liu, "The Skellam Mechanism for Differentially Private
+Federated Learning", NeurIPS 2021: each of the n parties adds Skellam noise of
+variance σ²/n to its own integer vote histogram, so the sum of the histograms
+carries Sk(σ²) exactly (Skellam is closed under summation). The party sends only
+that noisy histogram — no student predictions, no gap counts z — and secure
+aggregation (Flower's SecAgg+ in ``privfed.federation``; :func:`secure_sum` in
+process) hands the server only the sum, :class:`FedKTVoteSum`. The server's labels
+are the argmax of the noisy sum, with no further noise.
+
+The exchange replaces FedKT's step 2 (:mod:`privfed.pipelines.fedkt_steps`):
+
+1. server → party, ``FedKTTask`` with ``party_noise="skellam"`` and ``noise_scale`` the party's
+   share of the variance, σ²/n;
+2. party → secure aggregation, :class:`FedKTNoisyVotes`: the party's consistent-vote histogram on
+   the final queries (queries × classes; s votes to the class its s students agree on, none
+   otherwise) plus its Skellam share;
+3. secure aggregation → server, :class:`FedKTVoteSum`: the sum over the parties whose shares arrived
+   and how many they are.
+
+Accounting (:func:`skellam_releases`): one party's histogram moves by at most s at 2 counts per
+query, party level; at example level the same conservative k = s (one example can change all s of
+its party's students). A party that drops out takes its histogram and its noise share with it: the
+released sum then carries variance σ²·(received)/n, and that realised variance is what is accounted.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import numpy as np
+
+from ..accounting import Ledger, Mechanism
+from ..accounting.skellam import SkellamMechanism
+from ._dp_ledger import DPTrainingReport, training_report
+from .messages import ArraySpec, MessageError, WireMessage
+from .voting import consistent_votes
+
+__all__ = [
+    "SECURE_AGGREGATOR",
+    "FedKTNoisyVotes",
+    "FedKTSecureOutcome",
+    "FedKTVoteSum",
+    "record_secure_votes",
+    "secure_party_outcome",
+    "secure_sum",
+    "secure_value_bound",
+    "skellam_releases",
+    "skellam_share_variance",
+]
+
+#: The aggregator whose noise the parties add themselves, summed under secure aggregation.
+SECURE_AGGREGATOR = "skellam"
+#: A party's noisy count lies within s ± this many standard deviations of its share (+ a constant) or it refuses
+#: to send; the chance of reaching it is below 10⁻¹⁰⁰ per count.
+_BOUND_DEVIATIONS = 40.0
+
+
+def skellam_share_variance(sigma: float, n_parties: int) -> float:
+    """σ²/n: each party's share of the Skellam variance, so that the n shares sum to Sk(σ²)."""
+    return float(sigma) ** 2 / n_parties
+
+
+def secure_value_bound(n_partitions: int, share_variance: float) -> int:
+    """An integer B with every noisy count a party sends in [−B, B] (else it refuses): s + 40·√share + 40.
+
+    Secure aggregation works on integers modulo a power of two; B sizes its clipping range, so that the
+    parties' noisy histograms sum exactly (``privfed.federation``'s SecAgg+ run).
+    """
+    return int(n_partitions + math.ceil(_BOUND_DEVIATIONS * math.sqrt(share_variance)) + 40)
+
+
+@dataclass(frozen=True, eq=False)
+class FedKTNoisyVotes(WireMessage):
+    """Party → secure aggregation: its consistent-vote histogram plus its Skellam share, (final queries, classes)."""
+
+    KIND: ClassVar[str] = "fedkt-noisy-votes"
+    ARRAYS: ClassVar = {"noisy_votes": ArraySpec("i", 2)}
+
+    noisy_votes: np.ndarray
+
+
+@dataclass(frozen=True, eq=False)
+class FedKTVoteSum(WireMessage):
+    """Secure aggregation → server: the sum of the noisy histograms of ``n_contributors`` of ``n_parties`` parties."""
+
+    KIND: ClassVar[str] = "fedkt-vote-sum"
+    ARRAYS: ClassVar = {"vote_sum": ArraySpec("i", 2)}
+
+    vote_sum: np.ndarray
+    n_parties: int
+    n_contributors: int
+
+
+@dataclass(frozen=True, eq=False)
+class FedKTSecureOutcome:
+    """A party step's result under secure aggregation: only the noisy histogram (and DP-SGD parameters) leave."""
+
+    noisy_votes: FedKTNoisyVotes
+    students: tuple[Any, ...]
+    teacher_training: Mechanism | None = None
+
+    def sent(self) -> list[WireMessage]:
+        training = training_report(self.teacher_training)
+        return [m for m in (self.noisy_votes, training) if m is not None]
+
+
+def secure_party_outcome(task: Any, plain: Any, *, party: str) -> FedKTSecureOutcome:
+    """Turn a party's plain FedKT-L1 outcome into what it sends under secure aggregation.
+
+    ``task`` is its ``FedKTTask`` (``noise_scale``: its share of the variance); ``plain`` the outcome of
+    the party step without party-side noise, whose students' predictions stay on the party.
+    """
+    if not (math.isfinite(task.noise_scale) and task.noise_scale > 0):  # never send a histogram without its share
+        raise MessageError(f"the server asked {party} for its Skellam share with variance {task.noise_scale!r}; "
+                           "it must be finite and > 0")
+    predictions = plain.votes.predictions  # (s, final queries): never sent
+    histogram = consistent_votes(predictions[None], len(task.classes))
+    # The noise stream is the party's own, independent of the one its step used for the teachers and students.
+    rng = np.random.default_rng(np.random.SeedSequence(task.seed).spawn(1)[0])
+    rate = task.noise_scale / 2.0
+    noisy = histogram + rng.poisson(rate, histogram.shape) - rng.poisson(rate, histogram.shape)
+    bound = secure_value_bound(task.n_partitions, task.noise_scale)
+    if np.abs(noisy).max(initial=0) > bound:  # probability < 1e-100: refuse rather than send a clipped value
+        raise ValueError(f"{party}'s noisy vote histogram left [-{bound}, {bound}]; nothing was sent")
+    return FedKTSecureOutcome(FedKTNoisyVotes(noisy.astype(np.int64)), tuple(plain.students), plain.teacher_training)
+
+
+def secure_sum(tasks: Any, records: Any, names: Any, *, max_bytes: int) -> FedKTVoteSum:
+    """The in-process stand-in for secure aggregation: each party's noisy histogram checked for form, summed.
+
+    Only the sum goes on to the server step (as Flower's SecAgg+ gives only the sum in a federation).
+    """
+    total = None
+    for task, sent, name in zip(tasks, records, names):
+        mine = [record for record in sent if record.kind == FedKTNoisyVotes.KIND]
+        others = [record.kind for record in sent if record.kind not in (FedKTNoisyVotes.KIND, DPTrainingReport.KIND)]
+        if len(mine) != 1 or others:
+            raise MessageError(f"{name} sent messages {[r.kind for r in sent]}, expected one "
+                               f"{FedKTNoisyVotes.KIND!r} (and its DP training report)")
+        shape = (task.n_final_queries, len(task.classes))
+        votes = FedKTNoisyVotes.from_record(mine[0], sender=name, shapes={"noisy_votes": shape}, max_bytes=max_bytes)
+        total = votes.noisy_votes.astype(np.int64) if total is None else total + votes.noisy_votes
+    return FedKTVoteSum(vote_sum=total, n_parties=len(tasks), n_contributors=len(tasks))
+
+
+def skellam_releases(model: Any, n_queries: int, vote_sum: FedKTVoteSum) -> dict[str, SkellamMechanism]:
+    """The Skellam release of the noisy vote sum, party and example level (k = s), at the realised variance.
+
+    Per query one party's consistent-vote histogram moves by at most s at 2 counts (its s votes move from
+    one class to another, or appear, or vanish): ℓ1 ≤ 2s, ℓ2 ≤ √2·s, 2 coordinates by s each.
+    """
+    s = int(model.n_partitions)
+    variance = skellam_share_variance(model.sigma, vote_sum.n_parties) * vote_sum.n_contributors
+    move = {"l1_sensitivity": 2.0 * s, "l2_sensitivity": math.sqrt(2.0) * s, "count": int(n_queries),
+            "coordinate_sensitivity": s, "moved_coordinates": 2}
+    return {unit: SkellamMechanism(variance, unit=unit, **move) for unit in ("party", "example")}
+
+
+def record_secure_votes(ledger: Ledger, model: Any, vote_sum: FedKTVoteSum, *, derived: bool) -> int:
+    """Record the noisy vote sum's Skellam release in ``ledger``; return the number of server queries answered.
+
+    The coordinator sees only the noisy sum (secure aggregation), the public only the argmax labels and the
+    final model (post-processing): the same mechanism bounds both.
+    """
+    n_queries = len(vote_sum.vote_sum)
+    releases = skellam_releases(model, n_queries, vote_sum)
+    # Both observers see this release (the coordinator the noisy sum, the public its argmax): record it for both.
+    s = int(model.n_partitions)
+    dropped = vote_sum.n_parties - vote_sum.n_contributors
+    ledger.record(
+        releases,
+        note=(
+            f"secure aggregation of the parties' consistent-vote histograms on {n_queries} public queries, each with "
+            f"its Skellam share (σ²/n = {model.sigma ** 2 / vote_sum.n_parties:g}); the coordinator receives only the "
+            f"sum of {vote_sum.n_contributors} of {vote_sum.n_parties} parties' histograms, carrying Skellam noise of "
+            f"realised variance {releases['party'].variance:g}"
+            + (f" ({dropped} dropped out with their shares)" if dropped else "")
+            + f"; labels = argmax of the noisy sum (post-processing); party level k = s = {s} at 2 counts per "
+            f"query; example level k = s = {s} (conservative)"
+        ),
+        derived_from_training=derived,
+    )
+    return n_queries

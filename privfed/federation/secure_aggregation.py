@@ -1,0 +1,161 @@
+"""FedKT's noisy vote sum over Flower's own SecAgg+ (``FedKT(aggregator="skellam", secure_aggregation=True)``).
+
+privfed writes no cryptography: the ClientApp's default ``train`` function runs under Flower's
+``secaggplus_mod`` (:func:`secure_aggregation_mod` routes only SecAgg+ messages to it), and the
+ServerApp runs Flower's ``SecAggPlusWorkflow`` under a ``LegacyContext`` whose ``Strategy``
+(:class:`_VoteSumStrategy`) asks every party that took its FedKT task for its stored noisy histogram.
+
+The exchange, after the schema step:
+
+1. ``train`` with each party's ``FedKTTask`` (``party_noise="skellam"``): the party trains, computes its
+   noisy consistent-vote histogram and keeps it in its ``context.state``; it replies with its DP
+   training report only (or nothing);
+2. ``SecAggPlusWorkflow`` (four ``train`` stages: setup, key sharing, masked vectors, unmasking): in the
+   masked-vectors stage ``secaggplus_mod`` calls the ClientApp, which answers with the stored histogram
+   as a FitRes (``num_examples=1``); Flower masks it, and the server learns only the sum.
+
+Exact integers: SecAgg+ clips each value to ±``clipping_range``, maps it to ``(x + c)·q/(2c)`` with
+``q = quantization_range`` and a weight ``num_examples/max_weight``, sums modulo ``modulus_range``
+and returns the weighted average. With ``clipping_range = B`` (an integer bound the party checks its
+noisy counts against, :func:`~privfed.pipelines.fedkt_secure.secure_value_bound`),
+``quantization_range = 2B``, ``num_examples = max_weight = 1``, each integer x maps to x + B exactly
+(stochastic rounding of an integer is the integer), the sum of n parties stays below
+``modulus_range = 2³²`` while n·2B < 2³², and the average times the n contributors is the integer sum
+(rounded to remove float error far below ½).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from privfed.pipelines.fedkt_secure import FedKTNoisyVotes, FedKTVoteSum, secure_value_bound
+from privfed.pipelines.messages import MessageError
+
+__all__ = ["MODULUS_RANGE", "is_vote_request", "noisy_votes_reply", "secaggplus_vote_sum", "secure_aggregation_mod",
+           "store_noisy_votes"]
+
+#: SecAgg+'s modulus: the largest Flower 1.41 supports (2³²).
+MODULUS_RANGE = 2**32
+#: Where a party keeps its noisy histogram between its train step and the SecAgg+ stages.
+_STATE_KEY = "privfed.fedkt-noisy-votes"
+#: The FitIns config key that asks for the stored histogram.
+_REQUEST = "privfed-request"
+
+
+def secure_aggregation_mod(message: Any, context: Any, call_next: Any) -> Any:
+    """Flower's ``secaggplus_mod`` for the SecAgg+ stages; every other message goes straight to the ClientApp."""
+    from flwr.client.mod import secaggplus_mod
+    from flwr.common.secure_aggregation.secaggplus_constants import RECORD_KEY_CONFIGS
+
+    if RECORD_KEY_CONFIGS in message.content.config_records:
+        return secaggplus_mod(message, context, call_next)
+    return call_next(message, context)
+
+
+def is_vote_request(content: Any) -> bool:
+    """Whether a ``train`` message is SecAgg+'s masked-vectors call for the stored histogram (a FitIns)."""
+    return "fitins.config" in content.config_records
+
+
+def store_noisy_votes(sent: list, state: Any) -> list:
+    """Keep the party's :class:`FedKTNoisyVotes` in ``state`` (for SecAgg+); return the other messages to send."""
+    from flwr.app import Array, ArrayRecord
+
+    mine = [message for message in sent if isinstance(message, FedKTNoisyVotes)]
+    if len(mine) != 1:
+        raise MessageError(f"the FedKT party step made {len(mine)} noisy histograms, expected 1")
+    state[_STATE_KEY] = ArrayRecord({"noisy_votes": Array(np.asarray(mine[0].noisy_votes))})
+    return [message for message in sent if not isinstance(message, FedKTNoisyVotes)]
+
+
+def noisy_votes_reply(message: Any, state: Any) -> Any:
+    """The ClientApp's answer to SecAgg+'s masked-vectors call: the stored histogram as FitRes parameters."""
+    from flwr.app import Message
+    from flwr.common import Code, FitRes, Status, ndarrays_to_parameters
+    from flwr.compat.common import recorddict_compat as compat
+
+    if _STATE_KEY not in state:
+        raise MessageError("secure aggregation asked for a noisy vote histogram this party has not computed")
+    votes = state[_STATE_KEY]["noisy_votes"].numpy()
+    del state[_STATE_KEY]  # one histogram, summed once
+    reply = FitRes(Status(Code.OK, ""), ndarrays_to_parameters([votes]), num_examples=1, metrics={})
+    return Message(compat.fitres_to_recorddict(reply, keep_input=True), reply_to=message)
+
+
+def _strategy(proxies: Mapping[int, Any]) -> Any:
+    """A Flower ``Strategy`` that asks ``proxies`` for their stored histograms and keeps the sum SecAgg+ returns."""
+    from flwr.common import FitIns, ndarrays_to_parameters, parameters_to_ndarrays
+    from flwr.server.strategy import Strategy
+
+    class _VoteSumStrategy(Strategy):
+        """configure_fit: every party, once; aggregate_fit: average × contributors = the integer sum."""
+
+        vote_sum: np.ndarray | None = None
+        contributors: int = 0
+
+        def initialize_parameters(self, client_manager: Any) -> None:
+            return None
+
+        def configure_fit(self, server_round: int, parameters: Any, client_manager: Any) -> list:
+            request = FitIns(ndarrays_to_parameters([]), {_REQUEST: FedKTNoisyVotes.KIND})
+            return [(proxy, request) for proxy in proxies.values()]
+
+        def aggregate_fit(self, server_round: int, results: list, failures: list) -> tuple[None, dict]:
+            if results:  # SecAgg+ sets every result's parameters to the weighted average of the masked vectors
+                (average,) = parameters_to_ndarrays(results[0][1].parameters)
+                self.vote_sum = np.rint(np.asarray(average, dtype=float) * len(results)).astype(np.int64)
+                self.contributors = len(results)
+            return None, {}
+
+        def configure_evaluate(self, server_round: int, parameters: Any, client_manager: Any) -> list:
+            return []
+
+        def aggregate_evaluate(self, server_round: int, results: list, failures: list) -> tuple[None, dict]:
+            return None, {}
+
+        def evaluate(self, server_round: int, parameters: Any) -> None:
+            return None
+
+    return _VoteSumStrategy()
+
+
+def secaggplus_vote_sum(grid: Any, tasks: Mapping[int, Any], *, n_parties: int, timeout: float | None) -> FedKTVoteSum:
+    """Run Flower's ``SecAggPlusWorkflow`` over the nodes in ``tasks`` (node → its FedKTTask) and return the sum.
+
+    The reconstruction threshold is n − 1 of the n nodes (at least 2): one party may drop out during the
+    protocol and the sum of the others is still recovered; ``n_parties`` is the number of parties the noise
+    shares were planned for.
+    """
+    from flwr.app import ArrayRecord, ConfigRecord, Context, RecordDict
+    from flwr.server.compat.grid_client_proxy import GridClientProxy
+    from flwr.server.compat.legacy_context import LegacyContext
+    from flwr.server.workflow import SecAggPlusWorkflow
+    from flwr.server.workflow.constant import MAIN_CONFIGS_RECORD, MAIN_PARAMS_RECORD, Key
+
+    first = next(iter(tasks.values()))
+    bound = secure_value_bound(first.n_partitions, first.noise_scale)
+    nodes = sorted(tasks)
+    if len(nodes) < 2:
+        raise ValueError(f"secure aggregation needs at least 2 parties to take part, got {len(nodes)}")
+    if len(nodes) * 2 * bound >= MODULUS_RANGE:
+        raise ValueError(f"secure aggregation of {len(nodes)} histograms with values in ±{bound} would overflow "
+                         f"SecAgg+'s modulus 2**32; lower sigma or the number of parties")
+    run_id = getattr(getattr(grid, "run", None), "run_id", 0)
+    strategy = _strategy({node: GridClientProxy(node_id=node, grid=grid, run_id=run_id) for node in nodes})
+    context = LegacyContext(Context(run_id=run_id, node_id=0, node_config={}, state=RecordDict(), run_config={}),
+                            strategy=strategy)
+    context.state.config_records[MAIN_CONFIGS_RECORD] = ConfigRecord({Key.CURRENT_ROUND: 1})
+    context.state.array_records[MAIN_PARAMS_RECORD] = ArrayRecord()
+    # Fractions of the n nodes: every node shares with all others; n − 1 shares (Flower: at least 2) rebuild a secret.
+    workflow = SecAggPlusWorkflow(
+        num_shares=1.0, reconstruction_threshold=(len(nodes) - 1) / len(nodes), max_weight=1.0,
+        clipping_range=float(bound), quantization_range=2 * bound, modulus_range=MODULUS_RANGE, timeout=timeout,
+    )
+    workflow(grid, context)
+    if strategy.vote_sum is None:
+        raise MessageError("SecAgg+ halted before the sum was recovered (fewer parties than its reconstruction "
+                           f"threshold {max(2, len(nodes) - 1)} of {len(nodes)} took part); nothing was written")
+    return FedKTVoteSum(vote_sum=strategy.vote_sum, n_parties=n_parties, n_contributors=strategy.contributors)
