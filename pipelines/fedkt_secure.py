@@ -101,6 +101,8 @@ class FedKTSecureOutcome:
 
     noisy_votes: FedKTNoisyVotes
     students: tuple[Any, ...]
+    #: The teachers' vote histograms on the answered local queries: kept on the party, as in the plain step.
+    teacher_votes: np.ndarray
     teacher_training: Mechanism | None = None
 
     def sent(self) -> list[WireMessage]:
@@ -126,7 +128,8 @@ def secure_party_outcome(task: Any, plain: Any, *, party: str) -> FedKTSecureOut
     bound = secure_value_bound(task.n_partitions, task.noise_scale)
     if np.abs(noisy).max(initial=0) > bound:  # probability < 1e-100: refuse rather than send a clipped value
         raise ValueError(f"{party}'s noisy vote histogram left [-{bound}, {bound}]; nothing was sent")
-    return FedKTSecureOutcome(FedKTNoisyVotes(noisy.astype(np.int64)), tuple(plain.students), plain.teacher_training)
+    return FedKTSecureOutcome(FedKTNoisyVotes(noisy.astype(np.int64)), tuple(plain.students), plain.teacher_votes,
+                              plain.teacher_training)
 
 
 def secure_sum(tasks: Any, records: Any, names: Any, *, max_bytes: int) -> FedKTVoteSum:
