@@ -51,6 +51,7 @@ from .ledger_entry import (
     LedgerIntegrityError,
     UnitAnalysis,
     analyse_mechanism,
+    is_training_record,
     load_json,
     require,
     require_sha256,
@@ -353,8 +354,11 @@ class Ledger:
         """
         mechanisms = _mechanisms_per_unit(mechanism, None)
         analyses = {u: analyse_mechanism(m, evidence_sha256=None) for u, m in mechanisms.items()}
-        if any(m.evidence() for m in mechanisms.values()):
-            raise ValueError("a training entry must be data-independent (DP-SGD is); got a mechanism with evidence")
+        for unit, analysis in analyses.items():
+            if not is_training_record(analysis.record()):
+                raise ValueError(f"mechanism must be DP training (DPSGD, or a composition of DPSGD runs) to be "
+                                 f"recorded as training, got a {analysis.kind!r} mechanism at {unit} level; record a "
+                                 "release with record()")
         return self._append(kind="training", analyses=analyses, description="", note=_check_str("note", note))
 
     def fits(self, mechanism: Mechanism | Mapping[str, Mechanism], *, unit: str | None = None) -> bool:

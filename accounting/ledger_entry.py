@@ -37,7 +37,9 @@ __all__ = [
     "LedgerFormatError",
     "LedgerIntegrityError",
     "UnitAnalysis",
+    "TRAINING_KINDS",
     "analyse_mechanism",
+    "is_training_record",
     "load_json",
 ]
 
@@ -408,6 +410,14 @@ class LedgerEntry:
                 f"{path}: a 'release' or 'training' entry needs at least one analysis and an 'unaccounted' entry "
                 f"none; got kind {kind!r} with {len(analyses)}"
             )
+        if kind == "training":
+            for unit, analysis in analyses.items():
+                if not is_training_record(analysis.record()):
+                    raise LedgerFormatError(
+                        f"{path}.analyses.{unit}: a 'training' entry must hold DP training (kind 'dpsgd' or a "
+                        f"composition of them), got kind {analysis.kind!r}: a release relabelled as training would "
+                        "leave every bound"
+                    )
         derived = document.get("derived_from_training", False)
         if derived is not True and derived is not False or (derived and kind == "training"):
             raise LedgerFormatError(f"{path}.derived_from_training must be true (on a release or an unaccounted "
@@ -446,6 +456,21 @@ def _check_units(units: object) -> tuple[str, ...]:
     if not units or len(set(units)) != len(units) or any(unit not in UNITS for unit in units):
         raise ValueError(f"units must name each of {UNITS} at most once and at least one, got {tuple(units)!r}")
     return tuple(unit for unit in UNITS if unit in units)
+
+
+#: Mechanism kinds that are DP training of models (what a ``"training"`` entry may hold).
+TRAINING_KINDS: tuple[str, ...] = ("dpsgd",)
+_COMPOSITION_KINDS = ("parallel_composition", "sequential_composition")
+
+
+def is_training_record(record: Mapping[str, Any]) -> bool:
+    """Whether a mechanism record is DP training: a :data:`TRAINING_KINDS` kind, or a composition of them only."""
+    kind = record.get("kind")
+    if kind in TRAINING_KINDS:
+        return True
+    members = record.get("parameters", {}).get("members") if kind in _COMPOSITION_KINDS else None
+    return isinstance(members, list) and bool(members) and all(
+        isinstance(member, Mapping) and is_training_record(member) for member in members)
 
 
 def sequence_of_entries(entries: Sequence[LedgerEntry]) -> tuple[LedgerEntry, ...]:

@@ -97,20 +97,15 @@ def calibrate(target: float, *, queries: int, s: int) -> dict:
             "gaussian_epsilon_data_independent": gaussian(sigma_gauss)}
 
 
-def coordinator_epsilon(model) -> tuple[float, str]:
-    """The coordinator's party-level ε: the ledger's per-observer figure where privfed has it (issue 31's observers),
-    else ∞ when the ledger lists an un-noised release the server received, else the ledger's ε."""
-    try:
-        return model.ledger_.account(DELTA, unit="party", observer="coordinator").epsilon, "ledger observer"
-    except TypeError:
-        unaccounted = [e for e in model.ledger_.entries if e.kind == "unaccounted"]
-        if unaccounted:
-            return math.inf, "ledger lists an un-noised release to the server: " + unaccounted[0].description[:80]
-        return model.ledger_.account(DELTA, unit="party").epsilon, "ledger (no un-noised release recorded)"
+def coordinator_epsilon(model) -> float:
+    """The coordinator's party-level ε, as the ledger states it (∞ where it receives anything un-noised)."""
+    return model.ledger_.account(DELTA, unit="party", observer="coordinator").epsilon
 
 
-def estimators(cal: dict, *, s: int, t: int, query_fraction: float, seed: int) -> dict:
-    common = dict(n_partitions=s, n_teachers=t, privacy="L1", query_fraction=query_fraction, random_state=seed)
+def estimators(cal: dict, *, s: int, t: int, query_fraction: float, seed: int, classes: np.ndarray) -> dict:
+    # The label set is public (the data set's), so the parties withhold their sizes and labels from the coordinator.
+    common = dict(n_partitions=s, n_teachers=t, privacy="L1", query_fraction=query_fraction, random_state=seed,
+                  classes=classes)
     tree = DecisionTreeClassifier(max_depth=6)
     return {
         "central-laplace": privfed.FedKT(tree, gamma=cal["laplace_gamma"], **common),
@@ -203,11 +198,13 @@ def main() -> None:
             parties, public, (X_test, y_test) = split(Path(args.data) / f"{name}.npz", n_parties=args.parties,
                                                       n_train=args.train, n_public=args.public, n_test=args.test,
                                                       seed=seed)
-            for side, model in estimators(cal, s=s, t=t, query_fraction=args.queries / args.public, seed=seed).items():
+            classes = np.unique(np.concatenate([y for _, y in parties] + [y_test]))
+            for side, model in estimators(cal, s=s, t=t, query_fraction=args.queries / args.public, seed=seed,
+                                          classes=classes).items():
                 started = time.perf_counter()
                 model.fit(parties, public)
                 seconds = time.perf_counter() - started
-                coordinator, source = coordinator_epsilon(model)
+                coordinator = coordinator_epsilon(model)
                 record = per_side.setdefault(side, {"accuracy": [], "public_epsilon": [],
                                                     "public_epsilon_data_independent": [], "coordinator_epsilon": [],
                                                     "fit_seconds": [], "bytes_per_party": []})
@@ -216,7 +213,6 @@ def main() -> None:
                 record["public_epsilon"].append(report.epsilon)
                 record["public_epsilon_data_independent"].append(report.epsilon_data_independent)
                 record["coordinator_epsilon"].append(coordinator)
-                record["coordinator_epsilon_source"] = source
                 record["fit_seconds"].append(seconds)
                 record["bytes_per_party"].append(float(np.median([sum(v[i] for v in model.bandwidth_.values())
                                                                   for i in range(len(parties))])))
@@ -287,6 +283,11 @@ def flower(args, cal: dict, s: int, t: int) -> dict:
     name = [n.strip() for n in args.datasets.split(",") if n.strip()][0]
     parties, public, (X_test, y_test) = split(Path(args.data) / f"{name}.npz", n_parties=args.flower_parties,
                                               n_train=args.train // 4, n_public=args.public, n_test=args.test, seed=0)
+    classes = np.unique(np.concatenate([y for _, y in parties] + [y_test]))
+
+    def estimator(side: str):
+        return estimators(cal, s=s, t=t, query_fraction=args.queries / args.public, seed=0, classes=classes)[side]
+
     result = {"dataset": name, "parties": args.flower_parties, "train_rows": args.train // 4,
               "without_secaggplus_seconds": [], "with_secaggplus_seconds": []}
     with tempfile.TemporaryDirectory() as folder:
@@ -297,18 +298,17 @@ def flower(args, cal: dict, s: int, t: int) -> dict:
         for _ in range(args.flower_rounds):
             for side, key in (("central-laplace", "without_secaggplus_seconds"),
                               ("distributed-skellam", "with_secaggplus_seconds")):
-                model = estimators(cal, s=s, t=t, query_fraction=args.queries / args.public, seed=0)[side]
+                model = estimator(side)
                 started = time.perf_counter()
                 fitted = simulate(model, paths, public, timeout=300)
                 result[key].append(time.perf_counter() - started)
-                local = estimators(cal, s=s, t=t, query_fraction=args.queries / args.public, seed=0)[side].fit(
-                    parties, public)
+                local = estimator(side).fit(parties, public)
                 result.setdefault(f"{side}_same_predictions_as_fit", []).append(
                     bool(np.array_equal(fitted.predict(X_test), local.predict(X_test))))
                 print(side, f"{result[key][-1]:.1f} s", flush=True)
         for _ in range(args.flower_rounds):  # the apps over an in-process grid: the protocol without Ray's start
             for side in ("central-laplace", "distributed-skellam"):
-                model = estimators(cal, s=s, t=t, query_fraction=args.queries / args.public, seed=0)[side]
+                model = estimator(side)
                 started = time.perf_counter()
                 result[f"{side}_wire_bytes_per_party"] = wire_bytes(model, paths, public)
                 result.setdefault(f"{side}_in_process_grid_seconds", []).append(time.perf_counter() - started)

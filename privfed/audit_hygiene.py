@@ -164,6 +164,12 @@ def _size(statement: Statement) -> Check:
     if math.isinf(epsilon):
         return Check("size of ε", "warn", "ε is infinite: the model has no differential-privacy guarantee",
                      "nothing bounds what the model reveals about its training data.", "large-epsilon")
+    if epsilon == 0:
+        return Check("size of ε", "fail", f"ε = 0 ({statement.unit} level) is not a guarantee: a model trained on "
+                     "private data reveals something about it, so no release of that data is recorded (a ledger "
+                     "whose releases were removed or relabelled reads this way)",
+                     "a zero ε is only proven for a model that depends on no private data; privfed cannot check that "
+                     "from a ledger that records nothing.", "large-epsilon")
     if epsilon > LARGE_EPSILON:
         return Check("size of ε", "warn", f"ε = {_fmt(epsilon)} > {LARGE_EPSILON:g} ({statement.unit} level): the "
                      "guarantee is weak", f"an attacker's odds of telling whether someone's data was used may grow by "

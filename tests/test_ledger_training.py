@@ -6,11 +6,14 @@ import math
 import numpy as np
 import pytest
 from privfed.accounting import TIGHT_ORDERS, compose_dpsgd
+from privfed.accounting.ledger_entry import LedgerEntry
 from privfed.accounting.registry import mechanism_from_record
 from privfed.accounting.report import round_up
 
+import privfed
 from privfed import (
     DPSGD,
+    LaplaceNoisyMax,
     Ledger,
     LedgerFormatError,
     RandomizedResponse,
@@ -170,3 +173,37 @@ def test_json_round_trip_and_tampering():
         Ledger.from_dict(document)
     with pytest.raises(TypeError, match="derived_from_training must be True or False"):
         ledger.record(rr(), derived_from_training=1)
+
+
+# --- issue 33 item 7: no noise, no finite ε ----------------------------------------------------------------
+def test_only_dp_training_can_be_recorded_as_training():
+    ledger = Ledger(delta=DELTA, primary_unit="example")
+    with pytest.raises(ValueError, match="must be DP training .* got a 'laplace_noisy_max' mechanism"):
+        ledger.record_training(LaplaceNoisyMax(np.array([[9, 1]] * 5), 0.1))
+    with pytest.raises(ValueError, match="got a 'randomized_response' mechanism"):
+        ledger.record_training(rr())
+    ledger.record_training(TRAINING)  # DP-SGD and its compositions are training
+    assert len(ledger) == 1
+
+
+def test_a_release_relabelled_as_training_is_refused_when_read():
+    ledger = Ledger(delta=DELTA, primary_unit="example")
+    ledger.record(LaplaceNoisyMax(np.array([[9, 1]] * 5), 0.1), note="noisy labels")
+    document = json.loads(ledger.to_json())
+    entry = document["entries"][0]
+    entry["kind"] = "training"  # a forger would hide the release from every bound (and reseal the chain and totals)
+    with pytest.raises(LedgerFormatError, match="a 'training' entry must hold DP training .* got kind 'laplace_noisy_max'"):
+        LedgerEntry.from_dict(entry, "ledger.entries[0]")
+
+
+def test_the_audit_fails_a_zero_epsilon_it_cannot_prove(tmp_path):
+    from sklearn.tree import DecisionTreeClassifier
+
+    ledger = Ledger(delta=DELTA, primary_unit="example")
+    ledger.record_training(TRAINING)  # training only: no release of the model is recorded, so ε would read 0
+    assert ledger.account().epsilon == 0.0
+    X = np.random.default_rng(0).random((40, 3))
+    bundle = privfed.save_bundle(DecisionTreeClassifier().fit(X, X[:, 0] > 0.5), tmp_path / "b", ledger)
+    report = privfed.audit(bundle)
+    assert report.exit_code == 1 and report.check("size of ε").status == "fail"
+    assert "ε = 0 (example level) is not a guarantee" in report.check("size of ε").detail
