@@ -142,6 +142,10 @@ def render_model_card(ledger: Ledger, *, card: Mapping[str, Any] | None = None) 
     """Markdown model card of a bundle's ``ledger`` and ``card`` (the content of its ``card.json``)."""
     model = ledger.model_fingerprint or {}
     lines = [f"# Model card: {ledger.description or model.get('class', 'privfed model')}", ""]
+    if ledger.evidence_fingerprint:
+        lines += ["> **Warning: this bundle ships private evidence.** `evidence.npz` holds private data (the vote "
+                  "histograms behind the data-dependent ε), written on the publisher's explicit request. Give this "
+                  "bundle to auditors only; publish a bundle saved without evidence (`save_bundle`'s default).", ""]
     lines += ["## The model", "",
               f"- Class: `{model.get('class', 'unknown')}` ({model.get('family', 'unknown')} family)",
               f"- Format: {model.get('format', 'unknown')} — a data format, loading it executes no code",

@@ -112,6 +112,30 @@ def test_server_and_client_apps_reproduce_fit(federation, task_identity, privacy
     assert [e.description for e in ledger.entries] == [e.description for e in local.ledger_.entries]
 
 
+def test_the_server_bundle_keeps_private_evidence_home_unless_asked(federation, task_identity, tmp_path) -> None:
+    """save_bundle's default: no evidence.npz; ship-evidence=true writes it, with a warning and on the card."""
+    import privfed
+    from privfed.federation.server_app import SHIP_EVIDENCE_WARNING, ServerJob, job_from_config, run_server
+
+    _, paths, public, _ = federation
+    run_server(LocalGrid(paths), ServerJob(fedkt("L2"), public, num_supernodes=3, timeout=5,
+                                           output_bundle=str(tmp_path / "default")))
+    assert not (tmp_path / "default" / "evidence.npz").exists()
+    assert "private evidence" not in (tmp_path / "default" / "MODEL_CARD.md").read_text()
+    with pytest.warns(UserWarning, match="give that file to auditors only"):
+        run_server(LocalGrid(paths), ServerJob(fedkt("L2"), public, num_supernodes=3, timeout=5,
+                                               output_bundle=str(tmp_path / "shipped"), ship_evidence=True))
+    _, ledger = privfed.load_bundle(tmp_path / "shipped")
+    assert (tmp_path / "shipped" / "evidence.npz").exists() and ledger.evidence()
+    assert "**Warning: this bundle ships private evidence.**" in (tmp_path / "shipped" / "MODEL_CARD.md").read_text()
+    assert "auditors only" in SHIP_EVIDENCE_WARNING
+    config = {"public-path": str(paths[0]).replace("site-0", "public")}
+    assert job_from_config(config).ship_evidence is False
+    assert job_from_config({**config, "ship-evidence": True}).ship_evidence is True
+    with pytest.raises(ValueError, match="ship-evidence must be true or false, got 'yes'"):
+        job_from_config({**config, "ship-evidence": "yes"})
+
+
 def test_fedkd_over_the_apps_reproduces_fit(federation, task_identity) -> None:
     from privfed.pipelines.fedkd import FedKD
     from sklearn.linear_model import LogisticRegression

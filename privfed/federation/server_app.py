@@ -26,6 +26,7 @@ the party). The bundle is written only after the server step has succeeded.
 from __future__ import annotations
 
 import time
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -72,6 +73,14 @@ class ServerJob:
     timeout: float | None = None
     max_message_bytes: int = DEFAULT_MAX_BYTES
     output_bundle: str | None = None
+    ship_evidence: bool = False
+
+
+#: The warning printed (and so streamed by ``flwr run``) when the bundle ships the parties' private evidence.
+SHIP_EVIDENCE_WARNING = (
+    "ship-evidence=true: the bundle's evidence.npz holds private evidence (the vote histograms behind the "
+    "data-dependent epsilon); give that file to auditors only, never publish it with the model"
+)
 
 
 def _wait_for_nodes(grid: Any, count: int, timeout: float | None) -> list[int]:
@@ -163,7 +172,9 @@ def run_server(grid: Any, job: ServerJob) -> Any:
     if job.output_bundle:
         from privfed.bundle import save_bundle
 
-        save_bundle(model, job.output_bundle, evidence=model.ledger_.evidence())
+        if job.ship_evidence:  # save_bundle's default keeps private evidence at home; shipping it is explicit
+            warnings.warn(SHIP_EVIDENCE_WARNING, UserWarning, stacklevel=2)
+        save_bundle(model, job.output_bundle, evidence=True if job.ship_evidence else None)
     return model
 
 
@@ -355,7 +366,16 @@ def job_from_config(config: Any) -> ServerJob:
         timeout=timeout,
         max_message_bytes=int(config.get("max-message-bytes", DEFAULT_MAX_BYTES)),
         output_bundle=str(config.get("output-bundle", "")) or None,
+        ship_evidence=_flag(config, "ship-evidence"),
     )
+
+
+def _flag(config: Any, key: str) -> bool:
+    """A boolean run-config key (default false); ValueError naming it for anything but true/false."""
+    value = config.get(key, False)
+    if not isinstance(value, bool):
+        raise ValueError(f"the run config's {key} must be true or false, got {value!r}")
+    return value
 
 
 def __getattr__(name: str) -> Any:
