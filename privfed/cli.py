@@ -34,6 +34,7 @@ from privfed._arguments import (
 from privfed.audit_command import add_audit_command
 from privfed.demo import add_demo_command
 from privfed.examples_command import add_examples_command
+from privfed.federation_command import add_federation_command
 from privfed.report_command import add_report_command
 from privfed.sign_command import add_sign_commands
 
@@ -146,6 +147,7 @@ def _parser() -> Parser:
     add_audit_command(commands)
     add_report_command(commands)
     add_sign_commands(commands)
+    add_federation_command(commands)
     return parser
 
 

@@ -28,6 +28,7 @@ from privfed.accounting.fingerprint import data_fingerprint
 from privfed.accounting.ledger import Ledger
 from privfed.accounting.mechanism import relation_for_unit
 from privfed.accounting.report import round_up
+from privfed.evaluation import accuracy_line
 
 __all__ = ["CARD_DATA_FILE", "card_data_document", "render_model_card"]
 
@@ -122,7 +123,9 @@ def _card_lines(card: Mapping[str, Any]) -> list[str]:
     metrics = card.get("metrics")
     if metrics:
         lines += ["| metric | value |", "|---|---|", *[f"| {name} | {value:.6g} |" for name, value in metrics.items()]]
-        lines += ["", "Reported by the publisher; privfed did not compute these numbers."]
+        verdict = accuracy_line(metrics)
+        lines += ["", f"**{verdict[0].upper()}{verdict[1:]}.**" if verdict else
+                  "Reported by the publisher; privfed did not compute these numbers."]
     else:
         lines += ["Not evaluated: no metrics were recorded with this bundle."]
     lines += ["", "## Data", ""]

@@ -25,6 +25,7 @@ the party). The bundle is written only after the server step has succeeded.
 
 from __future__ import annotations
 
+import json
 import time
 import warnings
 from collections.abc import Callable
@@ -38,6 +39,7 @@ from privfed.federation.task import (
     PUBLISH_REQUEST,
     estimator_from_config,
     from_recorddict,
+    load_party_data,
     load_public,
     model_from_record,
     model_spec,
@@ -74,6 +76,8 @@ class ServerJob:
     max_message_bytes: int = DEFAULT_MAX_BYTES
     output_bundle: str | None = None
     ship_evidence: bool = False
+    test: tuple[np.ndarray, np.ndarray] | None = None  # labelled (X, y) held out on the server: test accuracy
+    announce: bool = False  # print the summary line for `privfed federation run` (privfed.federation.summary)
 
 
 #: The warning printed (and so streamed by ``flwr run``) when the bundle ships the parties' private evidence.
@@ -85,14 +89,16 @@ SHIP_EVIDENCE_WARNING = (
 
 def _wait_for_nodes(grid: Any, count: int, timeout: float | None) -> list[int]:
     """The first ``count`` SuperNodes to connect (sorted ids); waits at most ``timeout`` seconds."""
-    deadline = None if timeout is None else time.monotonic() + timeout
+    started = time.monotonic()
+    deadline = None if timeout is None else started + timeout
     while True:
         nodes = sorted(grid.get_node_ids())
         if len(nodes) >= count:
             return nodes[:count]
         if deadline is not None and time.monotonic() > deadline:
             raise FederationError(
-                f"only {len(nodes)} of {count} SuperNodes connected within timeout={timeout} s; nothing was written"
+                f"only {len(nodes)} of {count} SuperNodes connected after {time.monotonic() - started:.1f} s "
+                f"(timeout={timeout} s); nothing was written"
             )
         time.sleep(_POLL_SECONDS)
 
@@ -130,11 +136,15 @@ def _exchange(
     grid: Any, contents: dict[int, Any], message_type: str, names: dict[int, str], timeout: float | None, step: str
 ) -> dict[int, tuple[list, dict]]:
     """Send one message per node and collect every reply, or raise naming the parties that failed."""
+    started = time.monotonic()
     received, missing = _exchange_allowing_missing(grid, contents, message_type, names, timeout, step)
     if missing:
+        waited = time.monotonic() - started
+        cause = ("no reply within the timeout" if timeout is not None and waited >= timeout
+                 else "Flower reported it unreachable (disconnected or its ClientApp crashed)")
         raise FederationError(
-            f"{', '.join(names[node] for node in missing)} did not reply to the {step} step within timeout={timeout} s "
-            "(timed out or disconnected); the run stops without partial results and nothing was written"
+            f"{', '.join(names[node] for node in missing)} did not reply to the {step} step after {waited:.1f} s "
+            f"(timeout={timeout} s: {cause}); the run stops without partial results and nothing was written"
         )
     return received
 
@@ -169,12 +179,24 @@ def run_server(grid: Any, job: ServerJob) -> Any:
 
     # 2. One task per party, then the server step; the bundle only once the server step has succeeded.
     _server_steps(model)(grid, job, model, public, schemas, classes, order, names)
+    metrics = None
+    if job.test is not None:
+        from privfed.evaluation import accuracy_line, evaluate_accuracy
+
+        metrics = evaluate_accuracy(model, *job.test)
+        print(f"privfed: {accuracy_line(metrics)}", flush=True)
     if job.output_bundle:
         from privfed.bundle import save_bundle
 
         if job.ship_evidence:  # save_bundle's default keeps private evidence at home; shipping it is explicit
             warnings.warn(SHIP_EVIDENCE_WARNING, UserWarning, stacklevel=2)
-        save_bundle(model, job.output_bundle, evidence=True if job.ship_evidence else None)
+        save_bundle(model, job.output_bundle, evidence=True if job.ship_evidence else None, metrics=metrics,
+                    data=None if job.test is None else {"test": job.test[0]})
+    if job.announce:
+        from privfed.federation.summary import run_summary, summary_line
+
+        print(summary_line(run_summary(model, parties=[names[node] for node in order], bundle=job.output_bundle,
+                                       metrics=metrics)), flush=True)
     return model
 
 
@@ -345,7 +367,14 @@ def make_server_app(job: ServerJob | None = None, on_fitted: Callable[[Any], Non
 
     @server.main()
     def main(grid: Any, context: Any) -> None:
-        fitted = run_server(grid, job if job is not None else job_from_config(context.run_config))
+        try:
+            fitted = run_server(grid, job if job is not None else job_from_config(context.run_config))
+        except Exception as error:  # one line for `privfed federation run`; Flower logs the traceback
+            if job is None:
+                from privfed.federation.summary import FAILURE_PREFIX, failure_record
+
+                print(FAILURE_PREFIX + json.dumps(failure_record(error)), flush=True)
+            raise
         if on_fitted is not None:
             on_fitted(fitted)
 
@@ -358,6 +387,11 @@ def job_from_config(config: Any) -> ServerJob:
     if not public_path:
         raise ValueError("the run config needs public-path, the public (unlabelled) set's file on the server")
     public = load_public(public_path)
+    test_path = str(config.get("test-path", ""))
+    try:
+        test = load_party_data(test_path) if test_path else None
+    except ValueError as error:  # its messages name a party's data-path
+        raise ValueError(f"test-path (a labelled test file on the server): {error}") from None
     timeout = float(config.get("timeout", 0.0)) or None
     return ServerJob(
         estimator=estimator_from_config(config),
@@ -367,6 +401,8 @@ def job_from_config(config: Any) -> ServerJob:
         max_message_bytes=int(config.get("max-message-bytes", DEFAULT_MAX_BYTES)),
         output_bundle=str(config.get("output-bundle", "")) or None,
         ship_evidence=_flag(config, "ship-evidence"),
+        test=test,
+        announce=True,
     )
 
 
