@@ -50,6 +50,7 @@ from ._random import spawn_seeds
 from .messages import ArraySpec, MessageError, Record, WireMessage
 from .partition import keyed_teacher_subsets
 from .party_schema import PartySchema
+from .preflight import warn_if_noise_drowns_votes
 from .voting import consistent_votes, noisy_labels, prediction_votes
 
 __all__ = [
@@ -347,7 +348,24 @@ def fedkt_tasks(
                 delta=float(model.delta),
             )
         )
+    preflight_fedkt(model, n_parties=len(schemas), n_classes=len(classes))
     return tasks
+
+
+def preflight_fedkt(model: Any, *, n_parties: int, n_classes: int) -> None:
+    """Warn before any training when FedKT's noise drowns even a unanimous vote (:mod:`.preflight`)."""
+    noise = fedkt_noise(model)
+    if noise is None:
+        return
+    aggregator = "laplace" if noise.aggregator == "laplace" else "gaussian"
+    scale = 1.0 / noise.scale if aggregator == "laplace" else noise.scale
+    if model.privacy == "L2":  # each party's teachers vote on its local queries, noised on the party
+        votes, tier, fewer = int(model.n_teachers), "party's local", "more teachers (n_teachers)"
+    else:  # the parties' students vote on the server's queries, noised on the server
+        votes, tier, fewer = n_parties * int(model.n_partitions), "server", "more parties or partitions"
+    warn_if_noise_drowns_votes("FedKT", votes=votes, n_classes=n_classes, aggregator=aggregator, scale=scale,
+                               what=f"each {tier} query has at most {votes} votes",
+                               advice=f"add less noise (a larger gamma, a smaller sigma) or use {fewer}")
 
 
 def receive_fedkt_replies(

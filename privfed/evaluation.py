@@ -15,10 +15,9 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["NEAR_CHANCE_FRACTION", "accuracy_line", "evaluate_accuracy", "is_near_chance"]
+from privfed.pipelines.preflight import NEAR_CHANCE_FRACTION
 
-#: A model is "near chance" when it closes less than this fraction of the gap from the majority-class rate to 1.
-NEAR_CHANCE_FRACTION = 0.25
+__all__ = ["NEAR_CHANCE_FRACTION", "accuracy_line", "evaluate_accuracy", "is_near_chance"]
 
 
 def evaluate_accuracy(model: Any, X: Any, y: Any) -> dict[str, float]:

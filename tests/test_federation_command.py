@@ -4,7 +4,9 @@ the traceback in the log file), Ctrl-C (exit 130, the run stopped), and ``local`
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -100,9 +102,11 @@ def test_a_killed_supernode_fails_the_run_in_one_line_and_ctrl_c_stops_it(tmp_pa
         rest = process.stderr.read()
         assert process.wait(timeout=180) == 130, rest
         assert "interrupted; run" in rest and "stopped" in rest and "by hand" not in rest, rest
-        listed = subprocess.run(["flwr", "ls", "localhost"], cwd=tmp_path, env=federation.env, capture_output=True,
-                                text=True, timeout=120)
-        assert "stopped" in listed.stdout.lower(), listed.stdout
+        run_id = re.search(r"run (\d+) submitted", submitted).group(1)
+        listed = subprocess.run(["flwr", "ls", "localhost", "--format", "json"], cwd=tmp_path, env=federation.env,
+                                capture_output=True, text=True, timeout=120)
+        (run,) = [run for run in json.loads(listed.stdout)["runs"] if str(run["run-id"]) == run_id]
+        assert "stopped" in run["status"], run
 
 
 @needs_flower

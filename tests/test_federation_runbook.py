@@ -59,16 +59,18 @@ def make_certificates(folder: Path) -> None:
     now = datetime.datetime.now(datetime.timezone.utc)
 
     def certificate(subject: str, key, issuer: x509.Name, signer, *extensions) -> x509.Certificate:
-        builder = (x509.CertificateBuilder().subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, subject)]))
-                   .issuer_name(issuer).public_key(key.public_key()).serial_number(x509.random_serial_number())
-                   .not_valid_before(now - datetime.timedelta(minutes=5)).not_valid_after(now + datetime.timedelta(days=1)))
+        name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, subject)])
+        builder = (x509.CertificateBuilder().subject_name(name).issuer_name(issuer).public_key(key.public_key())
+                   .serial_number(x509.random_serial_number()).not_valid_before(now - datetime.timedelta(minutes=5))
+                   .not_valid_after(now + datetime.timedelta(days=1)))
         for extension, critical in extensions:
             builder = builder.add_extension(extension, critical=critical)
         return builder.sign(signer, hashes.SHA256())
 
     ca_key, server_key = ec.generate_private_key(ec.SECP384R1()), ec.generate_private_key(ec.SECP384R1())
     ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "privfed test CA")])
-    ca = certificate("privfed test CA", ca_key, ca_name, ca_key, (x509.BasicConstraints(ca=True, path_length=None), True))
+    ca = certificate("privfed test CA", ca_key, ca_name, ca_key,
+                     (x509.BasicConstraints(ca=True, path_length=None), True))
     server = certificate("127.0.0.1", server_key, ca_name, ca_key, (x509.SubjectAlternativeName(
         [x509.IPAddress(ipaddress.ip_address("127.0.0.1")), x509.DNSName("localhost")]), False))
     (folder / "ca.crt").write_bytes(ca.public_bytes(serialization.Encoding.PEM))

@@ -82,8 +82,8 @@ def summary_lines(summary: Mapping[str, Any]) -> list[str]:
     for unit, by_observer in table.get("units", {}).items():
         for observer, row in by_observer.items():
             seen_by = "" if observer == "all" else f", observer {observer}"
-            dependence = (f", DATA-DEPENDENT (data-independent epsilon = {_epsilon_text(row['epsilon_data_independent'])})"
-                          if row["data_dependent"] else "")
+            independent = _epsilon_text(row["epsilon_data_independent"])
+            dependence = f", DATA-DEPENDENT (data-independent epsilon = {independent})" if row["data_dependent"] else ""
             lines.append(f"epsilon ({unit}-level{seen_by}, delta = {table['delta']:g}): "
                          f"{_epsilon_text(row['epsilon'])}{dependence}")
     accuracy = accuracy_line(summary.get("metrics") or {})
