@@ -17,6 +17,7 @@ relation its mechanism is stated for.
 from __future__ import annotations
 
 import math
+from collections import OrderedDict
 
 import dp_accounting
 import numpy as np
@@ -140,9 +141,37 @@ def event_pld(
                     f"events to get a privacy loss distribution, got {type(event).__name__}")
 
 
+class PLDMemo:
+    """The last ``size`` PLD ε values by their exact inputs: (``repr(event)``, δ, ε hint), least recently used
+    dropped first. A dp-accounting event's repr names every parameter (floats in their exact shortest form), so
+    equal keys mean the same event, hence the same ε: a ledger asked the same question again — the bundle's
+    ledger, its card, its totals all account the same entries — costs a look-up instead of a PLD."""
+
+    def __init__(self, size: int):
+        self.size = size
+        self._values: OrderedDict[tuple, float] = OrderedDict()
+
+    def epsilon(self, event: dp_accounting.DpEvent, delta: float, epsilon_hint: float | None) -> float:
+        key = (repr(event), float(delta), epsilon_hint)
+        if key in self._values:
+            self._values.move_to_end(key)
+            return self._values[key]
+        interval = pld_interval(event, epsilon_hint=epsilon_hint)
+        value = float(event_pld(event, value_discretization_interval=interval).get_epsilon_for_delta(delta))
+        if self.size > 0:
+            self._values[key] = value
+            if len(self._values) > self.size:
+                self._values.popitem(last=False)
+        return value
+
+
+#: The process's PLD memo (a few hundred floats and their keys).
+PLD_MEMO = PLDMemo(256)
+
+
 def event_pld_epsilon(
     event: dp_accounting.DpEvent, delta: float, *, epsilon_hint: float | None = None
 ) -> float:
-    """ε at ``delta`` of ``event``'s PLD (a valid upper bound: pessimistic discretization)."""
-    interval = pld_interval(event, epsilon_hint=epsilon_hint)
-    return float(event_pld(event, value_discretization_interval=interval).get_epsilon_for_delta(delta))
+    """ε at ``delta`` of ``event``'s PLD (a valid upper bound: pessimistic discretization), memoised
+    (:class:`PLDMemo`)."""
+    return PLD_MEMO.epsilon(event, delta, epsilon_hint)
