@@ -81,7 +81,9 @@ def test_examples_writes_the_shipped_files_and_they_run(tmp_path: Path, capsys) 
     assert {"votes.npy", "pipeline.toml", "pipeline_votes.npy", "report_digits.toml",
             "claims/fedkt_l1_adult.json"} <= written
     assert (target / "votes.npy").read_bytes() == (ROOT / "examples" / "votes.npy").read_bytes()
-    capsys.readouterr()
+    listed = capsys.readouterr().out.splitlines()  # one file per line
+    assert listed[0] == f"wrote {len(written)} example files to {target}:"
+    assert sorted(line.strip() for line in listed[1:1 + len(written)]) == sorted(written)
     assert main(["account", str(target / "votes.npy"), "--gamma", "0.04", "--delta", "1e-5"]) == 0
     assert main(["account", str(target / "pipeline.toml"), "--delta", "1e-5"]) == 0
     assert main(["audit", "--claims", str(target / "claims" / "fedkt_l1_adult.json")]) in (0, 1)

@@ -608,3 +608,19 @@ def test_a_configured_test_file_gives_the_accuracy_and_says_near_chance(federati
         assert ("NEAR CHANCE" in printed) == ("NEAR CHANCE" in card) == (name == "useless"), (printed, accuracy)
     with pytest.raises(ValueError, match="test-path .*must hold arrays 'X' and 'y'"):
         job_from_config({**config, "test-path": config["public-path"]})
+
+
+def test_simulate_drops_only_flowers_run_simulation_deprecation_notice(caplog) -> None:
+    """privfed calls run_simulation on purpose (docs/federation.md): its deprecation notice is not privfed's
+    users' concern; every other Flower record passes."""
+    import logging
+
+    from privfed.federation.simulation import _without_run_simulation_deprecation
+
+    logger = logging.getLogger("flwr")
+    with caplog.at_level(logging.WARNING, logger="flwr"), _without_run_simulation_deprecation():
+        logger.warning("DEPRECATED FEATURE: %s", "The `run_simulation` function is deprecated and will be removed")
+        logger.warning("a SuperNode is slow")
+    assert [record.getMessage() for record in caplog.records] == ["a SuperNode is slow"]
+    logger.warning("DEPRECATED FEATURE: The `run_simulation` function is deprecated")  # outside simulate: shown
+    assert len(caplog.records) == 2
