@@ -16,6 +16,7 @@ relation its mechanism is stated for.
 
 from __future__ import annotations
 
+import logging
 import math
 from collections import OrderedDict
 
@@ -44,8 +45,23 @@ def event_rdp(
     accountant = rdp_privacy_accountant.RdpAccountant(
         orders=[float(a) for a in orders], neighboring_relation=relation
     )
-    accountant.compose(event, count)
+    logger, notice = logging.getLogger("absl"), _UnconvergedOrderNotice()
+    logger.addFilter(notice)
+    try:
+        accountant.compose(event, count)
+    finally:
+        logger.removeFilter(notice)
     return np.asarray(accountant.rdp, dtype=float).copy()
+
+
+class _UnconvergedOrderNotice(logging.Filter):
+    """dp-accounting's notice, one line per order, that a fractional order's series for the subsampled Gaussian
+    did not converge. That order's RDP is then +inf (the order is excluded), which keeps every ε a valid upper
+    bound — the conversion takes the best of the remaining orders — so the notice is dropped, not printed (DP-SGD
+    accounting printed hundreds of them)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "_compute_log_a_frac failed to converge" not in record.getMessage()
 
 
 def _randomized_response_epsilon(event: dp_accounting.RandomizedResponseDpEvent) -> float:

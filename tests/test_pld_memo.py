@@ -49,3 +49,20 @@ def test_the_memo_keys_every_input_and_drops_the_least_recently_used(counted) ->
     memo.epsilon(gaussian, 1e-6, None)
     assert len(counted) == 4
     assert memo.epsilon(dp_accounting.SelfComposedDpEvent(gaussian, 4), 1e-5, None) > values[0]
+
+
+def test_unconverged_fractional_orders_are_excluded_quietly(caplog) -> None:
+    """dp-accounting logs one line per fractional order whose series does not converge (q = 0.1, σ = 0.5): the
+    order's RDP is +inf (excluded, still a valid bound) and nothing is printed; other absl records pass."""
+    import logging
+
+    import numpy as np
+
+    from privfed.accounting.orders import TIGHT_ORDERS
+
+    event = dp_accounting.PoissonSampledDpEvent(0.1, dp_accounting.GaussianDpEvent(0.5))
+    with caplog.at_level(logging.WARNING, logger="absl"):
+        rdp = _dp_accounting.event_rdp(event, TIGHT_ORDERS)
+        logging.getLogger("absl").warning("another notice")
+    assert [record.getMessage() for record in caplog.records] == ["another notice"]
+    assert np.isinf(rdp).any() and np.isfinite(rdp).any()
