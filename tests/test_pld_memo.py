@@ -57,7 +57,6 @@ def test_unconverged_fractional_orders_are_excluded_quietly(caplog) -> None:
     import logging
 
     import numpy as np
-
     from privfed.accounting.orders import TIGHT_ORDERS
 
     event = dp_accounting.PoissonSampledDpEvent(0.1, dp_accounting.GaussianDpEvent(0.5))
