@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from privfed.accounting.noisy_max import distinct_counts
 
 import privfed
-from privfed.accounting.noisy_max import distinct_counts
 
 
 @pytest.mark.parametrize("make", [lambda v: privfed.LaplaceNoisyMax(v, gamma=0.04, votes_per_unit=2, unit="party"),
