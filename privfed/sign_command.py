@@ -10,6 +10,7 @@ prints the bundle digest and the key fingerprint. Readers then run
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 from typing import Any
 
 __all__ = ["add_sign_commands"]
@@ -27,6 +28,8 @@ def _keygen_command(args: argparse.Namespace) -> int:
 def _sign_command(args: argparse.Namespace) -> int:
     from privfed.signing import key_fingerprint, load_private_key, sign_bundle
 
+    if not Path(args.key).is_file():
+        raise ValueError(f"--key {args.key!r} does not exist (a private key written by privfed keygen)")
     key = load_private_key(args.key)
     digest = sign_bundle(args.bundle, key)
     print(f"signed {args.bundle}\nbundle digest: {digest}\nkey fingerprint: {key_fingerprint(key)}")

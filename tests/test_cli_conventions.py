@@ -207,7 +207,7 @@ def test_a_corrupt_votes_file_never_suggests_unpickling(tmp_path: Path, capsys) 
     assert "allow_pickle" not in error
     (tmp_path / "folder.npy").mkdir()
     assert main(["account", str(tmp_path / "folder.npy"), "--gamma", "0.1", "--delta", "1e-5"]) == 2
-    _one_error_line(capsys, "VOTES file", "not a file")
+    _one_error_line(capsys, "folder.npy' is a folder")
 
 
 # --- privfed report: failed runs, Ctrl-C, resuming --------------------------------------------------------------
@@ -271,3 +271,18 @@ def test_ctrl_c_says_how_many_runs_are_saved_and_a_rerun_reuses_them(sweep_file,
     monkeypatch.setattr(sweep, "_run_point", real)
     assert main(["report", str(sweep_file), "--out", str(out), "--no-progress"]) == 0
     assert "resuming: reusing 1 of 2 runs" in capsys.readouterr().err
+
+
+def test_messages_name_the_real_problem(tmp_path: Path, capsys) -> None:
+    """A folder given to account, a missing audit target, a missing signing key, a missing vote file, a flag typo."""
+    (tmp_path / "folder").mkdir()
+    assert main(["account", str(tmp_path / "folder"), "--delta", "1e-5"]) == 2
+    _one_error_line(capsys, "is a folder; give a vote matrix (.npy) or a mechanism file")
+    assert main(["account", str(tmp_path / "absent.npy"), "--delta", "1e-5"]) == 2
+    _one_error_line(capsys, "VOTES file", "does not exist")
+    assert main(["audit", str(tmp_path / "missing-dir")]) == 2
+    _one_error_line(capsys, "missing-dir' does not exist")
+    assert main(["sign", str(tmp_path / "folder"), "--key", str(tmp_path / "nokey.pem")]) == 2
+    _one_error_line(capsys, "--key", "nokey.pem' does not exist")
+    assert main(["account", "votes.npy", "--gama", "1", "--delta", "1e-5"]) == 2
+    _one_error_line(capsys, "unrecognized arguments: --gama 1; did you mean '--gamma'?")

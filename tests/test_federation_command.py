@@ -127,6 +127,7 @@ def test_local_runs_a_configuration_on_n_sites_and_stops_them(tmp_path) -> None:
     assert done.returncode == 0, done.stdout + done.stderr
     assert "parties: 3 took part" in done.stdout and f"bundle: {tmp_path / 'bundle'}" in done.stdout
     assert "NEAR CHANCE" in done.stdout  # gamma 0.02: noise of scale 50 on at most 6 votes per query
+    assert "FedKT pre-flight: each server query has at most 6 votes" in done.stderr, done.stderr  # said before too
     assert (tmp_path / "bundle" / "MODEL_CARD.md").is_file()
     for log in Path(tmp_path / "local").glob("*.log"):  # every process it started has stopped
         pid_lines = [line for line in log.read_text().splitlines() if "Started server process" in line]
