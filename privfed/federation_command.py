@@ -29,7 +29,7 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
-from privfed._arguments import EXIT_BAD_INPUT, EXIT_CHECK_FAILED, EXIT_INTERRUPTED, EXIT_OK, integer_at_least
+from privfed._arguments import EXIT_CHECK_FAILED, EXIT_INTERRUPTED, EXIT_OK, integer_at_least
 
 __all__ = ["add_federation_command"]
 
