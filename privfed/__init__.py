@@ -57,6 +57,7 @@ _FROM_AUDIT_REPORT = ("AuditInputError", "AuditReport", "Check")
 _FROM_BUNDLE = ("BundleError", "BundleIntegrityError", "LegacyBundleWarning", "bundle_digest", "load_bundle",
                 "save_bundle")
 _FROM_SIGNING = ("generate_signing_key", "sign_bundle")
+_FROM_EVALUATION = ("evaluate_accuracy",)
 _FROM_EMPIRICAL = (
     "MembershipBound",
     "OneRunBound",
@@ -99,6 +100,7 @@ _LAZY = {
     **dict.fromkeys(_FROM_AUDIT_REPORT, "privfed.audit_report"),
     **dict.fromkeys(_FROM_BUNDLE, "privfed.bundle"),
     **dict.fromkeys(_FROM_SIGNING, "privfed.signing"),
+    **dict.fromkeys(_FROM_EVALUATION, "privfed.evaluation"),
     **dict.fromkeys(_FROM_EMPIRICAL, "privfed.empirical"),
     **dict.fromkeys(_FROM_PIPELINES, "privfed.pipelines"),
 }

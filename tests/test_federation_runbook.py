@@ -177,6 +177,9 @@ def run_the_page(tmp_path: Path, *, tls: bool) -> None:
         assert f"test accuracy {accuracy:.3f} against {majority:.3f} for always answering" in page
         assert f"ε = {epsilon} per party" in page
         assert f"bundle: {bundle}" in printed and not (bundle / "evidence.npz").exists()
+        card = (bundle / "MODEL_CARD.md").read_text()  # the run's accuracy, data and intended use are on the card
+        assert f"| test_accuracy | {accuracy:.6g} |" in card and "- `test`: shape (297, 64)" in card
+        assert "not for any clinical decision" in card
         (audit_command,) = commands(audit)
         done = book.bash(audit_command, timeout=300)
         assert done.returncode == 0 and "PASS" in done.stdout, done.stdout + done.stderr

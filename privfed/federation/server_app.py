@@ -78,6 +78,7 @@ class ServerJob:
     ship_evidence: bool = False
     test: tuple[np.ndarray, np.ndarray] | None = None  # labelled (X, y) held out on the server: test accuracy
     announce: bool = False  # print the summary line for `privfed federation run` (privfed.federation.summary)
+    intended_use: str | None = None  # the model card's intended use
 
 
 #: The warning printed (and so streamed by ``flwr run``) when the bundle ships the parties' private evidence.
@@ -190,8 +191,9 @@ def run_server(grid: Any, job: ServerJob) -> Any:
 
         if job.ship_evidence:  # save_bundle's default keeps private evidence at home; shipping it is explicit
             warnings.warn(SHIP_EVIDENCE_WARNING, UserWarning, stacklevel=2)
+        data = {"public": public} if job.test is None else {"public": public, "test": job.test[0]}
         save_bundle(model, job.output_bundle, evidence=True if job.ship_evidence else None, metrics=metrics,
-                    data=None if job.test is None else {"test": job.test[0]})
+                    data=data, intended_use=job.intended_use)
     if job.announce:
         from privfed.federation.summary import run_summary, summary_line
 
@@ -403,6 +405,7 @@ def job_from_config(config: Any) -> ServerJob:
         ship_evidence=_flag(config, "ship-evidence"),
         test=test,
         announce=True,
+        intended_use=str(config.get("intended-use", "")) or None,
     )
 
 
