@@ -246,10 +246,22 @@ def sweep_file(tmp_path: Path) -> Path:
 
 
 def test_report_exits_3_with_one_line_per_distinct_failure(sweep_file: Path, tmp_path: Path, capsys) -> None:
-    sweep_file.write_text(SWEEP.replace("n_teachers = 2", "n_teachers = 0"))  # refused by fit, run by run
+    # 100 teachers for parties of 35 rows: only the data tells, so fit refuses it run by run.
+    sweep_file.write_text(SWEEP.replace("n_teachers = 2", "n_teachers = 100"))
     assert main(["report", str(sweep_file), "--out", str(tmp_path / "out"), "--no-progress"]) == 3
     lines = capsys.readouterr().err.strip().splitlines()
     assert len(lines) == 1 and "privfed report: 2 of 2 runs failed:" in lines[0] and "n_teachers" in lines[0]
+
+
+def test_report_checks_every_grid_value_before_the_first_run(sweep_file: Path, tmp_path: Path, capsys) -> None:
+    """A value the estimator refuses whatever the data (n_teachers = 0, a negative gamma in the grid): exit 2,
+    one line naming the run's values, before any run (no output folder)."""
+    for old, new, needle in (("n_teachers = 2", "n_teachers = 0", "n_teachers"),
+                             ("gamma = [0.5, 1.0]", "gamma = [0.5, -1.0]", "gamma = -1.0")):
+        sweep_file.write_text(SWEEP.replace(old, new))
+        assert main(["report", str(sweep_file), "--out", str(tmp_path / "out"), "--no-progress"]) == 2
+        _one_error_line(capsys, "checked before any run", needle)
+        assert not (tmp_path / "out").exists()
 
 
 def test_ctrl_c_says_how_many_runs_are_saved_and_a_rerun_reuses_them(sweep_file, tmp_path, monkeypatch, capsys):
