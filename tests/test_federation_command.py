@@ -134,3 +134,43 @@ def test_local_runs_a_configuration_on_n_sites_and_stops_them(tmp_path) -> None:
         for line in pid_lines:
             pid = int(line.rsplit("[", 1)[1].rstrip("]"))
             assert not Path(f"/proc/{pid}").exists() or "zombie" in Path(f"/proc/{pid}/status").read_text().lower()
+
+
+def test_the_summary_reports_epsilon_per_unit_and_per_observer_where_the_ledger_has_observers(monkeypatch) -> None:
+    """summary_lines: every ε rounded up, per unit; per observer once Ledger.account takes one (issue #31)."""
+    import math
+    import sys
+    import types
+    from dataclasses import dataclass
+
+    from privfed.federation.summary import run_summary, summary_line, summary_lines
+
+    @dataclass
+    class Report:
+        epsilon: float
+        data_dependent: bool = False
+        epsilon_data_independent: float = math.inf
+
+    class ObservedLedger:
+        units, delta = ("party",), 1e-5
+
+        def account(self, *, unit, observer="public"):
+            return Report({"public": 1.23451, "coordinator": math.inf}[observer])
+
+    class Model:
+        privacy, ledger_ = "L1", ObservedLedger()
+
+    observers = types.ModuleType("privfed.accounting.observers")
+    observers.OBSERVERS = ("public", "coordinator")
+    monkeypatch.setitem(sys.modules, "privfed.accounting.observers", observers)
+    import privfed.accounting
+
+    monkeypatch.setattr(privfed.accounting, "observers", observers, raising=False)
+    summary = run_summary(Model(), parties=["party 0", "party 1"], bundle="/srv/b",
+                          metrics={"test_accuracy": 0.9, "test_majority_class_rate": 0.1, "test_examples": 10.0})
+    assert json.loads(summary_line(summary).split(": ", 1)[1]) == summary
+    lines = summary_lines(summary)
+    assert lines[0] == "algorithm: Model L1" and lines[1] == "parties: 2 took part (party 0, party 1)"
+    assert "epsilon (party-level, observer public, delta = 1e-05): 1.235" in lines  # rounded up
+    assert "epsilon (party-level, observer coordinator, delta = 1e-05): inf" in lines
+    assert lines[-2].startswith("test accuracy 0.900 on 10 test examples") and lines[-1] == "bundle: /srv/b"
