@@ -16,7 +16,9 @@ relation its mechanism is stated for.
 
 from __future__ import annotations
 
+import logging
 import math
+from collections import OrderedDict
 
 import dp_accounting
 import numpy as np
@@ -83,8 +85,23 @@ def event_rdp(
     accountant = rdp_privacy_accountant.RdpAccountant(
         orders=[float(a) for a in orders], neighboring_relation=relation
     )
-    accountant.compose(event, count)
+    logger, notice = logging.getLogger("absl"), _UnconvergedOrderNotice()
+    logger.addFilter(notice)
+    try:
+        accountant.compose(event, count)
+    finally:
+        logger.removeFilter(notice)
     return np.asarray(accountant.rdp, dtype=float).copy()
+
+
+class _UnconvergedOrderNotice(logging.Filter):
+    """dp-accounting's notice, one line per order, that a fractional order's series for the subsampled Gaussian
+    did not converge. That order's RDP is then +inf (the order is excluded), which keeps every ε a valid upper
+    bound — the conversion takes the best of the remaining orders — so the notice is dropped, not printed (DP-SGD
+    accounting printed hundreds of them)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "_compute_log_a_frac failed to converge" not in record.getMessage()
 
 
 def _randomized_response_epsilon(event: dp_accounting.RandomizedResponseDpEvent) -> float:
@@ -184,9 +201,37 @@ def event_pld(
                     f"{type(event).__name__}")
 
 
+class PLDMemo:
+    """The last ``size`` PLD ε values by their exact inputs: (``repr(event)``, δ, ε hint), least recently used
+    dropped first. A dp-accounting event's repr names every parameter (floats in their exact shortest form), so
+    equal keys mean the same event, hence the same ε: a ledger asked the same question again — the bundle's
+    ledger, its card, its totals all account the same entries — costs a look-up instead of a PLD."""
+
+    def __init__(self, size: int):
+        self.size = size
+        self._values: OrderedDict[tuple, float] = OrderedDict()
+
+    def epsilon(self, event: dp_accounting.DpEvent, delta: float, epsilon_hint: float | None) -> float:
+        key = (repr(event), float(delta), epsilon_hint)
+        if key in self._values:
+            self._values.move_to_end(key)
+            return self._values[key]
+        interval = pld_interval(event, epsilon_hint=epsilon_hint)
+        value = float(event_pld(event, value_discretization_interval=interval).get_epsilon_for_delta(delta))
+        if self.size > 0:
+            self._values[key] = value
+            if len(self._values) > self.size:
+                self._values.popitem(last=False)
+        return value
+
+
+#: The process's PLD memo (a few hundred floats and their keys).
+PLD_MEMO = PLDMemo(256)
+
+
 def event_pld_epsilon(
     event: dp_accounting.DpEvent, delta: float, *, epsilon_hint: float | None = None
 ) -> float:
-    """ε at ``delta`` of ``event``'s PLD (a valid upper bound: pessimistic discretization)."""
-    interval = pld_interval(event, epsilon_hint=epsilon_hint)
-    return float(event_pld(event, value_discretization_interval=interval).get_epsilon_for_delta(delta))
+    """ε at ``delta`` of ``event``'s PLD (a valid upper bound: pessimistic discretization), memoised
+    (:class:`PLDMemo`)."""
+    return PLD_MEMO.epsilon(event, delta, epsilon_hint)

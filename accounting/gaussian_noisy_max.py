@@ -19,7 +19,7 @@ from scipy import special, stats
 
 from ._checks import check_choice, check_orders, check_positive_finite, check_votes
 from .mechanism import ANALYSES
-from .noisy_max import VoteMechanism
+from .noisy_max import VoteMechanism, distinct_counts
 from .registry import register
 
 __all__ = ["GaussianNoisyMax", "gaussian_log_failure_bounds", "gaussian_noisy_max_rdp", "log1mexp"]
@@ -175,7 +175,11 @@ class GaussianNoisyMax(VoteMechanism):
     def rdp(self, orders: np.ndarray, *, analysis: str = "tight") -> np.ndarray:
         orders = check_orders(orders)
         check_choice("analysis", analysis, ANALYSES)
-        values, counts = np.unique(self.log_failure_bounds(), return_counts=True)
+        if "unique_log_q" not in self._cache:  # a fresh log q, sorted in place: no second per-query array
+            fresh = (self._cache["log_q"].copy() if "log_q" in self._cache
+                     else gaussian_log_failure_bounds(self.votes, self.sigma))
+            self._cache["unique_log_q"] = distinct_counts(fresh)
+        values, counts = self._cache["unique_log_q"]
         rows = max(1, _CHUNK_CELLS // len(orders))
         total = np.zeros_like(orders)
         for start in range(0, len(values), rows):

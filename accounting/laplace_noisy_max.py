@@ -27,7 +27,7 @@ from ._checks import (
 )
 from ._dp_accounting import event_rdp
 from .mechanism import ANALYSES
-from .noisy_max import VoteMechanism
+from .noisy_max import VoteMechanism, distinct_counts
 from .registry import register
 
 __all__ = ["LaplaceNoisyMax", "laplace_failure_bounds"]
@@ -84,8 +84,7 @@ def laplace_failure_bounds(votes: np.ndarray, gamma: float) -> np.ndarray:
     cap = 1.0 - 1.0 / num_classes
     bounds = np.empty(num_queries, dtype=float)
     for start in range(0, num_queries, _CHUNK_ROWS):
-        # Classes along the first axis: reductions over classes become element-wise passes
-        # (free for the column-major copy LaplaceNoisyMax keeps).
+        # Classes along the first axis: reductions over classes become element-wise passes.
         chunk = votes[start : start + _CHUNK_ROWS].T
         gaps = chunk.max(axis=0) - chunk
         # Every zero gap contributes 1/2; the winner itself is excluded, hence "ties − 1".
@@ -195,8 +194,9 @@ class LaplaceNoisyMax(VoteMechanism):
     # --- accounting -----------------------------------------------------------
     def _unique_failure_bounds(self) -> tuple[np.ndarray, np.ndarray]:
         """Distinct q values and their multiplicities: equal q give equal moments."""
-        if "unique_q" not in self._cache:
-            self._cache["unique_q"] = np.unique(self.failure_bounds(), return_counts=True)
+        if "unique_q" not in self._cache:  # a fresh q, sorted in place: no second copy of a per-query array
+            fresh = self._cache["q"].copy() if "q" in self._cache else laplace_failure_bounds(self.votes, self.gamma)
+            self._cache["unique_q"] = distinct_counts(fresh)
         return self._cache["unique_q"]
 
     def _per_query_independent_of_votes(self, orders: np.ndarray, analysis: str, votes_per_unit: int) -> np.ndarray:

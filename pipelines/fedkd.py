@@ -80,6 +80,7 @@ from .fedkd_steps import (
 from .messages import DEFAULT_MAX_BYTES
 from .party_data import check_parties, party_classes
 from .party_schema import record_schema_exchange
+from .preflight import warn_if_noise_drowns_votes
 from .progress import check_progress
 
 __all__ = ["PROBABILITY_FLOOR", "BandwidthReport", "FedKD", "NoisyLogitEnsemble", "party_logits", "party_message"]
@@ -465,6 +466,13 @@ class FedKD(ClassifierMixin, BaseEstimator):
 
     def _party_tasks(self, public: np.ndarray, party_seeds: np.random.SeedSequence, n_parties: int) -> list[FedKDTask]:
         """One :class:`~privfed.pipelines.fedkd_steps.FedKDTask` per party (shared with ``privfed.federation``)."""
+        if self.gamma is not None and not self.multilabel:  # pre-flight: the best margin is 2Z (+Z against −Z)
+            warn_if_noise_drowns_votes(
+                "FedKD", votes=2 * float(self.clip), n_classes=len(self.classes_), aggregator="laplace",
+                scale=1 / float(self.gamma),
+                what=f"each public example's ensemble has a top-class margin of at most {2 * float(self.clip):g} "
+                     f"(logits clipped to ±{float(self.clip):g})",
+                advice="add less noise (a larger gamma) or a larger clip")
         return [
             FedKDTask(
                 public=public,

@@ -62,6 +62,7 @@ from .fedkt_secure import (
 from .messages import ArraySpec, MessageError, Record, WireMessage
 from .partition import keyed_teacher_subsets
 from .party_schema import WITHHELD_SIZE, PartySchema, record_schema_exchange
+from .preflight import warn_if_noise_drowns_votes
 from .voting import break_ties_at_random, consistent_votes, noisy_labels, prediction_votes
 
 __all__ = [
@@ -373,7 +374,24 @@ def fedkt_tasks(
                 delta=float(model.delta),
             )
         )
+    preflight_fedkt(model, n_parties=len(schemas), n_classes=len(classes))
     return tasks
+
+
+def preflight_fedkt(model: Any, *, n_parties: int, n_classes: int) -> None:
+    """Warn before any training when FedKT's noise drowns even a unanimous vote (:mod:`.preflight`)."""
+    noise = fedkt_noise(model)
+    if noise is None:
+        return
+    aggregator = "laplace" if noise.aggregator == "laplace" else "gaussian"
+    scale = 1.0 / noise.scale if aggregator == "laplace" else noise.scale
+    if model.privacy == "L2":  # each party's teachers vote on its local queries, noised on the party
+        votes, tier, fewer = int(model.n_teachers), "party's local", "more teachers (n_teachers)"
+    else:  # the parties' students vote on the server's queries, noised on the server
+        votes, tier, fewer = n_parties * int(model.n_partitions), "server", "more parties or partitions"
+    warn_if_noise_drowns_votes("FedKT", votes=votes, n_classes=n_classes, aggregator=aggregator, scale=scale,
+                               what=f"each {tier} query has at most {votes} votes",
+                               advice=f"add less noise (a larger gamma, a smaller sigma) or use {fewer}")
 
 
 def receive_fedkt_replies(

@@ -30,6 +30,7 @@ array([1, 0])
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -273,8 +274,10 @@ def _party_tables(source: Any, party_column: str | None) -> list[tuple[str, Any]
 def _require_columns(table: Any, columns: Sequence[str], name: str, argument: str) -> None:
     missing = [c for c in columns if c not in table.columns]
     if missing:
+        close = difflib.get_close_matches(str(missing[0]), [str(c) for c in table.columns], n=1)
         raise ValueError(
-            f"{argument}: {name} has no column {', '.join(map(repr, missing))}; its columns are "
+            f"{argument}: {name} has no column {', '.join(map(repr, missing))}"
+            f"{f' (did you mean {close[0]!r}?)' if close else ''}; its columns are "
             f"{', '.join(map(repr, map(str, table.columns)))}"
         )
     if len(table) == 0:

@@ -103,6 +103,7 @@ from .kulsif import DensityRatioSelector
 from .messages import DEFAULT_MAX_BYTES, Record, record_sizes
 from .party_data import check_parties, check_party_data
 from .party_schema import PartySchema, describe_party, federation_classes, record_schema_exchange
+from .preflight import warn_if_noise_drowns_votes
 from .progress import check_progress, progress_bar
 from .selective_fd_steps import (
     SERVER_NOISE_MODES,
@@ -225,6 +226,11 @@ class _FederatedDistillation(ClassifierMixin, BaseEstimator):
             raise ValueError(f"client must index one of the {n_parties} clients (0..{n_parties - 1}), "
                              f"got {self.client}")
         self.classes_ = classes
+        if protocol.privacy in ("gnmax", "confident-gnmax"):  # pre-flight: every client shares and agrees
+            warn_if_noise_drowns_votes(
+                protocol.name, votes=n_parties, n_classes=n_classes, aggregator="gaussian", scale=float(protocol.sigma),
+                what=f"each proxy example has at most {n_parties} votes (one per client)",
+                advice="add less noise (a smaller sigma) or more clients")
         saved = checkpoint.load() if checkpoint is not None else None
         seed_sequence = (np.random.SeedSequence(int(saved[0]["entropy"])) if saved is not None
                          else as_seed_sequence(self.random_state))

@@ -53,7 +53,31 @@ class Parser(argparse.ArgumentParser):
     """An argument parser whose usage errors are one line on stderr (exit code 2), pointing at ``--help``."""
 
     def error(self, message: str) -> None:  # type: ignore[override]
+        if message.startswith("unrecognized arguments: "):
+            message += _did_you_mean(message.split(": ", 1)[1].split(), self._option_strings())
         self.exit(EXIT_BAD_INPUT, f"{self.prog}: error: {message} (see '{self.prog} --help')\n")
+
+    def _option_strings(self) -> list[str]:
+        """Every flag of this parser and of its subcommands, recursively."""
+        options = []
+        for action in self._actions:
+            options += [option for option in action.option_strings if option.startswith("--")]
+            if isinstance(action, argparse._SubParsersAction):
+                for parser in action.choices.values():
+                    options += parser._option_strings() if isinstance(parser, Parser) else []
+        return sorted(set(options))
+
+
+def _did_you_mean(words: list[str], options: list[str]) -> str:
+    """"; did you mean '--gamma'?" for the first unknown flag close to a known one, else ""."""
+    import difflib
+
+    for word in words:
+        if word.startswith("--"):
+            close = difflib.get_close_matches(word.split("=", 1)[0], options, n=1)
+            if close:
+                return f"; did you mean {close[0]!r}?"
+    return ""
 
 
 def number_in(low: float, high: float, *, low_open: bool = True, high_open: bool = False):

@@ -870,6 +870,8 @@ def audit(
                              given_units=given_units, module=module, model_class=model_class,
                              confidence=confidence, random_state=random_state, public_key=public_key,
                              signature=signature)
+    if path is not None and not path.exists():
+        raise AuditInputError(f"{str(path)!r} does not exist (give a bundle folder or a model file)")
     if path is not None and not path.is_file():
         raise AuditInputError(f"{str(path)!r} is neither a bundle directory nor a model file")
     if claims is None:

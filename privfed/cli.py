@@ -34,6 +34,7 @@ from privfed._arguments import (
 from privfed.audit_command import add_audit_command
 from privfed.demo import add_demo_command
 from privfed.examples_command import add_examples_command
+from privfed.federation_command import add_federation_command
 from privfed.report_command import add_report_command
 from privfed.sign_command import add_sign_commands
 
@@ -45,6 +46,9 @@ def _mechanisms(args: argparse.Namespace) -> list:
     from privfed.accounting.documents import load_npy
 
     path = Path(args.source)
+    if path.is_dir():
+        raise ValueError(f"SOURCE {str(path)!r} is a folder; give a vote matrix (.npy) or a mechanism file (.toml or "
+                         ".json) — a bundle folder is checked with privfed audit")
     if path.suffix.lower() in (".json", ".toml"):
         given = [flag for flag, value in (("--gamma", args.gamma), ("--votes-per-unit", args.votes_per_unit),
                                           ("--unit", args.unit)) if value is not None]
@@ -62,6 +66,8 @@ def _mechanisms(args: argparse.Namespace) -> list:
             raise ValueError(f"mechanism file {str(path)!r} is not valid {path.suffix[1:].upper()}: {error}") from None
         except OSError as error:
             raise ValueError(f"mechanism file {str(path)!r} could not be read: {error.strerror or error}") from None
+    if not path.is_file():
+        raise ValueError(f"VOTES file {str(path)!r} does not exist")
     if args.gamma is None:
         raise ValueError("--gamma is required with a .npy vote file")
     votes_per_unit = 1 if args.votes_per_unit is None else args.votes_per_unit
@@ -146,6 +152,7 @@ def _parser() -> Parser:
     add_audit_command(commands)
     add_report_command(commands)
     add_sign_commands(commands)
+    add_federation_command(commands)
     return parser
 
 

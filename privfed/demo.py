@@ -55,7 +55,12 @@ def run_demo(out: Path, *, gamma: float = 0.5, query_fraction: float = 0.2, seed
         l1.fit(split.parties, split.X_public)
         bar.update()
     elapsed = time.perf_counter() - start
-    path = save_bundle(l1, out, overwrite=overwrite)
+    from privfed.evaluation import evaluate_accuracy
+
+    path = save_bundle(l1, out, overwrite=overwrite, metrics=evaluate_accuracy(l1, split.X_test, split.y_test),
+                       data={"public": split.X_public, "test": split.X_test},
+                       intended_use="A demonstration of FedKT-L1 on scikit-learn's digits (20 simulated parties); "
+                                    "not for any real decision.")
     return {
         "solo": solo.score(split.X_test, split.y_test),
         "l0": l0.score(split.X_test, split.y_test),

@@ -71,8 +71,9 @@ def write_examples(directory: str | Path, *, overwrite: bool = False) -> list[Pa
 def _examples_command(args: argparse.Namespace) -> int:
     written = write_examples(args.directory, overwrite=args.overwrite)
     root = Path(args.directory)
-    print(f"wrote {len(written)} example files to {root}: "
-          + ", ".join(str(path.relative_to(root)) for path in written))
+    print(f"wrote {len(written)} example files to {root}:")
+    for path in written:
+        print(f"  {path.relative_to(root)}")
     print(f"next: privfed account {root / 'votes.npy'} --gamma 0.04 --votes-per-unit 2 --unit party --delta 1e-5")
     return EXIT_OK
 

@@ -30,6 +30,7 @@ from privfed.accounting.ledger import Ledger
 from privfed.accounting.mechanism import relation_for_unit
 from privfed.accounting.observers import OBSERVERS, describe_observer
 from privfed.accounting.report import round_up
+from privfed.evaluation import accuracy_line
 from privfed.privacy_statement import render_privacy_statement
 
 __all__ = ["CARD_DATA_FILE", "card_data_document", "render_model_card"]
@@ -179,7 +180,9 @@ def _card_lines(card: Mapping[str, Any]) -> list[str]:
     metrics = card.get("metrics")
     if metrics:
         lines += ["| metric | value |", "|---|---|", *[f"| {name} | {value:.6g} |" for name, value in metrics.items()]]
-        lines += ["", "Reported by the publisher; privfed did not compute these numbers."]
+        verdict = accuracy_line(metrics)
+        lines += ["", f"**{verdict[0].upper()}{verdict[1:]}.**" if verdict else
+                  "Reported by the publisher; privfed did not compute these numbers."]
     else:
         lines += ["Not evaluated: no metrics were recorded with this bundle."]
     lines += ["", "## Data", ""]
@@ -228,6 +231,10 @@ def render_model_card(ledger: Ledger, *, card: Mapping[str, Any] | None = None) 
     """Markdown model card of a bundle's ``ledger`` and ``card`` (the content of its ``card.json``)."""
     model = ledger.model_fingerprint or {}
     lines = [f"# Model card: {ledger.description or model.get('class', 'privfed model')}", ""]
+    if ledger.evidence_fingerprint:
+        lines += ["> **Warning: this bundle ships private evidence.** `evidence.npz` holds private data (the vote "
+                  "histograms behind the data-dependent ε), written on the publisher's explicit request. Give this "
+                  "bundle to auditors only; publish a bundle saved without evidence (`save_bundle`'s default).", ""]
     lines += ["## The model", "",
               f"- Class: `{model.get('class', 'unknown')}` ({model.get('family', 'unknown')} family)",
               f"- Format: {model.get('format', 'unknown')} — a data format, loading it executes no code",

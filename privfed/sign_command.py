@@ -12,6 +12,7 @@ writes ``BUNDLE.sig`` (:mod:`privfed.model_signature`). Readers then run
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 from typing import Any
 
 __all__ = ["add_sign_commands"]
@@ -40,6 +41,8 @@ def _sign_command(args: argparse.Namespace) -> int:
         raise ValueError("--out applies to --format model-signing; privfed's format signs into BUNDLE/SIGNATURE.json")
     from privfed.signing import key_fingerprint, load_private_key, sign_bundle
 
+    if not Path(args.key).is_file():
+        raise ValueError(f"--key {args.key!r} does not exist (a private key written by privfed keygen)")
     key = load_private_key(args.key)
     digest = sign_bundle(args.bundle, key)
     print(f"signed {args.bundle}\nbundle digest: {digest}\nkey fingerprint: {key_fingerprint(key)}")

@@ -31,7 +31,7 @@ import platform
 import subprocess
 import time
 import warnings
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from importlib import metadata
@@ -323,6 +323,27 @@ def _build_estimator(estimator: str, params: Mapping[str, Any], seed: int) -> An
     return cls(**kwargs, random_state=seed)
 
 
+def check_points(estimator: str, points: Sequence[SweepPoint]) -> None:
+    """Every run's parameters, before the first run: each distinct parameter set is built and checked by the
+    estimator's own validation (``_validate``), so that a bad grid or setting value stops the sweep at once —
+    a ``ValueError`` naming the run's varied values — instead of failing run after run."""
+    seen = set()
+    for point in points:
+        params = _canonical(point.estimator_params)
+        if params in seen:
+            continue
+        seen.add(params)
+        try:
+            model = _build_estimator(estimator, point.estimator_params, point.seed)
+            validate = getattr(model, "_validate", None)
+            if validate is not None:
+                validate()
+        except (ValueError, TypeError) as error:
+            values = ", ".join(f"{key} = {value!r}" for key, value in point.values.items())
+            raise ValueError(f"the {point.setting or point.role} run with {values or 'its settings'} is invalid, "
+                             f"checked before any run: {error}") from None
+
+
 def _auc(model: Any, X: np.ndarray, y: np.ndarray, n_classes: int) -> float:
     if n_classes != 2 or len(np.unique(y)) != 2:
         return math.nan
@@ -542,6 +563,7 @@ def run_sweep(
     out_dir = Path(out_dir)
     data = _load_data(config.data)
     points = expand_points(config, data_fingerprint=data.fingerprint)
+    check_points(config.estimator, points)
     columns = result_columns(varied_keys(config))
 
     out_dir.mkdir(parents=True, exist_ok=True)

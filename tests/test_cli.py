@@ -112,5 +112,7 @@ def test_demo_writes_a_bundle_whose_ledger_matches_the_printout(
     report = ledger.account(unit="party")
     assert f"ε = {accounting.report.round_up(report.epsilon)}" in printed and "party-level" in printed
     assert hasattr(model, "predict") and (out / "MODEL_CARD.md").is_file()
+    card = (out / "MODEL_CARD.md").read_text()  # metrics, data and intended use filled
+    assert "| test_accuracy |" in card and "- `public`: shape" in card and "not for any real decision" in card
     assert main(["demo", "--out", str(out)]) == 2
     assert "--overwrite" in capsys.readouterr().err

@@ -81,7 +81,9 @@ def test_examples_writes_the_shipped_files_and_they_run(tmp_path: Path, capsys) 
     assert {"votes.npy", "pipeline.toml", "pipeline_votes.npy", "report_digits.toml",
             "claims/fedkt_l1_adult.json"} <= written
     assert (target / "votes.npy").read_bytes() == (ROOT / "examples" / "votes.npy").read_bytes()
-    capsys.readouterr()
+    listed = capsys.readouterr().out.splitlines()  # one file per line
+    assert listed[0] == f"wrote {len(written)} example files to {target}:"
+    assert sorted(line.strip() for line in listed[1:1 + len(written)]) == sorted(written)
     assert main(["account", str(target / "votes.npy"), "--gamma", "0.04", "--delta", "1e-5"]) == 0
     assert main(["account", str(target / "pipeline.toml"), "--delta", "1e-5"]) == 0
     assert main(["audit", "--claims", str(target / "claims" / "fedkt_l1_adult.json")]) in (0, 1)
@@ -205,7 +207,7 @@ def test_a_corrupt_votes_file_never_suggests_unpickling(tmp_path: Path, capsys) 
     assert "allow_pickle" not in error
     (tmp_path / "folder.npy").mkdir()
     assert main(["account", str(tmp_path / "folder.npy"), "--gamma", "0.1", "--delta", "1e-5"]) == 2
-    _one_error_line(capsys, "VOTES file", "not a file")
+    _one_error_line(capsys, "folder.npy' is a folder")
 
 
 # --- privfed report: failed runs, Ctrl-C, resuming --------------------------------------------------------------
@@ -244,10 +246,22 @@ def sweep_file(tmp_path: Path) -> Path:
 
 
 def test_report_exits_3_with_one_line_per_distinct_failure(sweep_file: Path, tmp_path: Path, capsys) -> None:
-    sweep_file.write_text(SWEEP.replace("n_teachers = 2", "n_teachers = 0"))  # refused by fit, run by run
+    # 100 teachers for parties of 35 rows: only the data tells, so fit refuses it run by run.
+    sweep_file.write_text(SWEEP.replace("n_teachers = 2", "n_teachers = 100"))
     assert main(["report", str(sweep_file), "--out", str(tmp_path / "out"), "--no-progress"]) == 3
     lines = capsys.readouterr().err.strip().splitlines()
     assert len(lines) == 1 and "privfed report: 2 of 2 runs failed:" in lines[0] and "n_teachers" in lines[0]
+
+
+def test_report_checks_every_grid_value_before_the_first_run(sweep_file: Path, tmp_path: Path, capsys) -> None:
+    """A value the estimator refuses whatever the data (n_teachers = 0, a negative gamma in the grid): exit 2,
+    one line naming the run's values, before any run (no output folder)."""
+    for old, new, needle in (("n_teachers = 2", "n_teachers = 0", "n_teachers"),
+                             ("gamma = [0.5, 1.0]", "gamma = [0.5, -1.0]", "gamma = -1.0")):
+        sweep_file.write_text(SWEEP.replace(old, new))
+        assert main(["report", str(sweep_file), "--out", str(tmp_path / "out"), "--no-progress"]) == 2
+        _one_error_line(capsys, "checked before any run", needle)
+        assert not (tmp_path / "out").exists()
 
 
 def test_ctrl_c_says_how_many_runs_are_saved_and_a_rerun_reuses_them(sweep_file, tmp_path, monkeypatch, capsys):
@@ -269,3 +283,18 @@ def test_ctrl_c_says_how_many_runs_are_saved_and_a_rerun_reuses_them(sweep_file,
     monkeypatch.setattr(sweep, "_run_point", real)
     assert main(["report", str(sweep_file), "--out", str(out), "--no-progress"]) == 0
     assert "resuming: reusing 1 of 2 runs" in capsys.readouterr().err
+
+
+def test_messages_name_the_real_problem(tmp_path: Path, capsys) -> None:
+    """A folder given to account, a missing audit target, a missing signing key, a missing vote file, a flag typo."""
+    (tmp_path / "folder").mkdir()
+    assert main(["account", str(tmp_path / "folder"), "--delta", "1e-5"]) == 2
+    _one_error_line(capsys, "is a folder; give a vote matrix (.npy) or a mechanism file")
+    assert main(["account", str(tmp_path / "absent.npy"), "--delta", "1e-5"]) == 2
+    _one_error_line(capsys, "VOTES file", "does not exist")
+    assert main(["audit", str(tmp_path / "missing-dir")]) == 2
+    _one_error_line(capsys, "missing-dir' does not exist")
+    assert main(["sign", str(tmp_path / "folder"), "--key", str(tmp_path / "nokey.pem")]) == 2
+    _one_error_line(capsys, "--key", "nokey.pem' does not exist")
+    assert main(["account", "votes.npy", "--gama", "1", "--delta", "1e-5"]) == 2
+    _one_error_line(capsys, "unrecognized arguments: --gama 1; did you mean '--gamma'?")

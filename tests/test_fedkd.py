@@ -340,3 +340,14 @@ def test_paper_quantizer_arguments_are_checked(digits):
         FedKD(mlp(), mlp(), quantizer="round").fit(parties, public)
     with pytest.raises(ValueError, match="quantizer='paper'"):
         FedKD(mlp(), mlp(), gamma=None, quantization_scale=None, quantizer="paper").fit(parties, public)
+
+
+def test_the_preflight_check_warns_when_the_noise_drowns_the_logit_margin(digits):
+    """Logits clipped to ±1 (margin 2) under Laplace noise of scale 50: near chance, said before training."""
+    parties, public, _ = digits
+    model = FedKD(LogisticRegression(max_iter=200), LogisticRegression(max_iter=200), gamma=0.02, clip=1.0,
+                  random_state=0)
+    with pytest.warns(UserWarning, match=r"FedKD pre-flight: each public example's ensemble has a top-class margin of "
+                                         r"at most 2 \(logits clipped to ±1\) and gets Laplace noise of scale 50 "
+                                         r"\(1/gamma\).*NEAR CHANCE"):
+        model.fit(parties, public)

@@ -68,3 +68,36 @@ def test_privacy_reports_print_as_one_line_and_keep_their_curves(digits):
     curves = report.curves()
     assert curves["orders"] == report.orders and curves["rdp"] == report.rdp and len(report.rdp) > 10
     assert report.other_units["example"].curves()["rdp"] == report.other_units["example"].rdp
+
+
+def test_unanimous_accuracy_matches_the_two_class_closed_forms():
+    """Two classes: Laplace, P(D < v) for D the difference of two Laplace(b) = 1 − ½e^(−v/b)(1 + v/(2b));
+    Gaussian, Φ(v / (σ√2))."""
+    from privfed.pipelines.preflight import unanimous_accuracy
+    from scipy.stats import norm
+
+    for votes, scale in ((1, 1.0), (6, 10.0), (3, 0.5)):
+        laplace = 1 - 0.5 * np.exp(-votes / scale) * (1 + votes / (2 * scale))
+        assert unanimous_accuracy(votes, 2, aggregator="laplace", scale=scale) == pytest.approx(laplace, abs=0.025)
+        gaussian = norm.cdf(votes / (scale * np.sqrt(2)))
+        assert unanimous_accuracy(votes, 2, aggregator="gaussian", scale=scale) == pytest.approx(gaussian, abs=0.025)
+
+
+def test_the_preflight_check_warns_with_the_numbers_when_noise_drowns_the_votes(digits):
+    """γ = 0.1 on 4 parties × 1 partition: noise of scale 10 on 4 votes, near chance; γ = 2 is not."""
+    parties, public = digits
+    noisy = privfed.FedKT(DecisionTreeClassifier(max_depth=6), n_partitions=1, privacy="L1", gamma=0.1,
+                          random_state=0)
+    with pytest.warns(UserWarning, match=r"FedKT pre-flight: each server query has at most 4 votes and gets Laplace "
+                                         r"noise of scale 10 \(1/gamma\); even a unanimous vote is answered correctly "
+                                         r"only \d+% of the time with 10 classes \(chance: 10%\).*NEAR CHANCE"):
+        noisy.fit(parties, public)
+    with pytest.warns(UserWarning, match=r"each party's local query has at most 5 votes and gets Gaussian noise of "
+                                         r"standard deviation 20"):
+        privfed.FedKT(DecisionTreeClassifier(max_depth=6), n_partitions=1, privacy="L2", aggregator="gaussian",
+                      sigma=20.0, random_state=0).fit(parties, public)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        privfed.FedKT(DecisionTreeClassifier(max_depth=6), n_partitions=1, privacy="L1", gamma=2.0,
+                      random_state=0).fit(parties, public)
+    assert not [w for w in caught if "pre-flight" in str(w.message)]

@@ -192,7 +192,8 @@ def test_a_release_relabelled_as_training_is_refused_when_read():
     document = json.loads(ledger.to_json())
     entry = document["entries"][0]
     entry["kind"] = "training"  # a forger would hide the release from every bound (and reseal the chain and totals)
-    with pytest.raises(LedgerFormatError, match="a 'training' entry must hold DP training .* got kind 'laplace_noisy_max'"):
+    with pytest.raises(LedgerFormatError,
+                       match="a 'training' entry must hold DP training .* got kind 'laplace_noisy_max'"):
         LedgerEntry.from_dict(entry, "ledger.entries[0]")
 
 

@@ -75,3 +75,22 @@ def test_accounting_imports_no_ml_framework():
     code = ("import sys, privfed.accounting; bad = {'sklearn', 'torch', 'xgboost', 'pandas'} & set(sys.modules); "
             "assert not bad, bad")
     subprocess.run([sys.executable, "-c", code], cwd=REPO_ROOT, check=True)
+
+
+def test_the_wheel_ships_every_example_and_privfed_examples_writes_the_same_files(wheel, tmp_path):
+    """Every file under examples/ is in the wheel, and `privfed examples` run from the installed wheel writes the
+    same files, byte for byte, as from this checkout."""
+    names = set(zipfile.ZipFile(wheel).namelist())
+    examples = REPO_ROOT / "examples"
+    checkout = {p.relative_to(examples).as_posix() for p in examples.rglob("*")
+                if p.is_file() and "__pycache__" not in p.parts}
+    assert {f"privfed/examples/{name}" for name in checkout} <= names
+    installed = tmp_path / "site"
+    subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "-q", "--target", str(installed), str(wheel)],
+                   check=True, capture_output=True)
+    for where, path in (("wheel", str(installed)), ("checkout", str(REPO_ROOT))):
+        subprocess.run([sys.executable, "-m", "privfed", "examples", str(tmp_path / where)], check=True,
+                       capture_output=True, cwd=tmp_path, env={"PATH": "/usr/bin:/bin", "PYTHONPATH": path})
+    written = {where: {p.relative_to(tmp_path / where).as_posix(): p.read_bytes()
+                       for p in (tmp_path / where).rglob("*") if p.is_file()} for where in ("wheel", "checkout")}
+    assert written["wheel"] == written["checkout"] and set(written["wheel"]) == checkout

@@ -85,6 +85,8 @@ def test_load_parties_is_public_and_lazy():
          r"feature_columns: b.* has no column 'bmi'; its columns are 'age', 'diagnosis'"),
         (lambda f: f, {"label_column": "outcome"},
          r"label_column: .* has no column 'outcome'; its columns are 'age', 'bmi', 'diagnosis'"),
+        (lambda f: f, {"label_column": "diagnoses"},
+         r"label_column: .* has no column 'diagnoses' \(did you mean 'diagnosis'\?\); its columns are"),
         (lambda f: f.assign(bmi=f["bmi"].astype(str) + " kg"), {}, r"feature column 'bmi' is not numeric \(e.g. '"),
         (lambda f: f.assign(bmi=np.where(np.arange(len(f)) < 2, np.nan, f["bmi"])), {},
          "feature column 'bmi' has 2 missing values"),

@@ -34,5 +34,8 @@ def test_the_readme_fedkt_snippet_trains_a_useful_model_at_the_stated_epsilon(tm
     assert report.unit == "party" and report.delta == 1e-5
     assert stated_epsilon - 0.1 <= report.epsilon <= stated_epsilon  # the stated ε is an upper bound, and close
     assert (tmp_path / "bundle" / "ledger.json").is_file()
+    card = (tmp_path / "bundle" / "MODEL_CARD.md").read_text()  # metrics, data and intended use filled
+    assert f"| test_accuracy | {accuracy:.6g} |" in card and "**Test accuracy" in card and "NEAR CHANCE" not in card
+    assert "- `public`: shape (500, 64)" in card and "An example on digits, not for real decisions." in card
     printed = capsys.readouterr().out
     assert str(report) in printed

@@ -387,3 +387,13 @@ def test_estimators_are_importable_from_privfed() -> None:
     assert privfed.SelectiveFD is SelectiveFD and privfed.FedMD is FedMD
     assert privfed.IndependentLearning is IndependentLearning
     assert privfed.KuLSIF.__name__ == "KuLSIF" and privfed.DensityRatioSelector.__name__ == "DensityRatioSelector"
+
+
+def test_the_preflight_check_warns_when_gnmax_noise_drowns_the_clients_votes(digits) -> None:
+    """σ = 30 on at most 10 votes (one per client) with 10 classes: near chance, said before the first round."""
+    parties, proxy, _ = digits
+    model = SelectiveFD(mlp(), labels="hard", privacy="gnmax", sigma=30.0, **dict(FAST, rounds=1), **SELECTOR)
+    with pytest.warns(UserWarning, match=r"Selective-FD pre-flight: each proxy example has at most 10 votes \(one per "
+                                         r"client\) and gets Gaussian noise of standard deviation 30 \(sigma\); even a "
+                                         r"unanimous vote is answered correctly only \d+% .*NEAR CHANCE"):
+        model.fit(parties, proxy)

@@ -36,6 +36,9 @@ def test_the_your_data_walkthrough_runs_and_prints_what_it_shows(tmp_path, monke
     majority = f"{np.bincount(y_test).max() / len(y_test):.3f}"
     assert f"The majority class alone scores {majority} on these {len(y_test)} test patients" in DOC.read_text()
 
+    card = (tmp_path / "hospitals-bundle" / "MODEL_CARD.md").read_text()  # metrics, data, intended use filled
+    assert "| test_accuracy | 0.898551 |" in card and "- `test`: shape (69, 30)" in card
+    assert "not for diagnosis" in card and "NEAR CHANCE" not in card
     (audit,) = [line for line in blocks("bash")[0].splitlines() if line.startswith("python -m privfed audit")]
     assert main(audit.split()[3:]) == 0
     assert "PASS" in capsys.readouterr().out

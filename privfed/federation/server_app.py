@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import json
 import time
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -38,6 +39,7 @@ from privfed.federation.task import (
     PUBLISH_REQUEST,
     estimator_from_config,
     from_recorddict,
+    load_party_data,
     load_public,
     model_from_record,
     model_spec,
@@ -73,18 +75,31 @@ class ServerJob:
     timeout: float | None = None
     max_message_bytes: int = DEFAULT_MAX_BYTES
     output_bundle: str | None = None
+    ship_evidence: bool = False
+    test: tuple[np.ndarray, np.ndarray] | None = None  # labelled (X, y) held out on the server: test accuracy
+    announce: bool = False  # print the summary line for `privfed federation run` (privfed.federation.summary)
+    intended_use: str | None = None  # the model card's intended use
+
+
+#: The warning printed (and so streamed by ``flwr run``) when the bundle ships the parties' private evidence.
+SHIP_EVIDENCE_WARNING = (
+    "ship-evidence=true: the bundle's evidence.npz holds private evidence (the vote histograms behind the "
+    "data-dependent epsilon); give that file to auditors only, never publish it with the model"
+)
 
 
 def _wait_for_nodes(grid: Any, count: int, timeout: float | None) -> list[int]:
     """The first ``count`` SuperNodes to connect (sorted ids); waits at most ``timeout`` seconds."""
-    deadline = None if timeout is None else time.monotonic() + timeout
+    started = time.monotonic()
+    deadline = None if timeout is None else started + timeout
     while True:
         nodes = sorted(grid.get_node_ids())
         if len(nodes) >= count:
             return nodes[:count]
         if deadline is not None and time.monotonic() > deadline:
             raise FederationError(
-                f"only {len(nodes)} of {count} SuperNodes connected within timeout={timeout} s; nothing was written"
+                f"only {len(nodes)} of {count} SuperNodes connected after {time.monotonic() - started:.1f} s "
+                f"(timeout={timeout} s); nothing was written"
             )
         time.sleep(_POLL_SECONDS)
 
@@ -122,11 +137,15 @@ def _exchange(
     grid: Any, contents: dict[int, Any], message_type: str, names: dict[int, str], timeout: float | None, step: str
 ) -> dict[int, tuple[list, dict]]:
     """Send one message per node and collect every reply, or raise naming the parties that failed."""
+    started = time.monotonic()
     received, missing = _exchange_allowing_missing(grid, contents, message_type, names, timeout, step)
     if missing:
+        waited = time.monotonic() - started
+        cause = ("no reply within the timeout" if timeout is not None and waited >= timeout
+                 else "Flower reported it unreachable (disconnected or its ClientApp crashed)")
         raise FederationError(
-            f"{', '.join(names[node] for node in missing)} did not reply to the {step} step within timeout={timeout} s "
-            "(timed out or disconnected); the run stops without partial results and nothing was written"
+            f"{', '.join(names[node] for node in missing)} did not reply to the {step} step after {waited:.1f} s "
+            f"(timeout={timeout} s: {cause}); the run stops without partial results and nothing was written"
         )
     return received
 
@@ -163,10 +182,25 @@ def run_server(grid: Any, job: ServerJob) -> Any:
 
     # 2. One task per party, then the server step; the bundle only once the server step has succeeded.
     _server_steps(model)(grid, job, model, public, schemas, classes, order, names)
+    metrics = None
+    if job.test is not None:
+        from privfed.evaluation import accuracy_line, evaluate_accuracy
+
+        metrics = evaluate_accuracy(model, *job.test)
+        print(f"privfed: {accuracy_line(metrics)}", flush=True)
     if job.output_bundle:
         from privfed.bundle import save_bundle
 
-        save_bundle(model, job.output_bundle, evidence=model.ledger_.evidence())
+        if job.ship_evidence:  # save_bundle's default keeps private evidence at home; shipping it is explicit
+            warnings.warn(SHIP_EVIDENCE_WARNING, UserWarning, stacklevel=2)
+        data = {"public": public} if job.test is None else {"public": public, "test": job.test[0]}
+        save_bundle(model, job.output_bundle, evidence=True if job.ship_evidence else None, metrics=metrics,
+                    data=data, intended_use=job.intended_use)
+    if job.announce:
+        from privfed.federation.summary import run_summary, summary_line
+
+        print(summary_line(run_summary(model, parties=[names[node] for node in order], bundle=job.output_bundle,
+                                       metrics=metrics)), flush=True)
     return model
 
 
@@ -368,7 +402,14 @@ def make_server_app(job: ServerJob | None = None, on_fitted: Callable[[Any], Non
 
     @server.main()
     def main(grid: Any, context: Any) -> None:
-        fitted = run_server(grid, job if job is not None else job_from_config(context.run_config))
+        try:
+            fitted = run_server(grid, job if job is not None else job_from_config(context.run_config))
+        except Exception as error:  # one line for `privfed federation run`; Flower logs the traceback
+            if job is None:
+                from privfed.federation.summary import FAILURE_PREFIX, failure_record
+
+                print(FAILURE_PREFIX + json.dumps(failure_record(error)), flush=True)
+            raise
         if on_fitted is not None:
             on_fitted(fitted)
 
@@ -381,6 +422,11 @@ def job_from_config(config: Any) -> ServerJob:
     if not public_path:
         raise ValueError("the run config needs public-path, the public (unlabelled) set's file on the server")
     public = load_public(public_path)
+    test_path = str(config.get("test-path", ""))
+    try:
+        test = load_party_data(test_path) if test_path else None
+    except ValueError as error:  # its messages name a party's data-path
+        raise ValueError(f"test-path (a labelled test file on the server): {error}") from None
     timeout = float(config.get("timeout", 0.0)) or None
     return ServerJob(
         estimator=estimator_from_config(config),
@@ -389,7 +435,19 @@ def job_from_config(config: Any) -> ServerJob:
         timeout=timeout,
         max_message_bytes=int(config.get("max-message-bytes", DEFAULT_MAX_BYTES)),
         output_bundle=str(config.get("output-bundle", "")) or None,
+        ship_evidence=_flag(config, "ship-evidence"),
+        test=test,
+        announce=True,
+        intended_use=str(config.get("intended-use", "")) or None,
     )
+
+
+def _flag(config: Any, key: str) -> bool:
+    """A boolean run-config key (default false); ValueError naming it for anything but true/false."""
+    value = config.get(key, False)
+    if not isinstance(value, bool):
+        raise ValueError(f"the run config's {key} must be true or false, got {value!r}")
+    return value
 
 
 def __getattr__(name: str) -> Any:

@@ -12,6 +12,7 @@ and documents ``flwr run`` for everything else (``docs/federation.md``).
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import tempfile
 from collections.abc import Callable, Iterator, Sequence
@@ -43,6 +44,24 @@ def _checkout_on_worker_path() -> Iterator[None]:
             os.environ.pop("PYTHONPATH", None)
         else:
             os.environ["PYTHONPATH"] = previous
+
+
+class _DropRunSimulationDeprecation(logging.Filter):
+    """Flower's notice that ``run_simulation`` is deprecated: privfed calls it on purpose (docs/federation.md)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "`run_simulation` function is deprecated" not in record.getMessage()
+
+
+@contextlib.contextmanager
+def _without_run_simulation_deprecation() -> Iterator[None]:
+    """Drop that one notice from Flower's logger while ``simulate`` runs; every other record passes."""
+    logger, notice = logging.getLogger("flwr"), _DropRunSimulationDeprecation()
+    logger.addFilter(notice)
+    try:
+        yield
+    finally:
+        logger.removeFilter(notice)
 
 
 def _party_files(parties: Any, folder: Path, check: Callable[[Any], list] | None = None) -> list[str]:
@@ -142,12 +161,13 @@ def simulate(
         if num_supernodes is not None and num_supernodes != len(paths):
             raise ValueError(f"num_supernodes must be None or len(parties) = {len(paths)}, got {num_supernodes!r}")
         job = ServerJob(estimator=estimator, public=np.asarray(public), num_supernodes=len(paths), timeout=timeout)
-        run_simulation(
-            server_app=make_server_app(job, on_fitted=fitted.append),
-            client_app=make_client_app(paths),
-            num_supernodes=len(paths),
-            backend_config={"client_resources": {"num_cpus": 1, "num_gpus": 0.0}},
-        )
+        with _without_run_simulation_deprecation():
+            run_simulation(
+                server_app=make_server_app(job, on_fitted=fitted.append),
+                client_app=make_client_app(paths),
+                num_supernodes=len(paths),
+                backend_config={"client_resources": {"num_cpus": 1, "num_gpus": 0.0}},
+            )
     if not fitted:
         raise FederationError("the Flower simulation ended without a fitted model; nothing was written")
     return fitted[0]
