@@ -13,13 +13,12 @@ table::
 
 from __future__ import annotations
 
-import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from privfed.accounting._checks import check_int_at_least, check_probability
-from privfed.reports.config import SPLIT_KEYS, ConfigError, SweepConfig, init_parameters, parse_config
+from privfed.reports.config import SPLIT_KEYS, ConfigError, SweepConfig, init_parameters, parse_config, read_toml
 
 __all__ = ["AuditConfig", "load_audit_config"]
 
@@ -71,14 +70,7 @@ class AuditConfig:
 def load_audit_config(path: str | Path) -> AuditConfig:
     """Read and validate an ``--empirical`` configuration; :class:`ConfigError` names the bad key."""
     path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as error:
-        raise ConfigError(f"config file {str(path)!r} could not be read: {error.strerror or error}") from None
-    try:
-        document = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as error:
-        raise ConfigError(f"config file {str(path)!r} is not valid TOML: {error}") from None
+    document, text = read_toml(path)
     audit = document.pop("audit", None)
     if not isinstance(audit, dict):
         raise ConfigError("[audit] with num_canaries = N (>= 2) is required")

@@ -199,15 +199,20 @@ def load_config(path: str | Path, *, data_folder: str | Path | None = None) -> S
         When the file cannot be read or parsed, or a key is missing or invalid.
     """
     path = Path(path)
+    document, text = read_toml(path)
+    return parse_config(document, base_dir=path.parent, source_text=text, data_folder=data_folder)
+
+
+def read_toml(path: Path) -> tuple[dict[str, Any], str]:
+    """A configuration file's parsed TOML and its text; :class:`ConfigError` (one line) when unreadable."""
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as error:
         raise ConfigError(f"config file {str(path)!r} could not be read: {error.strerror or error}") from None
     try:
-        document = tomllib.loads(text)
+        return tomllib.loads(text), text
     except tomllib.TOMLDecodeError as error:
         raise ConfigError(f"config file {str(path)!r} is not valid TOML: {error}") from None
-    return parse_config(document, base_dir=path.parent, source_text=text, data_folder=data_folder)
 
 
 def parse_config(

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import signal
 import socket
 import subprocess
 import time
@@ -24,21 +23,14 @@ from pathlib import Path
 import numpy as np
 
 import privfed
+from privfed.federation.local import free_ports
+from privfed.federation.local import stop_process as stop
 
 APP = Path(privfed.__file__).resolve().parent / "federation" / "app"
 
 
 def free_port() -> int:
     return free_ports(1)[0]
-
-
-def free_ports(count: int) -> list[int]:
-    """``count`` distinct ports free on 127.0.0.1 now (all held open together while chosen)."""
-    with contextlib.ExitStack() as held:
-        probes = [held.enter_context(socket.socket()) for _ in range(count)]
-        for probe in probes:
-            probe.bind(("127.0.0.1", 0))
-        return [probe.getsockname()[1] for probe in probes]
 
 
 def wait_for_port(port: int, seconds: float) -> None:
@@ -65,18 +57,6 @@ def wait_for_text(path: Path, text: str, seconds: float, process: subprocess.Pop
 
 def log_tail(path: Path, characters: int = 3000) -> str:
     return path.read_text(errors="replace")[-characters:] if path.exists() else f"({path.name} was not written)"
-
-
-def stop(process: subprocess.Popen) -> None:
-    """SIGTERM to the process group the test created, SIGKILL after 10 s."""
-    if process.poll() is not None:
-        return
-    os.killpg(process.pid, signal.SIGTERM)
-    try:
-        process.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        os.killpg(process.pid, signal.SIGKILL)
-        process.wait(timeout=10)
 
 
 def checkout_env(flwr_home: Path, **extra: str) -> dict[str, str]:
