@@ -108,12 +108,12 @@ def test_the_server_bundle_keeps_private_evidence_home_unless_asked(federation, 
     from privfed.federation.server_app import SHIP_EVIDENCE_WARNING, ServerJob, job_from_config, run_server
 
     _, paths, public, _ = federation
-    run_server(LocalGrid(paths), ServerJob(fedkt("L2"), public, num_supernodes=3, timeout=5,
+    run_server(LocalGrid(paths), ServerJob(fedkt("L1"), public, num_supernodes=3, timeout=5,
                                            output_bundle=str(tmp_path / "default")))
     assert not (tmp_path / "default" / "evidence.npz").exists()
     assert "private evidence" not in (tmp_path / "default" / "MODEL_CARD.md").read_text()
     with pytest.warns(UserWarning, match="give that file to auditors only"):
-        run_server(LocalGrid(paths), ServerJob(fedkt("L2"), public, num_supernodes=3, timeout=5,
+        run_server(LocalGrid(paths), ServerJob(fedkt("L1"), public, num_supernodes=3, timeout=5,
                                                output_bundle=str(tmp_path / "shipped"), ship_evidence=True))
     _, ledger = privfed.load_bundle(tmp_path / "shipped")
     assert (tmp_path / "shipped" / "evidence.npz").exists() and ledger.evidence()
