@@ -43,6 +43,6 @@ def test_a_killed_supernode_is_dropped_from_its_round_and_the_run_completes(tmp_
         output = (tmp_path / "flwr-run.log").read_text(errors="replace")
         assert (tmp_path / "bundle").is_dir(), output[-3000:] + federation.node_logs()
         _, ledger = privfed.load_bundle(tmp_path / "bundle")
-        note = ledger.entries[-1].note
+        note = [e for e in ledger.entries if e.kind == "release"][-1].note
         assert "DROPOUTS (1): party 2 (node" in note and "in round 2 (train step)" in note, note
         assert "DROPOUTS (1)" in (tmp_path / "bundle" / "MODEL_CARD.md").read_text()
