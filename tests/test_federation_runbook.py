@@ -172,7 +172,8 @@ def run_the_page(tmp_path: Path, *, tls: bool) -> None:
         assert accuracy > 0.8, diagnosis  # the page's settings give a useful model
         assert "algorithm: FedKT L1" in printed and "parties: 3 took part" in printed, diagnosis
         assert f"test accuracy {accuracy:.3f} on 297 test examples" in printed and "NEAR CHANCE" not in printed
-        epsilon = re.search(r"epsilon \(party-level[^)]*delta = 1e-05\): ([0-9.e+]+|inf)", printed).group(1)
+        epsilon = re.search(r"epsilon \(party-level, observer public, delta = 1e-05\): ([0-9.e+]+|inf)",
+                            printed).group(1)
         page = " ".join(DOC.read_text(encoding="utf-8").split())  # the page quotes this run's numbers
         assert f"test accuracy {accuracy:.3f} against {majority:.3f} for always answering" in page
         assert f"ε = {epsilon} per party" in page

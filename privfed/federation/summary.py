@@ -79,8 +79,9 @@ def summary_lines(summary: Mapping[str, Any]) -> list[str]:
     table = summary.get("epsilon") or {}
     if not table:
         lines.append("epsilon: no release of private data is recorded (no privacy guarantee from privfed)")
+    order = {name: index for index, name in enumerate(("all", "public", "coordinator"))}  # the public first
     for unit, by_observer in table.get("units", {}).items():
-        for observer, row in by_observer.items():
+        for observer, row in sorted(by_observer.items(), key=lambda item: order.get(item[0], len(order))):
             seen_by = "" if observer == "all" else f", observer {observer}"
             independent = _epsilon_text(row["epsilon_data_independent"])
             dependence = f", DATA-DEPENDENT (data-independent epsilon = {independent})" if row["data_dependent"] else ""
