@@ -102,6 +102,22 @@ def test_server_and_client_apps_reproduce_fit(federation, task_identity, privacy
     assert [e.description for e in ledger.entries] == [e.description for e in local.ledger_.entries]
 
 
+def test_l2_with_public_classes_over_the_apps_tells_the_coordinator_nothing_un_noised(federation, task_identity):
+    """FedKT(classes=...): the schema query carries the public label set, every party withholds its size and labels,
+    and the coordinator's ε is finite and equals the public's, as in fit."""
+    from privfed.federation.server_app import ServerJob, run_server
+
+    parties, paths, public, (X_test, _) = federation
+    classes = sorted({int(label) for _, y in parties for label in y})
+    local = fedkt("L2", classes=classes).fit(parties, public)
+    flower = run_server(LocalGrid(paths), ServerJob(fedkt("L2", classes=classes), public, num_supernodes=3, timeout=5))
+    assert_same_fit(flower, local, X_test)
+    for model in (flower, local):
+        coordinator = model.ledger_.account(delta=1e-5, observer="coordinator")
+        assert not coordinator.uncovered and coordinator.epsilon == model.ledger_.account(delta=1e-5).epsilon
+    assert flower.bandwidth_["party-schema"] == local.bandwidth_["party-schema"]
+
+
 def test_the_server_bundle_keeps_private_evidence_home_unless_asked(federation, task_identity, tmp_path) -> None:
     """save_bundle's default: no evidence.npz; ship-evidence=true writes it, with a warning and on the card."""
     import privfed

@@ -183,8 +183,8 @@ def estimator_from_config(config: Mapping[str, Any]) -> Any:
 
 
 def _public_classes(config: Mapping[str, Any]) -> list | None:
-    """FedKT's ``classes`` from the run config's ``classes`` (a JSON list of labels; absent: None)."""
-    if "classes" not in config:
+    """FedKT's ``classes`` from the run config's ``classes`` (a JSON list of labels; absent or empty: None)."""
+    if not str(config.get("classes", "")).strip():
         return None
     text = str(config["classes"])
     try:
