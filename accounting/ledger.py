@@ -492,10 +492,8 @@ class Ledger:
 
         The rows of the "ε per observer" table of the model card and the audit.
         """
-        report = self.account(delta, analysis=analysis, unit=self.primary_unit)
-        units = (report.unit, *report.other_units)
-        return [self.account(report.delta, analysis=analysis, unit=unit, observer=observer)
-                for observer in OBSERVERS for unit in sorted(units, key=UNITS.index)]
+        return [self.account(delta, analysis=analysis, unit=unit, observer=observer)
+                for observer in OBSERVERS for unit in (self.units or (self.primary_unit,))]
 
     def _unit_report(self, unit: str, delta: float, analysis: str, observer: str = "public",
                      uncovered_is_infinite: bool = True) -> PrivacyReport:

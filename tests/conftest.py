@@ -69,3 +69,15 @@ def task_identity():
     TaskIdentity.run_id, TaskIdentity.node_id, TaskIdentity.task_id = 1, 0, 1
     yield
     TaskIdentity.run_id = TaskIdentity.node_id = TaskIdentity.task_id = None
+
+
+@pytest.fixture(scope="module")
+def federation(tmp_path_factory):
+    """Three digits parties, each in its own npz file (as three sites would hold them): the Flower tests' sites.
+
+    Modules whose tests need another federation define their own ``federation`` fixture, which overrides this one.
+    """
+    from flower_sites import write_sites
+
+    parties, public, test = digits_federation(3)
+    return parties, write_sites(tmp_path_factory.mktemp("sites"), parties, public), public, test

@@ -76,10 +76,11 @@ def test_bound_covers_the_true_epsilon_of_a_simulated_epsilon_dp_guesser():
     assert exceed > 0.01  # and the bound is not vacuous: it reaches ε about as often as the level allows
 
 
+_JAX_PRIVACY = importlib.util.find_spec("jax_privacy")
+
+
 def _jax_privacy_auditing():
-    spec = importlib.util.find_spec("jax_privacy")
-    if spec is None or not spec.submodule_search_locations:
-        pytest.skip("jax-privacy is not installed (pip install --no-deps jax-privacy==2.0.0): no oracle")
+    spec = _JAX_PRIVACY
     path = pathlib.Path(next(iter(spec.submodule_search_locations))) / "auditing.py"
     module_spec = importlib.util.spec_from_file_location("_jax_privacy_auditing_oracle", path)
     module = importlib.util.module_from_spec(module_spec)
@@ -91,6 +92,8 @@ def _jax_privacy_auditing():
     return module
 
 
+@pytest.mark.skipif(_JAX_PRIVACY is None or not _JAX_PRIVACY.submodule_search_locations,
+                    reason="jax-privacy is not installed (pip install --no-deps jax-privacy==2.0.0): no oracle")
 @pytest.mark.parametrize(("v", "r", "m", "delta"), [
     (90, 100, 1000, 0.0), (90, 100, 1000, 1e-5), (700, 1000, 1000, 1e-6), (3000, 4000, 5000, 1e-5),
 ])

@@ -11,8 +11,6 @@ import importlib.util
 
 import numpy as np
 import pytest
-from conftest import digits_federation
-from flower_sites import write_sites
 from privfed.pipelines.fedkt import FedKT
 from privfed.pipelines.fedkt_steps import FedKTVotes
 from privfed.pipelines.messages import MessageError
@@ -21,13 +19,6 @@ from sklearn.tree import DecisionTreeClassifier
 pytestmark = pytest.mark.skipif(
     importlib.util.find_spec("flwr") is None, reason="flwr is not installed: pip install 'privfed[federation]'"
 )
-
-
-@pytest.fixture(scope="module")
-def federation(tmp_path_factory):
-    """Three digits parties, each in its own npz file (as three sites would hold them)."""
-    parties, public, test = digits_federation(3)
-    return parties, write_sites(tmp_path_factory.mktemp("sites"), parties, public), public, test
 
 
 class LocalGrid:

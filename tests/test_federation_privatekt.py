@@ -14,8 +14,6 @@ import json
 
 import numpy as np
 import pytest
-from conftest import digits_federation
-from flower_sites import write_sites
 from privfed.accounting import RandomizedResponse, account, compose_parallel
 from privfed.pipelines.messages import MessageError
 from privfed.pipelines.privatekt import PrivateKT
@@ -30,13 +28,6 @@ pytestmark = [
                        reason="flwr is not installed: pip install 'privfed[federation]'"),
     pytest.mark.usefixtures("one_torch_thread"),
 ]
-
-
-@pytest.fixture(scope="module")
-def federation(tmp_path_factory):
-    """Three digits parties, each in its own npz file."""
-    parties, public, test = digits_federation(3)
-    return parties, write_sites(tmp_path_factory.mktemp("privatekt-sites"), parties, public), public, test
 
 
 def privatekt(model=None, **changes) -> PrivateKT:

@@ -11,8 +11,6 @@ import importlib.util
 
 import numpy as np
 import pytest
-from conftest import digits_federation
-from flower_sites import write_sites
 from privfed.pipelines.fedkt import FedKT
 from sklearn.tree import DecisionTreeClassifier
 from test_federation import LocalGrid
@@ -20,12 +18,6 @@ from test_federation import LocalGrid
 pytestmark = pytest.mark.skipif(
     importlib.util.find_spec("flwr") is None, reason="flwr is not installed: pip install 'privfed[federation]'"
 )
-
-
-@pytest.fixture(scope="module")
-def federation(tmp_path_factory):
-    parties, public, test = digits_federation(3)
-    return parties, write_sites(tmp_path_factory.mktemp("sites"), parties, public), public, test
 
 
 class CopyingGrid(LocalGrid):
