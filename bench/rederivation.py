@@ -4,9 +4,9 @@ Every "before" value is recomputed here from today's building blocks the way the
 (the conversion of an unclamped noisy RDP; the sum of per-query smooth sensitivities; the unchecked LS walk;
 min(RDP, pure) for shuffled reports; σ bisected on the RDP bound alone), in the same process as the "after"
 value, which is what privfed prints now. Raw results go to ``bench/results/rederivation_issue33.json``;
-``--render`` prints docs/results.md's table from that file without recomputing.
+``python -m bench.tables rederivation`` renders docs/results.md's table from that file without recomputing.
 
-Run: ``python bench/rederivation.py`` (about 2 minutes on one core), then ``python bench/rederivation.py --render``.
+Run: ``python bench/rederivation.py`` (about 2 minutes on one core).
 """
 
 from __future__ import annotations
@@ -138,12 +138,7 @@ def render(document: dict) -> str:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--render", action="store_true", help="print the table from the committed results")
-    arguments = parser.parse_args()
-    if arguments.render:
-        print(render(json.loads(OUTPUT.read_text(encoding="utf-8"))))
-        return
+    argparse.ArgumentParser(description=__doc__.splitlines()[0]).parse_args()
     document = measure()
     OUTPUT.write_text(json.dumps(document, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     print(render(document))

@@ -1,0 +1,99 @@
+"""What a raw-results file records about the run that made it: code commit, seeds, settings, machine and load.
+
+Every benchmark that writes raw results for docs/results.md calls :func:`start` before its first run and
+:func:`finish` when it writes the file::
+
+    run = provenance.start(command=" ".join(sys.argv), seeds=args.seeds, settings=vars(args))
+    ...
+    provenance.write_json(path, {"provenance": provenance.finish(run), "records": records})
+
+:func:`describe` turns a file's record back into the one line docs/results.md prints under each table. Files
+made before this module existed carry no such record; :func:`describe` says "not recorded" for what they lack,
+never guesses it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _git(*arguments: str) -> str:
+    result = subprocess.run(["git", *arguments], cwd=ROOT, capture_output=True, text=True, check=False)
+    return result.stdout.strip()
+
+
+def _machine() -> dict[str, Any]:
+    memory_gib = None
+    if hasattr(os, "sysconf") and "SC_PHYS_PAGES" in os.sysconf_names:
+        memory_gib = round(os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") / 2**30, 1)
+    machine: dict[str, Any] = {"platform": platform.platform(), "processor": platform.machine(),
+                               "cpus": os.cpu_count(), "memory_gib": memory_gib,
+                               "python": platform.python_version()}
+    try:  # the accelerator, where the run used one
+        import torch
+
+        machine["torch"] = torch.__version__
+        if torch.cuda.is_available():
+            machine["gpu"] = torch.cuda.get_device_name(0)
+    except ImportError:
+        pass
+    return machine
+
+
+def start(*, command: str, seeds: list[int] | tuple[int, ...] | None, settings: dict[str, Any],
+          device: str = "cpu") -> dict[str, Any]:
+    """The provenance record of a run that starts now (pass it to :func:`finish` at the end)."""
+    return {"command": command, "commit": _git("rev-parse", "HEAD"),
+            "dirty": bool(_git("status", "--porcelain", "--untracked-files=no")),
+            "seeds": None if seeds is None else [int(seed) for seed in seeds],
+            "settings": settings, "device": device, "machine": _machine(),
+            "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "load_start": [round(value, 2) for value in os.getloadavg()]}
+
+
+def finish(record: dict[str, Any]) -> dict[str, Any]:
+    """``record`` with the end time and the load average at the end added."""
+    return {**record, "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "load_end": [round(value, 2) for value in os.getloadavg()]}
+
+
+def write_json(path: str | Path, document: dict[str, Any]) -> None:
+    """Write ``document`` to ``path`` whole or not at all (a temporary file renamed over the target)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temporary = path.with_name(path.name + ".tmp")
+    temporary.write_text(json.dumps(document, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    os.replace(temporary, path)
+
+
+def _seeds_text(seeds: list[int]) -> str:
+    ordered = sorted(set(seeds))
+    if len(ordered) > 2 and ordered == list(range(ordered[0], ordered[-1] + 1)):
+        return f"seeds {ordered[0]}–{ordered[-1]}"
+    return ("seed " if len(ordered) == 1 else "seeds ") + ", ".join(str(seed) for seed in ordered)
+
+
+def describe(document: dict[str, Any]) -> str:
+    """One line on the run behind a raw-results file: commit, seeds, machine and load, or what is missing."""
+    record = document.get("provenance")
+    if not isinstance(record, dict):  # a file from before this module: say what it has and what it lacks
+        commit, machine = document.get("commit"), document.get("machine") or document.get("cpus")
+        return "; ".join([f"code commit {str(commit)[:10]}" if commit else "code commit not recorded",
+                          f"machine {machine}" if machine else "machine not recorded", "load not recorded"])
+    parts = [f"code commit {record['commit'][:10]}" + (" (with uncommitted changes)" if record.get("dirty") else "")]
+    if record.get("seeds"):
+        parts.append(_seeds_text(record["seeds"]))
+    machine = record.get("machine", {})
+    where = f"{machine.get('cpus')} CPUs" + (f", {machine['gpu']}" if machine.get("gpu") else "")
+    parts.append(f"{where}, device {record.get('device', 'cpu')}")
+    parts.append(f"load {record['load_start'][0]:.1f} at the start, {record['load_end'][0]:.1f} at the end"
+                 if "load_end" in record else "load at the end not recorded")
+    return "; ".join(parts)

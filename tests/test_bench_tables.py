@@ -1,0 +1,62 @@
+"""`python -m bench.tables`: every table of docs/results.md re-renders from committed raw results."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from bench import provenance  # noqa: E402
+from bench.tables import Page  # noqa: E402
+from bench.tables import __main__ as tables  # noqa: E402
+
+
+def test_every_table_of_the_results_page_matches_its_raw_results():
+    run = subprocess.run([sys.executable, "-m", "bench.tables", "--check"], cwd=ROOT, capture_output=True,
+                         text=True, timeout=600)
+    assert run.returncode == 0, run.stderr[-4000:]
+
+
+def test_a_changed_figure_or_an_unmarked_table_fails_the_check(tmp_path, monkeypatch, capsys):
+    page = (ROOT / "docs" / "results.md").read_text(encoding="utf-8")
+    name = "rederivation"
+    first, end = Page.parse(page, source="page").blocks[name]
+    lines = page.split("\n")
+    row = next(index for index in range(first, end) if lines[index].startswith("| 1 |"))
+    lines[row] = lines[row].replace("0.9181", "0.9180")
+    changed = tmp_path / "results.md"
+    changed.write_text("\n".join(lines), encoding="utf-8")
+    monkeypatch.setattr(tables, "DOCUMENT", changed)
+    assert tables.main(["--check", name]) == 1
+    assert "rederivation: differs from its raw results" in capsys.readouterr().err
+
+    changed.write_text(page + "\n## New\n\n| a | b |\n|---|---|\n| 1 | 2 |\n", encoding="utf-8")
+    assert tables.main(["--check"]) == 1
+    assert "under 'New'): a table or figure without markers" in capsys.readouterr().err
+
+
+def test_an_unknown_table_name_is_one_line_and_exit_2(capsys):
+    with pytest.raises(SystemExit) as stop:
+        tables.main(["no-such-table"])
+    assert stop.value.code == 2
+    assert "unknown table(s) no-such-table" in capsys.readouterr().err
+
+
+def test_a_marker_without_its_end_is_refused():
+    with pytest.raises(ValueError, match="line 2: '<!-- table x -->' has no end marker"):
+        Page.parse("text\n<!-- table x -->\n| a |\n", source="page")
+
+
+def test_provenance_records_commit_seeds_machine_and_load_and_describes_them():
+    record = provenance.finish(provenance.start(command="python bench/x.py", seeds=[0, 1, 2, 3, 4],
+                                                settings={"rounds": 3}))
+    assert len(record["commit"]) == 40 and record["seeds"] == [0, 1, 2, 3, 4]
+    assert record["machine"]["cpus"] >= 1 and len(record["load_start"]) == len(record["load_end"]) == 3
+    line = provenance.describe({"provenance": record})
+    assert line.startswith(f"code commit {record['commit'][:10]}") and "seeds 0–4" in line and "load" in line
+    assert provenance.describe({"rows": []}) == "code commit not recorded; machine not recorded; load not recorded"
