@@ -275,7 +275,10 @@ class TorchClassifier(ClassifierMixin, BaseEstimator):
         check_is_fitted(self)
         if len(self.input_shape_) == 1:
             return validate_data(self, X, reset=False, dtype=np.float32)
-        X = check_array(X, allow_nd=True, dtype=np.float32)
+        return self._check_example_shape(check_array(X, allow_nd=True, dtype=np.float32))
+
+    def _check_example_shape(self, X: np.ndarray) -> np.ndarray:
+        """``X``, whose examples must have the shape seen in ``fit`` (for multi-dimensional examples)."""
         if X.shape[1:] != self.input_shape_:
             raise ValueError(
                 f"X has examples of shape {X.shape[1:]}, but {type(self).__name__} was fitted on shape "
@@ -305,7 +308,7 @@ class TorchClassifier(ClassifierMixin, BaseEstimator):
             raise ValueError(
                 f"y has only one class ({classes[0]!r}); {type(self).__name__} needs at least 2 classes"
             )
-        self._fresh_network(X, classes, torch.from_numpy(encoded.astype(np.int64)), functional.cross_entropy)
+        self._fresh_network(X, classes, (torch.from_numpy(encoded.astype(np.int64)), functional.cross_entropy))
         return self
 
     def fit_soft(
@@ -356,10 +359,11 @@ class TorchClassifier(ClassifierMixin, BaseEstimator):
         targets = torch.from_numpy(np.ascontiguousarray(targets[:, order]))
         if warm_start and hasattr(self, "module_"):
             self._check_warm_start(X, classes[order])
-            self.loss_curve_, self._optimizer_state = [], None
+            self.loss_curve_: list[float] = []
+            self._optimizer_state: dict[str, Any] | None = None
             self._train_further(X, targets, loss_fn, epochs=self.epochs, seed=torch_seed(self.random_state))
         else:
-            self._fresh_network(X, classes[order], targets, loss_fn)
+            self._fresh_network(X, classes[order], (targets, loss_fn))
         return self
 
     def _check_warm_start(self, X: np.ndarray, classes: np.ndarray) -> None:
@@ -376,10 +380,9 @@ class TorchClassifier(ClassifierMixin, BaseEstimator):
             )
 
     def _fresh_network(
-        self, X: np.ndarray, classes: np.ndarray, targets: torch.Tensor | None = None,
-        loss_fn: LossFunction | None = None,
+        self, X: np.ndarray, classes: np.ndarray, fit: tuple[torch.Tensor, LossFunction] | None = None
     ) -> None:
-        """Build a network for ``classes`` and, given ``targets``, fit it with ``loss_fn`` for ``epochs`` epochs.
+        """Build a network for ``classes`` and, given ``fit = (targets, loss_fn)``, train it for ``epochs`` epochs.
 
         The fitted attributes are replaced only once the new network has been built
         and checked, so a refused network leaves a previous fit intact.
@@ -390,10 +393,11 @@ class TorchClassifier(ClassifierMixin, BaseEstimator):
             module = new_network(self._build_module, X, len(classes), device)
             self.classes_ = classes
             self._record_input_shape(X)
-            self.loss_curve_, self._optimizer_state = [], None
+            self.loss_curve_ = []
+            self._optimizer_state = None
             self._forget_dp_releases()
-            if targets is not None:
-                self._run_epochs(module, device, X, targets, loss_fn, epochs=self.epochs, seed=seed)
+            if fit is not None:
+                self._run_epochs(module, device, X, *fit, epochs=self.epochs, seed=seed)
         self.module_ = module.eval()
         self.device_ = device
 
@@ -531,12 +535,7 @@ class TorchClassifier(ClassifierMixin, BaseEstimator):
                 self, X, y, allow_nd=True, dtype=np.float32, multi_output=multi_output, reset=first
             )
         X, y = check_X_y(X, y, allow_nd=True, dtype=np.float32, multi_output=multi_output)
-        if X.shape[1:] != self.input_shape_:
-            raise ValueError(
-                f"X has examples of shape {X.shape[1:]}, but {type(self).__name__} was fitted on shape "
-                f"{self.input_shape_}"
-            )
-        return X, y
+        return self._check_example_shape(X), y
 
     def _continue(self, X: np.ndarray, targets: torch.Tensor, loss_fn: LossFunction) -> None:
         """One more epoch on the current network, seeded by ``random_state`` and the epoch count."""

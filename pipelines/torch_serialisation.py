@@ -15,10 +15,11 @@ rounds.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any, TypeVar
+from typing import Any
 
 import numpy as np
 import torch
+from sklearn.base import BaseEstimator
 from sklearn.utils.validation import check_is_fitted
 from torch import nn
 
@@ -41,8 +42,6 @@ SAFE_STATE_VERSION = 1
 
 _SPEC_KEYS = ("format", "format_version", "class", "params", "classes", "classes_dtype", "input_shape",
               "n_features_in", "loss_curve")
-
-Estimator = TypeVar("Estimator")
 
 
 def safe_state(estimator: Any) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
@@ -74,13 +73,13 @@ def safe_state(estimator: Any) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
 
 
 def load_safe_state(
-    cls: type[Estimator],
+    cls: type[BaseEstimator],
     spec: Mapping[str, Any],
     tensors: Mapping[str, np.ndarray],
     module_fn: Callable[..., nn.Module] | None,
     *,
-    loadable: Mapping[str, type],
-) -> Estimator:
+    loadable: Mapping[str, type[BaseEstimator]],
+) -> Any:
     """The fitted estimator that :func:`safe_state` described (the body of ``TorchClassifier.from_safe_state``).
 
     ``spec["class"]`` names ``cls`` or one of the ``loadable`` classes (by name), which must
@@ -89,7 +88,9 @@ def load_safe_state(
     match ``tensors`` exactly.
     """
     target = _class_for_spec(cls, spec, loadable)
-    params = {name: tuple(value) if isinstance(value, list) else value for name, value in spec["params"].items()}
+    params: dict[str, Any] = {
+        name: tuple(value) if isinstance(value, list) else value for name, value in spec["params"].items()
+    }
     params.setdefault("dp", None)  # states saved before DP-SGD training existed
     if isinstance(params.get("dp"), Mapping):
         params["dp"] = DPConfig(**params["dp"])
@@ -195,7 +196,9 @@ def _int_list(name: str, values: object) -> tuple[int, ...]:
     return tuple(check_int_at_least(f"spec[{name!r}]", value, 1) for value in values)
 
 
-def _class_for_spec(cls: type[Estimator], spec: Mapping[str, Any], loadable: Mapping[str, type]) -> type[Estimator]:
+def _class_for_spec(
+    cls: type[BaseEstimator], spec: Mapping[str, Any], loadable: Mapping[str, type[BaseEstimator]]
+) -> type[BaseEstimator]:
     if not isinstance(spec, Mapping):
         raise TypeError(f"spec must be a mapping, got {type(spec).__name__}")
     missing = [key for key in _SPEC_KEYS if key not in spec]

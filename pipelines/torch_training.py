@@ -173,7 +173,7 @@ def network_logits(module: nn.Module, X: np.ndarray, device: torch.device) -> np
 
 
 # ------------------------------------------------------------------ optimisation
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class TrainingSettings:
     """How a network is optimised: the estimator's training hyper-parameters (validated by the estimator).
 
@@ -206,7 +206,7 @@ class TrainingSettings:
         return torch.optim.SGD(module.parameters(), lr=self.lr, momentum=self.momentum, weight_decay=self.weight_decay)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class TrainingRun:
     """What one call of :func:`train_epochs` did.
 
@@ -237,17 +237,45 @@ def train_epochs(
     device: torch.device,
     optimizer_state: dict[str, Any] | None,
     owner: str,
-    epochs_done: int = 0,
+    epochs_done: int,
 ) -> TrainingRun:
-    """Train ``module`` (on ``device``) on ``(X, targets)`` for ``epochs`` epochs; leave it in evaluation mode.
+    """Train ``module`` on ``(X, targets)`` for ``epochs`` epochs; leave it in evaluation mode.
 
-    The optimizer continues ``optimizer_state`` (a fresh one when None). Without DP-SGD each
-    epoch visits the examples once in an order drawn from a ``torch.Generator`` seeded with
-    ``seed``, in batches of ``settings.batch_size`` (the last one smaller); any randomness
-    inside the network draws from torch's global generator, which the caller seeds. With
-    ``settings.dp`` the epochs are Opacus's Poisson batches
-    (:func:`~pipelines.dp_training.run_dp_epochs`). ``owner`` names the estimator in
-    messages; ``epochs_done`` numbers the epochs the verbose output prints.
+    Without DP-SGD each epoch visits the examples once, in an order drawn from a
+    ``torch.Generator`` seeded with ``seed``, in batches of ``settings.batch_size`` (the
+    last one smaller); randomness inside the network (dropout) draws from torch's global
+    generator, which the caller seeds (:func:`seeded_torch`). With ``settings.dp`` the
+    epochs are Opacus's Poisson batches (:func:`~pipelines.dp_training.run_dp_epochs`).
+
+    Parameters
+    ----------
+    module : torch.nn.Module
+        The network, on ``device``; trained in place.
+    X : ndarray of float32, shape (n_samples, *input_shape)
+    targets : Tensor of shape (n_samples,) or (n_samples, n_classes)
+        What ``loss_fn`` compares the logits with (class codes, probabilities or logits).
+    loss_fn : callable
+        ``loss_fn(logits, targets)``, the mean loss of a batch.
+    settings : TrainingSettings
+        The optimizer, its hyper-parameters, the batch size, ``dp`` and ``verbose``.
+    epochs : int
+        Passes over the data.
+    seed : int
+        Seeds the shuffle (or Opacus's sampling and noise).
+    device : torch.device
+        Where ``module`` lives; the data are moved there.
+    optimizer_state : dict or None
+        A previous call's :attr:`TrainingRun.optimizer_state` to continue from; None for a
+        fresh optimizer.
+    owner : str
+        The estimator's name, for messages.
+    epochs_done : int
+        Epochs the network has run before this call (the verbose output numbers epochs on
+        from it).
+
+    Returns
+    -------
+    TrainingRun
     """
     inputs = _as_tensor(X).to(device)
     optimizer = settings.make_optimizer(module)
