@@ -69,7 +69,8 @@ def batching_pays(estimator: TorchClassifier, X: np.ndarray, classes: np.ndarray
     if device.type == "cuda":
         return True
     with seeded_torch(device, 0):
-        module = new_network(estimator._build_module, np.asarray(X[:1], dtype=np.float32), len(classes), device)
+        module = new_network(estimator._build_module, np.asarray(X[:1], dtype=np.float32), n_classes=len(classes),
+                             device=device)
     return not any(isinstance(layer, _CONVOLUTIONS) for layer in module.modules())
 
 
@@ -141,7 +142,7 @@ def _start(estimator: TorchClassifier, X: np.ndarray, classes: np.ndarray, seeds
     starts, module = [], None
     for seed in seeds:
         with seeded_torch(device, seed):
-            module = new_network(estimator._build_module, X, len(classes), device)
+            module = new_network(estimator._build_module, X, n_classes=len(classes), device=device)
         starts.append({name: value.detach().clone() for name, value in module.named_parameters()})
     return module, starts, device
 

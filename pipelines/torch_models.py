@@ -348,7 +348,7 @@ class TorchClassifier(ClassifierMixin, BaseEstimator):
         -------
         self
         """
-        loss_fn = soft_loss(loss, temperature)
+        loss_fn = soft_loss(loss, temperature=temperature)
         if not isinstance(warm_start, bool):
             raise TypeError(f"warm_start must be True or False, got {warm_start!r}")
         self._check_training_parameters()
@@ -390,7 +390,7 @@ class TorchClassifier(ClassifierMixin, BaseEstimator):
         device = resolve_device(self.device)
         seed = torch_seed(self.random_state)
         with seeded_torch(device, seed):
-            module = new_network(self._build_module, X, len(classes), device)
+            module = new_network(self._build_module, X, n_classes=len(classes), device=device)
             self.classes_ = classes
             self._record_input_shape(X)
             self.loss_curve_ = []
@@ -493,7 +493,7 @@ class TorchClassifier(ClassifierMixin, BaseEstimator):
         -------
         self
         """
-        loss_fn = soft_loss(loss, temperature)
+        loss_fn = soft_loss(loss, temperature=temperature)
         first = not hasattr(self, "module_")
         if first:
             self._check_training_parameters()
@@ -541,7 +541,7 @@ class TorchClassifier(ClassifierMixin, BaseEstimator):
         """One more epoch on the current network, seeded by ``random_state`` and the epoch count."""
         if not hasattr(self, "_optimizer_state"):
             self._optimizer_state = None  # a network from from_safe_state: the optimizer starts afresh
-        seed = continuation_seed(self.random_state, len(self.loss_curve_))
+        seed = continuation_seed(self.random_state, epochs_done=len(self.loss_curve_))
         self._train_further(X, targets, loss_fn, epochs=1, seed=seed)
 
     def get_optimizer_state(self) -> dict[str, np.ndarray]:
@@ -559,13 +559,13 @@ class TorchClassifier(ClassifierMixin, BaseEstimator):
         """Restore :meth:`get_optimizer_state`'s arrays (the hyper-parameters come from the estimator's own)."""
         check_is_fitted(self)
         groups = self._training_settings().make_optimizer(self.module_).state_dict()["param_groups"]
-        self._optimizer_state = optimizer_state_from_arrays(arrays, groups)
+        self._optimizer_state = optimizer_state_from_arrays(arrays, param_groups=groups)
         return self
 
     # -------------------------------------------------------------- prediction
     def _logits(self, X: Any) -> np.ndarray:
         X = self._validate_X(X)  # checks that the estimator is fitted
-        return network_logits(self.module_, X, self.device_)
+        return network_logits(self.module_, X, device=self.device_)
 
     def decision_function(self, X: Any) -> np.ndarray:
         """Logits: shape (n, n_classes), or (n,) with the log-odds of ``classes_[1]`` for two classes."""
@@ -624,7 +624,7 @@ class TorchClassifier(ClassifierMixin, BaseEstimator):
             A fitted estimator that predicts exactly as the saved one did on the same
             device.
         """
-        return load_safe_state(cls, spec, tensors, module_fn, loadable=_SAFE_CLASSES)
+        return load_safe_state(cls, spec, tensors, module_fn=module_fn, loadable=_SAFE_CLASSES)
 
 
 class TorchMLP(TorchClassifier):

@@ -76,8 +76,8 @@ def load_safe_state(
     cls: type[BaseEstimator],
     spec: Mapping[str, Any],
     tensors: Mapping[str, np.ndarray],
-    module_fn: Callable[..., nn.Module] | None,
     *,
+    module_fn: Callable[..., nn.Module] | None,
     loadable: Mapping[str, type[BaseEstimator]],
 ) -> Any:
     """The fitted estimator that :func:`safe_state` described (the body of ``TorchClassifier.from_safe_state``).
@@ -142,7 +142,7 @@ def optimizer_state_arrays(state: Mapping[str, Any] | None) -> dict[str, np.ndar
 
 
 def optimizer_state_from_arrays(
-    arrays: Mapping[str, np.ndarray], param_groups: list[dict[str, Any]]
+    arrays: Mapping[str, np.ndarray], *, param_groups: list[dict[str, Any]]
 ) -> dict[str, Any] | None:
     """The ``state_dict()`` that :func:`optimizer_state_arrays` wrote, with ``param_groups``; None when empty."""
     state: dict[int, dict[str, torch.Tensor]] = {}

@@ -84,7 +84,7 @@ def torch_seed(random_state: int | np.random.RandomState | None) -> int:
     return int(check_random_state(random_state).randint(np.iinfo(np.int32).max))
 
 
-def continuation_seed(random_state: int | np.random.RandomState | None, epochs_done: int) -> int:
+def continuation_seed(random_state: int | np.random.RandomState | None, *, epochs_done: int) -> int:
     """The seed of a ``partial_fit`` call: ``random_state``'s and the number of epochs run so far, mixed."""
     base = torch_seed(random_state)
     return int(np.random.SeedSequence([base, epochs_done]).generate_state(1)[0] >> 1)
@@ -102,7 +102,7 @@ def seeded_torch(device: torch.device, seed: int) -> Iterator[None]:
 
 
 # ------------------------------------------------------------------ losses and targets
-def soft_loss(loss: str, temperature: float) -> LossFunction:
+def soft_loss(loss: str, *, temperature: float) -> LossFunction:
     """The distillation loss of ``fit_soft`` (validated): ``T²·KL`` on probabilities, or L2 / L1 on logits."""
     check_choice("loss", loss, ("kl", "l2", "l1"))
     temperature = check_positive_finite("temperature", temperature)
@@ -143,7 +143,7 @@ def _as_tensor(X: np.ndarray) -> torch.Tensor:
 
 
 def new_network(
-    build: Callable[[tuple[int, ...], int], nn.Module], X: np.ndarray, n_classes: int, device: torch.device
+    build: Callable[[tuple[int, ...], int], nn.Module], X: np.ndarray, *, n_classes: int, device: torch.device
 ) -> nn.Module:
     """``build(input_shape, n_classes)`` on ``device``, checked to map one row of ``X`` to ``n_classes`` logits.
 
@@ -163,7 +163,7 @@ def new_network(
     return module
 
 
-def network_logits(module: nn.Module, X: np.ndarray, device: torch.device) -> np.ndarray:
+def network_logits(module: nn.Module, X: np.ndarray, *, device: torch.device) -> np.ndarray:
     """The network's logits on float32 ``X`` as float64, computed in chunks of :data:`INFERENCE_BATCH` rows."""
     chunks = []
     with torch.inference_mode():
