@@ -42,7 +42,6 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
-from sklearn.utils import check_random_state
 from torch import nn
 from torch.func import functional_call, grad, vmap
 from torch.nn import functional
@@ -50,12 +49,10 @@ from torch.optim.adam import adam
 from torch.optim.sgd import sgd
 
 from ..accounting._checks import check_choice
-from .torch_models import TorchClassifier, _resolve_device, _seeded_torch
+from .torch_models import TorchClassifier
+from .torch_training import INFERENCE_BATCH, new_network, resolve_device, seeded_torch, torch_seed
 
 __all__ = ["StackedNetworks", "batching_pays", "train_copies"]
-
-_INFERENCE_BATCH = 4096
-
 
 _CONVOLUTIONS = (nn.Conv1d, nn.Conv2d, nn.Conv3d, nn.ConvTranspose1d, nn.ConvTranspose2d, nn.ConvTranspose3d)
 
@@ -68,17 +65,13 @@ def batching_pays(estimator: TorchClassifier, X: np.ndarray, classes: np.ndarray
     network is built once for examples shaped like ``X`` (its initialisation under a fixed
     seed, torch's own random state left as it was) only to look at its layers.
     """
-    device = _resolve_device(estimator.device)
+    device = resolve_device(estimator.device)
     if device.type == "cuda":
         return True
-    with _seeded_torch(device, 0):
-        module = estimator._new_module(np.asarray(X[:1], dtype=np.float32), np.asarray(classes), device)
+    with seeded_torch(device, 0):
+        module = new_network(estimator._build_module, np.asarray(X[:1], dtype=np.float32), n_classes=len(classes),
+                             device=device)
     return not any(isinstance(layer, _CONVOLUTIONS) for layer in module.modules())
-
-
-def _torch_seed(random_state: int) -> int:
-    """The seed ``TorchClassifier`` derives from ``random_state`` (for its torch generators and its shuffle)."""
-    return int(check_random_state(random_state).randint(np.iinfo(np.int32).max))
 
 
 def _per_example_loss(loss: str, logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
@@ -125,8 +118,8 @@ class StackedNetworks:
 
         chunks = []
         with torch.inference_mode():
-            for start in range(0, len(inputs), _INFERENCE_BATCH):
-                batch = inputs[start : start + _INFERENCE_BATCH].to(self.device)
+            for start in range(0, len(inputs), INFERENCE_BATCH):
+                batch = inputs[start : start + INFERENCE_BATCH].to(self.device)
                 chunks.append(vmap(one, in_dims=(0, None))(self.parameters, batch).cpu().numpy())
         return np.concatenate(chunks, axis=1).astype(np.float64)
 
@@ -145,11 +138,11 @@ def _start(estimator: TorchClassifier, X: np.ndarray, classes: np.ndarray, seeds
         module = copy.deepcopy(estimator.module_)
         start = {name: value.detach() for name, value in module.named_parameters()}
         return module, [start] * len(seeds), estimator.device_
-    device = _resolve_device(estimator.device)
+    device = resolve_device(estimator.device)
     starts, module = [], None
     for seed in seeds:
-        with _seeded_torch(device, seed):
-            module = estimator._new_module(X, classes, device)
+        with seeded_torch(device, seed):
+            module = new_network(estimator._build_module, X, n_classes=len(classes), device=device)
         starts.append({name: value.detach().clone() for name, value in module.named_parameters()})
     return module, starts, device
 
@@ -203,7 +196,7 @@ def train_copies(
         if len(X) == 0 or T.shape != (len(X), len(classes)):
             raise ValueError(f"datasets[{index}] must hold n >= 1 inputs and targets of shape (n, {len(classes)}); "
                              f"got {len(X)} inputs and targets of shape {T.shape}")
-    seeds = [_torch_seed(state) for state in random_states]
+    seeds = [torch_seed(state) for state in random_states]
     module, starts, device = _start(estimator, inputs[0], classes, seeds)
     if any(True for _ in module.buffers()):
         raise ValueError("train_copies supports networks without buffers (no batch normalisation)")
@@ -215,7 +208,7 @@ def train_copies(
 
 
 def _schedules(sizes: Sequence[int], seeds: Sequence[int], epochs: int, batch_size: int) -> list[list[torch.Tensor]]:
-    """Each copy's mini-batches in order, as ``TorchClassifier._run_epochs`` draws them."""
+    """Each copy's mini-batches in order, as :func:`~pipelines.torch_training.train_epochs` draws them."""
     schedules = []
     for size, seed in zip(sizes, seeds):
         shuffle = torch.Generator().manual_seed(seed)

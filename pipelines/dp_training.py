@@ -1,5 +1,10 @@
 """DP-SGD training of a torch network through Opacus (used by the torch adapters when ``dp=`` is set).
 
+One training call (:func:`run_dp_epochs`) refuses layers DP-SGD cannot train
+(:func:`check_dp_module`), plans its release before the first step
+(:func:`plan_release`: σ, q and the steps, as a :class:`~privfed.accounting.DPSGD`)
+and runs exactly that release with Opacus's ``PrivacyEngine`` (:func:`train_dp_sgd`).
+
 Opacus is imported here, inside the functions, so that neither ``import privfed``
 nor a non-private torch model loads it.
 """
@@ -15,7 +20,7 @@ from torch import nn
 from ..accounting.dpsgd import DPSGD, dpsgd_noise_multiplier
 from .dp_config import DPConfig
 
-__all__ = ["check_dp_module", "plan_release", "train_dp_sgd"]
+__all__ = ["check_dp_module", "plan_release", "run_dp_epochs", "train_dp_sgd"]
 
 
 def check_dp_module(module: nn.Module, owner: str) -> None:
@@ -130,3 +135,30 @@ def train_dp_sgd(
     module.eval()
     return losses
 
+
+
+def run_dp_epochs(
+    module: nn.Module,
+    optimizer: torch.optim.Optimizer,
+    inputs: torch.Tensor,
+    targets: torch.Tensor,
+    loss_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
+    *,
+    config: DPConfig,
+    batch_size: int,
+    epochs: int,
+    seed: int,
+    owner: str,
+) -> tuple[DPSGD, list[float]]:
+    """One DP-SGD training call of ``epochs`` epochs; return its release and the mean loss of each epoch.
+
+    The network is checked (:func:`check_dp_module`, ``owner`` names the estimator) and the
+    release planned (:func:`plan_release`) before the first step; :func:`train_dp_sgd` then
+    runs it, normalising by ``config``'s expected batch size (``batch_size`` when unset).
+    """
+    check_dp_module(module, owner)
+    release = plan_release(config, n=len(inputs), batch_size=batch_size, epochs=epochs)
+    losses = train_dp_sgd(module, optimizer, inputs, targets, loss_fn, release=release,
+                          max_grad_norm=config.max_grad_norm, epochs=epochs, seed=seed,
+                          expected_batch_size=config.resolve_expected_batch_size(batch_size))
+    return release, losses

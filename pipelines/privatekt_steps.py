@@ -113,7 +113,7 @@ def network_from_parameters(
     """The global TorchClassifier rebuilt from ``prototype``'s architecture and the received parameters."""
     import torch
 
-    from .torch_models import _resolve_device
+    from .torch_training import resolve_device
 
     model = clone(prototype)
     model._check_architecture()
@@ -132,7 +132,7 @@ def network_from_parameters(
     chunks = np.split(np.asarray(parameters), np.cumsum(sizes)[:-1])
     module.load_state_dict({name: torch.from_numpy(chunk.reshape(tensor.shape).astype(np.float32)).to(tensor.dtype)
                             for (name, tensor), chunk in zip(state.items(), chunks)}, strict=True)
-    device = _resolve_device(model.device)
+    device = resolve_device(model.device)
     model.module_, model.device_ = module.to(device).eval(), device
     return model
 

@@ -16,14 +16,18 @@ models:
 Every estimator saves itself as ``get_safe_state() -> (spec, tensors)``: a
 JSON-able ``spec`` and a ``dict`` of numpy arrays (the module's state dict),
 and loads with ``from_safe_state(spec, tensors)``; no pickle is involved.
+
+The estimators validate their parameters and inputs and hold the fitted state;
+the work is done by :mod:`pipelines.torch_training` (the training loop, devices,
+seeds, losses, prediction), :mod:`pipelines.dp_training` (DP-SGD through Opacus)
+and :mod:`pipelines.torch_serialisation` (the saved form).
 """
 
 from __future__ import annotations
 
 import math
 import numbers
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal
 
 import numpy as np
@@ -37,17 +41,25 @@ from torch import nn
 from torch.nn import functional
 
 from ..accounting._checks import check_choice, check_int_at_least, check_positive_finite, check_probability
-from ..accounting.dpsgd import DPSGD, compose_dpsgd
+from ..accounting.dpsgd import compose_dpsgd
 from .dp_config import DPConfig
+from .torch_serialisation import load_safe_state, optimizer_state_arrays, optimizer_state_from_arrays, safe_state
+from .torch_training import (
+    LossFunction,
+    TrainingSettings,
+    check_soft_targets,
+    check_target_classes,
+    continuation_seed,
+    network_logits,
+    new_network,
+    resolve_device,
+    seeded_torch,
+    soft_loss,
+    torch_seed,
+    train_epochs,
+)
 
 __all__ = ["KerasInitialised", "TorchCNN", "TorchClassifier", "TorchMLP"]
-
-SAFE_STATE_FORMAT = "privfed.torch_classifier"
-SAFE_STATE_VERSION = 1
-
-# Rows per forward pass at prediction time: large enough that Python overhead is
-# negligible, small enough that a CNN's activations on 28×28 images stay ~100 MB.
-_INFERENCE_BATCH = 4096
 
 InputSize = int | tuple[int, ...]
 
@@ -68,38 +80,6 @@ def _check_int_tuple(name: str, value: object, *, length: int | None = None) -> 
     if length is not None and len(sizes) != length:
         raise ValueError(f"{name} must hold exactly {length} integers >= 1, got {value!r}")
     return sizes
-
-
-def _check_output_shape(module: nn.Module, example: torch.Tensor, n_classes: int) -> None:
-    """Require the network to map one example to ``n_classes`` logits (checked in eval mode)."""
-    module.eval()
-    with torch.no_grad():
-        shape = tuple(module(example).shape)
-    if shape != (1, n_classes):
-        raise ValueError(
-            f"the network must return logits of shape (batch, {n_classes}); "
-            f"for a batch of shape {tuple(example.shape)} it returned shape {shape}"
-        )
-
-
-def _resolve_device(device: object) -> torch.device:
-    """Return the torch device for ``device``: CUDA if available when None, else CPU."""
-    if device is None:
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    if not isinstance(device, (str, torch.device)):
-        raise TypeError(f"device must be None, a string such as 'cpu' or 'cuda:0', or a torch.device; got {device!r}")
-    try:
-        resolved = torch.device(device)
-    except RuntimeError as error:
-        raise ValueError(f"device must name a torch device such as 'cpu' or 'cuda:0'; got {device!r}") from error
-    if resolved.type == "cuda":
-        if not torch.cuda.is_available():
-            raise ValueError(f"device={device!r} but CUDA is not available on this machine; use device='cpu' or None")
-        if resolved.index is not None and resolved.index >= torch.cuda.device_count():
-            raise ValueError(
-                f"device={device!r} but only {torch.cuda.device_count()} CUDA device(s) are visible"
-            )
-    return resolved
 
 
 class KerasInitialised:
@@ -279,7 +259,7 @@ class TorchClassifier(ClassifierMixin, BaseEstimator):
         check_choice("optimizer", self.optimizer, ("adam", "sgd"))
         check_probability("momentum", self.momentum, open_low=False, open_high=True)
         _check_nonnegative_finite("weight_decay", self.weight_decay)
-        _resolve_device(self.device)
+        resolve_device(self.device)
         check_random_state(self.random_state)
         if self.dp is not None and not isinstance(self.dp, DPConfig):
             raise TypeError(f"dp must be None or a privfed.DPConfig, got {type(self.dp).__name__}: {self.dp!r}")
@@ -295,7 +275,10 @@ class TorchClassifier(ClassifierMixin, BaseEstimator):
         check_is_fitted(self)
         if len(self.input_shape_) == 1:
             return validate_data(self, X, reset=False, dtype=np.float32)
-        X = check_array(X, allow_nd=True, dtype=np.float32)
+        return self._check_example_shape(check_array(X, allow_nd=True, dtype=np.float32))
+
+    def _check_example_shape(self, X: np.ndarray) -> np.ndarray:
+        """``X``, whose examples must have the shape seen in ``fit`` (for multi-dimensional examples)."""
         if X.shape[1:] != self.input_shape_:
             raise ValueError(
                 f"X has examples of shape {X.shape[1:]}, but {type(self).__name__} was fitted on shape "
@@ -325,7 +308,7 @@ class TorchClassifier(ClassifierMixin, BaseEstimator):
             raise ValueError(
                 f"y has only one class ({classes[0]!r}); {type(self).__name__} needs at least 2 classes"
             )
-        self._train(X, classes, torch.from_numpy(encoded.astype(np.int64)), functional.cross_entropy)
+        self._fresh_network(X, classes, (torch.from_numpy(encoded.astype(np.int64)), functional.cross_entropy))
         return self
 
     def fit_soft(
@@ -365,29 +348,26 @@ class TorchClassifier(ClassifierMixin, BaseEstimator):
         -------
         self
         """
-        loss_fn = _soft_loss(loss, temperature)
+        loss_fn = soft_loss(loss, temperature=temperature)
         if not isinstance(warm_start, bool):
             raise TypeError(f"warm_start must be True or False, got {warm_start!r}")
         self._check_training_parameters()
         X, targets = validate_data(self, X, targets, allow_nd=True, dtype=np.float32, multi_output=True)
-        targets = _check_soft_targets(targets, loss)
-        classes = _check_target_classes(np.arange(targets.shape[1]) if classes is None else classes, targets.shape[1])
+        targets = check_soft_targets(targets, loss)
+        classes = check_target_classes(np.arange(targets.shape[1]) if classes is None else classes, targets.shape[1])
         order = np.argsort(classes, kind="stable")
         targets = torch.from_numpy(np.ascontiguousarray(targets[:, order]))
         if warm_start and hasattr(self, "module_"):
-            self._train_further(X, classes[order], targets, loss_fn)
+            self._check_warm_start(X, classes[order])
+            self.loss_curve_: list[float] = []
+            self._optimizer_state: dict[str, Any] | None = None
+            self._train_further(X, targets, loss_fn, epochs=self.epochs, seed=torch_seed(self.random_state))
         else:
-            self._train(X, classes[order], targets, loss_fn)
+            self._fresh_network(X, classes[order], (targets, loss_fn))
         return self
 
-    def _train_further(
-        self,
-        X: np.ndarray,
-        classes: np.ndarray,
-        targets: torch.Tensor,
-        loss_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
-    ) -> None:
-        """``epochs`` more epochs of the fitted network with a fresh optimizer (``fit_soft(warm_start=True)``)."""
+    def _check_warm_start(self, X: np.ndarray, classes: np.ndarray) -> None:
+        """A warm start continues the fitted network: the same classes and the same per-example shape."""
         if not np.array_equal(np.asarray(self.classes_), classes):
             raise ValueError(
                 f"warm_start=True continues a network fitted on classes {self.classes_.tolist()!r}; "
@@ -398,114 +378,59 @@ class TorchClassifier(ClassifierMixin, BaseEstimator):
                 f"warm_start=True continues a network fitted on examples of shape {self.input_shape_}; "
                 f"got shape {tuple(X.shape[1:])}"
             )
-        seed = int(check_random_state(self.random_state).randint(np.iinfo(np.int32).max))
-        with _seeded_torch(self.device_, seed):
-            self.loss_curve_ = []
-            self._optimizer_state = None
-            self._run_epochs(self.module_, X, targets, loss_fn, self.epochs, seed, self.device_)
 
-    def _train(
-        self,
-        X: np.ndarray,
-        classes: np.ndarray,
-        targets: torch.Tensor,
-        loss_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
+    def _fresh_network(
+        self, X: np.ndarray, classes: np.ndarray, fit: tuple[torch.Tensor, LossFunction] | None = None
     ) -> None:
-        """Build a network for ``classes`` and fit it to ``targets`` with ``loss_fn`` for ``epochs`` epochs.
+        """Build a network for ``classes`` and, given ``fit = (targets, loss_fn)``, train it for ``epochs`` epochs.
 
         The fitted attributes are replaced only once the new network has been built
         and checked, so a refused network leaves a previous fit intact.
         """
-        device = _resolve_device(self.device)
-        seed = int(check_random_state(self.random_state).randint(np.iinfo(np.int32).max))
-        with _seeded_torch(device, seed):
-            module = self._new_module(X, classes, device)
+        device = resolve_device(self.device)
+        seed = torch_seed(self.random_state)
+        with seeded_torch(device, seed):
+            module = new_network(self._build_module, X, n_classes=len(classes), device=device)
             self.classes_ = classes
             self._record_input_shape(X)
             self.loss_curve_ = []
             self._optimizer_state = None
             self._forget_dp_releases()
-            self._run_epochs(module, X, targets, loss_fn, self.epochs, seed, device)
+            if fit is not None:
+                self._run_epochs(module, device, X, *fit, epochs=self.epochs, seed=seed)
         self.module_ = module.eval()
         self.device_ = device
 
-    def _new_module(self, X: np.ndarray, classes: np.ndarray, device: torch.device) -> nn.Module:
-        """A freshly initialised network for examples shaped like ``X`` (under the caller's torch seed)."""
-        input_shape = tuple(int(size) for size in X.shape[1:])
-        module = self._build_module(input_shape, len(classes)).to(device)
-        _check_output_shape(
-            module, torch.from_numpy(np.require(X[:1], requirements=["C", "W"])).to(device), len(classes)
-        )
-        return module
+    def _train_further(self, X: np.ndarray, targets: torch.Tensor, loss_fn: LossFunction, *, epochs: int,
+                       seed: int) -> None:
+        """``epochs`` more epochs of the fitted network, under ``seed``."""
+        with seeded_torch(self.device_, seed):
+            self._run_epochs(self.module_, self.device_, X, targets, loss_fn, epochs=epochs, seed=seed)
 
-    def _run_epochs(
-        self,
-        module: nn.Module,
-        X: np.ndarray,
-        targets: torch.Tensor,
-        loss_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
-        epochs: int,
-        seed: int,
-        device: torch.device,
-    ) -> None:
-        """Mini-batch training from the optimizer state kept by the previous call (fresh after ``fit``)."""
-        inputs = torch.from_numpy(np.require(X, requirements=["C", "W"])).to(device)
-        optimizer = self._make_optimizer(module)
-        if self._optimizer_state is not None:
-            optimizer.load_state_dict(self._optimizer_state)
-        targets = targets.to(device)
-        if self.dp is not None:
-            self._run_dp_epochs(module, optimizer, inputs, targets, loss_fn, epochs, seed)
-            return
-        self._forget_dp_releases()
-        shuffle = torch.Generator().manual_seed(seed)
-        module.train()
-        for epoch in range(epochs):
-            order = torch.randperm(len(inputs), generator=shuffle).to(device)
-            total = torch.zeros((), device=device)
-            for start in range(0, len(inputs), self.batch_size):
-                batch = order[start : start + self.batch_size]
-                optimizer.zero_grad()
-                batch_loss = loss_fn(module(inputs[batch]), targets[batch])
-                batch_loss.backward()
-                optimizer.step()
-                total += batch_loss.detach() * len(batch)
-            self.loss_curve_.append(float(total) / len(inputs))
-            if self.verbose:
-                print(f"{type(self).__name__} epoch {len(self.loss_curve_)}: loss {self.loss_curve_[-1]:.4f}")
-        self._optimizer_state = optimizer.state_dict()
-        module.eval()
+    def _run_epochs(self, module: nn.Module, device: torch.device, X: np.ndarray, targets: torch.Tensor,
+                    loss_fn: LossFunction, *, epochs: int, seed: int) -> None:
+        """Train from the optimizer state the previous call kept; record the losses and any DP-SGD release."""
+        if self.dp is None:
+            self._forget_dp_releases()
+        run = train_epochs(module, X, targets, loss_fn, settings=self._training_settings(), epochs=epochs,
+                           seed=seed, device=device, optimizer_state=self._optimizer_state,
+                           owner=type(self).__name__, epochs_done=len(self.loss_curve_))
+        self.loss_curve_.extend(run.losses)
+        self._optimizer_state = run.optimizer_state
+        if run.release is not None:
+            self.dp_releases_ = (*getattr(self, "dp_releases_", ()), run.release)
+            self.dp_mechanism_ = compose_dpsgd(self.dp_releases_)
+
+    def _training_settings(self) -> TrainingSettings:
+        return TrainingSettings(batch_size=self.batch_size, optimizer=self.optimizer, lr=self.lr,
+                                momentum=self.momentum, weight_decay=self.weight_decay, dp=self.dp,
+                                verbose=self.verbose)
 
     def _forget_dp_releases(self) -> None:
         """Drop ``dp_releases_``/``dp_mechanism_``: a new network, or one trained without DP-SGD."""
         for name in ("dp_releases_", "dp_mechanism_"):
             if hasattr(self, name):
                 delattr(self, name)
-
-    def _run_dp_epochs(
-        self,
-        module: nn.Module,
-        optimizer: torch.optim.Optimizer,
-        inputs: torch.Tensor,
-        targets: torch.Tensor,
-        loss_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
-        epochs: int,
-        seed: int,
-    ) -> None:
-        """DP-SGD epochs through Opacus (``dp``); the release is planned and checked before the first step."""
-        from .dp_training import check_dp_module, plan_release, train_dp_sgd
-
-        check_dp_module(module, type(self).__name__)
-        release = plan_release(self.dp, n=len(inputs), batch_size=self.batch_size, epochs=epochs)
-        losses = train_dp_sgd(module, optimizer, inputs, targets, loss_fn, release=release,
-                              max_grad_norm=self.dp.max_grad_norm, epochs=epochs, seed=seed,
-                              expected_batch_size=self.dp.resolve_expected_batch_size(self.batch_size))
-        self.loss_curve_.extend(losses)
-        if self.verbose:
-            print(f"{type(self).__name__} DP-SGD: {release}, last epoch's loss {losses[-1]:.4f}")
-        self._optimizer_state = optimizer.state_dict()
-        self.dp_releases_ = (*getattr(self, "dp_releases_", ()), release)
-        self.dp_mechanism_ = compose_dpsgd(self.dp_releases_)
 
     # ------------------------------------------------------- continued training
     def partial_fit(self, X: Any, y: Any, classes: Any = None) -> TorchClassifier:
@@ -536,7 +461,7 @@ class TorchClassifier(ClassifierMixin, BaseEstimator):
         X, y = self._validate_partial_fit_data(X, y, first)
         check_classification_targets(y)
         if first:
-            self._start_partial_fit(X, np.unique(np.asarray(classes)))
+            self._fresh_network(X, np.unique(np.asarray(classes)))
         codes = np.searchsorted(self.classes_, y)
         unknown = (codes >= len(self.classes_)) | (self.classes_[np.minimum(codes, len(self.classes_) - 1)] != y)
         if unknown.any():
@@ -568,18 +493,18 @@ class TorchClassifier(ClassifierMixin, BaseEstimator):
         -------
         self
         """
-        loss_fn = _soft_loss(loss, temperature)
+        loss_fn = soft_loss(loss, temperature=temperature)
         first = not hasattr(self, "module_")
         if first:
             self._check_training_parameters()
         X, targets = self._validate_partial_fit_data(X, targets, first, multi_output=True)
-        targets = _check_soft_targets(targets, loss)
+        targets = check_soft_targets(targets, loss)
         if classes is None:
             classes = np.arange(targets.shape[1]) if first else self.classes_
-        classes = _check_target_classes(classes, targets.shape[1])
+        classes = check_target_classes(classes, targets.shape[1])
         order = np.argsort(classes, kind="stable")
         if first:
-            self._start_partial_fit(X, classes[order])
+            self._fresh_network(X, classes[order])
         elif not np.array_equal(classes[order], self.classes_):
             raise ValueError(f"classes {classes.tolist()} must be a permutation of classes_ {self.classes_.tolist()}")
         self._continue(X, torch.from_numpy(np.ascontiguousarray(targets[:, order])), loss_fn)
@@ -610,42 +535,14 @@ class TorchClassifier(ClassifierMixin, BaseEstimator):
                 self, X, y, allow_nd=True, dtype=np.float32, multi_output=multi_output, reset=first
             )
         X, y = check_X_y(X, y, allow_nd=True, dtype=np.float32, multi_output=multi_output)
-        if X.shape[1:] != self.input_shape_:
-            raise ValueError(
-                f"X has examples of shape {X.shape[1:]}, but {type(self).__name__} was fitted on shape "
-                f"{self.input_shape_}"
-            )
-        return X, y
+        return self._check_example_shape(X), y
 
-    def _start_partial_fit(self, X: np.ndarray, classes: np.ndarray) -> None:
-        """Build the network of a first ``partial_fit`` call."""
-        device = _resolve_device(self.device)
-        seed = int(check_random_state(self.random_state).randint(np.iinfo(np.int32).max))
-        with _seeded_torch(device, seed):
-            module = self._new_module(X, classes, device)
-        self.classes_ = classes
-        self._record_input_shape(X)
-        self.loss_curve_ = []
-        self._optimizer_state = None
-        self._forget_dp_releases()
-        self.module_ = module.eval()
-        self.device_ = device
-
-    def _continue(
-        self, X: np.ndarray, targets: torch.Tensor, loss_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
-    ) -> None:
+    def _continue(self, X: np.ndarray, targets: torch.Tensor, loss_fn: LossFunction) -> None:
         """One more epoch on the current network, seeded by ``random_state`` and the epoch count."""
         if not hasattr(self, "_optimizer_state"):
             self._optimizer_state = None  # a network from from_safe_state: the optimizer starts afresh
-        base = int(check_random_state(self.random_state).randint(np.iinfo(np.int32).max))
-        seed = int(np.random.SeedSequence([base, len(self.loss_curve_)]).generate_state(1)[0] >> 1)
-        with _seeded_torch(self.device_, seed):
-            self._run_epochs(self.module_, X, targets, loss_fn, 1, seed, self.device_)
-
-    def _make_optimizer(self, module: nn.Module) -> torch.optim.Optimizer:
-        if self.optimizer == "adam":
-            return torch.optim.Adam(module.parameters(), lr=self.lr, weight_decay=self.weight_decay)
-        return torch.optim.SGD(module.parameters(), lr=self.lr, momentum=self.momentum, weight_decay=self.weight_decay)
+        seed = continuation_seed(self.random_state, epochs_done=len(self.loss_curve_))
+        self._train_further(X, targets, loss_fn, epochs=1, seed=seed)
 
     def get_optimizer_state(self) -> dict[str, np.ndarray]:
         """The optimizer's state that :meth:`partial_fit` continues from, as named arrays (no pickle).
@@ -656,34 +553,19 @@ class TorchClassifier(ClassifierMixin, BaseEstimator):
         keeps no object between rounds (a Flower SuperNode) stores both as arrays.
         """
         check_is_fitted(self)
-        state = getattr(self, "_optimizer_state", None) or {"state": {}}
-        return {f"{index}.{name}": value.detach().cpu().numpy().copy()
-                for index, entries in state["state"].items() for name, value in entries.items()
-                if isinstance(value, torch.Tensor)}
+        return optimizer_state_arrays(getattr(self, "_optimizer_state", None))
 
     def set_optimizer_state(self, arrays: Mapping[str, np.ndarray]) -> TorchClassifier:
         """Restore :meth:`get_optimizer_state`'s arrays (the hyper-parameters come from the estimator's own)."""
         check_is_fitted(self)
-        state: dict[int, dict[str, torch.Tensor]] = {}
-        for key, value in arrays.items():
-            index, _, name = str(key).partition(".")
-            if not index.isdigit() or not name:
-                raise ValueError(f"optimizer state key {key!r} must be '<parameter index>.<name>'")
-            state.setdefault(int(index), {})[name] = torch.from_numpy(np.array(value))
-        groups = self._make_optimizer(self.module_).state_dict()["param_groups"]
-        self._optimizer_state = {"state": state, "param_groups": groups} if state else None
+        groups = self._training_settings().make_optimizer(self.module_).state_dict()["param_groups"]
+        self._optimizer_state = optimizer_state_from_arrays(arrays, param_groups=groups)
         return self
 
     # -------------------------------------------------------------- prediction
     def _logits(self, X: Any) -> np.ndarray:
-        X = self._validate_X(X)
-        chunks = []
-        with torch.inference_mode():
-            for start in range(0, len(X), _INFERENCE_BATCH):
-                batch = torch.from_numpy(np.require(X[start : start + _INFERENCE_BATCH], requirements=["C", "W"]))
-                batch = batch.to(self.device_)
-                chunks.append(self.module_(batch).cpu().numpy())
-        return np.concatenate(chunks).astype(np.float64)
+        X = self._validate_X(X)  # checks that the estimator is fitted
+        return network_logits(self.module_, X, device=self.device_)
 
     def decision_function(self, X: Any) -> np.ndarray:
         """Logits: shape (n, n_classes), or (n,) with the log-odds of ``classes_[1]`` for two classes."""
@@ -713,30 +595,7 @@ class TorchClassifier(ClassifierMixin, BaseEstimator):
         the input shape, the loss curve and a printout of the network. ``tensors``
         maps the module's state-dict names to numpy arrays (copies).
         """
-        check_is_fitted(self)
-        params = self.get_params(deep=False)
-        module_fn = params.pop("module_fn", None)
-        spec: dict[str, Any] = {
-            "format": SAFE_STATE_FORMAT,
-            "format_version": SAFE_STATE_VERSION,
-            "class": type(self).__name__,
-            "params": {name: _json_param(name, value) for name, value in params.items()},
-            "classes": _json_classes(self.classes_),
-            "classes_dtype": self.classes_.dtype.str,
-            "input_shape": list(self.input_shape_),
-            "n_features_in": self.n_features_in_,
-            "loss_curve": [float(loss) for loss in self.loss_curve_],
-            "architecture": str(self.module_),
-            "torch_version": torch.__version__,
-        }
-        if module_fn is not None:
-            spec["module_fn"] = f"{getattr(module_fn, '__module__', '?')}.{getattr(module_fn, '__qualname__', '?')}"
-        if hasattr(self, "feature_names_in_"):
-            spec["feature_names_in"] = [str(name) for name in self.feature_names_in_]
-        if hasattr(self, "dp_releases_"):
-            spec["dp_releases"] = [release.parameters() for release in self.dp_releases_]
-        tensors = {name: tensor.detach().cpu().numpy().copy() for name, tensor in self.module_.state_dict().items()}
-        return spec, tensors
+        return safe_state(self)
 
     @classmethod
     def from_safe_state(
@@ -765,48 +624,7 @@ class TorchClassifier(ClassifierMixin, BaseEstimator):
             A fitted estimator that predicts exactly as the saved one did on the same
             device.
         """
-        target = _class_for_spec(cls, spec)
-        params = {name: tuple(value) if isinstance(value, list) else value for name, value in spec["params"].items()}
-        params.setdefault("dp", None)  # states saved before DP-SGD training existed
-        if isinstance(params.get("dp"), Mapping):
-            params["dp"] = DPConfig(**params["dp"])
-        expected = set(target._get_param_names()) - {"module_fn"}
-        if set(params) != expected:
-            raise ValueError(
-                f"spec['params'] for {target.__name__} must have exactly the keys {sorted(expected)}; "
-                f"missing {sorted(expected - set(params))}, unexpected {sorted(set(params) - expected)}"
-            )
-        if "module_fn" in target._get_param_names():
-            if module_fn is None:
-                raise ValueError(
-                    f"this {target.__name__} was built by a user module_fn "
-                    f"({spec.get('module_fn', 'unknown')}), which is not stored; pass module_fn= to rebuild it"
-                )
-            estimator = target(module_fn, **params)
-        else:
-            if module_fn is not None:
-                raise ValueError(f"{target.__name__} rebuilds its network from spec; module_fn must be None")
-            estimator = target(**params)
-        estimator._check_architecture()
-        estimator.classes_ = _classes_from_spec(spec)
-        estimator._record_input_shape(np.empty((0, *_int_list("input_shape", spec["input_shape"]))))
-        if estimator.n_features_in_ != spec["n_features_in"]:
-            raise ValueError(
-                f"spec['n_features_in'] = {spec['n_features_in']!r} does not match input_shape {spec['input_shape']}"
-            )
-        if "feature_names_in" in spec:
-            estimator.feature_names_in_ = np.asarray(spec["feature_names_in"], dtype=object)
-        estimator.loss_curve_ = [float(loss) for loss in spec["loss_curve"]]
-        if spec.get("dp_releases"):
-            estimator.dp_releases_ = tuple(DPSGD(**release) for release in spec["dp_releases"])
-            estimator.dp_mechanism_ = compose_dpsgd(estimator.dp_releases_)
-        device = _resolve_device(estimator.device)
-        with torch.random.fork_rng(devices=[]):
-            module = estimator._build_module(estimator.input_shape_, len(estimator.classes_))
-        module.load_state_dict(_state_dict_from_arrays(module, tensors), strict=True)
-        estimator.module_ = module.to(device).eval()
-        estimator.device_ = device
-        return estimator
+        return load_safe_state(cls, spec, tensors, module_fn=module_fn, loadable=_SAFE_CLASSES)
 
 
 class TorchMLP(TorchClassifier):
@@ -974,50 +792,6 @@ class TorchCNN(TorchClassifier):
             side //= 2
         return side
 
-
-@contextmanager
-def _seeded_torch(device: torch.device, seed: int) -> Iterator[None]:
-    """Seed torch's generators (CPU, and ``device`` if CUDA) inside, restoring the caller's state after."""
-    cuda_devices = []
-    if device.type == "cuda":
-        cuda_devices = [device.index if device.index is not None else torch.cuda.current_device()]
-    with torch.random.fork_rng(devices=cuda_devices):
-        torch.manual_seed(seed)
-        yield
-
-
-def _soft_loss(loss: str, temperature: float) -> Callable[[torch.Tensor, torch.Tensor], torch.Tensor]:
-    """The distillation loss of :meth:`TorchClassifier.fit_soft` (validated)."""
-    check_choice("loss", loss, ("kl", "l2", "l1"))
-    temperature = check_positive_finite("temperature", temperature)
-    if loss != "kl" and temperature != 1.0:
-        raise ValueError(f"temperature only applies to loss='kl'; got temperature={temperature!r} with loss={loss!r}")
-    if loss != "kl":
-        return functional.mse_loss if loss == "l2" else functional.l1_loss
-
-    def kl_loss(logits: torch.Tensor, probabilities: torch.Tensor) -> torch.Tensor:
-        log_student = functional.log_softmax(logits / temperature, dim=1)
-        return functional.kl_div(log_student, probabilities, reduction="batchmean") * temperature**2
-
-    return kl_loss
-
-
-def _check_soft_targets(targets: Any, loss: str) -> np.ndarray:
-    targets = np.asarray(targets, dtype=np.float32)
-    if targets.ndim != 2 or targets.shape[1] < 2:
-        raise ValueError(f"targets must have shape (n_samples, n_classes) with n_classes >= 2, got {targets.shape}")
-    if loss == "kl" and (targets.min() < 0 or not np.allclose(targets.sum(axis=1), 1.0, atol=1e-4)):
-        raise ValueError("targets must be class probabilities for loss='kl' (rows >= 0 summing to 1)")
-    return targets
-
-
-def _check_target_classes(classes: Any, n_columns: int) -> np.ndarray:
-    classes = np.asarray(classes)
-    if classes.ndim != 1 or len(classes) != n_columns or len(np.unique(classes)) != len(classes):
-        raise ValueError(f"classes must hold {n_columns} distinct labels, one per target column; got {classes!r}")
-    return classes
-
-
 def _image_shape(input_shape: tuple[int, ...]) -> tuple[int, int, int]:
     """(channels, height, width) of TorchCNN's inputs from the per-example shape."""
     if len(input_shape) == 1:
@@ -1035,93 +809,7 @@ def _image_shape(input_shape: tuple[int, ...]) -> tuple[int, int, int]:
     raise ValueError(f"TorchCNN needs examples of shape (d,), (H, W) or (C, H, W); got {input_shape}")
 
 
-# ------------------------------------------------------------- safe-state helpers
+#: The classes ``TorchClassifier.from_safe_state`` loads by the name a spec records.
 _SAFE_CLASSES: dict[str, type[TorchClassifier]] = {
     estimator_class.__name__: estimator_class for estimator_class in (TorchClassifier, TorchMLP, TorchCNN)
 }
-_SPEC_KEYS = ("format", "format_version", "class", "params", "classes", "classes_dtype", "input_shape",
-              "n_features_in", "loss_curve")
-
-
-def _json_param(name: str, value: object) -> Any:
-    """A hyper-parameter as a JSON value (tuples as lists, devices as strings)."""
-    if isinstance(value, np.random.RandomState):
-        return None
-    if isinstance(value, DPConfig):
-        return value.to_dict()
-    if isinstance(value, torch.device):
-        return str(value)
-    if isinstance(value, np.generic):
-        value = value.item()
-    if isinstance(value, (tuple, list)):
-        return [_json_param(name, item) for item in value]
-    if value is None or isinstance(value, (bool, int, float, str)):
-        return value
-    raise TypeError(f"hyper-parameter {name}={value!r} cannot be written to a safe state (not JSON-able)")
-
-
-def _json_classes(classes: np.ndarray) -> list[Any]:
-    if classes.dtype.kind not in "biufUO" or (
-        classes.dtype.kind == "O" and not all(isinstance(label, str) for label in classes)
-    ):
-        raise TypeError(f"classes_ of dtype {classes.dtype} cannot be written to a safe state; use int or str labels")
-    return classes.tolist()
-
-
-def _classes_from_spec(spec: Mapping[str, Any]) -> np.ndarray:
-    dtype = np.dtype(spec["classes_dtype"])
-    if dtype.kind not in "biufUO":
-        raise ValueError(f"spec['classes_dtype'] must be a bool, int, float or str dtype, got {dtype}")
-    classes = np.asarray(spec["classes"], dtype=dtype)
-    if classes.ndim != 1 or len(classes) < 2:
-        raise ValueError(f"spec['classes'] must list at least 2 class labels, got {spec['classes']!r}")
-    return classes
-
-
-def _int_list(name: str, values: object) -> tuple[int, ...]:
-    if not isinstance(values, list) or not values:
-        raise ValueError(f"spec[{name!r}] must be a non-empty list of integers >= 1, got {values!r}")
-    return tuple(check_int_at_least(f"spec[{name!r}]", value, 1) for value in values)
-
-
-def _class_for_spec(cls: type[TorchClassifier], spec: Mapping[str, Any]) -> type[TorchClassifier]:
-    if not isinstance(spec, Mapping):
-        raise TypeError(f"spec must be a mapping, got {type(spec).__name__}")
-    missing = [key for key in _SPEC_KEYS if key not in spec]
-    if missing:
-        raise ValueError(f"spec is missing the keys {missing}")
-    if spec["format"] != SAFE_STATE_FORMAT:
-        raise ValueError(f"spec['format'] must be {SAFE_STATE_FORMAT!r}, got {spec['format']!r}")
-    if spec["format_version"] != SAFE_STATE_VERSION:
-        raise ValueError(
-            f"spec['format_version'] {spec['format_version']!r} is not supported (this privfed reads "
-            f"version {SAFE_STATE_VERSION})"
-        )
-    name = spec["class"]
-    target = cls if name == cls.__name__ else _SAFE_CLASSES.get(name)
-    if target is None or not issubclass(target, cls):
-        raise ValueError(f"spec['class'] is {name!r}, which {cls.__name__}.from_safe_state cannot load")
-    if not isinstance(spec["params"], Mapping):
-        raise ValueError(f"spec['params'] must be a mapping, got {type(spec['params']).__name__}")
-    return target
-
-
-def _state_dict_from_arrays(module: nn.Module, tensors: Mapping[str, np.ndarray]) -> dict[str, torch.Tensor]:
-    """Check ``tensors`` against the module's state dict (names, shapes, dtypes) and convert them."""
-    expected = module.state_dict()
-    missing, unexpected = sorted(expected.keys() - tensors.keys()), sorted(tensors.keys() - expected.keys())
-    if missing or unexpected:
-        raise ValueError(f"tensors do not match the network: missing {missing}, unexpected {unexpected}")
-    state = {}
-    for name, reference in expected.items():
-        array = tensors[name]
-        if not isinstance(array, np.ndarray):
-            raise TypeError(f"tensors[{name!r}] must be a numpy array, got {type(array).__name__}")
-        tensor = torch.from_numpy(np.array(array, copy=True))
-        if tensor.shape != reference.shape or tensor.dtype != reference.dtype:
-            raise ValueError(
-                f"tensors[{name!r}] has shape {tuple(tensor.shape)} and dtype {tensor.dtype}; the network expects "
-                f"{tuple(reference.shape)} and {reference.dtype}"
-            )
-        state[name] = tensor
-    return state

@@ -103,6 +103,6 @@ def test_batching_pays_on_a_cpu_only_without_convolutions(digits):
 def test_batching_pays_on_cuda(digits, monkeypatch):
     from privfed.pipelines import batched_training
 
-    monkeypatch.setattr(batched_training, "_resolve_device", lambda device: torch.device("cuda"))
+    monkeypatch.setattr(batched_training, "resolve_device", lambda device: torch.device("cuda"))
     X, _ = digits
     assert batching_pays(TorchCNN(padding=2), X, np.arange(10))
