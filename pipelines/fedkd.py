@@ -64,16 +64,15 @@ from .fedkd_server import (
 )
 from .fedkd_steps import (
     PROBABILITY_FLOOR,
-    FedKDLogits,
     FedKDPartyOutcome,
     _positive_probabilities,
     fedkd_party_step,
     fedkd_tasks,
     is_torch_classifier,
     local_models,
+    logit_replies,
     party_logits,
     party_message,
-    party_scale,
     receive_fedkd_replies,
 )
 from .messages import DEFAULT_MAX_BYTES
@@ -288,25 +287,8 @@ class FedKD(ClassifierMixin, BaseEstimator):
         """
         self._validate()
         public = np.asarray(public)
-        logits = [np.asarray(z, dtype=float) for z in party_logits]
-        counts = np.asarray(class_counts)
-        if not logits or any(z.ndim != 2 or z.shape != logits[0].shape or len(z) != len(public) for z in logits):
-            raise ValueError(
-                f"party_logits must be a non-empty list of arrays of one shape ({len(public)} public examples, C); "
-                f"got shapes {[z.shape for z in logits]}"
-            )
-        n_outputs = logits[0].shape[1]
-        if counts.shape != (len(logits), n_outputs):
-            raise ValueError(f"class_counts must have shape ({len(logits)}, {n_outputs}), got {counts.shape}")
-        self.classes_ = np.arange(n_outputs) if classes is None else np.asarray(classes)
-        if len(self.classes_) != n_outputs:
-            raise ValueError(f"classes must hold {n_outputs} labels, one per logit column; got {len(self.classes_)}")
-        sizes = parameter_counts if parameter_counts is not None else [None] * len(logits)
-        results = [
-            FedKDLogits(party_message(z, clip=self.clip, quantization_scale=party_scale(self)), c,
-                        -1 if size is None else size)
-            for z, c, size in zip(logits, counts, sizes)
-        ]
+        self.classes_, results = logit_replies(self, party_logits, class_counts, public, classes=classes,
+                                               parameter_counts=parameter_counts)
         seed_sequence = as_seed_sequence(self.random_state)
         return self._set_fitted(fedkd_server_step(self, results, public, seed_sequence.spawn(2)[1],
                                                   int(seed_sequence.entropy)))

@@ -43,6 +43,7 @@ __all__ = [
     "fedkd_party_step",
     "fedkd_tasks",
     "local_models",
+    "logit_replies",
     "parameter_count",
     "party_logits",
     "party_scale",
@@ -288,6 +289,35 @@ def fedkd_tasks(model: Any, public: np.ndarray, classes: np.ndarray, party_seeds
             send_class_counts=resolved_weighting(model) == "class-count",
         )
         for seed in spawn_seeds(party_seeds, n_parties)
+    ]
+
+
+def logit_replies(model: Any, party_logits: Sequence[np.ndarray], class_counts: np.ndarray, public: np.ndarray, *,
+                  classes: np.ndarray | None, parameter_counts: Sequence[int | None] | None
+                  ) -> tuple[np.ndarray, list[FedKDLogits]]:
+    """The replies the parties would send for logits computed elsewhere (``FedKD.fit_logits``), and the classes.
+
+    Each party's logits (shape (n_public, C)) are clipped and quantized by :func:`party_message` with the
+    estimator ``model``'s settings; ``classes`` (``arange(C)`` when None) labels the columns.
+    """
+    logits = [np.asarray(z, dtype=float) for z in party_logits]
+    counts = np.asarray(class_counts)
+    if not logits or any(z.ndim != 2 or z.shape != logits[0].shape or len(z) != len(public) for z in logits):
+        raise ValueError(
+            f"party_logits must be a non-empty list of arrays of one shape ({len(public)} public examples, C); "
+            f"got shapes {[z.shape for z in logits]}"
+        )
+    n_outputs = logits[0].shape[1]
+    if counts.shape != (len(logits), n_outputs):
+        raise ValueError(f"class_counts must have shape ({len(logits)}, {n_outputs}), got {counts.shape}")
+    classes = np.arange(n_outputs) if classes is None else np.asarray(classes)
+    if len(classes) != n_outputs:
+        raise ValueError(f"classes must hold {n_outputs} labels, one per logit column; got {len(classes)}")
+    sizes = parameter_counts if parameter_counts is not None else [None] * len(logits)
+    return classes, [
+        FedKDLogits(party_message(z, clip=model.clip, quantization_scale=party_scale(model)), c,
+                    -1 if size is None else size)
+        for z, c, size in zip(logits, counts, sizes)
     ]
 
 
