@@ -8,9 +8,9 @@ from sklearn.tree import DecisionTreeClassifier
 
 torch = pytest.importorskip("torch")
 
+from privfed.pipelines import privatekt_server  # noqa: E402
 from privfed.pipelines.checkpoint import RoundCheckpoint, run_fingerprint  # noqa: E402
 from privfed.pipelines.dp_config import DPConfig  # noqa: E402
-from privfed.pipelines import privatekt_server  # noqa: E402
 from privfed.pipelines.privatekt import PrivateKT  # noqa: E402
 from privfed.pipelines.torch_models import TorchMLP  # noqa: E402
 
