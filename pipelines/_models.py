@@ -20,7 +20,13 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["FittedClassifier", "dp_release", "fit_classifier", "is_dp_trained", "with_seed"]
+__all__ = ["FittedClassifier", "dp_release", "fit_classifier", "is_dp_trained", "is_torch_classifier", "with_seed"]
+
+
+def is_torch_classifier(model: Any) -> bool:
+    """A TorchClassifier (``fit_soft`` and ``predict_log_proba``: learns from soft targets, continues training),
+    as opposed to a scikit-learn classifier."""
+    return hasattr(model, "fit_soft") and hasattr(model, "predict_log_proba")
 
 
 def is_dp_trained(prototype: Any) -> bool:

@@ -124,3 +124,16 @@ class RoundCheckpoint:
         except BaseException:
             Path(temporary).unlink(missing_ok=True)
             raise
+
+
+def estimator_checkpoint(path: str | os.PathLike[str] | None, estimator: Any, arrays: Sequence[np.ndarray], *,
+                         ignore: Sequence[str]) -> RoundCheckpoint | None:
+    """The checkpoint at ``path`` of a run of ``estimator`` on ``arrays`` (None: none asked).
+
+    The run's fingerprint covers the estimator's parameters but those in ``ignore`` (settings that do not
+    change the result, such as ``n_jobs`` and ``progress``) and the data ``arrays``.
+    """
+    if path is None:
+        return None
+    parameters = {k: v for k, v in estimator.get_params(deep=False).items() if k not in ignore}
+    return RoundCheckpoint.at(path, run_fingerprint(parameters, arrays))

@@ -8,9 +8,11 @@ The exchange, after the schema exchange of :mod:`privfed.pipelines.party_schema`
    class counts (in clear, for the class-count weights; recorded as unaccounted) and its model's
    parameter count (for the FedAvg comparison of ``bandwidth_``).
 
-No model parameter leaves a party. The server step is :meth:`FedKD._fit_server
-<privfed.pipelines.fedkd.FedKD>` (weights, ensemble, noise, distillation, ledger), which ``FedKD.fit``
-and the Flower app run on the same messages.
+No model parameter leaves a party. The server makes the tasks (:func:`fedkd_tasks`, after
+:func:`local_models` has checked the parties' models) and checks the replies
+(:func:`receive_fedkd_replies`); its step on them is :func:`~privfed.pipelines.fedkd_server.fedkd_server_step`
+(weights, ensemble, noise, distillation, ledger). ``FedKD.fit`` and the Flower app run these very functions
+on the same messages.
 
 How the logits are formed (decision scores, log-probabilities, centring, multi-label) is
 described in :mod:`privfed.pipelines.fedkd`.
@@ -27,8 +29,11 @@ import numpy as np
 
 from ..accounting import Mechanism, quantize_logits
 from ._dp_ledger import training_report, without_trainings
-from ._models import FittedClassifier, dp_release, fit_classifier, with_seed
+from ._models import FittedClassifier, dp_release, fit_classifier, is_torch_classifier, with_seed
+from ._random import spawn_seeds
 from .messages import ArraySpec, MessageError, Record, WireMessage
+from .party_data import class_codes
+from .preflight import warn_if_noise_drowns_votes
 
 __all__ = [
     "FedKDPartyOutcome",
@@ -36,10 +41,15 @@ __all__ = [
     "FedKDLogits",
     "FedKDTask",
     "fedkd_party_step",
+    "fedkd_tasks",
+    "local_models",
+    "logit_replies",
     "parameter_count",
     "party_logits",
+    "party_scale",
     "party_message",
     "receive_fedkd_replies",
+    "resolved_weighting",
 ]
 
 #: Probabilities are floored here before taking logs, so that logits stay finite.
@@ -77,13 +87,9 @@ class FedKDLogits(WireMessage):
 
 
 # --- the parties' logits ------------------------------------------------------------------------------
-def _is_torch_classifier(model: Any) -> bool:
-    return hasattr(model, "fit_soft") and hasattr(model, "predict_log_proba")
-
-
 def _single_label_scores(model: Any, X: np.ndarray, n_known: int) -> np.ndarray:
     """Raw per-class scores of a fitted model over the ``n_known`` classes it was fitted on."""
-    if _is_torch_classifier(model):
+    if is_torch_classifier(model):
         return model.predict_log_proba(X)
     if hasattr(model, "decision_function"):
         scores = np.asarray(model.decision_function(X), dtype=float)
@@ -177,7 +183,6 @@ def parameter_count(model: Any) -> int | None:
     return int(sum(np.size(array) for array in arrays)) if arrays else None
 
 
-
 # --- the party step -------------------------------------------------------------------------------------
 @dataclass(frozen=True, eq=False)
 class FedKDPartyOutcome:
@@ -208,9 +213,7 @@ def fedkd_party_step(
         logits = party_logits(model, task.public, clip=clip, multilabel=True, n_outputs=n_outputs)
         counts = y.sum(axis=0).astype(np.int64)
     else:
-        codes = np.searchsorted(task.classes, y).clip(0, n_outputs - 1)
-        if not np.array_equal(task.classes[codes], y):
-            raise ValueError(f"{party} holds labels outside the federation's classes {task.classes.tolist()}")
+        codes = class_codes(task.classes, y, party=party)
         fitted = fit_classifier(local_model, X, codes, n_classes=n_outputs, seed=task.seed)
         model = fitted.estimator
         logits = party_logits(fitted, task.public, clip=clip)
@@ -221,6 +224,101 @@ def fedkd_party_step(
     quantized = party_message(logits, clip=clip, quantization_scale=scale)
     return FedKDPartyOutcome(FedKDLogits(quantized, counts.astype(np.int64), -1 if size is None else size),
                              dp_release(model))
+
+
+# --- the server's steps around the party step ------------------------------------------------------------
+def resolved_weighting(model: Any) -> str:
+    """The estimator ``model``'s ``weighting``, with ``"auto"`` resolved: uniform when every local model is configured
+    for DP training, class-count otherwise."""
+    if model.weighting != "auto":
+        return model.weighting
+    models = model.local_model if isinstance(model.local_model, (list, tuple)) else [model.local_model]
+    dp_trained = all(getattr(local, "dp", None) is not None for local in models)
+    return "uniform" if dp_trained else "class-count"
+
+
+def local_models(model: Any, n_parties: int) -> list[Any]:
+    """The estimator ``model``'s local model of each party (one shared prototype, or one per party), checked."""
+    models = (
+        list(model.local_model) if isinstance(model.local_model, (list, tuple)) else [model.local_model] * n_parties
+    )
+    if len(models) != n_parties:
+        raise ValueError(f"local_model is a list of {len(models)} models; give one per party ({n_parties}) or one")
+    for index, local in enumerate(models):
+        if not (hasattr(local, "fit") and hasattr(local, "get_params")
+                and (hasattr(local, "predict_proba") or hasattr(local, "decision_function"))):
+            raise TypeError(
+                f"local_model[{index}] must be a scikit-learn-style classifier with fit and predict_proba "
+                f"(or decision_function), got {local!r}"
+            )
+        if model.multilabel and is_torch_classifier(local):
+            raise TypeError(
+                f"local_model[{index}] is a {type(local).__name__}, which trains on single labels only; "
+                "multilabel=True needs scikit-learn classifiers that accept (n, L) indicator targets"
+            )
+    return models
+
+
+def party_scale(model: Any) -> int | None:
+    """S for the party's own quantization: None with the paper's quantizer (the server-set grid comes later)."""
+    return model.quantization_scale if model.quantizer == "public" else None
+
+
+def fedkd_tasks(model: Any, public: np.ndarray, classes: np.ndarray, party_seeds: np.random.SeedSequence,
+                n_parties: int) -> list[FedKDTask]:
+    """One :class:`FedKDTask` per party, from the validated estimator ``model`` and the federation's ``classes``.
+
+    Warns first when the noise drowns even the best top-class margin (single-label only; :mod:`.preflight`).
+    """
+    if model.gamma is not None and not model.multilabel:  # pre-flight: the best margin is 2Z (+Z against −Z)
+        warn_if_noise_drowns_votes(
+            "FedKD", votes=2 * float(model.clip), n_classes=len(classes), aggregator="laplace",
+            scale=1 / float(model.gamma),
+            what=f"each public example's ensemble has a top-class margin of at most {2 * float(model.clip):g} "
+                 f"(logits clipped to ±{float(model.clip):g})",
+            advice="add less noise (a larger gamma) or a larger clip")
+    scale = party_scale(model)
+    return [
+        FedKDTask(
+            public=public,
+            classes=np.arange(len(classes)) if model.multilabel else classes,
+            multilabel=bool(model.multilabel),
+            clip=math.nan if model.clip is None else float(model.clip),
+            quantization_scale=0 if scale is None else int(scale),
+            seed=int(seed),
+            send_class_counts=resolved_weighting(model) == "class-count",
+        )
+        for seed in spawn_seeds(party_seeds, n_parties)
+    ]
+
+
+def logit_replies(model: Any, party_logits: Sequence[np.ndarray], class_counts: np.ndarray, public: np.ndarray, *,
+                  classes: np.ndarray | None, parameter_counts: Sequence[int | None] | None
+                  ) -> tuple[np.ndarray, list[FedKDLogits]]:
+    """The replies the parties would send for logits computed elsewhere (``FedKD.fit_logits``), and the classes.
+
+    Each party's logits (shape (n_public, C)) are clipped and quantized by :func:`party_message` with the
+    estimator ``model``'s settings; ``classes`` (``arange(C)`` when None) labels the columns.
+    """
+    logits = [np.asarray(z, dtype=float) for z in party_logits]
+    counts = np.asarray(class_counts)
+    if not logits or any(z.ndim != 2 or z.shape != logits[0].shape or len(z) != len(public) for z in logits):
+        raise ValueError(
+            f"party_logits must be a non-empty list of arrays of one shape ({len(public)} public examples, C); "
+            f"got shapes {[z.shape for z in logits]}"
+        )
+    n_outputs = logits[0].shape[1]
+    if counts.shape != (len(logits), n_outputs):
+        raise ValueError(f"class_counts must have shape ({len(logits)}, {n_outputs}), got {counts.shape}")
+    classes = np.arange(n_outputs) if classes is None else np.asarray(classes)
+    if len(classes) != n_outputs:
+        raise ValueError(f"classes must hold {n_outputs} labels, one per logit column; got {len(classes)}")
+    sizes = parameter_counts if parameter_counts is not None else [None] * len(logits)
+    return classes, [
+        FedKDLogits(party_message(z, clip=model.clip, quantization_scale=party_scale(model)), c,
+                    -1 if size is None else size)
+        for z, c, size in zip(logits, counts, sizes)
+    ]
 
 
 def receive_fedkd_replies(

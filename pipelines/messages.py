@@ -28,7 +28,7 @@ from typing import Any, ClassVar, TypeVar
 
 import numpy as np
 
-__all__ = ["ArraySpec", "MessageError", "Record", "WireMessage", "record_sizes"]
+__all__ = ["ArraySpec", "MessageError", "Record", "Traffic", "WireMessage", "record_sizes"]
 
 Scalar = int | float | str | bool
 M = TypeVar("M", bound="WireMessage")
@@ -161,3 +161,40 @@ def record_sizes(sent: list[list[Record]]) -> dict[str, list[int]]:
     """Bytes per message kind and per party, from the records each party sent (in party order)."""
     kinds = sorted({record.kind for records in sent for record in records})
     return {kind: [sum(r.nbytes for r in records if r.kind == kind) for records in sent] for kind in kinds}
+
+
+class Traffic:
+    """Bytes per message kind and per party over a run of rounds, summed as the parties' records pass.
+
+    Parameters
+    ----------
+    sizes : dict of ndarray
+        Bytes so far per message kind, one entry per party (:func:`record_sizes`'s form, as arrays).
+    """
+
+    def __init__(self, sizes: Mapping[str, np.ndarray]) -> None:
+        self.sizes = dict(sizes)
+
+    @classmethod
+    def of(cls, sent: list[list[Record]]) -> Traffic:
+        """The traffic of the records each party sent (in party order), e.g. the schema exchange."""
+        return cls({kind: np.asarray(sizes) for kind, sizes in record_sizes(sent).items()})
+
+    def add(self, sent: list[list[Record]]) -> None:
+        """Count one more exchange: the records each party sent or received (in party order)."""
+        for kind, sizes in record_sizes(sent).items():
+            self.sizes[kind] = self.sizes.get(kind, 0) + np.asarray(sizes)
+
+    def totals(self) -> dict[str, list[int]]:
+        """Bytes per kind (sorted) and per party, as plain integers (a pipeline's ``bandwidth_``)."""
+        return {kind: [int(size) for size in self.sizes[kind]] for kind in sorted(self.sizes)}
+
+    def arrays(self) -> dict[str, np.ndarray]:
+        """The counts as named arrays (``traffic.<kind>``), for a round checkpoint."""
+        return {f"traffic.{kind}": sizes for kind, sizes in self.sizes.items()}
+
+    @classmethod
+    def from_arrays(cls, arrays: Mapping[str, np.ndarray]) -> Traffic:
+        """The traffic that :meth:`arrays` saved (other names in ``arrays`` are ignored)."""
+        return cls({name.removeprefix("traffic."): sizes for name, sizes in arrays.items()
+                    if name.startswith("traffic.")})

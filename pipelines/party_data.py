@@ -27,7 +27,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-__all__ = ["check_parties", "check_party_data", "party_classes"]
+__all__ = ["check_multilabel_parties", "check_parties", "check_party_data", "class_codes", "party_classes"]
 
 
 def _check_features(value: object, name: str) -> np.ndarray:
@@ -138,3 +138,34 @@ def party_classes(parties: list[tuple[np.ndarray, np.ndarray]]) -> np.ndarray:
             "at least 2 classes are needed"
         )
     return classes
+
+
+def check_multilabel_parties(parties: object, public: object) -> tuple[list[tuple[np.ndarray, np.ndarray]], np.ndarray]:
+    """Validate multi-label ``parties`` (``(X, Y)`` pairs, Y an (n, L >= 2) 0/1 indicator array, one L) and ``public``.
+
+    Returns the parties with Y as int64 indicators, and the public set (checked as :func:`check_parties` does).
+    """
+    checked = []
+    if isinstance(parties, (str, bytes)) or not isinstance(parties, Sequence) or len(parties) == 0:
+        raise ValueError(f"parties must be a non-empty sequence of (X, Y) pairs, got {type(parties).__name__}")
+    for index, party in enumerate(parties):
+        X, Y = np.asarray(party[0]), np.asarray(party[1])
+        if X.ndim < 2 or Y.ndim != 2 or len(X) != len(Y) or Y.shape[1] < 2 or not np.isin(Y, (0, 1)).all():
+            raise ValueError(
+                f"parties[{index}] must hold X of shape (n, features...) and a 0/1 indicator Y of shape "
+                f"(n, L >= 2) with multilabel=True; got X {X.shape} and Y {Y.shape}"
+            )
+        if checked and Y.shape[1] != checked[0][1].shape[1]:
+            raise ValueError(f"parties[{index}] has {Y.shape[1]} labels, parties[0] has {checked[0][1].shape[1]}")
+        checked.append((X, Y.astype(np.int64)))
+    _, public = check_parties([(X, np.zeros(len(X))) for X, _ in checked], public)
+    return checked, public
+
+
+def class_codes(classes: np.ndarray, y: np.ndarray, *, party: str) -> np.ndarray:
+    """A party's labels ``y`` as codes 0..C−1 into the federation's sorted ``classes``; ValueError naming
+    ``party`` when it holds a label outside them."""
+    codes = np.searchsorted(classes, y).clip(0, len(classes) - 1)
+    if not np.array_equal(classes[codes], y):
+        raise ValueError(f"{party} holds labels outside the federation's classes {classes.tolist()}")
+    return codes

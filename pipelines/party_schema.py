@@ -25,7 +25,10 @@ import numpy as np
 from ..accounting import Ledger
 from .messages import ArraySpec, MessageError, WireMessage
 
-__all__ = ["WITHHELD_SIZE", "PartySchema", "describe_party", "federation_classes", "record_schema_exchange"]
+__all__ = [
+    "WITHHELD_SIZE", "PartySchema", "describe_party", "federation_classes", "local_schema_exchange",
+    "record_schema_exchange",
+]
 
 #: ``n_examples`` of a party that withholds its size (it was given the public label set).
 WITHHELD_SIZE = -1
@@ -104,6 +107,19 @@ def federation_classes(
             "at least 2 classes are needed"
         )
     return classes
+
+
+def local_schema_exchange(parties: Sequence[tuple[np.ndarray, np.ndarray]], feature_shape: tuple[int, ...]
+                          ) -> tuple[list[str], list[PartySchema], np.ndarray]:
+    """The schema exchange of an in-process run over the (checked) ``parties``, through the messages' wire form.
+
+    Returns the parties' names (``"party i"``), their schemas as the server received them, and the
+    federation's classes (:func:`federation_classes` against ``feature_shape``).
+    """
+    names = [f"party {index}" for index in range(len(parties))]
+    schemas = [PartySchema.from_record(describe_party(X, y).to_record(), sender=name)
+               for (X, y), name in zip(parties, names)]
+    return names, schemas, federation_classes(schemas, feature_shape, names)
 
 
 def record_schema_exchange(ledger: Ledger, schemas: Sequence[PartySchema] | None = None) -> None:

@@ -46,106 +46,40 @@ pseudo-labels — a degraded variant, recorded in ``training_``.
 
 from __future__ import annotations
 
-import math
 import os
-from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any, Literal
 
 import numpy as np
-from scipy.special import softmax
-from sklearn.base import BaseEstimator, ClassifierMixin, clone
+from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.utils.validation import check_is_fitted
 
-from ..accounting import (
-    DPSGD,
-    Ledger,
-    RandomizedResponse,
-    account,
-    compose_dpsgd,
-    compose_parallel,
-    randomized_response_keep_probability,
-)
-from ..accounting._checks import (
-    check_delta,
-    check_int_at_least,
-    check_positive_finite,
-    check_probability,
-)
-from ..accounting.fingerprint import data_fingerprint
-from ._dp_ledger import record_local_training
-from ._models import FittedClassifier, fit_classifier
-from ._random import as_seed_sequence
-from .checkpoint import RoundCheckpoint, run_fingerprint
+from ..accounting import RandomizedResponse
+from ._models import FittedClassifier, is_torch_classifier
+from .checkpoint import RoundCheckpoint, estimator_checkpoint
 from .executor import PartyTask, run_party_tasks
-from .messages import DEFAULT_MAX_BYTES, Record, WireMessage, record_sizes
+from .messages import DEFAULT_MAX_BYTES, Record, WireMessage
 from .party_data import check_parties
-from .party_schema import PartySchema, describe_party, federation_classes, record_schema_exchange
+from .party_schema import PartySchema, local_schema_exchange
+from .privatekt_server import (
+    KnowledgeBuffer,
+    PrivateKTFit,
+    PrivateKTServer,
+    RoundExchange,
+    check_privatekt_settings,
+    client_releases,
+    importance_sample,
+    predictive_entropy,
+)
 from .privatekt_steps import (
     PrivateKTTask,
-    aggregate_reports,
     batched_party_steps,
-    is_torch_classifier,
-    network_from_parameters,
-    network_parameters,
     perturb_labels,
     privatekt_party_step,
-    privatekt_tasks,
-    receive_privatekt_replies,
 )
-from .progress import check_progress, progress_bar
+from .progress import progress_bar
 
 __all__ = ["KnowledgeBuffer", "PrivateKT", "RoundExchange", "importance_sample", "perturb_labels", "predictive_entropy"]
-
-#: How a driver moves one round's messages: given the selected clients (indices, sorted) and their tasks,
-#: return the records each client that replied sent (by client index) and the clients that did not reply.
-RoundExchange = Callable[[Sequence[int], Sequence[PrivateKTTask]], tuple[dict[int, list[Record]], list[int]]]
-
-
-def predictive_entropy(probabilities: np.ndarray) -> np.ndarray:
-    """H(x) = −Σ_c p_c log p_c per row of an (n, C) probability matrix (0 log 0 = 0)."""
-    p = np.asarray(probabilities, dtype=float)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        return -np.sum(np.where(p > 0, p * np.log(p), 0.0), axis=1)
-
-
-def importance_sample(
-    entropy: np.ndarray, size: int, rng: np.random.Generator, *, uncertain: bool = True
-) -> np.ndarray:
-    """``size`` distinct indices drawn with probabilities softmax(H) (``uncertain=True``) or softmax(−H).
-
-    PrivateKT's importance sampling of the knowledge-transfer examples (uncertain
-    first) and its self-training sampling (confident first).
-    """
-    scores = np.asarray(entropy, dtype=float)
-    size = check_int_at_least("size", size, 0)
-    if size > len(scores):
-        raise ValueError(f"size must be at most the number of examples ({len(scores)}), got {size}")
-    return rng.choice(len(scores), size=size, replace=False, p=softmax(scores if uncertain else -scores))
-
-
-class KnowledgeBuffer:
-    """FIFO buffer of the aggregated knowledge of the last ``rounds`` rounds (PrivateKT §"knowledge buffer")."""
-
-    def __init__(self, rounds: int) -> None:
-        self.rounds = check_int_at_least("rounds", rounds, 1)
-        self._entries: deque[tuple[np.ndarray, np.ndarray]] = deque(maxlen=self.rounds)
-
-    def __len__(self) -> int:
-        """Rounds currently held (at most ``rounds``)."""
-        return len(self._entries)
-
-    def push(self, indices: np.ndarray, labels: np.ndarray) -> None:
-        """Add one round's public-example indices and aggregated labels, dropping the oldest round when full."""
-        self._entries.append((np.asarray(indices, dtype=np.int64), np.asarray(labels, dtype=np.int64)))
-
-    def entries(self) -> list[tuple[np.ndarray, np.ndarray]]:
-        """The held rounds' (indices, labels), oldest first."""
-        return list(self._entries)
-
-    def contents(self) -> tuple[np.ndarray, np.ndarray]:
-        """All held (indices, labels), oldest round first."""
-        return (np.concatenate([i for i, _ in self._entries]), np.concatenate([label for _, label in self._entries]))
 
 
 def _party_step(task: PartyTask) -> list[WireMessage]:
@@ -284,36 +218,9 @@ class PrivateKT(ClassifierMixin, BaseEstimator):
         self.batch_clients = batch_clients
         self.progress = progress
 
-    # --- validation ---------------------------------------------------------------------------------------
     def _validate(self, n_public: int | None = None) -> None:
-        if not (
-            hasattr(self.model, "fit") and hasattr(self.model, "predict_proba") and hasattr(self.model, "get_params")
-        ):
-            raise TypeError(
-                f"model must be a scikit-learn-style classifier with fit and predict_proba, got {self.model!r}"
-            )
-        check_positive_finite("epsilon_per_round", self.epsilon_per_round)
-        check_int_at_least("queries_per_round", self.queries_per_round, 1)
-        check_int_at_least("buffer_rounds", self.buffer_rounds, 1)
-        check_int_at_least("self_training_size", self.self_training_size, 0)
-        check_int_at_least("rounds", self.rounds, 1)
-        check_probability("client_fraction", self.client_fraction, open_high=False)
-        for name in ("local_epochs", "fine_tune_epochs", "self_training_epochs"):
-            check_int_at_least(name, getattr(self, name), 1)
-        if self.fine_tune_batch_size is not None:
-            check_int_at_least("fine_tune_batch_size", self.fine_tune_batch_size, 1)
-            if not is_torch_classifier(self.model):
-                raise ValueError(
-                    f"fine_tune_batch_size applies to a torch global model only (fine-tuned in mini-batches), got "
-                    f"{self.fine_tune_batch_size} with {type(self.model).__name__}; leave it None")
-        check_delta(self.delta)
-        check_progress(self.progress)
-        if not (isinstance(self.batch_clients, bool) or (isinstance(self.batch_clients, str)
-                                                          and self.batch_clients == "auto")):
-            raise TypeError(f"batch_clients must be True, False or 'auto', got {self.batch_clients!r}")
-        for name in ("queries_per_round", "self_training_size"):
-            if n_public is not None and getattr(self, name) > n_public:
-                raise ValueError(f"{name} must be at most the public set's size {n_public}, got {getattr(self, name)}")
+        """Check the hyper-parameters (``privfed.federation`` calls this before starting anything)."""
+        check_privatekt_settings(self, n_public)
 
     # --- fitting ---------------------------------------------------------------------------------------
     def fit(self, parties: Sequence[tuple[np.ndarray, np.ndarray]], public: np.ndarray, *,
@@ -322,8 +229,9 @@ class PrivateKT(ClassifierMixin, BaseEstimator):
         """Run ``rounds`` rounds of PrivateKT; ``eval_set=(X, y)`` records the accuracy after each round in
         ``history_``.
 
-        A driver over the party and server steps of :mod:`privfed.pipelines.privatekt_steps`: every
-        message goes through its wire form, exactly as in a Flower run (``privfed.federation``).
+        A driver over the party steps of :mod:`privfed.pipelines.privatekt_steps` and the server of
+        :mod:`privfed.pipelines.privatekt_server`: every message goes through its wire form, exactly as in
+        a Flower run (``privfed.federation``).
 
         ``checkpoint``: an ``.npz`` path (torch global models only). The run's state is saved there
         after every round (:mod:`privfed.pipelines.checkpoint`: arrays and JSON, no pickle); if the
@@ -333,12 +241,7 @@ class PrivateKT(ClassifierMixin, BaseEstimator):
         parties, public = check_parties(parties, public)
         self._validate(len(public))
         saved = self._checkpoint(checkpoint, parties, public, eval_set)
-        names = [f"party {index}" for index in range(len(parties))]
-        schemas = [
-            PartySchema.from_record(describe_party(X, y).to_record(), sender=name)
-            for (X, y), name in zip(parties, names)
-        ]
-        classes = federation_classes(schemas, public.shape[1:], names)
+        names, schemas, classes = local_schema_exchange(parties, public.shape[1:])
         batched = self._batched(public, classes)
 
         def exchange(clients: Sequence[int], tasks: Sequence[PrivateKTTask]) -> tuple[dict[int, list[Record]], list]:
@@ -368,9 +271,7 @@ class PrivateKT(ClassifierMixin, BaseEstimator):
     def _checkpoint(self, path: str | os.PathLike[str] | None, parties: Sequence[tuple[np.ndarray, np.ndarray]],
                     public: np.ndarray, eval_set: tuple[np.ndarray, np.ndarray] | None) -> RoundCheckpoint | None:
         """The run's checkpoint file (None: none asked); refused for a model whose state is not plain arrays."""
-        if path is None:
-            return None
-        if not is_torch_classifier(self.model):
+        if path is not None and not is_torch_classifier(self.model):
             raise ValueError(
                 f"checkpoint needs a TorchClassifier global model (its weights are saved as arrays), got "
                 f"{type(self.model).__name__}: a scikit-learn model could only be saved by pickle, which privfed "
@@ -378,223 +279,42 @@ class PrivateKT(ClassifierMixin, BaseEstimator):
         arrays = [public, *(array for X, y in parties for array in (X, y))]
         if eval_set is not None:
             arrays += [np.asarray(eval_set[0]), np.asarray(eval_set[1])]
-        parameters = {k: v for k, v in self.get_params(deep=False).items() if k not in ("progress", "n_jobs")}
-        return RoundCheckpoint.at(path, run_fingerprint(parameters, arrays))
+        return estimator_checkpoint(path, self, arrays, ignore=("progress", "n_jobs"))
 
     def _fit_rounds(self, public: np.ndarray, schemas: Sequence[PartySchema], classes: np.ndarray,
                     names: Sequence[str], exchange: RoundExchange, *,
                     eval_set: tuple[np.ndarray, np.ndarray] | None = None,
                     max_bytes: int = DEFAULT_MAX_BYTES, checkpoint: RoundCheckpoint | None = None) -> PrivateKT:
-        """The server side of every round (shared with ``privfed.federation``); ``exchange`` moves the messages.
+        """Drive the server (:class:`~privfed.pipelines.privatekt_server.PrivateKTServer`) round by round, saving
+        each round to ``checkpoint`` (shared with ``privfed.federation``); ``exchange`` moves the messages.
 
-        A selected client that ``exchange`` reports missing is dropped for that round: its report was
-        never released, so it neither joins the aggregate nor counts in ``participation_`` (its ε does
-        not grow); it is listed in ``dropouts_`` and in the ledger. A round without any report adds
-        nothing to the buffer and leaves the global model as it was.
+        A selected client that ``exchange`` reports missing is dropped for that round (listed in ``dropouts_``
+        and in the ledger; its ε does not grow).
         """
         self.classes_ = classes
-        n_classes, n_clients = len(classes), len(schemas)
-        per_round = max(1, math.floor(self.client_fraction * n_clients))
-        K = self.queries_per_round
-        beta = randomized_response_keep_probability(self.epsilon_per_round, num_classes=n_classes, labels_per_report=K)
-        warm = is_torch_classifier(self.model)
-        saved = checkpoint.load() if checkpoint is not None else None
-        seed_sequence = (np.random.SeedSequence(int(saved[0]["entropy"])) if saved is not None
-                         else as_seed_sequence(self.random_state))
-        round_seeds = seed_sequence.spawn(self.rounds)
-        rng = np.random.default_rng(seed_sequence.spawn(1)[0])
-        init_seed = int(rng.integers(2**31))
-
-        global_: FittedClassifier | None = None
-        buffer = KnowledgeBuffer(self.buffer_rounds)
-        self.participation_ = np.zeros(n_clients, dtype=np.int64)
-        trainings: list[list[Any]] = [[] for _ in range(n_clients)]  # each client's DP-SGD releases, by round
-        traffic = {kind: np.asarray(sizes) for kind, sizes in record_sizes([[s.to_record()] for s in schemas]).items()}
-        self.history_: list[dict[str, Any]] = []
-        self.dropouts_: list[dict[str, Any]] = []
-        first_round = 0
-        if saved is not None:
-            first_round, global_, trainings, traffic = self._restore(saved, rng, buffer, public, n_classes)
-            if global_ is not None:
-                self.global_model_, self.global_classes_ = global_.estimator, global_.classes
-        for round_index in progress_bar(range(first_round, self.rounds), progress=self.progress, desc="PrivateKT",
-                                        unit="round"):
-            entropy = np.zeros(len(public)) if global_ is None else predictive_entropy(global_.predict_proba(public))
-            queries = importance_sample(entropy, K, rng, uncertain=True)
-            clients = [int(client) for client in np.sort(rng.choice(n_clients, size=per_round, replace=False))]
-            parameters = (network_parameters(global_.estimator) if warm and global_ is not None
-                          else np.zeros(0, dtype=np.float32))
-            tasks = privatekt_tasks(queries=public[queries], classes=classes, parameters=parameters,
-                                    keep_probability=beta, local_epochs=self.local_epochs, init_seed=init_seed,
-                                    round_seed=round_seeds[round_index], n_clients=len(clients))
-            received, missing = exchange(clients, tasks)
-            delivered = [(client, task) for client, task in zip(clients, tasks) if client in received]
-            reports, releases = receive_privatekt_replies(
-                [task for _, task in delivered], [received[c] for c, _ in delivered], [names[c] for c, _ in delivered],
-                max_bytes=max_bytes, model=self.model)
-            self.dropouts_ += [{"party": names[c], "round": round_index + 1, "step": "train"} for c in missing]
-            sent = [[] for _ in range(n_clients)]
-            for client, task in zip(clients, tasks):
-                sent[client].append(task.to_record())  # the task went down, whether or not a report came back
-            for (client, _), release in zip(delivered, releases):
-                sent[client] += received[client]  # the report, and the DP-SGD release when DP-trained
-                self.participation_[client] += 1
-                trainings[client].append(release)
-            for kind, sizes in record_sizes(sent).items():
-                traffic[kind] = traffic.get(kind, 0) + np.asarray(sizes)
-            if reports:
-                buffer.push(queries, aggregate_reports(reports, n_classes=n_classes, keep_probability=beta, rng=rng))
-                global_ = self._server_update(global_, buffer, public, n_classes, rng, init_seed, warm)
-                self.global_model_, self.global_classes_ = global_.estimator, global_.classes
-            record = {"round": round_index + 1, "clients": len(reports),
-                      "buffer_examples": len(buffer.contents()[0]) if len(buffer) else 0}
-            if eval_set is not None and global_ is not None:
-                record["accuracy"] = float(np.mean(self.predict(eval_set[0]) == np.asarray(eval_set[1])))
-            self.history_.append(record)
+        server = PrivateKTServer(self, public, schemas, classes, names, max_bytes=max_bytes,
+                                 saved=checkpoint.load() if checkpoint is not None else None)
+        for round_index in progress_bar(range(server.rounds_done, self.rounds), progress=self.progress,
+                                        desc="PrivateKT", unit="round"):
+            server.round(round_index, exchange, eval_set)
             if checkpoint is not None:
-                checkpoint.save(*self._state(round_index + 1, seed_sequence, rng, global_, buffer, trainings, traffic))
-        if global_ is None:
-            raise RuntimeError(f"no client report arrived in any of the {self.rounds} rounds; there is no model")
-
-        self.keep_probability_ = beta
-        self.training_ = ("warm start: clients and server continue training the global TorchClassifier"
-                          if warm else "refit: clients fit fresh models; the server refits the global model each round")
-        self.bandwidth_ = {kind: [int(size) for size in traffic[kind]] for kind in sorted(traffic)}
-        self.ledger_ = self._ledger(public, n_classes, int(seed_sequence.entropy), trainings)
-        self.evidence_: dict[str, np.ndarray] = {}
+                checkpoint.save(*server.state())
+        self._set_fitted(server.result())
         return self
 
-    # --- checkpoints -----------------------------------------------------------------------------------
-    def _state(self, rounds_done: int, seed_sequence: np.random.SeedSequence, rng: np.random.Generator,
-               global_: FittedClassifier | None, buffer: KnowledgeBuffer, trainings: list[list[Any]],
-               traffic: dict[str, np.ndarray]) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
-        """The server's state after ``rounds_done`` rounds, as (JSON state, arrays) for :class:`RoundCheckpoint`."""
-        state = {
-            "rounds_done": rounds_done, "entropy": str(seed_sequence.entropy), "rng": rng.bit_generator.state,
-            "buffer_rounds": len(buffer), "history": self.history_, "dropouts": self.dropouts_,
-            "trainings": [[None if release is None else {"parameters": release.parameters(), "unit": release.unit}
-                           for release in rounds] for rounds in trainings],
-        }
-        arrays = {"participation": self.participation_, **{f"traffic.{kind}": sizes for kind, sizes in traffic.items()}}
-        for index, (indices, labels) in enumerate(buffer.entries()):
-            arrays[f"buffer.{index}.indices"], arrays[f"buffer.{index}.labels"] = indices, labels
-        if global_ is not None:
-            arrays["global_parameters"] = network_parameters(global_.estimator)
-        return state, arrays
-
-    def _restore(self, saved: tuple[dict[str, Any], dict[str, np.ndarray]], rng: np.random.Generator,
-                 buffer: KnowledgeBuffer, public: np.ndarray, n_classes: int,
-                 ) -> tuple[int, FittedClassifier | None, list[list[Any]], dict[str, np.ndarray]]:
-        """Put a checkpoint's state back (``rng`` and ``buffer`` in place, attributes on ``self``); returns
-        (rounds done, global model, DP-SGD releases, traffic)."""
-        state, arrays = saved
-        rng.bit_generator.state = state["rng"]
-        for index in range(state["buffer_rounds"]):
-            buffer.push(arrays[f"buffer.{index}.indices"], arrays[f"buffer.{index}.labels"])
-        self.history_, self.dropouts_ = state["history"], state["dropouts"]
-        self.participation_ = arrays["participation"].astype(np.int64)
-        trainings = [[None if release is None else DPSGD.from_parameters(release["parameters"], unit=release["unit"])
-                      for release in rounds] for rounds in state["trainings"]]
-        traffic = {name.removeprefix("traffic."): sizes
-                   for name, sizes in arrays.items() if name.startswith("traffic.")}
-        global_ = None
-        if "global_parameters" in arrays:
-            network = network_from_parameters(self.model, arrays["global_parameters"], n_classes, public.shape[1:])
-            global_ = FittedClassifier(network, np.arange(n_classes), n_classes)
-        return int(state["rounds_done"]), global_, trainings, traffic
-
-    def _server_update(self, global_: FittedClassifier | None, buffer: KnowledgeBuffer, public: np.ndarray,
-                       n_classes: int, rng: np.random.Generator, init_seed: int, warm: bool) -> FittedClassifier:
-        """Fine-tune on the buffer, then self-train on M confident public examples (Algorithm 1, lines 12–16)."""
-        indices, labels = buffer.contents()
-        classes = np.arange(n_classes)
-        M = self.self_training_size
-        if warm:
-            if global_ is None:  # round 1: the network the clients started from (same seed)
-                model = clone(self.model).set_params(random_state=init_seed)
-            else:
-                model = global_.estimator.set_params(random_state=int(rng.integers(2**31)))
-            # The server trains on public data only (labels from the clients' reports): no DP-SGD needed.
-            batch_size = model.get_params()["batch_size"]
-            model.set_params(epochs=self.fine_tune_epochs, dp=None,
-                             batch_size=self.fine_tune_batch_size or batch_size)
-            model.fit_soft(public[indices], np.eye(n_classes)[labels], loss="kl", classes=classes, warm_start=True)
-            model.set_params(batch_size=batch_size)
-            if M:
-                proba = model.predict_proba(public)
-                chosen = importance_sample(predictive_entropy(proba), M, rng, uncertain=False)
-                model.set_params(epochs=self.self_training_epochs, random_state=int(rng.integers(2**31)))
-                model.fit_soft(public[chosen], proba[chosen], loss="kl", classes=classes, warm_start=True)
-            return FittedClassifier(model, classes, n_classes)
-        fitted = fit_classifier(self.model, public[indices], labels, n_classes=n_classes, seed=int(rng.integers(2**31)))
-        if M:
-            proba = fitted.predict_proba(public)
-            chosen = importance_sample(predictive_entropy(proba), M, rng, uncertain=False)
-            fitted = fit_classifier(
-                self.model, np.concatenate([public[indices], public[chosen]]),
-                np.concatenate([labels, proba[chosen].argmax(axis=1)]), n_classes=n_classes,
-                seed=int(rng.integers(2**31)),
-            )
-        return fitted
+    def _set_fitted(self, fitted: PrivateKTFit) -> None:
+        """Set the fitted attributes from the server's result."""
+        self.global_model_, self.global_classes_ = fitted.global_model, fitted.global_classes
+        self.keep_probability_, self.participation_ = fitted.keep_probability, fitted.participation
+        self.dropouts_, self.history_, self.training_ = fitted.dropouts, fitted.history, fitted.training
+        self.bandwidth_, self.ledger_, self.client_epsilons_ = fitted.bandwidth, fitted.ledger, fitted.client_epsilons
+        self.evidence_: dict[str, np.ndarray] = {}
 
     # --- accounting ------------------------------------------------------------------------------------
     def client_releases(self, *, unit: str = "party") -> list[RandomizedResponse]:
         """Each participating client's composed randomized response (its reports over the rounds it joined)."""
         check_is_fitted(self, "participation_")
-        return [
-            RandomizedResponse(len(self.classes_), epsilon=float(self.epsilon_per_round),
-                               labels_per_report=self.queries_per_round, reports=int(t), unit=unit)
-            for t in self.participation_ if t > 0
-        ]
-
-    def _ledger(self, public: np.ndarray, n_classes: int, seed: int, trainings: list[list[Any]]) -> Ledger:
-        """The clients' randomized responses; with DP-SGD local training also that training, which every report
-        is derived from (the predictions of a client's DP-trained copy of the global model on public queries)."""
-        ledger = Ledger(
-            delta=self.delta,
-            primary_unit="party",
-            seeds={"random_state": seed},
-            public_data_sha256=data_fingerprint({"public": public}),
-            description=(
-                f"PrivateKT global model: {len(self.participation_)} clients, {self.rounds} rounds, "
-                f"ε = {self.epsilon_per_round:g} per report of K = {self.queries_per_round} labels, "
-                f"{type(self.model).__name__}"
-            ),
-        )
-        participants = [rounds for rounds in trainings if rounds]
-        derived = record_local_training(
-            ledger, [None if None in rounds else compose_dpsgd(rounds) for rounds in participants],
-            what=f"PrivateKT clients' local training, composed over the rounds each joined ({self.rounds} rounds)",
-        )
-        ledger.record(
-            {unit: compose_parallel(self.client_releases(unit=unit)) for unit in ("party", "example")},
-            derived_from_training=derived,
-            note=(
-                f"k-ary randomized response (β = {self.keep_probability_:.6g}, C = {n_classes}): each client's reports "
-                f"composed over the rounds it joined (max {int(self.participation_.max())}), parallel composition "
-                "over clients (disjoint data). NOTE (authors' claim, not a guarantee privfed makes): PrivateKT argues "
-                "the accumulation of privacy budgets across rounds is avoided by a model shuffling method; no "
-                "shuffler runs here, so privfed composes every round a client joins (what a trusted shuffler would "
-                "give: privfed.ShuffledRandomizedResponse)." + self._dropout_note()
-            ),
-        )
-        record_schema_exchange(ledger)
-        tight: dict[int, float] = {}
-        for release in self.client_releases():
-            tight.setdefault(release.reports, account(release, delta=self.delta).epsilon)
-        self.client_epsilons_ = {
-            "basic": self.participation_ * float(self.epsilon_per_round),
-            "tight": np.array([tight.get(int(t), 0.0) for t in self.participation_]),
-        }
-        return ledger
-
-    def _dropout_note(self) -> str:
-        """The ledger's account of the clients dropped from a round (nothing when none was)."""
-        if not self.dropouts_:
-            return ""
-        listed = "; ".join(f"{d['party']} in round {d['round']} ({d['step']} step)" for d in self.dropouts_)
-        return (f" DROPOUTS ({len(self.dropouts_)}): {listed}. A dropped client's report never reached the server: "
-                "it is not composed and that round aggregated the reports that arrived.")
+        return client_releases(self, self.participation_, len(self.classes_), unit=unit)
 
     # --- prediction ------------------------------------------------------------------------------------
     def _fitted_global(self) -> FittedClassifier:

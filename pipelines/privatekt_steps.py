@@ -17,8 +17,8 @@ the queries and randomizes the labels; :func:`batched_party_steps` is the same s
 clients of a torch model, their training stacked in one computation (in-process only). The server
 steps (:func:`privatekt_tasks`, :func:`receive_privatekt_replies`, :func:`aggregate_reports`) make
 the tasks, check the reports and estimate the labels; ``PrivateKT.fit`` and the Flower app
-(``privfed.federation``) run these functions through :meth:`PrivateKT._fit_rounds
-<privfed.pipelines.privatekt.PrivateKT>`.
+(``privfed.federation``) run these functions through the server's round loop,
+:class:`~privfed.pipelines.privatekt_server.PrivateKTServer`.
 """
 
 from __future__ import annotations
@@ -33,9 +33,10 @@ from sklearn.base import clone
 from ..accounting import DPSGD, randomized_response_estimate
 from ..accounting._checks import check_probability
 from ._dp_ledger import DPTrainingReport, receive_trainings, training_report, without_trainings
-from ._models import fit_classifier
+from ._models import fit_classifier, is_torch_classifier
 from ._random import spawn_seeds
 from .messages import ArraySpec, MessageError, Record, WireMessage
+from .party_data import class_codes
 from .voting import break_ties_at_random
 
 __all__ = [
@@ -58,11 +59,6 @@ def perturb_labels(labels: np.ndarray, *, keep_probability: float, num_classes: 
     beta = check_probability("keep_probability", keep_probability, open_high=False)
     keep = rng.random(labels.shape) < beta
     return np.where(keep, labels, rng.integers(0, num_classes, size=labels.shape))
-
-
-def is_torch_classifier(model: Any) -> bool:
-    """A TorchClassifier (learns across rounds), as opposed to a scikit-learn classifier (refitted)."""
-    return hasattr(model, "fit_soft") and hasattr(model, "predict_log_proba")
 
 
 # --- messages -------------------------------------------------------------------------------------------
@@ -149,13 +145,6 @@ def _local_seed(task: PrivateKTTask, rng: np.random.Generator) -> int:
     return int(rng.integers(2**31)) if len(task.parameters) else task.init_seed
 
 
-def _codes(task: PrivateKTTask, y: np.ndarray, party: str) -> np.ndarray:
-    codes = np.searchsorted(task.classes, y).clip(0, len(task.classes) - 1)
-    if not np.array_equal(task.classes[codes], y):
-        raise ValueError(f"{party} holds labels outside the federation's classes {task.classes.tolist()}")
-    return codes
-
-
 def _report(task: PrivateKTTask, predictions: np.ndarray, rng: np.random.Generator) -> PrivateKTReport:
     """Randomized response on the client, then the message it sends."""
     return PrivateKTReport(perturb_labels(predictions, keep_probability=task.keep_probability,
@@ -172,7 +161,7 @@ def privatekt_party_step(task: PrivateKTTask, X: np.ndarray, y: np.ndarray, *, m
     sends: its :class:`PrivateKTReport`, then, when ``model`` trains with DP-SGD, the
     :class:`~privfed.pipelines._dp_ledger.DPTrainingReport` of this round's training.
     """
-    codes = _codes(task, y, party)
+    codes = class_codes(task.classes, y, party=party)
     n_classes = len(task.classes)
     rng = np.random.default_rng(task.seed)
     if not is_torch_classifier(model):
@@ -203,7 +192,8 @@ def batched_party_steps(tasks: Sequence[PrivateKTTask], parties: Sequence[tuple[
     states = [_local_seed(task, rng) for task, rng in zip(tasks, rngs)]
     local = _client_network(first, model).set_params(epochs=first.local_epochs)
     eye = np.eye(n_classes)
-    data = [(X, eye[_codes(task, y, f"client {index}")]) for index, (task, (X, y)) in enumerate(zip(tasks, parties))]
+    data = [(X, eye[class_codes(task.classes, y, party=f"client {index}")])
+            for index, (task, (X, y)) in enumerate(zip(tasks, parties))]
     networks = train_copies(local, data, random_states=states, classes=np.arange(n_classes), loss="kl")
     predictions = networks.predict(first.queries).astype(np.int64)
     return [_report(task, labels, rng) for task, labels, rng in zip(tasks, predictions, rngs)]

@@ -58,7 +58,8 @@ with its ensemble's hard label (a soft ensemble is reduced to its argmax);
 ``local_steps``, ``distill_steps`` and ``temperature`` do not apply to them.
 
 Steps. The protocol is written as party steps and server steps over wire messages in
-:mod:`privfed.pipelines.selective_fd_steps`; ``fit`` drives them in this process, and
+:mod:`privfed.pipelines.selective_fd_steps`, and the server's side of a run (rounds, checkpoints, ledger)
+in :mod:`privfed.pipelines.selective_fd_server`; ``fit`` drives them in this process, and
 ``privfed.federation`` runs the same steps with each client on its own Flower SuperNode.
 
 Prediction. ``predict`` uses one client's model (``client``, default 0), and
@@ -78,13 +79,6 @@ import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.utils.validation import check_is_fitted
 
-from ..accounting import (
-    ConfidentGNMax,
-    GaussianNoisyMax,
-    Ledger,
-    RandomizedResponse,
-    WithheldVotesNoisyMax,
-)
 from ..accounting._checks import (
     check_choice,
     check_delta,
@@ -92,31 +86,22 @@ from ..accounting._checks import (
     check_positive_finite,
     check_probability,
 )
-from ..accounting.fingerprint import data_fingerprint
-from ._dp_ledger import receive_trainings, record_local_training
 from ._models import is_dp_trained
-from ._random import as_seed_sequence, spawn_seeds
-from .checkpoint import RoundCheckpoint, run_fingerprint
-from .dp_selector import DPDensityRatioSelector, selector_mechanism, selector_noise_multiplier
+from .checkpoint import RoundCheckpoint, estimator_checkpoint
+from .dp_selector import DPDensityRatioSelector, selector_noise_multiplier
 from .executor import JoblibExecutor
 from .kulsif import DensityRatioSelector
-from .messages import DEFAULT_MAX_BYTES, Record, record_sizes
+from .messages import DEFAULT_MAX_BYTES
 from .party_data import check_parties, check_party_data
-from .party_schema import PartySchema, describe_party, federation_classes, record_schema_exchange
-from .preflight import warn_if_noise_drowns_votes
+from .party_schema import PartySchema, local_schema_exchange
 from .progress import check_progress, progress_bar
+from .selective_fd_server import FDServer
 from .selective_fd_steps import (
     SERVER_NOISE_MODES,
-    STATE_KIND,
     FDProtocol,
     LocalClients,
-    SelectiveFDEnsemble,
-    SelectiveFDRound,
     aggregate_predictions,
     confident_examples,
-    receive_shares,
-    server_round,
-    setup_messages,
     training_rows,
 )
 
@@ -177,8 +162,9 @@ class _FederatedDistillation(ClassifierMixin, BaseEstimator):
             checkpoint: str | os.PathLike[str] | None = None):
         """Run the protocol on the clients' private ``(X, y)`` data and the unlabeled proxy set ``public``.
 
-        A driver over the party and server steps of :mod:`privfed.pipelines.selective_fd_steps`: the
-        parties' replies go through their wire form, exactly as in a Flower run (``privfed.federation``).
+        A driver over the party steps of :mod:`privfed.pipelines.selective_fd_steps` and the server of
+        :mod:`privfed.pipelines.selective_fd_server`: the parties' replies go through their wire form,
+        exactly as in a Flower run (``privfed.federation``).
 
         ``checkpoint``: an ``.npz`` path. The run's state (every client's weights, optimizer state,
         selector and distilled examples, the server's random state and history) is saved there after
@@ -194,285 +180,43 @@ class _FederatedDistillation(ClassifierMixin, BaseEstimator):
             parties, public = check_parties(parties, public)
         else:
             parties = check_party_data(parties)
-        saved = self._checkpoint(checkpoint, parties, public)
-        names = [f"party {index}" for index in range(len(parties))]
-        schemas = [PartySchema.from_record(describe_party(X, y).to_record(), sender=name)
-                   for (X, y), name in zip(parties, names)]
+        arrays = [array for X, y in parties for array in (X, y)] + ([] if public is None else [public])
+        saved = estimator_checkpoint(checkpoint, self, arrays, ignore=("progress", "n_jobs", "callback"))
         feature_shape = parties[0][0].shape[1:] if public is None else public.shape[1:]
-        classes = federation_classes(schemas, feature_shape, names)
+        names, schemas, classes = local_schema_exchange(parties, feature_shape)
         clients = LocalClients(parties, self._client_models(len(parties)),
                                feature_map=getattr(self, "feature_map", None), n_jobs=self.n_jobs)
         return self._run(clients, protocol, classes, public, schemas, names, max_bytes=DEFAULT_MAX_BYTES,
                          checkpoint=saved)
 
-    def _checkpoint(self, path: str | os.PathLike[str] | None, parties: Sequence[tuple[np.ndarray, np.ndarray]],
-                    public: np.ndarray | None) -> RoundCheckpoint | None:
-        """The run's checkpoint file (None: none asked)."""
-        if path is None:
-            return None
-        arrays = [array for X, y in parties for array in (X, y)] + ([] if public is None else [public])
-        parameters = {k: v for k, v in self.get_params(deep=False).items()
-                      if k not in ("progress", "n_jobs", "callback")}
-        return RoundCheckpoint.at(path, run_fingerprint(parameters, arrays))
-
     def _run(self, clients: Any, protocol: FDProtocol, classes: np.ndarray, public: np.ndarray | None,
              schemas: Sequence[PartySchema], names: Sequence[str], *, max_bytes: int,
              checkpoint: RoundCheckpoint | None = None) -> _FederatedDistillation:
-        """The server's side of a run over ``clients`` (:class:`~privfed.pipelines.selective_fd_steps.LocalClients`
-        or the Flower app's SuperNodes): setup, the rounds, the fitted attributes and the ledger. With a
-        ``checkpoint`` (in-process clients only) the run is saved after every round and resumed from it."""
-        n_parties, n_classes = len(schemas), len(classes)
+        """Drive the server (:class:`~privfed.pipelines.selective_fd_server.FDServer`) over ``clients``
+        (:class:`~privfed.pipelines.selective_fd_steps.LocalClients` or the Flower app's SuperNodes) round by
+        round, calling ``callback`` and saving ``checkpoint`` (in-process clients only) after every round."""
+        n_parties = len(schemas)
         if self.client >= n_parties:
             raise ValueError(f"client must index one of the {n_parties} clients (0..{n_parties - 1}), "
                              f"got {self.client}")
         self.classes_ = classes
-        if protocol.privacy in ("gnmax", "confident-gnmax"):  # pre-flight: every client shares and agrees
-            warn_if_noise_drowns_votes(
-                protocol.name, votes=n_parties, n_classes=n_classes, aggregator="gaussian", scale=float(protocol.sigma),
-                what=f"each proxy example has at most {n_parties} votes (one per client)",
-                advice="add less noise (a smaller sigma) or more clients")
-        saved = checkpoint.load() if checkpoint is not None else None
-        seed_sequence = (np.random.SeedSequence(int(saved[0]["entropy"])) if saved is not None
-                         else as_seed_sequence(self.random_state))
-        setup_seeds, round_seeds, server_seeds = seed_sequence.spawn(3)
-        server_rng = np.random.default_rng(server_seeds)
-        batch = min(protocol.proxy_batch, len(public)) if protocol.shares else 0
-        keep_probability = None
-        if protocol.privacy == "rr":
-            keep_probability = RandomizedResponse(
-                n_classes, epsilon=protocol.epsilon_per_round, labels_per_report=batch
-            ).keep_probability
-        setups = setup_messages(protocol, classes, public if protocol.shares else None,
-                                spawn_seeds(setup_seeds, n_parties), keep_probability)
-        self.history_: dict[str, list[float]] = {"shared_fraction": [], "sharers_per_example": [], "kept": []}
-        released_votes: list[tuple[np.ndarray, np.ndarray]] = []
-        traffic = {kind: np.asarray(sizes) for kind, sizes in record_sizes([[s.to_record()] for s in schemas]).items()}
-        first_round = 0
-        if saved is None:
-            clients.setup(setups)
-        else:
-            first_round, released_votes, traffic = self._restore(saved, clients, setups, server_rng)
-        self.selectors_ = clients.selectors()
-        round_seeds = round_seeds.spawn(protocol.rounds)
-        rounds = progress_bar(range(first_round, protocol.rounds), progress=self.progress, desc=protocol.name,
-                              unit="round")
-        for round_index in rounds:
-            share_seeds, distill_seeds = round_seeds[round_index].spawn(2)
-            indices = (np.sort(server_rng.choice(len(public), size=batch, replace=False)) if batch
-                       else np.zeros(0, dtype=np.int64))
-            messages = [SelectiveFDRound(indices, seed) for seed in spawn_seeds(share_seeds, n_parties)]
-            records = clients.share(messages, round_index)
-            for kind, sizes in record_sizes([list(party_records) for party_records in records]).items():
-                traffic[kind] = traffic.get(kind, 0) + np.asarray(sizes)
-            shares = receive_shares(messages, records, names, n_classes=n_classes, labels=protocol.labels,
-                                    shares=protocol.shares, max_bytes=max_bytes)
-            if protocol.shares:
-                outcome = server_round(shares, n_classes, protocol, keep_probability, server_rng)
-                if outcome.released is not None:
-                    released_votes.append(outcome.released)
-                self.history_["shared_fraction"].append(float(outcome.shared.mean()))
-                self.history_["sharers_per_example"].append(float(outcome.sharers.mean()))
-                self.history_["kept"].append(float(len(outcome.kept)))
-                if len(outcome.kept):
-                    clients.distill([SelectiveFDEnsemble(indices[outcome.kept], outcome.targets, seed)
-                                     for seed in spawn_seeds(distill_seeds, n_parties)], round_index)
+        server = FDServer(protocol, classes, public, schemas, names, models=self._client_models(n_parties),
+                          client=self.client, delta=self.delta, random_state=self.random_state, max_bytes=max_bytes,
+                          checkpoint=checkpoint)
+        server.start(clients)
+        self.history_, self.selectors_ = server.history, clients.selectors()
+        for round_index in progress_bar(range(server.rounds_done, protocol.rounds), progress=self.progress,
+                                        desc=protocol.name, unit="round"):
+            server.round(round_index, clients)
             if self.callback is not None:
                 self.models_ = clients.models()
                 self.callback(self, round_index)
             if checkpoint is not None:  # after the callback: a resumed run repeats an interrupted callback's round
-                checkpoint.save(*self._state(round_index + 1, seed_sequence, server_rng, clients, released_votes,
-                                             traffic))
-
-        self.models_, published = clients.final_models(self.client)
-        trainings, reported = self._receive_trainings(clients, protocol, names, max_bytes)
-        self.n_rounds_ = protocol.rounds
-        self.bandwidth_ = {**{kind: [int(size) for size in traffic[kind]] for kind in sorted(traffic)}, **published,
-                           **reported}
-        self.ledger_ = self._make_ledger(protocol, n_parties, public, batch, seed_sequence)
-        self.evidence_: dict[str, np.ndarray] = {}
-        self._account(protocol, n_parties, n_classes, batch, released_votes, trainings)
-        record_schema_exchange(self.ledger_)
+                checkpoint.save(*server.state(clients))
+        fitted = server.finish(clients)
+        self.models_, self.n_rounds_, self.bandwidth_ = fitted.models, fitted.n_rounds, fitted.bandwidth
+        self.ledger_, self.evidence_ = fitted.ledger, fitted.evidence
         return self
-
-    def _receive_trainings(self, clients: Any, protocol: FDProtocol, names: Sequence[str], max_bytes: int
-                           ) -> tuple[list[Any], dict[str, list[int]]]:
-        """Each party's DP-SGD training from its ``dp-training`` report (None: not DP-trained), checked against
-        its model's DP configuration (one Poisson epoch per round), and the reports' bytes; not asked for when
-        no model is DP-trained."""
-        models = self._client_models(len(names))
-        if not any(is_dp_trained(model) for model in models):
-            return [None] * len(names), {}
-        reports = clients.trainings()
-        trainings = receive_trainings(reports, names, max_bytes=max_bytes, models=models, epochs=protocol.rounds)
-        return trainings, record_sizes(reports)
-
-    # --- checkpoints ---------------------------------------------------------------------------------
-    def _state(self, rounds_done: int, seed_sequence: np.random.SeedSequence, server_rng: np.random.Generator,
-               clients: LocalClients, released_votes: list[tuple[np.ndarray, np.ndarray]],
-               traffic: dict[str, np.ndarray]) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
-        """The run's state after ``rounds_done`` rounds, as (JSON state, arrays) for :class:`RoundCheckpoint`."""
-        states = clients.states()
-        arrays = {f"traffic.{kind}": sizes for kind, sizes in traffic.items()}
-        for index, (votes, passed) in enumerate(released_votes):
-            arrays[f"released.{index}.votes"], arrays[f"released.{index}.passed"] = votes, passed
-        for party, record in enumerate(states):
-            arrays.update({f"client.{party}.{name}": value for name, value in record.arrays.items()})
-        state = {"rounds_done": rounds_done, "entropy": str(seed_sequence.entropy),
-                 "rng": server_rng.bit_generator.state, "history": self.history_,
-                 "released": len(released_votes), "clients": [dict(record.scalars) for record in states]}
-        return state, arrays
-
-    def _restore(self, saved: tuple[dict[str, Any], dict[str, np.ndarray]], clients: LocalClients,
-                 setups: Sequence[Any], server_rng: np.random.Generator,
-                 ) -> tuple[int, list[tuple[np.ndarray, np.ndarray]], dict[str, np.ndarray]]:
-        """Put a checkpoint's state back (``clients`` and ``server_rng`` in place, ``history_`` on ``self``);
-        returns (rounds done, released votes, traffic)."""
-        state, arrays = saved
-        server_rng.bit_generator.state = state["rng"]
-        self.history_ = state["history"]
-        released = [(arrays[f"released.{index}.votes"], arrays[f"released.{index}.passed"])
-                    for index in range(state["released"])]
-        traffic = {name.removeprefix("traffic."): sizes for name, sizes in arrays.items()
-                   if name.startswith("traffic.")}
-        records = []
-        for party, scalars in enumerate(state["clients"]):
-            prefix = f"client.{party}."
-            records.append(Record(STATE_KIND, {name.removeprefix(prefix): value for name, value in arrays.items()
-                                               if name.startswith(prefix)}, scalars))
-        clients.restore(setups, records)
-        return int(state["rounds_done"]), released, traffic
-
-    # --- the ledger ---------------------------------------------------------------------------------
-    def _make_ledger(self, protocol: FDProtocol, n_parties: int, public: np.ndarray | None, batch: int,
-                     seed_sequence: np.random.SeedSequence) -> Ledger:
-        models = sorted({type(model).__name__ for model in self._client_models(n_parties)})
-        description = f"{protocol.name}: model of client {self.client} of {n_parties}, {protocol.rounds} rounds"
-        if protocol.shares:
-            description += (f", {batch} proxy examples per round, {protocol.labels} labels, "
-                            f"privacy={protocol.privacy!r}")
-        return Ledger(
-            delta=self.delta,
-            primary_unit="party",
-            seeds={"random_state": int(seed_sequence.entropy)},
-            public_data_sha256=None if public is None else data_fingerprint({"public": public}),
-            description=f"{description}; client models: {', '.join(models)}",
-        )
-
-    def _account(self, protocol: FDProtocol, n_clients: int, n_classes: int, batch: int,
-                 released_votes: list[np.ndarray], trainings: list[Any]) -> None:
-        """The releases; with DP-SGD local models also their training, which the shared predictions, the server's
-        labels and the client's model are derived from — not the selectors: the raw-data ones are unaccounted, the
-        DP ones are their own (example-level Gaussian) mechanism."""
-        ledger = self.ledger_
-        derived = record_local_training(ledger, trainings, what=f"{protocol.name} clients' local training "
-                                        f"({protocol.rounds} rounds, one DP-SGD epoch each)")
-        if not protocol.shares:
-            ledger.record_unaccounted(
-                f"{protocol.name}: nothing is shared; client {self.client}'s model is trained on its own data "
-                "without noise and has no differential-privacy guarantee for it",
-                derived_from_training=derived, observers=("public",),
-            )
-            return
-        if protocol.privacy is None:
-            ledger.record_unaccounted(
-                f"{protocol.name} with privacy=None: no noise is added at all; every shared prediction is released in "
-                "the clear and there is no differential-privacy guarantee",
-                derived_from_training=derived,
-            )
-        elif protocol.privacy == "rr":
-            # Every client runs the same mechanism on its own (disjoint) data: the parallel composition
-            # (per-order maximum) is that mechanism itself, recorded once so that its PLD applies.
-            per_client = {
-                unit: RandomizedResponse(n_classes, epsilon=protocol.epsilon_per_round, labels_per_report=batch,
-                                         reports=protocol.rounds, unit=unit)
-                for unit in ("party", "example")
-            }
-            ledger.record(
-                per_client,
-                note=(
-                    "k-ary randomized response on every hard label a client shares: "
-                    f"ε = {protocol.epsilon_per_round:g} "
-                    f"per client per round over up to {batch} labels (keep probability "
-                    f"{per_client['party'].keep_probability:.6g}), {protocol.rounds} rounds composed; the same "
-                    f"mechanism on each of {n_clients} clients' disjoint data (parallel composition)"
-                ),
-                derived_from_training=derived,
-            )
-        else:
-            votes = (np.concatenate([v for v, _ in released_votes]) if released_votes
-                     else np.zeros((0, n_classes), dtype=np.int64))
-            if len(votes) == 0:
-                raise ValueError("no client shared any proxy example: nothing was released by GNMax; "
-                                 "raise tau_client's share or the proxy batch")
-            if protocol.privacy == "confident-gnmax":
-                passed = np.concatenate([p for _, p in released_votes])
-                release = {unit: ConfidentGNMax(votes, threshold=protocol.threshold,
-                                                sigma_threshold=protocol.sigma_threshold, sigma=protocol.sigma,
-                                                votes_per_unit=1, answered=passed, unit=unit)
-                           for unit in ("party", "example")}
-                how = (f"Confident GNMax (threshold T = {protocol.threshold:g} with σ₁ = {protocol.sigma_threshold:g}, "
-                       f"then N(0, σ²) per count, σ = {protocol.sigma:g} votes): {int(passed.sum())} of {len(votes)} "
-                       "shared examples cleared the threshold")
-            elif protocol.tau_server < 2.0:
-                # The server-side selector reads the noisy top count, beyond the noisy argmax: PATE 2018's
-                # data-dependent bound does not cover it; the Gaussian mechanism on the whole histogram does.
-                release = {unit: WithheldVotesNoisyMax("gaussian", protocol.sigma, num_answered=len(votes),
-                                                       num_classes=n_classes, unit=unit)
-                           for unit in ("party", "example")}
-                how = (f"GNMax (N(0, σ²) per count, σ = {protocol.sigma:g} votes): {len(votes)} examples answered, "
-                       f"accounted data-independently (the Gaussian mechanism on every vote histogram) because the "
-                       f"server-side selector (tau_server = {protocol.tau_server:g}) reads the noisy top count")
-            else:
-                release = {unit: GaussianNoisyMax(votes, protocol.sigma, 1, unit=unit) for unit in ("party", "example")}
-                how = f"GNMax (N(0, σ²) per count, σ = {protocol.sigma:g} votes): {len(votes)} examples answered"
-            ledger.record(
-                release,
-                note=(
-                    f"server {how} on the clients' hard-label votes (one client moves at most one vote per example, "
-                    f"k = 1) over {protocol.rounds} rounds"
-                ),
-                derived_from_training=derived,
-            )
-            if release["party"].evidence():
-                self.evidence_["server_votes"] = votes
-            ledger.record_unaccounted(
-                "the clients' hard labels reach the coordinator before it adds noise to their vote counts; the "
-                "guarantee covers the noisy answers (the public), not the coordinator's view",
-                derived_from_training=derived, observers=("coordinator",),
-            )
-            if protocol.tau_server < 2.0 and protocol.privacy == "confident-gnmax":
-                ledger.record_unaccounted(
-                    f"the server-side selector (tau_server = {protocol.tau_server:g}) reads the noisy top vote count, "
-                    "beyond the noisy argmax: PATE 2018's data-dependent ε does not cover it; the data-independent "
-                    "ε (the Gaussian mechanism on the whole vote histogram) does",
-                    derived_from_training=derived,
-                )
-        if isinstance(protocol.selector, DPDensityRatioSelector):
-            selector = protocol.selector
-            ledger.record(
-                {"example": selector_mechanism(selector.noise_multiplier)},
-                note=(
-                    f"{protocol.name} client-side DP selectors: each client's one Gaussian-noised sum of the "
-                    f"random Fourier features ({2 * selector.n_frequencies}, each of ℓ2 norm 1: sensitivity 1 under "
-                    f"add/remove of one example) of its data, noise σ = {selector.noise_multiplier:.6g} (the Gaussian "
-                    "mechanism, "
-                    "accounted as one full-batch DP-SGD step); its share masks in every round are post-processing of "
-                    f"that sum and the public proxy set; the same mechanism on each of {n_clients} clients' disjoint "
-                    "data (parallel composition); not analysed at party level"
-                ),
-            )
-        elif protocol.selector is not None:
-            ledger.record_unaccounted(
-                f"{protocol.name} client-side selectors: which proxy examples each client shares in each of "
-                f"{protocol.rounds} rounds (KuLSIF density ratio above a quantile τ_client = "
-                f"{protocol.selector.quantile:g} of its own data), hence how many clients voted on each example, is "
-                "released without noise"
-            )
-        ledger.record_unaccounted(
-            f"the model is client {self.client}'s own, trained on its raw data: the ε protects the other clients' "
-            f"data against whoever holds this model, not client {self.client}'s",
-            derived_from_training=derived, observers=("public",),
-        )
 
     # --- prediction ----------------------------------------------------------------------------------
     def predict_proba(self, X: np.ndarray) -> np.ndarray:

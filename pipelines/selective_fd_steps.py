@@ -23,9 +23,9 @@ The exchange, after the schema exchange of :mod:`privfed.pipelines.party_schema`
    against the model's DP configuration and records in the ledger.
 
 Independent learning runs steps 1–2 with nothing shared (empty replies). The server's round loop,
-history and ledger are :meth:`_FederatedDistillation._run <privfed.pipelines.selective_fd>`, which
-``fit`` runs over :class:`LocalClients` (the party steps in this process, through the executor) and the
-Flower app over its SuperNodes: the same steps, the same messages.
+history and ledger are :class:`~privfed.pipelines.selective_fd_server.FDServer`, which ``fit`` drives over
+:class:`LocalClients` (the party steps in this process, through the executor) and the Flower app over its
+SuperNodes: the same steps, the same messages.
 
 A party's state between rounds (:class:`FDClient`) is its model, its fitted selector, its selector's
 score of each proxy example drawn so far, for models refitted every round the proxy examples it has
@@ -53,6 +53,7 @@ from .dp_selector import DPDensityRatioSelector
 from .executor import PartyTask, run_party_tasks
 from .kulsif import DensityRatioSelector
 from .messages import ArraySpec, MessageError, Record, WireMessage
+from .party_data import class_codes
 from .voting import break_ties_at_random
 
 __all__ = [
@@ -308,10 +309,7 @@ def _unfitted_selector(setup: SelectiveFDSetup, feature_map: Callable | None, se
 def _new_client(setup: SelectiveFDSetup, X: np.ndarray, y: np.ndarray, local_model: Any, party: str
                 ) -> tuple[FDClient, int]:
     """The client before any fit (codes checked against the classes), and its selector's seed."""
-    classes = setup.classes
-    codes = np.searchsorted(classes, y).clip(0, len(classes) - 1)
-    if not np.array_equal(classes[codes], y):
-        raise ValueError(f"{party} holds labels outside the federation's classes {classes.tolist()}")
+    codes = class_codes(setup.classes, y, party=party)
     selector_seed, model_seed = (int(s.generate_state(1)[0]) for s in np.random.SeedSequence(setup.seed).spawn(2))
     client = FDClient(setup=setup, X=X, y=codes, prototype=with_seed(local_model, model_seed))
     return client, selector_seed

@@ -8,6 +8,7 @@ from sklearn.tree import DecisionTreeClassifier
 
 torch = pytest.importorskip("torch")
 
+from privfed.pipelines import privatekt_server  # noqa: E402
 from privfed.pipelines.checkpoint import RoundCheckpoint, run_fingerprint  # noqa: E402
 from privfed.pipelines.dp_config import DPConfig  # noqa: E402
 from privfed.pipelines.privatekt import PrivateKT  # noqa: E402
@@ -32,15 +33,15 @@ def run(**options) -> PrivateKT:
 def interrupt_in_round(monkeypatch, round_number: int) -> None:
     """Make the server's update of ``round_number`` raise, as a killed process would stop there."""
     calls = {"n": 0}
-    original = PrivateKT._server_update
+    original = privatekt_server.server_update
 
-    def update(self, *args, **kwargs):
+    def update(*args, **kwargs):
         calls["n"] += 1
         if calls["n"] == round_number:
             raise KeyboardInterrupt
-        return original(self, *args, **kwargs)
+        return original(*args, **kwargs)
 
-    monkeypatch.setattr(PrivateKT, "_server_update", update)
+    monkeypatch.setattr(privatekt_server, "server_update", update)
 
 
 def assert_same_run(resumed: PrivateKT, whole: PrivateKT, X_test: np.ndarray) -> None:

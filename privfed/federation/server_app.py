@@ -47,7 +47,8 @@ from privfed.federation.task import (
 )
 from privfed.pipelines._dp_ledger import DPTrainingReport, receive_trainings
 from privfed.pipelines._random import as_seed_sequence
-from privfed.pipelines.fedkd_steps import receive_fedkd_replies
+from privfed.pipelines.fedkd_server import fedkd_server_step
+from privfed.pipelines.fedkd_steps import fedkd_tasks, local_models, receive_fedkd_replies
 from privfed.pipelines.fedkt_steps import FedKTTask, fedkt_server_step, fedkt_tasks, receive_fedkt_replies
 from privfed.pipelines.messages import DEFAULT_MAX_BYTES, MessageError, Record, record_sizes
 from privfed.pipelines.party_schema import PartySchema, federation_classes
@@ -279,16 +280,16 @@ def _train_fedkd(grid, job, model, public, schemas, classes, order, names) -> No
     if len(classes) < 2:
         raise ValueError(f"the parties' labels hold a single class {classes[0]!r}; FedKD needs at least 2")
     model.classes_ = classes
-    local_models = model._local_models(len(order))
-    configs = [{"local-model": model_spec(m, name=f"local_model[{i}]")} for i, m in enumerate(local_models)]
+    models = local_models(model, len(order))
+    configs = [{"local-model": model_spec(m, name=f"local_model[{i}]")} for i, m in enumerate(models)]
     seed_sequence = as_seed_sequence(model.random_state)
     party_seeds, server_seeds = seed_sequence.spawn(2)
-    tasks = model._party_tasks(public, party_seeds, len(order))
+    tasks = fedkd_tasks(model, public, classes, party_seeds, len(order))
     sent = _send_tasks(grid, job, tasks, order, names, configs)
     ordered_names = [names[node] for node in order]
     replies = receive_fedkd_replies(tasks, sent, ordered_names, max_bytes=job.max_message_bytes)
-    trainings = receive_trainings(sent, ordered_names, max_bytes=job.max_message_bytes, models=local_models)
-    model._fit_server(replies, public, server_seeds, int(seed_sequence.entropy), trainings)
+    trainings = receive_trainings(sent, ordered_names, max_bytes=job.max_message_bytes, models=models)
+    model._set_fitted(fedkd_server_step(model, replies, public, server_seeds, int(seed_sequence.entropy), trainings))
 
 
 # --- PrivateKT -------------------------------------------------------------------------------------

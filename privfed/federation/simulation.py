@@ -131,6 +131,7 @@ def simulate(
     """
     from privfed.pipelines.fedkd import FedKD
     from privfed.pipelines.fedkt import FedKT
+    from privfed.pipelines.party_data import check_multilabel_parties
     from privfed.pipelines.privatekt import PrivateKT
     from privfed.pipelines.selective_fd import _FederatedDistillation
 
@@ -156,7 +157,7 @@ def simulate(
         check = None
         if isinstance(estimator, FedKD) and estimator.multilabel:  # (X, Y) pairs with (n, L) 0/1 indicators
             def check(pairs: Any) -> list:
-                return estimator._check_multilabel_parties(pairs, public)[0]
+                return check_multilabel_parties(pairs, public)[0]
         paths = _party_files(parties, Path(folder), check)
         if num_supernodes is not None and num_supernodes != len(paths):
             raise ValueError(f"num_supernodes must be None or len(parties) = {len(paths)}, got {num_supernodes!r}")
