@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import math
 import numbers
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 import numpy as np
 
@@ -27,6 +28,7 @@ __all__ = [
     "check_orders",
     "check_positive_finite",
     "check_probability",
+    "check_recorded_int",
     "check_votes",
 ]
 
@@ -90,6 +92,17 @@ def check_int_at_least(name: str, value: object, minimum: int) -> int:
     if value < minimum:
         raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
     return value
+
+
+def check_recorded_int(parameters: Mapping[str, Any], name: str, low: int, high: int | None = None) -> int:
+    """Return ``parameters[name]`` of a mechanism record, requiring an integer in [low, high] (no upper bound when
+    ``high`` is None); a float, a bool or a missing value is refused, not converted."""
+    value = parameters.get(name)
+    if (isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < low
+            or (high is not None and value > high)):
+        bound = f"an integer >= {low}" if high is None else f"an integer in [{low}, {high}]"
+        raise ValueError(f"parameters.{name} must be {bound}, got {value!r}")
+    return int(value)
 
 
 def check_choice(name: str, value: object, choices: Iterable[str]) -> str:
