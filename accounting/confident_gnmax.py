@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import KW_ONLY, dataclass, field
-from typing import Any, ClassVar
+from typing import Any, ClassVar, cast
 
 import numpy as np
 from scipy import stats
@@ -246,9 +246,10 @@ class PublicConfidentView(SequentialComposition):
     kind: ClassVar[str] = "confident_gnmax"
 
     def parameters(self) -> dict[str, Any]:
-        views: tuple[PublicVoteView, ...] = self.mechanisms  # type: ignore[assignment]
+        views = cast(tuple[PublicVoteView, ...], self.mechanisms)  # public_confident_view builds it so
+        answered = sum(view.count for view in views if cast(ConfidentGNMax, view.one_query).num_answered)
         return {**views[0].one_query.parameters(), "num_queries": sum(view.count for view in views),
-                "num_answered": sum(view.count for view in views if view.one_query.num_answered)}
+                "num_answered": answered}
 
 
 def public_confident_view(

@@ -12,7 +12,7 @@ from __future__ import annotations
 import abc
 import inspect
 from collections.abc import Mapping
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 import dp_accounting
 import numpy as np
@@ -49,7 +49,7 @@ class Mechanism(abc.ABC):
     """
 
     #: Short, stable identifier used in reports and ledgers.
-    kind: str = "mechanism"
+    kind: ClassVar[str] = "mechanism"
     #: The protected unit: ``"example"`` or ``"party"``.
     unit: str
 

@@ -83,7 +83,7 @@ class SmoothSensitivityRelease(Mechanism):
 def _mechanisms_of(source: object) -> tuple[list[Mechanism], Any]:
     if isinstance(source, Ledger):
         return source.mechanisms(), source
-    return list(as_mechanisms(source)), None  # type: ignore[arg-type]
+    return list(as_mechanisms(source)), None
 
 
 def summed_local_sensitivity(members: list[Mechanism], *, order: float) -> np.ndarray:
