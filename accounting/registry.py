@@ -5,6 +5,13 @@ as ``{"kind": ..., "unit": ..., "parameters": {...}}``. Data-independent
 mechanisms are rebuilt from their public parameters alone; data-dependent ones
 also need their private evidence (for example the vote matrix), which is kept
 out of public records.
+
+The registry knows no mechanism (after Opacus's accountant registry): each
+mechanism module registers its class with :func:`register`, and the class
+brings its hooks as class methods of :class:`Mechanism`
+(:meth:`~Mechanism.from_parameters`, :meth:`~Mechanism.from_public_parameters`,
+:meth:`~Mechanism.defaulted_parameters`). Nothing here imports a mechanism
+module; ``privfed.accounting`` imports them all, which registers every kind.
 """
 
 from __future__ import annotations
