@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import math
 import numbers
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from typing import Any, TypeGuard
 
 import numpy as np
 
@@ -27,6 +28,7 @@ __all__ = [
     "check_orders",
     "check_positive_finite",
     "check_probability",
+    "check_recorded_int",
     "check_votes",
 ]
 
@@ -35,7 +37,7 @@ __all__ = [
 MAX_COUNT = 2**53
 
 
-def _is_real(value: object) -> bool:
+def _is_real(value: object) -> TypeGuard[numbers.Real]:
     return isinstance(value, numbers.Real) and not isinstance(value, bool)
 
 
@@ -43,7 +45,7 @@ def check_positive_finite(name: str, value: object) -> float:
     """Return ``value`` as a float, requiring 0 < value < inf."""
     if not _is_real(value):
         raise TypeError(f"{name} must be a real number, got {value!r} of type {type(value).__name__}")
-    value = float(value)  # type: ignore[arg-type]
+    value = float(value)
     if not (math.isfinite(value) and value > 0):
         raise ValueError(f"{name} must be finite and > 0, got {value!r}")
     return value
@@ -60,7 +62,7 @@ def check_delta(value: object, name: str = "delta") -> float:
     """Return δ as a float, requiring 0 < δ < 1."""
     if not _is_real(value):
         raise TypeError(f"{name} must be a real number in (0, 1), got {value!r}")
-    value = float(value)  # type: ignore[arg-type]
+    value = float(value)
     if not (0.0 < value < 1.0):
         raise ValueError(f"{name} must be in the open interval (0, 1), got {value!r}")
     return value
@@ -70,7 +72,7 @@ def check_probability(name: str, value: object, *, open_low: bool = True, open_h
     """Return a probability, by default requiring it in the open interval (0, 1)."""
     if not _is_real(value):
         raise TypeError(f"{name} must be a real number, got {value!r}")
-    value = float(value)  # type: ignore[arg-type]
+    value = float(value)
     low_ok = value > 0.0 if open_low else value >= 0.0
     high_ok = value < 1.0 if open_high else value <= 1.0
     if not (math.isfinite(value) and low_ok and high_ok):
@@ -81,15 +83,26 @@ def check_probability(name: str, value: object, *, open_low: bool = True, open_h
 
 def check_int_at_least(name: str, value: object, minimum: int) -> int:
     """Return ``value`` as an int, requiring an integer >= ``minimum``."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        if _is_real(value) and float(value).is_integer():  # type: ignore[arg-type]
-            value = int(value)  # type: ignore[arg-type]
-        else:
-            raise TypeError(f"{name} must be an integer >= {minimum}, got {value!r}")
-    value = int(value)
-    if value < minimum:
-        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
-    return value
+    if isinstance(value, numbers.Integral) and not isinstance(value, bool):
+        number = int(value)
+    elif _is_real(value) and float(value).is_integer():
+        number = int(math.trunc(value))
+    else:
+        raise TypeError(f"{name} must be an integer >= {minimum}, got {value!r}")
+    if number < minimum:
+        raise ValueError(f"{name} must be an integer >= {minimum}, got {number!r}")
+    return number
+
+
+def check_recorded_int(parameters: Mapping[str, Any], name: str, low: int, high: int | None = None) -> int:
+    """Return ``parameters[name]`` of a mechanism record, requiring an integer in [low, high] (no upper bound when
+    ``high`` is None); a float, a bool or a missing value is refused, not converted."""
+    value = parameters.get(name)
+    number = int(value) if isinstance(value, numbers.Integral) and not isinstance(value, bool) else None
+    if number is None or number < low or (high is not None and number > high):
+        bound = f"an integer >= {low}" if high is None else f"an integer in [{low}, {high}]"
+        raise ValueError(f"parameters.{name} must be {bound}, got {value!r}")
+    return number
 
 
 def check_choice(name: str, value: object, choices: Iterable[str]) -> str:
@@ -97,7 +110,7 @@ def check_choice(name: str, value: object, choices: Iterable[str]) -> str:
     choices = tuple(choices)
     if value not in choices:
         raise ValueError(f"{name} must be one of {', '.join(map(repr, choices))}; got {value!r}")
-    return value  # type: ignore[return-value]
+    return value
 
 
 def check_orders(orders: object, name: str = "orders") -> np.ndarray:

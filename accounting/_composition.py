@@ -8,7 +8,8 @@ from typing import Any
 import numpy as np
 
 from .mechanism import Mechanism
-from .registry import mechanism_from_record
+from .registry import defaulted_parameters as defaulted_record_parameters
+from .registry import mechanism_from_record, public_mechanism_from_record
 
 __all__ = ["CompositionBase"]
 
@@ -59,3 +60,23 @@ class CompositionBase(Mechanism):
             own = {k[len(prefix):]: v for k, v in (evidence or {}).items() if k.startswith(prefix)}
             members.append(mechanism_from_record(record, evidence=own))
         return cls(tuple(members))  # type: ignore[call-arg]
+
+    @classmethod
+    def from_public_parameters(cls, parameters: Mapping[str, Any], *, unit: str) -> Mechanism | None:
+        """The composition of its members' public views (members rebuilt whole where they need no evidence);
+        ``None`` when no member, at any depth, needs private evidence."""
+        members = parameters.get("members")
+        if not isinstance(members, list) or not members:
+            raise ValueError("parameters.members must be a non-empty list of mechanism records")
+        rebuilt = [public_mechanism_from_record(member) for member in members]
+        if not any(public for _, public in rebuilt):
+            return None
+        return cls(tuple(mechanism for mechanism, _ in rebuilt))  # type: ignore[call-arg]
+
+    @classmethod
+    def defaulted_parameters(cls, parameters: Mapping[str, Any], *, where: str = "parameters") -> dict[str, Any]:
+        """The members' defaulted parameters, under ``<where>.members[i]``."""
+        defaults: dict[str, Any] = {}
+        for index, member in enumerate(parameters.get("members") or []):
+            defaults.update(defaulted_record_parameters(member, where=f"{where}.members[{index}]"))
+        return defaults

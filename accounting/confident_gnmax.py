@@ -9,17 +9,18 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import KW_ONLY, dataclass, field
-from typing import Any, ClassVar
+from typing import Any, ClassVar, cast
 
 import numpy as np
 from scipy import stats
 
-from ._checks import check_choice, check_orders, check_positive_finite, check_votes
+from ._checks import check_choice, check_orders, check_positive_finite, check_recorded_int, check_votes
 from .gaussian_noisy_max import GaussianNoisyMax, gaussian_noisy_max_rdp
-from .mechanism import ANALYSES
+from .mechanism import ANALYSES, Mechanism
 from .noisy_max import VoteMechanism
-from .registry import PublicVoteView, mechanism_from_record, register
+from .registry import MAX_PUBLIC_CLASSES, PublicVoteView, mechanism_from_record, register
 from .sequential import SequentialComposition
+from .smooth_sensitivity import smooth_sensitivity
 
 __all__ = [
     "ConfidentGNMax", "PublicConfidentView", "public_confident_view", "threshold_local_sensitivity_bounds",
@@ -176,8 +177,6 @@ class ConfidentGNMax(VoteMechanism):
 
     def threshold_smooth_sensitivity(self, *, order: float, beta: float, num_teachers: int | None = None) -> np.ndarray:
         """SS_β of the threshold step per query."""
-        from .smooth_sensitivity import smooth_sensitivity
-
         return smooth_sensitivity(self.threshold_local_sensitivity_bounds(order, num_teachers=num_teachers), beta=beta)
 
     # The answering step's bounds, under the names GaussianNoisyMax uses.
@@ -219,6 +218,19 @@ class ConfidentGNMax(VoteMechanism):
             data_independent_votes_per_unit=parameters.get("data_independent_votes_per_unit"),
         )
 
+    @classmethod
+    def from_public_parameters(cls, parameters: Mapping[str, Any], *, unit: str) -> Mechanism:
+        """The release through its public parameters: a :class:`PublicConfidentView` when the record states
+        ``num_answered`` (every query pays the threshold step, the answered ones GNMax too), else GNMax charged
+        on every query (:meth:`VoteMechanism.from_public_parameters`)."""
+        if "num_answered" not in parameters:
+            return super().from_public_parameters(parameters, unit=unit)
+        count = check_recorded_int(parameters, "num_queries", 1)
+        classes = check_recorded_int(parameters, "num_classes", 2, MAX_PUBLIC_CLASSES)
+        answered = check_recorded_int(parameters, "num_answered", 0, count)
+        record = {"kind": cls.kind, "unit": unit, "parameters": parameters}
+        return public_confident_view(record, classes, count, answered)
+
 
 @dataclass(frozen=True, eq=False)
 class PublicConfidentView(SequentialComposition):
@@ -234,9 +246,10 @@ class PublicConfidentView(SequentialComposition):
     kind: ClassVar[str] = "confident_gnmax"
 
     def parameters(self) -> dict[str, Any]:
-        views: tuple[PublicVoteView, ...] = self.mechanisms  # type: ignore[assignment]
+        views = cast(tuple[PublicVoteView, ...], self.mechanisms)  # public_confident_view builds it so
+        answered = sum(view.count for view in views if cast(ConfidentGNMax, view.one_query).num_answered)
         return {**views[0].one_query.parameters(), "num_queries": sum(view.count for view in views),
-                "num_answered": sum(view.count for view in views if view.one_query.num_answered)}
+                "num_answered": answered}
 
 
 def public_confident_view(

@@ -25,7 +25,7 @@ from __future__ import annotations
 import difflib
 import json
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -135,7 +135,7 @@ def reject_json_constant(constant: str) -> float:
 MAX_JSON_DEPTH = 64
 
 
-def _refuse_duplicates(what: str, error: type[ValueError]):
+def _refuse_duplicates(what: str, error: type[ValueError]) -> Callable[[list[tuple[str, Any]]], dict[str, Any]]:
     def hook(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
         document: dict[str, Any] = {}
         for key, value in pairs:

@@ -18,7 +18,7 @@ import math
 import numbers
 from collections.abc import Iterator, Mapping
 from dataclasses import KW_ONLY, dataclass
-from typing import Any, ClassVar
+from typing import Any, ClassVar, cast
 
 import dp_accounting
 import numpy as np
@@ -107,7 +107,7 @@ def _number(document: Mapping[str, Any], key: str, where: str) -> float | int:
             raise ValueError(f"{where}.{key} must be an integer >= 1, got {value!r}")
         return int(value)
     high = 1.0 if key in _PROBABILITY_FIELDS else math.inf
-    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not 0 < value <= high \
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not 0 < float(value) <= high \
             or not math.isfinite(value):
         raise ValueError(f"{where}.{key} must be a finite number in (0, {high:g}], got {value!r}"
                          + (" (no noise is no privacy: record such a release with record_unaccounted)"
@@ -122,6 +122,7 @@ def event_from_json(document: object, *, where: str = "event", _depth: int = 0) 
     if not isinstance(document, Mapping):
         raise ValueError(f"{where} must be an object with an 'event' key, got {document!r:.80}")
     name = document.get("event")
+    events: list[Any] | None = None  # a composed event's members
     if name == "composed":
         expected, events = {"event", "events"}, document.get("events")
         if not isinstance(events, list) or not events:
@@ -133,7 +134,7 @@ def event_from_json(document: object, *, where: str = "event", _depth: int = 0) 
     stray = sorted(set(document) - expected)
     if stray:
         raise ValueError(f"{where} has unknown key {stray[0]!r}; a {name!r} event has keys {sorted(expected)}")
-    if name == "composed":
+    if events is not None:
         return dp_accounting.ComposedDpEvent(
             [event_from_json(e, where=f"{where}.events[{i}]", _depth=_depth + 1) for i, e in enumerate(events)]
         )
@@ -217,7 +218,9 @@ class DpEventRelease(Mechanism):
 
     event: dp_accounting.DpEvent
     _: KW_ONLY
-    relation: str | None = None
+    # None (the event's own relation) is replaced by a str in __post_init__. The name, public API, shadows
+    # Mechanism.relation (a str property) with a dp-accounting relation name; hence the ignore.
+    relation: str | None = None  # type: ignore[assignment]
     unit: str = "example"
 
     kind: ClassVar[str] = "dp_event"
@@ -251,7 +254,7 @@ class DpEventRelease(Mechanism):
     def rdp(self, orders: np.ndarray, *, analysis: str = "tight") -> np.ndarray:
         orders = check_orders(orders)
         check_choice("analysis", analysis, ANALYSES)
-        return event_rdp(self.event, orders, relation=RELATIONS[self.relation])
+        return event_rdp(self.event, orders, relation=RELATIONS[cast(str, self.relation)])
 
     def rdp_data_independent(self, orders: np.ndarray, *, analysis: str = "tight") -> np.ndarray:
         return self.rdp(orders, analysis=analysis)

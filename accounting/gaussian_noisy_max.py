@@ -18,9 +18,15 @@ import numpy as np
 from scipy import special, stats
 
 from ._checks import check_choice, check_orders, check_positive_finite, check_votes
+from ._logmath import log1mexp
 from .mechanism import ANALYSES
 from .noisy_max import VoteMechanism, distinct_counts
 from .registry import register
+from .smooth_sensitivity import (
+    check_smooth_sensitivity_conditions,
+    gnmax_local_sensitivity_bounds,
+    smooth_sensitivity,
+)
 
 __all__ = ["GaussianNoisyMax", "gaussian_log_failure_bounds", "gaussian_noisy_max_rdp", "log1mexp"]
 
@@ -55,18 +61,6 @@ def gaussian_log_failure_bounds(votes: np.ndarray, sigma: float) -> np.ndarray:
         log_tails[np.arange(len(chunk)), winners] = -np.inf
         np.minimum(special.logsumexp(log_tails, axis=1), cap, out=log_bounds[start : start + len(chunk)])
     return log_bounds
-
-
-def log1mexp(x: np.ndarray) -> np.ndarray:
-    """ln(1 − eˣ) for x ≤ 0, accurate over the whole range (Mächler 2012).
-
-    ``log1p(-exp(x))`` for x < −ln 2, where eˣ is small and log1p keeps its
-    digits; ``log(-expm1(x))`` for x ≥ −ln 2, where 1 − eˣ is not small.
-    (``log(-expm1(x))`` alone rounds ln(1 − q) to 0 for q below ~10⁻¹⁶.)
-    """
-    x = np.asarray(x, dtype=float)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        return np.where(x < -math.log(2.0), np.log1p(-np.exp(x)), np.log(-np.expm1(x)))
 
 
 def gaussian_noisy_max_rdp(log_q: np.ndarray, sigma: float, orders: np.ndarray) -> np.ndarray:
@@ -199,15 +193,11 @@ class GaussianNoisyMax(VoteMechanism):
         """LS(d), shape (queries, T): per query the largest local sensitivity of its data-dependent RDP at ``order``
         over histograms d votes away, d = 0 … T − 1 (PATE 2018 Algs. 3–5; T = ``num_teachers``, default the
         largest row sum). Private: computed from the votes."""
-        from .smooth_sensitivity import gnmax_local_sensitivity_bounds
-
         self._check_one_vote_per_unit()
         return gnmax_local_sensitivity_bounds(self.votes, sigma=self.sigma, order=order, num_teachers=num_teachers)
 
     def smooth_sensitivity(self, *, order: float, beta: float, num_teachers: int | None = None) -> np.ndarray:
         """SS_β = max_d e^{−βd}·LS(d) per query, after checking conditions C5–C6 for ``order`` (private)."""
-        from .smooth_sensitivity import check_smooth_sensitivity_conditions, smooth_sensitivity
-
         self._check_one_vote_per_unit()
         check_smooth_sensitivity_conditions(self.sigma, self.num_classes, float(order))
         return smooth_sensitivity(self.local_sensitivity_bounds(order, num_teachers=num_teachers), beta=beta)

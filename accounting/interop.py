@@ -226,15 +226,16 @@ def flower_mechanism(state_or_accountant: Any, *, unit: str = "party") -> DpEven
     if not isinstance(config, Mapping):
         raise ValueError(f"state.config must be an object, got {config!r:.80}")
     sampling = check_choice("state.config.sampling_method", config.get("sampling_method"), _FLOWER_SAMPLING)
-    relation = {"add-or-remove-one": "add_or_remove_one", "replace-one": "replace_one"}.get(
-        config.get("neighboring_relation"))
+    named = config.get("neighboring_relation")
+    relations = {"add-or-remove-one": "add_or_remove_one", "replace-one": "replace_one"}
+    relation = relations.get(named) if isinstance(named, str) else None
     if relation is None:
         raise ValueError(f"state.config.neighboring_relation must be 'add-or-remove-one' or 'replace-one', got "
-                         f"{config.get('neighboring_relation')!r}")
+                         f"{named!r}")
     compositions = state.get("compositions")
     if not isinstance(compositions, list) or not compositions:
         raise ValueError("state.compositions must be a non-empty list: the Flower accountant composed no round")
-    events = []
+    events: list[tuple[dp_accounting.DpEvent, int]] = []
     for index, composition in enumerate(compositions):
         where = f"state.compositions[{index}]"
         event = composition.get("event") if isinstance(composition, Mapping) else None

@@ -11,6 +11,7 @@ form of the same bound at general orders — "PATE 2018"); Li, He, Song,
 from __future__ import annotations
 
 import math
+from collections.abc import Hashable
 from dataclasses import KW_ONLY, dataclass, field
 from typing import Any, ClassVar
 
@@ -167,7 +168,7 @@ class LaplaceNoisyMax(VoteMechanism):
     _: KW_ONLY
     unit: str = "example"
     data_independent_votes_per_unit: int | None = None
-    _cache: dict[str, Any] = field(default_factory=dict, init=False, repr=False, compare=False)
+    _cache: dict[Hashable, Any] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     kind: ClassVar[str] = "laplace_noisy_max"
     noise_parameter: ClassVar[str] = "gamma"

@@ -46,6 +46,7 @@ from .fingerprint import canonical_json, commit_evidence, new_salt, sha256_hex
 from .interop import flower_mechanism, ledger_dp_event, opacus_mechanism
 from .ledger_entry import (
     GENESIS_SHA256,
+    Curve,
     LedgerEntry,
     LedgerFormatError,
     LedgerIntegrityError,
@@ -396,15 +397,17 @@ class Ledger:
 
     def _check_budget(self, analyses: Mapping[str, UnitAnalysis]) -> None:
         for unit, analysis in analyses.items():
-            target = self.target_epsilon.get(unit)
+            target, delta = self.target_epsilon.get(unit), self.delta
             if target is None:
                 continue
+            if delta is None:  # set with the target in __init__; the attribute may have been cleared since
+                raise ValueError("delta is required with target_epsilon: the budget is an (ε, δ) guarantee; set delta")
             orders, rdp, independent = self._total_curve(unit, self.analysis, extra=analysis)
             curve = independent if self.budget_basis == "data_independent" else rdp
-            epsilon, _ = rdp_to_epsilon(orders, curve, self.delta, self.analysis)
+            epsilon, _ = rdp_to_epsilon(orders, curve, delta, self.analysis)
             if epsilon > target:
                 raise BudgetExceededError(
-                    unit=unit, epsilon=epsilon, target_epsilon=target, delta=self.delta,
+                    unit=unit, epsilon=epsilon, target_epsilon=target, delta=delta,
                     analysis=self.analysis, basis=self.budget_basis,
                 )
 
@@ -433,12 +436,12 @@ class Ledger:
         members: list[tuple[LedgerEntry, UnitAnalysis]] | None = None,
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(orders, summed rdp, summed data-independent rdp) over ``members`` (the unit's releases) and ``extra``."""
-        members = [(f"entry {entry.index}", member)
-                   for entry, member in (self._members(unit) if members is None else members)]
+        labelled = [(f"entry {entry.index}", member)
+                    for entry, member in (self._members(unit) if members is None else members)]
         if extra is not None:
-            members.append(("the new release", extra))
-        curves = []
-        for label, member in members:
+            labelled.append(("the new release", extra))
+        curves: list[Curve] = []
+        for label, member in labelled:
             curve = member.curves.get(analysis)
             if curve is None:
                 raise ValueError(f"{label} ({member.kind}, {unit}) has no {analysis}-analysis curve; account it "
@@ -723,16 +726,17 @@ class Ledger:
     # --- serialisation -------------------------------------------------------------------------
     def _spent(self, observer: str = "public", *,
                uncovered_is_infinite: bool = True) -> dict[str, dict[str, Any]] | None:
-        if self.delta is None:
-            return None
+        return None if self.delta is None else self._spent_at(self.delta, observer, uncovered_is_infinite)
+
+    def _spent_at(self, delta: float, observer: str, uncovered_is_infinite: bool) -> dict[str, dict[str, Any]]:
         spent = {}
         for unit in self.units:
-            report = self._unit_report(unit, self.delta, self.analysis, observer, uncovered_is_infinite)
+            report = self._unit_report(unit, delta, self.analysis, observer, uncovered_is_infinite)
             spent[unit] = {
                 "epsilon": _encode_epsilon(report.epsilon),
                 "epsilon_data_independent": _encode_epsilon(report.epsilon_data_independent),
                 "data_dependent": report.data_dependent,
-                "delta": self.delta,
+                "delta": delta,
                 "analysis": self.analysis,
                 "order": report.order,
             }
@@ -746,9 +750,10 @@ class Ledger:
         return self._spent(check_observer(observer), uncovered_is_infinite=schema_version >= 2)
 
     def _spent_by_observer(self) -> dict[str, dict[str, dict[str, Any]]] | None:
-        if self.delta is None:
+        delta = self.delta
+        if delta is None:
             return None
-        return {observer: self._spent(observer) for observer in OBSERVERS}
+        return {observer: self._spent_at(delta, observer, True) for observer in OBSERVERS}
 
     def to_dict(self) -> dict[str, Any]:
         """The ledger as a JSON-ready dictionary (schema: ``docs/ledger.md``); no private data."""
@@ -866,6 +871,7 @@ class Ledger:
                 f"but the ledger holds {len(ledger._entries)} entries whose last does not match: "
                 "entries were removed from or added at the end"
             )
+        recomputed: Mapping[str, dict[str, dict[str, Any]] | None] | None
         try:
             if version == 1:  # schema 1 recorded the accounted releases' ε where a release was uncovered
                 recomputed = {"public": ledger._spent(uncovered_is_infinite=False)}
@@ -956,7 +962,7 @@ def _check_spent(recorded: Any, recomputed: dict[str, dict[str, Any]] | None, pa
     for unit, fresh in recomputed.items():
         for key in ("epsilon", "epsilon_data_independent"):
             value = decode_epsilon(require(recorded[unit], key, f"{path}.{unit}"))
-            expected = decode_epsilon(fresh[key])
+            expected = float(fresh[key])  # this ledger's own encoding: a number or "inf"
             if value is None or not (value == expected or math.isclose(value, expected, rel_tol=_RTOL, abs_tol=1e-12)):
                 raise LedgerIntegrityError(
                     f"{path}.{unit}.{key} is {recorded[unit][key]!r} but the recorded RDP curves give {fresh[key]!r} "

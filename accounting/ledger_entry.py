@@ -18,7 +18,7 @@ import math
 import numbers
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal, overload
 
 import numpy as np
 
@@ -84,6 +84,10 @@ def require_type(value: Any, types: type | tuple[type, ...], path: str, what: st
     return value
 
 
+@overload
+def require_sha256(value: Any, path: str, *, nullable: Literal[False] = False) -> str: ...
+@overload
+def require_sha256(value: Any, path: str, *, nullable: bool) -> str | None: ...
 def require_sha256(value: Any, path: str, *, nullable: bool = False) -> str | None:
     """A 64-character lowercase hex digest (or None when ``nullable``)."""
     if value is None and nullable:

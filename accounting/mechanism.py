@@ -10,8 +10,9 @@ one interface serves sequential composition, parallel composition and the ledger
 from __future__ import annotations
 
 import abc
+import inspect
 from collections.abc import Mapping
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 import dp_accounting
 import numpy as np
@@ -48,7 +49,7 @@ class Mechanism(abc.ABC):
     """
 
     #: Short, stable identifier used in reports and ledgers.
-    kind: str = "mechanism"
+    kind: ClassVar[str] = "mechanism"
     #: The protected unit: ``"example"`` or ``"party"``.
     unit: str
 
@@ -139,6 +140,32 @@ class Mechanism(abc.ABC):
         if evidence:
             arguments.update({name: evidence[name] for name in names if name in evidence})
         return cls(**arguments, unit=unit)  # type: ignore[call-arg]
+
+    @classmethod
+    def from_public_parameters(cls, parameters: Mapping[str, Any], *, unit: str) -> Mechanism | None:
+        """A view of the release rebuilt from its public :meth:`parameters` alone; ``None`` if none is needed.
+
+        The hook of :func:`~privfed.accounting.registry.public_mechanism_from_record` for a kind whose
+        :meth:`from_parameters` needs private :meth:`evidence` (a vote matrix): the view's data-independent
+        curve, pure ε and ``dp_event()`` are exact, and its data-independent curve stands in for the
+        data-dependent one. The default, ``None``, says that :meth:`from_parameters` rebuilds the release
+        without evidence.
+        """
+        return None
+
+    @classmethod
+    def defaulted_parameters(cls, parameters: Mapping[str, Any], *, where: str = "parameters") -> dict[str, Any]:
+        """``{"<where>.<name>": default}`` for every constructor argument that ``parameters`` omit.
+
+        The hook of :func:`~privfed.accounting.registry.defaulted_parameters`. Arguments without a default, and
+        those defaulting to ``None`` ("derived from the others"), are not listed.
+        """
+        defaults: dict[str, Any] = {}
+        for name, parameter in inspect.signature(cls).parameters.items():
+            if name in ("self", "unit") or name in parameters or parameter.default in (inspect.Parameter.empty, None):
+                continue
+            defaults[f"{where}.{name}"] = parameter.default
+        return defaults
 
     def describe(self) -> dict[str, Any]:
         """``{"kind": ..., "unit": ..., **parameters}`` for reports."""

@@ -13,8 +13,9 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from ._checks import check_choice, check_int_at_least, check_positive_finite, check_votes
+from ._checks import check_choice, check_int_at_least, check_positive_finite, check_recorded_int, check_votes
 from .mechanism import UNITS, Mechanism
+from .registry import MAX_PUBLIC_CLASSES, PublicVoteView
 
 __all__ = ["VoteMechanism", "distinct_counts"]
 
@@ -126,6 +127,16 @@ class VoteMechanism(Mechanism):
             evidence["votes"], parameters[cls.noise_parameter], parameters.get("votes_per_unit", 1), unit=unit,
             data_independent_votes_per_unit=parameters.get("data_independent_votes_per_unit"),
         )
+
+    @classmethod
+    def from_public_parameters(cls, parameters: Mapping[str, Any], *, unit: str) -> Mechanism:
+        """The release through its public parameters: one all-zero vote row of ``num_classes`` counts, its
+        data-independent bounds composed ``num_queries`` times (a :class:`~privfed.accounting.registry.PublicVoteView`,
+        memory independent of ``num_queries``)."""
+        count = check_recorded_int(parameters, "num_queries", 1)
+        classes = check_recorded_int(parameters, "num_classes", 2, MAX_PUBLIC_CLASSES)
+        placeholder = {"votes": np.zeros((1, classes), dtype=np.int64)}
+        return PublicVoteView(cls.from_parameters(parameters, unit=unit, evidence=placeholder), count)
 
     def parameters(self) -> dict[str, Any]:
         return {

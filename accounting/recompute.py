@@ -58,6 +58,7 @@ def _close(recorded: float, recomputed: float) -> bool:
 
 def recompute_analysis(member: UnitAnalysis, evidence: Mapping[str, np.ndarray] | None) -> Recomputation:
     """Rebuild ``member`` from its recorded parameters (with ``evidence``, its verified private arrays, if given)."""
+    checked: tuple[str, ...]
     try:
         if evidence is not None:
             mechanism = mechanism_from_record(member.record(), evidence=evidence)
@@ -76,8 +77,9 @@ def recompute_analysis(member: UnitAnalysis, evidence: Mapping[str, np.ndarray] 
     if fresh.num_queries != member.num_queries or fresh.data_dependent != member.data_dependent:
         problems.append(f"records {member.num_queries} queries (data-dependent: {member.data_dependent}) but its "
                         f"parameters give {fresh.num_queries} ({fresh.data_dependent})")
-    if (fresh.pure_epsilon is None) != (member.pure_epsilon is None) or (
-            fresh.pure_epsilon is not None and not _close(member.pure_epsilon, fresh.pure_epsilon)):
+    recorded_pure, fresh_pure = member.pure_epsilon, fresh.pure_epsilon
+    if (fresh_pure is None) != (recorded_pure is None) or (
+            fresh_pure is not None and recorded_pure is not None and not _close(recorded_pure, fresh_pure)):
         problems.append(f"records pure ε {member.pure_epsilon} but its parameters give {fresh.pure_epsilon}")
     for analysis, curve in member.curves.items():
         new = fresh.curves.get(analysis)

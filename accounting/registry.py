@@ -5,6 +5,13 @@ as ``{"kind": ..., "unit": ..., "parameters": {...}}``. Data-independent
 mechanisms are rebuilt from their public parameters alone; data-dependent ones
 also need their private evidence (for example the vote matrix), which is kept
 out of public records.
+
+The registry knows no mechanism (after Opacus's accountant registry): each
+mechanism module registers its class with :func:`register`, and the class
+brings its hooks as class methods of :class:`Mechanism`
+(:meth:`~Mechanism.from_parameters`, :meth:`~Mechanism.from_public_parameters`,
+:meth:`~Mechanism.defaulted_parameters`). Nothing here imports a mechanism
+module; ``privfed.accounting`` imports them all, which registers every kind.
 """
 
 from __future__ import annotations
@@ -134,41 +141,6 @@ class PublicVoteView(Mechanism):
         return {**self.one_query.parameters(), "num_queries": self.count}
 
 
-def _count(parameters: Mapping[str, Any], name: str, low: int, high: int | None = None) -> int:
-    value = parameters.get(name)
-    integral = isinstance(value, numbers.Integral) and not isinstance(value, bool)
-    if not integral or value < low or (high is not None and value > high):
-        bound = f"an integer >= {low}" if high is None else f"an integer in [{low}, {high}]"
-        raise ValueError(f"parameters.{name} must be {bound}, got {value!r}")
-    return int(value)
-
-
-def _public_view(record: Mapping[str, Any]) -> Mechanism | None:
-    """The public view of a noisy-max record (or of a parallel composition of them); None for other kinds."""
-    parameters = record.get("parameters", {})
-    if not isinstance(parameters, Mapping):
-        raise ValueError(f"parameters must be an object, got {type(parameters).__name__}")
-    if record.get("kind") in ("parallel_composition", "sequential_composition"):
-        members = parameters.get("members")
-        if not isinstance(members, list) or not members:
-            raise ValueError("parameters.members must be a non-empty list of mechanism records")
-        views = [_public_view(_checked_record(member)) or mechanism_from_record(member) for member in members]
-        return mechanism_class(record["kind"])(tuple(views))  # type: ignore[call-arg]
-    cls = mechanism_class(record["kind"])
-    from .noisy_max import VoteMechanism
-
-    if not issubclass(cls, VoteMechanism):
-        return None
-    count = _count(parameters, "num_queries", 1)
-    classes = _count(parameters, "num_classes", 2, MAX_PUBLIC_CLASSES)
-    if record["kind"] == "confident_gnmax" and "num_answered" in parameters:
-        from .confident_gnmax import public_confident_view
-
-        return public_confident_view(record, classes, count, _count(parameters, "num_answered", 0, count))
-    one_query = mechanism_from_record(record, evidence={"votes": np.zeros((1, classes), dtype=np.int64)})
-    return PublicVoteView(one_query, count)
-
-
 def _checked_record(record: object) -> Mapping[str, Any]:
     if not isinstance(record, Mapping) or not isinstance(record.get("kind"), str):
         raise ValueError(f"a mechanism record must be an object with a string 'kind', got {record!r:.80}")
@@ -179,14 +151,19 @@ def public_mechanism_from_record(record: Mapping[str, Any]) -> tuple[Mechanism, 
     """Rebuild a mechanism from ``{"kind", "unit", "parameters"}`` without private data.
 
     Returns ``(mechanism, public_view)``. ``public_view`` is True when the
-    mechanism needs private evidence (vote matrices): it is then a
-    :class:`PublicVoteView`, whose data-independent curve, ε and ``dp_event()``
-    are exact and cost memory independent of the recorded number of queries; its
+    mechanism needs private evidence (vote matrices): it is then the view its
+    kind gives through :meth:`~Mechanism.from_public_parameters` (a
+    :class:`PublicVoteView` for a noisy-max release, a composition of such views
+    for a composition), whose data-independent curve, ε and ``dp_event()`` are
+    exact and cost memory independent of the recorded number of queries; its
     data-dependent values are not available (the data-independent ones stand in).
     """
     record = _checked_record(record)
-    view = _public_view(record)
-    if view is not None and any(isinstance(m, PublicVoteView) for m in getattr(view, "mechanisms", (view,))):
+    parameters = record.get("parameters", {})
+    if not isinstance(parameters, Mapping):
+        raise ValueError(f"parameters must be an object, got {type(parameters).__name__}")
+    view = mechanism_class(record["kind"]).from_public_parameters(parameters, unit=record.get("unit", "example"))
+    if view is not None:
         return view, True
     return mechanism_from_record(record), False
 
@@ -299,14 +276,7 @@ def defaulted_parameters(record: Mapping[str, Any], *, where: str = "record") ->
         defaults[f"{where}.unit"] = "example"
     parameters = record.get("parameters", {})
     parameters = parameters if isinstance(parameters, Mapping) else {}
-    if record["kind"] in ("parallel_composition", "sequential_composition"):
-        for index, member in enumerate(parameters.get("members") or []):
-            defaults.update(defaulted_parameters(member, where=f"{where}.parameters.members[{index}]"))
-        return defaults
-    for name, parameter in inspect.signature(mechanism_class(record["kind"])).parameters.items():
-        if name in ("self", "unit") or name in parameters or parameter.default in (inspect.Parameter.empty, None):
-            continue
-        defaults[f"{where}.parameters.{name}"] = parameter.default
+    defaults.update(mechanism_class(record["kind"]).defaulted_parameters(parameters, where=f"{where}.parameters"))
     return defaults
 
 

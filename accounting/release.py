@@ -18,6 +18,7 @@ from ._checks import check_choice, check_delta, check_orders, check_positive_fin
 from .account import account, as_mechanisms
 from .confident_gnmax import ConfidentGNMax
 from .gaussian_noisy_max import GaussianNoisyMax
+from .ledger import Ledger
 from .mechanism import ANALYSES, UNITS, Mechanism, relation_for_unit
 from .registry import register
 from .report import PrivacyReport
@@ -80,11 +81,9 @@ class SmoothSensitivityRelease(Mechanism):
 
 
 def _mechanisms_of(source: object) -> tuple[list[Mechanism], Any]:
-    from .ledger import Ledger
-
     if isinstance(source, Ledger):
         return source.mechanisms(), source
-    return list(as_mechanisms(source)), None  # type: ignore[arg-type]
+    return list(as_mechanisms(source)), None
 
 
 def summed_local_sensitivity(members: list[Mechanism], *, order: float) -> np.ndarray:

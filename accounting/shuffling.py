@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import math
+from collections.abc import Hashable
 from dataclasses import KW_ONLY, dataclass, field
 from typing import Any, ClassVar
 
@@ -134,7 +135,7 @@ class ShuffledRandomizedResponse(Mechanism):
     num_classes: int
     reports: int = 1
     unit: str = "party"
-    _cache: dict[str, Any] = field(default_factory=dict, init=False, repr=False, compare=False)
+    _cache: dict[Hashable, Any] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     kind: ClassVar[str] = "shuffled_randomized_response"
 

@@ -53,7 +53,7 @@ def _shift_pld(variance: float, shift: int, interval: float) -> privacy_loss_dis
     tail = float(stats.skellam.cdf(-half - shift - 1, variance / 2, variance / 2)
                  + stats.skellam.sf(half, variance / 2, variance / 2))
     log_lower = {int(k): float(v) for k, v in zip(support, lower)}
-    log_upper = {int(k): float(v) for k, v in zip(support, upper)}
+    log_upper: dict[int | None, float] = {int(k): float(v) for k, v in zip(support, upper)}
     if tail > 0.0:  # an outcome only the upper distribution has: its mass becomes infinity mass
         log_upper[None] = math.log(tail)
     return privacy_loss_distribution.from_two_probability_mass_functions(
@@ -188,8 +188,8 @@ class SkellamMechanism(Mechanism):
     def sensitivities(self) -> tuple[float, float]:
         """(Δ₁, Δ₂) the RDP bound uses: the given norms, capped by m·c and √m·c when m and c are given."""
         l1, l2 = self.l1_sensitivity, self.l2_sensitivity
-        if self.moved_coordinates is not None:
-            c, m = self.coordinate_sensitivity, self.moved_coordinates
+        c, m = self.coordinate_sensitivity, self.moved_coordinates
+        if c is not None and m is not None:  # given together or not at all (__post_init__)
             l1, l2 = min(l1, float(m * c)), min(l2, math.sqrt(m) * c)
         return l1, l2
 
@@ -198,8 +198,9 @@ class SkellamMechanism(Mechanism):
         l1, l2 = self.l1_sensitivity, self.l2_sensitivity
         moved = min(math.floor(l1), math.floor(l2 * l2 + 1e-9))
         shift = min(math.floor(l1), math.floor(l2 + 1e-12))
-        if self.moved_coordinates is not None:
-            moved, shift = min(moved, self.moved_coordinates), min(shift, self.coordinate_sensitivity)
+        c, m = self.coordinate_sensitivity, self.moved_coordinates
+        if c is not None and m is not None:  # given together or not at all (__post_init__)
+            moved, shift = min(moved, m), min(shift, c)
         return moved, shift
 
     def rdp(self, orders: np.ndarray, *, analysis: str = "tight") -> np.ndarray:

@@ -45,7 +45,7 @@ import numpy as np
 from scipy import optimize, special
 
 from ._checks import check_int_at_least, check_positive_finite, check_votes
-from .gaussian_noisy_max import log1mexp
+from ._logmath import log1mexp
 
 __all__ = [
     "check_smooth_sensitivity_conditions",

@@ -29,12 +29,13 @@ from ._checks import check_choice, check_int_at_least, check_positive_finite
 from .gaussian_noisy_max import GaussianNoisyMax
 from .laplace_noisy_max import LaplaceNoisyMax
 from .mechanism import UNITS, Mechanism
-from .noisy_max import VoteMechanism
 from .registry import MAX_PUBLIC_CLASSES, PublicVoteView, register
 
 __all__ = ["WithheldVotesNoisyMax"]
 
-_AGGREGATORS: dict[str, type[VoteMechanism]] = {"laplace": LaplaceNoisyMax, "gaussian": GaussianNoisyMax}
+_AGGREGATORS: dict[str, type[LaplaceNoisyMax] | type[GaussianNoisyMax]] = {
+    "laplace": LaplaceNoisyMax, "gaussian": GaussianNoisyMax,
+}
 
 
 @register

@@ -8,7 +8,15 @@ import tracemalloc
 
 import numpy as np
 import pytest
-from privfed.accounting import GaussianNoisyMax, LaplaceNoisyMax, Ledger, LedgerFormatError, LedgerIntegrityError
+from privfed.accounting import (
+    ConfidentGNMax,
+    GaussianNoisyMax,
+    LaplaceNoisyMax,
+    Ledger,
+    LedgerFormatError,
+    LedgerIntegrityError,
+    compose_sequential,
+)
 from privfed.accounting.ledger_entry import GENESIS_SHA256, LedgerEntry, analyse_mechanism, load_json
 from privfed.accounting.parallel import compose_parallel
 from privfed.accounting.registry import PublicVoteView, public_mechanism_from_record
@@ -66,6 +74,25 @@ def test_parallel_composition_has_a_public_view():
     fresh = analyse_mechanism(view, evidence_sha256=None)
     np.testing.assert_allclose(fresh.curves["tight"].rdp_data_independent,
                                recorded.curves["tight"].rdp_data_independent, rtol=1e-12)
+
+
+def test_compositions_of_compositions_and_of_confident_gnmax_have_a_public_view():
+    """The view counts every member that needs private evidence, at any depth: a parallel composition of Confident
+    GNMax records and a composition whose one member is a composition of GNMax records were refused (only members
+    that were themselves a PublicVoteView counted)."""
+    votes = np.array([[5, 1, 0], [2, 2, 3], [9, 0, 0]])
+    confident = ConfidentGNMax(votes, threshold=3.0, sigma_threshold=2.0, sigma=4.0,
+                               answered=np.array([True, False, True]), unit="party")
+    gnmax = GaussianNoisyMax(votes, 40.0, 1, unit="party")
+    for mechanism in (compose_parallel([confident, confident]), compose_sequential([compose_parallel([gnmax, gnmax])])):
+        recorded = analyse_mechanism(mechanism, evidence_sha256=None)
+        view, public = public_mechanism_from_record(recorded.record())
+        assert public and view.num_queries == mechanism.num_queries == 6
+        fresh = analyse_mechanism(view, evidence_sha256=None)
+        assert fresh.parameters == recorded.parameters
+        for analysis, curve in recorded.curves.items():
+            np.testing.assert_allclose(fresh.curves[analysis].rdp_data_independent, curve.rdp_data_independent,
+                                       rtol=1e-12)
 
 
 def test_a_ledger_claiming_twenty_million_queries_costs_no_memory():

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import ast
 import subprocess
 import sys
 import zipfile
@@ -11,7 +10,6 @@ from pathlib import Path
 import pytest
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-LAYERS = {"accounting": 0, "pipelines": 1, "reports": 2, "privfed": 3}
 
 
 @pytest.fixture(scope="module")
@@ -38,37 +36,6 @@ def test_wheel_ships_the_examples(wheel):
     names = set(zipfile.ZipFile(wheel).namelist())
     assert {"privfed/examples/votes.npy", "privfed/examples/pipeline.toml",
             "privfed/examples/claims/fedkt_l1_adult.json"} <= names
-
-
-def _imported_layers(folder: Path) -> set[str]:
-    """The privfed layers the modules of ``folder`` import, absolute (``privfed.x``) or relative (``..x``)."""
-    layer = folder.name
-    found = set()
-    for path in folder.glob("*.py"):
-        for node in ast.walk(ast.parse(path.read_text())):
-            if isinstance(node, ast.ImportFrom):
-                parts = (node.module or "").split(".") if node.module else []
-                names = [alias.name for alias in node.names]
-                if node.level == 1:  # from .x import …: this layer
-                    found.add(layer)
-                elif node.level == 2:  # from ..x import … / from .. import x: a sibling layer (or the face)
-                    found.update([parts[0]] if parts else names)
-                elif parts[:1] == ["privfed"]:
-                    found.add(parts[1] if len(parts) > 1 else "privfed")
-                    if len(parts) == 1:
-                        found.update(names)
-            elif isinstance(node, ast.Import):
-                for alias in node.names:
-                    parts = alias.name.split(".")
-                    if parts[0] == "privfed":
-                        found.add(parts[1] if len(parts) > 1 else "privfed")
-    return {name if name in LAYERS else "privfed" for name in found}
-
-
-@pytest.mark.parametrize("layer", ["accounting", "pipelines", "reports"])
-def test_layers_import_only_downwards(layer):
-    imported = _imported_layers(REPO_ROOT / layer)
-    assert all(LAYERS[name] <= LAYERS[layer] for name in imported), f"{layer} imports {sorted(imported)}"
 
 
 def test_accounting_imports_no_ml_framework():
