@@ -894,7 +894,7 @@ def _manifest_check(files: Mapping[str, bytes], directory: Path) -> tuple[Check,
 
 def _signature_check(files: Mapping[str, bytes], public_key: Any, directory: Path,
                      signature: str | os.PathLike[str] | None = None) -> Check:
-    from privfed.model_signature import is_elliptic_curve_key, model_signing_verdict
+    from privfed.model_signature_verify import is_elliptic_curve_key, model_signing_verdict
     from privfed.signing import signature_verdict
 
     if signature is not None and (public_key is None or not is_elliptic_curve_key(public_key)):
