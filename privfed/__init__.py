@@ -111,7 +111,7 @@ _FROM_PIPELINES = (
 _LAZY = {
     **dict.fromkeys(_FROM_ACCOUNTING, "privfed.accounting"),
     **dict.fromkeys(_FROM_AUDIT, "privfed.audit"),
-    **dict.fromkeys(_FROM_AUDIT_REPORT, "privfed.audit_report"),
+    **dict.fromkeys(_FROM_AUDIT_REPORT, "privfed.audit.report"),
     **dict.fromkeys(_FROM_BUNDLE, "privfed.bundle"),
     **dict.fromkeys(_FROM_SIGNING, "privfed.signing"),
     **dict.fromkeys(_FROM_MODEL_SIGNATURE, "privfed.model_signature"),

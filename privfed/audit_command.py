@@ -36,7 +36,7 @@ def _positive_int(text: str) -> int:
 
 def _claims_files(given: list[str]) -> list[Path]:
     """Each given claims file, and every ``*.json`` of each given folder (sorted)."""
-    from privfed.audit_report import AuditInputError
+    from privfed.audit.report import AuditInputError
 
     files: list[Path] = []
     for name in given:
@@ -89,8 +89,8 @@ def _floor(value: float, digits: int = 3) -> str:
 def _empirical_command(args: argparse.Namespace) -> int:
     """``--empirical CONFIG.toml``: the one-run audit of the configured pipeline, then the verdict."""
     from privfed.accounting.report import round_up
+    from privfed.audit.report import AuditInputError
     from privfed.audit_config import load_audit_config
-    from privfed.audit_report import AuditInputError
     from privfed.empirical_audit import empirical_audit
 
     if any(getattr(args, name) is not None for name in ("target", "claims", "evidence", "members", "non_members",
@@ -127,7 +127,7 @@ def _empirical_command(args: argparse.Namespace) -> int:
 
 def _audit_command(args: argparse.Namespace) -> int:
     from privfed.audit import audit
-    from privfed.audit_report import AuditInputError
+    from privfed.audit.report import AuditInputError
 
     if args.empirical is not None:
         return _empirical_command(args)

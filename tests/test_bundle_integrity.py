@@ -523,9 +523,9 @@ def test_the_signature_is_checked_before_any_recomputation(bundle, keys, monkeyp
 
     import importlib
 
-    module = importlib.import_module("privfed.audit")
-    for name in ("_read_ledger", "_entry_checks", "_totals_check"):
-        monkeypatch.setattr(module, name, forbidden)
+    driver = importlib.import_module("privfed.audit.driver")
+    for name in ("read_ledger", "entry_checks", "totals_check"):
+        monkeypatch.setattr(driver, name, forbidden)
     report = audit(bundle, public_key=keys[1])
     assert report.check("signature").status == "fail" and report.exit_code == 1
     assert "not attempted" in report.check("recomputation").detail

@@ -61,3 +61,12 @@ def test_the_wheel_ships_every_example_and_privfed_examples_writes_the_same_file
     written = {where: {p.relative_to(tmp_path / where).as_posix(): p.read_bytes()
                        for p in (tmp_path / where).rglob("*") if p.is_file()} for where in ("wheel", "checkout")}
     assert written["wheel"] == written["checkout"] and set(written["wheel"]) == checkout
+
+
+def test_the_wheel_ships_every_module_of_the_public_face(wheel):
+    """Every module under privfed/, its subpackages (privfed/audit/, privfed/federation/) included, is in the wheel:
+    pyproject.toml lists the packages one by one, so a new subpackage left out of the list fails here."""
+    names = set(zipfile.ZipFile(wheel).namelist())
+    modules = {path.relative_to(REPO_ROOT).as_posix() for path in (REPO_ROOT / "privfed").rglob("*.py")
+               if "__pycache__" not in path.parts}
+    assert "privfed/audit/driver.py" in modules and modules <= names, sorted(modules - names)

@@ -8,12 +8,28 @@ import textwrap
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["DOCS", "STATUSES", "AuditInputError", "AuditReport", "Check"]
+from privfed.accounting.report import round_up
+
+__all__ = ["DOCS", "INTEGRITY_MEANING", "RECOMPUTE_MEANING", "STATUSES", "UNSAFE_MEANING", "AuditInputError",
+           "AuditReport", "Check", "format_epsilon"]
 
 #: The three verdicts of a check: ``fail`` makes the audit fail (exit code 1).
 STATUSES: tuple[str, ...] = ("pass", "warn", "fail")
 #: Where every warning and failure is explained at length.
 DOCS = "docs/audit.md"
+
+#: What a failed check means, for the kinds of check that several modules run: integrity, recomputation, safety.
+INTEGRITY_MEANING = "the file or record was changed after it was written, so its privacy claims cannot be trusted."
+RECOMPUTE_MEANING = ("privfed's own accountants, applied to the recorded or stated mechanism, give a different "
+                     "(larger) privacy loss, so the figure is wrong, was edited, or rests on an analysis privfed "
+                     "cannot confirm.")
+UNSAFE_MEANING = ("opening this file would require a format that can run arbitrary code (such as pickle); privfed "
+                  "refuses to open it.")
+
+
+def format_epsilon(value: float | None) -> str:
+    """An ε as the verdict table prints it: rounded up, never down (``"none"`` for no ε)."""
+    return "none" if value is None else round_up(value)
 
 
 class AuditInputError(ValueError):

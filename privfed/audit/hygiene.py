@@ -2,7 +2,7 @@
 
 Each check takes a :class:`Statement` — the claim under audit, normalised from a
 bundle's ledger or a claims file, with privfed's own recomputation beside it — and
-returns a :class:`~privfed.audit_report.Check` whose ``meaning`` says in one
+returns a :class:`~privfed.audit.report.Check` whose ``meaning`` says in one
 sentence what a warning means for someone who is not a DP expert. The reasoning
 behind every threshold is in ``docs/audit.md``.
 """
@@ -14,10 +14,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from privfed.accounting.report import PrivacyReport, round_up
-from privfed.audit_report import Check
+import numpy as np
 
-__all__ = ["LARGE_EPSILON", "LARGE_PUBLIC_SET", "Release", "Statement", "hygiene_checks"]
+from privfed.accounting.mechanism import UNITS
+from privfed.accounting.report import PrivacyReport
+from privfed.audit.report import AuditInputError, Check, format_epsilon
+
+__all__ = ["LARGE_EPSILON", "LARGE_PUBLIC_SET", "SETTINGS", "Release", "Statement", "hygiene_checks",
+           "parse_protected_units", "resolve_protected_units"]
 
 #: Above this ε a guarantee is called weak (e^10 ≈ 22,000: an attacker's odds may grow that much).
 LARGE_EPSILON = 10.0
@@ -87,8 +91,40 @@ class Statement:
 _PLURALS = {"party": "parties", "example": "examples"}
 
 
-def _fmt(value: float | None) -> str:
-    return "none" if value is None else round_up(value)
+def parse_protected_units(value: object) -> dict[str, int]:
+    """The protected-unit counts given to the audit or in a claims file: an integer (the claim's unit) or unit → count.
+
+    An integer is returned under the key ``"*"`` (the claim's unit, resolved by :func:`resolve_protected_units`).
+
+    Raises
+    ------
+    AuditInputError
+        ``value`` is neither, or names an unknown unit or a count below 1.
+    """
+    if value is None:
+        return {}
+    if isinstance(value, Mapping):
+        items = dict(value)
+    elif isinstance(value, (int, np.integer)) and not isinstance(value, bool):
+        items = {"*": int(value)}
+    else:
+        raise AuditInputError(f"protected_units must be a positive integer or a mapping unit → count, got {value!r}")
+    for unit, count in items.items():
+        if unit not in (*UNITS, "*"):
+            raise AuditInputError(f"protected_units' unit must be one of {UNITS}, got {unit!r}")
+        if not isinstance(count, (int, np.integer)) or isinstance(count, bool) or count < 1:
+            raise AuditInputError(f"protected_units[{unit!r}] must be a positive integer, got {count!r}")
+    return {unit: int(count) for unit, count in items.items()}
+
+
+def resolve_protected_units(
+    given: dict[str, int], headline: str, fallback: Mapping[str, int], source: str
+) -> tuple[dict[str, int], str]:
+    """(counts, where they came from): those ``given`` to the audit win over the ``fallback`` read from ``source``."""
+    if given:
+        counts = {headline: given["*"]} if "*" in given else given
+        return counts, "given to the audit"
+    return dict(fallback), source
 
 
 def _data_dependence(statement: Statement) -> Check:
@@ -99,15 +135,16 @@ def _data_dependence(statement: Statement) -> Check:
     report = statement.reports.get(statement.unit)
     if report is not None and report.data_dependent and report.epsilon < report.epsilon_data_independent * (1 - 1e-12):
         return Check(name, "warn",
-                     f"{statement.unit}-level ε = {_fmt(report.epsilon)} is data-dependent (data-independent ε = "
-                     f"{_fmt(report.epsilon_data_independent)}); no smooth-sensitivity release (PATE 2018) was used",
+                     f"{statement.unit}-level ε = {format_epsilon(report.epsilon)} is data-dependent "
+                     f"(data-independent ε = {format_epsilon(report.epsilon_data_independent)}); no "
+                     "smooth-sensitivity release (PATE 2018) was used",
                      meaning, "data-dependent-epsilon")
     if statement.data_dependent_claim:
         return Check(name, "warn", "the claims file states its ε was computed from the private data, with no "
                      "smooth-sensitivity release (PATE 2018)", meaning, "data-dependent-epsilon")
     if report is not None and report.data_dependent:
         return Check(name, "pass", f"the data-dependent ε equals the data-independent ε "
-                     f"({_fmt(report.epsilon_data_independent)}): the number holds for every data set")
+                     f"({format_epsilon(report.epsilon_data_independent)}): the number holds for every data set")
     return Check(name, "pass", "the ε does not depend on the private data")
 
 
@@ -124,10 +161,11 @@ def _composition(statement: Statement) -> Check:
     if statement.rounds is None:
         return Check("composition", "pass", "the ε composes every accounted release (none is stated per round)")
     report = statement.reports.get(statement.unit)
-    total = _fmt(report.epsilon if report else None)
+    total = format_epsilon(report.epsilon if report else None)
     return Check("composition", "warn",
-                 f"ε = {_fmt(statement.epsilon)} is stated per round, without composition over the {statement.rounds} "
-                 f"rounds; composed, privfed gives ε = {total} ({statement.unit} level, δ = {statement.delta:g})",
+                 f"ε = {format_epsilon(statement.epsilon)} is stated per round, without composition over the "
+                 f"{statement.rounds} rounds; composed, privfed gives ε = {total} ({statement.unit} level, "
+                 f"δ = {statement.delta:g})",
                  "privacy loss adds up every time the same data are used again, so a per-round ε understates what the "
                  "finished model reveals.", "per-round-epsilon")
 
@@ -171,11 +209,12 @@ def _size(statement: Statement) -> Check:
                      "a zero ε is only proven for a model that depends on no private data; privfed cannot check that "
                      "from a ledger that records nothing.", "large-epsilon")
     if epsilon > LARGE_EPSILON:
-        return Check("size of ε", "warn", f"ε = {_fmt(epsilon)} > {LARGE_EPSILON:g} ({statement.unit} level): the "
-                     "guarantee is weak", f"an attacker's odds of telling whether someone's data was used may grow by "
+        return Check("size of ε", "warn", f"ε = {format_epsilon(epsilon)} > {LARGE_EPSILON:g} ({statement.unit} "
+                     "level): the guarantee is weak",
+                     "an attacker's odds of telling whether someone's data was used may grow by "
                      f"a factor up to e^ε (e^{LARGE_EPSILON:g} ≈ 22,000), which protects little in practice.",
                      "large-epsilon")
-    return Check("size of ε", "pass", f"ε = {_fmt(epsilon)} ≤ {LARGE_EPSILON:g} ({statement.unit} level)")
+    return Check("size of ε", "pass", f"ε = {format_epsilon(epsilon)} ≤ {LARGE_EPSILON:g} ({statement.unit} level)")
 
 
 def _quantized_ensembles(statement: Statement) -> list[Check]:
@@ -192,7 +231,7 @@ def _quantized_ensembles(statement: Statement) -> list[Check]:
         elif release.num_queries >= LARGE_PUBLIC_SET:
             checks.append(Check("quantized-noise ensemble", "warn",
                                 f"noisy ensemble released on {release.num_queries} public examples (ε = "
-                                f"{_fmt(per_answer)} each): the composed ε is vacuous",
+                                f"{format_epsilon(per_answer)} each): the composed ε is vacuous",
                                 "each public example's noisy answer costs privacy, and over a large public set the "
                                 "costs add up to a number that guarantees nothing.", "quantized-ensemble"))
     return checks
