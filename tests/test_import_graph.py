@@ -19,7 +19,6 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 LAYERS = {"accounting": "privfed.accounting", "pipelines": "privfed.pipelines", "reports": "privfed.reports",
           "privfed": "privfed"}
 #: Cycles known to exist outside the accounting layer, left to the work that splits the module concerned.
-KNOWN_CYCLES = {"privfed": "privfed.audit <-> privfed.model_signature (function-level imports both ways)"}
 
 
 def _modules() -> dict[str, tuple[str, Path]]:
@@ -124,10 +123,7 @@ def test_the_graph_sees_module_and_function_level_imports(tmp_path):
     assert any(target == "privfed.audit" for target, _ in GRAPH["privfed.model_signature"])  # inside a function
 
 
-@pytest.mark.parametrize("layer", [
-    *(name for name in LAYERS if name not in KNOWN_CYCLES),
-    *(pytest.param(name, marks=pytest.mark.xfail(strict=True, reason=reason)) for name, reason in KNOWN_CYCLES.items()),
-])
+@pytest.mark.parametrize("layer", list(LAYERS))
 def test_no_import_cycles_inside_a_layer(layer):
     cycles = _cycles({module for module, (owner, _) in MODULES.items() if owner == layer})
     assert not cycles, "import cycles: " + " | ".join(_describe(component) for component in cycles)
