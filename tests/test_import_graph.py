@@ -18,7 +18,6 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 #: The layers from the bottom up, with the import package each folder is installed as (pyproject.toml's package-dir).
 LAYERS = {"accounting": "privfed.accounting", "pipelines": "privfed.pipelines", "reports": "privfed.reports",
           "privfed": "privfed"}
-#: Cycles known to exist outside the accounting layer, left to the work that splits the module concerned.
 
 
 def _modules() -> dict[str, tuple[str, Path]]:
