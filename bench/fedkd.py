@@ -166,6 +166,8 @@ def main() -> None:
                                                    if b is not None),  # the first party with a network
                     "seconds": time.perf_counter() - tick,
                     "local_accuracy_mean": float(np.mean(local_accuracy)),
+                    "local_accuracy_min": float(min(local_accuracy)), "local_accuracy_max": float(max(local_accuracy)),
+                    "logits_outside_clip": clipped,
                 }
                 rows.append(row)
                 if args.json:  # rewritten after every point, so an interrupted run keeps what it finished
