@@ -205,8 +205,9 @@ def client_epsilon(documents: list[Any]) -> str:
 
     lines = ["| rounds a client joined | basic ε | tight ε |", "| --- | --- | --- |"]
     for row in documents[0]["rows"]:
-        lines.append(f"| {EPSILON_LABELS.get(row['reports'], row['reports'])} | {row['basic']:,.0f} | "
-                     f"{round_up(row['tight'])} |")
+        tight = round_up(row["tight"])  # a string: the value rounded up to 4 significant digits
+        tight = f"{int(tight):,}" if tight.isdigit() else tight
+        lines.append(f"| {EPSILON_LABELS.get(row['reports'], row['reports'])} | {row['basic']:,.0f} | {tight} |")
     return "\n".join(lines)
 
 
