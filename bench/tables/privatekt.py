@@ -232,3 +232,20 @@ def round_speed(documents: list[Any]) -> str:
                      + ("" if mode == modes[0] else f" (×{base / min(seconds[mode]):.2f})") for mode in modes]
             lines.append(f"| {network}, {part} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
+
+BATCHED = ["bench/results/batched_training_speed_2threads.json", "bench/results/batched_training_selective_fd.json",
+           "bench/results/batched_training_selective_fd_2threads.json"]
+
+
+@table("privatekt-batched-training-speed", raw=BATCHED)
+def batched_training_speed(documents: list[Any]) -> str:
+    """``bench/batched_training.py``'s micro-benchmark: copies trained one after another or batched, best of repeats."""
+    lines = ["| network | copies × examples (1 epoch, batch 32) | torch threads | one after another, best | "
+             "batched, best | speed-up | largest parameter difference |", "|---|---|---|---|---|---|---|"]
+    for document in documents:
+        for row in document["rows"]:
+            sequential, batched = min(row["seconds"]["sequential"]), min(row["seconds"]["batched"])
+            lines.append(f"| {row['network']} | {row['copies']} × {row['examples']} | {document['threads']} | "
+                         f"{sequential:.3f} s | {batched:.3f} s | ×{sequential / batched:.2f} | "
+                         f"{row['max_parameter_difference']:.1e} |")
+    return "\n".join(lines)
