@@ -87,3 +87,5 @@ def s_sweep_markdown(documents: list[dict[str, Any]]) -> str:
 
 
 table("fedkd-s-sweep", raw=S_SWEEP)(s_sweep_markdown)
+table("fedkd-grid-alpha-1", raw=[GRID])(lambda documents: grid_markdown(documents[0], alpha=1.0))
+table("fedkd-grid-alpha-0.1", raw=[GRID])(lambda documents: grid_markdown(documents[0], alpha=0.1))
