@@ -12,37 +12,51 @@ from typing import Any
 import numpy as np
 
 from bench.tables import table
+from bench.tables._stats import mean_sd, t_interval
 
 S_SWEEP = ["bench/results/fedkd_s_sweep_seed0.json", "bench/results/fedkd_s_sweep_seed1.json",
            "bench/results/fedkd_s_sweep_seed2.json"]
-GRID = "bench/results/fedkd_grid_seed0.json"
+GRID = ["bench/results/fedkd_grid_seed0.json"]
 
 
-def grid_markdown(document: dict[str, Any], *, alpha: float) -> str:
-    """One α of ``bench/fedkd.py``'s default grid (one seed): per (S, γ), both public sets side by side."""
-    rows = [row for row in document["rows"] if row["alpha"] == alpha]
+def _summary(values: list[float]) -> str:
+    """One seed's value, or the seeds' mean ± sd and 95 % t-interval."""
+    if len(values) == 1:
+        return f"{values[0]:.4f}"
+    mean, sd = mean_sd(values)
+    low, high = t_interval(values)
+    return f"{mean:.4f} ± {sd:.4f} [{low:.3f}, {high:.3f}]"
+
+
+def grid_markdown(documents: list[dict[str, Any]], *, alpha: float) -> str:
+    """One α of ``bench/fedkd.py``'s default grid: per (S, γ), both public sets side by side, over the files' seeds."""
+    rows = [row for document in documents for row in document["rows"] if row["alpha"] == alpha]
     points = sorted({(row["S"], row["gamma"]) for row in rows},
                     key=lambda point: (point[0] is not None, point[1] != 1.0, point[0] or 0, point[1] or 0))
     lines = ["| setting | test acc., in-domain public | ensemble-label acc. (in-domain) | test acc., cross-domain "
              "public | ε, party level, tight | ε, pure composition | bytes sent per party |",
              "| --- | --- | --- | --- | --- | --- | --- |"]
     for scale, gamma in points:
-        at = {row["public"].split(" ")[0]: row for row in rows if (row["S"], row["gamma"]) == (scale, gamma)}
-        inside, cross = at.get("in-domain"), at.get("cross-domain")
-        first = inside or cross
+        at = [row for row in rows if (row["S"], row["gamma"]) == (scale, gamma)]
+        inside = [row for row in at if row["public"].startswith("in-domain")]
+        cross = [row for row in at if row["public"].startswith("cross-domain")]
         if gamma is None:
             setting, tight, pure = "noiseless, unquantized, unclipped", "no guarantee", "—"
         else:
             note = {0.1: " (most noise)", 10.0: " (least noise)"}.get(gamma, "") if scale == 200 else ""
             setting = f"S = {scale}, γ = {gamma:g}{note}"
-            tight = f"{math.ceil(max(r['epsilon_party_tight'] for r in at.values())):,}"
-            pure = f"{math.ceil(max(r['epsilon_party_pure'] for r in at.values())):,}"
+            tight = f"{math.ceil(max(row['epsilon_party_tight'] for row in at)):,}"
+            pure = f"{math.ceil(max(row['epsilon_party_pure'] for row in at)):,}"
         cells = [setting,
-                 f"{inside['test_accuracy']:.4f}" if inside else "not run",
-                 f"{inside['public_label_accuracy']:.4f}" if inside else "not run",
-                 f"{cross['test_accuracy']:.4f}" if cross else "not run",
-                 tight, pure, f"{first['bytes_per_party']:,}"]
+                 _summary([row["test_accuracy"] for row in inside]) if inside else "not run",
+                 _summary([row["public_label_accuracy"] for row in inside]) if inside else "not run",
+                 _summary([row["test_accuracy"] for row in cross]) if cross else "not run",
+                 tight, pure, f"{at[0]['bytes_per_party']:,}"]
         lines.append("| " + " | ".join(cells) + " |")
+    if len(documents) > 1:
+        seeds = ", ".join(str(document["settings"]["seed"]) for document in documents)
+        lines += ["", f"Seeds {seeds} (each its own split, local models and noise): mean ± sd [95 % t-interval for the "
+                  "mean]."]
     return "\n".join(lines)
 
 
@@ -87,5 +101,5 @@ def s_sweep_markdown(documents: list[dict[str, Any]]) -> str:
 
 
 table("fedkd-s-sweep", raw=S_SWEEP)(s_sweep_markdown)
-table("fedkd-grid-alpha-1", raw=[GRID])(lambda documents: grid_markdown(documents[0], alpha=1.0))
-table("fedkd-grid-alpha-0.1", raw=[GRID])(lambda documents: grid_markdown(documents[0], alpha=0.1))
+table("fedkd-grid-alpha-1", raw=GRID)(lambda documents: grid_markdown(documents, alpha=1.0))
+table("fedkd-grid-alpha-0.1", raw=GRID)(lambda documents: grid_markdown(documents, alpha=0.1))
