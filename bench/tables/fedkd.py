@@ -16,7 +16,8 @@ from bench.tables._stats import mean_sd, t_interval
 
 S_SWEEP = ["bench/results/fedkd_s_sweep_seed0.json", "bench/results/fedkd_s_sweep_seed1.json",
            "bench/results/fedkd_s_sweep_seed2.json"]
-GRID = ["bench/results/fedkd_grid_seed0.json"]
+GRID = ["bench/results/fedkd_grid_seed0.json", "bench/results/fedkd_grid_seed1.json",
+        "bench/results/fedkd_grid_seed2.json"]
 
 
 def _summary(values: list[float]) -> str:
