@@ -11,8 +11,11 @@ the noisy ensemble's argmax on the in-domain public labels, and the honest
 party-level ε (tight, δ = 1e-5; pure composition beside it), plus the bytes each
 party sends against FedAvg's.
 
-CPU only, one torch thread. Run: ``python bench/fedkd.py [--data ../shared/datasets] [--json out.json]``
-(about 18 minutes on a shared 2-core machine with the defaults).
+One torch thread; ``--device cuda`` puts every network on the GPU (``auto``, the default: CUDA where available).
+Run: ``python bench/fedkd.py [--data ../shared/datasets] [--json out.json]`` (about 18 minutes on a quiet
+2-core machine with the defaults). ``--json`` is rewritten after every point with the run's provenance
+(:mod:`bench.provenance`), so an interrupted run keeps what it finished. The tables of docs/results.md are
+rendered from the ``--json`` files by ``python -m bench.tables fedkd-...`` (:mod:`bench.tables.fedkd`).
 
 ``--grid s-sweep --quantizers public paper`` re-runs the S sweep (γ = 1, S ∈ {2, 10, 50, 200, 400})
 under privfed's quantizer (step Z/S on the public range) and the paper's Eq. 4 (step 2·z_max/S,
@@ -22,7 +25,6 @@ rounded up, z_max from the logits; ``FedKD(quantizer="paper")``), on the same lo
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import sys
 import time
@@ -45,6 +47,8 @@ from privfed.pipelines.fedkd_steps import parameter_count  # noqa: E402
 from privfed.pipelines.progress import progress_bar  # noqa: E402
 from privfed.pipelines.torch_models import TorchCNN  # noqa: E402
 
+from bench import provenance  # noqa: E402
+
 DELTA = 1e-5
 GRIDS = {
     "default": [(None, None)] + [(s, 1.0) for s in (10, 50, 200)] + [(200, g) for g in (0.1, 10.0)],
@@ -57,51 +61,20 @@ def images(X: np.ndarray) -> np.ndarray:
     return (np.asarray(X, dtype=np.float32) / 255.0)
 
 
-def write_json(path: str, settings: dict, rows: list[dict]) -> None:
-    temporary = Path(path + ".tmp")
-    temporary.write_text(json.dumps({"command": "python " + " ".join(sys.argv), "settings": settings, "rows": rows},
-                                    indent=2))
-    temporary.replace(path)
+def write_json(path: str, run: dict, settings: dict, rows: list[dict]) -> None:
+    """The rows so far, with the run's provenance, written whole (a temporary file renamed over ``path``)."""
+    provenance.write_json(path, {"provenance": provenance.finish(run), "command": run["command"],
+                                 "settings": settings, "rows": rows})
 
 
-def s_sweep_markdown(paths: list[str]) -> str:
-    """The S sweep from ``--json`` files: per α, privfed's quantizer beside the paper's, per S and public set."""
-    rows = [row for path in paths for row in json.loads(Path(path).read_text(encoding="utf-8"))["rows"]]
-    seeds = sorted({json.loads(Path(path).read_text(encoding="utf-8"))["settings"]["seed"] for path in paths})
-    lines = []
-    for alpha in sorted({row["alpha"] for row in rows}, reverse=True):
-        at = [row for row in rows if row["alpha"] == alpha]
-        lines += [f"α = {alpha:g} (seeds {', '.join(map(str, seeds))}; test accuracy, mean over seeds)", "",
-                  "| S | public | privfed quantizer: step Z/S | test acc. | ensemble-label acc. | paper quantizer: "
-                  "step 2·z_max/S | test acc. | ensemble-label acc. | bytes/party (privfed / paper) | "
-                  "ε party level, tight (both) |", "|---|---|---|---|---|---|---|---|---|---|"]
-        for name in sorted({row["public"] for row in at}, reverse=True):
-            base = [row for row in at if row["public"] == name and row["S"] is None]
-            if base:
-                labels = [r["public_label_accuracy"] for r in base if r["public_label_accuracy"] is not None]
-                accuracy = np.mean([r["test_accuracy"] for r in base])
-                lines.append(f"| none (noiseless, unquantized) | {name} | – | {accuracy:.4f} | "
-                             f"{f'{np.mean(labels):.4f}' if labels else '–'} | – | – | – | "
-                             f"{base[0]['bytes_per_party']:,} | no guarantee |")
-            for scale in sorted({row["S"] for row in at if row["S"] is not None}):
-                cells = []
-                for quantizer in ("public", "paper"):
-                    runs = [r for r in at if r["public"] == name and r["S"] == scale and r["quantizer"] == quantizer]
-                    if not runs:
-                        cells.append(("–", "–", "–", None, None))
-                        continue
-                    step = (runs[0]["clip"] / scale if quantizer == "public"
-                            else 2 * np.mean([r["z_max"] for r in runs]) / scale)
-                    labels = [r["public_label_accuracy"] for r in runs if r["public_label_accuracy"] is not None]
-                    cells.append((f"{step:.3g}", f"{np.mean([r['test_accuracy'] for r in runs]):.4f}",
-                                  f"{np.mean(labels):.4f}" if labels else "–", runs[0]["bytes_per_party"],
-                                  max(r["epsilon_party_tight"] for r in runs)))
-                eps = max(c[4] for c in cells if c[4] is not None)
-                lines.append(f"| {scale} | {name} | " + " | ".join(" | ".join(c[:3]) for c in cells)
-                             + " | " + " / ".join(f"{c[3]:,}" if c[3] else "–" for c in cells)
-                             + f" | {math.ceil(eps):,} |")
-        lines.append("")
-    return "\n".join(lines)
+def device_of(choice: str) -> str | None:
+    """``--device``'s value as ``TorchClassifier(device=...)`` takes it: ``auto`` is None (CUDA where available)."""
+    return None if choice == "auto" else choice
+
+
+def resolved_device(choice: str) -> str:
+    """The device ``--device`` gives on this machine (recorded in the raw results)."""
+    return "cuda" if choice == "cuda" or (choice == "auto" and torch.cuda.is_available()) else "cpu"
 
 
 def main() -> None:
@@ -123,13 +96,16 @@ def main() -> None:
     parser.add_argument("--grid", choices=tuple(GRIDS), default="default")
     parser.add_argument("--quantizers", nargs="+", choices=("public", "paper"), default=["public"])
     parser.add_argument("--publics", nargs="+", choices=PUBLICS, default=list(PUBLICS))
-    parser.add_argument("--from-json", nargs="+", default=None,
-                        help="print the S sweep table (both quantizers) from these --json files and stop")
+    parser.add_argument("--device", choices=("cpu", "cuda", "auto"), default="auto",
+                        help="where the networks train: cpu, cuda, or auto (default: CUDA where available, "
+                             "TorchClassifier's device=None)")
     args = parser.parse_args()
-    if args.from_json:
-        print(s_sweep_markdown(args.from_json))
-        return
+    if args.device == "cuda" and not torch.cuda.is_available():
+        parser.error("--device cuda: CUDA is not available on this machine; use --device cpu or auto")
     torch.set_num_threads(1)
+    run = provenance.start(command="python " + " ".join(sys.argv), seeds=[args.seed, *(args.server_seeds or [])],
+                           settings=vars(args), device=resolved_device(args.device))
+    device = device_of(args.device)
 
     mnist = load_dataset("mnist", args.data)
     fashion = load_dataset("fashion_mnist", args.data)
@@ -149,7 +125,7 @@ def main() -> None:
         counts, sizes, local_accuracy = [], [], []
         for index, (X, y) in enumerate(progress_bar(split.parties, progress=None, desc=f"α = {alpha}: local CNNs",
                                                     unit="party")):
-            local = TorchCNN(epochs=args.local_epochs, batch_size=64, random_state=0)
+            local = TorchCNN(epochs=args.local_epochs, batch_size=64, random_state=0, device=device)
             fitted = fit_classifier(local, images(X), y, n_classes=10, seed=args.seed * 1000 + index)
             for name, public in publics.items():
                 logits[name].append(party_logits(fitted, public, clip=args.clip))
@@ -171,9 +147,9 @@ def main() -> None:
             for scale, gamma, quantizer, server_seed in progress_bar(points, progress=None, desc=f"{name}: FedKD grid",
                                                                      unit="run"):
                 tick = time.perf_counter()
-                model = FedKD(None, TorchCNN(batch_size=64, random_state=0), quantization_scale=scale, gamma=gamma,
-                              clip=args.clip if gamma is not None else None, loss="l2", quantizer=quantizer,
-                              distill_epochs=args.distill_epochs, random_state=server_seed)
+                model = FedKD(None, TorchCNN(batch_size=64, random_state=0, device=device), quantization_scale=scale,
+                              gamma=gamma, clip=args.clip if gamma is not None else None, loss="l2",
+                              quantizer=quantizer, distill_epochs=args.distill_epochs, random_state=server_seed)
                 model.fit_logits(logits[name], counts, public, parameter_counts=sizes)
                 accuracy = float(model.score(X_test, split.y_test))
                 label_accuracy = (float(np.mean(model.noisy_ensemble_.argmax(axis=1) == split.y_public))
@@ -190,10 +166,12 @@ def main() -> None:
                                                    if b is not None),  # the first party with a network
                     "seconds": time.perf_counter() - tick,
                     "local_accuracy_mean": float(np.mean(local_accuracy)),
+                    "local_accuracy_min": float(min(local_accuracy)), "local_accuracy_max": float(max(local_accuracy)),
+                    "logits_outside_clip": clipped,
                 }
                 rows.append(row)
                 if args.json:  # rewritten after every point, so an interrupted run keeps what it finished
-                    write_json(args.json, vars(args), rows)
+                    write_json(args.json, run, vars(args), rows)
                 label = ("noiseless, unquantized" if gamma is None
                          else f"S = {scale:>3}, γ = {gamma:>4g}, {quantizer} quantizer")
                 label += f", server seed {server_seed}" if args.server_seeds else ""

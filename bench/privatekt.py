@@ -19,25 +19,33 @@ tell the dropout's effect from the rest of the network's; ``--model mlp`` is Fed
 (784-100-100-10), a network without convolutions (for ``--round-speed``). ``--init keras`` initialises
 any of them as Keras does (the authors' code is Keras): Glorot-uniform weights, zero
 biases; torch's default initialisation leaves plain SGD at chance for many rounds
-(``bench/privatekt_buffer_check.py``). One round is measured
+(docs/results.md, "Why privfed's PrivateKT curve lay below the authors'"). One round is measured
 first; the run then does as many rounds as fit in ``--budget-minutes`` (at most
 ``--rounds``) and says so. Printed: accuracy after every round (official test
-set), the authors' own log at the same rounds, and each client's composed ε.
+set), the authors' own log at the same rounds (``bench/results/privatekt_authors_log.json``, copied
+from their notebook), and each client's composed ε.
 
 ``--checkpoint FILE.npz`` runs all ``--rounds`` instead (no time budget, no timing
 round), saving the run after every round: stop it at any time and run the same
 command again to continue where it stopped. ``--from-checkpoint FILE.npz`` trains
-nothing: it writes ``--json``/``--plot`` from the rounds a checkpoint holds, and counts how many
+nothing: it writes ``--json`` from the rounds a checkpoint holds (a valid partial result, marked
+``"partial": true`` while the checkpoint holds fewer than ``--rounds``), and counts how many
 of the buffer's aggregated labels match the public examples' true labels (which the run never sees);
-a ``--checkpoint`` run's ``--json`` carries that count too.
+a ``--checkpoint`` run's ``--json`` carries that count too. Every ``--json`` carries the run's provenance
+(:mod:`bench.provenance`: command, code commit, seeds, settings, device, machine, load).
 
-``--markdown RUN.json [RUN.json ...]`` trains nothing: it prints, from runs' ``--json`` files, the table of
-docs/results.md (accuracy at the authors' logged rounds beside their log; per run the split, seed, buffer
-labels right, rounds joined and the busiest client's ε) and each split's mean accuracy at the last round.
-
-CPU only, one torch thread unless ``--threads N`` (a checkpointed run may resume with another
+``--device cpu``, ``cuda`` or ``auto`` (the default: CUDA where available, as ``TorchClassifier``'s
+``device=None``) places every network; the device is recorded in the provenance, and the option is part of
+a checkpoint's fingerprint (a run resumes with the ``--device`` it started with).
+One torch thread unless ``--threads N`` (a checkpointed run may resume with another
 count; float sums then round differently, so the continuation is not bit-identical).
 Run: ``python bench/privatekt.py [--data ../shared/datasets] [--budget-minutes 20]``.
+
+``--client-epsilons T [T ...]`` trains nothing: it writes (``--json``) the composed ε of one client that
+joined T rounds (basic and tight, δ = 1e-5), computed by today's accountant.
+
+The tables and figures of docs/results.md are rendered from the ``--json`` files by
+``python -m bench.tables privatekt-...`` (:mod:`bench.tables.privatekt`).
 
 ``--round-speed`` measures instead, side by side in one process, the seconds per round
 in each of ``--modes`` (the first is the baseline): the round's 40 clients trained one after
@@ -76,10 +84,19 @@ from privfed.pipelines.privatekt import PrivateKT  # noqa: E402
 from privfed.pipelines.torch_models import KerasInitialised, TorchClassifier, TorchCNN  # noqa: E402
 from torch import nn  # noqa: E402
 
+from bench import provenance  # noqa: E402
+
 DELTA = 1e-5
-#: Test accuracy after round r in the authors' run log (Code/main.ipynb of taoqi98/PrivateKT; its index r − 1).
-AUTHORS_LOG = {1: 0.1009, 5: 0.2072, 10: 0.2979, 15: 0.3797, 20: 0.4734, 25: 0.5694, 30: 0.6097, 40: 0.7142,
-               50: 0.7609, 60: 0.7960, 70: 0.8123, 80: 0.8574, 90: 0.8834, 100: 0.8935, 500: 0.9510}
+#: The authors' run log: test accuracy after each round (Code/main.ipynb of taoqi98/PrivateKT, copied with its source).
+AUTHORS_LOG_FILE = Path(__file__).resolve().parent / "results" / "privatekt_authors_log.json"
+#: The rounds docs/results.md compares at.
+LOGGED_ROUNDS = (1, 5, 10, 15, 20, 25, 30, 40, 50, 60, 70, 80, 90, 100, 500)
+
+
+def authors_log() -> dict[int, float]:
+    """Test accuracy after round r in the authors' published run (rounds 1–500, four of them missing)."""
+    document = json.loads(AUTHORS_LOG_FILE.read_text(encoding="utf-8"))
+    return {int(r): float(accuracy) for r, accuracy in document["accuracy"].items()}
 
 
 def authors_cnn(input_size: tuple[int, ...], n_classes: int) -> nn.Module:
@@ -153,56 +170,24 @@ def buffer_labels_correct(summary: dict, data: str, seed: int) -> dict:
     return {"correct": correct, "of": len(buffer["labels"])}
 
 
-def runs_markdown(paths: list[str]) -> str:
-    """The runs' accuracy at the authors' logged rounds, their ledgers, and each split's mean at the last round."""
-    runs = [json.loads(Path(path).read_text()) for path in paths]
-    rounds = sorted(r for r in AUTHORS_LOG if any(r <= run["rounds"] for run in runs))
-    head = ["run (split, seed)", *map(str, rounds), "buffer right", "rounds joined", "busiest client ε tight (basic)"]
-    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    last_round: dict[str, list[float]] = {}
-    for path, run in zip(paths, runs):
-        split = run["settings"].get("split") or "dirichlet"  # runs before --split existed used dirichlet_partition
-        accuracy = {record["round"]: record["accuracy"] for record in run["history"]}
-        buffer = run.get("buffer_labels_correct")
-        busiest = run["busiest_client"]
-        cells = [f"{split}, {run['settings']['seed']} ({Path(path).name})",
-                 *(f"{accuracy[r]:.3f}" if r in accuracy else "" for r in rounds),
-                 f"{buffer['correct']} of {buffer['of']}" if buffer else "not recorded",
-                 f"{min(run['participation'])}–{max(run['participation'])}",
-                 f"{math.ceil(busiest['tight'] * 10) / 10:.1f} ({busiest['basic']:g})"]
-        lines.append("| " + " | ".join(cells) + " |")
-        last_round.setdefault(split, []).append(accuracy[run["rounds"]])
-    lines.append("| " + " | ".join(["authors' log", *(f"{AUTHORS_LOG[r]:.3f}" for r in rounds), "", "", ""]) + " |")
-    lines.append("")
-    for split, values in last_round.items():
-        lines.append(f"- {split} split: last round {', '.join(f'{v:.4f}' for v in values)}; "
-                     f"mean {np.mean(values):.4f} over {len(values)} run(s)")
-    lines.append("- ε: party level (one client), δ = 1e-05, data-independent, tight rounded up to 0.1; "
-                 "basic = pure composition of the client's reports")
-    return "\n".join(lines)
+def client_epsilons(joined: list[int]) -> list[dict]:
+    """The composed ε of one client that joined T rounds, for each T in ``joined`` (basic and tight, δ = DELTA)."""
+    rows = []
+    for reports in joined:
+        release = RandomizedResponse(10, epsilon=5.0, labels_per_report=2, reports=reports)
+        rows.append({"reports": reports, "basic": release.pure_epsilon(),
+                     "tight": account(release, delta=DELTA).epsilon})
+    return rows
 
 
-def plot_curves(histories: dict[str, list[dict]], path: str, *, title: str) -> None:
-    """Accuracy per round of each run beside the points of the authors' log, as a PNG."""
-    import matplotlib
+def device_of(choice: str) -> str | None:
+    """``--device``'s value as ``TorchClassifier(device=...)`` takes it: ``auto`` is None (CUDA where available)."""
+    return None if choice == "auto" else choice
 
-    matplotlib.use("Agg")
-    from matplotlib import pyplot as plt
 
-    figure, axes = plt.subplots(figsize=(6.4, 4.0))
-    for label, history in histories.items():
-        axes.plot([r["round"] for r in history], [r["accuracy"] for r in history], label=label)
-    last = max(history[-1]["round"] for history in histories.values())
-    shown = {r: a for r, a in AUTHORS_LOG.items() if r <= max(last, 100)}
-    axes.plot(list(shown), list(shown.values()), "o--", label="authors' run log (their CNN, Keras)")
-    axes.set_xlabel("round")
-    axes.set_ylabel("MNIST test accuracy")
-    axes.set_ylim(0, 1)
-    axes.grid(alpha=0.3)
-    axes.legend(loc="lower right")
-    axes.set_title(title, fontsize=9)
-    figure.tight_layout()
-    figure.savefig(path, dpi=120)
+def resolved_device(choice: str) -> str:
+    """The device ``--device`` gives on this machine (recorded in the raw results)."""
+    return "cuda" if choice == "cuda" or (choice == "auto" and torch.cuda.is_available()) else "cpu"
 
 
 ROUND_MODES = {
@@ -227,7 +212,8 @@ def clients_step(mode: str, data, tasks, model) -> np.ndarray:
     return np.stack([messages[0].labels for messages in sent])
 
 
-def round_speed(clients, public, model, settings, repeats: int, modes: list[str], json_path: str | None) -> None:
+def round_speed(clients, public, model, settings, repeats: int, modes: list[str], json_path: str | None,
+                run: dict) -> None:
     """Seconds per round in each of ``modes``, side by side in this process, alternating.
 
     The clients' step alone: the round's 40 clients from one fitted global network, with the same
@@ -270,8 +256,8 @@ def round_speed(clients, public, model, settings, repeats: int, modes: list[str]
               f"clients' step ×{best_step[modes[0]] / best_step[mode]:.2f}, "
               f"whole round ×{best_whole[modes[0]] / best_whole[mode]:.2f}")
     if json_path:
-        Path(json_path).write_text(json.dumps({
-            "command": "python " + " ".join(sys.argv), "clients_per_round": len(data),
+        provenance.write_json(json_path, {
+            "provenance": provenance.finish(run), "command": run["command"], "clients_per_round": len(data),
             "torch_threads_in_process": torch.get_num_threads(), "cpu_cores": os.cpu_count(),
             "modes": {mode: {"batch_clients": ROUND_MODES[mode][0], "n_jobs": ROUND_MODES[mode][1]} for mode in modes},
             "clients_step_seconds": step, "whole_round_seconds": whole,
@@ -279,7 +265,7 @@ def round_speed(clients, public, model, settings, repeats: int, modes: list[str]
                 mode: {"clients_step": best_step[modes[0]] / best_step[mode],
                        "whole_round": best_whole[modes[0]] / best_whole[mode]} for mode in modes[1:]},
             "reports_equal_to_first_mode": agreement, "settings": settings,
-        }, indent=2))
+        })
 
 
 def main() -> None:
@@ -304,8 +290,9 @@ def main() -> None:
     parser.add_argument("--budget-minutes", type=float, default=20.0)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", default=None)
-    parser.add_argument("--plot", default=None, help="write the accuracy-per-round curve to this PNG")
-    parser.add_argument("--plot-with", default=None, help="a previous run's --json file, drawn beside this run")
+    parser.add_argument("--device", choices=("cpu", "cuda", "auto"), default="auto",
+                        help="where the networks train: cpu, cuda, or auto (default: CUDA where available, "
+                             "TorchClassifier's device=None)")
     parser.add_argument("--round-speed", action="store_true",
                         help="time a round's clients one after another vs batched, side by side, and stop")
     parser.add_argument("--repeats", type=int, default=2, help="alternations of --round-speed")
@@ -315,33 +302,46 @@ def main() -> None:
                         help="an .npz file: run all --rounds, saved after each; rerun the command to resume")
     parser.add_argument("--threads", type=int, default=1, help="torch threads (default 1)")
     parser.add_argument("--from-checkpoint", default=None,
-                        help="write --json/--plot from the rounds this checkpoint holds, and stop")
-    parser.add_argument("--markdown", nargs="+", default=None, metavar="RUN.json",
-                        help="print the table of these runs' --json files beside the authors' log, and stop")
+                        help="write --json from the rounds this checkpoint holds, and stop")
+    parser.add_argument("--client-epsilons", type=int, nargs="+", default=None, metavar="T",
+                        help="write (--json) the composed ε of a client that joined T rounds, for each T, and stop")
     args = parser.parse_args()
     if args.fine_tune_batch_size is not None and args.fine_tune_batch_size < 1:
         parser.error(f"--fine-tune-batch-size must be a positive integer; got {args.fine_tune_batch_size}")
     if args.threads < 1:
         parser.error(f"--threads must be a positive integer; got {args.threads}")
-    if args.markdown:
-        print(runs_markdown(args.markdown))
+    if args.device == "cuda" and not torch.cuda.is_available():
+        parser.error("--device cuda: CUDA is not available on this machine; use --device cpu or auto")
+    if args.client_epsilons is not None and min(args.client_epsilons) < 1:
+        parser.error(f"--client-epsilons must be positive integers; got {args.client_epsilons}")
+    command = "python " + " ".join(sys.argv)
+    run = provenance.start(command=command, seeds=[args.seed], settings=vars(args),
+                           device=resolved_device(args.device))
+    log = authors_log()
+    if args.client_epsilons is not None:
+        rows = client_epsilons(args.client_epsilons)
+        for row in rows:
+            print(f"a client joining {row['reports']} rounds: basic ε = {row['basic']:g}, "
+                  f"tight ε = {round_up(row['tight'])} (δ = {DELTA:g})")
+        if args.json:
+            provenance.write_json(args.json, {"provenance": provenance.finish({**run, "seeds": None}),
+                                              "command": command, "delta": DELTA, "epsilon_per_round": 5.0,
+                                              "labels_per_report": 2, "classes": 10, "rows": rows})
         return
     if args.from_checkpoint:
         summary = checkpoint_summary(args.from_checkpoint)
         for record in summary["history"]:
             r = record["round"]
-            reference = f"   (authors' log {AUTHORS_LOG[r]:.4f})" if r in AUTHORS_LOG else ""
+            reference = f"   (authors' log {log[r]:.4f})" if r in log else ""
             print(f"round {r:4d}: accuracy {record['accuracy']:.4f}{reference}")
         # The buffer's aggregated labels against the public examples' true labels (the run never sees them).
         summary["buffer_labels_correct"] = buffer_labels_correct(summary, args.data, args.seed)
         print(f"the buffer after round {summary['rounds']}: {summary['buffer_labels_correct']['correct']} of "
               f"{summary['buffer_labels_correct']['of']} labels correct")
-        if args.plot:
-            plot_curves({f"privfed, {args.model}, {args.optimizer}": summary["history"]}, args.plot,
-                        title="PrivateKT on MNIST: ε = 5 per round, K = 2, B = 25, M = 1,200")
         if args.json:
-            Path(args.json).write_text(json.dumps({"settings": vars(args), **summary, "authors_log": AUTHORS_LOG},
-                                                  indent=2))
+            provenance.write_json(args.json, {"provenance": provenance.finish(run), "command": command,
+                                              "settings": vars(args), **summary,
+                                              "partial": summary["rounds"] < args.rounds})
         return
     torch.set_num_threads(args.threads)
 
@@ -360,7 +360,7 @@ def main() -> None:
 
     optimizer = (dict(optimizer="sgd", lr=0.05, momentum=0.0) if args.optimizer == "sgd"
                  else dict(optimizer="adam", lr=1e-3))
-    network = dict(**optimizer, batch_size=32, random_state=args.seed)
+    network = dict(**optimizer, batch_size=32, random_state=args.seed, device=device_of(args.device))
     builders = {"authors": authors_cnn, "small-cnn-dropout": small_cnn_with_dropout, "small-cnn": small_cnn,
                 "mlp": mlp}
     if args.init == "keras":
@@ -374,7 +374,7 @@ def main() -> None:
     batch_clients = {"auto": "auto", "true": True, "false": False}[args.batch_clients]
 
     if args.round_speed:
-        round_speed(clients, X[public_rows], model, settings, args.repeats, args.modes, args.json)
+        round_speed(clients, X[public_rows], model, settings, args.repeats, args.modes, args.json, run)
         return
     per_round, rounds = None, args.rounds
     if args.checkpoint is None:
@@ -393,7 +393,7 @@ def main() -> None:
     elapsed = time.perf_counter() - tick
     for record in fitted.history_:
         r = record["round"]
-        reference = f"   (authors' log {AUTHORS_LOG[r]:.4f})" if r in AUTHORS_LOG else ""
+        reference = f"   (authors' log {log[r]:.4f})" if r in log else ""
         print(f"round {r:4d}: accuracy {record['accuracy']:.4f}{reference}")
 
     report = fitted.ledger_.account(delta=DELTA)
@@ -404,23 +404,15 @@ def main() -> None:
     print(f"busiest client: basic ε = {fitted.client_epsilons_['basic'].max():g}, "
           f"tight ε = {round_up(fitted.client_epsilons_['tight'].max())} (δ = {DELTA:g})")
     projections = {}
-    for total, joined in ((100, 50), (100, 100), (500, 250), (500, 500)):
-        release = RandomizedResponse(10, epsilon=5.0, labels_per_report=2, reports=joined)
-        projections[f"{joined} of {total} rounds"] = {"basic": release.pure_epsilon(),
-                                                      "tight": account(release, delta=DELTA).epsilon}
-        print(f"a client joining {joined} of {total} rounds: basic ε = {release.pure_epsilon():g}, "
-              f"tight ε = {round_up(projections[f'{joined} of {total} rounds']['tight'])}")
-    if args.plot:
-        histories = {f"privfed, {args.model}, {args.optimizer}": fitted.history_}
-        if args.plot_with:
-            previous = json.loads(Path(args.plot_with).read_text())
-            histories[f"privfed, {previous['settings']['model']}, {previous['settings'].get('optimizer', 'sgd')}"] = (
-                previous["history"])
-        plot_curves(histories, args.plot, title="PrivateKT on MNIST: ε = 5 per round, K = 2, B = 25, M = 1,200")
+    for total, row in zip((100, 100, 500, 500), client_epsilons([50, 100, 250, 500])):
+        projections[f"{row['reports']} of {total} rounds"] = {"basic": row["basic"], "tight": row["tight"]}
+        print(f"a client joining {row['reports']} of {total} rounds: basic ε = {row['basic']:g}, "
+              f"tight ε = {round_up(row['tight'])}")
     if args.json:
-        Path(args.json).write_text(json.dumps({
+        provenance.write_json(args.json, {
+            "provenance": provenance.finish(run), "command": command,
             "settings": {**vars(args), **settings}, "seconds_per_round_measured": per_round, "rounds": rounds,
-            "seconds": elapsed, "history": fitted.history_, "authors_log": AUTHORS_LOG,
+            "seconds": elapsed, "history": fitted.history_,
             "ledger_epsilon": report.epsilon, "ledger_report": str(report),
             "participation": fitted.participation_.tolist(),
             "busiest_client": {"rounds": busiest, "basic": float(fitted.client_epsilons_["basic"].max()),
@@ -428,7 +420,7 @@ def main() -> None:
             "projections": projections, "client_sizes": sizes,
             **({"buffer_labels_correct": buffer_labels_correct(checkpoint_summary(args.checkpoint), args.data,
                                                                args.seed)} if args.checkpoint else {}),
-        }, indent=2))
+        })
 
 
 if __name__ == "__main__":

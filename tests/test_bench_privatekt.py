@@ -1,8 +1,12 @@
-"""bench/privatekt.py's --round-speed modes run the clients' step as PrivateKT does, and agree with each other."""
+"""bench/privatekt.py's --round-speed modes run the clients' step as PrivateKT does, and agree with each other;
+its and bench/fedkd.py's --device and --client-epsilons options."""
 
 from __future__ import annotations
 
 import importlib.util
+import json
+import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -45,3 +49,38 @@ def test_every_round_speed_mode_reports_the_same_labels(bench):
         np.testing.assert_array_equal(reported, labels["sequential"], err_msg=mode)
     # keep probability 1: the reports are the clients' own predictions, which are not all one class
     assert len(np.unique(labels["sequential"])) > 1
+
+
+def _script(name: str, *arguments: str, cwd: Path) -> subprocess.CompletedProcess:
+    root = Path(__file__).resolve().parents[1]
+    return subprocess.run([sys.executable, str(root / "bench" / name), *arguments], cwd=cwd, capture_output=True,
+                          text=True, timeout=300, env={**os.environ, "PYTHONPATH": str(root)})
+
+
+@pytest.mark.parametrize("name", ["privatekt.py", "fedkd.py"])
+def test_device_cuda_without_cuda_is_refused_before_any_work(name, tmp_path):
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has CUDA: --device cuda is valid here")
+    run = _script(name, "--device", "cuda", "--json", str(tmp_path / "out.json"), cwd=tmp_path)
+    assert run.returncode == 2
+    assert "--device cuda: CUDA is not available" in run.stderr
+    assert not (tmp_path / "out.json").exists()
+
+
+def test_client_epsilons_are_the_accountants_and_carry_their_provenance(tmp_path):
+    from privfed.accounting import RandomizedResponse, account
+
+    run = _script("privatekt.py", "--client-epsilons", "3", "1", "--json", str(tmp_path / "eps.json"), cwd=tmp_path)
+    assert run.returncode == 0, run.stderr
+    document = json.loads((tmp_path / "eps.json").read_text(encoding="utf-8"))
+    assert [row["reports"] for row in document["rows"]] == [3, 1]
+    for row in document["rows"]:
+        release = RandomizedResponse(10, epsilon=5.0, labels_per_report=2, reports=row["reports"])
+        assert row["basic"] == 5.0 * row["reports"] == release.pure_epsilon()
+        assert row["tight"] == account(release, delta=1e-5).epsilon
+    record = document["provenance"]
+    assert record["command"].endswith("--client-epsilons 3 1 --json " + str(tmp_path / "eps.json"))
+    assert record["device"] in ("cpu", "cuda") and record["settings"]["device"] == "auto"
+    assert "load_end" in record and len(record["commit"]) == 40

@@ -1,0 +1,106 @@
+"""docs/results.md, "FedKD on MNIST (Gong et al., AAAI 2022)": the α = 1 and α = 0.1 grids and the S sweep.
+
+Raw results: ``bench/fedkd.py --json`` files (one per seed; ``rows`` of one (α, public set, S, γ, quantizer,
+server seed) point each).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from bench.tables import table
+from bench.tables._stats import mean_sd, t_interval
+
+S_SWEEP = ["bench/results/fedkd_s_sweep_seed0.json", "bench/results/fedkd_s_sweep_seed1.json",
+           "bench/results/fedkd_s_sweep_seed2.json"]
+GRID = ["bench/results/fedkd_grid_seed0.json", "bench/results/fedkd_grid_seed1.json",
+        "bench/results/fedkd_grid_seed2.json"]
+
+
+def _summary(values: list[float]) -> str:
+    """One seed's value, or the seeds' mean ± sd and 95 % t-interval."""
+    if len(values) == 1:
+        return f"{values[0]:.4f}"
+    mean, sd = mean_sd(values)
+    low, high = t_interval(values)
+    return f"{mean:.4f} ± {sd:.4f} [{low:.3f}, {high:.3f}]"
+
+
+def grid_markdown(documents: list[dict[str, Any]], *, alpha: float) -> str:
+    """One α of ``bench/fedkd.py``'s default grid: per (S, γ), both public sets side by side, over the files' seeds."""
+    rows = [row for document in documents for row in document["rows"] if row["alpha"] == alpha]
+    points = sorted({(row["S"], row["gamma"]) for row in rows},
+                    key=lambda point: (point[0] is not None, point[1] != 1.0, point[0] or 0, point[1] or 0))
+    lines = ["| setting | test acc., in-domain public | ensemble-label acc. (in-domain) | test acc., cross-domain "
+             "public | ε, party level, tight | ε, pure composition | bytes sent per party |",
+             "| --- | --- | --- | --- | --- | --- | --- |"]
+    for scale, gamma in points:
+        at = [row for row in rows if (row["S"], row["gamma"]) == (scale, gamma)]
+        inside = [row for row in at if row["public"].startswith("in-domain")]
+        cross = [row for row in at if row["public"].startswith("cross-domain")]
+        if gamma is None:
+            setting, tight, pure = "noiseless, unquantized, unclipped", "no guarantee", "—"
+        else:
+            note = {0.1: " (most noise)", 10.0: " (least noise)"}.get(gamma, "") if scale == 200 else ""
+            setting = f"S = {scale}, γ = {gamma:g}{note}"
+            tight = f"{math.ceil(max(row['epsilon_party_tight'] for row in at)):,}"
+            pure = f"{math.ceil(max(row['epsilon_party_pure'] for row in at)):,}"
+        cells = [setting,
+                 _summary([row["test_accuracy"] for row in inside]) if inside else "not run",
+                 _summary([row["public_label_accuracy"] for row in inside]) if inside else "not run",
+                 _summary([row["test_accuracy"] for row in cross]) if cross else "not run",
+                 tight, pure, f"{at[0]['bytes_per_party']:,}"]
+        lines.append("| " + " | ".join(cells) + " |")
+    if len(documents) > 1:
+        seeds = ", ".join(str(document["settings"]["seed"]) for document in documents)
+        lines += ["", f"Seeds {seeds} (each its own split, local models and noise): mean ± sd [95 % t-interval for the "
+                  "mean]."]
+    return "\n".join(lines)
+
+
+def s_sweep_markdown(documents: list[dict[str, Any]]) -> str:
+    """The S sweep: per α, privfed's quantizer beside the paper's, per S and public set (mean over the files)."""
+    rows = [row for document in documents for row in document["rows"]]
+    seeds = sorted({document["settings"]["seed"] for document in documents})
+    lines = []
+    for alpha in sorted({row["alpha"] for row in rows}, reverse=True):
+        at = [row for row in rows if row["alpha"] == alpha]
+        lines += [f"**α = {alpha:g} (seeds {', '.join(map(str, seeds))}; test accuracy, mean over seeds)**", "",
+                  "| S | public | privfed quantizer: step Z/S | test acc. | ensemble-label acc. | paper quantizer: "
+                  "step 2·z_max/S | test acc. | ensemble-label acc. | bytes/party (privfed / paper) | "
+                  "ε party level, tight (both) |", "|---|---|---|---|---|---|---|---|---|---|"]
+        for name in sorted({row["public"] for row in at}, reverse=True):
+            base = [row for row in at if row["public"] == name and row["S"] is None]
+            if base:
+                labels = [r["public_label_accuracy"] for r in base if r["public_label_accuracy"] is not None]
+                accuracy = np.mean([r["test_accuracy"] for r in base])
+                lines.append(f"| none (noiseless, unquantized) | {name} | – | {accuracy:.4f} | "
+                             f"{f'{np.mean(labels):.4f}' if labels else '–'} | – | – | – | "
+                             f"{base[0]['bytes_per_party']:,} | no guarantee |")
+            for scale in sorted({row["S"] for row in at if row["S"] is not None}):
+                cells = []
+                for quantizer in ("public", "paper"):
+                    runs = [r for r in at if r["public"] == name and r["S"] == scale and r["quantizer"] == quantizer]
+                    if not runs:
+                        cells.append(("–", "–", "–", None, None))
+                        continue
+                    step = (runs[0]["clip"] / scale if quantizer == "public"
+                            else 2 * np.mean([r["z_max"] for r in runs]) / scale)
+                    labels = [r["public_label_accuracy"] for r in runs if r["public_label_accuracy"] is not None]
+                    cells.append((f"{step:.3g}", f"{np.mean([r['test_accuracy'] for r in runs]):.4f}",
+                                  f"{np.mean(labels):.4f}" if labels else "–", runs[0]["bytes_per_party"],
+                                  max(r["epsilon_party_tight"] for r in runs)))
+                eps = max(c[4] for c in cells if c[4] is not None)
+                lines.append(f"| {scale} | {name} | " + " | ".join(" | ".join(c[:3]) for c in cells)
+                             + " | " + " / ".join(f"{c[3]:,}" if c[3] else "–" for c in cells)
+                             + f" | {math.ceil(eps):,} |")
+        lines.append("")
+    return "\n".join(lines)
+
+
+table("fedkd-s-sweep", raw=S_SWEEP)(s_sweep_markdown)
+table("fedkd-grid-alpha-1", raw=GRID)(lambda documents: grid_markdown(documents, alpha=1.0))
+table("fedkd-grid-alpha-0.1", raw=GRID)(lambda documents: grid_markdown(documents, alpha=0.1))
