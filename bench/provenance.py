@@ -84,6 +84,10 @@ def _seeds_text(seeds: list[int]) -> str:
 def describe(document: dict[str, Any]) -> str:
     """One line on the run behind a raw-results file: commit, seeds, machine and load, or what is missing."""
     record = document.get("provenance")
+    source = document.get("source")
+    if isinstance(source, dict) and "repository" in source:  # a published input, copied from its source
+        commit = f" @ {str(source['commit'])[:7]}" if "commit" in source else ""
+        return f"published input from {source['repository']}{commit}" + (f", {source['path']}" if "path" in source else "")
     if not isinstance(record, dict):  # a file from before this module: say what it has and what it lacks
         commit, machine = document.get("commit"), document.get("machine") or document.get("cpus")
         return "; ".join([f"code commit {str(commit)[:10]}" if commit else "code commit not recorded",

@@ -60,3 +60,8 @@ def test_provenance_records_commit_seeds_machine_and_load_and_describes_them():
     line = provenance.describe({"provenance": record})
     assert line.startswith(f"code commit {record['commit'][:10]}") and "seeds 0–4" in line and "load" in line
     assert provenance.describe({"rows": []}) == "code commit not recorded; machine not recorded; load not recorded"
+
+
+def test_a_published_input_is_described_by_its_source():
+    document = {"source": {"repository": "https://github.com/o/r", "commit": "3846548c6ae1", "path": "a.ipynb"}}
+    assert provenance.describe(document) == "published input from https://github.com/o/r @ 3846548, a.ipynb"
