@@ -21,8 +21,9 @@ def test_mean_sd_is_the_sample_standard_deviation():
 
 def test_t_interval_uses_the_t_quantile_with_n_minus_1_degrees_of_freedom():
     low, high = t_interval([1.0, 2.0, 3.0])
-    # t_{0.975, 2} = 4.302652729911275 (tables); sd = 1, n = 3
-    assert high - 2.0 == pytest.approx(4.302652729911275 / math.sqrt(3), rel=1e-12)
+    # closed form for 2 degrees of freedom: t_p = (2p − 1) · sqrt(2 / (4p(1 − p))); sd = 1, n = 3
+    t = 0.95 * math.sqrt(2 / (4 * 0.975 * 0.025))
+    assert high - 2.0 == pytest.approx(t / math.sqrt(3), rel=1e-9)
     assert 2.0 - low == pytest.approx(high - 2.0, rel=1e-12)
     low90, high90 = t_interval([1.0, 2.0, 3.0], level=0.9)
     assert low < low90 < high90 < high
