@@ -70,6 +70,8 @@ from privfed.pipelines.reference_rows import (  # noqa: E402
 from privfed.pipelines.voting import consistent_votes  # noqa: E402
 from sklearn.base import clone  # noqa: E402
 
+from bench import provenance  # noqa: E402
+
 DELTA = 1e-5
 
 
@@ -118,8 +120,26 @@ def boosted(learning_rate: float = 0.1, min_split_loss: float = 1.0) -> Callable
     return make
 
 
+#: Where the MNIST MLPs train (``--device``): "cpu", "cuda" or "auto" (CUDA when available). Recorded per run.
+DEVICE = {"name": "cpu"}
+
+
+def torch_device(name: str) -> str | None:
+    """The ``TorchClassifier(device=...)`` value for ``--device``: "auto" is None (CUDA when available)."""
+    if name not in ("cpu", "cuda", "auto"):
+        raise ValueError(f"device must be 'cpu', 'cuda' or 'auto', got {name!r}")
+    return None if name == "auto" else name
+
+
+def resolved_device(name: str) -> str:
+    """The device ``--device name`` trains on here (what provenance records)."""
+    import torch
+
+    return "cuda" if name == "cuda" or (name == "auto" and torch.cuda.is_available()) else "cpu"
+
+
 def mlp(epochs: int = 10, batch_size: int = 64, weight_decay: float = 0.0) -> Callable[[], Any]:
-    """FedKT's 784-100-100-10 MLP with Adam 1e-3.
+    """FedKT's 784-100-100-10 MLP with Adam 1e-3, on :data:`DEVICE` (``--device``).
 
     The defaults are the bench's earlier MNIST row; the paper's FedKT settings (Appendix B.1 and Table 5:
     "for FedKT, SOLO, and PATE, the number of local epochs is simply set to 100", batch 32, Adam with
@@ -129,7 +149,8 @@ def mlp(epochs: int = 10, batch_size: int = 64, weight_decay: float = 0.0) -> Ca
     def make() -> Any:
         from privfed.pipelines import TorchMLP
 
-        return TorchMLP(hidden=(100, 100), epochs=epochs, batch_size=batch_size, lr=1e-3, weight_decay=weight_decay)
+        return TorchMLP(hidden=(100, 100), epochs=epochs, batch_size=batch_size, lr=1e-3, weight_decay=weight_decay,
+                        device=torch_device(DEVICE["name"]))
 
     return make
 
@@ -457,22 +478,33 @@ def per_seed_markdown(paths: list[str]) -> str:
 
 
 class JsonRecords:
-    """Per-seed records in a JSON file, rewritten after every seed (resumable: done seeds are skipped)."""
+    """Per-seed records in a JSON file, rewritten after every seed (resumable: done seeds are skipped).
 
-    def __init__(self, path: Path, protocol: str) -> None:
+    The file carries the provenance of the run (``bench/provenance.py``: commit, seeds, settings, machine,
+    load at the start and at the last checkpoint); a resumed run appends its own record to ``resumed``.
+    """
+
+    def __init__(self, path: Path, protocol: str, run: dict[str, Any] | None = None) -> None:
         self.path = path
-        self.document: dict[str, Any] = {"command": "python " + " ".join(sys.argv), "records": []}
+        command = "python " + " ".join(sys.argv)
+        self.document: dict[str, Any] = {"command": command, "records": []}
+        self.run = run
         if path.is_file():
             self.document = json.loads(path.read_text(encoding="utf-8"))
-            self.document.setdefault("resumed_with", []).append("python " + " ".join(sys.argv))
+            self.document.setdefault("resumed_with", []).append(command)
         self.done = {(r["setting"], r["seed"], r.get("model_seed", r["seed"])): r
                      for r in self.document["records"] if r["protocol"] == protocol}
 
     def add(self, record: dict) -> None:
         self.document["records"].append(record)
-        temporary = self.path.with_suffix(self.path.suffix + ".tmp")
-        temporary.write_text(json.dumps(self.document, indent=1) + "\n", encoding="utf-8")
-        temporary.replace(self.path)
+        if self.run is not None:
+            finished = provenance.finish(self.run)
+            if "provenance" not in self.document or self.document["provenance"].get("started") == self.run["started"]:
+                self.document["provenance"] = finished
+            else:  # a resumed run: the first run's record stays, this one is added
+                resumed = self.document.setdefault("resumed", [])
+                resumed[:] = [entry for entry in resumed if entry.get("started") != self.run["started"]] + [finished]
+        provenance.write_json(self.path, self.document)
 
 
 def main() -> None:
@@ -496,6 +528,8 @@ def main() -> None:
                         help="privfed's keyed hash (default), or equal shares of a permutation as the official code "
                              "(an ablation: runs the parties in this process; write it to its own --json)")
     parser.add_argument("--json", default=None, help="per-seed records, written after every seed; resumable")
+    parser.add_argument("--device", choices=("cpu", "cuda", "auto"), default="cpu",
+                        help="where the MNIST MLPs train (auto: CUDA when available); recorded in the provenance")
     parser.add_argument("--markdown", default=None, help="append the table to this Markdown file")
     parser.add_argument("--speed", action="store_true", help="time Adult L0 with n_jobs=1 and 2 and stop")
     parser.add_argument("--from-json", nargs="+", default=None,
@@ -515,7 +549,13 @@ def main() -> None:
     if args.teacher_assignment == "permutation":
         use_permutation_teachers()
         args.n_jobs = 1  # the replacement lives in this process only
-    records = JsonRecords(Path(args.json), args.protocol) if args.json else None
+    DEVICE["name"] = args.device
+    if args.device == "cuda" and resolved_device("auto") != "cuda":
+        parser.exit(2, "bench/fedkt.py: error: --device cuda but CUDA is not available on this machine\n")
+    run = provenance.start(command="python " + " ".join(sys.argv), seeds=args.seeds,
+                           settings={key: value for key, value in vars(args).items() if key not in ("from_json",)},
+                           device=resolved_device(args.device))
+    records = JsonRecords(Path(args.json), args.protocol, run) if args.json else None
     rows_file = Path(args.reference_rows) if args.protocol == "reference-code" else None
     lines = []
     for key in keys:
