@@ -301,7 +301,7 @@ def official_tie_rule(model: FedKT, split, tie_class: int) -> dict:
 def run_setting(key: str, setting: Setting, folder: Path, protocol: str, seeds: list[int], n_jobs: int,
                 rows_file: Path | None = None, baselines: bool = True, done: dict | None = None,
                 record: Callable[[dict], None] | None = None, model_seeds: list[int] | None = None,
-                official_labels: bool = False) -> dict:
+                official_labels: bool = False, tie_rule: str = "privfed") -> dict:
     rows: dict[str, list] = {"accuracy": [], "seconds": [], "classic": [], "tight": [], "tight_independent": [],
                              "queries": [], "solo": [], "centralized": [], "failed": [], "majority": []}
     unit = "example" if setting.privacy == "L2" else "party"
@@ -312,7 +312,7 @@ def run_setting(key: str, setting: Setting, folder: Path, protocol: str, seeds: 
             print(f"  {key} seed {trial} (model seed {model_seed}): already in the JSON file, skipped", flush=True)
         else:
             result = run_seed(key, setting, folder, protocol, trial, n_jobs, rows_file, baselines, unit, model_seed,
-                              official_labels)
+                              official_labels, tie_rule)
             if record is not None:
                 record(result)
         if result.get("failed"):
@@ -331,7 +331,10 @@ def run_setting(key: str, setting: Setting, folder: Path, protocol: str, seeds: 
 
 def run_seed(key: str, setting: Setting, folder: Path, protocol: str, trial: int, n_jobs: int,
              rows_file: Path | None, baselines: bool, unit: str, model_seed: int,
-             official_labels: bool = False) -> dict:
+             official_labels: bool = False, tie_rule: str = "privfed") -> dict:
+    """One run; ``tie_rule="official"`` (official rows only): the official code's label coding, and for L0 the
+    accuracy of the final model fitted on the server votes with the code's tie rule (see :func:`official_tie_rule`)."""
+    official_labels = official_labels or tie_rule == "official"
     split, rows_from = prepare(setting.data, folder, protocol, setting.parties, seed=trial, rows_file=rows_file,
                                official_labels=official_labels)
     print(f"  {key} seed {trial}: {rows_from}", flush=True)
@@ -340,6 +343,7 @@ def run_seed(key: str, setting: Setting, folder: Path, protocol: str, trial: int
         "setting": key, "seed": trial, "model_seed": model_seed, "protocol": protocol,
         "official_rows": split.rows_source is not None,
         "label_coding": "official" if official_labels and split.rows_source is not None else "privfed",
+        "tie_rule": tie_rule,
         "teacher_assignment": teacher_assignment(),
         "rows": rows_from, "rows_source": split.rows_source,
         "majority_class_accuracy": 100 * float(np.mean(split.y_test == np.bincount(split.y_test).argmax())),
@@ -371,6 +375,9 @@ def run_seed(key: str, setting: Setting, folder: Path, protocol: str, trial: int
         y_train = load_dataset(setting.data, folder).y_train
         tie_class = 0 if split.rows_source is not None and official_labels else int(1 - y_train[0])
         result.update(official_tie_rule(model, split, tie_class=tie_class))
+        if tie_rule == "official":  # the reported accuracy is the official rule's; privfed's random ties kept beside
+            result["accuracy_privfed_server_ties"] = result["accuracy"]
+            result["accuracy"] = result["accuracy_official_tie_rule"]
     if setting.baselines and baselines:
         result["solo_accuracy"] = 100 * Solo(setting.student(), random_state=model_seed).fit(split.parties).score(
             split.X_test, split.y_test)
@@ -524,6 +531,10 @@ def main() -> None:
     parser.add_argument("--no-baselines", action="store_true", help="skip SOLO and centralized PATE")
     parser.add_argument("--official-labels", action="store_true",
                         help="on the official rows, code labels as the official code does (row 0's label = 1)")
+    parser.add_argument("--tie-rule", choices=("privfed", "official"), default="privfed",
+                        help="official (with --protocol reference-code on the official rows): the official code's label "
+                             "coding (as --official-labels) and, for L0, its server tie rule (a tied vote goes to its "
+                             "class 0); the reported accuracy is that rule's, privfed's random ties are kept beside")
     parser.add_argument("--teacher-assignment", choices=("keyed", "permutation"), default="keyed",
                         help="privfed's keyed hash (default), or equal shares of a permutation as the official code "
                              "(an ablation: runs the parties in this process; write it to its own --json)")
@@ -546,6 +557,8 @@ def main() -> None:
     if args.speed:
         speed(folder, args.protocol)
         return
+    if args.tie_rule == "official" and args.protocol != "reference-code":
+        parser.exit(2, "bench/fedkt.py: error: --tie-rule official needs --protocol reference-code (the official rows)\n")
     if args.teacher_assignment == "permutation":
         use_permutation_teachers()
         args.n_jobs = 1  # the replacement lives in this process only
@@ -564,7 +577,7 @@ def main() -> None:
         rows = run_setting(key, setting, folder, args.protocol, seeds, args.n_jobs, rows_file,
                            baselines=not args.no_baselines, done=records.done if records else None,
                            record=records.add if records else None, model_seeds=args.model_seeds,
-                           official_labels=args.official_labels)
+                           official_labels=args.official_labels, tie_rule=args.tie_rule)
         lines.append(markdown_row(key, setting, rows, args.protocol))
         print(HEADER.splitlines()[0])
         print(lines[-1], flush=True)

@@ -65,6 +65,7 @@ import numpy as np  # noqa: E402
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import fedkt as bench_fedkt  # noqa: E402  (bench/fedkt.py: a script's own folder is on sys.path)
+from bench import provenance  # noqa: E402
 from privfed.pipelines import federated_split, load_dataset  # noqa: E402
 from privfed.pipelines.fedkt import FedKT  # noqa: E402
 from privfed.pipelines.reference_rows import load_reference_rows, reference_rows_split  # noqa: E402
@@ -157,12 +158,16 @@ def query_count(row: Row, split) -> int:
     return int(held_out * row.percent / 100)
 
 
+#: Parties run in this many processes (``--n-jobs``; the permutation ablation forces 1: it lives in this process).
+N_JOBS = {"parties": 2}
+
+
 def model_for(row: Row, queries: int, public: int, seed: int, target_epsilon: float | None) -> FedKT:
     student = bench_fedkt.forest if row.data == "Adult" else bench_fedkt.boosted(0.1)
     kwargs: dict[str, Any] = dict(
         n_partitions=1, n_teachers=5 if row.table == 8 else 25, privacy="L1" if row.table == 8 else "L2",
         gamma=row.gamma, random_state=seed, small_parties="fewer-teachers",
-        n_jobs=1 if bench_fedkt.teacher_assignment() == "permutation" else 2,  # the replacement lives in this process
+        n_jobs=1 if bench_fedkt.teacher_assignment() == "permutation" else N_JOBS["parties"],
     )
     fraction = 1.0 if target_epsilon is not None else min(1.0, queries / public)
     kwargs["query_fraction" if row.table == 8 else "local_query_fraction"] = fraction
@@ -280,7 +285,9 @@ def main() -> None:
                              "seed and kind in all of them)")
     parser.add_argument("--teacher-assignment", choices=("keyed", "permutation"), default="keyed",
                         help="privfed's keyed hash (default), or equal shares of a permutation (an ablation)")
+    parser.add_argument("--n-jobs", type=int, default=2, help="processes for the parties (results do not depend on it)")
     args = parser.parse_args()
+    N_JOBS["parties"] = args.n_jobs
     if args.also and not args.markdown_only:
         parser.error("--also is only for --markdown-only")
     if args.teacher_assignment == "permutation":
@@ -289,10 +296,13 @@ def main() -> None:
     if args.markdown_only:
         print(markdown(rendered_records([path, *map(Path, args.also)], args.seeds), TABLE_8 + TABLE_9))
         return
-    document: dict[str, Any] = {"command": "python " + " ".join(sys.argv), "records": []}
+    command = "python " + " ".join(sys.argv)
+    run_record = provenance.start(command=command, seeds=args.seeds, settings=vars(args))
+    document: dict[str, Any] = {"command": command, "records": []}
     if path.is_file():
         document = json.loads(path.read_text(encoding="utf-8"))
-    document.setdefault("resumed_with", []).append("python " + " ".join(sys.argv))
+    document.setdefault("resumed_with", []).append(command)
+    first = "provenance" not in document and not document["records"]
     done = {(r["row"], r["seed"], r["kind"]) for r in document["records"]}
     plan = [(row, seed, kind) for table in args.tables for kind in args.kinds
             for row in (TABLE_8 if table == 8 else TABLE_9) for seed in args.seeds
@@ -302,9 +312,13 @@ def main() -> None:
             continue
         record = run(row, seed, kind, Path(args.data), Path(args.reference_rows))
         document["records"].append(record)
-        temporary = path.with_suffix(path.suffix + ".tmp")
-        temporary.write_text(json.dumps(document, indent=1) + "\n", encoding="utf-8")
-        temporary.replace(path)
+        if first:  # the run that made the file; a resumed run's record goes to "resumed"
+            document["provenance"] = provenance.finish(run_record)
+        else:
+            resumed = document.setdefault("resumed", [])
+            resumed[:] = [r for r in resumed if r["started"] != run_record["started"]] + [
+                provenance.finish(run_record)]
+        provenance.write_json(path, document)
         print(f"{row.key} seed {seed} {kind}: "
               + (f"FAILED ({record['failed']})" if "failed" in record else
                  f"{record['accuracy']:.2f}%, ε classic {bench_fedkt.up(record['epsilon_classic'], 3)}, tight "
