@@ -511,6 +511,8 @@ class JsonRecords:
             else:  # a resumed run: the first run's record stays, this one is added
                 resumed = self.document.setdefault("resumed", [])
                 resumed[:] = [entry for entry in resumed if entry.get("started") != self.run["started"]] + [finished]
+            # the seeds the file holds (a stopped or resumed run holds other seeds than its command asked for)
+            self.document["provenance"]["seeds"] = sorted({r["seed"] for r in self.document["records"]})
         provenance.write_json(self.path, self.document)
 
 

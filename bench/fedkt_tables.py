@@ -318,6 +318,8 @@ def main() -> None:
             resumed = document.setdefault("resumed", [])
             resumed[:] = [r for r in resumed if r["started"] != run_record["started"]] + [
                 provenance.finish(run_record)]
+        if "provenance" in document:  # the seeds the file holds
+            document["provenance"]["seeds"] = sorted({r["seed"] for r in document["records"]})
         provenance.write_json(path, document)
         print(f"{row.key} seed {seed} {kind}: "
               + (f"FAILED ({record['failed']})" if "failed" in record else
