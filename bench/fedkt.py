@@ -301,10 +301,10 @@ def official_tie_rule(model: FedKT, split, tie_class: int) -> dict:
 def run_setting(key: str, setting: Setting, folder: Path, protocol: str, seeds: list[int], n_jobs: int,
                 rows_file: Path | None = None, baselines: bool = True, done: dict | None = None,
                 record: Callable[[dict], None] | None = None, model_seeds: list[int] | None = None,
-                official_labels: bool = False, tie_rule: str = "privfed") -> dict:
-    rows: dict[str, list] = {"accuracy": [], "seconds": [], "classic": [], "tight": [], "tight_independent": [],
-                             "queries": [], "solo": [], "centralized": [], "failed": [], "majority": []}
+                official_labels: bool = False, tie_rule: str = "privfed") -> list[dict]:
+    """Every (seed, model seed) run of one setting: the records (failed runs included), new or from ``done``."""
     unit = "example" if setting.privacy == "L2" else "party"
+    results = []
     runs = [(trial, model_seed) for trial in seeds for model_seed in (model_seeds or [trial])]
     for trial, model_seed in progress_bar(runs, progress=None, desc=key, unit="trial"):
         if done is not None and (key, trial, model_seed) in done:
@@ -315,18 +315,8 @@ def run_setting(key: str, setting: Setting, folder: Path, protocol: str, seeds: 
                               official_labels, tie_rule)
             if record is not None:
                 record(result)
-        if result.get("failed"):
-            rows["failed"].append(trial)
-            continue
-        rows["majority"].append(result["majority_class_accuracy"])
-        rows["seconds"].append(result["fit_seconds"])
-        rows["accuracy"].append(result["accuracy"])
-        for name, field_ in (("classic", "epsilon_classic"), ("tight", "epsilon_tight"),
-                             ("tight_independent", "epsilon_tight_data_independent"), ("queries", "queries_answered"),
-                             ("solo", "solo_accuracy"), ("centralized", "centralized_pate_accuracy")):
-            if result.get(field_) is not None:
-                rows[name].append(result[field_])
-    return rows
+        results.append(result)
+    return results
 
 
 def run_seed(key: str, setting: Setting, folder: Path, protocol: str, trial: int, n_jobs: int,
@@ -396,9 +386,16 @@ def run_seed(key: str, setting: Setting, folder: Path, protocol: str, trial: int
 
 
 def mean_std(values: list[float]) -> str:
+    """mean ± sd (n − 1) and the 95 % t-interval of the mean, or the one value."""
+    from bench.tables._stats import mean_sd, t_interval
+
     if not values:
         return "–"
-    return f"{np.mean(values):.1f} ± {np.std(values):.1f}" if len(values) > 1 else f"{values[0]:.1f}"
+    if len(values) == 1:
+        return f"{values[0]:.1f}"
+    mean, sd = mean_sd(values)
+    low, high = t_interval(values)
+    return f"{mean:.1f} ± {sd:.1f} [{low:.1f}, {high:.1f}]"
 
 
 def up(value: float, digits: int = 2) -> str:
@@ -415,25 +412,55 @@ def eps_range(values: list[float]) -> str:
     return up(high) if math.isclose(low, high, rel_tol=1e-3) else f"{up(low)}–{up(high)}"
 
 
-def markdown_row(key: str, setting: Setting, rows: dict, protocol: str) -> str:
-    paper_accuracy, paper_std = setting.paper_accuracy
-    paper = f"{paper_accuracy}" + (f" ± {paper_std}" if paper_std else "")
-    paper_eps = f"{setting.paper_epsilon}" if setting.paper_epsilon else "–"
-    failed = f" ({len(rows['failed'])} failed)" if rows["failed"] else ""
-    return (
-        f"| {key} | {protocol} | {len(rows['accuracy'])}{failed} | {paper} | {mean_std(rows['accuracy'])} | "
-        f"{np.mean(rows['majority']):.1f} | {paper_eps} | "
-        f"{eps_range(rows['classic'])} | {eps_range(rows['tight'])} | {eps_range(rows['tight_independent'])} | "
-        f"{mean_std(rows['solo'])} | {mean_std(rows['centralized'])} | "
-        f"{np.mean(rows['seconds']) if rows['seconds'] else float('nan'):.1f} |"
-    )
-
+#: How the summary table names each setting.
+LABELS = {
+    "adult-l0": "Adult L0", "codrna-l0": "cod-rna L0", "mnist-l0": "MNIST L0 (MLP, bench settings)",
+    "mnist-l0-paper": "MNIST L0 (MLP, the paper's settings)",
+    "adult-l1": "Adult L1, γ = 0.04, 81 queries", "adult-l2": "Adult L2, γ = 0.04, 81 local queries",
+    "codrna-l1": "cod-rna L1, γ = 0.1, 74 queries", "codrna-l2": "cod-rna L2, γ = 0.05, 297 local queries",
+    "adult-l1-tight": "**Adult L1, budget = paper's ε (tight)**", "adult-l2-tight": "**Adult L2, budget = paper's ε (tight)**",
+}
 
 HEADER = (
-    "| setting | protocol | trials | paper accuracy % | ours % | majority class % | paper ε | ours ε classic | "
-    "ours ε tight | tight data-independent | SOLO % | centralized PATE % | wall s / run |\n"
+    "| setting | protocol | runs | paper accuracy % | ours % (mean ± sd [95 % interval]) | majority class % | paper ε | "
+    "ours ε classic | ours ε tight (data-independent) | queries answered | SOLO % | centralized PATE % | fit s / run |\n"
     "|---|---|---|---|---|---|---|---|---|---|---|---|---|"
 )
+
+
+def markdown_row(key: str, results: list[dict]) -> str:
+    """One setting's row of the summary table from its records (failed runs counted, not averaged)."""
+    setting = SETTINGS[key]
+    ok = [r for r in results if "failed" not in r]
+    paper_accuracy, paper_std = setting.paper_accuracy
+    paper = f"{paper_accuracy}" + (f" ± {paper_std}" if paper_std else "")
+    failed = len(results) - len(ok)
+    runs = f"{len(results)}" + (f" ({failed} failed)" if failed else "")
+    protocol = results[0]["protocol"] + (" (official rows)" if all(r["official_rows"] for r in results) else "")
+
+    def field(name: str) -> list[float]:
+        return [r[name] for r in ok if r.get(name) is not None]
+
+    queries = sorted(set(field("queries_answered")))
+    seconds = field("fit_seconds")
+    return (
+        f"| {LABELS.get(key, key)} | {protocol} | {runs} | {paper} | {mean_std(field('accuracy'))} | "
+        f"{np.mean(field('majority_class_accuracy')):.1f} | {setting.paper_epsilon or '–'} | "
+        f"{eps_range(field('epsilon_classic'))} | {eps_range(field('epsilon_tight'))} "
+        f"({eps_range(field('epsilon_tight_data_independent'))}) | {'/'.join(map(str, queries)) or '–'} | "
+        f"{mean_std(field('solo_accuracy'))} | {mean_std(field('centralized_pate_accuracy'))} | "
+        f"{np.mean(seconds) if seconds else float('nan'):.1f} |"
+    ).replace(" (–) |", " |")
+
+
+def summary_markdown(documents: list[dict]) -> str:
+    """The summary table over ``--json`` documents: one row per (setting, protocol), in the order run."""
+    groups: dict[tuple[str, str], list[dict]] = {}
+    for document in documents:
+        for r in document["records"]:
+            if r.get("model_seed", r["seed"]) == r["seed"] and r.get("tie_rule", "privfed") == "privfed":
+                groups.setdefault((r["setting"], r["protocol"]), []).append(r)
+    return HEADER + "\n" + "\n".join(markdown_row(key, results) for (key, _), results in groups.items())
 
 
 def speed(folder: Path, protocol: str) -> None:
@@ -462,10 +489,11 @@ OFFICIAL_RUNS = {
 OFFICIAL_EPSILON = {"adult-l1": 3.7183, "adult-l2": 3.7183}
 
 
-def per_seed_markdown(paths: list[str]) -> str:
-    """Ours beside the official code's runs, per seed, from ``--json`` files."""
-    records = [r for path in paths for r in json.loads(Path(path).read_text(encoding="utf-8"))["records"]
-               if r["protocol"] == "reference-code" and r.get("model_seed", r["seed"]) == r["seed"]]
+def per_seed_markdown(documents: list[dict]) -> str:
+    """Ours beside the official code's runs, per seed, from ``--json`` documents (reference-code runs)."""
+    records = [r for document in documents for r in document["records"]
+               if r["protocol"] == "reference-code" and r.get("model_seed", r["seed"]) == r["seed"]
+               and r.get("tie_rule", "privfed") == "privfed"]
     lines = ["| setting | seed | official rows | official code % | ours % | ours − official | ε classic (ours) | "
              "ε tight (ours) | official ε (its script) | fit s (ours) |", "|---|---|---|---|---|---|---|---|---|---|"]
     for r in records:
@@ -545,12 +573,7 @@ def main() -> None:
                         help="where the MNIST MLPs train (auto: CUDA when available); recorded in the provenance")
     parser.add_argument("--markdown", default=None, help="append the table to this Markdown file")
     parser.add_argument("--speed", action="store_true", help="time Adult L0 with n_jobs=1 and 2 and stop")
-    parser.add_argument("--from-json", nargs="+", default=None,
-                        help="print ours beside the official code's runs, per seed, from these --json files, and stop")
     args = parser.parse_args()
-    if args.from_json:
-        print(per_seed_markdown(args.from_json))
-        return
     folder = Path(args.data)
     keys = [key.strip() for key in args.settings.split(",") if key.strip()]
     unknown = [key for key in keys if key not in SETTINGS]
@@ -576,11 +599,11 @@ def main() -> None:
     for key in keys:
         setting = SETTINGS[key]
         seeds = args.seeds if args.seeds is not None else list(range(args.trials or setting.trials))
-        rows = run_setting(key, setting, folder, args.protocol, seeds, args.n_jobs, rows_file,
-                           baselines=not args.no_baselines, done=records.done if records else None,
-                           record=records.add if records else None, model_seeds=args.model_seeds,
-                           official_labels=args.official_labels, tie_rule=args.tie_rule)
-        lines.append(markdown_row(key, setting, rows, args.protocol))
+        results = run_setting(key, setting, folder, args.protocol, seeds, args.n_jobs, rows_file,
+                              baselines=not args.no_baselines, done=records.done if records else None,
+                              record=records.add if records else None, model_seeds=args.model_seeds,
+                              official_labels=args.official_labels, tie_rule=args.tie_rule)
+        lines.append(markdown_row(key, results))
         print(HEADER.splitlines()[0])
         print(lines[-1], flush=True)
     table = HEADER + "\n" + "\n".join(lines) + "\n"
