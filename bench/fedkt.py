@@ -418,12 +418,14 @@ LABELS = {
     "mnist-l0-paper": "MNIST L0 (MLP, the paper's settings)",
     "adult-l1": "Adult L1, γ = 0.04, 81 queries", "adult-l2": "Adult L2, γ = 0.04, 81 local queries",
     "codrna-l1": "cod-rna L1, γ = 0.1, 74 queries", "codrna-l2": "cod-rna L2, γ = 0.05, 297 local queries",
-    "adult-l1-tight": "**Adult L1, budget = paper's ε (tight)**", "adult-l2-tight": "**Adult L2, budget = paper's ε (tight)**",
+    "adult-l1-tight": "**Adult L1, budget = paper's ε (tight)**",
+    "adult-l2-tight": "**Adult L2, budget = paper's ε (tight)**",
 }
 
 HEADER = (
-    "| setting | protocol | runs | paper accuracy % | ours % (mean ± sd [95 % interval]) | majority class % | paper ε | "
-    "ours ε classic | ours ε tight (data-independent) | queries answered | SOLO % | centralized PATE % | fit s / run |\n"
+    "| setting | protocol | runs | paper accuracy % | ours % (mean ± sd [95 % interval]) | majority class % | "
+    "paper ε | ours ε classic | ours ε tight (data-independent) | queries answered | SOLO % | centralized PATE % | "
+    "fit s / run |\n"
     "|---|---|---|---|---|---|---|---|---|---|---|---|---|"
 )
 
@@ -562,9 +564,9 @@ def main() -> None:
     parser.add_argument("--official-labels", action="store_true",
                         help="on the official rows, code labels as the official code does (row 0's label = 1)")
     parser.add_argument("--tie-rule", choices=("privfed", "official"), default="privfed",
-                        help="official (with --protocol reference-code on the official rows): the official code's label "
-                             "coding (as --official-labels) and, for L0, its server tie rule (a tied vote goes to its "
-                             "class 0); the reported accuracy is that rule's, privfed's random ties are kept beside")
+                        help="official (with --protocol reference-code on the official rows): the official code's "
+                             "label coding (as --official-labels) and, for L0, its server tie rule (a tied vote goes "
+                             "to its class 0); the reported accuracy is that rule's, privfed's random ties kept beside")
     parser.add_argument("--teacher-assignment", choices=("keyed", "permutation"), default="keyed",
                         help="privfed's keyed hash (default), or equal shares of a permutation as the official code "
                              "(an ablation: runs the parties in this process; write it to its own --json)")
@@ -583,7 +585,8 @@ def main() -> None:
         speed(folder, args.protocol)
         return
     if args.tie_rule == "official" and args.protocol != "reference-code":
-        parser.exit(2, "bench/fedkt.py: error: --tie-rule official needs --protocol reference-code (the official rows)\n")
+        parser.exit(2, "bench/fedkt.py: error: --tie-rule official needs --protocol reference-code "
+                       "(the official rows)\n")
     if args.teacher_assignment == "permutation":
         use_permutation_teachers()
         args.n_jobs = 1  # the replacement lives in this process only

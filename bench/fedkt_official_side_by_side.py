@@ -46,9 +46,10 @@ import numpy as np  # noqa: E402
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import fedkt as bench_fedkt  # noqa: E402  (bench/fedkt.py)
-from bench import provenance  # noqa: E402
 from privfed.pipelines import load_dataset  # noqa: E402
 from privfed.pipelines.reference_rows import load_reference_rows  # noqa: E402
+
+from bench import provenance  # noqa: E402
 
 #: The official code's flags per setting (../shared/paper_tables/fedkt_official_runs.md).
 COMMON = ["--alg", "fedkt", "--model", "tree", "--max_tree_depth", "6", "--n_stu_trees", "100",

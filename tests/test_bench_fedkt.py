@@ -1,4 +1,4 @@
-"""bench/fedkt.py's official tie rule (``--tie-rule official``): tied server votes go to the code's class 0.
+"""bench/fedkt.py: the official tie rule (``--tie-rule official``) and the MNIST MLPs' ``--device``.
 
 The row-for-row reproduction refits the final model on the same consistent votes with the official code's
 rule and the final model's own parameters, so the two accuracies differ by the tie rule only.
@@ -74,3 +74,19 @@ def test_the_official_tie_rule_needs_the_official_rows(capsys):
     finally:
         sys.argv = argv
     assert "--tie-rule official needs --protocol reference-code" in capsys.readouterr().err
+
+
+def test_the_mnist_mlps_train_on_the_device_asked_for():
+    try:
+        for name, expected in (("cpu", "cpu"), ("auto", None), ("cuda", "cuda")):
+            bench_fedkt.DEVICE["name"] = name
+            assert bench_fedkt.mlp()().device == expected
+    finally:
+        bench_fedkt.DEVICE["name"] = "cpu"
+    assert bench_fedkt.resolved_device("cpu") == "cpu"
+    try:
+        bench_fedkt.torch_device("gpu")
+    except ValueError as error:
+        assert "'cpu', 'cuda' or 'auto'" in str(error)
+    else:
+        raise AssertionError("an unknown device name was accepted")
