@@ -165,3 +165,29 @@ def table_9(documents: list) -> str:
             "rows; FedKT-L2's ε is data-independent since issue 31, so the same on every seed). Accuracies and the "
             "budget columns: the final-code runs, seeds 0–2. Today's rerun repeats the accuracy and query count of "
             f"the final-code run of the same row and seed in {fedkt_tables.rerun_agreement(rerun, records)} runs.")
+
+
+# --- the official code beside privfed, L1 and L2 on Adult (one run) -----------------------------------------------
+SIDE_BY_SIDE = [RESULTS + "fedkt_official_side_by_side_l1_l2.json"]
+
+
+@table("fedkt-official-side-by-side", raw=SIDE_BY_SIDE)
+def official_side_by_side(documents: list) -> str:
+    records = documents[0]["records"]
+    lines = ["| setting | code | runs | per seed (seed: accuracy %) | accuracy % mean ± sd [95 % interval] | "
+             "noiseless vote accuracy % (mean) | labels after the noise % (mean) | paper % |",
+             "|---|---|---|---|---|---|---|---|"]
+    for key in dict.fromkeys(r["setting"] for r in records):
+        for side in ("official", "privfed"):
+            runs = [r for r in records if r["setting"] == key and r["side"] == side]
+            ok = [r for r in runs if "failed" not in r]
+            failed = len(runs) - len(ok)
+            per_seed = ", ".join(f"{r['seed']}: " + ("failed" if "failed" in r else f"{r['accuracy']:.2f}")
+                                 for r in runs)
+            noisy = [r["noisy_label_accuracy"] for r in ok if "noisy_label_accuracy" in r]
+            lines.append(
+                f"| {bench_fedkt.LABELS[key]} | {side} | {len(runs)}" + (f" ({failed} failed)" if failed else "")
+                + f" | {per_seed} | {_summary([r['accuracy'] for r in ok], 2) if ok else '–'} | "
+                f"{np.mean([r['noiseless_vote_accuracy'] for r in ok]):.1f} | "
+                + (f"{np.mean(noisy):.1f}" if noisy else "–") + f" | {bench_fedkt.SETTINGS[key].paper_accuracy[0]} |")
+    return "\n".join(lines)
