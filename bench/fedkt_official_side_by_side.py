@@ -199,7 +199,13 @@ def main() -> None:
                                                args.timeout) if side == "official" else
                                   run_privfed(key, Path(args.data), Path(args.reference_rows), seed, model_seed))
                         document["records"].append(record)
-                        document["provenance"] = provenance.finish(run)
+                        if document.get("provenance", run)["started"] == run["started"]:
+                            document["provenance"] = provenance.finish(run)
+                        else:  # a resumed run: the first run's record stays, this one is added
+                            resumed = document.setdefault("resumed", [])
+                            resumed[:] = [r for r in resumed if r["started"] != run["started"]] + [
+                                provenance.finish(run)]
+                        document["provenance"]["seeds"] = sorted({r["seed"] for r in document["records"]})
                         provenance.write_json(path, document)
                         print({k: v for k, v in record.items() if k != "command"}, flush=True)
 
