@@ -191,3 +191,33 @@ def official_side_by_side(documents: list) -> str:
                 f"{np.mean([r['noiseless_vote_accuracy'] for r in ok]):.1f} | "
                 + (f"{np.mean(noisy):.1f}" if noisy else "–") + f" | {bench_fedkt.SETTINGS[key].paper_accuracy[0]} |")
     return "\n".join(lines)
+
+
+# --- the official tie rule on the official rows (Adult L0) --------------------------------------------------------
+TIE_RULE = [RESULTS + "fedkt_summary_reference_rows.json", RESULTS + "fedkt_reference_rows_official_tie_rule.json"]
+
+
+@table("fedkt-official-tie-rule", raw=TIE_RULE)
+def official_tie_rule(documents: list) -> str:
+    default = {r["seed"]: r for r in documents[0]["records"] if r["setting"] == "adult-l0" and "failed" not in r}
+    official = {r["seed"]: r for r in documents[1]["records"] if r["setting"] == "adult-l0" and "failed" not in r}
+    seeds = sorted(set(default) | set(official))
+    columns = [
+        ("official code (`--fedkt_seed 0`)", lambda s: bench_fedkt.OFFICIAL_RUNS["adult-l0"].get(s)),
+        ("privfed (default: privfed's coding, random server ties)", lambda s: default[s]["accuracy"] if s in default
+         else None),
+        ("privfed, the code's server tie rule only", lambda s: default[s]["accuracy_official_tie_rule"]
+         if s in default else None),
+        ("privfed `--tie-rule official` (the code's coding and server tie rule)",
+         lambda s: official[s]["accuracy"] if s in official else None),
+    ]
+    lines = ["| Adult L0, official rows | " + " | ".join(f"seed {s}" for s in seeds) + " | mean ± sd [95 % interval] |",
+             "|---|" + "---|" * (len(seeds) + 1)]
+    for name, value in columns:
+        values = [value(s) for s in seeds]
+        present = [v for v in values if v is not None]
+        lines.append(f"| {name} | " + " | ".join("–" if v is None else f"{v:.2f}" for v in values)
+                     + f" | {_summary(present, 2) if len(present) > 1 else '–'} |")
+    lines.append("| tied server votes (of 4,070 queries), `--tie-rule official` | "
+                 + " | ".join(str(official[s]["tied_queries"]) if s in official else "–" for s in seeds) + " | – |")
+    return "\n".join(lines)
