@@ -1,4 +1,4 @@
-"""Reproduce FedKT's Tables 1–2 (Li, He, Song, IJCAI 2021) and time the pipeline.
+"""Reproduce FedKT's Tables 1–2 (Li, He, Song, IJCAI 2021).
 
 Runs FedKT on the real data sets in a folder (default ``../shared/datasets``) at
 the paper's settings, prints our accuracy and ε beside the paper's, and writes
@@ -34,8 +34,9 @@ Usage::
 
 ``--json OUT`` writes one record per (setting, seed) — accuracy, ε classic and tight
 (where private), fit seconds, whether the official rows were used — after every
-seed, and a rerun with the same OUT skips the records already there (resumable).
-    python bench/fedkt.py --speed            # Adult L0 with n_jobs=1 and 2
+seed, and a rerun with the same OUT skips the records already there (resumable). ``python -m bench.tables
+fedkt-summary fedkt-official-rows`` renders docs/results.md's tables from the committed files. (The ``--speed``
+mode went in issue 36: its table had no raw results; ``bench/federation.py`` times the same setting.)
 """
 
 from __future__ import annotations
@@ -465,21 +466,6 @@ def summary_markdown(documents: list[dict]) -> str:
     return HEADER + "\n" + "\n".join(markdown_row(key, results) for (key, _), results in groups.items())
 
 
-def speed(folder: Path, protocol: str) -> None:
-    """Adult L0 (50 parties, 500 teachers, 100 students) with n_jobs = 1 and 2, same seed."""
-    setting = SETTINGS["adult-l0"]
-    split, _ = prepare(setting.data, folder, protocol, setting.parties, seed=0)
-    timings = {}
-    for n_jobs in (1, 2):
-        model = fedkt_for(setting, split, 0, n_jobs)
-        start = time.perf_counter()
-        model.fit(split.parties, split.X_public)
-        timings[n_jobs] = time.perf_counter() - start
-        print(f"Adult L0, n_jobs={n_jobs}: {timings[n_jobs]:.1f} s, "
-              f"accuracy {100 * model.score(split.X_test, split.y_test):.2f}%")
-    print(f"speed-up n_jobs=2 over n_jobs=1: ×{timings[1] / timings[2]:.2f}")
-
-
 #: The official code's accuracy per seed on the same rows (``../shared/paper_tables/fedkt_official_runs.md``:
 #: github QinbinLi/FedKT @ 0bb9a89 run on this kind of machine; None: the run crashed).
 OFFICIAL_RUNS = {
@@ -574,16 +560,12 @@ def main() -> None:
     parser.add_argument("--device", choices=("cpu", "cuda", "auto"), default="cpu",
                         help="where the MNIST MLPs train (auto: CUDA when available); recorded in the provenance")
     parser.add_argument("--markdown", default=None, help="append the table to this Markdown file")
-    parser.add_argument("--speed", action="store_true", help="time Adult L0 with n_jobs=1 and 2 and stop")
     args = parser.parse_args()
     folder = Path(args.data)
     keys = [key.strip() for key in args.settings.split(",") if key.strip()]
     unknown = [key for key in keys if key not in SETTINGS]
     if unknown:
         parser.exit(2, f"bench/fedkt.py: error: unknown setting(s) {unknown}; choose from {sorted(SETTINGS)}\n")
-    if args.speed:
-        speed(folder, args.protocol)
-        return
     if args.tie_rule == "official" and args.protocol != "reference-code":
         parser.exit(2, "bench/fedkt.py: error: --tie-rule official needs --protocol reference-code "
                        "(the official rows)\n")
