@@ -482,6 +482,8 @@ def per_seed_markdown(documents: list[dict]) -> str:
     records = [r for document in documents for r in document["records"]
                if r["protocol"] == "reference-code" and r.get("model_seed", r["seed"]) == r["seed"]
                and r.get("tie_rule", "privfed") == "privfed"]
+    order = {key: index for index, key in enumerate(dict.fromkeys(r["setting"] for r in records))}
+    records.sort(key=lambda r: (order[r["setting"]], r["seed"]))  # a resumed run appends later seeds at the end
     lines = ["| setting | seed | official rows | official code % | ours % | ours − official | ε classic (ours) | "
              "ε tight (ours) | official ε (its script) | fit s (ours) |", "|---|---|---|---|---|---|---|---|---|---|"]
     for r in records:
