@@ -1,4 +1,5 @@
-"""bench/fedkt.py: the official tie rule (``--tie-rule official``) and the MNIST MLPs' ``--device``.
+"""bench/fedkt.py and fedkt_tables.py: the official tie rule (``--tie-rule official``), the MNIST MLPs'
+``--device``, and failed runs counted in Tables 8 and 9.
 
 The row-for-row reproduction refits the final model on the same consistent votes with the official code's
 rule and the final model's own parameters, so the two accuracies differ by the tie rule only.
@@ -90,3 +91,14 @@ def test_the_mnist_mlps_train_on_the_device_asked_for():
         assert "'cpu', 'cuda' or 'auto'" in str(error)
     else:
         raise AssertionError("an unknown device name was accepted")
+
+
+def test_tables_8_and_9_count_failed_runs_in_the_median():
+    import fedkt_tables  # bench/fedkt_tables.py
+
+    assert fedkt_tables.median([76.0, 77.0, 78.0]) == "77.0 (3)"
+    # a failed run ranks below every trained run: the median of three with one failure is the lower survivor
+    assert fedkt_tables.median([75.0, 79.0], failed=1) == "75.0 (1 of 3 failed; trained runs 77.0)"
+    assert fedkt_tables.median([79.6], failed=2) == "failed (2 of 3 failed; trained runs 79.6)"
+    assert fedkt_tables.median([], failed=3) == "failed (3 of 3 failed)"
+    assert fedkt_tables.median([]) == "–"
