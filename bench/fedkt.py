@@ -1,4 +1,4 @@
-"""Reproduce FedKT's Tables 1–2 (Li, He, Song, IJCAI 2021) and time the pipeline.
+"""Reproduce FedKT's Tables 1–2 (Li, He, Song, IJCAI 2021).
 
 Runs FedKT on the real data sets in a folder (default ``../shared/datasets``) at
 the paper's settings, prints our accuracy and ε beside the paper's, and writes
@@ -34,8 +34,9 @@ Usage::
 
 ``--json OUT`` writes one record per (setting, seed) — accuracy, ε classic and tight
 (where private), fit seconds, whether the official rows were used — after every
-seed, and a rerun with the same OUT skips the records already there (resumable).
-    python bench/fedkt.py --speed            # Adult L0 with n_jobs=1 and 2
+seed, and a rerun with the same OUT skips the records already there (resumable). ``python -m bench.tables
+fedkt-summary fedkt-official-rows`` renders docs/results.md's tables from the committed files. (The ``--speed``
+mode went in issue 36: its table had no raw results; ``bench/federation.py`` times the same setting.)
 """
 
 from __future__ import annotations
@@ -69,6 +70,8 @@ from privfed.pipelines.reference_rows import (  # noqa: E402
 )
 from privfed.pipelines.voting import consistent_votes  # noqa: E402
 from sklearn.base import clone  # noqa: E402
+
+from bench import provenance  # noqa: E402
 
 DELTA = 1e-5
 
@@ -118,8 +121,26 @@ def boosted(learning_rate: float = 0.1, min_split_loss: float = 1.0) -> Callable
     return make
 
 
+#: Where the MNIST MLPs train (``--device``): "cpu", "cuda" or "auto" (CUDA when available). Recorded per run.
+DEVICE = {"name": "cpu"}
+
+
+def torch_device(name: str) -> str | None:
+    """The ``TorchClassifier(device=...)`` value for ``--device``: "auto" is None (CUDA when available)."""
+    if name not in ("cpu", "cuda", "auto"):
+        raise ValueError(f"device must be 'cpu', 'cuda' or 'auto', got {name!r}")
+    return None if name == "auto" else name
+
+
+def resolved_device(name: str) -> str:
+    """The device ``--device name`` trains on here (what provenance records)."""
+    import torch
+
+    return "cuda" if name == "cuda" or (name == "auto" and torch.cuda.is_available()) else "cpu"
+
+
 def mlp(epochs: int = 10, batch_size: int = 64, weight_decay: float = 0.0) -> Callable[[], Any]:
-    """FedKT's 784-100-100-10 MLP with Adam 1e-3.
+    """FedKT's 784-100-100-10 MLP with Adam 1e-3, on :data:`DEVICE` (``--device``).
 
     The defaults are the bench's earlier MNIST row; the paper's FedKT settings (Appendix B.1 and Table 5:
     "for FedKT, SOLO, and PATE, the number of local epochs is simply set to 100", batch 32, Adam with
@@ -129,7 +150,8 @@ def mlp(epochs: int = 10, batch_size: int = 64, weight_decay: float = 0.0) -> Ca
     def make() -> Any:
         from privfed.pipelines import TorchMLP
 
-        return TorchMLP(hidden=(100, 100), epochs=epochs, batch_size=batch_size, lr=1e-3, weight_decay=weight_decay)
+        return TorchMLP(hidden=(100, 100), epochs=epochs, batch_size=batch_size, lr=1e-3, weight_decay=weight_decay,
+                        device=torch_device(DEVICE["name"]))
 
     return make
 
@@ -280,10 +302,10 @@ def official_tie_rule(model: FedKT, split, tie_class: int) -> dict:
 def run_setting(key: str, setting: Setting, folder: Path, protocol: str, seeds: list[int], n_jobs: int,
                 rows_file: Path | None = None, baselines: bool = True, done: dict | None = None,
                 record: Callable[[dict], None] | None = None, model_seeds: list[int] | None = None,
-                official_labels: bool = False) -> dict:
-    rows: dict[str, list] = {"accuracy": [], "seconds": [], "classic": [], "tight": [], "tight_independent": [],
-                             "queries": [], "solo": [], "centralized": [], "failed": [], "majority": []}
+                official_labels: bool = False, tie_rule: str = "privfed") -> list[dict]:
+    """Every (seed, model seed) run of one setting: the records (failed runs included), new or from ``done``."""
     unit = "example" if setting.privacy == "L2" else "party"
+    results = []
     runs = [(trial, model_seed) for trial in seeds for model_seed in (model_seeds or [trial])]
     for trial, model_seed in progress_bar(runs, progress=None, desc=key, unit="trial"):
         if done is not None and (key, trial, model_seed) in done:
@@ -291,26 +313,19 @@ def run_setting(key: str, setting: Setting, folder: Path, protocol: str, seeds: 
             print(f"  {key} seed {trial} (model seed {model_seed}): already in the JSON file, skipped", flush=True)
         else:
             result = run_seed(key, setting, folder, protocol, trial, n_jobs, rows_file, baselines, unit, model_seed,
-                              official_labels)
+                              official_labels, tie_rule)
             if record is not None:
                 record(result)
-        if result.get("failed"):
-            rows["failed"].append(trial)
-            continue
-        rows["majority"].append(result["majority_class_accuracy"])
-        rows["seconds"].append(result["fit_seconds"])
-        rows["accuracy"].append(result["accuracy"])
-        for name, field_ in (("classic", "epsilon_classic"), ("tight", "epsilon_tight"),
-                             ("tight_independent", "epsilon_tight_data_independent"), ("queries", "queries_answered"),
-                             ("solo", "solo_accuracy"), ("centralized", "centralized_pate_accuracy")):
-            if result.get(field_) is not None:
-                rows[name].append(result[field_])
-    return rows
+        results.append(result)
+    return results
 
 
 def run_seed(key: str, setting: Setting, folder: Path, protocol: str, trial: int, n_jobs: int,
              rows_file: Path | None, baselines: bool, unit: str, model_seed: int,
-             official_labels: bool = False) -> dict:
+             official_labels: bool = False, tie_rule: str = "privfed") -> dict:
+    """One run; ``tie_rule="official"`` (official rows only): the official code's label coding, and for L0 the
+    accuracy of the final model fitted on the server votes with the code's tie rule (see :func:`official_tie_rule`)."""
+    official_labels = official_labels or tie_rule == "official"
     split, rows_from = prepare(setting.data, folder, protocol, setting.parties, seed=trial, rows_file=rows_file,
                                official_labels=official_labels)
     print(f"  {key} seed {trial}: {rows_from}", flush=True)
@@ -319,6 +334,7 @@ def run_seed(key: str, setting: Setting, folder: Path, protocol: str, trial: int
         "setting": key, "seed": trial, "model_seed": model_seed, "protocol": protocol,
         "official_rows": split.rows_source is not None,
         "label_coding": "official" if official_labels and split.rows_source is not None else "privfed",
+        "tie_rule": tie_rule,
         "teacher_assignment": teacher_assignment(),
         "rows": rows_from, "rows_source": split.rows_source,
         "majority_class_accuracy": 100 * float(np.mean(split.y_test == np.bincount(split.y_test).argmax())),
@@ -350,6 +366,9 @@ def run_seed(key: str, setting: Setting, folder: Path, protocol: str, trial: int
         y_train = load_dataset(setting.data, folder).y_train
         tie_class = 0 if split.rows_source is not None and official_labels else int(1 - y_train[0])
         result.update(official_tie_rule(model, split, tie_class=tie_class))
+        if tie_rule == "official":  # the reported accuracy is the official rule's; privfed's random ties kept beside
+            result["accuracy_privfed_server_ties"] = result["accuracy"]
+            result["accuracy"] = result["accuracy_official_tie_rule"]
     if setting.baselines and baselines:
         result["solo_accuracy"] = 100 * Solo(setting.student(), random_state=model_seed).fit(split.parties).score(
             split.X_test, split.y_test)
@@ -368,9 +387,16 @@ def run_seed(key: str, setting: Setting, folder: Path, protocol: str, trial: int
 
 
 def mean_std(values: list[float]) -> str:
+    """mean ± sd (n − 1) and the 95 % t-interval of the mean, or the one value."""
+    from bench.tables._stats import mean_sd, t_interval
+
     if not values:
         return "–"
-    return f"{np.mean(values):.1f} ± {np.std(values):.1f}" if len(values) > 1 else f"{values[0]:.1f}"
+    if len(values) == 1:
+        return f"{values[0]:.1f}"
+    mean, sd = mean_sd(values)
+    low, high = t_interval(values)
+    return f"{mean:.1f} ± {sd:.1f} [{low:.1f}, {high:.1f}]"
 
 
 def up(value: float, digits: int = 2) -> str:
@@ -387,40 +413,57 @@ def eps_range(values: list[float]) -> str:
     return up(high) if math.isclose(low, high, rel_tol=1e-3) else f"{up(low)}–{up(high)}"
 
 
-def markdown_row(key: str, setting: Setting, rows: dict, protocol: str) -> str:
-    paper_accuracy, paper_std = setting.paper_accuracy
-    paper = f"{paper_accuracy}" + (f" ± {paper_std}" if paper_std else "")
-    paper_eps = f"{setting.paper_epsilon}" if setting.paper_epsilon else "–"
-    failed = f" ({len(rows['failed'])} failed)" if rows["failed"] else ""
-    return (
-        f"| {key} | {protocol} | {len(rows['accuracy'])}{failed} | {paper} | {mean_std(rows['accuracy'])} | "
-        f"{np.mean(rows['majority']):.1f} | {paper_eps} | "
-        f"{eps_range(rows['classic'])} | {eps_range(rows['tight'])} | {eps_range(rows['tight_independent'])} | "
-        f"{mean_std(rows['solo'])} | {mean_std(rows['centralized'])} | "
-        f"{np.mean(rows['seconds']) if rows['seconds'] else float('nan'):.1f} |"
-    )
-
+#: How the summary table names each setting.
+LABELS = {
+    "adult-l0": "Adult L0", "codrna-l0": "cod-rna L0", "mnist-l0": "MNIST L0 (MLP, bench settings)",
+    "mnist-l0-paper": "MNIST L0 (MLP, the paper's settings)",
+    "adult-l1": "Adult L1, γ = 0.04, 81 queries", "adult-l2": "Adult L2, γ = 0.04, 81 local queries",
+    "codrna-l1": "cod-rna L1, γ = 0.1, 74 queries", "codrna-l2": "cod-rna L2, γ = 0.05, 297 local queries",
+    "adult-l1-tight": "**Adult L1, budget = paper's ε (tight)**",
+    "adult-l2-tight": "**Adult L2, budget = paper's ε (tight)**",
+}
 
 HEADER = (
-    "| setting | protocol | trials | paper accuracy % | ours % | majority class % | paper ε | ours ε classic | "
-    "ours ε tight | tight data-independent | SOLO % | centralized PATE % | wall s / run |\n"
+    "| setting | protocol | runs | paper accuracy % | ours % (mean ± sd [95 % interval]) | majority class % | "
+    "paper ε | ours ε classic | ours ε tight (data-independent) | queries answered | SOLO % | centralized PATE % | "
+    "fit s / run |\n"
     "|---|---|---|---|---|---|---|---|---|---|---|---|---|"
 )
 
 
-def speed(folder: Path, protocol: str) -> None:
-    """Adult L0 (50 parties, 500 teachers, 100 students) with n_jobs = 1 and 2, same seed."""
-    setting = SETTINGS["adult-l0"]
-    split, _ = prepare(setting.data, folder, protocol, setting.parties, seed=0)
-    timings = {}
-    for n_jobs in (1, 2):
-        model = fedkt_for(setting, split, 0, n_jobs)
-        start = time.perf_counter()
-        model.fit(split.parties, split.X_public)
-        timings[n_jobs] = time.perf_counter() - start
-        print(f"Adult L0, n_jobs={n_jobs}: {timings[n_jobs]:.1f} s, "
-              f"accuracy {100 * model.score(split.X_test, split.y_test):.2f}%")
-    print(f"speed-up n_jobs=2 over n_jobs=1: ×{timings[1] / timings[2]:.2f}")
+def markdown_row(key: str, results: list[dict]) -> str:
+    """One setting's row of the summary table from its records (failed runs counted, not averaged)."""
+    setting = SETTINGS[key]
+    ok = [r for r in results if "failed" not in r]
+    paper_accuracy, paper_std = setting.paper_accuracy
+    paper = f"{paper_accuracy}" + (f" ± {paper_std}" if paper_std else "")
+    failed = len(results) - len(ok)
+    runs = f"{len(results)}" + (f" ({failed} failed)" if failed else "")
+    protocol = results[0]["protocol"] + (" (official rows)" if all(r["official_rows"] for r in results) else "")
+
+    def field(name: str) -> list[float]:
+        return [r[name] for r in ok if r.get(name) is not None]
+
+    queries = sorted(set(field("queries_answered")))
+    seconds = field("fit_seconds")
+    return (
+        f"| {LABELS.get(key, key)} | {protocol} | {runs} | {paper} | {mean_std(field('accuracy'))} | "
+        f"{np.mean(field('majority_class_accuracy')):.1f} | {setting.paper_epsilon or '–'} | "
+        f"{eps_range(field('epsilon_classic'))} | {eps_range(field('epsilon_tight'))} "
+        f"({eps_range(field('epsilon_tight_data_independent'))}) | {'/'.join(map(str, queries)) or '–'} | "
+        f"{mean_std(field('solo_accuracy'))} | {mean_std(field('centralized_pate_accuracy'))} | "
+        f"{np.mean(seconds) if seconds else float('nan'):.1f} |"
+    ).replace(" (–) |", " |")
+
+
+def summary_markdown(documents: list[dict]) -> str:
+    """The summary table over ``--json`` documents: one row per (setting, protocol), in the order run."""
+    groups: dict[tuple[str, str], list[dict]] = {}
+    for document in documents:
+        for r in document["records"]:
+            if r.get("model_seed", r["seed"]) == r["seed"] and r.get("tie_rule", "privfed") == "privfed":
+                groups.setdefault((r["setting"], r["protocol"]), []).append(r)
+    return HEADER + "\n" + "\n".join(markdown_row(key, results) for (key, _), results in groups.items())
 
 
 #: The official code's accuracy per seed on the same rows (``../shared/paper_tables/fedkt_official_runs.md``:
@@ -434,10 +477,13 @@ OFFICIAL_RUNS = {
 OFFICIAL_EPSILON = {"adult-l1": 3.7183, "adult-l2": 3.7183}
 
 
-def per_seed_markdown(paths: list[str]) -> str:
-    """Ours beside the official code's runs, per seed, from ``--json`` files."""
-    records = [r for path in paths for r in json.loads(Path(path).read_text(encoding="utf-8"))["records"]
-               if r["protocol"] == "reference-code" and r.get("model_seed", r["seed"]) == r["seed"]]
+def per_seed_markdown(documents: list[dict]) -> str:
+    """Ours beside the official code's runs, per seed, from ``--json`` documents (reference-code runs)."""
+    records = [r for document in documents for r in document["records"]
+               if r["protocol"] == "reference-code" and r.get("model_seed", r["seed"]) == r["seed"]
+               and r.get("tie_rule", "privfed") == "privfed"]
+    order = {key: index for index, key in enumerate(dict.fromkeys(r["setting"] for r in records))}
+    records.sort(key=lambda r: (order[r["setting"]], r["seed"]))  # a resumed run appends later seeds at the end
     lines = ["| setting | seed | official rows | official code % | ours % | ours − official | ε classic (ours) | "
              "ε tight (ours) | official ε (its script) | fit s (ours) |", "|---|---|---|---|---|---|---|---|---|---|"]
     for r in records:
@@ -457,22 +503,35 @@ def per_seed_markdown(paths: list[str]) -> str:
 
 
 class JsonRecords:
-    """Per-seed records in a JSON file, rewritten after every seed (resumable: done seeds are skipped)."""
+    """Per-seed records in a JSON file, rewritten after every seed (resumable: done seeds are skipped).
 
-    def __init__(self, path: Path, protocol: str) -> None:
+    The file carries the provenance of the run (``bench/provenance.py``: commit, seeds, settings, machine,
+    load at the start and at the last checkpoint); a resumed run appends its own record to ``resumed``.
+    """
+
+    def __init__(self, path: Path, protocol: str, run: dict[str, Any] | None = None) -> None:
         self.path = path
-        self.document: dict[str, Any] = {"command": "python " + " ".join(sys.argv), "records": []}
+        command = "python " + " ".join(sys.argv)
+        self.document: dict[str, Any] = {"command": command, "records": []}
+        self.run = run
         if path.is_file():
             self.document = json.loads(path.read_text(encoding="utf-8"))
-            self.document.setdefault("resumed_with", []).append("python " + " ".join(sys.argv))
+            self.document.setdefault("resumed_with", []).append(command)
         self.done = {(r["setting"], r["seed"], r.get("model_seed", r["seed"])): r
                      for r in self.document["records"] if r["protocol"] == protocol}
 
     def add(self, record: dict) -> None:
         self.document["records"].append(record)
-        temporary = self.path.with_suffix(self.path.suffix + ".tmp")
-        temporary.write_text(json.dumps(self.document, indent=1) + "\n", encoding="utf-8")
-        temporary.replace(self.path)
+        if self.run is not None:
+            finished = provenance.finish(self.run)
+            if "provenance" not in self.document or self.document["provenance"].get("started") == self.run["started"]:
+                self.document["provenance"] = finished
+            else:  # a resumed run: the first run's record stays, this one is added
+                resumed = self.document.setdefault("resumed", [])
+                resumed[:] = [entry for entry in resumed if entry.get("started") != self.run["started"]] + [finished]
+            # the seeds the file holds (a stopped or resumed run holds other seeds than its command asked for)
+            self.document["provenance"]["seeds"] = sorted({r["seed"] for r in self.document["records"]})
+        provenance.write_json(self.path, self.document)
 
 
 def main() -> None:
@@ -492,40 +551,46 @@ def main() -> None:
     parser.add_argument("--no-baselines", action="store_true", help="skip SOLO and centralized PATE")
     parser.add_argument("--official-labels", action="store_true",
                         help="on the official rows, code labels as the official code does (row 0's label = 1)")
+    parser.add_argument("--tie-rule", choices=("privfed", "official"), default="privfed",
+                        help="official (with --protocol reference-code on the official rows): the official code's "
+                             "label coding (as --official-labels) and, for L0, its server tie rule (a tied vote goes "
+                             "to its class 0); the reported accuracy is that rule's, privfed's random ties kept beside")
     parser.add_argument("--teacher-assignment", choices=("keyed", "permutation"), default="keyed",
                         help="privfed's keyed hash (default), or equal shares of a permutation as the official code "
                              "(an ablation: runs the parties in this process; write it to its own --json)")
     parser.add_argument("--json", default=None, help="per-seed records, written after every seed; resumable")
+    parser.add_argument("--device", choices=("cpu", "cuda", "auto"), default="cpu",
+                        help="where the MNIST MLPs train (auto: CUDA when available); recorded in the provenance")
     parser.add_argument("--markdown", default=None, help="append the table to this Markdown file")
-    parser.add_argument("--speed", action="store_true", help="time Adult L0 with n_jobs=1 and 2 and stop")
-    parser.add_argument("--from-json", nargs="+", default=None,
-                        help="print ours beside the official code's runs, per seed, from these --json files, and stop")
     args = parser.parse_args()
-    if args.from_json:
-        print(per_seed_markdown(args.from_json))
-        return
     folder = Path(args.data)
     keys = [key.strip() for key in args.settings.split(",") if key.strip()]
     unknown = [key for key in keys if key not in SETTINGS]
     if unknown:
         parser.exit(2, f"bench/fedkt.py: error: unknown setting(s) {unknown}; choose from {sorted(SETTINGS)}\n")
-    if args.speed:
-        speed(folder, args.protocol)
-        return
+    if args.tie_rule == "official" and args.protocol != "reference-code":
+        parser.exit(2, "bench/fedkt.py: error: --tie-rule official needs --protocol reference-code "
+                       "(the official rows)\n")
     if args.teacher_assignment == "permutation":
         use_permutation_teachers()
         args.n_jobs = 1  # the replacement lives in this process only
-    records = JsonRecords(Path(args.json), args.protocol) if args.json else None
+    DEVICE["name"] = args.device
+    if args.device == "cuda" and resolved_device("auto") != "cuda":
+        parser.exit(2, "bench/fedkt.py: error: --device cuda but CUDA is not available on this machine\n")
+    run = provenance.start(command="python " + " ".join(sys.argv), seeds=args.seeds,
+                           settings={key: value for key, value in vars(args).items() if key not in ("from_json",)},
+                           device=resolved_device(args.device))
+    records = JsonRecords(Path(args.json), args.protocol, run) if args.json else None
     rows_file = Path(args.reference_rows) if args.protocol == "reference-code" else None
     lines = []
     for key in keys:
         setting = SETTINGS[key]
         seeds = args.seeds if args.seeds is not None else list(range(args.trials or setting.trials))
-        rows = run_setting(key, setting, folder, args.protocol, seeds, args.n_jobs, rows_file,
-                           baselines=not args.no_baselines, done=records.done if records else None,
-                           record=records.add if records else None, model_seeds=args.model_seeds,
-                           official_labels=args.official_labels)
-        lines.append(markdown_row(key, setting, rows, args.protocol))
+        results = run_setting(key, setting, folder, args.protocol, seeds, args.n_jobs, rows_file,
+                              baselines=not args.no_baselines, done=records.done if records else None,
+                              record=records.add if records else None, model_seeds=args.model_seeds,
+                              official_labels=args.official_labels, tie_rule=args.tie_rule)
+        lines.append(markdown_row(key, results))
         print(HEADER.splitlines()[0])
         print(lines[-1], flush=True)
     table = HEADER + "\n" + "\n".join(lines) + "\n"

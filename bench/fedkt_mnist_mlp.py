@@ -10,13 +10,13 @@ MNIST's official test file, per seed. It isolates the training settings from the
 voting: a teacher or student that is undertrained under the old settings caps
 FedKT's accuracy whatever the votes do.
 
-Run: ``python bench/fedkt_mnist_mlp.py --json bench/results/fedkt_mnist_mlp_settings.json``.
+Run: ``python bench/fedkt_mnist_mlp.py --json bench/results/fedkt_mnist_mlp_settings.json`` (``--device cuda``
+trains on a GPU; the device is recorded in the file's provenance).
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import time
@@ -31,6 +31,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import fedkt as bench_fedkt  # noqa: E402  (bench/fedkt.py: a script's own folder is on sys.path)
 from privfed.pipelines import load_dataset  # noqa: E402
 
+from bench import provenance  # noqa: E402
+
 SETTINGS = {"bench (10 epochs, batch 64)": bench_fedkt.mlp(), "paper (100 epochs, batch 32, L2 1e-6)":
             bench_fedkt.mlp(100, 32, 1e-6)}
 
@@ -41,9 +43,16 @@ def main() -> None:
     parser.add_argument("--sizes", type=int, nargs="+", default=[1100, 5000])
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--json", default=None)
+    parser.add_argument("--device", choices=("cpu", "cuda", "auto"), default="cpu",
+                        help="where the MLPs train (auto: CUDA when available); recorded in the provenance")
     args = parser.parse_args()
     import torch
 
+    if args.device == "cuda" and not torch.cuda.is_available():
+        parser.exit(2, "bench/fedkt_mnist_mlp.py: error: --device cuda but CUDA is not available on this machine\n")
+    bench_fedkt.DEVICE["name"] = args.device  # SETTINGS' factories build their MLPs there
+    run = provenance.start(command="python " + " ".join(sys.argv), seeds=args.seeds, settings=vars(args),
+                           device=bench_fedkt.resolved_device(args.device))
     torch.set_num_threads(1)
     data = load_dataset("mnist", args.data)
     X = data.X_train.reshape(len(data.X_train), -1).astype(np.float32) / 255.0
@@ -61,8 +70,8 @@ def main() -> None:
                 print(f"seed {seed}, {size} images, {name}: {accuracy:.2f}% ({records[-1]['seconds']:.0f} s)",
                       flush=True)
                 if args.json:
-                    Path(args.json).write_text(json.dumps({"command": "python " + " ".join(sys.argv),
-                                                           "records": records}, indent=1) + "\n")
+                    provenance.write_json(args.json, {"command": "python " + " ".join(sys.argv),
+                                                      "provenance": provenance.finish(run), "records": records})
     for size in args.sizes:
         for name in SETTINGS:
             values = [r["test_accuracy"] for r in records if r["size"] == size and r["settings"] == name]

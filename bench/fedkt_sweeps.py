@@ -28,12 +28,12 @@ official script's default ``--lr`` 0.001 (with xgboost 1.x's ``base_score=0.5`` 
 today's fitted base score), and the ``all_in`` forest.
 
 Records go to ``--json`` after every run; rerunning with the same file skips the
-records already there. ``--markdown-only`` renders the tables from the JSON file.
+records already there. ``python -m bench.tables fedkt-table-6 fedkt-table-7 fedkt-table-1-codrna`` renders them.
 
 Usage::
 
     python bench/fedkt_sweeps.py --json bench/results/fedkt_tables_6_7.json --seeds 0 1 2 3 4
-    python bench/fedkt_sweeps.py --json bench/results/fedkt_tables_6_7.json --markdown-only
+    python -m bench.tables fedkt-table-6 fedkt-table-7 fedkt-table-1-codrna
 """
 
 from __future__ import annotations
@@ -154,11 +154,16 @@ def xgboost_variants(seed: int, folder: Path, rows_file: Path) -> dict:
 
 
 def mean_sd(values: list[float]) -> str:
+    """mean ± sd (n − 1) [95 % t-interval] (runs), or the one value."""
+    from bench.tables import _stats
+
     if not values:
         return "–"
     if len(values) == 1:
         return f"{values[0]:.1f} (1)"
-    return f"{np.mean(values):.1f} ± {np.std(values, ddof=1):.1f} ({len(values)})"
+    mean, sd = _stats.mean_sd(values)
+    low, high = _stats.t_interval(values)
+    return f"{mean:.1f} ± {sd:.1f} [{low:.1f}, {high:.1f}] ({len(values)})"
 
 
 def accuracies(records: list[dict], key: str, field: str = "accuracy") -> tuple[list[float], int]:
@@ -166,10 +171,9 @@ def accuracies(records: list[dict], key: str, field: str = "accuracy") -> tuple[
     return [r[field] for r in runs if field in r], sum("failed" in r for r in runs)
 
 
-def markdown(records: list[dict]) -> str:
-    lines = ["#### Table 6 (partitions s, t = 5; FedKT-L0, 50 parties; mean ± sd (seeds))", "",
-             "| data | " + " | ".join(f"s = {s}: paper | ours" for s in range(1, 6)) + " |",
-             "|---|" + "---|---|" * 5]
+def table_6(records: list[dict]) -> str:
+    """Table 6 (partitions s, t = 5): the paper's mean ± sd beside ours, per data set."""
+    lines = ["| data | " + " | ".join(f"s = {s}: paper | ours" for s in range(1, 6)) + " |", "|---|" + "---|---|" * 5]
     for data in DATA:
         cells = []
         for cell in (c for c in TABLE_6 if c.data == data):
@@ -177,9 +181,13 @@ def markdown(records: list[dict]) -> str:
             cells.append(f"{cell.paper_mean} ± {cell.paper_sd} | {mean_sd(values)}"
                          + (f", {failed} failed" if failed else ""))
         lines.append(f"| {data} | " + " | ".join(cells) + " |")
-    lines += ["", "#### Table 7 (subsets t, s = 2; FedKT-L0, 50 parties; mean ± sd (seeds))", "",
-              "| data | " + " | ".join(f"t = {t}: paper | ours" for t in (5, 10, 15, 20)) + " |",
-              "|---|" + "---|---|" * 4]
+    return "\n".join(lines) + "\n"
+
+
+def table_7(records: list[dict]) -> str:
+    """Table 7 (subsets t, s = 2): the paper's mean ± sd beside ours; "—" cells are not run."""
+    lines = ["| data | " + " | ".join(f"t = {t}: paper | ours" for t in (5, 10, 15, 20)) + " |",
+             "|---|" + "---|---|" * 4]
     for data in DATA:
         t5 = next(c for c in TABLE_6 if c.data == data and c.partitions == 2)
         paper_mean, paper_sd = TABLE_7_PAPER_T5[data]
@@ -193,8 +201,12 @@ def markdown(records: list[dict]) -> str:
             cells.append(f"{cell.paper_mean} ± {cell.paper_sd} | {mean_sd(values)}"
                          + (f", {failed} failed" if failed else ""))
         lines.append(f"| {data} | " + " | ".join(cells) + " |")
-    lines += ["", "#### Table 1, cod-rna (FedKT-L0 and the centralized upper bounds; mean ± sd (seeds))", "",
-              "| method | paper | ours |", "|---|---|---|"]
+    return "\n".join(lines) + "\n"
+
+
+def table_1_codrna(records: list[dict]) -> str:
+    """Table 1's cod-rna column: FedKT-L0 and the centralized upper bounds."""
+    lines = ["| method | paper | ours |", "|---|---|---|"]
     fedkt = accuracies(records, next(c for c in TABLE_6 if c.data == "cod-rna" and c.partitions == 2).key)[0]
     pate = accuracies(records, "T1/cod-rna/baselines", "pate_accuracy")[0]
     xgboost = accuracies(records, "T1/cod-rna/baselines", "xgboost_accuracy")[0]
@@ -215,7 +227,6 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4])
     parser.add_argument("--n-jobs", type=int, default=1)
     parser.add_argument("--json", required=True, help="records, written after every run; resumable")
-    parser.add_argument("--markdown-only", action="store_true", help="render the tables from --json and stop")
     parser.add_argument("--xgboost-variants", action="store_true",
                         help="only the centralized cod-rna models (XGBoost lr 0.1, 0.05 and 0.001, forest) per seed")
     args = parser.parse_args()
@@ -230,9 +241,6 @@ def main() -> None:
     document: dict[str, Any] = {"command": "python " + " ".join(sys.argv), "records": []}
     if path.is_file():
         document = json.loads(path.read_text(encoding="utf-8"))
-    if args.markdown_only:
-        print(markdown(document["records"]))
-        return
     document.setdefault("resumed_with", []).append("python " + " ".join(sys.argv))
     done = {(r["cell"], r["seed"]) for r in document["records"]}
     cells = [c for table in args.tables if table != 1 for c in (TABLE_6 if table == 6 else TABLE_7)
@@ -253,7 +261,8 @@ def main() -> None:
         print(f"{key} seed {seed}: " + (f"FAILED ({record['failed']})" if "failed" in record else
                                         ", ".join(f"{k} {v:.2f}" for k, v in record.items() if k.endswith("accuracy"))
                                         + f"; {record['seconds']:.1f} s; {record['rows']}"), flush=True)
-    print(markdown(document["records"]))
+    for render in (table_6, table_7, table_1_codrna):
+        print(render(document["records"]))
 
 
 if __name__ == "__main__":

@@ -25,10 +25,11 @@ For every row and seed two runs:
   point), all of the public set available: the accuracy privfed reaches at the
   paper's ε, and how many queries that buys.
 
-Records go to ``--json`` after every run; rerunning with the same file skips the
-records already there. ``--markdown-only`` renders the tables from the JSON file (and from
-``--also`` files: e.g. the paper-settings runs and the budget runs made separately),
-restricted to ``--seeds``.
+Records go to ``--json`` after every run (with ``bench/provenance.py``'s record); rerunning with the same
+file skips the records already there. ``python -m bench.tables fedkt-table-8 fedkt-table-9`` renders the
+tables from the committed records (``bench/tables/fedkt.py``): the median over all runs of a row, a failed
+run (its fit raised: the server's voted labels hold one class) ranked below every trained run, with the
+count of failed runs and the median of the trained runs beside.
 
 ``--teacher-assignment permutation`` is a measurement ablation: each party's teachers
 get equal shares of a random permutation (FedKT Algorithm 1 as written,
@@ -39,11 +40,8 @@ the parties in this process (``n_jobs=1``) and must be written to its own ``--js
 
 Usage::
 
-    python bench/fedkt_tables.py --json bench/results/fedkt_tables_8_9.json
-    python bench/fedkt_tables.py --json bench/results/fedkt_tables_8_9.json --markdown-only
-    python bench/fedkt_tables.py --markdown-only --seeds 0 1 2 \
-        --json bench/results/fedkt_tables_8_9_budget_final_code.json \
-        --also bench/results/fedkt_table9_seed0_final_code.json bench/results/fedkt_table8_final_code.json
+    python bench/fedkt_tables.py --tables 9 --seeds 0 1 2 --kinds paper --json OUT.json
+    python -m bench.tables fedkt-table-9
 """
 
 from __future__ import annotations
@@ -68,6 +66,8 @@ import fedkt as bench_fedkt  # noqa: E402  (bench/fedkt.py: a script's own folde
 from privfed.pipelines import federated_split, load_dataset  # noqa: E402
 from privfed.pipelines.fedkt import FedKT  # noqa: E402
 from privfed.pipelines.reference_rows import load_reference_rows, reference_rows_split  # noqa: E402
+
+from bench import provenance  # noqa: E402
 
 DELTA = 1e-5
 DATA = {"Adult": "adult_a9a", "cod-rna": "cod_rna"}
@@ -157,12 +157,16 @@ def query_count(row: Row, split) -> int:
     return int(held_out * row.percent / 100)
 
 
+#: Parties run in this many processes (``--n-jobs``; the permutation ablation forces 1: it lives in this process).
+N_JOBS = {"parties": 2}
+
+
 def model_for(row: Row, queries: int, public: int, seed: int, target_epsilon: float | None) -> FedKT:
     student = bench_fedkt.forest if row.data == "Adult" else bench_fedkt.boosted(0.1)
     kwargs: dict[str, Any] = dict(
         n_partitions=1, n_teachers=5 if row.table == 8 else 25, privacy="L1" if row.table == 8 else "L2",
         gamma=row.gamma, random_state=seed, small_parties="fewer-teachers",
-        n_jobs=1 if bench_fedkt.teacher_assignment() == "permutation" else 2,  # the replacement lives in this process
+        n_jobs=1 if bench_fedkt.teacher_assignment() == "permutation" else N_JOBS["parties"],
     )
     fraction = 1.0 if target_epsilon is not None else min(1.0, queries / public)
     kwargs["query_fraction" if row.table == 8 else "local_query_fraction"] = fraction
@@ -194,8 +198,24 @@ def run(row: Row, seed: int, kind: str, folder: Path, rows_file: Path) -> dict:
     return record
 
 
-def median(values: list[float]) -> str:
-    return f"{float(np.median(values)):.1f}" if values else "–"
+#: What the tables count as a failed run (FedKT's fit raised, so no model was trained and nothing was scored).
+FAILED_RUN = ("a run whose fit raised instead of training a final model (every failure in these tables: the "
+              "server's voted labels hold a single class, so no classifier can be trained on them)")
+
+
+def median(values: list[float], failed: int = 0) -> str:
+    """The median over all runs with the failed ones ranked below every trained run ("failed" when the middle
+    run failed), and ``n`` runs with ``k failed`` and the median of the trained runs beside where any failed."""
+    n = len(values) + failed
+    if not n:
+        return "–"
+    ranked = [-math.inf] * failed + sorted(values)
+    middle = (ranked[(n - 1) // 2] + ranked[n // 2]) / 2
+    overall = "failed" if math.isinf(middle) else f"{middle:.1f}"
+    if not failed:
+        return f"{overall} ({n})"
+    trained = f"; trained runs {float(np.median(values)):.1f}" if values else ""
+    return f"{overall} ({failed} of {n} failed{trained})"
 
 
 def epsilon_range(values: list[float]) -> str:
@@ -207,58 +227,65 @@ def epsilon_range(values: list[float]) -> str:
     return up(high) if math.isclose(low, high, rel_tol=1e-3) else f"{up(low)}–{up(high)}"
 
 
-def rendered_records(paths: list[Path], seeds: list[int]) -> list[dict]:
-    """The records of ``seeds`` in these files; a (row, seed, kind) in two of them is an error, not a choice."""
+def documents_records(documents: list[dict], seeds: list[int]) -> list[dict]:
+    """The records of ``seeds`` in these documents; a (row, seed, kind) in two of them is an error, not a choice."""
     records, origin = [], {}
-    for path in paths:
-        if not path.is_file():
-            raise SystemExit(f"error: no record file {str(path)!r}")
-        for record in json.loads(path.read_text(encoding="utf-8"))["records"]:
+    for index, document in enumerate(documents):
+        for record in document["records"]:
             if record["seed"] not in seeds:
                 continue
             key = (record["row"], record["seed"], record["kind"])
             if key in origin:
-                raise SystemExit(f"error: {key} is in both {origin[key]} and {path}")
-            origin[key] = path
+                raise ValueError(f"{key} is in both document {origin[key]} and document {index}")
+            origin[key] = index
             records.append(record)
     return records
 
 
-def markdown(records: list[dict], rows: list[Row]) -> str:
-    lines = []
-    for table in (8, 9):
-        if not any(r["row"].startswith(f"T{table}/") for r in records):
+def markdown(records: list[dict], table: int, epsilon_records: list[dict] | None = None) -> str:
+    """Table 8 or 9 from the runs' records: medians over all runs (failed runs ranked lowest, counted per row).
+
+    ``epsilon_records``: where given, the ε columns come from these runs of the paper's settings (a rerun on
+    later code that only changed the accounting) instead of ``records``'; the accuracies stay ``records``'.
+    """
+    rows = TABLE_8 if table == 8 else TABLE_9
+    lines = [
+        "| data | partition | γ | queries (paper %) | paper ε | ours ε classic | ours ε tight (data-indep.) | "
+        "paper acc. % | ours acc. %: median (runs) | at the paper's ε, tight: queries | acc. %: median (runs) |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for row in rows:
+        paper = [r for r in records if r["row"] == row.key and r["kind"] == "paper"]
+        budget = [r for r in records if r["row"] == row.key and r["kind"] == "budget"]
+        if not paper and not budget:
             continue
-        lines += [
-            f"#### Table {table} (FedKT-{'L1, party' if table == 8 else 'L2, example'}-level ε, δ = 1e-5; "
-            "median accuracy of the seeds run)",
-            "",
-            "| data | partition | γ | queries (paper %) | paper ε | ours ε classic | ours ε tight (data-indep.) | "
-            "paper acc. % | ours acc. % (seeds) | at the paper's ε, tight: queries | acc. % |",
-            "|---|---|---|---|---|---|---|---|---|---|---|",
-        ]
-        for row in (r for r in rows if r.table == table):
-            paper = [r for r in records if r["row"] == row.key and r["kind"] == "paper"]
-            budget = [r for r in records if r["row"] == row.key and r["kind"] == "budget"]
-            if not paper and not budget:
-                continue
-            ok = [r for r in paper if "failed" not in r]
-            ok_budget = [r for r in budget if "failed" not in r]
-            failed, failed_budget = len(paper) - len(ok), len(budget) - len(ok_budget)
-            budget_queries = sorted({r["queries_answered"] for r in ok_budget})  # data-independent: one count
-            queries = paper[0]["paper_queries"] if paper else budget[0]["paper_queries"]
-            lines.append(
-                f"| {row.data} | {row.partition} | {row.gamma} | {queries} ({row.percent} %) | {row.paper_epsilon} | "
-                f"{epsilon_range([r['epsilon_classic'] for r in ok])} | "
-                f"{epsilon_range([r['epsilon_tight'] for r in ok])} "
-                f"({epsilon_range([r['epsilon_tight_data_independent'] for r in ok])}) | {row.paper_accuracy} | "
-                f"{median([r['accuracy'] for r in ok])} ({len(ok)}{f', {failed} failed' if failed else ''}) | "
-                f"{'/'.join(map(str, budget_queries)) or '–'} | "
-                f"{median([r['accuracy'] for r in ok_budget])} "
-                f"({len(ok_budget)}{f', {failed_budget} failed' if failed_budget else ''}) |"
-            )
-        lines.append("")
-    return "\n".join(lines)
+        ok = [r for r in paper if "failed" not in r]
+        ok_budget = [r for r in budget if "failed" not in r]
+        accounted = ok if epsilon_records is None else [
+            r for r in epsilon_records if r["row"] == row.key and r["kind"] == "paper" and "failed" not in r]
+        budget_queries = sorted({r["queries_answered"] for r in ok_budget})  # data-independent: one count
+        queries = paper[0]["paper_queries"] if paper else budget[0]["paper_queries"]
+        lines.append(
+            f"| {row.data} | {row.partition} | {row.gamma} | {queries} ({row.percent} %) | {row.paper_epsilon} | "
+            f"{epsilon_range([r['epsilon_classic'] for r in accounted])} | "
+            f"{epsilon_range([r['epsilon_tight'] for r in accounted])} "
+            f"({epsilon_range([r['epsilon_tight_data_independent'] for r in accounted])}) | {row.paper_accuracy} | "
+            f"{median([r['accuracy'] for r in ok], len(paper) - len(ok))} | "
+            f"{'/'.join(map(str, budget_queries)) or '–'} | "
+            f"{median([r['accuracy'] for r in ok_budget], len(budget) - len(ok_budget))} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def rerun_agreement(rerun: list[dict], records: list[dict]) -> str:
+    """How many of a rerun's records repeat the accuracy and query count of the same (row, seed, kind) run."""
+    earlier = {(r["row"], r["seed"], r["kind"]): r for r in records}
+    pairs = [(r, earlier[(r["row"], r["seed"], r["kind"])]) for r in rerun
+             if (r["row"], r["seed"], r["kind"]) in earlier]
+    same = sum(("failed" in a and "failed" in b) or (a.get("accuracy") == b.get("accuracy")
+                                                      and a.get("queries_answered") == b.get("queries_answered"))
+               for a, b in pairs)
+    return f"{same} of {len(pairs)}"
 
 
 def main() -> None:
@@ -273,26 +300,21 @@ def main() -> None:
     parser.add_argument("--rows", nargs="+", default=None,
                         help="only rows whose key contains one of these strings (e.g. 'T9/Adult/Heterogeneous')")
     parser.add_argument("--json", required=True, help="records, written after every run; resumable")
-    parser.add_argument("--markdown-only", action="store_true",
-                        help="render the tables from --json (and --also) for --seeds, and stop")
-    parser.add_argument("--also", nargs="+", default=[],
-                        help="with --markdown-only: more record files rendered with --json's (one record per row, "
-                             "seed and kind in all of them)")
     parser.add_argument("--teacher-assignment", choices=("keyed", "permutation"), default="keyed",
                         help="privfed's keyed hash (default), or equal shares of a permutation (an ablation)")
+    parser.add_argument("--n-jobs", type=int, default=2, help="processes for the parties (results do not depend on it)")
     args = parser.parse_args()
-    if args.also and not args.markdown_only:
-        parser.error("--also is only for --markdown-only")
+    N_JOBS["parties"] = args.n_jobs
     if args.teacher_assignment == "permutation":
         bench_fedkt.use_permutation_teachers()
     path = Path(args.json)
-    if args.markdown_only:
-        print(markdown(rendered_records([path, *map(Path, args.also)], args.seeds), TABLE_8 + TABLE_9))
-        return
-    document: dict[str, Any] = {"command": "python " + " ".join(sys.argv), "records": []}
+    command = "python " + " ".join(sys.argv)
+    run_record = provenance.start(command=command, seeds=args.seeds, settings=vars(args))
+    document: dict[str, Any] = {"command": command, "records": []}
     if path.is_file():
         document = json.loads(path.read_text(encoding="utf-8"))
-    document.setdefault("resumed_with", []).append("python " + " ".join(sys.argv))
+    document.setdefault("resumed_with", []).append(command)
+    first = "provenance" not in document and not document["records"]
     done = {(r["row"], r["seed"], r["kind"]) for r in document["records"]}
     plan = [(row, seed, kind) for table in args.tables for kind in args.kinds
             for row in (TABLE_8 if table == 8 else TABLE_9) for seed in args.seeds
@@ -302,15 +324,22 @@ def main() -> None:
             continue
         record = run(row, seed, kind, Path(args.data), Path(args.reference_rows))
         document["records"].append(record)
-        temporary = path.with_suffix(path.suffix + ".tmp")
-        temporary.write_text(json.dumps(document, indent=1) + "\n", encoding="utf-8")
-        temporary.replace(path)
+        if first:  # the run that made the file; a resumed run's record goes to "resumed"
+            document["provenance"] = provenance.finish(run_record)
+        else:
+            resumed = document.setdefault("resumed", [])
+            resumed[:] = [r for r in resumed if r["started"] != run_record["started"]] + [
+                provenance.finish(run_record)]
+        if "provenance" in document:  # the seeds the file holds
+            document["provenance"]["seeds"] = sorted({r["seed"] for r in document["records"]})
+        provenance.write_json(path, document)
         print(f"{row.key} seed {seed} {kind}: "
               + (f"FAILED ({record['failed']})" if "failed" in record else
                  f"{record['accuracy']:.2f}%, ε classic {bench_fedkt.up(record['epsilon_classic'], 3)}, tight "
                  f"{bench_fedkt.up(record['epsilon_tight'], 3)}, {record['queries_answered']} queries, "
                  f"{record['seconds']:.1f} s"), flush=True)
-    print(markdown(document["records"], TABLE_8 + TABLE_9))
+    for table in args.tables:
+        print(markdown(document["records"], table))
 
 
 if __name__ == "__main__":
