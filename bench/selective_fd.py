@@ -49,12 +49,13 @@ os.environ.setdefault("MKL_NUM_THREADS", "1")
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
-from bench import provenance  # noqa: E402
-from bench.tables.selective_fd import markdown, plot  # noqa: E402
 from privfed.pipelines.datasets import load_dataset  # noqa: E402
 from privfed.pipelines.selective_fd import FedMD, IndependentLearning, SelectiveFD  # noqa: E402
 from privfed.pipelines.torch_models import TorchCNN  # noqa: E402
 from sklearn.metrics import roc_auc_score  # noqa: E402
+
+from bench import provenance  # noqa: E402
+from bench.tables.selective_fd import markdown, plot  # noqa: E402
 
 DATASETS = _ROOT.parent / "shared" / "datasets"
 N_CLIENTS = 10
@@ -100,8 +101,8 @@ def methods(args: argparse.Namespace, setting: str) -> dict[str, object]:
             cnn(args.seed, args.device), labels=labels, tau_client=None, **selective)
     for per_label in args.rr_epsilon_per_label if setting in args.rr_settings else ():
         chosen[f"Selective-FD hard, RR ε/label={per_label:g}"] = SelectiveFD(
-            cnn(args.seed, args.device), labels="hard", privacy="rr", epsilon_per_round=per_label * args.proxy_batch, **selective
-        )
+            cnn(args.seed, args.device), labels="hard", privacy="rr", epsilon_per_round=per_label * args.proxy_batch,
+            **selective)
     return chosen
 
 

@@ -8,10 +8,10 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from privfed.accounting.report import round_up
 
 from bench.tables import ROOT, figure, table
 from bench.tables._stats import mean_sd, t_interval
-from privfed.accounting.report import round_up
 
 FOURTEEN_ROUNDS = "docs/results-selective-fd.json"
 HUNDRED_ROUNDS = ["docs/results-selective-fd-100-rounds.json", "docs/results-selective-fd-100-rounds-weak-iid.json"]
@@ -152,7 +152,8 @@ def _by_seed(documents: list[Any], rounds: int) -> dict[tuple[str, str, str], di
         seed = int(document["settings"]["seed"])
         for row in document["results"]:
             if row["rounds"] == rounds:
-                accuracies.setdefault((row["dataset"], row["setting"], row["method"]), {})[seed] = row["accuracy_mean"]
+                key = (row["dataset"], row["setting"], row["method"])
+                accuracies.setdefault(key, {})[seed] = row["accuracy_mean"]
     return accuracies
 
 
@@ -186,11 +187,10 @@ def seeds_markdown(documents: list[Any]) -> str:
             both = sorted(set(ours) & set(fedmd))
             gains = _summary([ours[seed] - fedmd[seed] for seed in both]) if both else "–"
             independent = accuracies.get((dataset, setting, "Independent"), {})
+            baseline = f"{_summary([fedmd[s] for s in sorted(fedmd)])} (seeds {_seeds(list(fedmd))})" if fedmd else "–"
+            alone = _summary([independent[s] for s in sorted(independent)]) if independent else "–"
             lines.append(f"| {dataset} | {setting} | {labels} | {_seeds(list(ours))} | "
-                         f"{_summary([ours[s] for s in sorted(ours)])} | "
-                         f"{_summary([fedmd[s] for s in sorted(fedmd)]) + f' (seeds {_seeds(list(fedmd))})' if fedmd else '–'}"
-                         f" | {gains} | "
-                         f"{_summary([independent[s] for s in sorted(independent)]) if independent else '–'} |")
+                         f"{_summary([ours[s] for s in sorted(ours)])} | {baseline} | {gains} | {alone} |")
     seeds = sorted({seed for values in accuracies.values() for seed in values})
     lines += ["", "| data set | non-IID | method | " + " | ".join(f"seed {seed}" for seed in seeds) + " |",
               "|---|---|---|" + "---|" * len(seeds)]
@@ -213,8 +213,9 @@ def rr_markdown(documents: list[Any]) -> str:
         seed = int(document["settings"]["seed"])
         for row in document["results"]:
             by_method[(row["dataset"], seed, row["method"])] = row
-    lines = ["| data set | seed | no noise (round 100) | RR ε/label = 4: round 14 → 100 | RR ε/label = 1: round 14 → 100 "
-             "| FedMD hard (round 100) | ε of the run, ε/label = 4 / 1 |", "|---|---|---|---|---|---|---|"]
+    lines = ["| data set | seed | no noise (round 100) | RR ε/label = 4: round 14 → 100 "
+             "| RR ε/label = 1: round 14 → 100 | FedMD hard (round 100) | ε of the run, ε/label = 4 / 1 |",
+             "|---|---|---|---|---|---|---|"]
     order = list(dict.fromkeys(dataset for dataset, _, _ in by_method))
     for dataset, seed in sorted(dict.fromkeys((dataset, seed) for dataset, seed, _ in by_method),
                                 key=lambda key: (order.index(key[0]), key[1])):
