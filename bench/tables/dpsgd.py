@@ -75,3 +75,25 @@ def table_markdown(runs: list[dict]) -> str:
 
 table("dpsgd-speed", raw=["bench/results/dpsgd_speed.json"])(lambda documents: speed_markdown(documents[0]))
 table("dpsgd-reproductions", raw=["docs/results-dpsgd.json"])(lambda documents: table_markdown(documents[0]["runs"]))
+
+
+def _rate(value: float) -> str:
+    """Adam's learning rate as the page writes it: 10⁻³, 5 × 10⁻³, 2 × 10⁻²."""
+    mantissa, exponent = f"{value:.0e}".split("e")
+    power = "10" + str(int(exponent)).translate(str.maketrans("-0123456789", "⁻⁰¹²³⁴⁵⁶⁷⁸⁹"))
+    return power if mantissa == "1" else f"{mantissa} × {power}"
+
+
+def client_check_markdown(document: dict[str, Any]) -> str:
+    """The one-client check (party 0, a fresh network, the reproduction's σ): test accuracy per σ and rate."""
+    epochs = document["provenance"]["settings"]["local_epochs"]
+    lines = [f"| client training (party 0, {epochs} epochs) | σ | Adam lr | test accuracy |", "|---|---|---|---|"]
+    for row in document["rows"]:
+        training = "plain" if row["target_epsilon"] is None else f"DP-SGD, σ for ε ≤ {row['target_epsilon']:g}"
+        sigma = "—" if row["noise_multiplier"] is None else f"{row['noise_multiplier']:.3f}"
+        lines.append(f"| {training} | {sigma} | {_rate(row['lr'])} | {row['test_accuracy']:.4f} |")
+    return "\n".join(lines)
+
+
+table("dpsgd-client-check", raw=["bench/results/dpsgd_client_check.json"])(
+    lambda documents: client_check_markdown(documents[0]))
