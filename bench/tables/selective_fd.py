@@ -234,6 +234,27 @@ def rr_markdown(documents: list[Any]) -> str:
     return "\n".join(lines)
 
 
+def dp_selectors_markdown(rows: list[dict]) -> str:
+    """One table: each method's mean over the seeds, with each seed's accuracy beside it."""
+    lines = ["| client-side selector | mean client accuracy, mean of seeds (per seed) | example-level ε (δ = 1e-5) "
+             "| selector AUROC | shared pairs | kept / round |", "| --- | --- | --- | --- | --- | --- |"]
+    for method in dict.fromkeys(row["method"] for row in rows):
+        runs = [row for row in rows if row["method"] == method]
+        accuracy = [row["accuracy_mean"] for row in runs]
+        per_seed = ", ".join(f"seed {row['seed']}: {100 * row['accuracy_mean']:.1f} %" for row in runs)
+        epsilons = [row["epsilon_example"] for row in runs]
+        if any(row["uncovered"] for row in runs):
+            epsilon = "no guarantee (releases uncovered)"
+        else:
+            epsilon = " / ".join(str(round_up(value, 3)) for value in epsilons)
+        auroc = (f"{np.mean([np.mean(row['selector_auroc']) for row in runs]):.3f}"
+                 if all("selector_auroc" in row for row in runs) else "–")
+        lines.append(f"| {method} | {100 * np.mean(accuracy):.1f} % ({per_seed}) | {epsilon} | {auroc} | "
+                     f"{np.mean([row['shared_fraction'] for row in runs]):.3f} | "
+                     f"{np.mean([row['kept_per_round'] for row in runs]):.0f} |")
+    return "\n".join(lines)
+
+
 table("selective-fd-14-rounds", raw=[FOURTEEN_ROUNDS])(lambda documents: accuracy_markdown(_rows(documents)))
 table("selective-fd-14-rounds-selector", raw=[FOURTEEN_ROUNDS])(
     lambda documents: selector_markdown(_rows(documents)))
@@ -243,3 +264,5 @@ figure("selective-fd-100-rounds-curves", raw=HUNDRED_ROUNDS, image="docs/selecti
        alt="Selective-FD, 100 rounds")(lambda documents, path: plot(_rows(documents), path))
 table("selective-fd-100-rounds-seeds", raw=[*HUNDRED_ROUNDS, *SEED_1, *NEW_SEEDS])(seeds_markdown)
 table("selective-fd-100-rounds-rr", raw=[FOURTEEN_ROUNDS, *RR, HUNDRED_ROUNDS[0], *SEED_1[:2]])(rr_markdown)
+table("selective-fd-dp-selectors", raw=["bench/results/selective_fd_dp_selectors.json"])(
+    lambda documents: dp_selectors_markdown(documents[0]["rows"]))
