@@ -194,10 +194,20 @@ def seeds_markdown(documents: list[Any]) -> str:
     seeds = sorted({seed for values in accuracies.values() for seed in values})
     lines += ["", "| data set | non-IID | method | " + " | ".join(f"seed {seed}" for seed in seeds) + " |",
               "|---|---|---|" + "---|" * len(seeds)]
-    for (dataset, setting, method), values in accuracies.items():
-        if method.startswith(("Selective-FD soft", "Selective-FD hard", "FedMD", "Independent")) and "," not in method:
-            lines.append(f"| {dataset} | {setting} | {method} | "
-                         + " | ".join(f"{100 * values[seed]:.2f}" if seed in values else "–" for seed in seeds) + " |")
+    for dataset, setting in panels:
+        for labels in ("soft", "hard"):
+            ours = accuracies.get((dataset, setting, f"Selective-FD {labels}"), {})
+            fedmd = accuracies.get((dataset, setting, f"FedMD {labels}"), {})
+            gain = {seed: ours[seed] - fedmd[seed] for seed in set(ours) & set(fedmd)}
+            for method, values, sign in ((f"Selective-FD {labels}", ours, ""), (f"FedMD {labels}", fedmd, ""),
+                                         (f"gain, {labels} labels", gain, "+")):
+                if values:
+                    lines.append(f"| {dataset} | {setting} | {method} | " + " | ".join(
+                        f"{100 * values[seed]:{sign}.2f}" if seed in values else "–" for seed in seeds) + " |")
+        independent = accuracies.get((dataset, setting, "Independent"), {})
+        if independent:
+            lines.append(f"| {dataset} | {setting} | Independent | " + " | ".join(
+                f"{100 * independent[seed]:.2f}" if seed in independent else "–" for seed in seeds) + " |")
     return "\n".join(lines)
 
 
