@@ -5,7 +5,9 @@ analyses, and the speed-up over a straightforward per-query loop over the same
 formulas, timed in the same process on a 10,000-query slice. Both paths must
 agree (checked before timing is reported).
 
-Run: ``python bench/accounting.py [--queries N] [--classes C] [--slice S]``.
+Run: ``python bench/accounting.py [--queries N] [--classes C] [--slice S] [--json PATH]``; ``--json`` writes the
+measurements with the run's provenance (docs/results.md renders its table from
+``bench/results/accounting_throughput.json``: ``python -m bench.tables accounting-throughput``).
 """
 
 from __future__ import annotations
@@ -23,12 +25,15 @@ for variable in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
 
 # This file is named like the package it measures: drop its own folder from the path so
 # that ``import accounting`` finds the package, not this script.
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
+# The repository root goes first so that ``bench`` (the raw results' provenance, the table) is importable.
+_ROOT = Path(__file__).resolve().parents[1]
+sys.path[:] = [str(_ROOT)] + [p for p in sys.path if Path(p or ".").resolve() not in (_ROOT, _ROOT / "bench")]
 
 import numpy as np  # noqa: E402
 from privfed.accounting import LaplaceNoisyMax, account  # noqa: E402
 from privfed.accounting.orders import default_orders  # noqa: E402
-from privfed.accounting.report import round_up  # noqa: E402
+
+from bench import provenance  # noqa: E402
 
 GAMMA, DELTA, VOTES_PER_UNIT, TEACHERS = 0.05, 1e-5, 1, 250
 
@@ -87,13 +92,15 @@ def main() -> None:
     parser.add_argument("--classes", type=int, default=10)
     parser.add_argument("--slice", type=int, default=10_000)
     parser.add_argument("--repeats", type=int, default=3, help="timings are the best of this many runs")
+    parser.add_argument("--json", type=Path, help="write the measurements and the run's provenance here")
     args = parser.parse_args()
+    run = provenance.start(command=" ".join(["python", *sys.argv]), seeds=[0],
+                           settings={**{key: value for key, value in vars(args).items() if key != "json"},
+                                     "gamma": GAMMA, "delta": DELTA, "votes_per_unit": VOTES_PER_UNIT,
+                                     "teachers": TEACHERS})
 
     votes = simulate_votes(args.queries, args.classes)
-    print(
-        f"LaplaceNoisyMax accounting: {args.queries:,} queries × {args.classes} classes, γ = {GAMMA}, "
-        f"k = {VOTES_PER_UNIT}, one core, best of {args.repeats}"
-    )
+    rows = []
     for analysis in ("classic", "tight"):
         orders = default_orders(analysis)
         elapsed, report = best_of(
@@ -104,19 +111,16 @@ def main() -> None:
         vector_elapsed, vectorised = best_of(
             args.repeats, lambda: LaplaceNoisyMax(part, GAMMA, VOTES_PER_UNIT).rdp(orders, analysis=analysis)
         )
-        np.testing.assert_allclose(vectorised, looped, rtol=1e-9)
+        np.testing.assert_allclose(vectorised, looped, rtol=1e-9)  # both paths agree before any timing counts
+        rows.append({"analysis": analysis, "orders": len(orders), "seconds": elapsed,
+                     "epsilon": report.epsilon, "epsilon_data_independent": report.epsilon_data_independent,
+                     "loop_seconds": loop_elapsed, "vectorised_seconds": vector_elapsed})
+    document = {"provenance": provenance.finish(run), "rows": rows}
+    if args.json:
+        provenance.write_json(args.json, document)
+    from bench.tables.speed import accounting_markdown  # registers the table, whose raw file now exists
 
-        print(
-            f"  {analysis:7s} ({len(orders):3d} orders): {elapsed:.3f} s for all queries = "
-            f"{args.queries / elapsed:,.0f} queries/s; "
-            f"ε = {round_up(report.epsilon, 6)} (data-independent {round_up(report.epsilon_data_independent, 6)})"
-        )
-        print(
-            f"           {args.slice:,}-query slice: loop {loop_elapsed:.3f} s = "
-            f"{args.slice / loop_elapsed:,.0f} queries/s, "
-            f"vectorised {vector_elapsed:.4f} s, speed-up ×{loop_elapsed / vector_elapsed:.0f} "
-            f"(whole-run rate vs loop rate: ×{(args.queries / elapsed) / (args.slice / loop_elapsed):.0f})"
-        )
+    print(accounting_markdown(document))
 
 
 if __name__ == "__main__":

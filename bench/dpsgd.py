@@ -9,13 +9,14 @@ sampling at q = 64/n, per-example clipping, noise), alternating the two
 ``--repeats`` times in the same process, one torch thread. Printed: the median
 seconds per epoch of each, their ratio, and the test accuracy of each model.
 
-Run: ``nice -n 10 python bench/dpsgd.py [--data ../shared/datasets] [--json out.json]``
+Run: ``nice -n 10 python bench/dpsgd.py [--data ../shared/datasets] [--json out.json]``; ``--json`` writes the
+timings with the run's provenance (docs/results.md renders its table from ``bench/results/dpsgd_speed.json``:
+``python -m bench.tables dpsgd-speed``).
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import sys
 import time
@@ -30,6 +31,8 @@ import torch  # noqa: E402
 from privfed.pipelines import DPConfig  # noqa: E402
 from privfed.pipelines.datasets import federated_split, load_dataset  # noqa: E402
 from privfed.pipelines.torch_models import TorchCNN  # noqa: E402
+
+from bench import provenance  # noqa: E402
 
 
 def main() -> None:
@@ -46,6 +49,8 @@ def main() -> None:
         print(f"skipped: {Path(args.data) / 'mnist.npz'} is absent")
         return
     torch.set_num_threads(1)
+    run = provenance.start(command=" ".join(["python", *sys.argv]), seeds=[args.seed],
+                           settings={key: value for key, value in vars(args).items() if key != "json"})
     mnist = load_dataset("mnist", args.data)
     split = federated_split(mnist.X_train, mnist.y_train, n_parties=args.parties, beta=1.0, public_size=10_000,
                             X_test=mnist.X_test, y_test=mnist.y_test, random_state=args.seed)
@@ -69,8 +74,9 @@ def main() -> None:
               f"test accuracy {accuracy[name]:.4f}")
     print(f"  Opacus / plain: {median['opacus'] / median['plain']:.2f}×")
     if args.json:
-        Path(args.json).write_text(json.dumps({"settings": vars(args), "n_examples": len(y), "seconds": seconds,
-                                               "median": median, "accuracy": accuracy}, indent=2))
+        provenance.write_json(args.json, {"provenance": provenance.finish(run), "settings": vars(args),
+                                          "n_examples": len(y), "seconds": seconds, "median": median,
+                                          "accuracy": accuracy})
 
 
 if __name__ == "__main__":

@@ -18,7 +18,10 @@ reproduction's useful setting), KuLSIF selectors.
 
 Results are checkpointed: each finished run is appended to ``--json`` (under a file lock, so
 several copies of the script, e.g. one per target, can share one file) and skipped when the
-script runs again. CPU, one torch thread; run with ``nice -n 10``.
+script runs again; each run records its provenance (``bench/provenance.py``: commit, settings, device,
+machine, load). One torch thread, run with ``nice -n 10``; ``--device cuda`` (or ``auto``) trains the torch
+models on the GPU. The tables of docs/results.md are rendered from ``--json`` by ``python -m bench.tables
+dpsgd-reproductions`` (``bench/tables/dpsgd.py``).
 """
 
 from __future__ import annotations
@@ -49,8 +52,11 @@ from privfed.pipelines.privatekt import PrivateKT  # noqa: E402
 from privfed.pipelines.selective_fd import SelectiveFD  # noqa: E402
 from privfed.pipelines.torch_models import TorchCNN  # noqa: E402
 
+from bench import provenance  # noqa: E402
+
 DELTA = 1e-5
 BATCH = 64
+DEVICES = {"cpu": "cpu", "cuda": "cuda", "auto": None}  # --device -> TorchClassifier(device=...)
 
 
 def sigma_for(target: float | None, sizes: list[int], epochs: int) -> float | None:
@@ -88,8 +94,9 @@ def run_fedkd(args, target, data):
     parties, public, X_test, y_test = data
     sigma = sigma_for(target, [len(y) for _, y in parties], args.fedkd_local_epochs)
     local = TorchCNN(epochs=args.fedkd_local_epochs, batch_size=BATCH, lr=lr(sigma), random_state=args.seed,
-                     dp=dp_config(sigma))
-    model = FedKD(local, TorchCNN(batch_size=BATCH, random_state=args.seed), quantization_scale=200, gamma=1.0,
+                     dp=dp_config(sigma), device=DEVICES[args.device])
+    model = FedKD(local, TorchCNN(batch_size=BATCH, random_state=args.seed, device=DEVICES[args.device]),
+                  quantization_scale=200, gamma=1.0,
                   clip=10.0, loss="l2", distill_epochs=args.fedkd_distill_epochs, weighting="uniform",
                   random_state=args.seed).fit(parties, public)
     return {"noise_multiplier": sigma, **describe(model, X_test, y_test)}
@@ -99,7 +106,8 @@ def run_privatekt(args, target, data):
     parties, public, X_test, y_test = data
     sigma = sigma_for(target, [len(y) for _, y in parties], args.privatekt_rounds * args.privatekt_local_epochs)
     rate = lr(sigma) if sigma is None or args.privatekt_dp_lr is None else args.privatekt_dp_lr
-    model = TorchCNN(optimizer="adam", lr=rate, batch_size=BATCH, random_state=args.seed, dp=dp_config(sigma))
+    model = TorchCNN(optimizer="adam", lr=rate, batch_size=BATCH, random_state=args.seed, dp=dp_config(sigma),
+                     device=DEVICES[args.device])
     fitted = PrivateKT(model, epsilon_per_round=5.0, queries_per_round=2, buffer_rounds=25, self_training_size=1200,
                        client_fraction=args.privatekt_client_fraction, local_epochs=args.privatekt_local_epochs,
                        fine_tune_epochs=4,
@@ -114,7 +122,7 @@ def run_selective_fd(args, target, data):
     clients, proxy, X_test, y_test = data
     sigma = sigma_for(target, [len(y) for _, y in clients], args.sfd_rounds)
     model = TorchCNN(conv_channels=(10, 20), hidden=(50,), lr=lr(sigma, plain=2e-3), batch_size=BATCH,
-                     random_state=args.seed, dp=dp_config(sigma))
+                     random_state=args.seed, dp=dp_config(sigma), device=DEVICES[args.device])
     # Plain training: 5 local and 10 distillation mini-batches per round. Under DP-SGD the local step is one
     # Poisson-sampled epoch (⌊n/64⌋ ≈ 85 steps on one class), which would drown 10 distillation steps; unless
     # --sfd-dp-distill-steps says otherwise, distillation keeps the plain protocol's 2:1 ratio to local steps.
@@ -141,51 +149,6 @@ def relevant(settings: dict, pipeline: str, defaults: dict) -> dict:
             if k.startswith(prefix) or k in ("train_fraction", "seed")}
 
 
-def setting(r: dict) -> str:
-    """The run's length, as the table states it."""
-    s = r["settings"]
-    if r["pipeline"] == "fedkd":
-        return f"{s['fedkd_local_epochs']} local epochs"
-    if r["pipeline"] == "privatekt":
-        n = s["privatekt_local_epochs"]
-        dp_lr = f", DP-SGD lr {s['privatekt_dp_lr']:g}" if s.get("privatekt_dp_lr") is not None else ""
-        fraction = s.get("privatekt_client_fraction", 0.5)
-        clients = "" if fraction == 0.5 else (", every client every round" if fraction == 1 else
-                                              f", a share {fraction:g} of the clients per round")
-        return f"{s['privatekt_rounds']} rounds, {n} local epoch{'s' * (n != 1)}{dp_lr}{clients}"
-    return f"{s['sfd_rounds']} rounds" + (f", {r['distill_steps']} distillation steps" if "distill_steps" in r else "")
-
-
-def table(runs: list[dict]) -> str:
-    """The runs as a markdown table (``--table``), then PrivateKT's accuracy per round where recorded."""
-    lines = ["| pipeline | run | DP-SGD target ε | σ | test accuracy | example-level guarantee (bound) | other bound | "
-             "party-level ε (seed mechanism) | not covered by DP-SGD | time | load (1/5/15 min, at the end) |",
-             "|---|---|---|---|---|---|---|---|---|---|---|"]
-    for r in runs:
-        other = r["other_bound"]
-        target = "none (plain training)" if r["target_epsilon"] is None else f"{r['target_epsilon']:g}"
-        sigma = "—" if r["noise_multiplier"] is None else f"{r['noise_multiplier']:.3f}"
-        other_text = "—" if other is None else f"{round_up(other['epsilon'])} ({other['source']})"
-        uncovered = "; ".join(n.split(": ", 1)[1][:60] + "…" for n in r["not_covered_by_dpsgd"]) or "—"
-        guarantee = f"{round_up(r['epsilon_example'])} ({r['source']})"
-        load = "—" if "load_average" not in r else " / ".join(f"{v:.1f}" for v in r["load_average"])
-        lines.append(f"| {r['pipeline']} | {setting(r)} | {target} | {sigma} | {r['test_accuracy']:.4f} | "
-                     f"{guarantee} | {other_text} | {round_up(r['epsilon_party'])} | {uncovered} | "
-                     f"{r['seconds']:.0f} s | {load} |")
-    curves = [r for r in runs if "accuracy_per_round" in r]
-    if curves:
-        rounds = max(len(r["accuracy_per_round"]) for r in curves)
-        marks = sorted({1, *range(5, rounds + 1, 5), rounds})
-        lines += ["", "| PrivateKT run | " + " | ".join(f"round {m}" for m in marks) + " | rounds joined (min–max) |",
-                  "|---|" + "---|" * (len(marks) + 1)]
-        for r in curves:
-            target = "plain training" if r["target_epsilon"] is None else f"DP-SGD ε ≤ {r['target_epsilon']:g}"
-            acc = r["accuracy_per_round"]
-            cells = " | ".join(f"{acc[m - 1]:.3f}" if m <= len(acc) else "—" for m in marks)
-            lines.append(f"| {target} ({setting(r)}) | {cells} | {min(r['rounds_joined'])}–{max(r['rounds_joined'])} |")
-    return "\n".join(lines)
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", default=str(_ROOT.parent / "shared" / "datasets"))
@@ -207,16 +170,20 @@ def main() -> None:
     parser.add_argument("--train-fraction", type=float, default=1.0, help="share of MNIST's training images used")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", type=Path, default=Path("docs/results-dpsgd.json"))
-    parser.add_argument("--table", action="store_true", help="only print the saved runs as a markdown table")
+    parser.add_argument("--device", choices=tuple(DEVICES), default="cpu",
+                        help="where the torch models train (auto: CUDA where available); kept in the provenance")
     args = parser.parse_args()
     defaults = vars(parser.parse_args([]))
-    if args.table:
-        print(table(json.loads(args.json.read_text())["runs"]))
-        return
+    if args.device == "cuda" and not torch.cuda.is_available():
+        parser.error("--device: 'cuda' but CUDA is not available on this machine; use cpu or auto")
     if not (Path(args.data) / "mnist.npz").is_file():
         print(f"skipped: {Path(args.data) / 'mnist.npz'} is absent")
         return
     torch.set_num_threads(1)
+    device = args.device if args.device != "auto" else ("cuda" if torch.cuda.is_available() else "cpu")
+    record = provenance.start(command=" ".join(["python", *sys.argv]), seeds=[args.seed],
+                              settings={k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
+                              device=device)
     logging.getLogger("absl").setLevel(logging.ERROR)  # dp-accounting drops non-converging orders (still valid)
     done = json.loads(args.json.read_text()) if args.json.is_file() else {"runs": []}
     mnist = load_dataset("mnist", args.data)
@@ -238,14 +205,14 @@ def main() -> None:
             target = None if text == "none" else float(text)
             key = {"pipeline": name, "target_epsilon": target, "settings": {k: v for k, v in vars(args).items()
                                                                              if k not in ("json", "data", "targets",
-                                                                                          "pipelines")}}
+                                                                                          "pipelines", "device")}}
             if any(r["pipeline"] == name and r["target_epsilon"] == target
                    and relevant(r["settings"], name, defaults) == relevant(key["settings"], name, defaults)
                    for r in done["runs"]):
                 continue
             start = time.perf_counter()
             row = {**key, **run(args, target, data), "seconds": time.perf_counter() - start,
-                   "load_average": os.getloadavg()}
+                   "load_average": os.getloadavg(), "provenance": provenance.finish(record)}
             # Re-read under a lock: other copies of the script may have appended runs meanwhile.
             with open(Path(tempfile.gettempdir()) / f"{args.json.name}.lock", "w") as lock:
                 fcntl.flock(lock, fcntl.LOCK_EX)

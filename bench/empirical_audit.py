@@ -11,8 +11,8 @@ ones): its ε lower bound and seconds.
 Data: scikit-learn's ``make_classification`` (2 classes, 8 features), 4 parties × 200 rows, 800 public
 rows, 400 held-out rows. Every run seeded.
 
-Run: ``python bench/empirical_audit.py --json bench/results/empirical_audit.json``; the docs/results.md table:
-``python bench/empirical_audit.py --table bench/results/empirical_audit.json``.
+Run: ``python bench/empirical_audit.py --json bench/results/empirical_audit.json``; the docs/results.md table is
+rendered from that file by :func:`table` (``python -m bench.tables audit-empirical-one-run``).
 """
 
 from __future__ import annotations
@@ -147,7 +147,7 @@ def fedkt_l1_exceedances(parties, public, audits: int = 60) -> dict:
 
 
 def table(rows: list[dict]) -> str:
-    """The docs/results.md table of the raw rows (``--table``)."""
+    """The docs/results.md (and docs/audit.md) table of the raw rows."""
     lines = [
         "| pipeline | setting | unit | canaries | audit s | ε lower (95%) | claimed, one canary | lower/claimed "
         "| audited run's ledger ε | lower/ledger | fitted pipeline's ε | membership bound (s) |",
@@ -166,11 +166,7 @@ def table(rows: list[dict]) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--json", type=Path, default=None, help="write the raw rows here")
-    parser.add_argument("--table", type=Path, default=None, help="print the markdown table of a raw-rows file and stop")
     args = parser.parse_args()
-    if args.table is not None:
-        print(table(json.loads(args.table.read_text())["rows"]))
-        return
     warnings.simplefilter("ignore")
     logging.disable(logging.WARNING)  # dp-accounting's convergence chatter
     statistics = generic_statistics()

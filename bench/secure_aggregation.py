@@ -16,7 +16,7 @@ For Adult and cod-rna (``../shared/datasets/*.npz``; a small split so that each 
 Usage::
 
     python bench/secure_aggregation.py --flower-rounds 3 --json bench/results/secure_aggregation.json
-    python bench/secure_aggregation.py --from-json bench/results/secure_aggregation.json   # the docs' table
+    python -m bench.tables secure-aggregation    # the docs' tables, from bench/results/secure_aggregation.json
 """
 
 from __future__ import annotations
@@ -182,11 +182,7 @@ def main() -> None:
     parser.add_argument("--flower-rounds", type=int, default=2, help="alternating Flower runs per side")
     parser.add_argument("--skip-flower", action="store_true")
     parser.add_argument("--json", default=None)
-    parser.add_argument("--from-json", default=None, help="print the Markdown tables of a --json file and stop")
     args = parser.parse_args()
-    if args.from_json:
-        print(markdown(json.loads(Path(args.from_json).read_text(encoding="utf-8"))))
-        return
     s, t = 2, 5
     cal = calibrate(args.target_epsilon, queries=args.queries, s=s)
     print("calibration", json.dumps(cal))
@@ -228,50 +224,6 @@ def main() -> None:
     print(text)
     if args.json:
         Path(args.json).write_text(json.dumps(document, indent=1, allow_nan=True) + "\n", encoding="utf-8")
-
-
-def _epsilon(value: float) -> str:
-    return "∞" if math.isinf(value) else f"{math.ceil(value * 100) / 100:.2f}"
-
-
-def markdown(document: dict) -> str:
-    """The results' tables: accuracy and ε per data set and side; the Flower timing and bytes."""
-    cal = document["calibration"]
-    lines = [f"Target: party-level data-independent ε ≤ {cal['skellam_epsilon']:.2f} at δ = {document['delta']:g} "
-             f"(Skellam σ = {cal['skellam_sigma']:.2f}, Laplace γ = {cal['laplace_gamma']:.4f}, Gaussian σ = "
-             f"{cal['gaussian_sigma']:.2f}); s = {document['s']}, t = {document['t']}.", "",
-             "| data set | aggregator | accuracy (mean ± sd) | public ε reported (per seed) | coordinator ε | "
-             "bytes per party (in process) |", "|---|---|---|---|---|---|"]
-    for name, sides in document["datasets"].items():
-        for side, r in sides.items():
-            epsilons = ", ".join(_epsilon(e) for e in r["public_epsilon"])
-            coordinator = ", ".join(sorted({_epsilon(e) for e in r["coordinator_epsilon"]}))
-            lines.append(f"| {name} | {side} | {r['accuracy_mean']:.4f} ± {r['accuracy_std']:.4f} | {epsilons} | "
-                         f"{coordinator} | {int(np.median(r['bytes_per_party']))} |")
-    f = document.get("flower")
-    if f:
-        lines += ["", f"Flower simulation ({f['dataset']}, {f['parties']} SuperNodes, {f['train_rows']} rows), "
-                  "alternating runs:", "",
-                  "| side | wall seconds per run | same predictions as fit | bytes per party on the wire |",
-                  "|---|---|---|---|",
-                  "| without SecAgg+ (central Laplace) | "
-                  f"{', '.join(f'{x:.1f}' for x in f['without_secaggplus_seconds'])} "
-                  f"| {all(f['central-laplace_same_predictions_as_fit'])} | "
-                  f"{int(np.median(f['central-laplace_wire_bytes_per_party']))} |",
-                  "| with SecAgg+ (distributed Skellam) | "
-                  f"{', '.join(f'{x:.1f}' for x in f['with_secaggplus_seconds'])} "
-                  f"| {all(f['distributed-skellam_same_predictions_as_fit'])} | "
-                  f"{int(np.median(f['distributed-skellam_wire_bytes_per_party']))} |",
-                  "", f"Median ratio with / without: ×{f['ratio_with_over_without']:.2f} (Ray simulation)"]
-        if "in_process_grid_ratio_with_over_without" in f:
-            seconds = {side: ", ".join(f"{x:.2f}" for x in f[f"{side}_in_process_grid_seconds"])
-                       for side in ("central-laplace", "distributed-skellam")}
-            lines[-1] += (f"; the same apps over an in-process grid (no Ray): without {seconds['central-laplace']} s, "
-                          f"with {seconds['distributed-skellam']} s, "
-                          f"×{f['in_process_grid_ratio_with_over_without']:.2f}.")
-        else:
-            lines[-1] += "."
-    return "\n".join(lines)
 
 
 def flower(args, cal: dict, s: int, t: int) -> dict:

@@ -15,17 +15,19 @@ proxy set (the paper's Fig. 5), with independent learning's local models.
 the client-side selector only (``tau_server=2``) and with the server-side selector only
 (``tau_client=None``); "both" is Selective-FD and "none" FedMD with the same labels.
 
-CPU only: torch and BLAS use one thread. ``--json`` is rewritten after every method's
-run; ``--resume`` keeps the rows it already holds (same protocol settings) and runs
-only the missing ones, so an interrupted sweep continues where it stopped.
-``--checkpoints DIR`` also saves every method's run after each round
-(``fit(..., checkpoint=...)``, with its learning curve beside it), so an interrupted
-method resumes at its last round instead of its first; a method's files are deleted
-once its row is in ``--json``.
+Torch and BLAS use one CPU thread; ``--device cuda`` (or ``auto``: CUDA where available) trains the
+client models on the GPU, and the device is recorded in the raw results' provenance. ``--json`` is
+rewritten after every method's run, with the provenance of the run (``bench/provenance.py``: commit,
+seeds, settings, device, machine, load); ``--resume`` keeps the rows it already holds (same protocol
+settings) and runs only the missing ones, so an interrupted sweep continues where it stopped.
+``--checkpoints DIR`` also saves every method's run after each round (``fit(..., checkpoint=...)``,
+with its learning curve beside it), so an interrupted method resumes at its last round instead of its
+first (use it for runs beyond 100 rounds); a method's files are deleted once its row is in ``--json``.
 
 Run: ``python bench/selective_fd.py --json docs/results-selective-fd.json --figure
-docs/selective-fd-curves.png`` (about 26 minutes on two shared cores with the defaults);
-``--from-json docs/results-selective-fd.json`` re-renders the tables and the figure.
+docs/selective-fd-curves.png`` (about 26 minutes on two shared cores with the defaults). The tables and
+figures of docs/results.md are rendered from the raw results by ``python -m bench.tables NAME``
+(``bench/tables/selective_fd.py``).
 """
 
 from __future__ import annotations
@@ -47,11 +49,13 @@ os.environ.setdefault("MKL_NUM_THREADS", "1")
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
-from privfed.accounting.report import round_up  # noqa: E402
 from privfed.pipelines.datasets import load_dataset  # noqa: E402
 from privfed.pipelines.selective_fd import FedMD, IndependentLearning, SelectiveFD  # noqa: E402
 from privfed.pipelines.torch_models import TorchCNN  # noqa: E402
 from sklearn.metrics import roc_auc_score  # noqa: E402
+
+from bench import provenance  # noqa: E402
+from bench.tables.selective_fd import markdown, plot  # noqa: E402
 
 DATASETS = _ROOT.parent / "shared" / "datasets"
 N_CLIENTS = 10
@@ -70,8 +74,12 @@ def split(y: np.ndarray, setting: str, rng: np.random.Generator) -> tuple[np.nda
     return proxy, [np.sort(np.concatenate([halves[c][0], halves[(c + 1) % N_CLIENTS][1]])) for c in range(N_CLIENTS)]
 
 
-def cnn(seed: int) -> TorchCNN:
-    return TorchCNN(conv_channels=(10, 20), hidden=(50,), lr=2e-3, batch_size=64, random_state=seed)
+DEVICES = {"cpu": "cpu", "cuda": "cuda", "auto": None}  # --device -> TorchClassifier(device=...)
+
+
+def cnn(seed: int, device: str = "cpu") -> TorchCNN:
+    return TorchCNN(conv_channels=(10, 20), hidden=(50,), lr=2e-3, batch_size=64, random_state=seed,
+                    device=DEVICES[device])
 
 
 def methods(args: argparse.Namespace, setting: str) -> dict[str, object]:
@@ -79,22 +87,22 @@ def methods(args: argparse.Namespace, setting: str) -> dict[str, object]:
     distil = dict(shared, distill_steps=args.distill_steps, proxy_batch=args.proxy_batch)
     selective = dict(distil, kernel_width=args.kernel_width, tau_server=args.tau_server)
     chosen = {
-        "Selective-FD soft": SelectiveFD(cnn(args.seed), labels="soft", **selective),
-        "Selective-FD hard": SelectiveFD(cnn(args.seed), labels="hard", **selective),
-        "FedMD soft": FedMD(cnn(args.seed), labels="soft", **distil),
-        "FedMD hard": FedMD(cnn(args.seed), labels="hard", **distil),
-        "Independent": IndependentLearning(cnn(args.seed), **shared),
+        "Selective-FD soft": SelectiveFD(cnn(args.seed, args.device), labels="soft", **selective),
+        "Selective-FD hard": SelectiveFD(cnn(args.seed, args.device), labels="hard", **selective),
+        "FedMD soft": FedMD(cnn(args.seed, args.device), labels="soft", **distil),
+        "FedMD hard": FedMD(cnn(args.seed, args.device), labels="hard", **distil),
+        "Independent": IndependentLearning(cnn(args.seed, args.device), **shared),
     }
     for labels in ("soft", "hard") if args.ablation else ():  # the paper's selector ablation: "both" is
         # Selective-FD, "none" FedMD, with the same labels
         chosen[f"Selective-FD {labels}, client selector only"] = SelectiveFD(
-            cnn(args.seed), labels=labels, **dict(selective, tau_server=2.0))
+            cnn(args.seed, args.device), labels=labels, **dict(selective, tau_server=2.0))
         chosen[f"Selective-FD {labels}, server selector only"] = SelectiveFD(
-            cnn(args.seed), labels=labels, tau_client=None, **selective)
+            cnn(args.seed, args.device), labels=labels, tau_client=None, **selective)
     for per_label in args.rr_epsilon_per_label if setting in args.rr_settings else ():
         chosen[f"Selective-FD hard, RR ε/label={per_label:g}"] = SelectiveFD(
-            cnn(args.seed), labels="hard", privacy="rr", epsilon_per_round=per_label * args.proxy_batch, **selective
-        )
+            cnn(args.seed, args.device), labels="hard", privacy="rr", epsilon_per_round=per_label * args.proxy_batch,
+            **selective)
     return chosen
 
 
@@ -116,7 +124,8 @@ def run(dataset: str, setting: str, args: argparse.Namespace, results: list[dict
         checkpoint = None
         progress = {"curve": [], "round_seconds": []}
         if args.checkpoints:
-            checkpoint = args.checkpoints / f"{re.sub('[^a-z0-9]+', '-', f'{dataset} {setting} {label}'.lower())}.npz"
+            name = f"{dataset} {setting} {label} seed {args.seed} rounds {args.rounds}"
+            checkpoint = args.checkpoints / f"{re.sub('[^a-z0-9]+', '-', name.lower())}.npz"
             if checkpoint.with_suffix(".curve.json").exists():
                 progress = json.loads(checkpoint.with_suffix(".curve.json").read_text())
         last, first_round = [time.perf_counter()], []
@@ -180,112 +189,6 @@ def selector_auroc(selectors, models, X_proxy: np.ndarray, y_proxy: np.ndarray) 
             "local_accuracy_on_withheld": right_if_not, "shared_fraction": shared_fraction}
 
 
-def plot(results: list[dict], path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    panels = list(dict.fromkeys((r["dataset"], r["setting"]) for r in results))
-    methods = list(dict.fromkeys(r["method"] for r in results))
-    colours = {method: f"C{index}" for index, method in enumerate(methods)}
-    columns = min(3, len(panels))
-    rows = -(-len(panels) // columns)
-    figure, axes = plt.subplots(rows, columns, figsize=(4.2 * columns, 3.6 * rows + 0.6), squeeze=False)
-    for axis in axes.flat[len(panels):]:
-        axis.set_visible(False)
-    for axis, (dataset, setting) in zip(axes.flat, panels):
-        for row in results:
-            if (row["dataset"], row["setting"]) == (dataset, setting) and row["curve"]:
-                rounds, accuracy = zip(*row["curve"])
-                axis.plot(rounds, accuracy, marker=".", color=colours[row["method"]], label=row["method"])
-        axis.set_title(f"{dataset}, {'IID' if setting == 'iid' else f'{setting} non-IID'}")
-        axis.set_xlabel("round")
-        axis.set_ylabel("mean client test accuracy")
-        axis.set_ylim(0, 1)
-        axis.grid(alpha=0.3)
-    handles = [plt.Line2D([], [], color=colours[method], marker=".") for method in methods]
-    figure.legend(handles, methods, loc="lower center", ncol=min(len(methods), 3), fontsize=8)
-    figure.tight_layout(rect=(0, 0.6 / (3.6 * rows + 0.6) + 0.06, 1, 1))
-    figure.savefig(path, dpi=110)
-
-
-def _accuracy(results: list[dict], dataset: str, setting: str, method: str, at_round: int | None = None):
-    """The final mean client accuracy (or the curve's at ``at_round``) of a run, None where it was not run."""
-    for row in results:
-        if (row["dataset"], row["setting"], row["method"]) == (dataset, setting, method):
-            if at_round is None:
-                return row["accuracy_mean"]
-            return dict((r, a) for r, a in row["curve"]).get(at_round)
-    return None
-
-
-def summary_markdown(results: list[dict], early_round: int = 20) -> str:
-    """Two pivots: Selective-FD against FedMD and independent learning (final accuracy, the gain, and the
-    accuracy at ``early_round``), and the selector ablation (both, client-side only, server-side only, none)."""
-    def cell(value):
-        return "–" if value is None else f"{100 * value:.2f}"
-
-    def gain(a, b):
-        return "–" if a is None or b is None else f"{100 * (a - b):+.2f}"
-
-    lines = [f"| data set | non-IID | labels | Selective-FD | FedMD | gain | Selective-FD at round {early_round} "
-             f"| FedMD at round {early_round} | independent |", "|---|---|---|---|---|---|---|---|---|"]
-    panels = list(dict.fromkeys((r["dataset"], r["setting"]) for r in results))
-    for dataset, setting in panels:
-        for labels in ("soft", "hard"):
-            ours = _accuracy(results, dataset, setting, f"Selective-FD {labels}")
-            fedmd = _accuracy(results, dataset, setting, f"FedMD {labels}")
-            if ours is None and fedmd is None:
-                continue
-            lines.append(
-                f"| {dataset} | {setting} | {labels} | {cell(ours)} | {cell(fedmd)} | {gain(ours, fedmd)} | "
-                f"{cell(_accuracy(results, dataset, setting, f'Selective-FD {labels}', early_round))} | "
-                f"{cell(_accuracy(results, dataset, setting, f'FedMD {labels}', early_round))} | "
-                f"{cell(_accuracy(results, dataset, setting, 'Independent'))} |")
-    lines += ["", "| data set | non-IID | labels | both selectors (Selective-FD) | client-side only (τ_server = 2) "
-              "| server-side only (τ_client = None) | none (FedMD) |", "|---|---|---|---|---|---|---|"]
-    for dataset, setting in panels:
-        for labels in ("soft", "hard"):
-            ablation = [_accuracy(results, dataset, setting, f"Selective-FD {labels}, {side} selector only")
-                        for side in ("client", "server")]
-            if all(value is None for value in ablation):
-                continue
-            lines.append(f"| {dataset} | {setting} | {labels} | "
-                         f"{cell(_accuracy(results, dataset, setting, f'Selective-FD {labels}'))} | "
-                         f"{cell(ablation[0])} | {cell(ablation[1])} | "
-                         f"{cell(_accuracy(results, dataset, setting, f'FedMD {labels}'))} |")
-    return "\n".join(lines)
-
-
-def markdown(results: list[dict]) -> str:
-    """The results as markdown tables: accuracies, then the selector diagnostics."""
-    lines = [("| data set | non-IID | method | final mean client accuracy (min–max) | ε (δ = 1e-5, party level) "
-              "| shared pairs | kept / round | s / round |"), "| --- | --- | --- | --- | --- | --- | --- | --- |"]
-    for row in results:
-        epsilon = "no guarantee" if row["epsilon"] is None else round_up(row["epsilon"])
-        if row["method"] == "Independent":
-            epsilon = "nothing shared"
-        shared = f"{row['shared_fraction']:.3f}" if "shared_fraction" in row else "–"
-        kept = f"{row['kept_per_round']:.0f}" if "kept_per_round" in row else "–"
-        lines.append(f"| {row['dataset']} | {row['setting']} | {row['method']} | {100 * row['accuracy_mean']:.2f} % "
-                     f"({100 * row['accuracy_min']:.1f}–{100 * row['accuracy_max']:.1f}) | {epsilon} | {shared} | "
-                     f"{kept} | {row['seconds_per_round']:.1f} |")
-    lines += ["", ("| data set | non-IID | selector AUROC, mean (min–max) over clients | local accuracy on shared / "
-                   "withheld proxy examples | share of proxy examples shared |"), "| --- | --- | --- | --- | --- |"]
-    for row in results:
-        if "selector_auroc" in row:
-            diagnostics = row["selector_auroc"]
-            auroc = np.asarray(diagnostics["auroc"])
-            lines.append(
-                f"| {row['dataset']} | {row['setting']} | {np.nanmean(auroc):.3f} ({np.nanmin(auroc):.3f}–"
-                f"{np.nanmax(auroc):.3f}) | {np.nanmean(diagnostics['local_accuracy_on_shared']):.3f} / "
-                f"{np.nanmean(diagnostics['local_accuracy_on_withheld']):.3f} | "
-                f"{np.mean(diagnostics['shared_fraction']):.3f} |"
-            )
-    return "\n".join(lines)
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--datasets", nargs="+", default=["mnist", "fashion_mnist"])
@@ -305,8 +208,8 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", type=Path)
     parser.add_argument("--figure", type=Path)
-    parser.add_argument("--from-json", type=Path, nargs="+",
-                        help="only render the tables and figure of saved runs (their rows together)")
+    parser.add_argument("--device", choices=tuple(DEVICES), default="cpu",
+                        help="where the client models train (auto: CUDA where available); kept in the provenance")
     parser.add_argument("--ablation", action="store_true",
                         help="also run Selective-FD with the client-side selector only and the server-side only")
     parser.add_argument("--checkpoints", type=Path,
@@ -314,12 +217,8 @@ def main() -> None:
     parser.add_argument("--resume", action="store_true",
                         help="keep the rows --json already holds (same settings) and run only the missing ones")
     args = parser.parse_args()
-    if args.from_json:
-        results = [row for path in args.from_json for row in json.loads(path.read_text())["results"]]
-        print(summary_markdown(results), markdown(results), sep="\n\n")
-        if args.figure:
-            plot(results, args.figure)
-        return
+    if args.device == "cuda" and not torch.cuda.is_available():
+        parser.error("--device: 'cuda' but CUDA is not available on this machine; use cpu or auto")
     if args.checkpoints and not args.checkpoints.is_dir():
         parser.error(f"--checkpoints: {str(args.checkpoints)!r} is not a folder")
     torch.set_num_threads(1)
@@ -327,18 +226,24 @@ def main() -> None:
     protocol = ("rounds", "local_steps", "distill_steps", "proxy_batch", "kernel_width", "tau_server", "seed",
                 "curve_test_size", "eval_every")
     results: list[dict] = []
+    earlier: list[dict] = []
     if args.resume and args.json and args.json.exists():
         saved = json.loads(args.json.read_text())
         if any(saved["settings"].get(key) != settings[key] for key in protocol):
             sys.exit(f"--resume: {args.json} was run with other settings ({', '.join(protocol)} must match)")
         results = saved["results"]
+        earlier = saved.get("earlier_runs", []) + ([saved["provenance"]] if "provenance" in saved else [])
         print(f"--resume: {len(results)} rows kept from {args.json}", flush=True)
+    device = args.device if args.device != "auto" else ("cuda" if torch.cuda.is_available() else "cpu")
+    run_record = provenance.start(command=" ".join(["python", *sys.argv]), seeds=[args.seed], settings=settings,
+                                  device=device)
 
     def save() -> None:
-        if args.json:
-            temporary = args.json.with_suffix(".tmp")
-            temporary.write_text(json.dumps({"settings": settings, "results": results}, indent=1))
-            temporary.replace(args.json)
+        if args.json:  # rewritten whole after every method: a partial sweep is a valid file
+            document = {"provenance": provenance.finish(run_record), "settings": settings, "results": results}
+            if earlier:
+                document["earlier_runs"] = earlier  # the runs a --resume continued, oldest first
+            provenance.write_json(args.json, document)
 
     started = time.perf_counter()
     for dataset in args.datasets:

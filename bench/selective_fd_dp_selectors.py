@@ -23,7 +23,7 @@ classes" (the selector's job in strong non-IID).
 Run (about 2.5 minutes per seed on one thread of this machine's 2 shared cores; the first run of a seed
 includes calibrating DP-SGD's σ):
 ``python bench/selective_fd_dp_selectors.py --seeds 0 1 --json bench/results/selective_fd_dp_selectors.json``;
-``--from-json PATH`` prints the table again.
+docs/results.md renders the table from that file (``python -m bench.tables selective-fd-dp-selectors``).
 """
 
 from __future__ import annotations
@@ -47,12 +47,14 @@ import logging  # noqa: E402
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
-from privfed.accounting.report import round_up  # noqa: E402
 from privfed.pipelines.dp_config import DPConfig  # noqa: E402
 from privfed.pipelines.selective_fd import SelectiveFD  # noqa: E402
 from privfed.pipelines.torch_models import TorchMLP  # noqa: E402
 from sklearn.datasets import load_digits  # noqa: E402
 from sklearn.metrics import roc_auc_score  # noqa: E402
+
+from bench import provenance  # noqa: E402
+from bench.tables.selective_fd import dp_selectors_markdown  # noqa: E402
 
 N_CLIENTS = 5
 DELTA = 1e-5
@@ -105,27 +107,6 @@ def run(args: argparse.Namespace, seed: int) -> list[dict]:
     return rows
 
 
-def markdown(rows: list[dict]) -> str:
-    """One table: each method's mean over the seeds, with each seed's accuracy beside it."""
-    lines = ["| client-side selector | mean client accuracy, mean of seeds (per seed) | example-level ε (δ = 1e-5) "
-             "| selector AUROC | shared pairs | kept / round |", "| --- | --- | --- | --- | --- | --- |"]
-    for method in dict.fromkeys(row["method"] for row in rows):
-        runs = [row for row in rows if row["method"] == method]
-        accuracy = [row["accuracy_mean"] for row in runs]
-        per_seed = ", ".join(f"seed {row['seed']}: {100 * row['accuracy_mean']:.1f} %" for row in runs)
-        epsilons = [row["epsilon_example"] for row in runs]
-        if any(row["uncovered"] for row in runs):
-            epsilon = "no guarantee (releases uncovered)"
-        else:
-            epsilon = " / ".join(str(round_up(value, 3)) for value in epsilons)
-        auroc = (f"{np.mean([np.mean(row['selector_auroc']) for row in runs]):.3f}"
-                 if all("selector_auroc" in row for row in runs) else "–")
-        lines.append(f"| {method} | {100 * np.mean(accuracy):.1f} % ({per_seed}) | {epsilon} | {auroc} | "
-                     f"{np.mean([row['shared_fraction'] for row in runs]):.3f} | "
-                     f"{np.mean([row['kept_per_round'] for row in runs]):.0f} |")
-    return "\n".join(lines)
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1])
@@ -138,22 +119,20 @@ def main() -> None:
     parser.add_argument("--dpsgd-epsilon", type=float, default=4.0, help="DPConfig.target_epsilon (per round)")
     parser.add_argument("--selector-epsilons", type=float, nargs="+", default=[10000.0, 4.0, 1.0, 0.25])
     parser.add_argument("--json", type=Path)
-    parser.add_argument("--from-json", type=Path)
     args = parser.parse_args()
-    if args.from_json:
-        print(markdown(json.loads(args.from_json.read_text())["rows"]))
-        return
     logging.getLogger("absl").setLevel(logging.ERROR)  # dp-accounting's per-order convergence warnings
     torch.set_num_threads(1)
+    record = provenance.start(command=" ".join(["python", *sys.argv]), seeds=args.seeds,
+                              settings={k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()})
     rows = [row for seed in args.seeds for row in run(args, seed)]
     if args.json:
         commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=_ROOT, capture_output=True, text=True).stdout.strip()
         document = {"command": "python " + " ".join([Path(sys.argv[0]).as_posix(), *sys.argv[1:]]),
                     "settings": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
                     "commit": commit, "machine": f"{platform.machine()}, {os.cpu_count()} cores, torch "
-                    f"{torch.__version__}, 1 thread", "rows": rows}
-        args.json.write_text(json.dumps(document, indent=1) + "\n")
-    print(markdown(rows))
+                    f"{torch.__version__}, 1 thread", "rows": rows, "provenance": provenance.finish(record)}
+        provenance.write_json(args.json, document)
+    print(dp_selectors_markdown(rows))
 
 
 if __name__ == "__main__":
