@@ -30,6 +30,12 @@ def _git(*arguments: str) -> str:
     return result.stdout.strip()
 
 
+def _uncommitted_code() -> list[str]:
+    """Tracked files changed since the commit, leaving out what a run writes or cites (docs/, bench/results/)."""
+    changed = [line[3:] for line in _git("status", "--porcelain", "--untracked-files=no").split("\n") if line]
+    return [path for path in changed if not path.startswith(("docs/", "bench/results/"))]
+
+
 def _machine() -> dict[str, Any]:
     memory_gib = None
     if hasattr(os, "sysconf") and "SC_PHYS_PAGES" in os.sysconf_names:
@@ -52,7 +58,7 @@ def start(*, command: str, seeds: list[int] | tuple[int, ...] | None, settings: 
           device: str = "cpu") -> dict[str, Any]:
     """The provenance record of a run that starts now (pass it to :func:`finish` at the end)."""
     return {"command": command, "commit": _git("rev-parse", "HEAD"),
-            "dirty": bool(_git("status", "--porcelain", "--untracked-files=no")),
+            "uncommitted_code": _uncommitted_code(),
             "seeds": None if seeds is None else [int(seed) for seed in seeds],
             "settings": settings, "device": device, "machine": _machine(),
             "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
@@ -87,12 +93,18 @@ def describe(document: dict[str, Any]) -> str:
     source = document.get("source")
     if isinstance(source, dict) and "repository" in source:  # a published input, copied from its source
         commit = f" @ {str(source['commit'])[:7]}" if "commit" in source else ""
-        return f"published input from {source['repository']}{commit}" + (f", {source['path']}" if "path" in source else "")
+        path = f", {source['path']}" if "path" in source else ""
+        return f"published input from {source['repository']}{commit}{path}"
     if not isinstance(record, dict):  # a file from before this module: say what it has and what it lacks
         commit, machine = document.get("commit"), document.get("machine") or document.get("cpus")
         return "; ".join([f"code commit {str(commit)[:10]}" if commit else "code commit not recorded",
                           f"machine {machine}" if machine else "machine not recorded", "load not recorded"])
-    parts = [f"code commit {record['commit'][:10]}" + (" (with uncommitted changes)" if record.get("dirty") else "")]
+    if "uncommitted_code" in record:
+        changes = record["uncommitted_code"]
+        dirty = f" (with uncommitted changes to {', '.join(changes)})" if changes else ""
+    else:  # records before the check left docs/ and bench/results/ out
+        dirty = " (with uncommitted changes)" if record.get("dirty") else ""
+    parts = [f"code commit {record['commit'][:10]}{dirty}"]
     if record.get("seeds"):
         parts.append(_seeds_text(record["seeds"]))
     machine = record.get("machine", {})

@@ -216,7 +216,7 @@ def main() -> None:
                       f"coordinator {coordinator} {seconds:.1f} s", flush=True)
         for record in per_side.values():
             record["accuracy_mean"] = float(np.mean(record["accuracy"]))
-            record["accuracy_std"] = float(np.std(record["accuracy"]))
+            record["accuracy_std"] = float(np.std(record["accuracy"], ddof=1))
         document["datasets"][name] = per_side
     if not args.skip_flower:
         document["flower"] = flower(args, cal, s, t)

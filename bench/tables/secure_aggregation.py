@@ -8,6 +8,7 @@ import math
 import numpy as np
 
 from bench.tables import table
+from bench.tables._stats import mean_sd
 
 
 def _epsilon(value: float) -> str:
@@ -20,13 +21,14 @@ def markdown(document: dict) -> str:
     lines = [f"Target: party-level data-independent ε ≤ {cal['skellam_epsilon']:.2f} at δ = {document['delta']:g} "
              f"(Skellam σ = {cal['skellam_sigma']:.2f}, Laplace γ = {cal['laplace_gamma']:.4f}, Gaussian σ = "
              f"{cal['gaussian_sigma']:.2f}); s = {document['s']}, t = {document['t']}.", "",
-             "| data set | aggregator | accuracy (mean ± sd) | public ε reported (per seed) | coordinator ε | "
-             "bytes per party (in process) |", "|---|---|---|---|---|---|"]
+             "| data set | aggregator | accuracy (mean ± sd over seeds, n − 1) | public ε reported (per seed) | "
+             "coordinator ε | bytes per party (in process) |", "|---|---|---|---|---|---|"]
     for name, sides in document["datasets"].items():
         for side, r in sides.items():
             epsilons = ", ".join(_epsilon(e) for e in r["public_epsilon"])
             coordinator = ", ".join(sorted({_epsilon(e) for e in r["coordinator_epsilon"]}))
-            lines.append(f"| {name} | {side} | {r['accuracy_mean']:.4f} ± {r['accuracy_std']:.4f} | {epsilons} | "
+            mean, sd = mean_sd(r["accuracy"])
+            lines.append(f"| {name} | {side} | {mean:.4f} ± {sd:.4f} | {epsilons} | "
                          f"{coordinator} | {int(np.median(r['bytes_per_party']))} |")
     f = document.get("flower")
     if f:
