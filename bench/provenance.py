@@ -112,4 +112,10 @@ def describe(document: dict[str, Any]) -> str:
     parts.append(f"{where}, device {record.get('device', 'cpu')}")
     parts.append(f"load {record['load_start'][0]:.1f} at the start, {record['load_end'][0]:.1f} at the end"
                  if "load_end" in record else "load at the end not recorded")
+    resumed = [later for later in document.get("resumed", []) if isinstance(later, dict) and "commit" in later]
+    if resumed:  # later runs that added to the file: their commits, seeds and load too
+        parts.append("then resumed by " + ", ".join(
+            f"{_seeds_text(later['seeds']) if later.get('seeds') else 'a run'} at code commit {later['commit'][:10]}"
+            + (f" (load {later['load_start'][0]:.1f}–{later['load_end'][0]:.1f})" if "load_end" in later else "")
+            for later in resumed))
     return "; ".join(parts)

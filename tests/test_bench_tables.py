@@ -60,6 +60,9 @@ def test_provenance_records_commit_seeds_machine_and_load_and_describes_them():
     line = provenance.describe({"provenance": record})
     assert line.startswith(f"code commit {record['commit'][:10]}") and "seeds 0–4" in line and "load" in line
     assert provenance.describe({"rows": []}) == "code commit not recorded; machine not recorded; load not recorded"
+    later = provenance.finish(provenance.start(command="python bench/x.py --seeds 5", seeds=[5], settings={}))
+    resumed = provenance.describe({"provenance": record, "resumed": [later]})
+    assert resumed.startswith(line) and f"then resumed by seed 5 at code commit {later['commit'][:10]}" in resumed
 
 
 def test_a_published_input_is_described_by_its_source():
