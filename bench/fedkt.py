@@ -299,6 +299,21 @@ def official_tie_rule(model: FedKT, split, tie_class: int) -> dict:
     }
 
 
+def fit_and_score(model: FedKT, split, record: dict[str, Any]) -> dict[str, Any]:
+    """``record`` with the fit's seconds and the test accuracy (%) of ``model`` fitted on ``split``.
+
+    A fit that raises ``ValueError`` (e.g. every voted label in one class: no final model can be trained) is a
+    failed run: the record gets ``failed`` (the message) and ``seconds`` instead of an accuracy.
+    """
+    start = time.perf_counter()
+    try:
+        model.fit(split.parties, split.X_public)
+    except ValueError as error:
+        return {**record, "failed": str(error), "seconds": time.perf_counter() - start}
+    return {**record, "seconds": time.perf_counter() - start,
+            "accuracy": 100 * float(model.score(split.X_test, split.y_test))}
+
+
 def run_setting(key: str, setting: Setting, folder: Path, protocol: str, seeds: list[int], n_jobs: int,
                 rows_file: Path | None = None, baselines: bool = True, done: dict | None = None,
                 record: Callable[[dict], None] | None = None, model_seeds: list[int] | None = None,

@@ -137,15 +137,11 @@ def run_privfed(key: str, folder: Path, rows_file: Path, seed: int, model_seed: 
     split, _ = bench_fedkt.prepare(setting.data, folder, "reference-code", setting.parties, seed=seed,
                                    rows_file=rows_file)
     model = bench_fedkt.fedkt_for(setting, split, model_seed, n_jobs=1)
-    start = time.perf_counter()
     record: dict[str, Any] = {"side": "privfed", "setting": key, "seed": seed, "model_seed": model_seed,
                               "official_rows": split.rows_source is not None}
-    try:
-        model.fit(split.parties, split.X_public)
-    except ValueError as error:
-        return {**record, "failed": str(error), "seconds": time.perf_counter() - start}
-    record["seconds"] = time.perf_counter() - start
-    record["accuracy"] = 100 * float(model.score(split.X_test, split.y_test))
+    record = bench_fedkt.fit_and_score(model, split, record)
+    if "failed" in record:
+        return record
     codes = np.searchsorted(model.classes_, split.y_public)
     if key == "adult-l1":
         queries = split.X_public[: model.n_queries_answered_]

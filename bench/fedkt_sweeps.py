@@ -102,14 +102,7 @@ def run_cell(cell: Cell, seed: int, folder: Path, rows_file: Path, n_jobs: int) 
                               "official_rows": split.rows_source is not None}
     model = FedKT(bench_fedkt.tree(), student_for(cell.data)(), n_partitions=cell.partitions,
                   n_teachers=cell.teachers, privacy="L0", random_state=seed, n_jobs=n_jobs)
-    start = time.perf_counter()
-    try:
-        model.fit(split.parties, split.X_public)
-    except ValueError as error:
-        return {**record, "failed": str(error), "seconds": time.perf_counter() - start}
-    record["seconds"] = time.perf_counter() - start
-    record["accuracy"] = 100 * float(model.score(split.X_test, split.y_test))
-    return record
+    return bench_fedkt.fit_and_score(model, split, record)
 
 
 def run_baselines(seed: int, folder: Path, rows_file: Path, n_jobs: int) -> dict:

@@ -51,7 +51,6 @@ import json
 import math
 import os
 import sys
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -183,13 +182,9 @@ def run(row: Row, seed: int, kind: str, folder: Path, rows_file: Path) -> dict:
     record: dict[str, Any] = {"row": row.key, "seed": seed, "kind": kind, "rows": rows_from, "paper_queries": queries,
                               "unit": unit, "delta": DELTA,
                               "teacher_assignment": bench_fedkt.teacher_assignment()}
-    start = time.perf_counter()
-    try:
-        model.fit(split.parties, split.X_public)
-    except ValueError as error:
-        return {**record, "failed": str(error), "seconds": time.perf_counter() - start}
-    record["seconds"] = time.perf_counter() - start
-    record["accuracy"] = 100 * float(model.score(split.X_test, split.y_test))
+    record = bench_fedkt.fit_and_score(model, split, record)
+    if "failed" in record:
+        return record
     record["epsilon_classic"] = model.ledger_.account(delta=DELTA, analysis="classic", unit=unit).epsilon
     tight = model.ledger_.account(delta=DELTA, unit=unit)
     record["epsilon_tight"] = tight.epsilon

@@ -102,3 +102,23 @@ def test_tables_8_and_9_count_failed_runs_in_the_median():
     assert fedkt_tables.median([79.6], failed=2) == "failed (2 of 3 failed; trained runs 79.6)"
     assert fedkt_tables.median([], failed=3) == "failed (3 of 3 failed)"
     assert fedkt_tables.median([]) == "–"
+
+
+def test_fit_and_score_records_accuracy_or_the_failure():
+    class _Model:
+        def __init__(self, error=None):
+            self.error = error
+
+        def fit(self, parties, X_public):
+            if self.error:
+                raise ValueError(self.error)
+            return self
+
+        def score(self, X, y):
+            return 0.75
+
+    split = SimpleNamespace(parties=[], X_public=None, X_test=None, y_test=None)
+    record = bench_fedkt.fit_and_score(_Model(), split, {"seed": 3})
+    assert record["seed"] == 3 and record["accuracy"] == 75.0 and record["seconds"] >= 0 and "failed" not in record
+    failed = bench_fedkt.fit_and_score(_Model("one class"), split, {"seed": 3})
+    assert failed["failed"] == "one class" and "accuracy" not in failed
