@@ -58,11 +58,9 @@ def _script(name: str, *arguments: str, cwd: Path) -> subprocess.CompletedProces
 
 
 @pytest.mark.parametrize("name", ["privatekt.py", "fedkd.py"])
+@pytest.mark.skipif(importlib.util.find_spec("torch") is not None and __import__("torch").cuda.is_available(),
+                    reason="this machine has CUDA: --device cuda is valid here")
 def test_device_cuda_without_cuda_is_refused_before_any_work(name, tmp_path):
-    import torch
-
-    if torch.cuda.is_available():
-        pytest.skip("this machine has CUDA: --device cuda is valid here")
     run = _script(name, "--device", "cuda", "--json", str(tmp_path / "out.json"), cwd=tmp_path)
     assert run.returncode == 2
     assert "--device cuda: CUDA is not available" in run.stderr
