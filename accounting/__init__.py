@@ -1,6 +1,6 @@
-"""privfed's accounting core: mechanisms, accountants and the ledger's data model.
+"""privfed's accounting core: mechanisms, accountants, the ledger's data model and the secret noise source.
 
-Depends on numpy, scipy and dp-accounting only.
+Depends on numpy, scipy and dp-accounting only, plus randomgen (the secure random source).
 """
 
 from .account import account
@@ -15,6 +15,7 @@ from .laplace_noisy_max import LaplaceNoisyMax, laplace_failure_bounds
 from .ledger import BudgetExceededError, Ledger, LedgerFormatError, LedgerIntegrityError
 from .ledger_entry import LedgerEntry
 from .mechanism import Mechanism
+from .noise_source import NoiseSource
 from .observers import OBSERVERS
 from .orders import CLASSIC_ORDERS, TIGHT_ORDERS
 from .parallel import ParallelComposition, compose_parallel
@@ -49,6 +50,7 @@ __all__ = [
     "LedgerFormatError",
     "LedgerIntegrityError",
     "Mechanism",
+    "NoiseSource",
     "MechanismReport",
     "OBSERVERS",
     "ParallelComposition",

@@ -60,6 +60,7 @@ from .ledger_entry import (
     sequence_of_entries,
 )
 from .mechanism import ANALYSES, UNITS, Mechanism, relation_for_unit
+from .noise_source import NoiseSource, noise_provenance_problem
 from .observers import OBSERVERS, check_observer, check_observers
 from .orders import default_orders
 from .recompute import recompute_analysis
@@ -79,8 +80,9 @@ __all__ = [
 
 LEDGER_TYPE = "privfed.ledger"
 #: 2: ε per observer (``spent_by_observer``), entries' ``observers``/``units``, and ε = "inf" for a unit with a
-#: release no mechanism covers (version 1 recorded the accounted releases' ε there). Version 1 is still read.
-SCHEMA_VERSION = 2
+#: release no mechanism covers (version 1 recorded the accounted releases' ε there). 3: ``noise``, where the noise
+#: came from (:mod:`~privfed.accounting.noise_source`). Versions 1 and 2 are still read (their noise: not recorded).
+SCHEMA_VERSION = 3
 #: What the budget filter compares with the target: the data-independent ε (default) or the data-dependent one.
 BUDGET_BASES: tuple[str, ...] = ("data_independent", "data_dependent")
 
@@ -184,7 +186,9 @@ class Ledger:
         ``"data_independent"`` (default; the stopping point is public) or
         ``"data_dependent"`` (the stopping point depends on private votes).
     seeds:
-        Random seeds used by the pipeline, name → integer.
+        Random seeds used by the pipeline, name → integer: ``random_state``, which
+        controls what no guarantee relies on (splits, initialisation, query order).
+        Noise never derives from them; see :meth:`record_noise_source`.
     public_data_sha256:
         Fingerprint of the public data set (see :func:`privfed.accounting.fingerprint.data_fingerprint`).
     description:
@@ -196,6 +200,10 @@ class Ledger:
         UTC creation time and the library versions in use (recorded at creation).
     model_fingerprint, evidence_fingerprint:
         Set by :func:`privfed.save_bundle`: the model files' sha256 and the evidence file's sha256.
+    noise:
+        Where the noise of the recorded releases came from (:meth:`record_noise_source`):
+        ``{"source": "secret", ...}``, ``{"source": "seeded", "noise_seed": ...}``, or None
+        when nobody recorded it (a ledger written by hand or before schema 3).
 
     Examples
     --------
@@ -238,6 +246,7 @@ class Ledger:
         self.software = software_versions()
         self.model_fingerprint: dict[str, Any] | None = None
         self.evidence_fingerprint: dict[str, Any] | None = None
+        self.noise: dict[str, Any] | None = None
         self._entries: list[LedgerEntry] = []
         self._evidence: dict[str, dict[str, np.ndarray]] = {}
 
@@ -361,6 +370,23 @@ class Ledger:
                                  f"recorded as training, got a {analysis.kind!r} mechanism at {unit} level; record a "
                                  "release with record()")
         return self._append(kind="training", analyses=analyses, description="", note=_check_str("note", note))
+
+    def record_noise_source(self, source: NoiseSource) -> None:
+        """Record where the noise of this ledger's releases came from (:attr:`noise`).
+
+        A secret source is recorded by kind only. A seeded one (``noise_seed=``) is recorded with its seed and
+        as an unaccounted release seen by every observer, for every unit: whoever holds the ledger regenerates
+        the noise, so every ε of the ledger is ∞ for them, and :meth:`account` says why.
+        """
+        if not isinstance(source, NoiseSource):
+            raise TypeError(f"source must be a NoiseSource, got {type(source).__name__}")
+        if self.noise is not None:
+            raise ValueError(f"the ledger's noise source is recorded already ({self.noise['source']}); a ledger "
+                             "records one")
+        self.noise = source.provenance()
+        problem = noise_provenance_problem(self.noise)
+        if problem is not None:
+            self.record_unaccounted(f"NOISE NOT SECRET: {problem}")
 
     def fits(self, mechanism: Mechanism | Mapping[str, Mechanism], *, unit: str | None = None) -> bool:
         """Whether :meth:`record` would accept this release under the budget (nothing is recorded).
@@ -765,6 +791,7 @@ class Ledger:
             "created": self.created,
             "description": self.description,
             "seeds": dict(self.seeds),
+            "noise": None if self.noise is None else dict(self.noise),
             "public_data_sha256": self.public_data_sha256,
             "model": self.model_fingerprint,
             "evidence": self.evidence_fingerprint,
@@ -857,6 +884,9 @@ class Ledger:
                                                 "an object or null")
         ledger.evidence_fingerprint = require_type(document["evidence"], (dict, type(None)), "ledger.evidence",
                                                    "an object or null")
+        if version >= 3:
+            ledger.noise = require_type(require(document, "noise", "ledger"), (dict, type(None)), "ledger.noise",
+                                        "an object or null")
         entries = require_type(document["entries"], list, "ledger.entries", "a list")
         ledger._entries = list(sequence_of_entries(
             [LedgerEntry.from_dict(entry, f"ledger.entries[{i}]") for i, entry in enumerate(entries)]

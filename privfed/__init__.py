@@ -34,6 +34,7 @@ _FROM_ACCOUNTING = (
     "LedgerIntegrityError",
     "Mechanism",
     "MechanismReport",
+    "NoiseSource",
     "ParallelComposition",
     "PrivacyReport",
     "QuantizedLaplaceEnsemble",

@@ -148,7 +148,7 @@ def test_json_round_trip_keeps_everything(ledger):
     assert loaded.account() == ledger.account()
     assert loaded.account(analysis="classic", unit="example") == ledger.account(analysis="classic", unit="example")
     document = json.loads(text)
-    assert document["type"] == "privfed.ledger" and document["schema_version"] == 2
+    assert document["type"] == "privfed.ledger" and document["schema_version"] == 3
     assert document["seeds"] == {"partition": 3}
     assert set(document["spent"]) == {"party", "example"}
     assert document["software"]["numpy"] == np.__version__
@@ -285,7 +285,7 @@ def test_consistently_forged_parameters_are_caught_with_the_evidence(ledger):
     [
         (lambda d: d.pop("entries"), "missing required keys: entries"),
         (lambda d: d.update(type="something"), "ledger.type must be 'privfed.ledger'"),
-        (lambda d: d.update(schema_version=3), "written by a newer privfed"),
+        (lambda d: d.update(schema_version=4), "written by a newer privfed"),
         (lambda d: d["entries"][0].pop("note"), r"ledger.entries\[0\] is missing the required key 'note'"),
         (lambda d: d["entries"][0]["analyses"]["party"].update(num_queries="37"),
          r"entries\[0\].analyses.party.num_queries must be an integer"),
