@@ -50,6 +50,18 @@ def with_seed(prototype: Any, seed: int) -> Any:
     return estimator
 
 
+def with_noise_seed(model: Any, noise_seed: int | None) -> Any:
+    """``model`` with its ``noise_seed`` (DP-SGD's noise and Poisson sampling) set, when it has that parameter.
+
+    None (the default everywhere) leaves the model to draw its noise from its own secret source at fit; an int
+    makes that noise reproducible (``noise_seed=`` opt-in; the ledger then says every ε is ∞ for its holders).
+    A model without the parameter is returned as it is.
+    """
+    if "noise_seed" in model.get_params(deep=False):
+        model.set_params(noise_seed=noise_seed)
+    return model
+
+
 @dataclass(frozen=True, eq=False)
 class FittedClassifier:
     """A fitted estimator and the global class codes its own labels 0..K−1 stand for.
