@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["FittedClassifier", "dp_release", "fit_classifier", "is_dp_trained", "is_torch_classifier", "with_seed"]
+__all__ = ["FittedClassifier", "dp_release", "fit_classifier", "is_dp_trained", "is_torch_classifier", "with_noise_seed", "with_seed"]
 
 
 def is_torch_classifier(model: Any) -> bool:
