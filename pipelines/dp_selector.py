@@ -36,7 +36,13 @@ of public data (the proxy set):
    and the selector shares every example.)
 
 The selector therefore releases nothing but functions of S̃, the seed and the proxy set: its share masks over all
-rounds are post-processing of one Gaussian mechanism per client. Against the raw-data selector the auxiliary
+rounds are post-processing of one Gaussian mechanism per client.
+
+Randomness. The Gaussian noise of step 2 is the only draw the guarantee relies on: it comes from a
+:class:`~privfed.accounting.NoiseSource` that the fitting party builds itself — secret (AES-CTR keyed from this
+machine's OS entropy) unless ``noise_seed`` is given — never from ``random_state``. ``random_state`` seeds the
+public draws (the auxiliary subsample, the median heuristic's sample, the frequencies): the sensitivity is 1 for
+every choice of them, so the analysis does not rely on their secrecy. Against the raw-data selector the auxiliary
 distribution is the proxy set instead of a uniform box (importance weights over uniform samples of a
 high-dimensional box would be degenerate), which also needs no bounding box of the private data.
 """
@@ -52,6 +58,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from ..accounting import DPSGD, dpsgd_noise_multiplier
 from ..accounting._checks import check_delta, check_int_at_least, check_positive_finite, check_probability
+from ..accounting.noise_source import NoiseSource, check_noise_seed
 from ._random import RandomState, as_generator
 from .kulsif import _as_matrix, _check_kernel_width, median_distance
 
@@ -119,7 +126,11 @@ class DPDensityRatioSelector(BaseEstimator):
         A fixed ``feature_map(X) -> (n, d)`` applied before the random features (to the client's and the proxy
         examples alike); the sensitivity does not depend on it.
     random_state : int, numpy Generator or None, default=None
-        Seeds the auxiliary subsample, the frequencies and the noise.
+        Seeds the public draws: the auxiliary subsample, the median heuristic and the frequencies.
+    noise_seed : int or None, default=None
+        The Gaussian noise's source: None draws it from a fresh secret source (:meth:`NoiseSource.secret`); an
+        int makes it reproducible (:meth:`NoiseSource.seeded`; for tests and reproductions only: whoever holds the
+        seed subtracts the noise, so the release has no guarantee against them).
 
     Attributes
     ----------
@@ -154,6 +165,7 @@ class DPDensityRatioSelector(BaseEstimator):
         n_auxiliary: int = 1000,
         feature_map: Callable[[np.ndarray], np.ndarray] | None = None,
         random_state: RandomState = None,
+        noise_seed: int | None = None,
     ) -> None:
         self.quantile = quantile
         self.noise_multiplier = noise_multiplier
@@ -163,6 +175,7 @@ class DPDensityRatioSelector(BaseEstimator):
         self.n_auxiliary = n_auxiliary
         self.feature_map = feature_map
         self.random_state = random_state
+        self.noise_seed = noise_seed
 
     def validate(self) -> None:
         """Check the hyper-parameters (one ``ValueError``/``TypeError`` naming the first bad one)."""
@@ -174,6 +187,7 @@ class DPDensityRatioSelector(BaseEstimator):
         check_int_at_least("n_auxiliary", self.n_auxiliary, 1)
         if self.feature_map is not None and not callable(self.feature_map):
             raise TypeError(f"feature_map must be None or a callable X -> features, got {self.feature_map!r}")
+        check_noise_seed(self.noise_seed)
 
     def _features(self, name: str, X: np.ndarray) -> np.ndarray:
         X = np.asarray(X)
@@ -193,9 +207,10 @@ class DPDensityRatioSelector(BaseEstimator):
             auxiliary = auxiliary[np.sort(rng.choice(len(auxiliary), size=self.n_auxiliary, replace=False))]
         width = median_distance(auxiliary, rng) if self.kernel_width == "median" else float(self.kernel_width)
         frequencies = rng.normal(0.0, 1.0 / width, size=(auxiliary.shape[1], self.n_frequencies))
-        # The one use of the private data: the Gaussian mechanism on a sum of unit vectors.
+        # The one use of the private data: the Gaussian mechanism on a sum of unit vectors, its noise drawn here.
+        noise = NoiseSource.for_task(self.noise_seed).generator
         noisy_sum = random_fourier_features(features, frequencies).sum(axis=0)
-        noisy_sum += rng.normal(0.0, float(self.noise_multiplier), size=noisy_sum.shape)
+        noisy_sum += noise.normal(0.0, float(self.noise_multiplier), size=noisy_sum.shape)
         return self._derive(noisy_sum, frequencies, auxiliary, width)
 
     def _derive(self, noisy_sum: np.ndarray, frequencies: np.ndarray, auxiliary: np.ndarray, width: float

@@ -74,7 +74,8 @@ class WireMessage:
 
     Subclasses set :attr:`KIND` (the message type, e.g. ``"fedkt-votes"``) and
     :attr:`ARRAYS` (field name → :class:`ArraySpec`); every other field is a scalar
-    whose annotation (``int``, ``float``, ``str`` or ``bool``) is enforced on receipt.
+    whose annotation (``int``, ``float``, ``str`` or ``bool``) is enforced on receipt. A scalar annotated
+    ``X | None`` (default None) is optional: left out of the record while None, None when absent on receipt.
     """
 
     KIND: ClassVar[str]
@@ -87,7 +88,7 @@ class WireMessage:
             value = getattr(self, field.name)
             if field.name in self.ARRAYS:
                 arrays[field.name] = np.asarray(value)
-            else:
+            elif value is not None:
                 scalars[field.name] = value
         return Record(self.KIND, arrays, scalars)
 
@@ -95,6 +96,11 @@ class WireMessage:
     def _scalar_types(cls) -> dict[str, type]:
         hints = typing.get_type_hints(cls)
         return {f.name: hints[f.name] for f in fields(cls) if f.name not in cls.ARRAYS}  # type: ignore[arg-type]
+
+    @classmethod
+    def _optional_scalars(cls) -> set[str]:
+        """The scalars annotated ``X | None``: absent from a record while None."""
+        return {name for name, kind in cls._scalar_types().items() if type(None) in typing.get_args(kind)}
 
     @classmethod
     def from_record(
@@ -112,10 +118,11 @@ class WireMessage:
         where = f"{sender} sent a malformed {cls.KIND!r} message"
         if record.kind != cls.KIND:
             raise MessageError(f"{sender} sent a {record.kind!r} message where a {cls.KIND!r} message was expected")
-        scalar_types = cls._scalar_types()
+        scalar_types, optional = cls._scalar_types(), cls._optional_scalars()
         for got, expected, what in ((record.arrays, cls.ARRAYS, "arrays"), (record.scalars, scalar_types, "scalars")):
-            if set(got) != set(expected):
-                raise MessageError(f"{where}: {what} {sorted(got)}, expected exactly {sorted(expected)}")
+            if not set(expected) - optional <= set(got) <= set(expected):
+                absent = f" (optional: {sorted(optional)})" if what == "scalars" and optional else ""
+                raise MessageError(f"{where}: {what} {sorted(got)}, expected exactly {sorted(expected)}{absent}")
         size = record.nbytes
         if size > max_bytes:
             raise MessageError(f"{sender} sent an oversized {cls.KIND!r} message: {size} bytes, at most {max_bytes}")
@@ -144,6 +151,11 @@ class WireMessage:
                 raise MessageError(f"{where}: {name} has shape {array.shape}, expected {shown}")
             values[name] = array
         for name, kind in scalar_types.items():
+            if name in optional:
+                if name not in record.scalars:
+                    values[name] = None
+                    continue
+                (kind,) = (t for t in typing.get_args(kind) if t is not type(None))
             value = record.scalars[name]
             if kind is bool:
                 valid = isinstance(value, bool)

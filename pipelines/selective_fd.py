@@ -86,6 +86,7 @@ from ..accounting._checks import (
     check_positive_finite,
     check_probability,
 )
+from ..accounting.noise_source import check_noise_seed
 from ._models import is_dp_trained
 from .checkpoint import RoundCheckpoint, estimator_checkpoint
 from .dp_selector import DPDensityRatioSelector, selector_noise_multiplier
@@ -148,6 +149,7 @@ class _FederatedDistillation(ClassifierMixin, BaseEstimator):
         if self.callback is not None and not callable(self.callback):
             raise TypeError(f"callback must be None or a callable (estimator, round) -> None, got {self.callback!r}")
         check_progress(self.progress)
+        check_noise_seed(self.noise_seed)
 
     def _client_models(self, n_clients: int) -> list[Any]:
         if isinstance(self.model, (list, tuple)):
@@ -169,8 +171,10 @@ class _FederatedDistillation(ClassifierMixin, BaseEstimator):
         ``checkpoint``: an ``.npz`` path. The run's state (every client's weights, optimizer state,
         selector and distilled examples, the server's random state and history) is saved there after
         every round (:mod:`privfed.pipelines.checkpoint`: arrays and JSON, no pickle); if the file
-        exists, the run continues after its last saved round, with the same result as an uninterrupted
-        run. A checkpoint of other parameters or other data is refused. DP-SGD-trained client models keep
+        exists, the run continues after its last saved round — with ``noise_seed``, to the same result as an
+        uninterrupted run; with secret noise (the default), the remaining rounds draw fresh secret noise (a
+        checkpoint never holds a noise generator's state). A checkpoint of other parameters or other data is
+        refused. DP-SGD-trained client models keep
         their rounds' releases in it, so a resumed run's ledger counts every round's training.
         """
         protocol = self._protocol()
@@ -202,7 +206,7 @@ class _FederatedDistillation(ClassifierMixin, BaseEstimator):
         self.classes_ = classes
         server = FDServer(protocol, classes, public, schemas, names, models=self._client_models(n_parties),
                           client=self.client, delta=self.delta, random_state=self.random_state, max_bytes=max_bytes,
-                          checkpoint=checkpoint)
+                          checkpoint=checkpoint, noise_seed=self.noise_seed)
         server.start(clients)
         self.history_, self.selectors_ = server.history, clients.selectors()
         for round_index in progress_bar(range(server.rounds_done, protocol.rounds), progress=self.progress,
@@ -353,11 +357,19 @@ class SelectiveFD(_FederatedDistillation):
         ``callback(estimator, round_index)`` after every round, with ``models_`` current
         (learning curves; the fitted model is the last round's, never the best one).
     random_state : int, default=None
+        Seeds what no guarantee relies on: the selectors' data splits and public draws, model initialisation,
+        mini-batch order, the proxy batches and tie-breaks.
     n_jobs : int, default=1
         Clients run in parallel (joblib) within a round.
     progress : bool or None, default=None
         A progress bar over the rounds: ``None`` on a terminal only, ``True`` always, ``False``
         never (see :mod:`privfed.pipelines.progress`).
+    noise_seed : int or None, default=None
+        None: every draw a guarantee relies on (randomized-response coins, DP-selector noise, DP-SGD noise and
+        sampling, the server's GNMax noise) comes from a secret source of whoever adds it, never from
+        ``random_state``, and nothing noise-related is in any message or the ledger. An int makes all of it
+        reproducible (tests and reproductions): the seeds derived from it travel in the messages, and the
+        ledger records it and says that every ε is ∞ for its holders.
 
     Attributes
     ----------
@@ -422,6 +434,7 @@ class SelectiveFD(_FederatedDistillation):
         random_state: int | None = None,
         n_jobs: int = 1,
         progress: bool | None = None,
+        noise_seed: int | None = None,
     ) -> None:
         self.model = model
         self.rounds = rounds
@@ -453,6 +466,7 @@ class SelectiveFD(_FederatedDistillation):
         self.random_state = random_state
         self.n_jobs = n_jobs
         self.progress = progress
+        self.noise_seed = noise_seed
 
     def _protocol(self) -> FDProtocol:
         self._check_common()
@@ -546,6 +560,7 @@ class FedMD(_FederatedDistillation):
         random_state: int | None = None,
         n_jobs: int = 1,
         progress: bool | None = None,
+        noise_seed: int | None = None,
     ) -> None:
         self.model = model
         self.rounds = rounds
@@ -565,6 +580,7 @@ class FedMD(_FederatedDistillation):
         self.random_state = random_state
         self.n_jobs = n_jobs
         self.progress = progress
+        self.noise_seed = noise_seed
 
     def _protocol(self) -> FDProtocol:
         self._check_common()
@@ -584,7 +600,8 @@ class IndependentLearning(_FederatedDistillation):
     that cannot continue training are fitted once. ``fit(parties, public=None)``
     ignores ``public``. The ledger records that nothing is shared and that the model
     has no guarantee for its own client.
-    ``progress`` shows a bar over the rounds as in :class:`SelectiveFD`.
+    ``progress`` shows a bar over the rounds as in :class:`SelectiveFD`; ``noise_seed`` (None: secret) is the
+    DP-SGD client models' noise as in :class:`SelectiveFD`.
     """
 
     _estimator_name = "Independent learning"
@@ -601,6 +618,7 @@ class IndependentLearning(_FederatedDistillation):
         random_state: int | None = None,
         n_jobs: int = 1,
         progress: bool | None = None,
+        noise_seed: int | None = None,
     ) -> None:
         self.model = model
         self.rounds = rounds
@@ -611,6 +629,7 @@ class IndependentLearning(_FederatedDistillation):
         self.random_state = random_state
         self.n_jobs = n_jobs
         self.progress = progress
+        self.noise_seed = noise_seed
 
     def _protocol(self) -> FDProtocol:
         self._check_common()

@@ -10,6 +10,16 @@ restores it for round checkpoints. The parties are reached through a ``clients``
 of :class:`~privfed.pipelines.selective_fd_steps.LocalClients` (the party steps in this process), which
 the Flower app implements over its SuperNodes; ``SelectiveFD.fit`` and the Flower app drive the same
 :class:`FDServer` round by round.
+
+Randomness. ``random_state`` seeds the parties' ``seed`` fields and the server's proxy batches and tie-breaks:
+nothing a guarantee relies on. The noise is drawn by whoever adds it from a
+:class:`~privfed.accounting.NoiseSource` (:class:`NoiseSeeds`): by default every party and the server build fresh
+secret sources and no message carries anything noise-related; with ``noise_seed`` (tests and reproductions) the
+server derives one seed per party and draw from it and sends them in the messages, and the ledger records the
+seed and says that every ε is ∞ for its holders. A round checkpoint stores no noise state: the server's
+generator state it keeps (``rng``) is ``random_state``'s, and a resumed run derives the remaining rounds' noise
+seeds again from ``noise_seed`` (bit-identical to the uninterrupted run) or, by default, draws the remaining rounds'
+noise from fresh secret sources (the same protocol, not the same noise).
 """
 
 from __future__ import annotations
@@ -28,6 +38,7 @@ from ..accounting import (
     WithheldVotesNoisyMax,
 )
 from ..accounting.fingerprint import data_fingerprint
+from ..accounting.noise_source import NoiseSource
 from ._dp_ledger import receive_trainings, record_local_training
 from ._models import is_dp_trained
 from ._random import as_seed_sequence, spawn_seeds
@@ -46,7 +57,29 @@ from .selective_fd_steps import (
     setup_messages,
 )
 
-__all__ = ["FDFit", "FDServer", "fd_ledger"]
+__all__ = ["FDFit", "FDServer", "NoiseSeeds", "fd_ledger"]
+
+
+@dataclass(frozen=True)
+class NoiseSeeds:
+    """The noise seeds of a run, from its root :class:`~privfed.accounting.NoiseSource`: all None for a secret root
+    (every party and the server draw their own noise), else derived from the seed by position (nothing drawn).
+
+    ``setups[p]``: party p's DP-selector noise; ``rounds[r][p]``: party p's randomized-response coins and DP-SGD
+    noise in round r; ``server[r]``: the server's GNMax noise in round r.
+    """
+
+    setups: list[int | None]
+    rounds: list[list[int | None]]
+    server: list[int | None]
+
+    @classmethod
+    def of(cls, root: NoiseSource, *, n_parties: int, rounds: int) -> NoiseSeeds:
+        setups, per_round, server = root.child_seeds(3)
+        return cls(setups=NoiseSource.for_task(setups).child_seeds(n_parties),
+                   rounds=[NoiseSource.for_task(seed).child_seeds(n_parties)
+                           for seed in NoiseSource.for_task(per_round).child_seeds(rounds)],
+                   server=NoiseSource.for_task(server).child_seeds(rounds))
 
 
 @dataclass(frozen=True, eq=False)
@@ -82,15 +115,20 @@ class FDServer:
     delta : float
         The ledger's δ.
     random_state : int or None
+        Seeds what no guarantee relies on (the parties' seeds, the proxy batches, tie-breaks).
     max_bytes : int
         The largest record a party may send.
     checkpoint : RoundCheckpoint, default=None
         With in-process clients only: the run continues after the rounds it saved (:meth:`start`).
+    noise_seed : int or None, default=None
+        None: every party and the server draw their noise from their own secret sources. An int (tests and
+        reproductions): all noise derives from it (:class:`NoiseSeeds`), and the ledger says every ε is ∞.
     """
 
     def __init__(self, protocol: FDProtocol, classes: np.ndarray, public: np.ndarray | None,
                  schemas: Sequence[PartySchema], names: Sequence[str], *, models: Sequence[Any], client: int,
-                 delta: float, random_state: Any, max_bytes: int, checkpoint: RoundCheckpoint | None = None) -> None:
+                 delta: float, random_state: Any, max_bytes: int, checkpoint: RoundCheckpoint | None = None,
+                 noise_seed: int | None = None) -> None:
         self.protocol, self.classes, self.public, self.names = protocol, classes, public, names
         self.models, self.client, self.delta, self.max_bytes = list(models), client, delta, max_bytes
         n_parties, n_classes = len(schemas), len(classes)
@@ -104,6 +142,8 @@ class FDServer:
                               else as_seed_sequence(random_state))
         setup_seeds, round_seeds, server_seeds = self.seed_sequence.spawn(3)
         self.server_rng = np.random.default_rng(server_seeds)
+        self.noise = NoiseSource.for_task(noise_seed)
+        self.noise_seeds = NoiseSeeds.of(self.noise, n_parties=n_parties, rounds=protocol.rounds)
         self.batch = min(protocol.proxy_batch, len(public)) if protocol.shares else 0
         self.keep_probability = None
         if protocol.privacy == "rr":
@@ -111,7 +151,8 @@ class FDServer:
                 n_classes, epsilon=protocol.epsilon_per_round, labels_per_report=self.batch
             ).keep_probability
         self.setups = setup_messages(protocol, classes, public if protocol.shares else None,
-                                     spawn_seeds(setup_seeds, n_parties), self.keep_probability)
+                                     spawn_seeds(setup_seeds, n_parties), self.keep_probability,
+                                     noise_seeds=self.noise_seeds.setups)
         self.history: dict[str, list[float]] = {"shared_fraction": [], "sharers_per_example": [], "kept": []}
         self.released_votes: list[tuple[np.ndarray, np.ndarray]] = []
         self.traffic = Traffic.of([[s.to_record()] for s in schemas])
@@ -131,13 +172,15 @@ class FDServer:
         share_seeds, distill_seeds = self._round_seeds[round_index].spawn(2)
         indices = (np.sort(self.server_rng.choice(len(self.public), size=self.batch, replace=False)) if self.batch
                    else np.zeros(0, dtype=np.int64))
-        messages = [SelectiveFDRound(indices, seed) for seed in spawn_seeds(share_seeds, n_parties)]
+        messages = [SelectiveFDRound(indices, seed, noise_seed) for seed, noise_seed
+                    in zip(spawn_seeds(share_seeds, n_parties), self.noise_seeds.rounds[round_index])]
         records = clients.share(messages, round_index)
         self.traffic.add([list(party_records) for party_records in records])
         shares = receive_shares(messages, records, self.names, n_classes=len(self.classes), labels=protocol.labels,
                                 shares=protocol.shares, max_bytes=self.max_bytes)
         if protocol.shares:
-            outcome = server_round(shares, len(self.classes), protocol, self.keep_probability, self.server_rng)
+            outcome = server_round(shares, len(self.classes), protocol, self.keep_probability, self.server_rng,
+                                   noise=NoiseSource.for_task(self.noise_seeds.server[round_index]))
             if outcome.released is not None:
                 self.released_votes.append(outcome.released)
             self.history["shared_fraction"].append(float(outcome.shared.mean()))
@@ -155,7 +198,7 @@ class FDServer:
         ledger, evidence = fd_ledger(self.protocol, n_classes=len(self.classes), public=self.public,
                                      batch=self.batch, released_votes=self.released_votes, trainings=trainings,
                                      models=self.models, client=self.client, delta=self.delta,
-                                     seed=int(self.seed_sequence.entropy))
+                                     seed=int(self.seed_sequence.entropy), noise=self.noise)
         return FDFit(models=models, n_rounds=self.protocol.rounds,
                      bandwidth={**self.traffic.totals(), **published, **reported}, ledger=ledger, evidence=evidence)
 
@@ -204,8 +247,12 @@ class FDServer:
 # --- the ledger -------------------------------------------------------------------------------------
 def fd_ledger(protocol: FDProtocol, *, n_classes: int, public: np.ndarray | None, batch: int,
               released_votes: list[tuple[np.ndarray, np.ndarray]], trainings: list[Any], models: Sequence[Any],
-              client: int, delta: float, seed: int) -> tuple[Ledger, dict[str, np.ndarray]]:
+              client: int, delta: float, seed: int, noise: NoiseSource | None = None
+              ) -> tuple[Ledger, dict[str, np.ndarray]]:
     """The run's ledger and private evidence (``server_votes`` under GNMax's data-dependent analysis).
+
+    ``seed`` is ``random_state``'s (recorded); ``noise`` the run's root noise source (recorded by kind, with its
+    seed when seeded, which makes every ε ∞; None: not recorded, so the ledger's noise provenance is unknown).
 
     The releases; with DP-SGD local models also their training, which the shared predictions, the server's
     labels and the client's model are derived from — not the selectors: the raw-data ones are unaccounted, the
@@ -223,6 +270,8 @@ def fd_ledger(protocol: FDProtocol, *, n_classes: int, public: np.ndarray | None
         public_data_sha256=None if public is None else data_fingerprint({"public": public}),
         description=f"{description}; client models: {', '.join(names)}",
     )
+    if noise is not None:
+        ledger.record_noise_source(noise)
     evidence: dict[str, np.ndarray] = {}
     derived = record_local_training(ledger, trainings, what=f"{protocol.name} clients' local training "
                                     f"({protocol.rounds} rounds, one DP-SGD epoch each)")

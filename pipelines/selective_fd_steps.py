@@ -3,15 +3,15 @@
 The exchange, after the schema exchange of :mod:`privfed.pipelines.party_schema`:
 
 1. server → party, once, :class:`SelectiveFDSetup`: the proxy (public) set, the classes, the party's
-   seed and the protocol's client-side settings (local and distillation steps, hard or soft labels,
-   temperature, randomized response's keep probability, the client-side selector's hyper-parameters). The
-   party seeds its model and fits its client-side selector on its own data (:func:`setup_client`): the raw-data
-   KuLSIF selector, or the differentially private one (:mod:`~privfed.pipelines.dp_selector`), whose only use of
-   the data is one Gaussian-noised sum.
+   seed (and, under the ``noise_seed=`` opt-in only, its noise seed) and the protocol's client-side settings
+   (local and distillation steps, hard or soft labels, temperature, randomized response's keep probability, the
+   client-side selector's hyper-parameters). The party seeds its model and fits its client-side selector on its
+   own data (:func:`setup_client`): the raw-data KuLSIF selector, or the differentially private one
+   (:mod:`~privfed.pipelines.dp_selector`), whose only use of the data is one Gaussian-noised sum.
 2. every round, server → party, :class:`SelectiveFDRound`: the positions of the round's proxy batch in
-   the proxy set and the party's seed for the round. The party trains (``local_steps`` mini-batches,
-   or a refit), predicts the batch, applies its selector and, under ``privacy="rr"``, randomized
-   response (:func:`share_step`) — all on the party — and replies
+   the proxy set and the party's seed for the round (and, under the opt-in only, its noise seed for the round).
+   The party trains (``local_steps`` mini-batches, or a refit), predicts the batch, applies its selector and,
+   under ``privacy="rr"``, randomized response (:func:`share_step`) — all on the party — and replies
 3. party → server, :class:`SelectiveFDShare`: the share mask over the batch and its (perturbed)
    predictions on the shared examples only. Nothing is sent for an example it withholds.
 4. server: :func:`server_round` aggregates (:func:`aggregate_predictions`), applies its selector
@@ -33,6 +33,13 @@ distilled from and the seed of its last fit, and for DP-SGD-trained models its r
 :func:`client_state` turns it into records of arrays and scalars (torch weights and optimizer state as
 arrays, the selector's fitted arrays — no pickle) and :func:`restore_client` rebuilds it exactly; a
 refitted scikit-learn model is refitted from its seed.
+
+Randomness. Every draw a guarantee relies on is made by the party or the server that adds it, from a
+:class:`~privfed.accounting.NoiseSource` it builds itself from the message's ``noise_seed`` — None by default, so a
+fresh secret source (:meth:`NoiseSource.for_task`): the DP selector's Gaussian noise (setup), randomized
+response's coins and the DP-SGD noise and Poisson sampling of each round's local training (round), the server's
+GNMax noise (:func:`server_round`). The ``seed`` fields (from ``random_state``) seed what no guarantee relies on:
+model initialisation, the selectors' public draws, mini-batch order, refit seeds.
 """
 
 from __future__ import annotations
@@ -47,8 +54,9 @@ import numpy as np
 
 from ..accounting import DPSGD, compose_dpsgd, randomized_response_estimate
 from ..accounting.documents import parse_json
+from ..accounting.noise_source import NoiseSource
 from ._dp_ledger import training_report
-from ._models import fit_classifier, is_dp_trained, with_seed
+from ._models import fit_classifier, is_dp_trained, with_noise_seed, with_seed
 from .dp_selector import DPDensityRatioSelector
 from .executor import PartyTask, run_party_tasks
 from .kulsif import DensityRatioSelector
@@ -169,7 +177,8 @@ class SelectiveFDSetup(WireMessage):
     whether the party fits a client-side selector, with ``quantile`` (τ_client), ``validation_fraction``,
     ``kernel_width`` (``"median"`` or a number), ``regularization``, ``n_auxiliary``, ``max_known``;
     ``selector_noise`` is the DP selector's σ (:class:`~privfed.pipelines.dp_selector.DPDensityRatioSelector`,
-    with ``n_frequencies``; NaN: the raw-data KuLSIF selector).
+    with ``n_frequencies``; NaN: the raw-data KuLSIF selector). ``noise_seed`` (None, the default, is left out
+    of the record): the seed of the party's DP-selector noise, only under the estimator's ``noise_seed=`` opt-in.
     """
 
     KIND: ClassVar[str] = "selective-fd-setup"
@@ -193,17 +202,23 @@ class SelectiveFDSetup(WireMessage):
     max_known: int
     selector_noise: float = math.nan
     n_frequencies: int = 0
+    noise_seed: int | None = None
 
 
 @dataclass(frozen=True, eq=False)
 class SelectiveFDRound(WireMessage):
-    """Server → party, each round: positions of the proxy batch in the proxy set, the party's seed."""
+    """Server → party, each round: positions of the proxy batch in the proxy set, the party's seed.
+
+    ``noise_seed`` (None, the default, is left out of the record): the seed of the round's randomized-response
+    coins and DP-SGD noise, only under the estimator's ``noise_seed=`` opt-in.
+    """
 
     KIND: ClassVar[str] = "selective-fd-round"
     ARRAYS: ClassVar = {"batch": ArraySpec("iu", 1)}
 
     batch: np.ndarray
     seed: int
+    noise_seed: int | None = None
 
 
 @dataclass(frozen=True, eq=False)
@@ -235,9 +250,10 @@ class SelectiveFDEnsemble(WireMessage):
 
 def setup_messages(
     protocol: FDProtocol, classes: np.ndarray, proxy: np.ndarray | None, seeds: Sequence[int],
-    keep_probability: float | None,
+    keep_probability: float | None, *, noise_seeds: Sequence[int | None] | None = None,
 ) -> list[SelectiveFDSetup]:
-    """One :class:`SelectiveFDSetup` per party (``seeds``: one per party)."""
+    """One :class:`SelectiveFDSetup` per party (``seeds``: one per party; ``noise_seeds``: one per party, None
+    each by default — every party draws its noise from its own secret source)."""
     selector = protocol.selector
     selector_settings = dict(selects=False, quantile=0.0, validation_fraction=0.0, kernel_width="median",
                              regularization=0.0, n_auxiliary=0, max_known=0)
@@ -261,9 +277,9 @@ def setup_messages(
             proxy=proxy, classes=classes, seed=int(seed), local_steps=protocol.local_steps,
             distill_steps=protocol.distill_steps, labels=protocol.labels, temperature=protocol.temperature,
             shares=protocol.shares, keep_probability=math.nan if keep_probability is None else float(keep_probability),
-            **selector_settings,
+            noise_seed=noise_seed, **selector_settings,
         )
-        for seed in seeds
+        for seed, noise_seed in zip(seeds, [None] * len(seeds) if noise_seeds is None else noise_seeds, strict=True)
     ]
 
 
@@ -297,7 +313,7 @@ def _unfitted_selector(setup: SelectiveFDSetup, feature_map: Callable | None, se
         return DPDensityRatioSelector(
             quantile=setup.quantile, noise_multiplier=setup.selector_noise, n_frequencies=setup.n_frequencies,
             kernel_width=width, regularization=setup.regularization, n_auxiliary=setup.n_auxiliary,
-            feature_map=feature_map, random_state=seed,
+            feature_map=feature_map, random_state=seed, noise_seed=setup.noise_seed,
         )
     return DensityRatioSelector(
         quantile=setup.quantile, validation_fraction=setup.validation_fraction, feature_map=feature_map,
@@ -340,13 +356,18 @@ def _refit(client: FDClient, seed: int) -> Any:
 
 
 def share_step(client: FDClient, message: SelectiveFDRound) -> tuple[FDClient, SelectiveFDShare | None]:
-    """Party step 2: local training, then (when the protocol shares) the selected, perturbed predictions."""
+    """Party step 2: local training, then (when the protocol shares) the selected, perturbed predictions.
+
+    The round's randomized-response coins and DP-SGD noise come from the party's own sources (secret unless the
+    message carries a ``noise_seed``); ``message.seed`` orders the mini-batches and seeds refits.
+    """
     setup, classes = client.setup, client.setup.classes
     rng = np.random.default_rng(message.seed)
+    coins_seed, training_noise_seed = NoiseSource.for_task(message.noise_seed).child_seeds(2)
     if continues_training(client.prototype) and is_dp_trained(client.prototype):
         # DP-SGD: one Poisson-sampled epoch over the whole local data (rows drawn with repeats would make one
         # example count several times); its release joins the client's record.
-        model = client.prototype if client.model is None else client.model
+        model = with_noise_seed(client.prototype if client.model is None else client.model, training_noise_seed)
         model.partial_fit(client.X, classes[client.y], classes=classes)
         client = replace(client, trainings=(*client.trainings, model.dp_releases_[-1]))
     elif continues_training(client.prototype):
@@ -381,8 +402,9 @@ def share_step(client: FDClient, message: SelectiveFDRound) -> tuple[FDClient, S
         return client, SelectiveFDShare(shared, (tempered / tempered.sum(axis=1, keepdims=True))[shared])
     codes = probabilities.argmax(axis=1)
     if not math.isnan(setup.keep_probability):
-        replaced = rng.random(len(codes)) >= setup.keep_probability
-        codes = np.where(replaced, rng.integers(len(classes), size=len(codes)), codes)
+        coins = NoiseSource.for_task(coins_seed).generator
+        replaced = coins.random(len(codes)) >= setup.keep_probability
+        codes = np.where(replaced, coins.integers(len(classes), size=len(codes)), codes)
     return client, SelectiveFDShare(shared, codes[shared].astype(np.int64))
 
 
@@ -540,9 +562,13 @@ class RoundOutcome:
 
 def server_round(
     shares: Sequence[SelectiveFDShare], n_classes: int, protocol: FDProtocol, keep_probability: float | None,
-    rng: np.random.Generator,
+    rng: np.random.Generator, *, noise: NoiseSource | None = None,
 ) -> RoundOutcome:
-    """Aggregate, select and label one batch (the server's step of a round)."""
+    """Aggregate, select and label one batch (the server's step of a round).
+
+    ``noise`` is the source of the server's GNMax (and Confident GNMax threshold) noise — None: a fresh secret
+    one; ``rng`` breaks ties between randomized-response estimates (post-processing, no guarantee relies on it).
+    """
     shared = np.stack([share.shared for share in shares])
     if protocol.labels == "soft":
         predictions = np.zeros((*shared.shape, n_classes))
@@ -558,13 +584,14 @@ def server_round(
     answered = np.flatnonzero(sharers > 0)
     released = None
     if protocol.privacy in SERVER_NOISE_MODES:
+        gaussian = (NoiseSource.secret() if noise is None else noise).generator
         released_votes = votes[answered]
         passed = np.ones(len(answered), dtype=bool)
         if protocol.privacy == "confident-gnmax":  # PATE 2018 Algorithm 1: the threshold step first
-            top = released_votes.max(axis=1) + rng.normal(0.0, protocol.sigma_threshold, size=len(answered))
+            top = released_votes.max(axis=1) + gaussian.normal(0.0, protocol.sigma_threshold, size=len(answered))
             passed = top >= protocol.threshold
         released = (released_votes, passed)
-        noisy = released_votes + rng.normal(0.0, protocol.sigma, size=released_votes.shape)
+        noisy = released_votes + gaussian.normal(0.0, protocol.sigma, size=released_votes.shape)
         labels, confidence = noisy.argmax(axis=1), noisy.max(axis=1) / sharers[answered]
         confidence = np.where(passed, confidence, -np.inf)  # ⊥: not answered
     else:

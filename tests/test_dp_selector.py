@@ -53,7 +53,7 @@ def test_the_data_enter_only_through_the_noisy_sum() -> None:
     """Same seed, one example removed: the releases differ by exactly that example's feature vector (the noise,
     frequencies and auxiliary samples depend on public values only), and everything else is derived from them."""
     client, proxy, _ = two_clusters()
-    kwargs = dict(noise_multiplier=3.0, n_frequencies=32, n_auxiliary=200, random_state=7)
+    kwargs = dict(noise_multiplier=3.0, n_frequencies=32, n_auxiliary=200, random_state=7, noise_seed=11)
     full = DPDensityRatioSelector(**kwargs).fit(client, public=proxy)
     fewer = DPDensityRatioSelector(**kwargs).fit(client[1:], public=proxy)
     np.testing.assert_array_equal(full.frequencies_, fewer.frequencies_)
@@ -69,6 +69,32 @@ def test_the_data_enter_only_through_the_noisy_sum() -> None:
     np.testing.assert_array_equal(restored.theta_, full.theta_)
     assert restored.threshold_ == full.threshold_
     np.testing.assert_array_equal(restored.select(proxy), full.select(proxy))
+
+
+def test_the_noise_is_secret_unless_seeded_and_random_state_keeps_the_public_draws() -> None:
+    """The attack: replay the fit with everything but the data (the same random_state, one public example) and
+    subtract its noise from the release. By default it leaves noise of the full scale behind (the noise is drawn
+    from a secret source); only with the ``noise_seed`` opt-in does it recover the exact feature sum."""
+    client, proxy, _ = two_clusters()
+    kwargs = dict(noise_multiplier=3.0, n_frequencies=32, n_auxiliary=200, random_state=7)
+    for noise_seed in (None, 11):
+        party = DPDensityRatioSelector(**kwargs, noise_seed=noise_seed).fit(client, public=proxy)
+        replay = DPDensityRatioSelector(**kwargs, noise_seed=noise_seed).fit(proxy[:1], public=proxy)
+        np.testing.assert_array_equal(replay.frequencies_, party.frequencies_)  # public draws: random_state's
+        np.testing.assert_array_equal(replay.auxiliary_, party.auxiliary_)
+        noise = replay.noisy_sum_ - random_fourier_features(proxy[:1], replay.frequencies_).sum(axis=0)
+        recovered = party.noisy_sum_ - noise
+        error = np.abs(recovered - random_fourier_features(client, party.frequencies_).sum(axis=0))
+        if noise_seed is None:
+            assert error.max() > 1.0  # about 3·√2 per coordinate: the noise stays
+        else:
+            assert error.max() < 1e-9
+
+
+def test_a_bad_noise_seed_is_refused_in_one_line() -> None:
+    client, proxy, _ = two_clusters()
+    with pytest.raises(ValueError, match="noise_seed must be None .* got -1"):
+        DPDensityRatioSelector(noise_seed=-1).fit(client, public=proxy)
 
 
 def test_the_noise_has_the_stated_scale() -> None:

@@ -396,15 +396,16 @@ def selective_fd(**changes):
 
 
 def selective_fd_dp(**changes):
-    """Selective-FD whose client models train with DP-SGD (one Poisson epoch per round)."""
-    return selective_fd(**changes).set_params(model=dp_mlp())
+    """Selective-FD whose client models train with DP-SGD (one Poisson epoch per round), its noise seeded."""
+    return selective_fd(**changes).set_params(model=dp_mlp(), noise_seed=11)
 
 
 def fedmd_rr(**changes):
     from privfed.pipelines.selective_fd import FedMD
     from sklearn.linear_model import LogisticRegression
 
-    settings = dict(rounds=2, proxy_batch=80, labels="hard", privacy="rr", epsilon_per_round=4.0, random_state=4)
+    settings = dict(rounds=2, proxy_batch=80, labels="hard", privacy="rr", epsilon_per_round=4.0, random_state=4,
+                    noise_seed=12)
     model = changes.pop("model", LogisticRegression(max_iter=200))
     return FedMD(model, **{**settings, **changes})
 
@@ -552,7 +553,7 @@ def test_selective_fd_simulation_on_ray_matches_fit(federation) -> None:
 
     def make():
         return SelectiveFD(LogisticRegression(max_iter=200), rounds=2, proxy_batch=80, labels="hard", privacy="gnmax",
-                           sigma=2.0, n_auxiliary=60, max_known=60, tau_server=2.0, random_state=6)
+                           sigma=2.0, n_auxiliary=60, max_known=60, tau_server=2.0, random_state=6, noise_seed=13)
 
     local = make().fit(parties, public)
     flower = simulate(make(), paths, public, timeout=180)

@@ -1,4 +1,9 @@
-"""Round checkpoints of Selective-FD and its baselines: an interrupted run resumes to the uninterrupted result."""
+"""Round checkpoints of Selective-FD and its baselines: an interrupted run resumes to the uninterrupted result.
+
+The runs that add noise (GNMax, DP-SGD clients) opt in to reproducible noise (``noise_seed``): only then is a
+resumed run bit-identical. A run with secret noise (the default) resumes with fresh secret noise, and its
+checkpoint holds no noise generator's state.
+"""
 
 from __future__ import annotations
 
@@ -40,9 +45,9 @@ def mlp(**options):
 RUNS = {
     "selective-fd, soft, torch": lambda: SelectiveFD(mlp(), **FAST, **SELECTOR),
     "selective-fd, hard, gnmax": lambda: SelectiveFD(mlp(), labels="hard", privacy="gnmax", sigma=1.0,
-                                                     **FAST, **SELECTOR),
+                                                     noise_seed=5, **FAST, **SELECTOR),
     "selective-fd, soft, dp-sgd clients": lambda: SelectiveFD(
-        mlp(dp=DPConfig(noise_multiplier=1.0, max_grad_norm=1.0, delta=1e-5)), **FAST, **SELECTOR),
+        mlp(dp=DPConfig(noise_multiplier=1.0, max_grad_norm=1.0, delta=1e-5)), noise_seed=6, **FAST, **SELECTOR),
     "fedmd, refitted trees": lambda: FedMD(DecisionTreeClassifier(max_depth=4), **FAST),
     "independent": lambda: IndependentLearning(mlp(), **{k: v for k, v in FAST.items() if k != "distill_steps"
                                                         and k != "proxy_batch"}),
@@ -145,3 +150,29 @@ def test_dp_sgd_clients_keep_every_rounds_release_across_a_resume(digits, tmp_pa
     for member in members:
         rate = member["parameters"]["sample_rate"]
         assert member["parameters"]["steps"] == FAST["rounds"] * int(1 / rate)
+
+
+def test_a_secret_noise_run_resumes_with_fresh_noise_and_its_checkpoint_holds_no_noise_state(digits, tmp_path,
+                                                                                              monkeypatch):
+    """GNMax with secret noise (the default): the checkpoint's only generator state is random_state's (the
+    proxy batches), so the resumed rounds draw the same proxy batches and fresh secret noise."""
+    parties, proxy, _ = digits
+
+    def run():
+        return SelectiveFD(mlp(), labels="hard", privacy="gnmax", sigma=1.0, **{**FAST, "rounds": 3}, **SELECTOR)
+
+    path = tmp_path / "run.npz"
+    with monkeypatch.context() as patched:
+        interrupt_in_round(patched, 3)
+        with pytest.raises(KeyboardInterrupt):
+            run().fit(parties, proxy, checkpoint=path)
+    with np.load(path, allow_pickle=False) as stored:
+        text = " ".join(str(stored[name]) for name in stored.files if stored[name].dtype.kind == "U")
+    assert "PCG64" in text and "AES" not in text and "noise" not in text
+    resumed = run().fit(parties, proxy, checkpoint=path)
+    whole = run().fit(parties, proxy)
+    assert resumed.n_rounds_ == whole.n_rounds_ == 3
+    assert resumed.ledger_.noise["source"] == whole.ledger_.noise["source"] == "secret"
+    # the same proxy batches and selectors, hence the same examples answered and the same (data-independent) ε
+    assert resumed.history_["sharers_per_example"] == whole.history_["sharers_per_example"]
+    assert resumed.ledger_.account().epsilon == whole.ledger_.account().epsilon
