@@ -11,16 +11,24 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from sklearn.base import BaseEstimator
 from sklearn.datasets import load_digits
 from sklearn.tree import DecisionTreeClassifier
 
 import privfed.pipelines.selective_fd as selective_fd_module
-from privfed.accounting import NoiseSource
+from privfed.accounting import DPSGD, NoiseSource
 from privfed.pipelines._random import as_seed_sequence
 from privfed.pipelines.dp_selector import DPDensityRatioSelector, random_fourier_features
-from privfed.pipelines.selective_fd import FedMD, SelectiveFD
+from privfed.pipelines.selective_fd import FedMD, IndependentLearning, SelectiveFD
 from privfed.pipelines.selective_fd_server import NoiseSeeds
-from privfed.pipelines.selective_fd_steps import LocalClients, SelectiveFDRound, SelectiveFDSetup, SelectiveFDShare
+from privfed.pipelines.selective_fd_steps import (
+    LocalClients,
+    SelectiveFDRound,
+    SelectiveFDSetup,
+    SelectiveFDShare,
+    setup_client,
+    share_step,
+)
 
 N_CLASSES = 10
 SMALL = dict(rounds=2, proxy_batch=60, labels="hard", random_state=3)
@@ -208,8 +216,44 @@ def test_an_absent_noise_seed_is_not_on_the_wire_and_a_present_one_round_trips()
     assert SelectiveFDRound.from_record(seeded.to_record(), sender="s").noise_seed == 2**62
 
 
-@pytest.mark.parametrize("estimator", [SelectiveFD, FedMD])
+@pytest.mark.parametrize("estimator", [SelectiveFD, FedMD, IndependentLearning])
 def test_a_bad_noise_seed_is_refused_before_any_work(digits, estimator):
     parties, proxy = digits
     with pytest.raises(TypeError, match="noise_seed must be None .* got 1.5"):
         estimator(DecisionTreeClassifier(), noise_seed=1.5).fit(parties, proxy)
+
+
+class NoisySGD(BaseEstimator):
+    """A stand-in for a DP-SGD torch adapter with a ``noise_seed`` parameter: it records the seed of each epoch."""
+
+    def __init__(self, dp="dp-sgd", noise_seed=None, random_state=None):
+        self.dp, self.noise_seed, self.random_state = dp, noise_seed, random_state
+
+    def partial_fit(self, X, y, classes=None):
+        self.seen_ = [*getattr(self, "seen_", []), self.noise_seed]
+        self.dp_releases_ = [*getattr(self, "dp_releases_", []), DPSGD(1.0, 0.1, 10)]
+        return self
+
+    def partial_fit_soft(self, X, targets, temperature=1.0, classes=None):
+        return self
+
+    def predict_proba(self, X):
+        return np.full((len(X), N_CLASSES), 1.0 / N_CLASSES)
+
+
+@pytest.mark.parametrize("noise_seed", [None, 2**40])
+def test_a_dp_sgd_model_gets_the_rounds_noise_seed_only_under_the_opt_in(noise_seed):
+    """Each round, the party hands its DP-SGD model the round's noise seed: None (the model's own secret source)
+    by default, a seed derived from the round message's ``noise_seed`` under the opt-in."""
+    setup = SelectiveFDSetup(
+        proxy=np.zeros((5, 3)), classes=np.arange(N_CLASSES), seed=0, local_steps=1, distill_steps=1, labels="hard",
+        temperature=1.0, shares=True, keep_probability=np.nan, selects=False, quantile=0.0,
+        validation_fraction=0.0, kernel_width="median", regularization=0.0, n_auxiliary=0, max_known=0,
+    )
+    client = setup_client(setup, np.zeros((20, 3)), np.arange(20) % N_CLASSES, local_model=NoisySGD())
+    for index in range(2):
+        client, _ = share_step(client, SelectiveFDRound(np.arange(5), index, None if noise_seed is None
+                                                        else noise_seed + index))
+    expected = [None, None] if noise_seed is None else [
+        NoiseSource.for_task(noise_seed + index).child_seeds(2)[1] for index in range(2)]
+    assert client.model.seen_ == expected and len(client.trainings) == 2
