@@ -142,8 +142,8 @@ class FDServer:
                               else as_seed_sequence(random_state))
         setup_seeds, round_seeds, server_seeds = self.seed_sequence.spawn(3)
         self.server_rng = np.random.default_rng(server_seeds)
-        self.noise = NoiseSource.for_task(noise_seed)
-        self.noise_seeds = NoiseSeeds.of(self.noise, n_parties=n_parties, rounds=protocol.rounds)
+        self.noise_source = NoiseSource.for_task(noise_seed)
+        self.noise_seeds = NoiseSeeds.of(self.noise_source, n_parties=n_parties, rounds=protocol.rounds)
         self.batch = min(protocol.proxy_batch, len(public)) if protocol.shares else 0
         self.keep_probability = None
         if protocol.privacy == "rr":
@@ -198,7 +198,7 @@ class FDServer:
         ledger, evidence = fd_ledger(self.protocol, n_classes=len(self.classes), public=self.public,
                                      batch=self.batch, released_votes=self.released_votes, trainings=trainings,
                                      models=self.models, client=self.client, delta=self.delta,
-                                     seed=int(self.seed_sequence.entropy), noise=self.noise)
+                                     seed=int(self.seed_sequence.entropy), noise=self.noise_source)
         return FDFit(models=models, n_rounds=self.protocol.rounds,
                      bandwidth={**self.traffic.totals(), **published, **reported}, ledger=ledger, evidence=evidence)
 
