@@ -9,6 +9,14 @@ predictive entropy, :func:`importance_sample`), selects the clients, sends them 
 then self-training). :class:`PrivateKTServer` holds the server's state between rounds, saves and
 restores it for round checkpoints, and records the ledger at the end. ``PrivateKT.fit`` and the Flower
 app (``privfed.federation``) drive it round by round; only the :data:`RoundExchange` differs.
+
+Randomness: the server adds no noise. Its generator (``random_state``) draws the queries, the clients,
+the tie-breaks of the aggregate and the global model's training seeds: the ledger composes each client's
+reports over the rounds it actually joined and amplifies by none of this sampling, and all of it is
+post-processing of ε-LDP reports, so no guarantee relies on its secrecy. The clients' randomized-response
+coins are drawn by each client from its own secret source; the server holds only the run's root
+:class:`~privfed.accounting.NoiseSource`, whose children seed the clients' noise when the run opted in with
+``noise_seed=`` (None each otherwise), and a checkpoint never stores a noise source.
 """
 
 from __future__ import annotations
@@ -26,6 +34,7 @@ from sklearn.base import clone
 from ..accounting import (
     DPSGD,
     Ledger,
+    NoiseSource,
     RandomizedResponse,
     account,
     compose_dpsgd,
@@ -219,7 +228,10 @@ class PrivateKTServer:
     max_bytes : int
         The largest record a client may send.
     saved : tuple, default=None
-        A round checkpoint's (state, arrays) that :meth:`state` saved: the run continues after it.
+        A round checkpoint's (state, arrays) that :meth:`state` saved: the run continues after it. With a
+        ``noise_seed`` the resumed run is bit-identical to an uninterrupted one (the clients' noise seeds follow
+        from it and the round); with secret noise (the default) the clients draw fresh secret noise after the
+        resume, so the rest of the run is another draw of the same mechanism, not a replay.
     """
 
     def __init__(self, model: Any, public: np.ndarray, schemas: Sequence[PartySchema], classes: np.ndarray,
@@ -236,6 +248,8 @@ class PrivateKTServer:
         self.round_seeds = self.seed_sequence.spawn(model.rounds)
         self.rng = np.random.default_rng(self.seed_sequence.spawn(1)[0])
         self.init_seed = int(self.rng.integers(2**31))
+        self.noise = NoiseSource.for_task(model.noise_seed)  # the run's root: never saved in a checkpoint
+        self.noise_seeds = self.noise.child_seeds(model.rounds * self.per_round)  # round r: the r-th slice
         self.global_: FittedClassifier | None = None
         self.buffer = KnowledgeBuffer(model.buffer_rounds)
         self.participation = np.zeros(n_clients, dtype=np.int64)
@@ -267,7 +281,9 @@ class PrivateKTServer:
         tasks = privatekt_tasks(queries=public[queries], classes=self.classes, parameters=parameters,
                                 keep_probability=self.keep_probability, local_epochs=model.local_epochs,
                                 init_seed=self.init_seed, round_seed=self.round_seeds[round_index],
-                                n_clients=len(clients))
+                                n_clients=len(clients),
+                                noise_seeds=self.noise_seeds[round_index * self.per_round:
+                                                             (round_index + 1) * self.per_round])
         received, missing = exchange(clients, tasks)
         delivered = [(client, task) for client, task in zip(clients, tasks) if client in received]
         reports, releases = receive_privatekt_replies(
@@ -297,7 +313,11 @@ class PrivateKTServer:
 
     # --- checkpoints -----------------------------------------------------------------------------------
     def state(self) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
-        """The server's state after the rounds done, as (JSON state, arrays) for a round checkpoint."""
+        """The server's state after the rounds done, as (JSON state, arrays) for a round checkpoint.
+
+        ``rng`` is the ``random_state`` generator's state (sampling, tie-breaks, training seeds); no noise
+        source's state is ever saved (the clients hold theirs; a seeded run's follow from ``noise_seed``).
+        """
         state = {
             "rounds_done": self.rounds_done, "entropy": str(self.seed_sequence.entropy),
             "rng": self.rng.bit_generator.state, "buffer_rounds": len(self.buffer), "history": self.history,
@@ -386,6 +406,7 @@ class PrivateKTServer:
             ),
         )
         record_schema_exchange(ledger)
+        ledger.record_noise_source(self.noise)
         return ledger
 
     def _dropout_note(self) -> str:
