@@ -10,8 +10,10 @@ then self-training). :class:`PrivateKTServer` holds the server's state between r
 restores it for round checkpoints, and records the ledger at the end. ``PrivateKT.fit`` and the Flower
 app (``privfed.federation``) drive it round by round; only the :data:`RoundExchange` differs.
 
-Randomness: the server adds no noise. Its generator (``random_state``) draws the queries, the clients,
-the tie-breaks of the aggregate and the global model's training seeds: the ledger composes each client's
+Randomness: the server adds no noise. Its generators (``random_state``) draw the queries, the clients,
+the tie-breaks of the aggregate and the global model's training seeds — the clients from a stream of their
+own, so that which clients join which round (and so every client's ε) follows ``random_state`` alone, not the
+labels the rounds before produced. The ledger composes each client's
 reports over the rounds it actually joined and amplifies by none of this sampling, and all of it is
 post-processing of ε-LDP reports, so no guarantee relies on its secrecy. The clients' randomized-response
 coins are drawn by each client from its own secret source; the server holds only the run's root
@@ -248,6 +250,7 @@ class PrivateKTServer:
         self.round_seeds = self.seed_sequence.spawn(model.rounds)
         self.rng = np.random.default_rng(self.seed_sequence.spawn(1)[0])
         self.init_seed = int(self.rng.integers(2**31))
+        self.client_sampler = np.random.default_rng(self.seed_sequence.spawn(1)[0])  # draws nothing else
         self.noise = NoiseSource.for_task(model.noise_seed)  # the run's root: never saved in a checkpoint
         self.noise_seeds = self.noise.child_seeds(model.rounds * self.per_round)  # round r: the r-th slice
         self.global_: FittedClassifier | None = None
@@ -275,7 +278,7 @@ class PrivateKTServer:
         entropy = np.zeros(len(public)) if global_ is None else predictive_entropy(global_.predict_proba(public))
         queries = importance_sample(entropy, model.queries_per_round, self.rng, uncertain=True)
         clients = [int(client) for client in
-                   np.sort(self.rng.choice(len(self.participation), size=self.per_round, replace=False))]
+                   np.sort(self.client_sampler.choice(len(self.participation), size=self.per_round, replace=False))]
         parameters = (network_parameters(global_.estimator) if self.warm and global_ is not None
                       else np.zeros(0, dtype=np.float32))
         tasks = privatekt_tasks(queries=public[queries], classes=self.classes, parameters=parameters,
@@ -315,12 +318,13 @@ class PrivateKTServer:
     def state(self) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
         """The server's state after the rounds done, as (JSON state, arrays) for a round checkpoint.
 
-        ``rng`` is the ``random_state`` generator's state (sampling, tie-breaks, training seeds); no noise
-        source's state is ever saved (the clients hold theirs; a seeded run's follow from ``noise_seed``).
+        ``rng`` and ``client_sampler`` are the ``random_state`` generators' states (sampling, tie-breaks,
+        training seeds; the clients of each round); no noise source's state is ever saved (the clients hold theirs; a seeded run's follow from ``noise_seed``).
         """
         state = {
             "rounds_done": self.rounds_done, "entropy": str(self.seed_sequence.entropy),
-            "rng": self.rng.bit_generator.state, "buffer_rounds": len(self.buffer), "history": self.history,
+            "rng": self.rng.bit_generator.state, "client_sampler": self.client_sampler.bit_generator.state,
+            "buffer_rounds": len(self.buffer), "history": self.history,
             "dropouts": self.dropouts,
             "trainings": [[None if release is None else {"parameters": release.parameters(), "unit": release.unit}
                            for release in rounds] for rounds in self.trainings],
@@ -336,6 +340,7 @@ class PrivateKTServer:
         """Put the state that :meth:`state` saved back."""
         state, arrays = saved
         self.rng.bit_generator.state = state["rng"]
+        self.client_sampler.bit_generator.state = state["client_sampler"]
         for index in range(state["buffer_rounds"]):
             self.buffer.push(arrays[f"buffer.{index}.indices"], arrays[f"buffer.{index}.labels"])
         self.history, self.dropouts = state["history"], state["dropouts"]

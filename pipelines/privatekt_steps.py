@@ -11,9 +11,9 @@ Each round, after the schema exchange of :mod:`privfed.pipelines.party_schema` (
    noise (``noise_seed=``), the seed of the client's noise;
 2. client → server, :class:`PrivateKTReport`: its K labels after K-ary randomized response, made on
    the client (:func:`perturb_labels`) with coins from the client's own
-   :class:`~privfed.accounting.NoiseSource` (secret unless the task carries a noise seed), and, with DP-SGD local training, a
-   :class:`~privfed.pipelines._dp_ledger.DPTrainingReport` of that training's one release (σ, q, steps),
-   so that the server's ledger can record it.
+   :class:`~privfed.accounting.NoiseSource` (secret unless the task carries a noise seed), and, with
+   DP-SGD local training, a :class:`~privfed.pipelines._dp_ledger.DPTrainingReport` of that training's one
+   release (σ, q, steps), so that the server's ledger can record it.
 
 The party step (:func:`privatekt_party_step`) trains the client's copy of the global model, labels
 the queries and randomizes the labels; :func:`batched_party_steps` is the same step for a round's
@@ -196,8 +196,8 @@ def batched_party_steps(tasks: Sequence[PrivateKTTask], parties: Sequence[tuple[
     """:func:`privatekt_party_step` for a round's clients of a torch model, their training stacked in one computation.
 
     The tasks share the global network, the queries and the settings; each client keeps its own seed,
-    hence its own ``random_state`` and shuffle, and its own noise source for its randomized response. Only the order of the
-    floating-point work changes (see :mod:`~privfed.pipelines.batched_training`). Not for DP-SGD
+    hence its own ``random_state`` and shuffle, and its own noise source for its randomized response. Only the
+    order of the floating-point work changes (see :mod:`~privfed.pipelines.batched_training`). Not for DP-SGD
     (Opacus trains each copy on its own) nor for a scikit-learn model.
     """
     from .batched_training import train_copies  # torch: imported only where a torch model is trained

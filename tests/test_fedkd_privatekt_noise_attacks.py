@@ -202,6 +202,8 @@ def test_two_default_privatekt_fits_share_the_sampling_not_the_coins(digits, mon
     for (task_a, _), (task_b, _) in zip(first[:n_round], second[:n_round]):  # round 1: before any noisy label
         np.testing.assert_array_equal(task_a.queries, task_b.queries)
         assert (task_a.seed, task_a.init_seed, task_a.noise_seed) == (task_b.seed, task_b.init_seed, None)
+    np.testing.assert_array_equal(fits[0].participation_, fits[1].participation_)  # the clients follow random_state
+    assert fits[0].ledger_.account().epsilon == fits[1].ledger_.account().epsilon
     reports = [np.concatenate([report.labels for _, report in view]) for view in views]
     assert not np.array_equal(reports[0][:n_round * 20], reports[1][:n_round * 20])  # fresh secret coins
     np.testing.assert_array_equal(reports[2], reports[3])

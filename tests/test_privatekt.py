@@ -222,9 +222,8 @@ def test_forest_model_and_bundle_round_trip(digits, tmp_path):
 
 def test_same_random_state_same_run(digits):
     parties, public, (X_test, _) = digits
-    first = small(DecisionTreeClassifier(max_depth=6), rounds=2, self_training_size=0, noise_seed=2).fit(parties, public)
-    second = small(DecisionTreeClassifier(max_depth=6), rounds=2, self_training_size=0, noise_seed=2).fit(parties,
-                                                                                                          public)
+    first, second = (small(DecisionTreeClassifier(max_depth=6), rounds=2, self_training_size=0, noise_seed=2).fit(
+        parties, public) for _ in range(2))
     np.testing.assert_array_equal(first.participation_, second.participation_)
     np.testing.assert_array_equal(first.predict(X_test), second.predict(X_test))
 
