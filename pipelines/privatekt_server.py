@@ -13,9 +13,9 @@ app (``privfed.federation``) drive it round by round; only the :data:`RoundExcha
 Randomness: the server adds no noise. Its generators (``random_state``) draw the queries, the clients,
 the tie-breaks of the aggregate and the global model's training seeds — the clients from a stream of their
 own, so that which clients join which round (and so every client's ε) follows ``random_state`` alone, not the
-labels the rounds before produced. The ledger composes each client's
-reports over the rounds it actually joined and amplifies by none of this sampling, and all of it is
-post-processing of ε-LDP reports, so no guarantee relies on its secrecy. The clients' randomized-response
+labels the rounds before produced. The ledger composes each client's reports over the rounds it actually
+joined and amplifies by none of this sampling, and all of it is post-processing of ε-LDP reports, so no
+guarantee relies on its secrecy. The clients' randomized-response
 coins are drawn by each client from its own secret source; the server holds only the run's root
 :class:`~privfed.accounting.NoiseSource`, whose children seed the clients' noise when the run opted in with
 ``noise_seed=`` (None each otherwise), and a checkpoint never stores a noise source.
