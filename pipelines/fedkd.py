@@ -39,6 +39,13 @@ ledger records both as unaccounted. FedKD draws the noise once per public
 example and class here (cached); its code redraws it for every batch, which
 multiplies the cost by the number of epochs — available as
 ``redraw_noise_per_batch=True`` and charged as ``draws_per_example``.
+
+**Randomness.** The server draws the Laplace noise (every draw, redraws included) from its own
+:class:`~privfed.accounting.NoiseSource`: secret (AES-CTR keyed from the server's OS entropy), never
+derived from ``random_state``, sent or recorded. A DP-trained local model draws its DP-SGD noise from the
+party's own source. ``random_state`` sets what no guarantee relies on: the local models' and the server
+model's initialisation and shuffles. ``noise_seed=`` makes the noise reproducible, for tests and
+reproductions only: the ledger then records the seed and every ε is ∞ for its holders.
 """
 
 from __future__ import annotations
@@ -51,6 +58,8 @@ from scipy.special import expit
 from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.utils.validation import check_is_fitted
 
+from ..accounting import NoiseSource
+from ..accounting.noise_source import check_noise_seed
 from ._dp_ledger import receive_trainings
 from ._random import as_seed_sequence
 from .executor import PartyTask, run_party_tasks
@@ -72,6 +81,7 @@ from .fedkd_steps import (
     local_models,
     logit_replies,
     party_logits,
+    party_noise_seeds,
     party_message,
     receive_fedkd_replies,
 )
@@ -149,6 +159,12 @@ class FedKD(ClassifierMixin, BaseEstimator):
     delta : float, default=1e-5
         δ of the ε reported in ``epsilon_``.
     random_state : int, default=None
+        Seeds what no guarantee relies on: the local and server models' initialisation and shuffles.
+    noise_seed : int or None, default=None
+        None (the default): the server's Laplace noise and the parties' DP-SGD noise come from secret
+        sources, drawn where they are added. An int makes that noise reproducible (with ``random_state``,
+        the whole run), for tests and reproductions only: the ledger records the seed and every ε of it
+        is ∞ for its holders.
     n_jobs : int, default=1
         Parties trained in parallel (joblib).
     progress : bool or None, default=None
@@ -210,6 +226,7 @@ class FedKD(ClassifierMixin, BaseEstimator):
         redraw_noise_per_batch: bool = False,
         delta: float = 1e-5,
         random_state: int | None = None,
+        noise_seed: int | None = None,
         n_jobs: int = 1,
         progress: bool | None = None,
     ) -> None:
@@ -228,12 +245,18 @@ class FedKD(ClassifierMixin, BaseEstimator):
         self.redraw_noise_per_batch = redraw_noise_per_batch
         self.delta = delta
         self.random_state = random_state
+        self.noise_seed = noise_seed
         self.n_jobs = n_jobs
         self.progress = progress
 
     def _validate(self) -> None:
         """Check the hyper-parameters (``privfed.federation`` calls this before starting anything)."""
         check_fedkd_settings(self)
+        check_noise_seed(self.noise_seed)
+
+    def _noise_source(self) -> NoiseSource:
+        """The run's root noise source: secret, or seeded by ``noise_seed`` (shared with ``privfed.federation``)."""
+        return NoiseSource.for_task(self.noise_seed)
 
     # --- fitting ----------------------------------------------------------------------------------------
     def fit(self, parties: Sequence[tuple[np.ndarray, np.ndarray]], public: np.ndarray) -> FedKD:
@@ -253,7 +276,9 @@ class FedKD(ClassifierMixin, BaseEstimator):
         models = local_models(self, len(parties))
         seed_sequence = as_seed_sequence(self.random_state)
         party_seeds, server_seeds = seed_sequence.spawn(2)
-        tasks = fedkd_tasks(self, public, self.classes_, party_seeds, len(parties))
+        noise = self._noise_source()
+        tasks = fedkd_tasks(self, public, self.classes_, party_seeds, len(parties),
+                            noise_seeds=party_noise_seeds(noise, len(parties)))
         outcomes: list[FedKDPartyOutcome] = run_party_tasks(
             _party_step, [(X, y, task, m) for (X, y), task, m in zip(parties, tasks, models)], config=None,
             random_state=party_seeds, n_jobs=self.n_jobs, progress=self.progress,
@@ -263,7 +288,7 @@ class FedKD(ClassifierMixin, BaseEstimator):
         replies = receive_fedkd_replies(tasks, sent, names, max_bytes=DEFAULT_MAX_BYTES)
         trainings = receive_trainings(sent, names, max_bytes=DEFAULT_MAX_BYTES, models=models)
         return self._set_fitted(fedkd_server_step(self, replies, public, server_seeds, int(seed_sequence.entropy),
-                                                  trainings))
+                                                  trainings, noise=noise))
 
     def fit_logits(self, party_logits: Sequence[np.ndarray], class_counts: np.ndarray, public: np.ndarray, *,
                    classes: np.ndarray | None = None, parameter_counts: Sequence[int | None] | None = None) -> FedKD:
@@ -272,7 +297,7 @@ class FedKD(ClassifierMixin, BaseEstimator):
         Each party's logits (its :func:`party_logits` output, shape (n_public, C)) are
         clipped and quantized here as the party would before sending
         (:func:`party_message`), then the server runs exactly as in :meth:`fit`; with
-        the same ``random_state`` the noise and the server model are those of :meth:`fit`.
+        the same ``random_state`` and ``noise_seed`` the noise and the server model are those of :meth:`fit`.
 
         Parameters
         ----------
@@ -291,7 +316,7 @@ class FedKD(ClassifierMixin, BaseEstimator):
                                                parameter_counts=parameter_counts)
         seed_sequence = as_seed_sequence(self.random_state)
         return self._set_fitted(fedkd_server_step(self, results, public, seed_sequence.spawn(2)[1],
-                                                  int(seed_sequence.entropy)))
+                                                  int(seed_sequence.entropy), noise=self._noise_source()))
 
     def _set_fitted(self, fitted: FedKDFit) -> FedKD:
         """Set the fitted attributes from the server step's result (shared with ``privfed.federation``)."""

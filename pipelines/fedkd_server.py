@@ -4,7 +4,10 @@ The server receives each party's :class:`~privfed.pipelines.fedkd_steps.FedKDLog
 quantized logits on the public set and, with class-count weighting, its class counts), weights them
 per class (FedKD Eq. 3), sums them, adds Laplace(1/γ) noise per public example and class
 (:class:`NoisyLogitEnsemble`, Eq. 4) and distils its own model on the public set from that noisy ensemble
-(Eq. 6–7). :func:`fedkd_server_step` does all of it and returns the fitted attributes as a
+(Eq. 6–7). The Laplace noise comes from the server's own :class:`~privfed.accounting.NoiseSource`
+(:func:`server_noise_source`: secret unless the run opted in with ``noise_seed=``), never from
+``random_state``, which keeps setting the distillation's initialisation and shuffles.
+:func:`fedkd_server_step` does all of it and returns the fitted attributes as a
 :class:`FedKDFit`; ``FedKD.fit``, ``FedKD.fit_logits`` and the Flower app (``privfed.federation``) run it
 on the same messages. :func:`check_fedkd_settings` validates the estimator's settings before any of it.
 """
@@ -20,7 +23,7 @@ import numpy as np
 from scipy.special import softmax
 from sklearn.base import clone
 
-from ..accounting import Ledger, Mechanism, QuantizedLaplaceEnsemble, class_count_weights
+from ..accounting import Ledger, Mechanism, NoiseSource, QuantizedLaplaceEnsemble, class_count_weights
 from ..accounting._checks import check_choice, check_delta, check_int_at_least, check_positive_finite
 from ..accounting.fingerprint import data_fingerprint
 from ._dp_ledger import record_local_training
@@ -41,6 +44,7 @@ __all__ = [
     "check_fedkd_settings",
     "fedkd_server_step",
     "paper_quantized",
+    "server_noise_source",
 ]
 
 WEIGHTINGS = ("auto", "class-count", "uniform")
@@ -115,6 +119,8 @@ class NoisyLogitEnsemble:
     gamma : float or None
         Laplace noise of scale 1/γ; None adds none.
     rng : numpy Generator
+        The noise's generator: the server's :class:`~privfed.accounting.NoiseSource`'s ``generator``
+        (:func:`server_noise_source`), never one derived from ``random_state``.
     redraw : bool, default=False
         False: the noise is drawn on the first :meth:`read` and every later read
         returns the same array (one draw per example and class). True: every read
@@ -143,6 +149,12 @@ class NoisyLogitEnsemble:
             self.latest.setflags(write=False)
             self.draws += 1
         return self.latest
+
+
+def server_noise_source(noise: NoiseSource) -> NoiseSource:
+    """The server's noise source: child 0 of the run's root source ``noise`` (the parties' are children
+    1..n, :func:`~privfed.pipelines.fedkd_steps.party_noise_seeds`); a fresh secret source for a secret root."""
+    return NoiseSource.for_task(noise.child_seeds(1)[0])
 
 
 # --- bandwidth ------------------------------------------------------------------------------------------
@@ -221,7 +233,8 @@ class FedKDFit:
 
 def fedkd_server_step(model: Any, results: list[FedKDLogits], public: np.ndarray,
                       server_seeds: np.random.SeedSequence, seed: int,
-                      trainings: list[Mechanism | None] | None = None) -> FedKDFit:
+                      trainings: list[Mechanism | None] | None = None, *,
+                      noise: NoiseSource | None = None) -> FedKDFit:
     """Server side of FedKD for the validated estimator ``model`` (Algorithm 1, lines 6–12).
 
     Parameters
@@ -233,12 +246,16 @@ def fedkd_server_step(model: Any, results: list[FedKDLogits], public: np.ndarray
     public : ndarray
         The public set the logits are computed on.
     server_seeds : SeedSequence
-        The server's stream (noise, distillation).
+        The server's ``random_state`` stream (the distillation's initialisation and shuffles; never noise).
     seed : int
         The run's ``random_state`` entropy, recorded in the ledger.
     trainings : list of Mechanism or None, default=None
         Each party's local DP-SGD training (None: not DP-trained), from its ``dp-training`` report.
+    noise : NoiseSource, default=None
+        The run's root noise source (the one whose children seeded the parties' tasks); the server draws
+        from its child :func:`server_noise_source`, and the ledger records the root. None: a secret one.
     """
+    noise = NoiseSource.secret() if noise is None else noise
     counts = np.stack([r.class_counts for r in results])
     n_parties, n_outputs = counts.shape
     weighting = resolved_weighting(model)
@@ -251,7 +268,8 @@ def fedkd_server_step(model: Any, results: list[FedKDLogits], public: np.ndarray
                else np.full((n_parties, n_outputs), 1.0 / n_parties))
     ensemble = np.einsum("kc,knc->nc", weights, np.stack([r.quantized_logits for r in results]))
     server_rng = np.random.default_rng(server_seeds)
-    noisy = NoisyLogitEnsemble(ensemble, gamma=model.gamma, rng=server_rng, redraw=model.redraw_noise_per_batch)
+    noisy = NoisyLogitEnsemble(ensemble, gamma=model.gamma, rng=server_noise_source(noise).generator,
+                               redraw=model.redraw_noise_per_batch)
     server_model, server_classes, distillation = _distill(model, noisy, public, server_rng)
     bandwidth = BandwidthReport(
         n_public=len(public),
@@ -261,7 +279,7 @@ def fedkd_server_step(model: Any, results: list[FedKDLogits], public: np.ndarray
         parameter_counts=tuple(None if r.parameter_count < 0 else r.parameter_count for r in results),
     )
     ledger = _ledger(model, public, n_parties, n_outputs, seed, trainings or [None] * n_parties,
-                     weighting=weighting, weights=weights, draws_per_example=noisy.draws)
+                     weighting=weighting, weights=weights, draws_per_example=noisy.draws, noise=noise)
     return FedKDFit(
         weighting=weighting, z_max=z_max, weights=weights, server_model=server_model, server_classes=server_classes,
         distillation=distillation, noisy_ensemble=noisy.latest, draws_per_example=noisy.draws, bandwidth=bandwidth,
@@ -322,7 +340,7 @@ def _distill(model: Any, noisy: NoisyLogitEnsemble, public: np.ndarray, rng: np.
 # --- accounting -----------------------------------------------------------------------------------------
 def _ledger(model: Any, public: np.ndarray, n_parties: int, n_outputs: int, seed: int,
             trainings: list[Mechanism | None], *, weighting: str, weights: np.ndarray,
-            draws_per_example: int) -> Ledger:
+            draws_per_example: int, noise: NoiseSource) -> Ledger:
     """The releases; with DP-trained local models also their training, which every release but the class
     counts is derived from (logits of the DP models on public data, their noisy ensemble, the server model)."""
     ledger = Ledger(
@@ -388,4 +406,5 @@ def _ledger(model: Any, public: np.ndarray, n_parties: int, n_outputs: int, seed
             observers=("coordinator",),
         )
     record_schema_exchange(ledger)
+    ledger.record_noise_source(noise)
     return ledger

@@ -3,7 +3,8 @@
 The exchange, after the schema exchange of :mod:`privfed.pipelines.party_schema`:
 
 1. server → party, :class:`FedKDTask`: the public set, the classes, the public clip bound Z and the
-   quantization scale S, and the party's seed;
+   quantization scale S, the party's seed (model initialisation only) and, only when the run opted in to
+   reproducible noise (``noise_seed=``), the seed of the party's noise (its DP-SGD noise, if DP-trained);
 2. party → server, :class:`FedKDLogits`: the party's clipped, quantized logits on the public set, its
    class counts (in clear, for the class-count weights; recorded as unaccounted) and its model's
    parameter count (for the FedAvg comparison of ``bandwidth_``).
@@ -27,9 +28,9 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from ..accounting import Mechanism, quantize_logits
+from ..accounting import Mechanism, NoiseSource, quantize_logits
 from ._dp_ledger import training_report, without_trainings
-from ._models import FittedClassifier, dp_release, fit_classifier, is_torch_classifier, with_seed
+from ._models import FittedClassifier, dp_release, fit_classifier, is_torch_classifier, with_noise_seed, with_seed
 from ._random import spawn_seeds
 from .messages import ArraySpec, MessageError, Record, WireMessage
 from .party_data import class_codes
@@ -44,6 +45,7 @@ __all__ = [
     "fedkd_tasks",
     "local_models",
     "logit_replies",
+    "party_noise_seeds",
     "parameter_count",
     "party_logits",
     "party_scale",
@@ -59,8 +61,14 @@ PROBABILITY_FLOOR = 1e-6
 # --- messages -------------------------------------------------------------------------------------------
 @dataclass(frozen=True, eq=False)
 class FedKDTask(WireMessage):
-    """Server → party: the public set, classes (multi-label: ``arange(L)``), Z (NaN: none), S (0: none), seed, and
-    whether to send class counts (only for class-count weighting; otherwise the party sends zeros)."""
+    """Server → party: the public set, classes (multi-label: ``arange(L)``), Z (NaN: none), S (0: none), seed,
+    whether to send class counts (only for class-count weighting; otherwise the party sends zeros), and the
+    party's noise seed.
+
+    ``seed`` derives from ``random_state`` and sets the local model's initialisation only. ``noise_seed`` is
+    None (absent from the wire) unless the run opted in to reproducible noise: the party then draws its
+    DP-SGD noise from its own secret source (:meth:`~privfed.accounting.NoiseSource.for_task`).
+    """
 
     KIND: ClassVar[str] = "fedkd-task"
     ARRAYS: ClassVar = {"public": ArraySpec("iuf", None), "classes": ArraySpec("iufbU", 1)}
@@ -72,6 +80,7 @@ class FedKDTask(WireMessage):
     quantization_scale: int
     seed: int
     send_class_counts: bool
+    noise_seed: int | None = None
 
 
 @dataclass(frozen=True, eq=False)
@@ -202,14 +211,16 @@ def fedkd_party_step(
 ) -> FedKDPartyOutcome:
     """Party side of FedKD: train the local model, send its quantized logits on the public set once.
 
-    ``y`` holds the party's original labels (multi-label: its (n, L) 0/1 indicators).
+    ``y`` holds the party's original labels (multi-label: its (n, L) 0/1 indicators). A DP-trained local
+    model draws its noise from the party's own source: secret unless the task carries a ``noise_seed``.
     """
     n_outputs = len(task.classes)
     clip = None if math.isnan(task.clip) else task.clip
     scale = task.quantization_scale or None
+    local_model = with_noise_seed(with_seed(local_model, task.seed), task.noise_seed)
     if task.multilabel:
         y = np.asarray(y).astype(np.int64)  # 0/1 indicators (checked by the schema step), as fit passes them
-        model = with_seed(local_model, task.seed).fit(X, y)
+        model = local_model.fit(X, y)
         logits = party_logits(model, task.public, clip=clip, multilabel=True, n_outputs=n_outputs)
         counts = y.sum(axis=0).astype(np.int64)
     else:
@@ -264,10 +275,17 @@ def party_scale(model: Any) -> int | None:
     return model.quantization_scale if model.quantizer == "public" else None
 
 
+def party_noise_seeds(noise: NoiseSource, n_parties: int) -> list[int | None]:
+    """The parties' noise seeds for their tasks: children 1..n of the run's root source ``noise`` (child 0 is
+    the server's, :func:`~privfed.pipelines.fedkd_server.server_noise_source`); all None for a secret root."""
+    return noise.child_seeds(n_parties + 1)[1:]
+
+
 def fedkd_tasks(model: Any, public: np.ndarray, classes: np.ndarray, party_seeds: np.random.SeedSequence,
-                n_parties: int) -> list[FedKDTask]:
+                n_parties: int, *, noise_seeds: Sequence[int | None] | None = None) -> list[FedKDTask]:
     """One :class:`FedKDTask` per party, from the validated estimator ``model`` and the federation's ``classes``.
 
+    ``noise_seeds`` (:func:`party_noise_seeds`; None: secret noise for every party) go into the tasks.
     Warns first when the noise drowns even the best top-class margin (single-label only; :mod:`.preflight`).
     """
     if model.gamma is not None and not model.multilabel:  # pre-flight: the best margin is 2Z (+Z against −Z)
@@ -278,6 +296,9 @@ def fedkd_tasks(model: Any, public: np.ndarray, classes: np.ndarray, party_seeds
                  f"(logits clipped to ±{float(model.clip):g})",
             advice="add less noise (a larger gamma) or a larger clip")
     scale = party_scale(model)
+    noise_seeds = [None] * n_parties if noise_seeds is None else list(noise_seeds)
+    if len(noise_seeds) != n_parties:
+        raise ValueError(f"noise_seeds must hold one seed (or None) per party ({n_parties}), got {len(noise_seeds)}")
     return [
         FedKDTask(
             public=public,
@@ -287,8 +308,9 @@ def fedkd_tasks(model: Any, public: np.ndarray, classes: np.ndarray, party_seeds
             quantization_scale=0 if scale is None else int(scale),
             seed=int(seed),
             send_class_counts=resolved_weighting(model) == "class-count",
+            noise_seed=noise_seed,
         )
-        for seed in spawn_seeds(party_seeds, n_parties)
+        for seed, noise_seed in zip(spawn_seeds(party_seeds, n_parties), noise_seeds)
     ]
 
 

@@ -33,6 +33,15 @@ that the privacy loss does not accumulate over rounds because the public
 examples change; privfed does not rely on that claim and notes it as the
 authors' in the ledger.
 
+**Randomness.** Each client draws its randomized-response coins (keep or not, and the replacement
+label) from its own :class:`~privfed.accounting.NoiseSource`: secret, keyed from the client's OS entropy,
+never derived from ``random_state``, sent or recorded; a DP-trained client draws its DP-SGD noise the same
+way. ``random_state`` sets what no guarantee relies on: the importance sampling of the queries, the
+choice of clients each round (the ledger composes every round a client joins and amplifies by no
+sampling), the tie-breaks of the aggregate (post-processing of the reports), the self-training sample and
+every model's initialisation and shuffles. ``noise_seed=`` makes the noise reproducible, for tests and
+reproductions only: the ledger then records the seed and every ε is ∞ for its holders.
+
 **Models.** With a :class:`~pipelines.torch_models.TorchClassifier` the global
 model learns across rounds: clients continue training a copy of it, the server
 continues training it (``fit_soft(..., warm_start=True)``), and self-training uses
@@ -55,6 +64,7 @@ from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.utils.validation import check_is_fitted
 
 from ..accounting import RandomizedResponse
+from ..accounting.noise_source import check_noise_seed
 from ._models import FittedClassifier, is_torch_classifier
 from .checkpoint import RoundCheckpoint, estimator_checkpoint
 from .executor import PartyTask, run_party_tasks
@@ -122,6 +132,11 @@ class PrivateKT(ClassifierMixin, BaseEstimator):
     delta : float, default=1e-5
         δ of the per-client ε in ``client_epsilons_``.
     random_state : int, default=None
+        Seeds what no guarantee relies on: query and client sampling, tie-breaks, models' initialisation.
+    noise_seed : int or None, default=None
+        None (the default): every client draws its randomized-response coins (and DP-SGD noise) from its
+        own secret source. An int makes them reproducible (with ``random_state``, the whole run), for tests
+        and reproductions only: the ledger records the seed and every ε of it is ∞ for its holders.
     n_jobs : int, default=1
         Clients trained in parallel within a round (joblib) when they are not batched (``batch_clients``).
     batch_clients : bool or "auto", default="auto"
@@ -197,6 +212,7 @@ class PrivateKT(ClassifierMixin, BaseEstimator):
         self_training_epochs: int = 1,
         delta: float = 1e-5,
         random_state: int | None = None,
+        noise_seed: int | None = None,
         n_jobs: int = 1,
         batch_clients: bool | Literal["auto"] = "auto",
         progress: bool | None = None,
@@ -214,6 +230,7 @@ class PrivateKT(ClassifierMixin, BaseEstimator):
         self.self_training_epochs = self_training_epochs
         self.delta = delta
         self.random_state = random_state
+        self.noise_seed = noise_seed
         self.n_jobs = n_jobs
         self.batch_clients = batch_clients
         self.progress = progress
@@ -221,6 +238,7 @@ class PrivateKT(ClassifierMixin, BaseEstimator):
     def _validate(self, n_public: int | None = None) -> None:
         """Check the hyper-parameters (``privfed.federation`` calls this before starting anything)."""
         check_privatekt_settings(self, n_public)
+        check_noise_seed(self.noise_seed)
 
     # --- fitting ---------------------------------------------------------------------------------------
     def fit(self, parties: Sequence[tuple[np.ndarray, np.ndarray]], public: np.ndarray, *,
@@ -236,7 +254,9 @@ class PrivateKT(ClassifierMixin, BaseEstimator):
         ``checkpoint``: an ``.npz`` path (torch global models only). The run's state is saved there
         after every round (:mod:`privfed.pipelines.checkpoint`: arrays and JSON, no pickle); if the
         file exists, the run continues after its last saved round, with the same result as an
-        uninterrupted run. A checkpoint of other parameters, other data or another ``eval_set`` is refused.
+        uninterrupted run when ``noise_seed`` is set (with secret noise, the default, the clients draw fresh
+        secret coins after the resume: another draw of the same mechanism; no checkpoint holds a noise source).
+        A checkpoint of other parameters, other data or another ``eval_set`` is refused.
         """
         parties, public = check_parties(parties, public)
         self._validate(len(public))

@@ -9,6 +9,16 @@ predictive entropy, :func:`importance_sample`), selects the clients, sends them 
 then self-training). :class:`PrivateKTServer` holds the server's state between rounds, saves and
 restores it for round checkpoints, and records the ledger at the end. ``PrivateKT.fit`` and the Flower
 app (``privfed.federation``) drive it round by round; only the :data:`RoundExchange` differs.
+
+Randomness: the server adds no noise. Its generators (``random_state``) draw the queries, the clients,
+the tie-breaks of the aggregate and the global model's training seeds — the clients from a stream of their
+own, so that which clients join which round (and so every client's ε) follows ``random_state`` alone, not the
+labels the rounds before produced. The ledger composes each client's reports over the rounds it actually
+joined and amplifies by none of this sampling, and all of it is post-processing of ε-LDP reports, so no
+guarantee relies on its secrecy. The clients' randomized-response
+coins are drawn by each client from its own secret source; the server holds only the run's root
+:class:`~privfed.accounting.NoiseSource`, whose children seed the clients' noise when the run opted in with
+``noise_seed=`` (None each otherwise), and a checkpoint never stores a noise source.
 """
 
 from __future__ import annotations
@@ -26,6 +36,7 @@ from sklearn.base import clone
 from ..accounting import (
     DPSGD,
     Ledger,
+    NoiseSource,
     RandomizedResponse,
     account,
     compose_dpsgd,
@@ -219,7 +230,10 @@ class PrivateKTServer:
     max_bytes : int
         The largest record a client may send.
     saved : tuple, default=None
-        A round checkpoint's (state, arrays) that :meth:`state` saved: the run continues after it.
+        A round checkpoint's (state, arrays) that :meth:`state` saved: the run continues after it. With a
+        ``noise_seed`` the resumed run is bit-identical to an uninterrupted one (the clients' noise seeds follow
+        from it and the round); with secret noise (the default) the clients draw fresh secret noise after the
+        resume, so the rest of the run is another draw of the same mechanism, not a replay.
     """
 
     def __init__(self, model: Any, public: np.ndarray, schemas: Sequence[PartySchema], classes: np.ndarray,
@@ -236,6 +250,9 @@ class PrivateKTServer:
         self.round_seeds = self.seed_sequence.spawn(model.rounds)
         self.rng = np.random.default_rng(self.seed_sequence.spawn(1)[0])
         self.init_seed = int(self.rng.integers(2**31))
+        self.client_sampler = np.random.default_rng(self.seed_sequence.spawn(1)[0])  # draws nothing else
+        self.noise = NoiseSource.for_task(model.noise_seed)  # the run's root: never saved in a checkpoint
+        self.noise_seeds = self.noise.child_seeds(model.rounds * self.per_round)  # round r: the r-th slice
         self.global_: FittedClassifier | None = None
         self.buffer = KnowledgeBuffer(model.buffer_rounds)
         self.participation = np.zeros(n_clients, dtype=np.int64)
@@ -261,13 +278,15 @@ class PrivateKTServer:
         entropy = np.zeros(len(public)) if global_ is None else predictive_entropy(global_.predict_proba(public))
         queries = importance_sample(entropy, model.queries_per_round, self.rng, uncertain=True)
         clients = [int(client) for client in
-                   np.sort(self.rng.choice(len(self.participation), size=self.per_round, replace=False))]
+                   np.sort(self.client_sampler.choice(len(self.participation), size=self.per_round, replace=False))]
         parameters = (network_parameters(global_.estimator) if self.warm and global_ is not None
                       else np.zeros(0, dtype=np.float32))
         tasks = privatekt_tasks(queries=public[queries], classes=self.classes, parameters=parameters,
                                 keep_probability=self.keep_probability, local_epochs=model.local_epochs,
                                 init_seed=self.init_seed, round_seed=self.round_seeds[round_index],
-                                n_clients=len(clients))
+                                n_clients=len(clients),
+                                noise_seeds=self.noise_seeds[round_index * self.per_round:
+                                                             (round_index + 1) * self.per_round])
         received, missing = exchange(clients, tasks)
         delivered = [(client, task) for client, task in zip(clients, tasks) if client in received]
         reports, releases = receive_privatekt_replies(
@@ -297,10 +316,15 @@ class PrivateKTServer:
 
     # --- checkpoints -----------------------------------------------------------------------------------
     def state(self) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
-        """The server's state after the rounds done, as (JSON state, arrays) for a round checkpoint."""
+        """The server's state after the rounds done, as (JSON state, arrays) for a round checkpoint.
+
+        ``rng`` and ``client_sampler`` are the ``random_state`` generators' states (sampling, tie-breaks,
+        training seeds; the clients of each round); no noise source's state is ever saved (the clients hold theirs; a seeded run's follow from ``noise_seed``).
+        """
         state = {
             "rounds_done": self.rounds_done, "entropy": str(self.seed_sequence.entropy),
-            "rng": self.rng.bit_generator.state, "buffer_rounds": len(self.buffer), "history": self.history,
+            "rng": self.rng.bit_generator.state, "client_sampler": self.client_sampler.bit_generator.state,
+            "buffer_rounds": len(self.buffer), "history": self.history,
             "dropouts": self.dropouts,
             "trainings": [[None if release is None else {"parameters": release.parameters(), "unit": release.unit}
                            for release in rounds] for rounds in self.trainings],
@@ -316,6 +340,7 @@ class PrivateKTServer:
         """Put the state that :meth:`state` saved back."""
         state, arrays = saved
         self.rng.bit_generator.state = state["rng"]
+        self.client_sampler.bit_generator.state = state["client_sampler"]
         for index in range(state["buffer_rounds"]):
             self.buffer.push(arrays[f"buffer.{index}.indices"], arrays[f"buffer.{index}.labels"])
         self.history, self.dropouts = state["history"], state["dropouts"]
@@ -386,6 +411,7 @@ class PrivateKTServer:
             ),
         )
         record_schema_exchange(ledger)
+        ledger.record_noise_source(self.noise)
         return ledger
 
     def _dropout_note(self) -> str:

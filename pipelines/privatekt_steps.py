@@ -6,11 +6,14 @@ Each round, after the schema exchange of :mod:`privfed.pipelines.party_schema` (
    the classes, the global network's parameters (a TorchClassifier after round 1: its state dict's
    tensors concatenated in order into one float32 array; empty otherwise — the model itself travels
    as a JSON spec, never pickled, with its DP-SGD configuration ``dp=`` if any), the keep probability β,
-   the local epochs, the client's seed and the seed of the round-1 initialisation;
+   the local epochs, the client's seed and the seed of the round-1 initialisation (both from
+   ``random_state``: initialisation and shuffles only) and, only when the run opted in to reproducible
+   noise (``noise_seed=``), the seed of the client's noise;
 2. client → server, :class:`PrivateKTReport`: its K labels after K-ary randomized response, made on
-   the client (:func:`perturb_labels`), and, with DP-SGD local training, a
-   :class:`~privfed.pipelines._dp_ledger.DPTrainingReport` of that training's one release (σ, q, steps),
-   so that the server's ledger can record it.
+   the client (:func:`perturb_labels`) with coins from the client's own
+   :class:`~privfed.accounting.NoiseSource` (secret unless the task carries a noise seed), and, with
+   DP-SGD local training, a :class:`~privfed.pipelines._dp_ledger.DPTrainingReport` of that training's one
+   release (σ, q, steps), so that the server's ledger can record it.
 
 The party step (:func:`privatekt_party_step`) trains the client's copy of the global model, labels
 the queries and randomizes the labels; :func:`batched_party_steps` is the same step for a round's
@@ -30,10 +33,10 @@ from typing import Any, ClassVar
 import numpy as np
 from sklearn.base import clone
 
-from ..accounting import DPSGD, randomized_response_estimate
+from ..accounting import DPSGD, NoiseSource, randomized_response_estimate
 from ..accounting._checks import check_probability
 from ._dp_ledger import DPTrainingReport, receive_trainings, training_report, without_trainings
-from ._models import fit_classifier, is_torch_classifier
+from ._models import fit_classifier, is_torch_classifier, with_noise_seed
 from ._random import spawn_seeds
 from .messages import ArraySpec, MessageError, Record, WireMessage
 from .party_data import class_codes
@@ -54,7 +57,11 @@ __all__ = [
 
 def perturb_labels(labels: np.ndarray, *, keep_probability: float, num_classes: int,
                    rng: np.random.Generator) -> np.ndarray:
-    """K-ary randomized response (PrivateKT Eq. 2): keep each label w.p. β, else a uniform draw from the C classes."""
+    """K-ary randomized response (PrivateKT Eq. 2): keep each label w.p. β, else a uniform draw from the C classes.
+
+    ``rng`` draws both coins (keep, replacement): the client's :class:`~privfed.accounting.NoiseSource`'s
+    ``generator``, never one derived from ``random_state`` — whoever can predict the coins reads the labels.
+    """
     labels = np.asarray(labels, dtype=np.int64)
     beta = check_probability("keep_probability", keep_probability, open_high=False)
     keep = rng.random(labels.shape) < beta
@@ -69,6 +76,9 @@ class PrivateKTTask(WireMessage):
     ``parameters`` is empty before the global network exists (round 1, which starts every client from
     the network seeded by ``init_seed``) and for a scikit-learn model (each client fits a fresh one).
     The clients' DP-SGD configuration is not here: it is the global model's ``dp=``, in its spec.
+    ``seed`` and ``init_seed`` derive from ``random_state`` (initialisation, shuffles). ``noise_seed`` is None
+    (absent from the wire) unless the run opted in to reproducible noise; the client draws its
+    randomized-response coins and its DP-SGD noise from its own secret source otherwise.
     """
 
     KIND: ClassVar[str] = "privatekt-task"
@@ -82,6 +92,7 @@ class PrivateKTTask(WireMessage):
     local_epochs: int
     seed: int
     init_seed: int
+    noise_seed: int | None = None
 
 
 @dataclass(frozen=True, eq=False)
@@ -145,10 +156,10 @@ def _local_seed(task: PrivateKTTask, rng: np.random.Generator) -> int:
     return int(rng.integers(2**31)) if len(task.parameters) else task.init_seed
 
 
-def _report(task: PrivateKTTask, predictions: np.ndarray, rng: np.random.Generator) -> PrivateKTReport:
-    """Randomized response on the client, then the message it sends."""
+def _report(task: PrivateKTTask, predictions: np.ndarray, noise: NoiseSource) -> PrivateKTReport:
+    """Randomized response on the client, coins from its own noise source, then the message it sends."""
     return PrivateKTReport(perturb_labels(predictions, keep_probability=task.keep_probability,
-                                          num_classes=len(task.classes), rng=rng))
+                                          num_classes=len(task.classes), rng=noise.generator))
 
 
 # --- the party step ---------------------------------------------------------------------------------------
@@ -160,19 +171,24 @@ def privatekt_party_step(task: PrivateKTTask, X: np.ndarray, y: np.ndarray, *, m
     ``dp=`` included); ``y`` holds the client's original labels. Returns the messages the client
     sends: its :class:`PrivateKTReport`, then, when ``model`` trains with DP-SGD, the
     :class:`~privfed.pipelines._dp_ledger.DPTrainingReport` of this round's training.
+
+    The randomized-response coins come from the client's :class:`~privfed.accounting.NoiseSource` (the
+    task's ``noise_seed``: secret when None), and so does a DP-trained model's noise (its child source);
+    the task's ``seed`` sets only the training's initialisation and shuffles.
     """
     codes = class_codes(task.classes, y, party=party)
     n_classes = len(task.classes)
     rng = np.random.default_rng(task.seed)
+    noise = NoiseSource.for_task(task.noise_seed)
     if not is_torch_classifier(model):
         fitted = fit_classifier(model, X, codes, n_classes=n_classes, seed=int(rng.integers(2**31)))
-        return [_report(task, fitted.predict(task.queries), rng)]
-    local = _client_network(task, model)
+        return [_report(task, fitted.predict(task.queries), noise)]
+    local = with_noise_seed(_client_network(task, model), noise.child_seeds(1)[0])
     local.set_params(epochs=task.local_epochs, random_state=_local_seed(task, rng))
     local.fit_soft(X, np.eye(n_classes)[codes], loss="kl", classes=np.arange(n_classes), warm_start=True)
     predictions = np.asarray(local.predict(task.queries), dtype=np.int64)
     training = training_report(local.dp_releases_[-1] if local.dp is not None else None)
-    return [_report(task, predictions, rng), *([] if training is None else [training])]
+    return [_report(task, predictions, noise), *([] if training is None else [training])]
 
 
 def batched_party_steps(tasks: Sequence[PrivateKTTask], parties: Sequence[tuple[np.ndarray, np.ndarray]], *,
@@ -180,8 +196,8 @@ def batched_party_steps(tasks: Sequence[PrivateKTTask], parties: Sequence[tuple[
     """:func:`privatekt_party_step` for a round's clients of a torch model, their training stacked in one computation.
 
     The tasks share the global network, the queries and the settings; each client keeps its own seed,
-    hence its own ``random_state``, shuffle and randomized response. Only the order of the
-    floating-point work changes (see :mod:`~privfed.pipelines.batched_training`). Not for DP-SGD
+    hence its own ``random_state`` and shuffle, and its own noise source for its randomized response. Only the
+    order of the floating-point work changes (see :mod:`~privfed.pipelines.batched_training`). Not for DP-SGD
     (Opacus trains each copy on its own) nor for a scikit-learn model.
     """
     from .batched_training import train_copies  # torch: imported only where a torch model is trained
@@ -196,18 +212,25 @@ def batched_party_steps(tasks: Sequence[PrivateKTTask], parties: Sequence[tuple[
             for index, (task, (X, y)) in enumerate(zip(tasks, parties))]
     networks = train_copies(local, data, random_states=states, classes=np.arange(n_classes), loss="kl")
     predictions = networks.predict(first.queries).astype(np.int64)
-    return [_report(task, labels, rng) for task, labels, rng in zip(tasks, predictions, rngs)]
+    return [_report(task, labels, NoiseSource.for_task(task.noise_seed)) for task, labels in zip(tasks, predictions)]
 
 
 # --- the server steps ---------------------------------------------------------------------------------
 def privatekt_tasks(*, queries: np.ndarray, classes: np.ndarray, parameters: np.ndarray, keep_probability: float,
                     local_epochs: int, init_seed: int, round_seed: np.random.SeedSequence,
-                    n_clients: int) -> list[PrivateKTTask]:
-    """The round's tasks, one per selected client in order (seed i: the i-th child of ``round_seed``)."""
+                    n_clients: int, noise_seeds: Sequence[int | None] | None = None) -> list[PrivateKTTask]:
+    """The round's tasks, one per selected client in order (seed i: the i-th child of ``round_seed``).
+
+    ``noise_seeds``: one per client, from the run's noise source (None, the default: each client draws secret
+    noise, and no task carries a noise seed).
+    """
+    noise_seeds = [None] * n_clients if noise_seeds is None else list(noise_seeds)
+    if len(noise_seeds) != n_clients:
+        raise ValueError(f"noise_seeds must hold one seed (or None) per client ({n_clients}), got {len(noise_seeds)}")
     return [
         PrivateKTTask(queries=queries, classes=classes, parameters=parameters, keep_probability=float(keep_probability),
-                      local_epochs=int(local_epochs), seed=int(seed), init_seed=int(init_seed))
-        for seed in spawn_seeds(round_seed, n_clients)
+                      local_epochs=int(local_epochs), seed=int(seed), init_seed=int(init_seed), noise_seed=noise_seed)
+        for seed, noise_seed in zip(spawn_seeds(round_seed, n_clients), noise_seeds)
     ]
 
 
@@ -247,7 +270,11 @@ def receive_privatekt_replies(tasks: Sequence[PrivateKTTask], records: Sequence[
 
 def aggregate_reports(reports: Sequence[PrivateKTReport], *, n_classes: int, keep_probability: float,
                       rng: np.random.Generator) -> np.ndarray:
-    """The K aggregated labels: argmax of the unbiased estimate of the true counts (Eq. 3), ties at random."""
+    """The K aggregated labels: argmax of the unbiased estimate of the true counts (Eq. 3), ties at random.
+
+    The tie-breaking ``rng`` follows ``random_state``: it post-processes the clients' reports, which are
+    already ε-LDP, so no guarantee relies on its secrecy.
+    """
     stacked = np.stack([report.labels for report in reports])  # (clients, K)
     counts = np.stack([np.bincount(stacked[:, j], minlength=n_classes) for j in range(stacked.shape[1])])
     return break_ties_at_random(randomized_response_estimate(counts, keep_probability=keep_probability), rng)

@@ -40,7 +40,7 @@ from typing import Any
 import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin, clone
 
-from privfed.accounting import RandomizedResponse, account, randomized_response_keep_probability
+from privfed.accounting import NoiseSource, RandomizedResponse, account, randomized_response_keep_probability
 from privfed.accounting._checks import check_int_at_least, check_probability
 from privfed.accounting.auditing import AuditResult, audit_release
 from privfed.empirical import plant_canaries, true_label_scores
@@ -207,7 +207,8 @@ def _privatekt_release(model: PrivateKT, parties: list, public: np.ndarray, num_
     tasks = privatekt_tasks(queries=public[rng.choice(len(public), size=K, replace=False)], classes=classes,
                             parameters=np.zeros(0, dtype=np.float32), keep_probability=keep,
                             local_epochs=int(model.local_epochs), init_seed=int(rng.integers(2**31)),
-                            round_seed=seeds.spawn(1)[0], n_clients=num_canaries)
+                            round_seed=seeds.spawn(1)[0], n_clients=num_canaries,
+                            noise_seeds=NoiseSource.for_task(model.noise_seed).child_seeds(num_canaries))
     inside = rng.integers(n_classes, size=num_canaries)
     outside = (inside + rng.integers(1, n_classes, size=num_canaries)) % n_classes
     X_client = parties[0][0]  # a real party's features, relabelled: the client's model learns one class

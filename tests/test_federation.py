@@ -142,7 +142,8 @@ def test_fedkd_over_the_apps_reproduces_fit(federation, task_identity) -> None:
     parties, paths, public, (X_test, _) = federation
 
     def fedkd() -> FedKD:
-        return FedKD(LogisticRegression(max_iter=200), DecisionTreeClassifier(max_depth=8), gamma=1.0, random_state=2)
+        return FedKD(LogisticRegression(max_iter=200), DecisionTreeClassifier(max_depth=8), gamma=1.0, random_state=2,
+                     noise_seed=6)
 
     local = fedkd().fit(parties, public)
     flower = run_server(LocalGrid(paths), ServerJob(fedkd(), public, num_supernodes=3, timeout=5))
@@ -173,7 +174,7 @@ def test_multilabel_fedkd_over_the_apps_reproduces_fit(federation, task_identity
 
     def fedkd() -> FedKD:
         return FedKD(RandomForestClassifier(n_estimators=10), DecisionTreeClassifier(max_depth=6), gamma=1.0,
-                     clip=4.0, quantization_scale=20, multilabel=True, random_state=3)
+                     clip=4.0, quantization_scale=20, multilabel=True, random_state=3, noise_seed=6)
 
     local = fedkd().fit(multi, public)
     flower = run_server(LocalGrid(paths), ServerJob(fedkd(), public, num_supernodes=3, timeout=10))
@@ -231,7 +232,7 @@ def test_dp_sgd_training_is_recorded_as_fit_records_it(federation, task_identity
 
     def fedkd_dp() -> FedKD:
         return FedKD(dp_mlp(), dp_mlp(dp=False), gamma=1.0, clip=4.0, quantization_scale=20, weighting="uniform",
-                     random_state=0)
+                     random_state=0, noise_seed=6)
 
     local = fedkd_dp().fit(parties, public)
     flower = run_server(LocalGrid(paths), ServerJob(fedkd_dp(), public, num_supernodes=3, timeout=30))

@@ -52,6 +52,7 @@ class RecordingGrid(LocalGrid):
     def __init__(self, paths, *, answers=None, unavailable=(), **options):
         super().__init__(paths, **options)
         self.answers, self.unavailable, self.train_rounds = dict(answers or {}), set(unavailable), []
+        self.task_scalars: list[set[str]] = []  # the scalar names of every privatekt-task sent
 
     def send_and_receive(self, messages, *, timeout=None):
         from flwr.app import Error
@@ -59,6 +60,7 @@ class RecordingGrid(LocalGrid):
         trains = [m for m in messages if m.metadata.message_type == "train"]
         if trains:
             self.train_rounds.append(sorted(m.metadata.dst_node_id for m in trains))
+            self.task_scalars += [set(m.content["privatekt-task.scalars"]) for m in trains]
         delivered, errors = [], []
         for message in messages:
             node = message.metadata.dst_node_id
@@ -83,10 +85,13 @@ def run(grid, estimator, public, tmp_path=None):
 @pytest.mark.parametrize("model", [None, torch_mlp], ids=["tree", "torch"])
 def test_server_and_client_apps_reproduce_fit(federation, task_identity, model, tmp_path) -> None:  # noqa: F811
     parties, paths, public, (X_test, y_test) = federation
-    local = privatekt(None if model is None else model()).fit(parties, public)
+    local = privatekt(None if model is None else model(), noise_seed=5).fit(parties, public)
     grid = RecordingGrid(paths)
-    flower = run(grid, privatekt(None if model is None else model()), public, tmp_path)
-    # Same process, same steps, same seeds: bit-identical (sequential clients, as batch_clients=False).
+    flower = run(grid, privatekt(None if model is None else model(), noise_seed=5), public, tmp_path)
+    # Same process, same steps, same seeds, same noise seed: bit-identical (sequential clients, as
+    # batch_clients=False); each task carried its client's noise seed, and the ledger says every ε is ∞.
+    assert all("noise_seed" in scalars for scalars in grid.task_scalars)
+    assert flower.ledger_.noise == local.ledger_.noise and flower.ledger_.noise["noise_seed"] == 5
     np.testing.assert_array_equal(flower.predict_proba(X_test), local.predict_proba(X_test))
     np.testing.assert_array_equal(flower.participation_, local.participation_)
     assert flower.ledger_.account(delta=1e-5).epsilon == local.ledger_.account(delta=1e-5).epsilon
@@ -115,6 +120,9 @@ def test_a_client_that_stops_replying_is_dropped_and_the_run_continues(federatio
     parties, paths, public, (X_test, y_test) = federation
     grid = RecordingGrid(paths, answers={99: 0}, unavailable={98})  # party 1 silent, party 2 gone from the start
     flower = run(grid, privatekt(rounds=4), public, tmp_path)
+    # Secret noise (the default): no task carries anything noise-related; each client draws its own coins.
+    assert grid.task_scalars and not any("noise_seed" in scalars for scalars in grid.task_scalars)
+    assert flower.ledger_.noise["source"] == "secret"
     sampled = np.zeros(3, dtype=int)
     for nodes in grid.train_rounds:
         sampled[[100 - node for node in nodes]] += 1
@@ -220,8 +228,8 @@ def test_simulation_on_ray_matches_fit(federation) -> None:
     from privfed.federation import simulate
 
     parties, paths, public, (X_test, y_test) = federation
-    local = privatekt().fit(parties, public)
-    flower = simulate(privatekt(random_state=None), paths, public, timeout=120, random_state=3)
+    local = privatekt(noise_seed=5).fit(parties, public)
+    flower = simulate(privatekt(random_state=None, noise_seed=5), paths, public, timeout=120, random_state=3)
     assert flower.dropouts_ == []
     np.testing.assert_array_equal(flower.participation_, local.participation_)
     for unit in local.ledger_.units:
@@ -242,8 +250,8 @@ def test_dp_sgd_clients_on_flower_reproduce_fit(federation, task_identity) -> No
     def dp_mlp():
         return torch_mlp().set_params(dp=DPConfig(noise_multiplier=1.1, max_grad_norm=1.0, delta=1e-5))
 
-    local = privatekt(dp_mlp(), rounds=2).fit(parties, public)
-    flower = run(RecordingGrid(paths), privatekt(dp_mlp(), rounds=2), public)
+    local = privatekt(dp_mlp(), rounds=2, noise_seed=5).fit(parties, public)
+    flower = run(RecordingGrid(paths), privatekt(dp_mlp(), rounds=2, noise_seed=5), public)
     np.testing.assert_array_equal(flower.predict_proba(X_test), local.predict_proba(X_test))
     stamps = {"created", "recorded", "sha256", "previous_sha256", "head_sha256"}  # times, and hashes over them
 

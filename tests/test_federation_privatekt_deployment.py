@@ -3,8 +3,8 @@
 SuperLink, three SuperNodes and ``flwr run`` started and stopped by :mod:`flower_sites`, as in
 ``test_federation_deployment.py``. Party 2's
 SuperNode is killed once round 1 has started (so after it answered the schema step); with
-``random-state=2`` the server samples party 2 in round 2 only (rounds: {0, 1}, {1, 2}, {0, 1},
-{0, 1}), so it is dropped there and the run completes with a bundle whose ledger and model card
+``random-state=6`` the server samples party 2 in round 2 only (rounds: {0, 1}, {0, 2}, {0, 1},
+{0, 1}: the clients follow ``random_state`` alone), so it is dropped there and the run completes with a bundle whose ledger and model card
 name the dropout.
 """
 
@@ -34,7 +34,7 @@ def test_a_killed_supernode_is_dropped_from_its_round_and_the_run_completes(tmp_
         overrides = (f'algorithm="privatekt" output-bundle="{tmp_path / "bundle"}" '
                      'model="sklearn.tree.DecisionTreeClassifier" model-params=\'{"max_depth": 6}\' rounds=4 '
                      'client-fraction=0.67 queries-per-round=10 self-training-size=30 buffer-rounds=4 '
-                     'epsilon-per-round=20.0 random-state=2 timeout=120.0')
+                     'epsilon-per-round=20.0 random-state=6 timeout=120.0')
         run = federation.start(*federation.run_command(overrides), log="flwr-run.log")
         # Party 0 receiving round 1's task means every party has answered the schema step.
         wait_for_text(tmp_path / "supernode-0.log", "Receiving: train message", 300)

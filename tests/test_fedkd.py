@@ -105,9 +105,10 @@ def test_fit_logits_runs_the_server_on_given_logits(digits):
     sent = [party_message(z, clip=4.0, quantization_scale=20) for z in logits]
     np.testing.assert_allclose(plain.noisy_ensemble_, np.einsum("kc,knc->nc", counts / counts.sum(axis=0), sent))
     assert plain.score(X_test, y_test) > 0.8
-    noisy = [FedKD(None, mlp(epochs=2), gamma=1.0, clip=4.0, random_state=3).fit_logits(logits, counts, public)
-             for _ in range(2)]
-    np.testing.assert_array_equal(noisy[0].noisy_ensemble_, noisy[1].noisy_ensemble_)
+    noisy = [FedKD(None, mlp(epochs=2), gamma=1.0, clip=4.0, random_state=3, noise_seed=noise_seed).fit_logits(
+        logits, counts, public) for noise_seed in (None, None, 5, 5)]
+    assert not np.isin(noisy[0].noisy_ensemble_, noisy[1].noisy_ensemble_).any()  # secret noise: fresh each fit
+    np.testing.assert_array_equal(noisy[2].noisy_ensemble_, noisy[3].noisy_ensemble_)  # noise_seed: reproducible
     with pytest.raises(ValueError, match="class_counts"):
         plain.fit_logits(logits, counts[:2], public)
 
@@ -237,7 +238,7 @@ def test_bundle_round_trip_keeps_the_ledger(digits, tmp_path):
 
 def test_same_random_state_same_model_and_jobs_do_not_matter(digits):
     parties, public, (X_test, _) = digits
-    settings_ = dict(gamma=1.0, clip=3.0, random_state=4)
+    settings_ = dict(gamma=1.0, clip=3.0, random_state=4, noise_seed=8)
     first = FedKD(RandomForestClassifier(n_estimators=5), mlp(epochs=5), **settings_).fit(parties, public)
     second = FedKD(RandomForestClassifier(n_estimators=5), mlp(epochs=5), n_jobs=2, **settings_).fit(parties, public)
     np.testing.assert_array_equal(first.noisy_ensemble_, second.noisy_ensemble_)
@@ -258,6 +259,8 @@ def test_same_random_state_same_model_and_jobs_do_not_matter(digits):
         ({"distill_epochs": 0}, ValueError, "distill_epochs"),
         ({"redraw_noise_per_batch": "yes"}, TypeError, "redraw_noise_per_batch"),
         ({"delta": 0.0}, ValueError, "delta"),
+        ({"noise_seed": -1}, ValueError, "noise_seed"),
+        ({"noise_seed": 1.5}, TypeError, "noise_seed"),
     ],
 )
 def test_bad_parameters_fail_before_training(digits, settings_, error, message):

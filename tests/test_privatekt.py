@@ -129,7 +129,7 @@ def test_batched_clients_give_the_sequential_run(digits):
     """The round's clients trained together (one vmapped computation) or one after another: same run."""
     parties, public, (X_test, _) = digits
     runs = [small(TorchMLP(hidden=(32,), lr=1e-2, batch_size=32, random_state=0), rounds=3, batch_clients=batched,
-                  self_training_size=30).fit(parties, public) for batched in (True, False)]
+                  self_training_size=30, noise_seed=1).fit(parties, public) for batched in (True, False)]
     np.testing.assert_array_equal(runs[0].participation_, runs[1].participation_)
     np.testing.assert_allclose(runs[0].predict_proba(X_test), runs[1].predict_proba(X_test), atol=1e-4)
 
@@ -172,7 +172,7 @@ def test_fine_tune_batch_size_sets_the_buffer_fine_tuning_batches_only(digits, f
     parties, public, (X_test, _) = digits
     RecordingMLP.fits = []
     model = small(RecordingMLP(hidden=(32,), lr=1e-2, batch_size=32, random_state=0), rounds=3,
-                  fine_tune_batch_size=fine_tune_batch_size).fit(parties, public)
+                  fine_tune_batch_size=fine_tune_batch_size, noise_seed=1).fit(parties, public)
     fine_tuning = [fit for fit in RecordingMLP.fits if fit[2] == model.fine_tune_epochs]
     self_training = [fit for fit in RecordingMLP.fits if fit[2] == model.self_training_epochs]
     assert [rows for rows, _, _ in fine_tuning] == [20, 40, 60]  # the buffer, one fine-tuning per round
@@ -180,7 +180,8 @@ def test_fine_tune_batch_size_sets_the_buffer_fine_tuning_batches_only(digits, f
     assert [(rows, batch) for rows, batch, _ in self_training] == [(60, 32)] * 3
     assert model.global_model_.get_params()["batch_size"] == 32
     if fine_tune_batch_size:  # the whole buffer in one batch trains another network than batches of 32
-        default = small(TorchMLP(hidden=(32,), lr=1e-2, batch_size=32, random_state=0), rounds=3).fit(parties, public)
+        default = small(TorchMLP(hidden=(32,), lr=1e-2, batch_size=32, random_state=0), rounds=3,
+                        noise_seed=1).fit(parties, public)
         assert not np.allclose(model.predict_proba(X_test), default.predict_proba(X_test), atol=1e-4)
 
 
@@ -221,8 +222,8 @@ def test_forest_model_and_bundle_round_trip(digits, tmp_path):
 
 def test_same_random_state_same_run(digits):
     parties, public, (X_test, _) = digits
-    first = small(DecisionTreeClassifier(max_depth=6), rounds=2, self_training_size=0).fit(parties, public)
-    second = small(DecisionTreeClassifier(max_depth=6), rounds=2, self_training_size=0).fit(parties, public)
+    first, second = (small(DecisionTreeClassifier(max_depth=6), rounds=2, self_training_size=0, noise_seed=2).fit(
+        parties, public) for _ in range(2))
     np.testing.assert_array_equal(first.participation_, second.participation_)
     np.testing.assert_array_equal(first.predict(X_test), second.predict(X_test))
 
@@ -243,6 +244,8 @@ def test_same_random_state_same_run(digits):
         ({"fine_tune_batch_size": 0}, ValueError, "fine_tune_batch_size"),
         ({"fine_tune_batch_size": 2.5}, TypeError, "fine_tune_batch_size"),
         ({"fine_tune_batch_size": 64}, ValueError, "torch global model only"),
+        ({"noise_seed": -3}, ValueError, "noise_seed"),
+        ({"noise_seed": "7"}, TypeError, "noise_seed"),
     ],
 )
 def test_bad_parameters_fail_before_training(digits, settings_, error, message):

@@ -1,4 +1,5 @@
-"""Round checkpoints: an interrupted PrivateKT run resumes to the result of an uninterrupted one."""
+"""Round checkpoints: an interrupted PrivateKT run resumes to the result of an uninterrupted one (with a noise_seed;
+with secret noise, to another draw of the same mechanism, and no checkpoint holds a noise source)."""
 
 from __future__ import annotations
 
@@ -26,7 +27,7 @@ def digits():
 
 def run(**options) -> PrivateKT:
     settings = dict(epsilon_per_round=20.0, queries_per_round=10, buffer_rounds=2, self_training_size=40, rounds=4,
-                    client_fraction=0.5, local_epochs=2, random_state=3)
+                    client_fraction=0.5, local_epochs=2, random_state=3, noise_seed=11)
     return PrivateKT(TorchMLP(hidden=(32,), lr=1e-2, batch_size=32, random_state=0), **{**settings, **options})
 
 
@@ -79,6 +80,25 @@ def test_interrupted_run_resumes_to_the_uninterrupted_result(digits, tmp_path, m
     again = run(**options)
     again.model.set_params(dp=dp)
     assert_same_run(again.fit(parties, public, eval_set=(X_test, y_test), checkpoint=path), whole, X_test)
+
+
+def test_a_resumed_secret_noise_run_finishes_with_fresh_noise_and_no_noise_state_is_saved(digits, tmp_path,
+                                                                                         monkeypatch):
+    parties, public, (X_test, _) = digits
+    path = tmp_path / "run.npz"
+    with monkeypatch.context() as patched:
+        interrupt_in_round(patched, 3)
+        with pytest.raises(KeyboardInterrupt):
+            run(noise_seed=None).fit(parties, public, checkpoint=path)
+    with np.load(path, allow_pickle=False) as stored:
+        names = " ".join(stored.files).lower()
+        state = " ".join(str(stored[name]) for name in stored.files if stored[name].dtype.kind == "U").lower()
+    assert "noise" not in names and "noise" not in state and "aescounter" not in state
+    resumed = run(noise_seed=None).fit(parties, public, checkpoint=path)
+    assert resumed.ledger_.noise["source"] == "secret" and np.isfinite(resumed.ledger_.account().epsilon)
+    assert resumed.participation_.sum() == 4 * 4 and resumed.predict_proba(X_test).shape == (len(X_test), 10)
+    with pytest.raises(ValueError, match="belongs to another run"):  # the noise seed is part of the run
+        run(noise_seed=12).fit(parties, public, checkpoint=path)
 
 
 def test_checkpoint_holds_only_plain_arrays_and_json(digits, tmp_path):

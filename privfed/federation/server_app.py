@@ -48,7 +48,7 @@ from privfed.federation.task import (
 from privfed.pipelines._dp_ledger import DPTrainingReport, receive_trainings
 from privfed.pipelines._random import as_seed_sequence
 from privfed.pipelines.fedkd_server import fedkd_server_step
-from privfed.pipelines.fedkd_steps import fedkd_tasks, local_models, receive_fedkd_replies
+from privfed.pipelines.fedkd_steps import fedkd_tasks, local_models, party_noise_seeds, receive_fedkd_replies
 from privfed.pipelines.fedkt_steps import FedKTTask, fedkt_server_step, fedkt_tasks, receive_fedkt_replies
 from privfed.pipelines.messages import DEFAULT_MAX_BYTES, MessageError, Record, record_sizes
 from privfed.pipelines.party_schema import PartySchema, federation_classes
@@ -284,12 +284,15 @@ def _train_fedkd(grid, job, model, public, schemas, classes, order, names) -> No
     configs = [{"local-model": model_spec(m, name=f"local_model[{i}]")} for i, m in enumerate(models)]
     seed_sequence = as_seed_sequence(model.random_state)
     party_seeds, server_seeds = seed_sequence.spawn(2)
-    tasks = fedkd_tasks(model, public, classes, party_seeds, len(order))
+    noise = model._noise_source()  # secret by default: the tasks then carry no noise seed
+    tasks = fedkd_tasks(model, public, classes, party_seeds, len(order),
+                        noise_seeds=party_noise_seeds(noise, len(order)))
     sent = _send_tasks(grid, job, tasks, order, names, configs)
     ordered_names = [names[node] for node in order]
     replies = receive_fedkd_replies(tasks, sent, ordered_names, max_bytes=job.max_message_bytes)
     trainings = receive_trainings(sent, ordered_names, max_bytes=job.max_message_bytes, models=models)
-    model._set_fitted(fedkd_server_step(model, replies, public, server_seeds, int(seed_sequence.entropy), trainings))
+    model._set_fitted(fedkd_server_step(model, replies, public, server_seeds, int(seed_sequence.entropy), trainings,
+                                        noise=noise))
 
 
 # --- PrivateKT -------------------------------------------------------------------------------------
