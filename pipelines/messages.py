@@ -74,7 +74,8 @@ class WireMessage:
 
     Subclasses set :attr:`KIND` (the message type, e.g. ``"fedkt-votes"``) and
     :attr:`ARRAYS` (field name → :class:`ArraySpec`); every other field is a scalar
-    whose annotation (``int``, ``float``, ``str`` or ``bool``) is enforced on receipt.
+    whose annotation (``int``, ``float``, ``str`` or ``bool``) is enforced on receipt. A scalar annotated
+    ``T | None`` is optional: left out of the record when None, None when absent on receipt.
     """
 
     KIND: ClassVar[str]
@@ -87,7 +88,7 @@ class WireMessage:
             value = getattr(self, field.name)
             if field.name in self.ARRAYS:
                 arrays[field.name] = np.asarray(value)
-            else:
+            elif value is not None:  # an optional scalar left unset travels as nothing at all
                 scalars[field.name] = value
         return Record(self.KIND, arrays, scalars)
 
@@ -113,9 +114,12 @@ class WireMessage:
         if record.kind != cls.KIND:
             raise MessageError(f"{sender} sent a {record.kind!r} message where a {cls.KIND!r} message was expected")
         scalar_types = cls._scalar_types()
-        for got, expected, what in ((record.arrays, cls.ARRAYS, "arrays"), (record.scalars, scalar_types, "scalars")):
-            if set(got) != set(expected):
-                raise MessageError(f"{where}: {what} {sorted(got)}, expected exactly {sorted(expected)}")
+        optional = {name for name, kind in scalar_types.items() if _unset_allowed(kind)}
+        for got, expected, what, may_miss in ((record.arrays, cls.ARRAYS, "arrays", set()),
+                                              (record.scalars, scalar_types, "scalars", optional)):
+            if not set(expected) - may_miss <= set(got) <= set(expected):
+                raise MessageError(f"{where}: {what} {sorted(got)}, expected exactly {sorted(expected)}"
+                                   + (f" ({', '.join(sorted(may_miss))} optional)" if may_miss else ""))
         size = record.nbytes
         if size > max_bytes:
             raise MessageError(f"{sender} sent an oversized {cls.KIND!r} message: {size} bytes, at most {max_bytes}")
@@ -144,7 +148,11 @@ class WireMessage:
                 raise MessageError(f"{where}: {name} has shape {array.shape}, expected {shown}")
             values[name] = array
         for name, kind in scalar_types.items():
+            if name not in record.scalars:  # an optional scalar left unset
+                values[name] = None
+                continue
             value = record.scalars[name]
+            kind = _unset_allowed(kind) or kind
             if kind is bool:
                 valid = isinstance(value, bool)
             elif kind is float:
@@ -155,6 +163,14 @@ class WireMessage:
                 raise MessageError(f"{where}: {name} = {value!r} is not a {kind.__name__}")
             values[name] = float(value) if kind is float else value
         return cls(**values)
+
+
+def _unset_allowed(kind: Any) -> type | None:
+    """``T`` for a scalar annotated ``T | None`` (optional: absent when None), else None."""
+    arguments = typing.get_args(kind)
+    if len(arguments) == 2 and type(None) in arguments:
+        return next(argument for argument in arguments if argument is not type(None))
+    return None
 
 
 def record_sizes(sent: list[list[Record]]) -> dict[str, list[int]]:

@@ -122,10 +122,13 @@ def test_dropouts_account_the_realised_variance(digits):
     for contributors in (4, 3):
         fitted = fedkt_server_step(model.set_params(query_fraction=n_queries / len(public)),
                                    FedKTVoteSum(vote_sum, 4, contributors), classes, public, seeds, seeds.spawn(1)[0])
-        entry = [e for e in fitted.ledger.to_dict()["entries"] if e["kind"] == "release"][-1]
+        seen_by_public, coordinator = [e for e in fitted.ledger.to_dict()["entries"] if e["kind"] == "release"]
         results[contributors] = fitted.ledger.account(1e-5, unit="party").epsilon
-        assert entry["analyses"]["party"]["parameters"]["variance"] == pytest.approx(9.0 * contributors / 4)
-        assert ("dropped out" in entry["note"]) == (contributors < 4)
+        assert seen_by_public["observers"] == ["public"] and coordinator["observers"] == ["coordinator"]
+        assert seen_by_public["analyses"]["party"]["parameters"]["variance"] == pytest.approx(9.0 * contributors / 4)
+        # Against the coordinator and the other parties (collusion=None: all of them), only the target's own share.
+        assert coordinator["analyses"]["party"]["parameters"]["variance"] == pytest.approx(9.0 / 4)
+        assert ("dropped out" in seen_by_public["note"]) == (contributors < 4)
     realised = privfed.SkellamMechanism(9.0 * 3 / 4, l1_sensitivity=4.0, l2_sensitivity=2 * math.sqrt(2),
                                         count=n_queries, coordinate_sensitivity=2, moved_coordinates=2, unit="party")
     expected = privfed.account(realised, delta=1e-5).epsilon
