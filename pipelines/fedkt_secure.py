@@ -238,8 +238,9 @@ def record_secure_votes(ledger: Ledger, model: Any, vote_sum: FedKTVoteSum, *, d
         guarded,
         note=(
             f"{what}; against the coordinator: assumes the coordinator colludes with at most {colluders} of the "
-            f"{vote_sum.n_parties} parties (the colluders subtract their own shares, leaving {honest} honest "
-            f"contributor{'s' if honest != 1 else ''}' shares, variance {guarded['party'].variance:g}); secure "
+            f"{vote_sum.n_parties} parties (the colluders subtract their own shares, leaving "
+            + ("the target's own share" if honest == 1 else f"the shares of {honest} honest contributors")
+            + f", variance {guarded['party'].variance:g}); secure "
             "aggregation by Flower's SecAgg+ (in process, a function standing in for it)"
         ),
         derived_from_training=derived, observers=("coordinator",),
