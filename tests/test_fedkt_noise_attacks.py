@@ -95,6 +95,20 @@ def laplace_labels(generator: np.random.Generator, votes: np.ndarray, gamma: flo
     return np.argmax(votes + generator.laplace(0.0, 1.0 / gamma, size=votes.shape), axis=1)
 
 
+def party_stream_agreement(seed: int, party: list, gamma: float, n_teachers: int) -> float:
+    """FedKT-L2's noise as a party drew it before issue 40: from its task's seed, after the teacher key (32 bytes)
+    and one seed per teacher of every partition, each partition's noise followed by its student's seed."""
+    rng = np.random.default_rng(seed)
+    rng.bytes(32)
+    for _ in party:
+        rng.integers(2**31, size=n_teachers)
+    agree = []
+    for votes, _, labels in party:
+        agree.append(laplace_labels(rng, votes, gamma) == labels)
+        rng.integers(2**31)
+    return float(np.mean(np.concatenate(agree)))
+
+
 def chance_agreement(released: list[tuple[np.ndarray, np.ndarray]], gamma: float) -> float:
     """How often labels drawn with fresh independent noise agree with the released ones (mean of 50 draws)."""
     rng = np.random.default_rng(0)
@@ -168,6 +182,9 @@ def test_the_coordinator_cannot_regenerate_a_partys_l2_noise(digits, monkeypatch
                 generator = derive(seed)
                 agreement[derive_name, seed] = np.mean(np.concatenate(
                     [laplace_labels(generator, votes, gamma) == labels for votes, _, labels in party]))
+        for seed in candidates:
+            agreement["the party step's stream (before issue 40)", seed] = party_stream_agreement(
+                seed, party, gamma, task.n_teachers)
         if noise_seed is None:
             assert task.noise_seed is None
             votes_and_labels = [(votes, labels) for votes, _, labels in party]
