@@ -33,7 +33,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-from sklearn.base import BaseEstimator, ClassifierMixin
+from sklearn.base import BaseEstimator, ClassifierMixin, clone
 from sklearn.utils.validation import check_is_fitted
 
 from ..accounting._checks import (
@@ -44,8 +44,9 @@ from ..accounting._checks import (
     check_probability,
 )
 from ..accounting.ledger import Ledger
+from ..accounting.noise_source import NoiseSource, check_noise_seed
 from ._dp_ledger import receive_trainings
-from ._models import fit_classifier
+from ._models import fit_classifier, with_noise_seed
 from ._random import as_seed_sequence
 from .executor import PartyTask, run_party_tasks
 from .fedkt_secure import SECURE_AGGREGATOR, secure_sum
@@ -118,6 +119,12 @@ class FedKT(ClassifierMixin, BaseEstimator):
         predictions and no gap counts leave the parties. Requires ``aggregator="skellam"``, privacy ``"L1"``,
         consistent voting and ``accounting="conservative"``; no ``target_epsilon`` (the ε is data-independent:
         size σ with ``privfed.account(privfed.SkellamMechanism(...))`` beforehand).
+    collusion : int, default=None
+        With ``secure_aggregation=True`` only: the number c of parties assumed to collude with the coordinator,
+        in 0..n − 1. The colluders subtract their own Skellam shares, so the coordinator's ε is computed at the
+        variance of the other contributors' shares; the public's at every contributor's. None: the worst
+        coalition, every other party (c = n − 1), which leaves a party only its own share σ²/n
+        (:mod:`privfed.pipelines.fedkt_secure`).
     threshold, sigma_threshold : float, default=None
         Confident GNMax's threshold T and its noise σ₁, in votes (the server tier has ``parties · s`` voters);
         required with ``aggregator="confident-gnmax"``, refused otherwise.
@@ -139,6 +146,14 @@ class FedKT(ClassifierMixin, BaseEstimator):
         and the party-level k stays ``n_teachers``). None: the classes are the union of the parties'
         labels, and the coordinator learns each party's size and labels (recorded in the ledger).
     random_state : int, default=None
+        Seeds what no guarantee relies on: partitions, the teacher-assignment key, query order, model
+        initialisations, ties of un-noised votes. Never the noise.
+    noise_seed : int, default=None
+        None: every draw a guarantee relies on (L1's server noise and threshold noise, L2's party-side noise,
+        the Skellam shares, DP-trained models' noise) comes from a secret source on whoever adds it
+        (:class:`~privfed.accounting.NoiseSource`). An int makes that noise reproducible, for tests and
+        reproductions only: the tasks then carry seeds derived from it, the ledger records it, and every ε
+        of the ledger is ∞ for its holders.
     n_jobs : int, default=1
         Parties trained in parallel (joblib).
     progress : bool or None, default=None
@@ -198,12 +213,14 @@ class FedKT(ClassifierMixin, BaseEstimator):
         threshold: float | None = None,
         sigma_threshold: float | None = None,
         secure_aggregation: bool = False,
+        collusion: int | None = None,
         accounting: str = "conservative",
         target_epsilon: float | None = None,
         delta: float = 1e-5,
         small_parties: str = "error",
         classes: Any = None,
         random_state: int | None = None,
+        noise_seed: int | None = None,
         n_jobs: int = 1,
         progress: bool | None = None,
     ) -> None:
@@ -222,12 +239,14 @@ class FedKT(ClassifierMixin, BaseEstimator):
         self.threshold = threshold
         self.sigma_threshold = sigma_threshold
         self.secure_aggregation = secure_aggregation
+        self.collusion = collusion
         self.accounting = accounting
         self.target_epsilon = target_epsilon
         self.delta = delta
         self.small_parties = small_parties
         self.classes = classes
         self.random_state = random_state
+        self.noise_seed = noise_seed
         self.n_jobs = n_jobs
         self.progress = progress
 
@@ -277,6 +296,7 @@ class FedKT(ClassifierMixin, BaseEstimator):
             if classes.ndim != 1 or len(np.unique(classes)) != len(classes) or len(classes) < 2:
                 raise ValueError(f"classes must be a 1-D array of at least 2 distinct labels, got {self.classes!r}")
         check_progress(self.progress)
+        check_noise_seed(self.noise_seed)
 
     def _validate_confident(self) -> None:
         """Confident GNMax's threshold parameters: required with it (server tier, L1), refused otherwise."""
@@ -306,7 +326,12 @@ class FedKT(ClassifierMixin, BaseEstimator):
                 f"aggregator={self.aggregator!r}"
             )
         if not self.secure_aggregation:
+            if self.collusion is not None:
+                raise ValueError(f"collusion applies to secure_aggregation=True only (the parties colluding with the "
+                                 f"coordinator against secure aggregation); got collusion={self.collusion!r}")
             return
+        if self.collusion is not None:
+            check_int_at_least("collusion", self.collusion, 0)
         refusals = (
             (self.privacy != "L1", f"privacy={self.privacy!r}", "privacy='L1' (L0 adds no noise, so a sum would be "
              "exact; L2's noise is on the teachers' votes inside each party)"),
@@ -340,7 +365,8 @@ class FedKT(ClassifierMixin, BaseEstimator):
         classes = federation_classes(schemas, public.shape[1:], names)
         seed_sequence = as_seed_sequence(self.random_state)
         party_seeds, server_seeds = seed_sequence.spawn(2)
-        tasks = fedkt_tasks(self, schemas, classes, public, party_seeds, names)
+        noise_source = NoiseSource.secret() if self.noise_seed is None else NoiseSource.seeded(self.noise_seed)
+        tasks = fedkt_tasks(self, schemas, classes, public, party_seeds, names, noise_source=noise_source)
         if self.target_epsilon is not None:
             self._check_budget_allows_a_query([task.n_teachers for task in tasks], len(classes))
         student = self.teacher if self.student is None else self.student
@@ -359,7 +385,8 @@ class FedKT(ClassifierMixin, BaseEstimator):
         self._set_fitted(
             fedkt_server_step(self, replies, classes, public, seed_sequence, server_seeds,
                               receive_trainings(sent, names, max_bytes=DEFAULT_MAX_BYTES,
-                                                models=[self.teacher] * len(names)), schemas=schemas),
+                                                models=[self.teacher] * len(names)), schemas=schemas,
+                              noise_source=noise_source),
             classes,
             record_sizes([first + rest for first, rest in zip(schema_records, sent)]),
         )
@@ -439,29 +466,36 @@ class Solo(ClassifierMixin, BaseEstimator):
     """SOLO baseline: each party trains ``model`` on its own data alone (FedKT §5).
 
     ``score`` is the parties' mean accuracy; ``predict`` uses party ``party`` (default 0).
-    ``progress`` shows a bar over the parties (``None``: on a terminal only).
+    ``progress`` shows a bar over the parties (``None``: on a terminal only). SOLO adds no noise of its own;
+    a DP-trained ``model`` draws its DP-SGD noise from a secret source, unless ``noise_seed`` (an int, for
+    tests and reproductions) gives each party's model a seed derived from it. ``random_state`` seeds the
+    models' initialisations.
     """
 
     def __init__(self, model: Any, *, party: int = 0, random_state: int | None = None, n_jobs: int = 1,
-                 progress: bool | None = None) -> None:
+                 progress: bool | None = None, noise_seed: int | None = None) -> None:
         self.model = model
         self.party = party
         self.random_state = random_state
         self.n_jobs = n_jobs
         self.progress = progress
+        self.noise_seed = noise_seed
 
     def fit(self, parties: Sequence[tuple[np.ndarray, np.ndarray]], public: np.ndarray | None = None) -> Solo:
         check_progress(self.progress)
+        noise_seed = check_noise_seed(self.noise_seed)
         checked = check_party_data(parties)
         self.classes_ = party_classes(checked)
         seeds = as_seed_sequence(self.random_state).spawn(len(checked))
+        noise_seeds = [None] * len(checked) if noise_seed is None else NoiseSource.seeded(noise_seed).child_seeds(
+            len(checked))
         self.models_ = [
             fit_classifier(
-                self.model, X, np.searchsorted(self.classes_, y), n_classes=len(self.classes_),
-                seed=int(seed.generate_state(1)[0]),
+                with_noise_seed(clone(self.model), party_noise_seed), X, np.searchsorted(self.classes_, y),
+                n_classes=len(self.classes_), seed=int(seed.generate_state(1)[0]),
             )
-            for (X, y), seed in progress_bar(
-                list(zip(checked, seeds)), progress=self.progress, desc="SOLO: parties", unit="party"
+            for (X, y), seed, party_noise_seed in progress_bar(
+                list(zip(checked, seeds, noise_seeds)), progress=self.progress, desc="SOLO: parties", unit="party"
             )
         ]
         return self

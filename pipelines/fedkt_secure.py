@@ -23,6 +23,24 @@ Accounting (:func:`skellam_releases`): one party's histogram moves by at most s 
 query, party level; at example level the same conservative k = s (one example can change all s of
 its party's students). A party that drops out takes its histogram and its noise share with it: the
 released sum then carries variance σ²·(received)/n, and that realised variance is what is accounted.
+
+Collusion (:func:`honest_contributors`). Secure aggregation hides the parties' histograms from the
+coordinator only as long as the other parties do not pool what they know with it: parties that
+collude with the coordinator know their own shares and subtract them, so only the honest parties'
+shares protect a target. The coordinator's ε is therefore computed against the coordinator colluding
+with up to ``c`` parties (``FedKT(collusion=c)``): the noise left is that of the ``received − c``
+honest contributors' shares, (received − c)·σ²/n, and never less than the target's own share σ²/n.
+The default, ``collusion=None``, is the worst coalition a party can face, every other party
+(c = n − 1): the target keeps only its own share σ²/n. This holds whatever secure-aggregation
+protocol runs: Flower's SecAgg+ (reconstruction threshold n − 1 of n in ``privfed.federation``)
+reveals to the coordinator and c < n − 1 colluders at most the sum of the honest parties'
+histograms, and to n − 1 colluders the target's histogram, which carries its own share. The
+public (the argmax labels and the final model) is accounted at the full realised variance: it
+sees only what the coordinator computes from the whole sum and holds no party's share.
+
+Randomness: each party draws its share from its own :class:`~privfed.accounting.NoiseSource`
+(``NoiseSource.for_task(task.noise_seed)``), secret by default: no seed of it is in any message or
+in the ledger, so the coordinator cannot regenerate and subtract it.
 """
 
 from __future__ import annotations
@@ -34,6 +52,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from ..accounting import Ledger, Mechanism
+from ..accounting.noise_source import NoiseSource
 from ..accounting.skellam import SkellamMechanism
 from ._dp_ledger import DPTrainingReport, training_report
 from .messages import ArraySpec, MessageError, WireMessage
@@ -44,6 +63,8 @@ __all__ = [
     "FedKTNoisyVotes",
     "FedKTSecureOutcome",
     "FedKTVoteSum",
+    "check_collusion",
+    "honest_contributors",
     "record_secure_votes",
     "secure_party_outcome",
     "secure_sum",
@@ -121,8 +142,8 @@ def secure_party_outcome(task: Any, plain: Any, *, party: str) -> FedKTSecureOut
                            "it must be finite and > 0")
     predictions = plain.votes.predictions  # (s, final queries): never sent
     histogram = consistent_votes(predictions[None], len(task.classes))
-    # The noise stream is the party's own, independent of the one its step used for the teachers and students.
-    rng = np.random.default_rng(np.random.SeedSequence(task.seed).spawn(1)[0])
+    # The party's own noise source (secret unless the task carries a noise_seed); the plain step drew nothing from it.
+    rng = NoiseSource.for_task(task.noise_seed).generator
     rate = task.noise_scale / 2.0
     noisy = histogram + rng.poisson(rate, histogram.shape) - rng.poisson(rate, histogram.shape)
     bound = secure_value_bound(task.n_partitions, task.noise_scale)
@@ -150,14 +171,40 @@ def secure_sum(tasks: Any, records: Any, names: Any, *, max_bytes: int) -> FedKT
     return FedKTVoteSum(vote_sum=total, n_parties=len(tasks), n_contributors=len(tasks))
 
 
-def skellam_releases(model: Any, n_queries: int, vote_sum: FedKTVoteSum) -> dict[str, SkellamMechanism]:
+def check_collusion(model: Any, n_parties: int) -> None:
+    """Refuse a ``collusion`` that is not a number of other parties, 0..n − 1 (one line, before any training)."""
+    collusion = model.collusion
+    if collusion is not None and collusion > n_parties - 1:
+        raise ValueError(f"collusion must be a number of parties colluding with the coordinator in 0..{n_parties - 1} "
+                         f"(the other parties of {n_parties}), got {collusion!r}")
+
+
+def colluding_parties(model: Any, n_parties: int) -> int:
+    """c: the parties assumed to collude with the coordinator (``collusion``; None: every other party, n − 1)."""
+    return n_parties - 1 if model.collusion is None else int(model.collusion)
+
+
+def honest_contributors(model: Any, vote_sum: FedKTVoteSum) -> int:
+    """The contributors whose shares still protect a target against the coordinator and its c colluders.
+
+    The colluders may all be among the contributors, and the target is an honest contributor: received − c,
+    at least 1 (its own share).
+    """
+    return max(1, vote_sum.n_contributors - colluding_parties(model, vote_sum.n_parties))
+
+
+def skellam_releases(model: Any, n_queries: int, vote_sum: FedKTVoteSum, *,
+                     contributors: int | None = None) -> dict[str, SkellamMechanism]:
     """The Skellam release of the noisy vote sum, party and example level (k = s), at the realised variance.
 
     Per query one party's consistent-vote histogram moves by at most s at 2 counts (its s votes move from
     one class to another, or appear, or vanish): ℓ1 ≤ 2s, ℓ2 ≤ √2·s, 2 coordinates by s each.
+    ``contributors``: how many parties' shares protect the target (default: every contributor's; against
+    the coordinator and its colluders, :func:`honest_contributors`).
     """
     s = int(model.n_partitions)
-    variance = skellam_share_variance(model.sigma, vote_sum.n_parties) * vote_sum.n_contributors
+    contributors = vote_sum.n_contributors if contributors is None else contributors
+    variance = skellam_share_variance(model.sigma, vote_sum.n_parties) * contributors
     move = {"l1_sensitivity": 2.0 * s, "l2_sensitivity": math.sqrt(2.0) * s, "count": int(n_queries),
             "coordinate_sensitivity": s, "moved_coordinates": 2}
     return {unit: SkellamMechanism(variance, unit=unit, **move) for unit in ("party", "example")}
@@ -166,25 +213,36 @@ def skellam_releases(model: Any, n_queries: int, vote_sum: FedKTVoteSum) -> dict
 def record_secure_votes(ledger: Ledger, model: Any, vote_sum: FedKTVoteSum, *, derived: bool) -> int:
     """Record the noisy vote sum's Skellam release in ``ledger``; return the number of server queries answered.
 
-    The coordinator sees only the noisy sum (secure aggregation), the public only the argmax labels and the
-    final model (post-processing): the same mechanism bounds both.
+    Two entries: the public's (the argmax labels and the final model, post-processing of the whole sum) at
+    the realised variance of every contributor's share, and the coordinator's (the noisy sum itself) at the
+    variance of the honest contributors' shares only (:func:`honest_contributors`), its note stating the
+    collusion assumption.
     """
     n_queries = len(vote_sum.vote_sum)
     releases = skellam_releases(model, n_queries, vote_sum)
-    # Both observers see this release (the coordinator the noisy sum, the public its argmax): record it for both.
     s = int(model.n_partitions)
     dropped = vote_sum.n_parties - vote_sum.n_contributors
+    what = (
+        f"secure aggregation of the parties' consistent-vote histograms on {n_queries} public queries, each with "
+        f"its Skellam share (σ²/n = {model.sigma ** 2 / vote_sum.n_parties:g}); the coordinator receives only the "
+        f"sum of {vote_sum.n_contributors} of {vote_sum.n_parties} parties' histograms, carrying Skellam noise of "
+        f"realised variance {releases['party'].variance:g}"
+        + (f" ({dropped} dropped out with their shares)" if dropped else "")
+        + f"; party level k = s = {s} at 2 counts per query; example level k = s = {s} (conservative)"
+    )
+    ledger.record(releases, note=f"{what}; the public sees its argmax labels and the final model (post-processing)",
+                  derived_from_training=derived, observers=("public",))
+    colluders, honest = colluding_parties(model, vote_sum.n_parties), honest_contributors(model, vote_sum)
+    guarded = skellam_releases(model, n_queries, vote_sum, contributors=honest)
     ledger.record(
-        releases,
+        guarded,
         note=(
-            f"secure aggregation of the parties' consistent-vote histograms on {n_queries} public queries, each with "
-            f"its Skellam share (σ²/n = {model.sigma ** 2 / vote_sum.n_parties:g}); the coordinator receives only the "
-            f"sum of {vote_sum.n_contributors} of {vote_sum.n_parties} parties' histograms, carrying Skellam noise of "
-            f"realised variance {releases['party'].variance:g}"
-            + (f" ({dropped} dropped out with their shares)" if dropped else "")
-            + f"; labels = argmax of the noisy sum (post-processing); party level k = s = {s} at 2 counts per "
-            f"query; example level k = s = {s} (conservative)"
+            f"{what}; against the coordinator: assumes the coordinator colludes with at most {colluders} of the "
+            f"{vote_sum.n_parties} parties (the colluders subtract their own shares, leaving "
+            + ("the target's own share" if honest == 1 else f"the shares of {honest} honest contributors")
+            + f", variance {guarded['party'].variance:g}); secure "
+            "aggregation by Flower's SecAgg+ (in process, a function standing in for it)"
         ),
-        derived_from_training=derived,
+        derived_from_training=derived, observers=("coordinator",),
     )
     return n_queries

@@ -3,8 +3,10 @@
 The exchange, after the schema exchange of :mod:`privfed.pipelines.party_schema`:
 
 1. server → party, :class:`FedKTTask`: the public queries (the longer of the local and the final
-   query prefixes), the classes, s, the party's teacher count t, its seed and, under L2, the
-   party-side noise;
+   query prefixes), the classes, s, the party's teacher count t, its seed (``random_state``'s: teacher
+   key, model initialisations, ties of un-noised votes) and, under L2, the party-side noise; a
+   ``noise_seed`` only when the estimator was given one (by default each party draws its noise from
+   its own secret :class:`~privfed.accounting.NoiseSource`, and nothing noise-related is sent);
 2. party → server, :class:`FedKTVotes`: its s students' predictions on the final queries (s label
    vectors — not the students), how many local queries it answered, and, under L0 and L1, its gap
    counts z (the partitions with a top-2 teacher-vote gap ≤ 1 and ≤ 2, used only by the ``"paper"``
@@ -47,14 +49,16 @@ from ..accounting import (
     compose_sequential,
 )
 from ..accounting.fingerprint import data_fingerprint
+from ..accounting.noise_source import NoiseSource
 from ..accounting.noisy_max import VoteMechanism
 from ._dp_ledger import record_local_training, training_report, without_trainings
-from ._models import FittedClassifier, dp_release, fit_classifier, with_seed
+from ._models import FittedClassifier, dp_release, fit_classifier, with_noise_seed, with_seed
 from ._random import spawn_seeds
 from .fedkt_secure import (
     SECURE_AGGREGATOR,
     FedKTSecureOutcome,
     FedKTVoteSum,
+    check_collusion,
     record_secure_votes,
     secure_party_outcome,
     skellam_share_variance,
@@ -71,6 +75,7 @@ __all__ = [
     "FedKTTask",
     "FedKTVotes",
     "NoisyArgmax",
+    "fedkt_noise_seeds",
     "fedkt_party_step",
     "fedkt_server_step",
     "fedkt_tasks",
@@ -146,7 +151,11 @@ class FedKTTask(WireMessage):
     ``party_noise`` is ``""`` (no party-side noise: L0, L1) or the aggregator (``"laplace"``,
     ``"gaussian"``) of L2, with ``noise_scale`` its γ or σ, or ``"skellam"`` (L1 under secure
     aggregation), with ``noise_scale`` the party's share of the Skellam variance, σ²/n;
-    ``target_epsilon`` is NaN without a budget.
+    ``target_epsilon`` is NaN without a budget. ``seed`` derives from ``random_state`` and seeds what
+    no guarantee relies on; ``noise_seed`` is None (the default: the party draws its noise — L2's
+    noisy labels, its Skellam share, its DP-trained models' noise — from its own secret
+    :class:`~privfed.accounting.NoiseSource`, and the field is not sent) or the reproducible seed
+    of that noise when the estimator was given ``noise_seed`` (every ε is then ∞ for its holders).
     """
 
     KIND: ClassVar[str] = "fedkt-task"
@@ -163,6 +172,7 @@ class FedKTTask(WireMessage):
     noise_scale: float
     target_epsilon: float
     delta: float
+    noise_seed: int | None = None
 
     @property
     def noise(self) -> NoisyArgmax | None:
@@ -248,6 +258,11 @@ def fedkt_party_step(
     vote, trains one student per partition and predicts the final queries with each student. Under
     secure aggregation (``party_noise="skellam"``) it sends, instead of the predictions, its noisy
     consistent-vote histogram (:func:`~privfed.pipelines.fedkt_secure.secure_party_outcome`).
+
+    Randomness: ``task.seed`` (from ``random_state``) keys the teacher assignment and seeds the models'
+    initialisations and the ties of un-noised votes; the party's noise source
+    (``NoiseSource.for_task(task.noise_seed)``: secret unless the task carries a seed) draws L2's noise and
+    gives its DP-trained teachers and students their noise seeds (None each when secret).
     """
     if task.party_noise == SECURE_AGGREGATOR:
         plain = dataclasses.replace(task, party_noise="", noise_scale=0.0)
@@ -258,7 +273,11 @@ def fedkt_party_step(
     if not np.array_equal(task.classes[codes], y):
         raise ValueError(f"{party} holds labels outside the federation's classes {task.classes.tolist()}")
     rng = np.random.default_rng(task.seed)
+    noise_source = NoiseSource.for_task(task.noise_seed)
+    # DP-trained teachers' and students' noise seeds: None each (secret, their own) unless the task has a noise_seed.
+    model_noise_seeds = iter(noise_source.child_seeds(task.n_partitions * (task.n_teachers + 1)))
     # Stable under adding or removing one example (one teacher per partition changes): see keyed_teacher_subsets.
+    # The key follows random_state: the k = 1 analysis holds for every key, so it need not be secret.
     subsets = keyed_teacher_subsets(X, codes, n_partitions=task.n_partitions, n_teachers=task.n_teachers,
                                     random_state=rng)
     X_local = task.queries[: task.n_local_queries]
@@ -266,9 +285,11 @@ def fedkt_party_step(
     partition_trainings: list[Mechanism | None] = []
     for partition, members in enumerate(subsets):
         seeds = rng.integers(2**31, size=len(members))  # one per teacher, whatever its subset
+        noise_seeds = [next(model_noise_seeds) for _ in members]
         teachers = [
-            fit_classifier(teacher, X[rows], codes[rows], n_classes=n_classes, seed=seed)
-            for rows, seed in zip(members, seeds)
+            fit_classifier(_with_noise_seed(teacher, noise_seed), X[rows], codes[rows], n_classes=n_classes,
+                           seed=seed)
+            for rows, seed, noise_seed in zip(members, seeds, noise_seeds)
             if len(rows)  # an empty teacher (a small party's hash left it no example) casts no vote
         ]
         votes[partition] = prediction_votes(np.stack([t.predict(X_local) for t in teachers]), n_classes)
@@ -282,9 +303,11 @@ def fedkt_party_step(
     students = []
     for partition in range(task.n_partitions):
         answered = votes[partition, :n_answered]
-        labels = noisy_labels(answered, rng) if noise is None else noise.labels(answered, rng)
+        # L2's noisy max draws from the party's noise source; un-noised ties (L0, L1) follow random_state.
+        labels = noisy_labels(answered, rng) if noise is None else noise.labels(answered, noise_source.generator)
         students.append(
-            fit_classifier(student, X_local[:n_answered], labels, n_classes=n_classes, seed=rng.integers(2**31))
+            fit_classifier(_with_noise_seed(student, next(model_noise_seeds)), X_local[:n_answered], labels,
+                           n_classes=n_classes, seed=rng.integers(2**31))
         )
     X_final = task.queries[: task.n_final_queries]
     answered_votes = votes[:, :n_answered]
@@ -299,6 +322,15 @@ def fedkt_party_step(
     )
     teacher_training = None if None in partition_trainings else compose_sequential(partition_trainings)
     return FedKTPartyOutcome(sent, tuple(students), answered_votes, teacher_training)
+
+
+def _with_noise_seed(prototype: Any, noise_seed: int | None) -> Any:
+    """``prototype``, or a clone of it with ``noise_seed`` when it has that parameter (a DP-trained torch model)."""
+    if "noise_seed" not in prototype.get_params(deep=False):
+        return prototype
+    from sklearn.base import clone
+
+    return with_noise_seed(clone(prototype), noise_seed)
 
 
 # --- server steps -----------------------------------------------------------------------------------
@@ -339,17 +371,35 @@ def fedkt_noise(model: Any) -> NoisyArgmax | None:
     return NoisyArgmax(model.aggregator, float(model.gamma if model.aggregator == "laplace" else model.sigma))
 
 
+def fedkt_noise_seeds(noise_source: NoiseSource, n_parties: int) -> tuple[list[int | None], int | None]:
+    """The parties' noise seeds and the server's, from the fit's root ``noise_source``.
+
+    All None for a secret source (the default): each party and the server draw their noise from their own
+    secret source, and no seed exists to send. For a seeded one (``noise_seed=``), independent seeds derived
+    from it: the server's is its first child whatever the number of parties, the parties' the next ``n_parties``.
+    """
+    server, *parties = noise_source.child_seeds(n_parties + 1)
+    return parties, server
+
+
 def fedkt_tasks(
     model: Any, schemas: Sequence[PartySchema], classes: np.ndarray, public: np.ndarray,
-    party_seeds: np.random.SeedSequence, names: Sequence[str],
+    party_seeds: np.random.SeedSequence, names: Sequence[str], *, noise_source: NoiseSource | None = None,
 ) -> list[FedKTTask]:
-    """One :class:`FedKTTask` per party, from the validated estimator ``model`` and the parties' schemas."""
+    """One :class:`FedKTTask` per party, from the validated estimator ``model`` and the parties' schemas.
+
+    ``party_seeds`` (from ``random_state``) seed what no guarantee relies on; ``noise_source`` is the fit's root
+    noise source (default: a secret one): a seeded one puts each party's noise seed in its task
+    (:func:`fedkt_noise_seeds`), a secret one puts none.
+    """
+    noise_seeds = [None] * len(schemas) if noise_source is None else fedkt_noise_seeds(noise_source, len(schemas))[0]
     n_local = query_count(model.local_query_fraction, len(public))
     n_final = query_count(model.query_fraction, len(public))
     noise = fedkt_noise(model) if model.privacy == "L2" else None
     secure = model.aggregator == SECURE_AGGREGATOR  # each party adds its share σ²/n of the Skellam noise
     tasks = []
-    for schema, name, seed in zip(schemas, names, spawn_seeds(party_seeds, len(schemas))):
+    check_collusion(model, len(schemas))
+    for schema, name, seed, noise_seed in zip(schemas, names, spawn_seeds(party_seeds, len(schemas)), noise_seeds):
         withheld = schema.n_examples == WITHHELD_SIZE  # empty teachers of a small party cast no vote
         if not withheld and schema.n_examples < model.n_teachers and model.small_parties == "error":
             raise ValueError(
@@ -372,6 +422,7 @@ def fedkt_tasks(
                     math.nan if noise is None or model.target_epsilon is None else float(model.target_epsilon)
                 ),
                 delta=float(model.delta),
+                noise_seed=noise_seed,
             )
         )
     preflight_fedkt(model, n_parties=len(schemas), n_classes=len(classes))
@@ -454,6 +505,7 @@ def fedkt_server_step(
     teacher_trainings: Sequence[Mechanism | None] | None = None,
     *,
     schemas: Sequence[PartySchema] | None = None,
+    noise_source: NoiseSource | None = None,
 ) -> FedKTFit:
     """Server side of FedKT (Algorithm 1, lines 11–14): consistent votes, server noise (L1), ledger, final model.
 
@@ -463,7 +515,14 @@ def fedkt_server_step(
     ``schemas``: the parties' schemas, whose exchange the ledger records unless every party withheld its size.
     Under secure aggregation ``replies`` is the :class:`~privfed.pipelines.fedkt_secure.FedKTVoteSum` alone:
     the noisy sum of the parties' histograms, all the server receives of their votes.
+
+    Randomness: ``seed_sequence`` and ``server_seeds`` (``random_state``'s) seed the ties of un-noised votes
+    (L0, L2) and the final model; ``noise_source`` is the fit's root noise source (default: a secret one),
+    recorded in the ledger (:meth:`~privfed.accounting.Ledger.record_noise_source`), whose server child
+    (:func:`fedkt_noise_seeds`) draws L1's noise: the noisy max, Confident GNMax's threshold noise, and the
+    random ties of the Skellam sum's argmax.
     """
+    noise_source = NoiseSource.secret() if noise_source is None else noise_source
     n_classes = len(classes)
     noise = fedkt_noise(model)
     student = model.teacher if model.student is None else model.student
@@ -497,11 +556,14 @@ def fedkt_server_step(
             f"{type(final).__name__} final model"
         ),
     )
+    ledger.record_noise_source(noise_source)
     evidence: dict[str, np.ndarray] = {}
     derived = record_local_training(ledger, list(teacher_trainings or [None] * n_parties), what="FedKT teachers")
-    # Confident GNMax's threshold step runs first (its ⊥ pattern is public and accounted), on its own stream.
-    confident = noise.answered(server_votes, np.random.default_rng(server_seeds.spawn(1)[0])) if (
-        noise is not None and noise.confident) else None
+    _, server_noise_seed = fedkt_noise_seeds(noise_source, 0)
+    server_source = NoiseSource.for_task(server_noise_seed)
+    server_noise = server_source.generator
+    # Confident GNMax's threshold step runs first (its ⊥ pattern is public and accounted).
+    confident = noise.answered(server_votes, server_noise) if (noise is not None and noise.confident) else None
     if secure:
         n_answered, example_level = record_secure_votes(ledger, model, replies, derived=derived), None
     else:
@@ -515,7 +577,8 @@ def fedkt_server_step(
             f"no server query cleared Confident GNMax's threshold T = {model.threshold:g}: lower the threshold, "
             "query more public examples (query_fraction) or raise target_epsilon"
         )
-    labels = noise.labels(answered, server_rng) if model.privacy == "L1" else noisy_labels(answered, server_rng)
+    # L1's noisy max draws from the server's noise source; un-noised ties (L0, L2's post-processing) from random_state.
+    labels = noise.labels(answered, server_noise) if model.privacy == "L1" else noisy_labels(answered, server_rng)
     if len(np.unique(labels)) < 2:
         raise ValueError(
             "the server's voted labels hold a single class: the final model cannot be trained; "
@@ -523,7 +586,8 @@ def fedkt_server_step(
         )
     warn_if_too_little_to_learn(labels, len(classes), local_answered if model.privacy == "L2" else None)
     # The final model learns the original labels, so that it can be published (and bundled) on its own.
-    final_model = with_seed(final, server_rng.integers(2**31)).fit(X_final[:n_answered][kept], classes[labels])
+    final_model = with_seed(_with_noise_seed(final, server_source.child_seeds(1)[0]), server_rng.integers(2**31)).fit(
+        X_final[:n_answered][kept], classes[labels])
     return FedKTFit(
         final_model=final_model,
         ledger=ledger,

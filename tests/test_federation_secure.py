@@ -51,17 +51,23 @@ class DroppingGrid(CopyingGrid):
 
 
 def secure(**changes) -> FedKT:
+    """The secure FedKT under test; reproducible noise (noise_seed) so that a Flower run can equal a fit."""
     settings = dict(n_teachers=3, query_fraction=0.5, random_state=5, privacy="L1", aggregator="skellam",
-                    secure_aggregation=True, sigma=4.0)
+                    secure_aggregation=True, sigma=4.0, noise_seed=9)
     return FedKT(DecisionTreeClassifier(max_depth=6), **{**settings, **changes})
+
+
+def releases(model: FedKT) -> list[dict]:
+    """The ledger's release entries as recorded (their analyses: ε curves, parameters, observers)."""
+    return [(entry["observers"], entry["analyses"]) for entry in model.ledger_.to_dict()["entries"]
+            if entry["kind"] == "release"]
 
 
 def assert_same_secure_fit(flower: FedKT, local: FedKT, X_test: np.ndarray) -> None:
     np.testing.assert_array_equal(flower.predict(X_test), local.predict(X_test))
     assert [e.note for e in flower.ledger_.entries] == [e.note for e in local.ledger_.entries]
-    for unit in ("party", "example"):
-        assert flower.ledger_.account(delta=1e-5, unit=unit).epsilon == pytest.approx(
-            local.ledger_.account(delta=1e-5, unit=unit).epsilon, abs=1e-12)
+    # The ε of a seeded run is ∞ (the noise is reproducible): compare what each release was accounted at.
+    assert releases(flower) == releases(local)
     # Over SecAgg+, a party's train reply carries nothing of its votes (its histogram travels masked).
     assert "fedkt-noisy-votes" not in flower.bandwidth_ and "fedkt-votes" not in flower.bandwidth_
 
@@ -84,6 +90,39 @@ def test_secaggplus_over_the_apps_reproduces_fit(federation, task_identity) -> N
     assert_same_secure_fit(flower, local, X_test)
     # schema, the tasks, then SecAgg+'s four stages to every party
     assert sent_types.count("train") == 3 + 4 * 3
+
+
+def test_a_default_run_sends_nothing_noise_related_and_its_coordinator_epsilon_assumes_collusion(federation,
+                                                                                               task_identity):
+    """noise_seed=None: no task carries a noise seed (each party draws its Skellam share secretly), and the
+    coordinator's ε is computed against it colluding with the two other parties (one share σ²/3 left)."""
+    from privfed.federation.server_app import ServerJob, run_server
+
+    _, paths, public, _ = federation
+    grid, scalars = CopyingGrid(paths), {}
+    original = grid.send_and_receive
+
+    def recording(messages, *, timeout=None):  # every privfed record's scalars, in both directions
+        replies = original(messages, timeout=timeout)
+        for message in [*messages, *replies]:
+            for key, value in message.content.items():
+                if key.endswith(".scalars"):
+                    scalars.setdefault(key, []).append(dict(value))
+        return replies
+
+    grid.send_and_receive = recording
+    flower = run_server(grid, ServerJob(secure(noise_seed=None), public, num_supernodes=3, timeout=5))
+    assert len(scalars["fedkt-task.scalars"]) == 3
+    assert not [key for key, sent in scalars.items() for record in sent if "noise_seed" in record]
+    assert flower.ledger_.noise["source"] == "secret" and flower.ledger_.seeds == {"random_state": 5}
+    [(_, to_public), (_, to_coordinator)] = releases(flower)
+    assert to_public["party"]["parameters"]["variance"] == pytest.approx(16.0)
+    assert to_coordinator["party"]["parameters"]["variance"] == pytest.approx(16.0 / 3)
+    coordinator = [e for e in flower.ledger_.entries if e.kind == "release"][-1].note
+    assert "assumes the coordinator colludes with at most 2 of the 3 parties" in coordinator
+    assert "secure aggregation by Flower's SecAgg+" in coordinator
+    public_epsilon = flower.ledger_.account(1e-5).epsilon
+    assert np.isfinite(public_epsilon) and flower.ledger_.account(1e-5, observer="coordinator").epsilon > public_epsilon
 
 
 def test_a_party_dropping_within_the_threshold_is_accounted_at_the_realised_variance(federation, task_identity):
@@ -118,7 +157,9 @@ def test_a_party_dropping_within_the_threshold_is_accounted_at_the_realised_vari
     note = [entry for entry in flower.ledger_.entries if entry.kind == "release"][-1].note
     assert "sum of 2 of 3 parties" in note and "1 dropped out" in note
     full = secure().fit(parties, public)
-    assert flower.ledger_.account(1e-5, unit="party").epsilon > full.ledger_.account(1e-5, unit="party").epsilon
+    variance = [analyses["party"]["parameters"]["variance"] for observers, analyses in releases(flower)]
+    full_variance = [analyses["party"]["parameters"]["variance"] for observers, analyses in releases(full)]
+    assert variance == pytest.approx([16.0 * 2 / 3, 16.0 / 3]) and full_variance == pytest.approx([16.0, 16.0 / 3])
     assert fedkt_server_step is not None and captured["sum"].n_contributors == 2
 
 

@@ -124,14 +124,15 @@ def test_budget_filter_stops_at_the_last_affordable_query(digits) -> None:
     assert account(one_more, delta=1e-5).epsilon_data_independent > target
 
 
-def test_same_random_state_gives_the_same_model(digits) -> None:
+def test_same_random_state_and_noise_seed_give_the_same_model(digits) -> None:
+    """Reproducible noise is an opt-in (noise_seed): the same model, and a ledger whose ε is ∞ for its holders."""
     parties, public, (X_test, _) = digits
-    settings = dict(n_teachers=3, privacy="L1", gamma=0.3, query_fraction=0.5, random_state=11)
+    settings = dict(n_teachers=3, privacy="L1", gamma=0.3, query_fraction=0.5, random_state=11, noise_seed=4)
     first = FedKT(tree(), **settings).fit(parties, public)
     second = FedKT(tree(), **settings).fit(parties, public)
     np.testing.assert_array_equal(first.predict(X_test), second.predict(X_test))
     np.testing.assert_array_equal(first.evidence_["server_votes"], second.evidence_["server_votes"])
-    assert first.ledger_.account(delta=1e-5).epsilon == second.ledger_.account(delta=1e-5).epsilon
+    assert first.ledger_.account(delta=1e-5).epsilon == second.ledger_.account(delta=1e-5).epsilon == np.inf
 
 
 def test_two_jobs_give_the_same_model_as_one(digits) -> None:

@@ -122,10 +122,13 @@ def test_dropouts_account_the_realised_variance(digits):
     for contributors in (4, 3):
         fitted = fedkt_server_step(model.set_params(query_fraction=n_queries / len(public)),
                                    FedKTVoteSum(vote_sum, 4, contributors), classes, public, seeds, seeds.spawn(1)[0])
-        entry = [e for e in fitted.ledger.to_dict()["entries"] if e["kind"] == "release"][-1]
+        seen_by_public, coordinator = [e for e in fitted.ledger.to_dict()["entries"] if e["kind"] == "release"]
         results[contributors] = fitted.ledger.account(1e-5, unit="party").epsilon
-        assert entry["analyses"]["party"]["parameters"]["variance"] == pytest.approx(9.0 * contributors / 4)
-        assert ("dropped out" in entry["note"]) == (contributors < 4)
+        assert seen_by_public["observers"] == ["public"] and coordinator["observers"] == ["coordinator"]
+        assert seen_by_public["analyses"]["party"]["parameters"]["variance"] == pytest.approx(9.0 * contributors / 4)
+        # Against the coordinator and the other parties (collusion=None: all of them), only the target's own share.
+        assert coordinator["analyses"]["party"]["parameters"]["variance"] == pytest.approx(9.0 / 4)
+        assert ("dropped out" in seen_by_public["note"]) == (contributors < 4)
     realised = privfed.SkellamMechanism(9.0 * 3 / 4, l1_sensitivity=4.0, l2_sensitivity=2 * math.sqrt(2),
                                         count=n_queries, coordinate_sensitivity=2, moved_coordinates=2, unit="party")
     expected = privfed.account(realised, delta=1e-5).epsilon
@@ -133,7 +136,34 @@ def test_dropouts_account_the_realised_variance(digits):
     assert results[3] > results[4]
 
 
+@pytest.mark.parametrize("collusion,honest", [(None, 1), (3, 1), (1, 3), (0, 4)])
+def test_the_coordinators_epsilon_assumes_collusion_with_c_parties(digits, collusion, honest):
+    """The colluders subtract their own shares: the coordinator's entry keeps the honest contributors' variance,
+    (4 − c)·σ²/4 of σ² = 9 (None: the three others collude, the target keeps its own share); the public's all."""
+    parties, public, _, _ = digits
+    model = _secure(collusion=collusion, classes=list(range(10))).fit(parties, public)
+    to_public, to_coordinator = [e for e in model.ledger_.entries if e.kind == "release"]
+    assert to_public.observers == ("public",) and to_coordinator.observers == ("coordinator",)
+    entries = {e["note"]: e for e in model.ledger_.to_dict()["entries"]}
+    assert entries[to_public.note]["analyses"]["party"]["parameters"]["variance"] == pytest.approx(9.0)
+    assert entries[to_coordinator.note]["analyses"]["party"]["parameters"]["variance"] == pytest.approx(9.0 * honest / 4)
+    colluders = 3 if collusion is None else collusion
+    assert (f"assumes the coordinator colludes with at most {colluders} of the 4 parties" in to_coordinator.note
+            and "secure aggregation by Flower's SecAgg+" in to_coordinator.note)
+    coordinator, public_report = (model.ledger_.account(1e-5, observer=o) for o in ("coordinator", "public"))
+    assert not coordinator.uncovered and math.isfinite(coordinator.epsilon)
+    assert (coordinator.epsilon == pytest.approx(public_report.epsilon)) == (honest == 4)
+    assert coordinator.epsilon >= public_report.epsilon
+
+
 @pytest.mark.parametrize("overrides,message", [
+    ({"collusion": 4}, r"collusion must be a number of parties colluding with the coordinator in 0\.\.3 \(the "
+                       r"other parties of 4\), got 4"),
+    ({"collusion": -1}, "collusion"),
+    ({"collusion": 1.5}, "collusion"),
+    ({"collusion": 1, "secure_aggregation": False, "aggregator": "laplace", "sigma": None, "gamma": 0.5},
+     "collusion applies to secure_aggregation=True only"),
+
     ({"privacy": "L0", "sigma": None}, "secure_aggregation=True needs privacy='L1'"),
     ({"privacy": "L2"}, "secure_aggregation=True needs privacy='L1'"),
     ({"accounting": "paper"}, "needs accounting='conservative'"),

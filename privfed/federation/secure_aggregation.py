@@ -127,7 +127,10 @@ def secaggplus_vote_sum(grid: Any, tasks: Mapping[int, Any], *, n_parties: int, 
 
     The reconstruction threshold is n − 1 of the n nodes (at least 2): one party may drop out during the
     protocol and the sum of the others is still recovered; ``n_parties`` is the number of parties the noise
-    shares were planned for.
+    shares were planned for. The coordinator and up to n − 2 colluding parties learn at most the sum of the
+    other parties' histograms, and n − 1 colluders the last party's own noisy histogram: the ledger's
+    coordinator entry, computed for ``FedKT(collusion=c)`` colluders at the honest shares' variance
+    (:mod:`privfed.pipelines.fedkt_secure`), holds for every c up to n − 1.
     """
     from flwr.app import ArrayRecord, ConfigRecord, Context, RecordDict
     from flwr.server.compat.grid_client_proxy import GridClientProxy

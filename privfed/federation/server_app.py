@@ -229,12 +229,17 @@ def _send_tasks(
 
 def _train_fedkt(grid, job, model, public, schemas, classes, order, names) -> None:
     """FedKT: tasks with the public queries; replies with the students' predictions (and L2's evidence)."""
+    from privfed.accounting import NoiseSource
+
     student = model.teacher if model.student is None else model.student
     specs = {"teacher": model_spec(model.teacher, name="teacher"), "student": model_spec(student, name="student")}
     ordered_names = [names[node] for node in order]
     seed_sequence = as_seed_sequence(model.random_state)
     party_seeds, server_seeds = seed_sequence.spawn(2)
-    tasks: list[FedKTTask] = fedkt_tasks(model, schemas, classes, public, party_seeds, ordered_names)
+    # Secret by default: each party draws its own noise, and no noise seed is in any task.
+    noise_source = NoiseSource.secret() if model.noise_seed is None else NoiseSource.seeded(model.noise_seed)
+    tasks: list[FedKTTask] = fedkt_tasks(model, schemas, classes, public, party_seeds, ordered_names,
+                                         noise_source=noise_source)
     if model.secure_aggregation:
         replies, sent, ordered_names = _secure_vote_sum(grid, job, tasks, order, names, specs)
     else:
@@ -243,7 +248,7 @@ def _train_fedkt(grid, job, model, public, schemas, classes, order, names) -> No
     trainings = receive_trainings(sent, ordered_names, max_bytes=job.max_message_bytes,
                                   models=[model.teacher] * len(sent))
     fitted = fedkt_server_step(model, replies, classes, public, seed_sequence, server_seeds, trainings,
-                               schemas=schemas)
+                               schemas=schemas, noise_source=noise_source)
     schema_records = [[schema.to_record()] for schema in schemas]
     model._set_fitted(fitted, classes, record_sizes([first + rest for first, rest in zip(schema_records, sent)]))
 
