@@ -24,7 +24,7 @@ import numpy as np
 
 from .documents import MAX_JSON_DEPTH, parse_json
 from .fingerprint import canonical_json, sha256_hex
-from .mechanism import ANALYSES, UNITS, Mechanism
+from .mechanism import ANALYSES, UNITS, Mechanism, relation_for_unit
 from .observers import OBSERVERS, check_observers
 from .orders import default_orders
 
@@ -285,7 +285,7 @@ def analyse_mechanism(mechanism: Mechanism, *, evidence_sha256: str | None) -> U
     return UnitAnalysis(
         kind=mechanism.kind,
         unit=mechanism.unit,
-        relation=mechanism.relation,
+        relation=relation_for_unit(mechanism.unit, mechanism.relations),
         parameters=to_json_value(mechanism.parameters(), f"{type(mechanism).__name__}.parameters()"),
         num_queries=int(mechanism.num_queries),
         data_dependent=bool(mechanism.data_dependent),
