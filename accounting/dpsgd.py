@@ -218,11 +218,14 @@ def compose_dpsgd(releases: Sequence[DPSGD]) -> Mechanism:
     return compose_sequential(releases)
 
 
-def dpsgd_noise_multiplier(*, target_epsilon: float, delta: float, sample_rate: float, steps: int) -> float:
+def dpsgd_noise_multiplier(*, target_epsilon: float, delta: float, sample_rate: float, steps: int,
+                           neighboring_relation: str = "add_or_remove_one") -> float:
     """The smallest noise multiplier σ (to about 1 %) whose DP-SGD run has ε ≤ ``target_epsilon`` at ``delta``.
 
+    ``neighboring_relation`` is the relation the target is stated for (:class:`DPSGD`'s:
+    ``"add_or_remove_one"``, the default, or ``"replace_one"``, which needs a larger σ).
     σ is calibrated on the analysis ``privfed.account()`` reports for
-    ``DPSGD(σ, sample_rate, steps)`` under ``analysis="tight"``: the smaller of
+    ``DPSGD(σ, sample_rate, steps, neighboring_relation=...)`` under ``analysis="tight"``: the smaller of
     dp-accounting's RDP bound and its privacy loss distribution (PLD). The
     reported ε lies in [0.97, 1] × ``target_epsilon`` (the search stops once it is
     within 1 % below the target); a σ calibrated on the RDP bound alone would
@@ -251,6 +254,7 @@ def dpsgd_noise_multiplier(*, target_epsilon: float, delta: float, sample_rate: 
         check_delta(delta),
         check_probability("sample_rate", sample_rate, open_high=False),
         check_int_at_least("steps", steps, 1),
+        check_choice("neighboring_relation", neighboring_relation, RELATIONS),
     )
 
 
@@ -258,24 +262,24 @@ def dpsgd_noise_multiplier(*, target_epsilon: float, delta: float, sample_rate: 
 _CALIBRATION_FLOOR = 0.99
 
 
-def _reported_epsilon(sigma: float, sample_rate: float, steps: int, delta: float) -> float:
+def _reported_epsilon(sigma: float, sample_rate: float, steps: int, delta: float, relation: str) -> float:
     """ε that ``account()`` reports for one DP-SGD release (its ``best_bound``, analysis "tight")."""
-    mechanism = DPSGD(sigma, sample_rate, steps)
+    mechanism = DPSGD(sigma, sample_rate, steps, neighboring_relation=relation)
     orders = default_orders("tight")
     curve = mechanism.rdp(orders)
     return best_bound([mechanism], orders, curve, curve, delta, "tight", pure_epsilon=None).epsilon
 
 
 @functools.lru_cache(maxsize=256)
-def _calibrated(target: float, delta: float, sample_rate: float, steps: int) -> float:
+def _calibrated(target: float, delta: float, sample_rate: float, steps: int, relation: str) -> float:
     # Work on x = ln σ and y = ln(reported ε / target): y decreases in x, and the answer is an x with
     # ln(_CALIBRATION_FLOOR) <= y <= 0. The upper end (y <= 0) is always a valid σ.
     floor, aim = math.log(_CALIBRATION_FLOOR), 0.5 * math.log(_CALIBRATION_FLOOR)
 
     def gap(x: float) -> float:
-        return math.log(_reported_epsilon(math.exp(x), sample_rate, steps, delta) / target)
+        return math.log(_reported_epsilon(math.exp(x), sample_rate, steps, delta, relation) / target)
 
-    x_high = math.log(_rdp_calibrated(target, delta, sample_rate, steps))
+    x_high = math.log(_rdp_calibrated(target, delta, sample_rate, steps, relation))
     y_high = gap(x_high)
     x_low = y_low = None  # an end whose ε is above the target, once found
     previous = (x_high - 0.1, y_high + 0.2)  # a slope of −2 until two points are known
@@ -305,12 +309,14 @@ def _calibrated(target: float, delta: float, sample_rate: float, steps: int) -> 
 
 
 @functools.lru_cache(maxsize=256)
-def _rdp_calibrated(target: float, delta: float, sample_rate: float, steps: int) -> float:
+def _rdp_calibrated(target: float, delta: float, sample_rate: float, steps: int,
+                    relation: str = "add_or_remove_one") -> float:
     """The smallest σ (to 0.1 %) whose RDP bound alone gives ε ≤ target (the start of :func:`_calibrated`)."""
     orders = default_orders("tight")
 
     def epsilon(sigma: float) -> float:
-        return DPSGD(sigma, sample_rate, steps).epsilon(orders, delta, analysis="tight")[0]
+        return DPSGD(sigma, sample_rate, steps, neighboring_relation=relation).epsilon(orders, delta,
+                                                                                        analysis="tight")[0]
 
     reached = epsilon(MAX_NOISE_MULTIPLIER)
     if reached > target:

@@ -27,6 +27,7 @@ from privfed.accounting import (
     compose_parallel,
     compose_sequential,
     data_independent_event,
+    dpsgd_noise_multiplier,
 )
 from privfed.accounting.ledger_entry import LedgerEntry
 from privfed.accounting.mechanism import ALL_RELATIONS, relation_for_unit
@@ -132,7 +133,7 @@ def test_the_relations_survive_a_ledger_round_trip_through_the_public_record():
 
 # --- compositions: what every part covers --------------------------------------------------------
 def test_compositions_print_the_intersection_and_say_plainly_when_it_is_empty():
-    add_remove, replace = DPSGD(1.1, 0.01, 100), DPSGD(1.1, 0.01, 100, neighboring_relation="replace_one")
+    add_remove, replace = DPSGD(1.1, 0.01, 10), DPSGD(1.1, 0.01, 10, neighboring_relation="replace_one")
     both = LaplaceNoisyMax(np.array([[5, 1]]), 0.1)
     assert account([add_remove, both], delta=DELTA).relations == ADD_REMOVE
     assert compose_sequential([replace, both]).relations == frozenset(REPLACE)
@@ -217,3 +218,13 @@ def test_every_observer_states_its_default_assumptions():
     assert set(DEFAULT_ASSUMPTIONS) == set(OBSERVERS)
     assert all(any("honest execution" in text for text in DEFAULT_ASSUMPTIONS[o]) for o in OBSERVERS)
     assert any("colludes with no party" in text for text in DEFAULT_ASSUMPTIONS["coordinator"])
+
+
+def test_the_noise_multiplier_is_calibrated_on_the_relation_asked_for():
+    # Without sampling (q = 1, one step) a replaced example moves the sum by 2C, an added one by C: σ doubles.
+    add_remove = dpsgd_noise_multiplier(target_epsilon=1.0, delta=DELTA, sample_rate=1.0, steps=1)
+    replace = dpsgd_noise_multiplier(target_epsilon=1.0, delta=DELTA, sample_rate=1.0, steps=1,
+                                     neighboring_relation="replace_one")
+    assert replace / add_remove == pytest.approx(2.0, rel=0.015)
+    report = account(DPSGD(replace, 1.0, 1, neighboring_relation="replace_one"), delta=DELTA)
+    assert 0.97 <= report.epsilon <= 1.0 and report.relations == REPLACE
