@@ -269,6 +269,18 @@ class Ledger:
         present = {unit for entry in self._entries for unit in entry.analyses}
         return tuple(unit for unit in UNITS if unit in present)
 
+    def relations(self, unit: str | None = None, *, observer: str = "public") -> tuple[str, ...]:
+        """The neighbouring relations (sorted names) that every release ``observer`` sees at ``unit`` level
+        (default: the primary unit) and every DP training entry is analysed for, needing no δ: covered by both
+        of :meth:`account`'s bounds, so by whichever it reports (its ``relations`` may name more).
+        """
+        unit = self.primary_unit if unit is None else check_choice("unit", unit, UNITS)
+        observer = check_observer(observer)
+        members = {entry.index: member for entry, member in
+                   self._members(unit, observer) + self._training_members(unit, observer)}
+        return tuple(sorted(common_relations(public_mechanism_from_record(member.record())[0]
+                                             for member in members.values())))
+
     @property
     def unaccounted(self) -> tuple[str, ...]:
         """Descriptions of the releases no mechanism covers."""

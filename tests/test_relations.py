@@ -156,6 +156,7 @@ def test_ledger_totals_print_what_all_entries_cover():
     ledger.record(DPSGD(1.1, 0.01, 10, neighboring_relation="replace_one"))
     report = ledger.account()
     assert report.relations == () and "NO NEIGHBOURING RELATION COVERED" in str(report)
+    assert ledger.relations() == report.relations and ledger.relations(observer="coordinator") == ()
 
 
 # --- assumptions ---------------------------------------------------------------------------------
