@@ -28,6 +28,7 @@ from privfed.accounting import (
     compose_sequential,
     data_independent_event,
     dpsgd_noise_multiplier,
+    load_mechanisms,
 )
 from privfed.accounting.ledger_entry import LedgerEntry
 from privfed.accounting.mechanism import ALL_RELATIONS, relation_for_unit
@@ -229,3 +230,11 @@ def test_the_noise_multiplier_is_calibrated_on_the_relation_asked_for():
     assert replace / add_remove == pytest.approx(2.0, rel=0.015)
     report = account(DPSGD(replace, 1.0, 1, neighboring_relation="replace_one"), delta=DELTA)
     assert 0.97 <= report.epsilon <= 1.0 and report.relations == REPLACE
+
+
+def test_a_mechanism_file_states_a_replace_one_dpsgd_run(tmp_path):
+    path = tmp_path / "mechanisms.json"
+    path.write_text(json.dumps({"mechanisms": [{"kind": "dpsgd", "noise_multiplier": 1.1, "sample_rate": 0.01,
+                                                "steps": 10, "neighboring_relation": "replace_one"}]}))
+    (mechanism,) = load_mechanisms(path)
+    assert mechanism.relations == frozenset(REPLACE)
