@@ -375,7 +375,8 @@ class Ledger:
                             observers=check_observers(observers), units=units,
                             assumptions=check_assumptions(assumptions))
 
-    def record_training(self, mechanism: Mechanism, *, note: str = "") -> LedgerEntry:
+    def record_training(self, mechanism: Mechanism, *, note: str = "",
+                        assumptions: tuple[str, ...] = ()) -> LedgerEntry:
         """Append the DP training (e.g. DP-SGD) of models that later releases are derived from.
 
         The models themselves are not released; releases recorded with
@@ -385,6 +386,7 @@ class Ledger:
         parties with disjoint data (:func:`~privfed.accounting.parallel.compose_parallel`).
         Training entries never enter the aggregation bound, the ``spent`` totals or the
         budget filter; :meth:`account` reports them as the alternative ``"dpsgd"`` bound.
+        ``assumptions`` as in :meth:`record` (e.g. "the sample rate is public").
         """
         mechanisms = _mechanisms_per_unit(mechanism, None)
         analyses = {u: analyse_mechanism(m, evidence_sha256=None) for u, m in mechanisms.items()}
@@ -393,7 +395,8 @@ class Ledger:
                 raise ValueError(f"mechanism must be DP training (DPSGD, or a composition of DPSGD runs) to be "
                                  f"recorded as training, got a {analysis.kind!r} mechanism at {unit} level; record a "
                                  "release with record()")
-        return self._append(kind="training", analyses=analyses, description="", note=_check_str("note", note))
+        return self._append(kind="training", analyses=analyses, description="", note=_check_str("note", note),
+                            assumptions=check_assumptions(assumptions))
 
     def record_noise_source(self, source: NoiseSource) -> None:
         """Record where the noise of this ledger's releases came from (:attr:`noise`).

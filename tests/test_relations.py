@@ -178,6 +178,16 @@ def test_assumptions_round_trip_through_json_and_are_printed_with_each_observer_
     assert coordinator.to_dict()["assumptions"] == list(coordinator.assumptions)
 
 
+def test_the_dpsgd_bound_prints_the_assumptions_of_the_training_it_composes():
+    ledger = Ledger(delta=DELTA, primary_unit="example")
+    ledger.record_training(DPSGD(1.1, 0.01, 10), assumptions=("the sample rate is public",))
+    ledger.record(LaplaceNoisyMax(np.tile([[5, 1]], (50, 1)), 1.0), derived_from_training=True)
+    report = ledger.account()
+    assert report.source == "dpsgd" and report.assumptions == ("the sample rate is public",)
+    assert report.relations == ADD_REMOVE and ledger.relations() == ADD_REMOVE
+    assert report.alternatives["aggregation"].relations == BOTH
+
+
 def test_bad_assumptions_are_refused_in_one_line():
     ledger = Ledger(delta=DELTA)
     for bad, error in (("a trusted shuffler", TypeError), (("",), ValueError), (("a", "a"), ValueError),
