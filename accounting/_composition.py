@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from .mechanism import Mechanism
+from .mechanism import Mechanism, common_relations
 from .registry import defaulted_parameters as defaulted_record_parameters
 from .registry import mechanism_from_record, public_mechanism_from_record
 
@@ -34,6 +34,11 @@ class CompositionBase(Mechanism):
             raise ValueError(f"mechanisms must all protect the same unit for a {what}, got units {units}")
         object.__setattr__(self, "mechanisms", members)
         object.__setattr__(self, "unit", units[0])
+
+    @property
+    def relations(self) -> frozenset[str]:
+        """What every member's analysis covers (the intersection; empty when they share none)."""
+        return common_relations(self.mechanisms)
 
     @property
     def data_dependent(self) -> bool:

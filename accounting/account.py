@@ -13,7 +13,7 @@ from ._checks import check_choice, check_delta, check_orders
 from ._dp_accounting import MAX_PLD_COMPOSITIONS, event_pld_epsilon, pld_compositions
 from .conversion import rdp_to_epsilon
 from .dp_event_release import DpEventRelease
-from .mechanism import ANALYSES, Mechanism, relation_for_unit
+from .mechanism import ANALYSES, Mechanism, common_relations, relation_for_unit
 from .observers import check_observer
 from .orders import default_orders
 from .report import MechanismReport, PrivacyReport
@@ -188,7 +188,9 @@ def account(
     The RDP curves of the mechanisms are summed order by order (Mironov 2017,
     Prop. 1) and converted to (ε, δ) with the analysis' conversion. All
     mechanisms must protect the same unit: privfed never composes an
-    example-level guarantee with a party-level one.
+    example-level guarantee with a party-level one. The report's neighbouring
+    relation (``relations``, ``relation``) is what every mechanism's analysis
+    covers: the intersection of their :attr:`Mechanism.relations`.
 
     Parameters
     ----------
@@ -261,6 +263,7 @@ def account(
                 epsilon_data_independent=alone.epsilon_data_independent,
                 pure_epsilon=member.pure_epsilon(),
                 method=alone.method,
+                relations=tuple(sorted(member.relations)),
             )
         )
 
@@ -275,6 +278,7 @@ def account(
         bound = Bound(0.0, float(grid[0]), 0.0, "rdp", "rdp")
 
     notes = [note for member in members for note in member.notes()] + bound.notes()
+    relations = common_relations(members)
 
     return PrivacyReport(
         epsilon=bound.epsilon,
@@ -288,7 +292,8 @@ def account(
         analysis=analysis,
         conversion=conversion_description(analysis, bound.method),
         unit=unit,
-        relation=relation_for_unit(unit) if unit else None,
+        relation=relation_for_unit(unit, relations) if unit else None,
+        relations=tuple(sorted(relations)) if unit else None,
         mechanisms=tuple(rows),
         notes=tuple(dict.fromkeys(notes)),
         method=bound.method,

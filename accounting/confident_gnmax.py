@@ -16,7 +16,7 @@ from scipy import stats
 
 from ._checks import check_choice, check_orders, check_positive_finite, check_recorded_int, check_votes
 from .gaussian_noisy_max import GaussianNoisyMax, gaussian_noisy_max_rdp
-from .mechanism import ANALYSES, Mechanism
+from .mechanism import ALL_RELATIONS, ANALYSES, Mechanism
 from .noisy_max import VoteMechanism
 from .registry import MAX_PUBLIC_CLASSES, PublicVoteView, mechanism_from_record, register
 from .sequential import SequentialComposition
@@ -103,6 +103,7 @@ class ConfidentGNMax(VoteMechanism):
     answered: np.ndarray | None = None
     unit: str = "example"
     data_independent_votes_per_unit: int | None = None
+    relations: frozenset[str] = ALL_RELATIONS
     _cache: dict[str, Any] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     kind: ClassVar[str] = "confident_gnmax"
@@ -135,7 +136,8 @@ class ConfidentGNMax(VoteMechanism):
         """The answering step: GNMax on the answered queries (all of them without ``answered``)."""
         votes = self.votes if self.answered is None else self.votes[self.answered]
         return GaussianNoisyMax(votes, self.sigma, self.votes_per_unit, unit=self.unit,
-                                data_independent_votes_per_unit=self.data_independent_votes_per_unit)
+                                data_independent_votes_per_unit=self.data_independent_votes_per_unit,
+                                relations=self.relations)
 
     def threshold_log_failure_bounds(self) -> np.ndarray:
         """Per query ln min(p, 1 − p) of the threshold step (private)."""
@@ -216,6 +218,7 @@ class ConfidentGNMax(VoteMechanism):
             sigma=parameters["sigma"], votes_per_unit=parameters.get("votes_per_unit", 1), unit=unit,
             answered=None if answered is None else np.asarray(answered, dtype=bool),
             data_independent_votes_per_unit=parameters.get("data_independent_votes_per_unit"),
+            relations=parameters.get("relations", ALL_RELATIONS),
         )
 
     @classmethod

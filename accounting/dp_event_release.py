@@ -240,6 +240,11 @@ class DpEventRelease(Mechanism):
         check_choice("unit", self.unit, UNITS)
 
     @property
+    def relations(self) -> frozenset[str]:
+        """``{relation}``: the one relation dp-accounting accounts the event under here."""
+        return frozenset({cast(str, self.relation)})
+
+    @property
     def data_dependent(self) -> bool:
         return False
 

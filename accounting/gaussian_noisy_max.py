@@ -19,7 +19,7 @@ from scipy import special, stats
 
 from ._checks import check_choice, check_orders, check_positive_finite, check_votes
 from ._logmath import log1mexp
-from .mechanism import ANALYSES
+from .mechanism import ALL_RELATIONS, ANALYSES
 from .noisy_max import VoteMechanism, distinct_counts
 from .registry import register
 from .smooth_sensitivity import (
@@ -139,6 +139,7 @@ class GaussianNoisyMax(VoteMechanism):
     _: KW_ONLY
     unit: str = "example"
     data_independent_votes_per_unit: int | None = None
+    relations: frozenset[str] = ALL_RELATIONS
     _cache: dict[str, Any] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     kind: ClassVar[str] = "gaussian_noisy_max"

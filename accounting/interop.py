@@ -85,6 +85,10 @@ def data_independent_event(mechanism: Mechanism) -> dp_accounting.DpEvent:
       analysis bounds every query by;
     * Confident GNMax: the threshold step's ``GaussianDpEvent(σ₁/k)`` per query and
       the answering step's ``GaussianDpEvent(σ/(√2k))`` per answered query;
+    * DP-SGD analysed for replace-one: ``GaussianDpEvent(σ/2)`` per step, the replaced
+      example's clipped gradient moving the noisy sum by at most 2C whatever was sampled
+      (dp-accounting's own sampled-Gaussian event is add-or-remove-one only): valid under
+      either relation, without the subsampling amplification;
     * shuffled randomized response: binary randomized response at the local ε₀,
       once per round (any ε₀-LDP report is dominated by it; shuffling is
       post-processing): valid, without the shuffling amplification;
@@ -115,6 +119,8 @@ def data_independent_event(mechanism: Mechanism) -> dp_accounting.DpEvent:
             events.append(_self_composed(dp_accounting.GaussianDpEvent(mechanism.sigma / (math.sqrt(2.0) * k)),
                                          mechanism.num_answered))
         return _composed(events)
+    if isinstance(mechanism, DPSGD) and mechanism.neighboring_relation == "replace_one":
+        return _self_composed(dp_accounting.GaussianDpEvent(mechanism.noise_multiplier / 2.0), mechanism.steps)
     if isinstance(mechanism, ShuffledRandomizedResponse):
         binary = dp_accounting.RandomizedResponseDpEvent(2.0 / (math.exp(mechanism.epsilon_local) + 1.0), 2)
         return _self_composed(binary, mechanism.reports)

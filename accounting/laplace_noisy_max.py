@@ -27,7 +27,7 @@ from ._checks import (
     check_votes,
 )
 from ._dp_accounting import event_rdp
-from .mechanism import ANALYSES
+from .mechanism import ALL_RELATIONS, ANALYSES
 from .noisy_max import VoteMechanism, distinct_counts
 from .registry import register
 
@@ -168,6 +168,7 @@ class LaplaceNoisyMax(VoteMechanism):
     _: KW_ONLY
     unit: str = "example"
     data_independent_votes_per_unit: int | None = None
+    relations: frozenset[str] = ALL_RELATIONS
     _cache: dict[Hashable, Any] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     kind: ClassVar[str] = "laplace_noisy_max"

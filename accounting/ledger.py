@@ -30,7 +30,7 @@ import math
 import numbers
 import platform
 import warnings
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from datetime import datetime, timezone
 from importlib import metadata
 from typing import Any
@@ -52,6 +52,7 @@ from .ledger_entry import (
     LedgerIntegrityError,
     UnitAnalysis,
     analyse_mechanism,
+    check_assumptions,
     is_training_record,
     load_json,
     require,
@@ -59,7 +60,7 @@ from .ledger_entry import (
     require_type,
     sequence_of_entries,
 )
-from .mechanism import ANALYSES, UNITS, Mechanism, relation_for_unit
+from .mechanism import ANALYSES, UNITS, Mechanism, common_relations, relation_for_unit
 from .noise_source import NoiseSource, noise_provenance_problem
 from .observers import OBSERVERS, check_observer, check_observers
 from .orders import default_orders
@@ -268,6 +269,18 @@ class Ledger:
         present = {unit for entry in self._entries for unit in entry.analyses}
         return tuple(unit for unit in UNITS if unit in present)
 
+    def relations(self, unit: str | None = None, *, observer: str = "public") -> tuple[str, ...]:
+        """The neighbouring relations (sorted names) that every release ``observer`` sees at ``unit`` level
+        (default: the primary unit) and every DP training entry is analysed for, needing no δ: covered by both
+        of :meth:`account`'s bounds, so by whichever it reports (its ``relations`` may name more).
+        """
+        unit = self.primary_unit if unit is None else check_choice("unit", unit, UNITS)
+        observer = check_observer(observer)
+        members = {entry.index: member for entry, member in
+                   self._members(unit, observer) + self._training_members(unit, observer)}
+        return tuple(sorted(common_relations(public_mechanism_from_record(member.record())[0]
+                                             for member in members.values())))
+
     @property
     def unaccounted(self) -> tuple[str, ...]:
         """Descriptions of the releases no mechanism covers."""
@@ -282,6 +295,7 @@ class Ledger:
         note: str = "",
         derived_from_training: bool = False,
         observers: tuple[str, ...] = OBSERVERS,
+        assumptions: tuple[str, ...] = (),
     ) -> LedgerEntry:
         """Append the entry of one release, analysed under one unit or several.
 
@@ -303,6 +317,11 @@ class Ledger:
             Who sees the release (:data:`~privfed.accounting.observers.OBSERVERS`): both
             (default: a published output, which the coordinator computes), ``("coordinator",)``
             (a message only the server receives) or ``("public",)``.
+        assumptions:
+            What the release's guarantee assumes beyond its analysis and beyond every observer's
+            defaults (:mod:`~privfed.accounting.observers`), one statement each, e.g. ``("the
+            coordinator colludes with no party",)`` for noise shared out under secure aggregation.
+            Printed with every report whose ε composes the entry (:attr:`PrivacyReport.assumptions`).
 
         Raises
         ------
@@ -313,6 +332,7 @@ class Ledger:
         note = _check_str("note", note)
         derived_from_training = _check_bool("derived_from_training", derived_from_training)
         observers = check_observers(observers)
+        assumptions = check_assumptions(assumptions)
         if any(m.data_dependent and m.num_queries == 1 for m in mechanisms.values()):
             warnings.warn(
                 "recording a data-dependent release of a single query: its data-dependent RDP curve in the public "
@@ -331,11 +351,13 @@ class Ledger:
                 self._evidence[commitment] = {**arrays, "#salt": salt}
                 analyses[u] = dataclasses.replace(analyses[u], evidence_sha256=commitment)
         return self._append(kind="release", analyses=analyses, description="", note=note,
-                            derived_from_training=derived_from_training, observers=observers)
+                            derived_from_training=derived_from_training, observers=observers,
+                            assumptions=assumptions)
 
     def record_unaccounted(
         self, description: str, *, note: str = "", derived_from_training: bool = False,
         observers: tuple[str, ...] = OBSERVERS, units: tuple[str, ...] | None = None,
+        assumptions: tuple[str, ...] = (),
     ) -> LedgerEntry:
         """Append a release that no mechanism covers (class counts in clear, selector decisions, …).
 
@@ -343,15 +365,18 @@ class Ledger:
         every unit it leaves uncovered (``units``, default all), with a note naming it —
         unless it is post-processing of the recorded DP training (``derived_from_training=True``,
         see :meth:`record`), which covers it in the DP-training bound of :meth:`account`.
+        ``assumptions`` as in :meth:`record`.
         """
         description = _check_str("description", description)
         if not description.strip():
             raise ValueError("description must say what was released without a guarantee, got an empty string")
         return self._append(kind="unaccounted", analyses={}, description=description, note=_check_str("note", note),
                             derived_from_training=_check_bool("derived_from_training", derived_from_training),
-                            observers=check_observers(observers), units=units)
+                            observers=check_observers(observers), units=units,
+                            assumptions=check_assumptions(assumptions))
 
-    def record_training(self, mechanism: Mechanism, *, note: str = "") -> LedgerEntry:
+    def record_training(self, mechanism: Mechanism, *, note: str = "",
+                        assumptions: tuple[str, ...] = ()) -> LedgerEntry:
         """Append the DP training (e.g. DP-SGD) of models that later releases are derived from.
 
         The models themselves are not released; releases recorded with
@@ -361,6 +386,7 @@ class Ledger:
         parties with disjoint data (:func:`~privfed.accounting.parallel.compose_parallel`).
         Training entries never enter the aggregation bound, the ``spent`` totals or the
         budget filter; :meth:`account` reports them as the alternative ``"dpsgd"`` bound.
+        ``assumptions`` as in :meth:`record` (e.g. "the sample rate is public").
         """
         mechanisms = _mechanisms_per_unit(mechanism, None)
         analyses = {u: analyse_mechanism(m, evidence_sha256=None) for u, m in mechanisms.items()}
@@ -369,7 +395,8 @@ class Ledger:
                 raise ValueError(f"mechanism must be DP training (DPSGD, or a composition of DPSGD runs) to be "
                                  f"recorded as training, got a {analysis.kind!r} mechanism at {unit} level; record a "
                                  "release with record()")
-        return self._append(kind="training", analyses=analyses, description="", note=_check_str("note", note))
+        return self._append(kind="training", analyses=analyses, description="", note=_check_str("note", note),
+                            assumptions=check_assumptions(assumptions))
 
     def record_noise_source(self, source: NoiseSource) -> None:
         """Record where the noise of this ledger's releases came from (:attr:`noise`).
@@ -405,7 +432,7 @@ class Ledger:
 
     def _append(self, *, kind: str, analyses: Mapping[str, UnitAnalysis], description: str, note: str,
                 derived_from_training: bool = False, observers: tuple[str, ...] = OBSERVERS,
-                units: tuple[str, ...] | None = None) -> LedgerEntry:
+                units: tuple[str, ...] | None = None, assumptions: tuple[str, ...] = ()) -> LedgerEntry:
         entry = LedgerEntry.create(
             index=len(self._entries),
             kind=kind,
@@ -417,6 +444,7 @@ class Ledger:
             derived_from_training=derived_from_training,
             observers=observers,
             units=units,
+            assumptions=assumptions,
         )
         self._entries.append(entry)
         return entry
@@ -552,8 +580,10 @@ class Ledger:
         aggregation = self._composed_report(unit, delta, analysis, self._members(unit, observer))
         notes = [f"UNACCOUNTED release seen by the {observer}, not covered by this ε: {text}" for text in unaccounted]
         notes += [f"NOT COVERED by this {unit}-level ε: {text}" for text in other_unit.values()]
+        uncovering = [entry for entry in seen if entry.leaves_uncovered(unit)]
         aggregation = dataclasses.replace(aggregation, notes=aggregation.notes + tuple(notes), observer=observer,
-                                          uncovered=(*unaccounted, *other_unit.values()))
+                                          uncovered=(*unaccounted, *other_unit.values()),
+                                          assumptions=_assumptions_of(aggregation.assumptions, uncovering))
         training_members = self._training_members(unit, observer)
         if not any(entry.kind == "training" for entry, _ in training_members):
             return _infinite_if_uncovered(aggregation, uncovered_is_infinite)
@@ -568,6 +598,7 @@ class Ledger:
         coverage += [f"not derived from the DP-trained models, so composed into the DP-SGD bound with its own "
                      f"mechanism: {text}" for text in composed]
         training = dataclasses.replace(training, source="dpsgd", uncovered=tuple(uncovered), observer=observer,
+                                       assumptions=_assumptions_of(training.assumptions, uncovering),
                                        notes=training.notes + (
             "DP-SGD bound: the DP training of the models (training entries) composed with the accounted releases not "
             "derived from them; every release derived from the models is post-processing of their training",
@@ -607,7 +638,7 @@ class Ledger:
                 kind=member.kind, unit=unit, parameters=member.parameters, num_queries=member.num_queries,
                 data_dependent=member.data_dependent, epsilon=alone.epsilon, order=alone.order,
                 epsilon_data_independent=alone.epsilon_data_independent, pure_epsilon=member.pure_epsilon,
-                method=alone.method,
+                method=alone.method, relations=tuple(sorted(mechanism.relations)),
             ))
         if members:
             bound = best_bound(rebuilt, orders, total, total_independent, delta, analysis,
@@ -623,6 +654,7 @@ class Ledger:
             notes.append("ε from basic composition of the entries' pure ε-DP guarantees (tighter than the summed "
                          "RDP curves here)")
         notes += bound.notes()
+        relations = common_relations(rebuilt)
         return PrivacyReport(
             epsilon=bound.epsilon,
             delta=delta,
@@ -635,10 +667,12 @@ class Ledger:
             analysis=analysis,
             conversion=conversion_description(analysis, bound.method),
             unit=unit,
-            relation=relation_for_unit(unit),
+            relation=relation_for_unit(unit, relations),
+            relations=tuple(sorted(relations)),
             mechanisms=tuple(rows),
             notes=tuple(notes),
             method=bound.method,
+            assumptions=_assumptions_of(entry for entry, _ in members),
         )
 
     # --- evidence ------------------------------------------------------------------------------
@@ -998,6 +1032,16 @@ def _check_spent(recorded: Any, recomputed: dict[str, dict[str, Any]] | None, pa
                     f"{path}.{unit}.{key} is {recorded[unit][key]!r} but the recorded RDP curves give {fresh[key]!r} "
                     f"({fresh['analysis']} analysis, δ = {fresh['delta']:g}): the spent ε was edited"
                 )
+
+
+def _assumptions_of(*sources: Iterable[Any]) -> tuple[str, ...]:
+    """The assumptions of ledger entries (or of statements already collected), each once, in order."""
+    statements: dict[str, None] = {}
+    for source in sources:
+        for item in source:
+            for statement in (item.assumptions if isinstance(item, LedgerEntry) else (item,)):
+                statements[statement] = None
+    return tuple(statements)
 
 
 def _infinite_if_uncovered(report: PrivacyReport, uncovered_is_infinite: bool) -> PrivacyReport:

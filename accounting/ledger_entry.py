@@ -39,6 +39,7 @@ __all__ = [
     "UnitAnalysis",
     "TRAINING_KINDS",
     "analyse_mechanism",
+    "check_assumptions",
     "is_training_record",
     "load_json",
 ]
@@ -284,7 +285,7 @@ def analyse_mechanism(mechanism: Mechanism, *, evidence_sha256: str | None) -> U
     return UnitAnalysis(
         kind=mechanism.kind,
         unit=mechanism.unit,
-        relation=relation_for_unit(mechanism.unit),
+        relation=relation_for_unit(mechanism.unit, mechanism.relations),
         parameters=to_json_value(mechanism.parameters(), f"{type(mechanism).__name__}.parameters()"),
         num_queries=int(mechanism.num_queries),
         data_dependent=bool(mechanism.data_dependent),
@@ -321,6 +322,12 @@ class LedgerEntry:
     units:
         For an unaccounted entry, the units it leaves uncovered (``None``: every unit); e.g. a
         caveat on the example-level analysis only. In the JSON only when not ``None``.
+    assumptions:
+        What the entry's guarantee assumes beyond its analysis, one statement each (e.g. "the
+        coordinator colludes with no party", "a trusted shuffler"); reports that compose the entry
+        print them (:attr:`~privfed.accounting.report.PrivacyReport.assumptions`). The defaults every
+        observer's ε assumes are stated in :mod:`~privfed.accounting.observers`. In the JSON only when
+        not empty, so ledgers written before the field keep their content and hashes.
     description, note, recorded:
         What an unaccounted release was; a free-text note; the UTC time of recording (ISO 8601).
     previous_sha256, sha256:
@@ -339,6 +346,7 @@ class LedgerEntry:
     derived_from_training: bool = False
     observers: tuple[str, ...] = OBSERVERS
     units: tuple[str, ...] | None = None
+    assumptions: tuple[str, ...] = ()
 
     def seen_by(self, observer: str) -> bool:
         """Whether ``observer`` sees this release."""
@@ -362,11 +370,13 @@ class LedgerEntry:
         derived_from_training: bool = False,
         observers: tuple[str, ...] = OBSERVERS,
         units: tuple[str, ...] | None = None,
+        assumptions: tuple[str, ...] = (),
     ) -> "LedgerEntry":
         """Build an entry and seal it with its sha256."""
         unsealed = cls(index, kind, dict(analyses), description, note, recorded, previous_sha256, sha256="",
                        derived_from_training=derived_from_training, observers=check_observers(observers),
-                       units=None if units is None else _check_units(units))
+                       units=None if units is None else _check_units(units),
+                       assumptions=check_assumptions(assumptions))
         return cls(**{**unsealed.__dict__, "sha256": unsealed.content_sha256()})
 
     def content_sha256(self) -> str:
@@ -393,6 +403,8 @@ class LedgerEntry:
             document["observers"] = list(self.observers)
         if self.units is not None:
             document["units"] = list(self.units)
+        if self.assumptions:  # absent when none: ledgers written before the key stay valid
+            document["assumptions"] = list(self.assumptions)
         return document
 
     @classmethod
@@ -438,6 +450,13 @@ class LedgerEntry:
             raise LedgerFormatError(f"{path}: {error}") from None
         if "observers" in document and observers == OBSERVERS:
             raise LedgerFormatError(f"{path}.observers must be absent when every observer sees the entry")
+        assumptions = document.get("assumptions", [])
+        try:
+            assumptions = check_assumptions(require_type(assumptions, list, f"{path}.assumptions", "a list"))
+        except (TypeError, ValueError) as error:
+            raise LedgerFormatError(f"{path}: {error}") from None
+        if "assumptions" in document and not assumptions:
+            raise LedgerFormatError(f"{path}.assumptions must be absent when the entry states no assumption")
         return cls(
             index=require_type(require(document, "index", path), int, f"{path}.index", "an integer"),
             kind=kind,
@@ -450,7 +469,20 @@ class LedgerEntry:
             derived_from_training=derived,
             observers=observers,
             units=units,
+            assumptions=assumptions,
         )
+
+
+def check_assumptions(assumptions: object) -> tuple[str, ...]:
+    """``assumptions`` as a tuple of distinct non-empty one-line statements, in the order given."""
+    if isinstance(assumptions, str) or not isinstance(assumptions, (list, tuple)):
+        raise TypeError(f"assumptions must be a tuple of statements (strings), got {assumptions!r:.80}")
+    for statement in assumptions:
+        if not isinstance(statement, str) or not statement.strip() or "\n" in statement:
+            raise ValueError(f"assumptions must hold non-empty one-line strings, got {statement!r:.80}")
+    if len(set(assumptions)) != len(assumptions):
+        raise ValueError(f"assumptions must state each assumption once, got {tuple(assumptions)!r:.120}")
+    return tuple(assumptions)
 
 
 def _check_units(units: object) -> tuple[str, ...]:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import abc
 import inspect
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any, ClassVar, Literal
 
 import dp_accounting
@@ -20,7 +20,19 @@ import numpy as np
 from ._checks import check_choice
 from .conversion import rdp_to_epsilon
 
-__all__ = ["ANALYSES", "UNITS", "Analysis", "Mechanism", "Unit", "relation_for_unit"]
+__all__ = [
+    "ALL_RELATIONS",
+    "ANALYSES",
+    "RELATIONS",
+    "UNITS",
+    "Analysis",
+    "Mechanism",
+    "Unit",
+    "check_relations",
+    "common_relations",
+    "describe_relations",
+    "relation_for_unit",
+]
 
 Unit = Literal["example", "party"]
 Analysis = Literal["classic", "tight"]
@@ -28,15 +40,69 @@ Analysis = Literal["classic", "tight"]
 UNITS: tuple[str, ...] = ("example", "party")
 ANALYSES: tuple[str, ...] = ("classic", "tight")
 
-_RELATIONS = {
-    "example": "example-level: neighbouring data sets differ in one training example (added, removed or replaced)",
-    "party": "party-level: neighbouring federations differ in one party's whole data set (replaced)",
+#: The neighbouring relations an analysis can be stated for, by the names dp-accounting gives them
+#: (``NeighboringRelation``): ``"add_or_remove_one"``, one protected unit (an example, a party's whole data)
+#: present in one data set and absent from the other; ``"replace_one"``, one unit's data replaced by any other.
+#: Neither implies the other in general: a replacement is a removal and an addition (group privacy of 2),
+#: and an addition need not be a replacement (the number of units may be secret).
+RELATIONS: tuple[str, ...] = ("add_or_remove_one", "replace_one")
+#: Both relations: what a sensitivity-based analysis covers when the sensitivity bounds every move of a unit.
+ALL_RELATIONS: frozenset[str] = frozenset(RELATIONS)
+
+_UNIT_TEXT = {
+    "example": ("example-level", "neighbouring data sets differ in one training example"),
+    "party": ("party-level", "neighbouring federations differ in one party's whole data set"),
+}
+_RELATION_TEXT = {
+    frozenset({"add_or_remove_one"}): "added or removed",
+    frozenset({"replace_one"}): "replaced",
+    ALL_RELATIONS: "added, removed or replaced",
 }
 
 
-def relation_for_unit(unit: str) -> str:
-    """A one-line statement of the neighbouring relation behind a unit."""
-    return _RELATIONS[check_choice("unit", unit, UNITS)]
+def check_relations(relations: object, name: str = "relations") -> frozenset[str]:
+    """``relations`` as a frozenset of names from :data:`RELATIONS`; a one-line error otherwise."""
+    if isinstance(relations, str) or not isinstance(relations, Iterable):
+        raise TypeError(f"{name} must be a collection of relations from {RELATIONS}, got {relations!r}")
+    chosen = list(relations)
+    for relation in chosen:
+        if not isinstance(relation, str) or relation not in RELATIONS:
+            raise ValueError(f"{name} must hold relations from {', '.join(RELATIONS)}, got {relation!r}")
+    if not chosen:
+        raise ValueError(f"{name} must name at least one relation from {', '.join(RELATIONS)}, got none")
+    return frozenset(chosen)
+
+
+def common_relations(mechanisms: Iterable["Mechanism"]) -> frozenset[str]:
+    """The relations every one of ``mechanisms`` is analysed for (their intersection; both for none)."""
+    common = ALL_RELATIONS
+    for mechanism in mechanisms:
+        common = common & mechanism.relations
+    return common
+
+
+def describe_relations(relations: Iterable[str]) -> str:
+    """How the protected unit differs between neighbours under ``relations``: "added or removed", "replaced",
+    "added, removed or replaced", or a statement that no relation is covered (an empty set)."""
+    chosen = frozenset(relations)
+    if not chosen:
+        return "no neighbouring relation is analysed for every release: no relation is covered"
+    return _RELATION_TEXT[check_relations(chosen)]
+
+
+def relation_for_unit(unit: str, relations: Iterable[str] | None = None) -> str:
+    """A one-line statement of the neighbouring relation behind a unit, for the ``relations`` analysed.
+
+    ``relations=None`` states the unit alone and says that the relation is the one each release's
+    ε is stated for (what a card prints beside a ledger's per-release relations).
+    """
+    level, differ = _UNIT_TEXT[check_choice("unit", unit, UNITS)]
+    if relations is None:
+        return f"{level}: {differ} (the relation analysed is stated with each ε)"
+    chosen = frozenset(relations)
+    if not chosen:
+        return f"{level}: {differ}; {describe_relations(chosen)}"
+    return f"{level}: {differ} ({describe_relations(chosen)})"
 
 
 class Mechanism(abc.ABC):
@@ -54,9 +120,18 @@ class Mechanism(abc.ABC):
     unit: str
 
     @property
+    def relations(self) -> frozenset[str]:
+        """The neighbouring relations (names from :data:`RELATIONS`) this mechanism's analysis covers.
+
+        Every privfed mechanism states its own; the default, empty, says that the analysis states none,
+        so no report of a composition containing it claims a relation.
+        """
+        return frozenset()
+
+    @property
     def relation(self) -> str:
-        """The neighbouring relation this mechanism's guarantee is stated for."""
-        return relation_for_unit(self.unit)
+        """The neighbouring relation this mechanism's guarantee is stated for, in words (unit and :attr:`relations`)."""
+        return relation_for_unit(self.unit, self.relations)
 
     @property
     @abc.abstractmethod
@@ -164,9 +239,10 @@ class Mechanism(abc.ABC):
         for name, parameter in inspect.signature(cls).parameters.items():
             if name in ("self", "unit") or name in parameters or parameter.default in (inspect.Parameter.empty, None):
                 continue
-            defaults[f"{where}.{name}"] = parameter.default
+            default = parameter.default
+            defaults[f"{where}.{name}"] = sorted(default) if isinstance(default, frozenset) else default
         return defaults
 
     def describe(self) -> dict[str, Any]:
-        """``{"kind": ..., "unit": ..., **parameters}`` for reports."""
-        return {"kind": self.kind, "unit": self.unit, **self.parameters()}
+        """``{"kind": ..., "unit": ..., "relations": [...], **parameters}`` for reports."""
+        return {"kind": self.kind, "unit": self.unit, "relations": sorted(self.relations), **self.parameters()}

@@ -14,7 +14,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from ._checks import check_choice, check_int_at_least, check_positive_finite, check_recorded_int, check_votes
-from .mechanism import UNITS, Mechanism
+from .mechanism import ALL_RELATIONS, UNITS, Mechanism, check_relations
 from .registry import MAX_PUBLIC_CLASSES, PublicVoteView
 
 __all__ = ["VoteMechanism", "distinct_counts"]
@@ -44,6 +44,13 @@ class VoteMechanism(Mechanism):
     data-independent bound (RDP, PLD event, pure ε) the bound given here, which
     must hold whatever the data. A z-based ε is then never called data-independent.
 
+    ``relations`` (keyword, default both: :data:`~privfed.accounting.mechanism.ALL_RELATIONS`) are the
+    neighbouring relations under which one unit moves at most ``votes_per_unit`` votes: the analysis
+    holds for exactly those. With teachers trained on disjoint data sets fixed by position (PATE), one
+    example added, removed or replaced changes one teacher: k = 1 covers both. Where a unit's
+    assignment to teachers depends on its contents (FedKT's keyed teacher subsets), a replaced example
+    leaves one teacher and joins another: k = 1 covers ``{"add_or_remove_one"}`` only, and k = 2 both.
+
     Subclasses are frozen dataclasses that name their noise parameter in
     :attr:`noise_parameter` (``"gamma"``, ``"sigma"``) and call
     :meth:`_validate_votes` from ``__post_init__``.
@@ -54,6 +61,7 @@ class VoteMechanism(Mechanism):
     votes: np.ndarray
     votes_per_unit: int
     data_independent_votes_per_unit: int | None
+    relations: frozenset[str]
 
     def _validate_votes(self) -> None:
         # Read-only, and no copy when the votes are int64 already (1e7 queries × 10 classes are 800 MB): a view of
@@ -74,6 +82,7 @@ class VoteMechanism(Mechanism):
                 )
             object.__setattr__(self, "data_independent_votes_per_unit", bound)
         check_choice("unit", self.unit, UNITS)
+        object.__setattr__(self, "relations", check_relations(self.relations))
 
     @property
     def public_votes_per_unit(self) -> int:
@@ -126,6 +135,7 @@ class VoteMechanism(Mechanism):
         return cls(  # type: ignore[call-arg]
             evidence["votes"], parameters[cls.noise_parameter], parameters.get("votes_per_unit", 1), unit=unit,
             data_independent_votes_per_unit=parameters.get("data_independent_votes_per_unit"),
+            relations=parameters.get("relations", ALL_RELATIONS),
         )
 
     @classmethod
@@ -146,4 +156,5 @@ class VoteMechanism(Mechanism):
                else {"data_independent_votes_per_unit": self.data_independent_votes_per_unit}),
             "num_queries": self.num_queries,
             "num_classes": self.num_classes,
+            **({} if self.relations == ALL_RELATIONS else {"relations": sorted(self.relations)}),
         }

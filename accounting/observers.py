@@ -13,13 +13,34 @@ covering it makes that observer's ε infinite.
 Whatever the public sees is computed by the coordinator from what the
 coordinator sees (post-processing), so the public's ε is never larger than the
 coordinator's where every public release is also seen by the coordinator.
+
+**What every observer's ε assumes** (:data:`DEFAULT_ASSUMPTIONS`), whatever the
+ledger says:
+
+* *Honest execution*: every party and the coordinator run the protocol as
+  implemented: each noise draw is added as recorded, from the drawing machine's
+  own secret source (:class:`~privfed.accounting.noise_source.NoiseSource`), and
+  every release is recorded in the ledger. A coordinator that deviates (sends
+  crafted tasks, drops parties to isolate one) is outside the guarantee.
+* *No collusion*: the observer holds only what it is listed as seeing. The
+  coordinator's ε assumes it colludes with no party: a party that shares its own
+  data, models or noise shares with the coordinator removes that noise from the
+  coordinator's view (under secure aggregation, a party facing the coordinator
+  and the other n − 1 parties keeps only its own share of the noise).
+* The public sees the published outputs only, never a message of the protocol.
+
+A ledger entry states any further assumption its guarantee needs (a trusted
+shuffler, a bound on colluding parties, a public sample rate) with
+``assumptions=`` (:meth:`privfed.Ledger.record`, :meth:`privfed.Ledger.record_unaccounted`);
+every report whose ε composes the entry prints it
+(:attr:`~privfed.accounting.report.PrivacyReport.assumptions`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 
-__all__ = ["OBSERVERS", "check_observer", "check_observers", "describe_observer"]
+__all__ = ["DEFAULT_ASSUMPTIONS", "OBSERVERS", "check_observer", "check_observers", "describe_observer"]
 
 #: The observers, in the order reports list them.
 OBSERVERS: tuple[str, ...] = ("public", "coordinator")
@@ -27,6 +48,21 @@ OBSERVERS: tuple[str, ...] = ("public", "coordinator")
 _DESCRIPTIONS = {
     "public": "the public: whoever sees the released model and the published outputs",
     "coordinator": "the coordinator: the server that receives every message the parties send in the protocol",
+}
+
+
+#: What every observer's ε assumes unless a ledger entry says otherwise (see the module docstring).
+DEFAULT_ASSUMPTIONS: dict[str, tuple[str, ...]] = {
+    "public": (
+        "honest execution: every party and the coordinator ran the protocol as implemented, each adding its noise "
+        "from its own secret source and recording every release",
+        "the public sees the published model and outputs only",
+    ),
+    "coordinator": (
+        "honest execution: the coordinator and every party ran the protocol as implemented, each party adding its "
+        "noise from its own secret source",
+        "no collusion: the coordinator holds only the messages the parties send it and colludes with no party",
+    ),
 }
 
 

@@ -28,7 +28,7 @@ from ._checks import (
     check_positive_finite,
 )
 from ._dp_accounting import event_rdp
-from .mechanism import ANALYSES, UNITS, Mechanism
+from .mechanism import ALL_RELATIONS, ANALYSES, UNITS, Mechanism
 from .registry import register
 
 __all__ = ["QuantizedLaplaceEnsemble", "class_count_weights", "quantize_logits"]
@@ -168,6 +168,14 @@ class QuantizedLaplaceEnsemble(Mechanism):
         check_choice("unit", self.unit, UNITS)
 
     # --- public properties -------------------------------------------------
+    @property
+    def relations(self) -> frozenset[str]:
+        """Both: the per-class shift bound holds whatever the change of one unit. Without public weights each
+        coordinate is a convex combination of values in [−Z, Z], which moves at most 2Z whatever changes (a
+        party added, removed or replaced); with public weights a party's term ω_k^c·Q moves by at most 2Z·ω_k^c
+        when replaced, and by at most Z·ω_k^c when added or removed."""
+        return ALL_RELATIONS
+
     @property
     def data_dependent(self) -> bool:
         """True only with the unsafe data-derived clip bound."""

@@ -27,7 +27,7 @@ from ._checks import (
     check_probability,
 )
 from ._dp_accounting import event_rdp
-from .mechanism import ANALYSES, UNITS, Mechanism
+from .mechanism import ALL_RELATIONS, ANALYSES, UNITS, Mechanism
 from .registry import register
 
 __all__ = [
@@ -183,6 +183,13 @@ class RandomizedResponse(Mechanism):
         for name, value in (("num_classes", num_classes), ("keep_probability", beta), ("epsilon_per_report", epsilon),
                             ("labels_per_report", labels), ("reports", reports), ("unit", unit)):
             object.__setattr__(self, name, value)
+
+    @property
+    def relations(self) -> frozenset[str]:
+        """Party level ``{"replace_one"}``: ε-LDP bounds a report's output for any two inputs of its
+        sender, not a sender's reports appearing or vanishing. Example level both: the sender reports
+        either way, and an example added, removed or replaced changes only its sender's input."""
+        return ALL_RELATIONS if self.unit == "example" else frozenset({"replace_one"})
 
     @property
     def data_dependent(self) -> bool:

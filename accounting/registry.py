@@ -112,6 +112,10 @@ class PublicVoteView(Mechanism):
         return self.one_query.kind
 
     @property
+    def relations(self) -> frozenset[str]:
+        return self.one_query.relations
+
+    @property
     def data_dependent(self) -> bool:
         return self.one_query.data_dependent
 

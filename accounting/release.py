@@ -19,7 +19,7 @@ from .account import account, as_mechanisms
 from .confident_gnmax import ConfidentGNMax
 from .gaussian_noisy_max import GaussianNoisyMax
 from .ledger import Ledger
-from .mechanism import ANALYSES, UNITS, Mechanism, relation_for_unit
+from .mechanism import ALL_RELATIONS, ANALYSES, UNITS, Mechanism, check_relations, common_relations, relation_for_unit
 from .registry import register
 from .report import PrivacyReport
 from .smooth_sensitivity import check_smooth_sensitivity_conditions, gnss_rdp, smooth_sensitivity
@@ -41,13 +41,15 @@ class SmoothSensitivityRelease(Mechanism):
         ρ(λ) = λ·e^{2β}/σ² + (βλ − ½·ln(1 − 2βλ)) / (λ − 1)   for 1 < λ < 1/(2β),
 
     and unbounded (∞) at λ ≥ 1/(2β). Data-independent; its unit is the unit of
-    the releases it sanitises (the neighbouring relation of their smooth sensitivity).
+    the releases it sanitises, and ``relations`` (default both) the relations their smooth
+    sensitivity is stated for (:func:`release_epsilon` passes the releases' common ones).
     """
 
     beta: float
     noise_scale: float
     _: KW_ONLY
     unit: str = "example"
+    relations: frozenset[str] = ALL_RELATIONS
 
     kind: ClassVar[str] = "smooth_sensitivity_release"
 
@@ -55,6 +57,7 @@ class SmoothSensitivityRelease(Mechanism):
         object.__setattr__(self, "beta", check_positive_finite("beta", self.beta))
         object.__setattr__(self, "noise_scale", check_positive_finite("noise_scale", self.noise_scale))
         check_choice("unit", self.unit, UNITS)
+        object.__setattr__(self, "relations", check_relations(self.relations))
 
     @property
     def data_dependent(self) -> bool:
@@ -77,7 +80,8 @@ class SmoothSensitivityRelease(Mechanism):
         return self.rdp(orders, analysis=analysis)
 
     def parameters(self) -> dict[str, Any]:
-        return {"beta": self.beta, "noise_scale": self.noise_scale}
+        return {"beta": self.beta, "noise_scale": self.noise_scale,
+                **({} if self.relations == ALL_RELATIONS else {"relations": sorted(self.relations)})}
 
 
 def _mechanisms_of(source: object) -> tuple[list[Mechanism], Any]:
@@ -195,7 +199,8 @@ def release_epsilon(
     value = sum(float(member.rdp(grid)[0]) if isinstance(member, _SANITISABLE)
                 else float(member.rdp_data_independent(grid)[0]) for member in members)
     sensitivity = summed_smooth_sensitivity(members, order=order, beta=beta)
-    gnss = SmoothSensitivityRelease(beta, noise_scale, unit=units[0])
+    relations = common_relations(members)
+    gnss = SmoothSensitivityRelease(beta, noise_scale, unit=units[0], relations=relations or ALL_RELATIONS)
     noise = float(np.random.default_rng(random_state).standard_normal())
     # RDP is never negative: a noisy draw below 0 is clamped at 0.
     sanitised = max(value + sensitivity * noise_scale * noise + float(gnss.rdp(grid)[0]), 0.0)
@@ -217,7 +222,8 @@ def release_epsilon(
         conversion=("PATE 2018 smooth-sensitivity release at one order: data-dependent RDP + smooth sensitivity × "
                     "N(0, σ²) (GNSS) + the GNSS cost ρ(λ) (Thm 23), converted by dp-accounting's RDP conversion"),
         unit=units[0],
-        relation=relation_for_unit(units[0]),
+        relation=relation_for_unit(units[0], relations),
+        relations=tuple(sorted(relations)),
         mechanisms=(),
         notes=(
             "SANITISED data-dependent ε (PATE 2018 §4.2): safe to publish, its release is accounted; it is a noisy "

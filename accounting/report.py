@@ -7,6 +7,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from .mechanism import describe_relations
+
 __all__ = ["MechanismReport", "PrivacyReport", "round_up"]
 
 _ANALYSIS_TEXT = {
@@ -54,11 +56,15 @@ class MechanismReport:
     epsilon_data_independent: float
     pure_epsilon: float | None
     method: str = "rdp"
+    #: The neighbouring relations the mechanism's analysis covers (sorted names from
+    #: :data:`~privfed.accounting.mechanism.RELATIONS`); ``None`` where not stated (reports built before).
+    relations: tuple[str, ...] | None = None
 
     def __repr__(self) -> str:
         dependence = "DATA-DEPENDENT" if self.data_dependent else "data-independent"
+        relations = "" if self.relations is None else f", relations = {list(self.relations)}"
         return (
-            f"MechanismReport({self.kind}, {self.num_queries} queries, unit = {self.unit!r}, "
+            f"MechanismReport({self.kind}, {self.num_queries} queries, unit = {self.unit!r}{relations}, "
             f"ε = {round_up(self.epsilon)}, {dependence})"
         )
 
@@ -74,6 +80,7 @@ class MechanismReport:
             "epsilon_data_independent": self.epsilon_data_independent,
             "pure_epsilon": self.pure_epsilon,
             "method": self.method,
+            "relations": None if self.relations is None else list(self.relations),
         }
 
 
@@ -100,7 +107,17 @@ class PrivacyReport:
     analysis, conversion:
         ``"classic"`` or ``"tight"``, and a description of the conversion.
     unit, relation:
-        The protected unit (``"example"`` or ``"party"``) and its neighbouring relation.
+        The protected unit (``"example"`` or ``"party"``) and, in words, the neighbouring relation
+        ε is stated for: the relations every composed mechanism's analysis covers.
+    relations:
+        The same as names (sorted, from :data:`~privfed.accounting.mechanism.RELATIONS`): the
+        intersection over the composed mechanisms; empty when they share none, so that no relation is
+        covered (:meth:`summary` says so); ``None`` when not stated.
+    assumptions:
+        What ε assumes beyond the analysis (honest execution, no collusion of the coordinator with
+        parties, a trusted shuffler, …): the union of the assumptions recorded with the ledger entries
+        this ε composes (:meth:`privfed.Ledger.record`); every observer's default assumptions are in
+        :mod:`~privfed.accounting.observers`.
     mechanisms:
         Per-mechanism breakdown, each accounted alone under the same analysis.
     notes:
@@ -160,9 +177,12 @@ class PrivacyReport:
     alternatives: Mapping[str, "PrivacyReport"] = field(default_factory=dict)
     uncovered: tuple[str, ...] = ()
     observer: str | None = None
+    relations: tuple[str, ...] | None = None
+    assumptions: tuple[str, ...] = ()
 
     def summary(self) -> str:
-        """One line: ε, δ, unit, analysis, whether ε is data-dependent, and whether some release is not covered."""
+        """One line: ε, δ, unit, analysis, whether ε is data-dependent, the relation analysed, the assumptions,
+        and whether some release is not covered."""
         unit = f"{self.unit}-level DP" if self.unit else "no mechanism"
         if self.observer is not None:
             unit += f" against the {self.observer}"
@@ -185,6 +205,12 @@ class PrivacyReport:
             )
         else:
             text += "; data-independent"
+        if self.relations is not None and self.unit is not None:
+            who = "example" if self.unit == "example" else "party's data"
+            text += (f"; neighbours: one {who} {describe_relations(self.relations)}" if self.relations else
+                     "; NO NEIGHBOURING RELATION COVERED: the releases composed share no analysed relation")
+        if self.assumptions:
+            text += "; assumes: " + "; ".join(self.assumptions)
         if self.uncovered:
             text += (f"; ε = inf: {len(self.uncovered)} release(s) seen without any mechanism covering them, "
                      "listed in report.uncovered")
@@ -234,5 +260,7 @@ class PrivacyReport:
             "alternatives": {source: report.to_dict() for source, report in self.alternatives.items()},
             "uncovered": list(self.uncovered),
             "observer": self.observer,
+            "relations": None if self.relations is None else list(self.relations),
+            "assumptions": list(self.assumptions),
             "summary": self.summary(),
         }

@@ -88,6 +88,10 @@ class RepeatedRelease(Mechanism):
         return self.release.kind
 
     @property
+    def relations(self) -> frozenset[str]:
+        return self.release.relations
+
+    @property
     def data_dependent(self) -> bool:
         return self.release.data_dependent
 

@@ -27,7 +27,7 @@ from ._checks import (
     check_positive_finite,
 )
 from ._dp_accounting import MAX_PLD_COMPOSITIONS, PldDpEvent, event_pld
-from .mechanism import ANALYSES, UNITS, Mechanism
+from .mechanism import ALL_RELATIONS, ANALYSES, UNITS, Mechanism
 from .registry import register
 
 __all__ = ["ShuffledRandomizedResponse", "ShuffledRoundDpEvent", "shuffle_dominating_pair"]
@@ -151,6 +151,13 @@ class ShuffledRandomizedResponse(Mechanism):
             "reports", check_int_at_least("reports", self.reports, 1), MAX_PLD_COMPOSITIONS,
             "the rounds' composition has no closed form: its PLD is self-composed once per round")))
         check_choice("unit", self.unit, UNITS)
+
+    @property
+    def relations(self) -> frozenset[str]:
+        """Party level ``{"replace_one"}``: ε-LDP bounds a report's output for any two inputs of its
+        sender, not a sender's reports appearing or vanishing. Example level both: the sender reports
+        either way, and an example added, removed or replaced changes only its sender's input."""
+        return ALL_RELATIONS if self.unit == "example" else frozenset({"replace_one"})
 
     @property
     def data_dependent(self) -> bool:

@@ -23,7 +23,7 @@ from scipy import stats
 
 from ._checks import check_at_most, check_choice, check_int_at_least, check_orders, check_positive_finite
 from ._dp_accounting import PldDpEvent
-from .mechanism import ANALYSES, UNITS, Mechanism
+from .mechanism import ALL_RELATIONS, ANALYSES, UNITS, Mechanism, check_relations
 from .registry import register
 
 __all__ = ["SkellamDpEvent", "SkellamMechanism", "skellam_log_pmf"]
@@ -131,7 +131,9 @@ class SkellamMechanism(Mechanism):
     and the RDP bound stands alone.
 
     **Unit.** ``"example"`` or ``"party"``: whichever unit the sensitivities are
-    stated for (one example's, or one party's, largest move).
+    stated for (one example's, or one party's, largest move). ``relations`` (default both)
+    are the neighbouring relations whose moves the sensitivities bound: the analysis covers
+    exactly those.
     """
 
     variance: float
@@ -142,6 +144,7 @@ class SkellamMechanism(Mechanism):
     unit: str = "example"
     coordinate_sensitivity: int | None = None
     moved_coordinates: int | None = None
+    relations: frozenset[str] = ALL_RELATIONS
 
     kind: ClassVar[str] = "skellam"
 
@@ -158,6 +161,7 @@ class SkellamMechanism(Mechanism):
         count = int(check_at_most("count", check_int_at_least("count", self.count, 1), MAX_COUNT,
                                   "the composition of more releases is not accounted"))
         check_choice("unit", self.unit, UNITS)
+        object.__setattr__(self, "relations", check_relations(self.relations))
         if (self.coordinate_sensitivity is None) != (self.moved_coordinates is None):
             raise ValueError("give both coordinate_sensitivity and moved_coordinates (a move changes at most "
                              "moved_coordinates coordinates by at most coordinate_sensitivity each) or neither; got "
@@ -233,4 +237,5 @@ class SkellamMechanism(Mechanism):
             "coordinate_sensitivity": self.coordinate_sensitivity,
             "moved_coordinates": self.moved_coordinates,
             "standard_deviation": self.standard_deviation,
+            **({} if self.relations == ALL_RELATIONS else {"relations": sorted(self.relations)}),
         }

@@ -19,7 +19,7 @@ computed from private data: it records no evidence and its ε is data-independen
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import KW_ONLY, dataclass
 from typing import Any, ClassVar
 
 import dp_accounting
@@ -28,7 +28,7 @@ import numpy as np
 from ._checks import check_choice, check_int_at_least, check_positive_finite
 from .gaussian_noisy_max import GaussianNoisyMax
 from .laplace_noisy_max import LaplaceNoisyMax
-from .mechanism import UNITS, Mechanism
+from .mechanism import ALL_RELATIONS, UNITS, Mechanism, check_relations
 from .registry import MAX_PUBLIC_CLASSES, PublicVoteView, register
 
 __all__ = ["WithheldVotesNoisyMax"]
@@ -59,6 +59,11 @@ class WithheldVotesNoisyMax(Mechanism):
         under FedKT's disjoint teachers, the teachers per partition for a whole party).
     unit:
         ``"example"`` or ``"party"``.
+    relations:
+        The neighbouring relations under which one unit moves at most k votes (keyword; default both).
+        FedKT-L2 at example level: one example added or removed changes one keyed teacher per partition
+        (k = 1, ``{"add_or_remove_one"}``); a replaced one can change two, so k = 2 covers
+        ``{"add_or_remove_one", "replace_one"}``. A whole party (k = its teachers per partition) covers both.
 
     Examples
     --------
@@ -75,6 +80,8 @@ class WithheldVotesNoisyMax(Mechanism):
     num_classes: int
     votes_per_unit: int = 1
     unit: str = "example"
+    _: KW_ONLY
+    relations: frozenset[str] = ALL_RELATIONS
 
     def __post_init__(self) -> None:
         check_choice("aggregator", self.aggregator, tuple(_AGGREGATORS))
@@ -86,12 +93,13 @@ class WithheldVotesNoisyMax(Mechanism):
         object.__setattr__(self, "num_classes", classes)
         object.__setattr__(self, "votes_per_unit", check_int_at_least("votes_per_unit", self.votes_per_unit, 1))
         check_choice("unit", self.unit, UNITS)
+        object.__setattr__(self, "relations", check_relations(self.relations))
 
     def public_view(self) -> PublicVoteView:
         """The per-query mechanism on one placeholder row, composed ``num_answered`` times (its data-independent
         bounds do not read the votes)."""
         one_query = _AGGREGATORS[self.aggregator](np.zeros((1, self.num_classes), dtype=np.int64), self.scale,
-                                                  self.votes_per_unit, unit=self.unit)
+                                                  self.votes_per_unit, unit=self.unit, relations=self.relations)
         return PublicVoteView(one_query, self.num_answered)
 
     @property
@@ -116,4 +124,5 @@ class WithheldVotesNoisyMax(Mechanism):
 
     def parameters(self) -> Mapping[str, Any]:
         return {"aggregator": self.aggregator, "scale": self.scale, "num_answered": self.num_answered,
-                "num_classes": self.num_classes, "votes_per_unit": self.votes_per_unit}
+                "num_classes": self.num_classes, "votes_per_unit": self.votes_per_unit,
+                **({} if self.relations == ALL_RELATIONS else {"relations": sorted(self.relations)})}

@@ -49,6 +49,7 @@ from ..accounting import (
     compose_sequential,
 )
 from ..accounting.fingerprint import data_fingerprint
+from ..accounting.mechanism import ALL_RELATIONS
 from ..accounting.noise_source import NoiseSource
 from ..accounting.noisy_max import VoteMechanism
 from ._dp_ledger import record_local_training, training_report, without_trainings
@@ -627,15 +628,16 @@ def _account(
         n_classes = server_votes.shape[1]
         answered = [s * votes.n_local_answered for votes in replies]
 
-        def party_side(votes_per_unit: list[int], unit: str) -> Mechanism:
+        def party_side(votes_per_unit: list[int], unit: str, relations: frozenset[str] = ALL_RELATIONS) -> Mechanism:
             return compose_parallel([
                 WithheldVotesNoisyMax(noise.aggregator, noise.scale, num_answered=n, num_classes=n_classes,
-                                      votes_per_unit=k, unit=unit)
+                                      votes_per_unit=k, unit=unit, relations=relations)
                 for n, k in zip(answered, votes_per_unit)
             ])
 
+        # k = 1 bounds an example added or removed (one keyed teacher per partition); a replaced one can move two.
         ledger.record(
-            {"example": party_side([1] * len(replies), "example"),
+            {"example": party_side([1] * len(replies), "example", frozenset({"add_or_remove_one"})),
              "party": party_side([votes.n_teachers for votes in replies], "party")},
             note=(
                 f"party-side noisy teacher votes ({noise.describe()}): "

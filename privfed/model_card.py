@@ -130,7 +130,8 @@ def _epsilon_lines(ledger: Ledger) -> list[str]:
     if any(member.data_dependent for entry in ledger.entries for member in entry.analyses.values()):
         lines += ["", "**Data-dependent ε**: computed from the private votes, so the number itself depends on "
                       "private data and is not protected; the data-independent ε holds whatever the data."]
-    lines += ["", "Neighbouring relations:", *[f"- {relation_for_unit(unit)}" for unit in ledger.units]]
+    lines += ["", "Neighbouring relations:", *[f"- {relation_for_unit(unit, ledger.relations(unit))}"
+                                                for unit in ledger.units]]
     lines += ["", *_observer_lines(ledger)]
     return lines
 

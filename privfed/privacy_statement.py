@@ -43,7 +43,7 @@ def _unit_rows(ledger: Ledger, unit: str, report: PrivacyReport) -> list[tuple[s
         guarantee = (f"ε = inf for the model as released: {len(report.uncovered)} release(s) have no {unit}-level "
                      f"guarantee (see \"not covered\"); the accounted releases alone satisfy {guarantee}")
     return [
-        (f"privacy unit ({unit})", relation_for_unit(unit)),
+        (f"privacy unit ({unit})", report.relation or relation_for_unit(unit)),
         (f"formal guarantee ({unit})", guarantee),
         (f"accounting ({unit})", f"{report.analysis} analysis: {report.conversion}; {report.source} bound over "
                                  f"{releases} recorded release(s), composed sequentially"),

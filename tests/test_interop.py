@@ -303,6 +303,9 @@ def test_record_flower_takes_a_real_rdp_accountant(sampling, relation):
     report = ledger.account(DELTA)
     assert report.unit == "party" and "party-level" in report.relation
     assert entry.analyses["party"].parameters["relation"] == relation.replace("-", "_")
+    # Printed as analysed: a party added or removed, or a party's data replaced, never both.
+    assert report.relations == (relation.replace("-", "_"),)
+    assert ("(added or removed)" if relation == "add-or-remove-one" else "(replaced)") in report.relation
     flower_epsilon = accountant.get_epsilon(DELTA)
     # privfed's wider order grid (and PLD where it has one) is never looser than Flower's RDP by over 1 %.
     assert report.epsilon <= flower_epsilon * 1.01

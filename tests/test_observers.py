@@ -117,6 +117,11 @@ def test_fedkt_l2_sends_nothing_un_noised_and_its_coordinator_epsilon_is_its_noi
     assert coordinator.epsilon == public_report.epsilon
     assert [row.kind for row in coordinator.mechanisms] == ["parallel_composition"]
     assert model.evidence_ == {}  # nothing private was received, so nothing is kept
+    # k = 1 covers one example added or removed (one keyed teacher per partition), not a replacement (two);
+    # a whole party's k = t covers both.
+    assert coordinator.relations == ("add_or_remove_one",) and "(added or removed)" in coordinator.relation
+    party = model.ledger_.account(delta=1e-5, unit="party", observer="coordinator")
+    assert party.relations == ("add_or_remove_one", "replace_one")
 
 
 def test_fedkd_with_dp_local_models_reports_a_meaningful_example_level_epsilon_by_default(federation,
