@@ -1,0 +1,114 @@
+"""Size-revealing parameters: public ledger values derived from private sizes or labels (``docs/audit.md#sizes``).
+
+A bundle's ledger is public, and so is every parameter it records. A parameter computed from a party's private
+data is a release no mechanism covers: under add/remove neighbours a training-set size differs between
+neighbours, and a value derived from it makes the ε that treats it as public ∞. The check scans every accounted
+entry's parameters (compositions included) and the ledger's own fields for the values privfed's pipelines can
+derive from private data:
+
+* a **DP-SGD sample rate** that is no configured rate: without ``DPConfig(sample_rate=)`` a pipeline trains
+  with q = batch_size / n, n the party's training-set size, and records q (and the steps epochs · ⌊1/q⌋ that
+  follow from it). The ledger does not record where q came from, so the check reads the value itself: a rate
+  that is not a decimal of at most :data:`CONFIGURED_DIGITS` significant digits is a ratio no one configures,
+  ``b / n``. (A size that makes b / n a short decimal — 64 / 1000 — is not caught.)
+* a **data-dependent stopping point**: with ``budget_basis="data_dependent"`` and a target, the number of answered
+  queries (every entry's ``num_queries``) depends on the private votes.
+
+A finding passes when the ledger records it as a release no mechanism covers, seen by the public (an
+``unaccounted`` entry whose description names it: :data:`RATE_WORDS`, :data:`STOPPING_WORDS`); it fails
+otherwise.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from fractions import Fraction
+from typing import Any
+
+from privfed.accounting.ledger import Ledger
+from privfed.audit.report import Check
+
+__all__ = ["CONFIGURED_DIGITS", "RATE_WORDS", "STOPPING_WORDS", "size_check", "size_findings"]
+
+#: A sample rate with at most this many significant decimal digits reads as configured (0.01, 0.064, 0.0256).
+CONFIGURED_DIGITS = 4
+#: An unaccounted entry naming one of these records the sample rate's release (case-insensitive).
+RATE_WORDS = ("sample rate", "sampling rate", "sample_rate")
+#: An unaccounted entry naming one of these records the data-dependent stopping point's release.
+STOPPING_WORDS = ("stopping point", "answered queries")
+
+_NAME = "size-revealing parameters"
+_SECTION = "sizes"
+
+
+def _dpsgd_records(record: Mapping[str, Any]) -> Iterator[Mapping[str, Any]]:
+    """Every DP-SGD record in ``record``, compositions walked through (their ``members``)."""
+    if record.get("kind") == "dpsgd":
+        yield record
+    for value in (record.get("parameters") or {}).values():
+        if isinstance(value, list):
+            for member in value:
+                if isinstance(member, Mapping) and "kind" in member:
+                    yield from _dpsgd_records(member)
+
+
+def _configured(rate: float) -> bool:
+    return float(f"{rate:.{CONFIGURED_DIGITS}g}") == rate
+
+
+def _recorded_as_unaccounted(ledger: Ledger, words: tuple[str, ...]) -> str | None:
+    """The description of a public unaccounted entry naming one of ``words``, or None."""
+    for entry in ledger.entries:
+        if entry.kind == "unaccounted" and "public" in entry.observers and any(
+                word in entry.description.lower() for word in words):
+            return entry.description
+    return None
+
+
+def size_findings(ledger: Ledger) -> tuple[list[str], list[str], int]:
+    """(uncovered findings, findings the ledger records as unaccounted, DP-SGD sample rates scanned)."""
+    derived_rates: dict[float, list[str]] = {}
+    scanned = 0
+    for entry in ledger.entries:
+        for member in entry.analyses.values():
+            for record in _dpsgd_records(member.record()):
+                rate = record["parameters"].get("sample_rate")
+                scanned += 1
+                if isinstance(rate, float) and 0 < rate < 1 and not _configured(rate):
+                    where = f"entry {entry.index} ({entry.kind})"
+                    places = derived_rates.setdefault(rate, [])
+                    if where not in places:
+                        places.append(where)
+    findings: list[tuple[str, tuple[str, ...]]] = []
+    for rate, places in derived_rates.items():
+        ratio = Fraction(rate).limit_denominator(10**7)
+        findings.append((f"DP-SGD sample rate q = {rate:.6g} ({', '.join(places)}) is no configured rate: it is "
+                         f"{ratio.numerator}/{ratio.denominator}, batch_size / n for a training-set size n (a multiple "
+                         f"of {ratio.denominator}), so q and the steps epochs · ⌊1/q⌋ reveal the party's private "
+                         "size (no DPConfig(sample_rate=))", RATE_WORDS))
+    if ledger.budget_basis == "data_dependent" and ledger.target_epsilon:
+        findings.append(("the budget filter compared the data-dependent ε, so where it stopped — the number of "
+                         "answered queries every entry records — depends on the private votes", STOPPING_WORDS))
+    uncovered, recorded = [], []
+    for finding, words in findings:
+        description = _recorded_as_unaccounted(ledger, words)
+        if description is None:
+            uncovered.append(finding)
+        else:
+            recorded.append(f"{finding}; recorded as unaccounted: {description}")
+    return uncovered, recorded, scanned
+
+
+def size_check(ledger: Ledger) -> Check:
+    """The size-revealing parameters check of ``ledger`` (FAIL when a finding is not recorded as unaccounted)."""
+    uncovered, recorded, scanned = size_findings(ledger)
+    if uncovered:
+        return Check(_NAME, "fail", "; ".join(uncovered + recorded),
+                     "the public ledger holds a number computed from a party's private data that no mechanism "
+                     "covers, so the ε that treats it as public does not hold (it is ∞ for whoever reads it).",
+                     _SECTION)
+    if recorded:
+        return Check(_NAME, "pass", "; ".join(recorded))
+    rates = f"{scanned} DP-SGD sample rate(s), each a configured decimal" if scanned else "no DP-SGD sample rate"
+    return Check(_NAME, "pass", f"every entry's parameters and the ledger's fields scanned: {rates}, no "
+                 "data-dependent stopping point")
