@@ -186,7 +186,7 @@ def _audit_bundle(directory: Path, *, evidence, samples, given_units, module, mo
     # regenerates, a size in a parameter) is what it says it is, and is loaded.
     untrustworthy = any(check.status == "fail" for check in checks)
     provenance = noise_provenance_check(ledger, document["schema_version"])
-    checks += [provenance, size_check(ledger)]
+    checks += [provenance, size_check(ledger, document["budget"].get("target_epsilon"))]
     relations = assumptions_check(ledger)
     if relations is not None:
         checks.append(relations)

@@ -65,8 +65,13 @@ def _recorded_as_unaccounted(ledger: Ledger, words: tuple[str, ...]) -> str | No
     return None
 
 
-def size_findings(ledger: Ledger) -> tuple[list[str], list[str], int]:
-    """(uncovered findings, findings the ledger records as unaccounted, DP-SGD sample rates scanned)."""
+def size_findings(ledger: Ledger, target_epsilon: Mapping[str, float] | None = None
+                  ) -> tuple[list[str], list[str], int]:
+    """(uncovered findings, findings the ledger records as unaccounted, DP-SGD sample rates scanned).
+
+    ``target_epsilon``: the budget the ledger records (default ``ledger.target_epsilon``; the audit passes the
+    document's, as it reads the ledger without its budget to check the totals separately).
+    """
     derived_rates: dict[float, list[str]] = {}
     scanned = 0
     for entry in ledger.entries:
@@ -86,7 +91,8 @@ def size_findings(ledger: Ledger) -> tuple[list[str], list[str], int]:
                          f"{ratio.numerator}/{ratio.denominator}, batch_size / n for a training-set size n (a multiple "
                          f"of {ratio.denominator}), so q and the steps epochs · ⌊1/q⌋ reveal the party's private "
                          "size (no DPConfig(sample_rate=))", RATE_WORDS))
-    if ledger.budget_basis == "data_dependent" and ledger.target_epsilon:
+    targets = ledger.target_epsilon if target_epsilon is None else target_epsilon
+    if ledger.budget_basis == "data_dependent" and targets:
         findings.append(("the budget filter compared the data-dependent ε, so where it stopped — the number of "
                          "answered queries every entry records — depends on the private votes", STOPPING_WORDS))
     uncovered, recorded = [], []
@@ -99,9 +105,9 @@ def size_findings(ledger: Ledger) -> tuple[list[str], list[str], int]:
     return uncovered, recorded, scanned
 
 
-def size_check(ledger: Ledger) -> Check:
+def size_check(ledger: Ledger, target_epsilon: Mapping[str, float] | None = None) -> Check:
     """The size-revealing parameters check of ``ledger`` (FAIL when a finding is not recorded as unaccounted)."""
-    uncovered, recorded, scanned = size_findings(ledger)
+    uncovered, recorded, scanned = size_findings(ledger, target_epsilon)
     if uncovered:
         return Check(_NAME, "fail", "; ".join(uncovered + recorded),
                      "the public ledger holds a number computed from a party's private data that no mechanism "
