@@ -152,7 +152,22 @@ def test_the_size_scan_walks_compositions_and_passes_configured_rates():
     uncovered, recorded, scanned = size_findings(_ledger(NoiseSource.secret(), training=nested))
     assert scanned == 3 and recorded == [] and len(uncovered) == 1 and "q = 0.213333" in uncovered[0]
     check = size_check(_ledger(NoiseSource.secret(), training=DPSGD(1.0, 0.01, 10)))
-    assert check.status == "pass" and "1 DP-SGD sample rate(s), each a configured decimal" in check.detail
+    assert check.status == "pass" and "1 sample rate(s), each a configured decimal" in check.detail
+
+
+def test_the_size_scan_reads_a_dp_accounting_event_too():
+    dp_accounting = pytest.importorskip("dp_accounting")
+    ledger = Ledger(delta=1e-5, primary_unit="example")
+    event = dp_accounting.PoissonSampledDpEvent(32 / 150, dp_accounting.GaussianDpEvent(10.0))
+    ledger.record_dp_event(event, description="one DP-SGD step imported from dp-accounting")
+    check = size_check(ledger)
+    assert check.status == "fail" and "16/75" in check.detail
+
+
+def test_a_ledger_with_nothing_noised_has_no_noise_to_regenerate(tmp_path):
+    ledger = Ledger(delta=1e-5, description="FedKT-L0 of 4 parties")
+    ledger.record_unaccounted("no noise is added anywhere")
+    assert audit(_bundle(tmp_path, "l0", ledger)).check("noise provenance").status == "pass"
 
 
 def test_a_size_release_recorded_as_unaccounted_passes_the_scan():

@@ -40,8 +40,13 @@ def assumptions_check(ledger: Ledger) -> Check | None:
     stated: dict[tuple[tuple[str, ...], tuple[str, ...]], list[str]] = {}
     for observer in OBSERVERS:
         for unit in ledger.units:
-            key = _stated(ledger.account(unit=unit, observer=observer, analysis=ledger.analysis))
-            stated.setdefault(key, []).append(f"{observer}, {unit}")
+            try:
+                report = ledger.account(unit=unit, observer=observer, analysis=ledger.analysis)
+            except (ValueError, TypeError, KeyError, ArithmeticError) as error:  # an entry without this analysis
+                return Check(_NAME, "warn", f"not read: the {observer}'s {unit}-level report cannot be computed: "
+                             f"{str(error).splitlines()[0] if str(error) else type(error).__name__}",
+                             "the ledger's reports, and so what they assume, could not be read.", "assumptions")
+            stated.setdefault(_stated(report), []).append(f"{observer}, {unit}")
     parts = [f"{'; '.join(who)}: relation {' / '.join(relations) or 'not stated'}; assumptions: "
              f"{'; '.join(assumptions) or 'none stated'}" for (relations, assumptions), who in stated.items()]
     if any(not assumptions for _, assumptions in stated):

@@ -10,7 +10,7 @@ Every ε assumes that its observer cannot predict the noise. The ledger records 
 * not recorded, in a ledger saved before privfed recorded it (schema ≤ 2) with a recorded seed: every noise draw
   of those versions derived from ``random_state``, which ``ledger.seeds`` holds — FAIL, for the same reason;
 * not recorded otherwise (a ledger written by hand, whose noise privfed did not draw) — WARN: nothing says
-  whether it was secret.
+  whether it was secret (PASS when the ledger records no noised release at all).
 
 A failure or warning is also the audit's headline (:func:`noise_headline`), printed above the table.
 """
@@ -36,6 +36,8 @@ def noise_provenance_check(ledger: Ledger, schema_version: int) -> Check:
         return Check(_NAME, "pass", f"secret: {noise.get('generator', 'generator not named')}")
     if noise is not None:
         return Check(_NAME, "fail", str(noise_provenance_problem(noise)), _REGENERABLE, _SECTION)
+    if not any(entry.kind in ("release", "training") for entry in ledger.entries):
+        return Check(_NAME, "pass", "no noised release or training is recorded: there is no noise to regenerate")
     if schema_version <= 2 and ledger.seeds:
         seeds = ", ".join(f"{name} = {value}" for name, value in ledger.seeds.items())
         return Check(_NAME, "fail", f"saved before noise was secret (ledger schema {schema_version}, recorded seeds: "

@@ -6,7 +6,8 @@ neighbours, and a value derived from it makes the ε that treats it as public �
 entry's parameters (compositions included) and the ledger's own fields for the values privfed's pipelines can
 derive from private data:
 
-* a **DP-SGD sample rate** that is no configured rate: without ``DPConfig(sample_rate=)`` a pipeline trains
+* a **sample rate** that is no configured rate (DP-SGD's ``sample_rate``, a dp-accounting event's
+  ``sampling_probability``): without ``DPConfig(sample_rate=)`` a pipeline trains
   with q = batch_size / n, n the party's training-set size, and records q (and the steps epochs · ⌊1/q⌋ that
   follow from it). The ledger does not record where q came from, so the check reads the value itself: a rate
   that is not a decimal of at most :data:`CONFIGURED_DIGITS` significant digits is a ratio no one configures,
@@ -37,19 +38,24 @@ RATE_WORDS = ("sample rate", "sampling rate", "sample_rate")
 #: An unaccounted entry naming one of these records the data-dependent stopping point's release.
 STOPPING_WORDS = ("stopping point", "answered queries")
 
+#: The parameters that hold a subsampling rate: privfed's DP-SGD records, dp-accounting's Poisson-sampled events.
+_RATE_KEYS = ("sample_rate", "sampling_probability")
 _NAME = "size-revealing parameters"
 _SECTION = "sizes"
 
 
-def _dpsgd_records(record: Mapping[str, Any]) -> Iterator[Mapping[str, Any]]:
-    """Every DP-SGD record in ``record``, compositions walked through (their ``members``)."""
-    if record.get("kind") == "dpsgd":
-        yield record
-    for value in (record.get("parameters") or {}).values():
-        if isinstance(value, list):
-            for member in value:
-                if isinstance(member, Mapping) and "kind" in member:
-                    yield from _dpsgd_records(member)
+def _sampling_rates(value: object) -> Iterator[float]:
+    """Every sampling rate in a record: DP-SGD's ``sample_rate`` and a dp-accounting event's
+    ``sampling_probability``, at any depth (compositions' ``members``, nested events)."""
+    if isinstance(value, Mapping):
+        for key, item in value.items():
+            if key in _RATE_KEYS and isinstance(item, float):
+                yield item
+            else:
+                yield from _sampling_rates(item)
+    elif isinstance(value, list):
+        for item in value:
+            yield from _sampling_rates(item)
 
 
 def _configured(rate: float) -> bool:
@@ -67,7 +73,7 @@ def _recorded_as_unaccounted(ledger: Ledger, words: tuple[str, ...]) -> str | No
 
 def size_findings(ledger: Ledger, target_epsilon: Mapping[str, float] | None = None
                   ) -> tuple[list[str], list[str], int]:
-    """(uncovered findings, findings the ledger records as unaccounted, DP-SGD sample rates scanned).
+    """(uncovered findings, findings the ledger records as unaccounted, sampling rates scanned).
 
     ``target_epsilon``: the budget the ledger records (default ``ledger.target_epsilon``; the audit passes the
     document's, as it reads the ledger without its budget to check the totals separately).
@@ -76,10 +82,9 @@ def size_findings(ledger: Ledger, target_epsilon: Mapping[str, float] | None = N
     scanned = 0
     for entry in ledger.entries:
         for member in entry.analyses.values():
-            for record in _dpsgd_records(member.record()):
-                rate = record["parameters"].get("sample_rate")
+            for rate in _sampling_rates(member.record()):
                 scanned += 1
-                if isinstance(rate, float) and 0 < rate < 1 and not _configured(rate):
+                if 0 < rate < 1 and not _configured(rate):
                     where = f"entry {entry.index} ({entry.kind})"
                     places = derived_rates.setdefault(rate, [])
                     if where not in places:
@@ -87,7 +92,7 @@ def size_findings(ledger: Ledger, target_epsilon: Mapping[str, float] | None = N
     findings: list[tuple[str, tuple[str, ...]]] = []
     for rate, places in derived_rates.items():
         ratio = Fraction(rate).limit_denominator(10**7)
-        findings.append((f"DP-SGD sample rate q = {rate:.6g} ({', '.join(places)}) is no configured rate: it is "
+        findings.append((f"sample rate q = {rate:.6g} ({', '.join(places)}) is no configured rate: it is "
                          f"{ratio.numerator}/{ratio.denominator}, batch_size / n for a training-set size n (a multiple "
                          f"of {ratio.denominator}), so q and the steps epochs · ⌊1/q⌋ reveal the party's private "
                          "size (no DPConfig(sample_rate=))", RATE_WORDS))
@@ -115,6 +120,6 @@ def size_check(ledger: Ledger, target_epsilon: Mapping[str, float] | None = None
                      _SECTION)
     if recorded:
         return Check(_NAME, "pass", "; ".join(recorded))
-    rates = f"{scanned} DP-SGD sample rate(s), each a configured decimal" if scanned else "no DP-SGD sample rate"
+    rates = f"{scanned} sample rate(s), each a configured decimal" if scanned else "no sample rate"
     return Check(_NAME, "pass", f"every entry's parameters and the ledger's fields scanned: {rates}, no "
                  "data-dependent stopping point")
