@@ -12,7 +12,7 @@ the card can be re-rendered from covered files and compared byte for byte
 (``privfed audit``'s card check).
 
 A card whose ledger's noise was seeded (``noise_seed=``) or not recorded says so on its first line
-(:func:`noise_notice`): every ε on it is then ∞ for whoever holds the bundle. ``random_state`` appears only under
+(:func:`noise_notice`): seeded, every ε on it is ∞ for whoever holds the bundle. ``random_state`` appears only under
 "reproducibility": it controls splits and initialisation, never the noise.
 
 The card does not print the bundle digest (the sha256 of ``MANIFEST.json``,

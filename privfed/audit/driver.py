@@ -16,8 +16,8 @@ from typing import Any
 
 from privfed.accounting.ledger import LedgerFormatError
 from privfed.accounting.ledger_entry import load_json
-from privfed.audit.card import card_check, statement_check
 from privfed.audit.assumptions import assumptions_check
+from privfed.audit.card import card_check, statement_check
 from privfed.audit.claims import claims_defaults, load_claims
 from privfed.audit.claims_recomputation import claims_statement
 from privfed.audit.hygiene import hygiene_checks, parse_protected_units

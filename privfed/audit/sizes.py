@@ -24,7 +24,6 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 from fractions import Fraction
-from typing import Any
 
 from privfed.accounting.ledger import Ledger
 from privfed.audit.report import Check
