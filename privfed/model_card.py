@@ -11,6 +11,10 @@ bundle's ``card.json`` (``save_bundle(..., metrics=, data=, intended_use=)``), s
 the card can be re-rendered from covered files and compared byte for byte
 (``privfed audit``'s card check).
 
+A card whose ledger's noise was seeded (``noise_seed=``) or not recorded says so on its first line
+(:func:`noise_notice`): seeded, every ε on it is ∞ for whoever holds the bundle. ``random_state`` appears only under
+"reproducibility": it controls splits and initialisation, never the noise.
+
 The card does not print the bundle digest (the sha256 of ``MANIFEST.json``,
 which covers the card itself): ``privfed audit`` and ``privfed.bundle_digest``
 print it.
@@ -28,12 +32,13 @@ import numpy as np
 from privfed.accounting.fingerprint import data_fingerprint
 from privfed.accounting.ledger import Ledger
 from privfed.accounting.mechanism import relation_for_unit
+from privfed.accounting.noise_source import NOISE_SECRET, NOISE_SEEDED, noise_provenance_problem
 from privfed.accounting.observers import OBSERVERS, describe_observer
 from privfed.accounting.report import round_up
 from privfed.evaluation import accuracy_line
 from privfed.privacy_statement import render_privacy_statement
 
-__all__ = ["CARD_DATA_FILE", "card_data_document", "render_model_card"]
+__all__ = ["CARD_DATA_FILE", "card_data_document", "noise_notice", "render_model_card"]
 
 #: The bundle file holding what the card states beyond the ledger.
 CARD_DATA_FILE = "card.json"
@@ -228,10 +233,45 @@ def _audit_lines(audit: Mapping[str, Any] | None) -> list[str]:
     return lines
 
 
+def noise_notice(noise: Mapping[str, Any] | None) -> str | None:
+    """What a card says first when a ledger's ``noise`` does not support its ε (None when the noise was secret).
+
+    ``noise`` is :attr:`Ledger.noise <privfed.accounting.ledger.Ledger.noise>`: seeded noise (``noise_seed=``) is
+    reproducible by whoever holds the bundle; a ledger that does not record its noise may have been saved before
+    privfed drew noise secretly (ledger schema ≤ 2), when every draw derived from the recorded ``random_state``.
+    """
+    problem = noise_provenance_problem(noise)
+    if problem is None:
+        return None
+    if noise is None:
+        return ("**NOISE PROVENANCE NOT RECORDED: this ledger does not say where its noise came from. Bundles saved "
+                "before privfed drew noise from a secret source (ledger schema ≤ 2) derived every noise draw from "
+                "the random_state they record: for them every ε below is ∞ for whoever holds the bundle.**")
+    if noise.get("source") == NOISE_SEEDED:
+        return (f"**NOT A PRIVATE RELEASE: noise reproducible from noise_seed={noise.get('noise_seed')}; every ε "
+                "below is ∞ for whoever holds this bundle.**")
+    return f"**NOT A PRIVATE RELEASE: {problem}; every ε below is ∞ for whoever holds this bundle.**"
+
+
+def _noise_line(noise: Mapping[str, Any] | None) -> str:
+    """The provenance section's line on the noise: where it came from, as the ledger records it."""
+    if noise is None:
+        return "- Noise: not recorded"
+    if noise.get("source") == NOISE_SECRET:
+        return f"- Noise: secret, drawn by whoever added it — {noise.get('generator', 'generator not named')}"
+    return f"- Noise: {noise.get('source')} — {noise.get('generator', 'generator not named')}" + (
+        f" (noise_seed={noise['noise_seed']}: not a private release)" if "noise_seed" in noise else "")
+
+
 def render_model_card(ledger: Ledger, *, card: Mapping[str, Any] | None = None) -> str:
-    """Markdown model card of a bundle's ``ledger`` and ``card`` (the content of its ``card.json``)."""
+    """Markdown model card of a bundle's ``ledger`` and ``card`` (the content of its ``card.json``).
+
+    A ledger whose noise was seeded or not recorded gets :func:`noise_notice` as the card's first line.
+    """
     model = ledger.model_fingerprint or {}
-    lines = [f"# Model card: {ledger.description or model.get('class', 'privfed model')}", ""]
+    notice = noise_notice(ledger.noise)
+    lines = [] if notice is None else [notice, ""]
+    lines += [f"# Model card: {ledger.description or model.get('class', 'privfed model')}", ""]
     if ledger.evidence_fingerprint:
         lines += ["> **Warning: this bundle ships private evidence.** `evidence.npz` holds private data (the vote "
                   "histograms behind the data-dependent ε), written on the publisher's explicit request. Give this "
@@ -260,7 +300,9 @@ def render_model_card(ledger: Ledger, *, card: Mapping[str, Any] | None = None) 
     shipped = "`evidence.npz` (PRIVATE: for auditors only)" if ledger.evidence_fingerprint else "not shipped"
     lines += ["## Provenance", "",
               f"- Ledger created {ledger.created} with privfed {ledger.privfed_version}; {software}",
-              f"- Seeds: {', '.join(f'{k}={v}' for k, v in ledger.seeds.items()) or 'none recorded'}",
+              _noise_line(ledger.noise),
+              "- Reproducibility: splits and initialisation: "
+              f"{', '.join(f'{k}={v}' for k, v in ledger.seeds.items()) or 'no seed recorded'}",
               f"- Public data sha256: `{ledger.public_data_sha256 or 'not recorded'}`",
               f"- Evidence: {shipped}",
               ""]

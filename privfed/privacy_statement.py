@@ -6,7 +6,7 @@ JAIR 77 (2023), §5.3 ("reporting"), in the vocabulary of NIST SP 800-226
 ("Guidelines for Evaluating Differential Privacy Guarantees", 2025: privacy
 unit, ε and δ, trust model, what the guarantee does not cover). One row per
 checklist item: the DP setting (trust model, who is protected against), the
-privacy unit and neighbouring relation, the formal (ε, δ) statement per unit
+privacy unit and neighbouring relation, where the noise came from, the formal (ε, δ) statement per unit
 (data-independent, and data-dependent where it differs), the accounting method,
 the data accesses the guarantee covers and those it does not (unaccounted
 releases, hyper-parameter tuning), and how to verify it.
@@ -18,8 +18,11 @@ with the card's (check *privacy statement*).
 
 from __future__ import annotations
 
+from typing import Any
+
 from privfed.accounting.ledger import Ledger
 from privfed.accounting.mechanism import relation_for_unit
+from privfed.accounting.noise_source import noise_provenance_problem
 from privfed.accounting.report import PrivacyReport, round_up
 
 __all__ = ["STATEMENT_HEADING", "card_statement", "render_privacy_statement"]
@@ -50,6 +53,19 @@ def _unit_rows(ledger: Ledger, unit: str, report: PrivacyReport) -> list[tuple[s
     ]
 
 
+def _noise_text(noise: dict[str, Any] | None) -> str:
+    """Where the noise came from, as the statement's ``noise`` row says it."""
+    problem = noise_provenance_problem(noise)
+    if problem is None:
+        return ("secret: drawn by whoever adds it (each party its own, the server its own) from a cryptographically "
+                "secure generator keyed from that machine's OS entropy; never derived from random_state, sent or "
+                "recorded")
+    if noise is None:
+        return ("not recorded: a ledger saved before privfed drew noise secretly (schema ≤ 2) derived it from the "
+                "recorded random_state, and every ε is then ∞ for whoever holds the ledger")
+    return f"NOT SECRET: {problem}"
+
+
 def render_privacy_statement(ledger: Ledger) -> str:
     """The card's privacy-statement section (Markdown), from the ledger alone."""
     lines = [STATEMENT_HEADING, "", _CONVENTION, ""]
@@ -59,6 +75,7 @@ def render_privacy_statement(ledger: Ledger) -> str:
     rows = [("DP setting", "central differential privacy; stated against two observers: the public (whoever sees "
                            "the released model and the recorded releases) and the coordinator (the server, which "
                            "receives every message the parties send in the protocol)")]
+    rows.append(("noise", _noise_text(ledger.noise)))
     primary = ledger.account()
     reports = {primary.unit: primary, **primary.other_units}
     for unit in ledger.units:

@@ -14,7 +14,9 @@ The audit runs, in order: integrity (the bundle's and the ledger's own
 verification: schema, chain of entries, the model file's sha256, the evidence's
 hash and commitments), recomputation (every entry's curves and ε rebuilt from its
 recorded parameters with privfed's accountants, the totals from the entries; a
-relative difference above 1e-9 fails), claim hygiene, safe loading (only the
+relative difference above 1e-9 fails), the guarantee as implemented (where the noise came from: a bundle whose
+holder can regenerate it fails; public parameters derived from private sizes; the relation and assumptions of
+each observer's ε), claim hygiene, safe loading (only the
 bundle's safe formats; anything that would need unpickling is refused, never
 executed) and, with labelled member and non-member samples, an empirical lower
 bound on ε (:mod:`privfed.empirical`).
@@ -27,6 +29,9 @@ One module per kind of check, and a driver:
 * :mod:`~privfed.audit.claims` — claims files (:func:`load_claims`);
 * :mod:`~privfed.audit.claims_recomputation` — a claims file's claim against its stated mechanisms;
 * :mod:`~privfed.audit.card` — the model card and its privacy statement against the ledger;
+* :mod:`~privfed.audit.provenance` — where the noise came from (secret, or regenerable by the bundle's holder);
+* :mod:`~privfed.audit.sizes` — public ledger values derived from private sizes or labels;
+* :mod:`~privfed.audit.assumptions` — the relation and assumptions of every observer's ε;
 * :mod:`~privfed.audit.hygiene` — claim hygiene;
 * :mod:`~privfed.audit.loading` — safe loading;
 * :mod:`~privfed.audit.membership` — the empirical (membership-inference) check;

@@ -1,9 +1,10 @@
 """The audit's driver: :func:`audit` checks its arguments, runs the checks in table order, returns the verdict.
 
-A bundle: integrity, recomputation, the card, claim hygiene, safe loading and the empirical check (a bundle that
-fails an earlier check is never loaded). A claims file, with or without its model: the file, the model file,
-recomputation, hygiene, safe loading and the empirical check. Each kind of check is a module of this package;
-:class:`~privfed.audit.report.AuditReport` renders the verdict.
+A bundle: integrity, recomputation, the card, the guarantee as implemented (noise provenance, size-revealing
+parameters, relations and assumptions), claim hygiene, safe loading and the empirical check (a bundle that fails an
+earlier check, other than those of its guarantee as implemented, is never loaded). A claims file, with or without
+its model: the file, the model file, recomputation, hygiene, safe loading and the empirical check. Each kind of
+check is a module of this package; :class:`~privfed.audit.report.AuditReport` renders the verdict.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import Any
 
 from privfed.accounting.ledger import LedgerFormatError
 from privfed.accounting.ledger_entry import load_json
+from privfed.audit.assumptions import assumptions_check
 from privfed.audit.card import card_check, statement_check
 from privfed.audit.claims import claims_defaults, load_claims
 from privfed.audit.claims_recomputation import claims_statement
@@ -29,8 +31,10 @@ from privfed.audit.integrity import (
 )
 from privfed.audit.loading import load_bundle_model, load_foreign_model
 from privfed.audit.membership import empirical_check, empirical_claim, read_samples
+from privfed.audit.provenance import noise_headline, noise_provenance_check
 from privfed.audit.recomputation import budget_check, entry_checks, ledger_statement, totals_check
 from privfed.audit.report import INTEGRITY_MEANING, RECOMPUTE_MEANING, AuditInputError, AuditReport, Check
+from privfed.audit.sizes import size_check
 from privfed.bundle import LEDGER_FILE, BundleError
 from privfed.manifest import read_bundle_files
 
@@ -178,8 +182,17 @@ def _audit_bundle(directory: Path, *, evidence, samples, given_units, module, mo
         checks.append(card_statement)
     if digest is not None:
         claim = {**claim, "bundle_digest": digest}
-    checks += hygiene_checks(statement)
-    if any(check.status == "fail" for check in checks):
+    # A bundle that fails a check is never loaded; one whose guarantee fails only as implemented (noise its holder
+    # regenerates, a size in a parameter) is what it says it is, and is loaded.
+    untrustworthy = any(check.status == "fail" for check in checks)
+    provenance = noise_provenance_check(ledger, document["schema_version"])
+    checks += [provenance, size_check(ledger, document["budget"].get("target_epsilon"))]
+    relations = assumptions_check(ledger)
+    if relations is not None:
+        checks.append(relations)
+    hygiene = hygiene_checks(statement)
+    checks += hygiene
+    if untrustworthy or any(check.status == "fail" for check in hygiene):
         model = None
         checks.append(Check("safe loading", "warn", "not attempted: the bundle failed the checks above, and a bundle "
                             "that fails them is never loaded", "the model was not opened.", "safe-loading"))
@@ -192,7 +205,7 @@ def _audit_bundle(directory: Path, *, evidence, samples, given_units, module, mo
         check, empirical = empirical_check(model, samples, claimed=compared, delta=statement.delta,
                                            confidence=confidence, random_state=random_state)
         checks.append(check)
-    return AuditReport(str(directory), tuple(checks), claim, empirical)
+    return AuditReport(str(directory), tuple(checks), claim, empirical, headline=noise_headline(provenance))
 
 
 def _audit_claims(model_path: Path | None, claims_path: Path, *, samples, given_units, module,

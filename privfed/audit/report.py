@@ -98,12 +98,16 @@ class AuditReport:
         The privacy claim under audit: ``epsilon``, ``delta``, ``unit`` and where it came from.
     empirical:
         The empirical lower bound, when member and non-member samples were given.
+    headline:
+        What the reader must know before the table ("" when nothing): a bundle whose noise its holder can
+        regenerate, or whose noise provenance is not recorded (:mod:`privfed.audit.provenance`).
     """
 
     target: str
     checks: tuple[Check, ...]
     claim: dict[str, Any] = field(default_factory=dict)
     empirical: dict[str, Any] | None = None
+    headline: str = ""
 
     @property
     def failed(self) -> tuple[Check, ...]:
@@ -144,6 +148,8 @@ class AuditReport:
         detail_width = max(30, width - name_width - 10)
         wrap = textwrap.TextWrapper(detail_width, break_long_words=False, break_on_hyphens=False)
         lines = [f"privfed audit: {self.target}", ""]
+        if self.headline:
+            lines += [*textwrap.wrap(self.headline, width, break_long_words=False, break_on_hyphens=False), ""]
         lines.append(f"{'check'.ljust(name_width)}  status  detail")
         lines.append(f"{'-' * name_width}  ------  {'-' * detail_width}")
         indent = " " * (name_width + 10)
@@ -161,6 +167,7 @@ class AuditReport:
         return _json_safe({
             "type": "privfed.audit",
             "target": self.target,
+            "headline": self.headline,
             "verdict": "fail" if self.failed else ("warn" if self.warnings else "pass"),
             "exit_code": self.exit_code,
             "claim": self.claim,
