@@ -244,5 +244,10 @@ def record_secure_votes(ledger: Ledger, model: Any, vote_sum: FedKTVoteSum, *, d
             "aggregation by Flower's SecAgg+ (in process, a function standing in for it)"
         ),
         derived_from_training=derived, observers=("coordinator",),
+        assumptions=(
+            f"the coordinator colludes with at most {colluders} of the {vote_sum.n_parties} parties",
+            "secure aggregation reveals only the sum of the shares to the coordinator (Flower's SecAgg+ over the "
+            "network; in process, a function standing in for it)",
+        ),
     )
     return n_queries

@@ -179,3 +179,22 @@ def test_bad_settings_are_refused_before_any_training(digits, overrides, message
     with pytest.raises((ValueError, TypeError), match=message) as error:
         _secure(**overrides).fit(parties, public)
     assert "\n" not in str(error.value)
+
+
+def test_the_coordinators_epsilon_states_its_collusion_assumption() -> None:
+    """The structured assumptions of the coordinator's Skellam entry reach its report (issue 40 item 6)."""
+    from sklearn.datasets import load_digits
+    from sklearn.tree import DecisionTreeClassifier
+
+    import privfed
+
+    X, y = load_digits(return_X_y=True)
+    split = privfed.federated_split(X / 16, y, n_parties=4, beta="homogeneous", public_size=200, test_size=100,
+                                    random_state=0)
+    model = privfed.FedKT(DecisionTreeClassifier(max_depth=4), n_partitions=1, n_teachers=1, privacy="L1",
+                          aggregator="skellam", secure_aggregation=True, sigma=3.0, query_fraction=0.3,
+                          collusion=2, random_state=0).fit(split.parties, split.X_public)
+    coordinator = model.ledger_.account(1e-5, observer="coordinator")
+    assert "the coordinator colludes with at most 2 of the 4 parties" in coordinator.assumptions
+    assert "colludes" in str(coordinator)
+    assert not any("colludes" in a for a in model.ledger_.account(1e-5, observer="public").assumptions)
