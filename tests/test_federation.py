@@ -627,3 +627,14 @@ def test_simulate_drops_only_flowers_run_simulation_deprecation_notice(caplog) -
     assert [record.getMessage() for record in caplog.records] == ["a SuperNode is slow"]
     logger.warning("DEPRECATED FEATURE: The `run_simulation` function is deprecated")  # outside simulate: shown
     assert len(caplog.records) == 2
+
+
+def test_the_run_config_keeps_noise_secret_unless_noise_seed_is_set() -> None:
+    """``noise-seed`` (−1: secret, the default) and FedKT's ``collusion`` reach every estimator (issue 40)."""
+    from privfed.federation.task import estimator_from_config
+
+    for algorithm in ("fedkt", "fedkd", "privatekt", "selective-fd"):
+        assert estimator_from_config({"algorithm": algorithm}).noise_seed is None
+        assert estimator_from_config({"algorithm": algorithm, "noise-seed": 7}).noise_seed == 7
+    assert estimator_from_config({"collusion": 2}).collusion == 2
+    assert estimator_from_config({"collusion": -1}).collusion is None

@@ -142,7 +142,8 @@ def estimator_from_config(config: Mapping[str, Any]) -> Any:
     optional = {key: float(config[key]) or None for key in ("gamma", "sigma", "target-epsilon", "clip")
                 if key in config}
     seed = int(config.get("random-state", -1))
-    common = dict(delta=float(config.get("delta", 1e-5)), random_state=None if seed < 0 else seed)
+    common = dict(delta=float(config.get("delta", 1e-5)), random_state=None if seed < 0 else seed,
+                  noise_seed=_noise_seed(config))
     if algorithm in _FEDERATED_DISTILLATION:
         return _federated_distillation_from_config(config, algorithm, common)
     if algorithm == "fedkd":
@@ -178,8 +179,16 @@ def estimator_from_config(config: Mapping[str, Any]) -> Any:
         target_epsilon=optional.get("target-epsilon"),
         small_parties=str(config.get("small-parties", "error")),
         classes=_public_classes(config),
+        collusion=None if int(config.get("collusion", -1)) < 0 else int(config["collusion"]),
         **common,
     )
+
+
+def _noise_seed(config: Mapping[str, Any]) -> int | None:
+    """The run config's ``noise-seed``: −1 (the default) is secret noise, drawn by each site from its own OS
+    entropy; a seed ≥ 0 makes the noise reproducible and every ε of the run ∞ for whoever holds the bundle."""
+    value = int(config.get("noise-seed", -1))
+    return None if value < 0 else value
 
 
 def _public_classes(config: Mapping[str, Any]) -> list | None:
@@ -208,7 +217,7 @@ def _privatekt_from_config(config: Mapping[str, Any]) -> Any:
     settings = {key.replace("-", "_"): int(config[key]) for key in integers if key in config}
     settings |= {key.replace("-", "_"): float(config[key]) for key in floats if key in config}
     return PrivateKT(_model_from_config(config, "model"), **settings,
-                     random_state=None if seed < 0 else seed)
+                     random_state=None if seed < 0 else seed, noise_seed=_noise_seed(config))
 #: Run-config names of Selective-FD and its baselines (privfed.pipelines.selective_fd).
 _FEDERATED_DISTILLATION = ("selective-fd", "fedmd", "independent-learning")
 #: The run config's ``dp-selector`` → SelectiveFD's ``dp_selector`` (auto: DP when the clients train with DP-SGD).
