@@ -13,7 +13,7 @@ from sklearn.tree import DecisionTreeClassifier  # noqa: E402
 from privfed import DPConfig, FedKD, FedKT, FedMD, PrivateKT, SelectiveFD, TorchMLP, account  # noqa: E402
 
 DELTA = 1e-5
-DP = DPConfig(noise_multiplier=1.0, max_grad_norm=1.0, delta=DELTA)
+DP = DPConfig(noise_multiplier=1.0, max_grad_norm=1.0, delta=DELTA, sample_rate=0.1)  # public q: see test_dpsgd_noise_attacks
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -75,8 +75,7 @@ def test_fedkd_dp_local_models(federation, weighting):
                   random_state=0).fit(parties, public)
     report = model.ledger_.account(unit="example")
     training = training_entry(model.ledger_)
-    assert [m.steps for m in training.mechanisms] == [mlp().set_params().epochs * max(1, int(len(y) / 32))
-                                                      for _, y in parties]
+    assert [m.steps for m in training.mechanisms] == [mlp().epochs * 10] * len(parties)  # epochs · ⌊1/q⌋, public
     if weighting == "uniform":
         check_two_bounds(report, source="dpsgd")
         assert report.epsilon == pytest.approx(account(training, delta=DELTA).epsilon, rel=1e-9)
@@ -142,7 +141,7 @@ def dp_selective_fd(federation):
         fitted.append((np.array(X), np.array(public)))
         return original(self, X, y, public=public)
 
-    dp = DPConfig(target_epsilon=4.0, max_grad_norm=1.0, delta=DELTA)
+    dp = DPConfig(target_epsilon=4.0, max_grad_norm=1.0, delta=DELTA, sample_rate=0.1)
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(DPDensityRatioSelector, "fit", spy)
         patch.setattr("privfed.pipelines.kulsif.DensityRatioSelector.fit", lambda *a, **k: pytest.fail(
