@@ -103,8 +103,7 @@ def test_privatekt_composes_each_clients_rounds(federation):
                       rounds=3, client_fraction=0.67, local_epochs=1, random_state=0).fit(parties, public)
     training = training_entry(model.ledger_)
     participants = [t for t in model.participation_ if t > 0]
-    steps_per_round = [max(1, int(len(y) / 32)) for (_, y), t in zip(parties, model.participation_) if t > 0]
-    assert [m.steps for m in training.mechanisms] == [t * s for t, s in zip(participants, steps_per_round)]
+    assert [m.steps for m in training.mechanisms] == [t * 10 for t in participants]  # rounds · ⌊1/q⌋, public
     report = model.ledger_.account(unit="example")
     check_two_bounds(report, source="dpsgd")
     assert model.global_model_.dp is None  # the server trains on public data without DP-SGD
@@ -119,7 +118,7 @@ def test_selective_fd_raw_data_selector_is_not_covered_and_fedmd_is(federation):
     assert any(note.startswith("NOT COVERED by the DP-SGD bound") and "selectors" in note for note in report.notes)
     assert any("selectors" in text for text in report.uncovered)
     steps = [m.steps for m in training_entry(selective.ledger_).mechanisms]
-    assert steps == [2 * max(1, int(len(y) / 32)) for _, y in parties]  # one DP-SGD epoch per round
+    assert steps == [2 * 10] * len(parties)  # one DP-SGD epoch (⌊1/q⌋ steps, public) per round
 
     fedmd = FedMD(mlp(), privacy="rr", epsilon_per_round=50.0, labels="hard", **fast).fit(parties, public)
     report = fedmd.ledger_.account(unit="example")
