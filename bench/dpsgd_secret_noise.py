@@ -19,7 +19,8 @@ Dirichlet α = 1). Printed per model: the median seconds per epoch of each path,
 (median, min, max over the repeats) and, for scale, the time of one step's draws alone (numpy AES-CTR against
 torch's generator). ``--json`` writes everything with the run's provenance (``bench/provenance.py``).
 
-Run: ``nice -n 10 python bench/dpsgd_secret_noise.py [--data ../shared/datasets] [--json bench/results/dpsgd_secret_noise.json]``
+Run: ``nice -n 10 python bench/dpsgd_secret_noise.py [--data ../shared/datasets]
+[--json bench/results/dpsgd_secret_noise.json]``
 """
 
 from __future__ import annotations
@@ -167,7 +168,8 @@ def main() -> None:
               f"{args.repeats} repeats, one torch thread")
         for path in seconds:
             print(f"  {path:>6}: {median[path]:.3f} s/epoch (runs {', '.join(f'{s:.3f}' for s in seconds[path])})")
-        print(f"  now / before: median {statistics.median(ratios):.3f}× (min {min(ratios):.3f}, max {max(ratios):.3f})")
+        print(f"  now / before: median {statistics.median(ratios):.3f}× "
+              f"(min {min(ratios):.3f}, max {max(ratios):.3f})")
         print("  one step's draws alone: " + ", ".join(f"{key} {value * 1e6:.0f} µs" for key, value in draws.items()))
     if args.json:
         provenance.write_json(args.json, {"provenance": provenance.finish(run), "settings": vars(args),

@@ -13,7 +13,8 @@ from sklearn.tree import DecisionTreeClassifier  # noqa: E402
 from privfed import DPConfig, FedKD, FedKT, FedMD, PrivateKT, SelectiveFD, TorchMLP, account  # noqa: E402
 
 DELTA = 1e-5
-DP = DPConfig(noise_multiplier=1.0, max_grad_norm=1.0, delta=DELTA, sample_rate=0.1)  # public q: see test_dpsgd_noise_attacks
+# Inside a pipeline q must be public (tests/test_dpsgd_noise_attacks.py): the steps are epochs · ⌊1/q⌋ = 10 per epoch.
+DP = DPConfig(noise_multiplier=1.0, max_grad_norm=1.0, delta=DELTA, sample_rate=0.1)
 
 
 @pytest.fixture(scope="module", autouse=True)
