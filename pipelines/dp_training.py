@@ -106,7 +106,7 @@ def _secret_noise_optimizer(optimizer: torch.optim.Optimizer, *, release: DPSGD,
             draws = torch.from_numpy(generator.standard_normal(sum(s.numel() for s in sums), dtype=np.float32))
             draws = draws.to(sums[0].device) * std
             for p, summed, noise in zip(self.params, sums, torch.split(draws, [s.numel() for s in sums])):
-                p.grad = (summed + noise.view_as(summed).to(summed.dtype)).view_as(p)
+                p.grad = (summed + noise.view_as(summed).to(device=summed.device, dtype=summed.dtype)).view_as(p)
                 _mark_as_processed(summed)
 
     return SecretNoiseDPOptimizer(optimizer, noise_multiplier=release.noise_multiplier, max_grad_norm=max_grad_norm,
