@@ -16,9 +16,14 @@ pytest.importorskip("opacus")
 from scipy import stats  # noqa: E402
 from sklearn.base import clone  # noqa: E402
 
-from privfed import DPConfig, FedKD, Ledger, NoiseSource, TorchMLP  # noqa: E402
+from privfed import DPSGD, DPConfig, FedKD, Ledger, NoiseSource, TorchMLP  # noqa: E402
 from privfed.accounting.registry import mechanism_from_record  # noqa: E402
-from privfed.pipelines._dp_ledger import pipeline_noise_source, require_public_sample_rate  # noqa: E402
+from privfed.pipelines._dp_ledger import (  # noqa: E402
+    pipeline_noise_source,
+    receive_trainings,
+    require_public_sample_rate,
+    training_report,
+)
 from privfed.pipelines.dp_training import poisson_batches  # noqa: E402
 from privfed.pipelines.torch_training import torch_seed  # noqa: E402
 
@@ -153,6 +158,10 @@ def test_a_pipeline_refuses_a_sample_rate_derived_from_a_partys_private_size(dat
         require_public_sample_rate(model(dp=dp_config(sample_rate=None)), "FedKD local model")
     require_public_sample_rate(model(), "FedKD local model")
     require_public_sample_rate(TorchMLP(), "FedKD local model")  # no dp=: nothing to check
+    # the coordinator refuses it too, for the pipelines whose parties train outside fit_classifier (PrivateKT)
+    report = training_report(DPSGD(1.0, 20 / 150, 7)).to_record()
+    with pytest.raises(ValueError, match=r"party 0's DP-trained model TorchMLP has dp=DPConfig\(sample_rate=None\)"):
+        receive_trainings([[report]], ["party 0"], max_bytes=10_000, models=[model(dp=dp_config(sample_rate=None))])
     parties = [(X[:60], y[:60]), (X[60:150], y[60:150])]
     with pytest.raises(ValueError, match=r"sample_rate=None\): inside a pipeline"):
         FedKD(model(dp=dp_config(sample_rate=None)), model(dp=None), random_state=0).fit(parties, X[150:])
