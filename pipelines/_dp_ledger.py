@@ -11,6 +11,15 @@ A party's training travels to the server as a :class:`DPTrainingReport`: the
 parameters (σ, q, steps) of each of its DP-SGD releases and how they compose,
 never the models. The server rebuilds the same mechanism (:func:`receive_trainings`),
 so a federated run's ledger holds exactly the entry of the in-process run.
+
+Those parameters reach the coordinator and the public ledger, so they must not
+depend on a party's data: a pipeline's DP-SGD runs at a configured, public
+sampling rate (:func:`require_public_sample_rate`; q = batch_size / n would give
+away each party's size n), which also fixes the steps (epochs · ⌊1/q⌋). Its
+sampling and noise come from the party's own :class:`~privfed.accounting.NoiseSource`;
+:func:`pipeline_noise_source` makes the pipeline's root source (which the ledger
+records) seeded whenever a model asks for reproducible DP-SGD noise, so that the
+ledger then says every ε is ∞ for its holders.
 """
 
 from __future__ import annotations
@@ -22,11 +31,42 @@ from typing import Any, ClassVar
 import numpy as np
 
 from ..accounting import DPSGD, Ledger, Mechanism, compose_parallel, compose_sequential
+from ..accounting.noise_source import NoiseSource, check_noise_seed
 from ..accounting.parallel import ParallelComposition
 from ..accounting.sequential import SequentialComposition
 from .messages import ArraySpec, MessageError, Record, WireMessage
 
-__all__ = ["DPTrainingReport", "receive_trainings", "record_local_training", "training_report", "without_trainings"]
+__all__ = ["DPTrainingReport", "pipeline_noise_source", "receive_trainings", "record_local_training",
+           "require_public_sample_rate", "training_report", "without_trainings"]
+
+
+def require_public_sample_rate(model: Any, role: str) -> None:
+    """Refuse a DP-trained ``model`` (``role`` names it, e.g. ``"FedKT teacher"``) whose DP-SGD sampling rate is
+    not configured: inside a pipeline q travels to the coordinator and into the public ledger, and the default
+    q = batch_size / n would give away the party's private size n (and with it the steps and a calibrated σ).
+    Models without ``dp=`` pass."""
+    config = getattr(model, "dp", None)
+    if config is not None and not config.public_sample_rate:
+        raise ValueError(
+            f"{role} {type(model).__name__} has dp=DPConfig(sample_rate=None): inside a pipeline its sampling rate "
+            "q = batch_size / n would reveal each party's private size n to the coordinator and the ledger; set "
+            "DPConfig(sample_rate=...) to a public rate in (0, 1]")
+
+
+def pipeline_noise_source(noise_seed: int | None, models: Sequence[Any]) -> NoiseSource:
+    """The pipeline's root :class:`~privfed.accounting.NoiseSource` (record it: ``ledger.record_noise_source``).
+
+    Secret unless asked: seeded from the estimator's ``noise_seed`` when it has one, else from the first of
+    ``models`` (the pipeline's model prototypes) that has its own ``noise_seed`` (reproducible DP-SGD noise),
+    so that a ledger never calls secret the noise of a model someone seeded. The parties' models then get
+    their seeds from this root (``root.child_seeds``, handed over by ``with_noise_seed``), which replace the
+    prototypes' own.
+    """
+    if noise_seed is None:
+        noise_seed = next((model.noise_seed for model in models if getattr(model, "noise_seed", None) is not None),
+                          None)
+    noise_seed = check_noise_seed(noise_seed)
+    return NoiseSource.secret() if noise_seed is None else NoiseSource.seeded(noise_seed)
 
 
 @dataclass(frozen=True, eq=False)
@@ -108,12 +148,14 @@ def _check_against_model(report: DPTrainingReport, model: Any, sender: str, epoc
     Checked: the model has ``dp=`` at all; σ (when the configuration fixes it; a ``target_epsilon``
     configuration derives σ per training call from q and the steps, which is not recomputed here); q (when
     fixed); and steps = epochs · ⌊1/q⌋ (Opacus's Poisson epochs; ``epochs`` when given, else the model's).
+    A configuration without a public q is refused (:func:`require_public_sample_rate`).
     """
     where = f"{sender} sent a {DPTrainingReport.KIND!r} message that does not match its DP configuration"
     config = getattr(model, "dp", None)
     if config is None:
         raise MessageError(
             f"{where}: its model {type(model).__name__} has no dp= (it was not asked to train with DP-SGD)")
+    require_public_sample_rate(model, f"{sender}'s DP-trained model")
     if config.noise_multiplier is not None and not (report.noise_multiplier == config.noise_multiplier).all():
         raise MessageError(f"{where}: noise_multiplier {sorted(set(report.noise_multiplier.tolist()))}, "
                            f"configured {config.noise_multiplier}")

@@ -20,6 +20,8 @@ from typing import Any
 
 import numpy as np
 
+from ._dp_ledger import require_public_sample_rate
+
 __all__ = ["FittedClassifier", "dp_release", "fit_classifier", "is_dp_trained", "is_torch_classifier", "with_noise_seed", "with_seed"]
 
 
@@ -91,8 +93,13 @@ class FittedClassifier:
 
 
 def fit_classifier(prototype: Any, X: np.ndarray, y: np.ndarray, *, n_classes: int, seed: int) -> FittedClassifier:
-    """Fit a clone of ``prototype`` on global class codes ``y`` (integers in 0..n_classes−1)."""
+    """Fit a clone of ``prototype`` on global class codes ``y`` (integers in 0..n_classes−1).
+
+    A DP-trained prototype must have a public sampling rate (:func:`~pipelines._dp_ledger.require_public_sample_rate`):
+    checked before training, since its q reaches the coordinator.
+    """
     if is_dp_trained(prototype):
+        require_public_sample_rate(prototype, "a pipeline's DP-trained model")
         estimator = with_seed(prototype, seed)
         estimator.fit_soft(X, np.eye(n_classes)[np.asarray(y, dtype=np.int64)], classes=np.arange(n_classes))
         return FittedClassifier(estimator, np.arange(n_classes), n_classes)

@@ -21,7 +21,9 @@ sequential training up to floating-point rounding (``tests/test_batched_training
 with dropout, each copy draws its own masks (``vmap(randomness="different")``),
 so the result is equal in distribution but not draw for draw.
 
-Networks with buffers (batch normalisation's running statistics) are refused.
+Networks with buffers (batch normalisation's running statistics) are refused, and so is an
+estimator with ``dp=``: the copies train without clipping or noise, so DP-SGD copies train one at
+a time (``fit_soft``).
 
 **When it pays** (:func:`batching_pays`). Batching removes per-call overhead; it does not
 reduce the arithmetic. On a CPU a convolutional network's step is dominated by the
@@ -183,6 +185,9 @@ def train_copies(
     check_choice("loss", loss, ("kl", "l2", "l1"))
     if not isinstance(estimator, TorchClassifier):
         raise TypeError(f"estimator must be a TorchClassifier, got {type(estimator).__name__}")
+    if estimator.dp is not None:
+        raise ValueError(f"estimator has dp={estimator.dp!r}: train_copies trains without DP-SGD (no clipping, no "
+                         "noise); train DP-SGD copies one at a time with fit_soft")
     if len(datasets) == 0 or len(random_states) != len(datasets):
         raise ValueError(
             f"give one random_state per data set and at least one data set; got {len(datasets)} data sets and "

@@ -42,6 +42,7 @@ from torch.nn import functional
 
 from ..accounting._checks import check_choice, check_int_at_least, check_positive_finite, check_probability
 from ..accounting.dpsgd import compose_dpsgd
+from ..accounting.noise_source import NoiseSource, check_noise_seed
 from .dp_config import DPConfig
 from .torch_serialisation import load_safe_state, optimizer_state_arrays, optimizer_state_from_arrays, safe_state
 from .torch_training import (
@@ -151,7 +152,8 @@ class TorchClassifier(ClassifierMixin, BaseEstimator):
         Where to train and predict; None means CUDA when available, else CPU.
     random_state : int, numpy.random.RandomState or None, default=None
         Seeds the weight initialisation, the shuffling and any randomness inside the
-        module (dropout). With a fixed int, ``fit`` is deterministic on CPU.
+        module (dropout). With a fixed int, ``fit`` is deterministic on CPU — with ``dp``,
+        only when ``noise_seed`` is set too (DP-SGD's sampling and noise never follow it).
     verbose : bool, default=False
         Print the mean training loss after each epoch.
     dp : DPConfig or None, default=None
@@ -160,6 +162,15 @@ class TorchClassifier(ClassifierMixin, BaseEstimator):
         (``fit``, ``fit_soft``, ``partial_fit``, ``partial_fit_soft``) is one DP-SGD
         release on the data it is given. A network with layers DP-SGD cannot train
         (BatchNorm) is refused before training.
+    noise_seed : int or None, default=None
+        Where DP-SGD's Poisson sampling and Gaussian noise come from. None: a fresh secret
+        source per training call (:meth:`privfed.NoiseSource.secret`, keyed from this
+        machine's OS entropy; nothing recorded can regenerate it). An int: a reproducible
+        source derived from it and the number of DP-SGD calls so far
+        (:meth:`privfed.NoiseSource.seeded`), for tests and reproductions only — whoever
+        knows the seed regenerates the noise, so no ε holds against them (``dp_noise_``
+        says so). ``random_state`` never reaches these draws; it keeps seeding the
+        initialisation (and the shuffle without ``dp``). Ignored without ``dp``.
 
     Attributes
     ----------
@@ -190,6 +201,12 @@ class TorchClassifier(ClassifierMixin, BaseEstimator):
         data sets per call, account each call's release on its own data. A training
         call without ``dp`` on a network that has these attributes deletes them (the
         network no longer has a DP-SGD guarantee).
+    dp_noise_ : tuple of dict
+        With ``dp``: where each release's sampling and noise came from, one
+        :meth:`privfed.NoiseSource.provenance` per entry of ``dp_releases_``
+        (``{"source": "secret", ...}``, or ``"seeded"`` with its ``noise_seed``); None for
+        a release loaded from a state saved before privfed recorded it (its noise then
+        derived from ``random_state``).
 
     Notes
     -----
@@ -223,6 +240,7 @@ class TorchClassifier(ClassifierMixin, BaseEstimator):
         random_state: int | np.random.RandomState | None = None,
         verbose: bool = False,
         dp: DPConfig | None = None,
+        noise_seed: int | None = None,
     ) -> None:
         self.module_fn = module_fn
         self.epochs = epochs
@@ -235,6 +253,7 @@ class TorchClassifier(ClassifierMixin, BaseEstimator):
         self.random_state = random_state
         self.verbose = verbose
         self.dp = dp
+        self.noise_seed = noise_seed
 
     # ----------------------------------------------------------------- building
     def _check_architecture(self) -> None:
@@ -261,6 +280,7 @@ class TorchClassifier(ClassifierMixin, BaseEstimator):
         _check_nonnegative_finite("weight_decay", self.weight_decay)
         resolve_device(self.device)
         check_random_state(self.random_state)
+        check_noise_seed(self.noise_seed)
         if self.dp is not None and not isinstance(self.dp, DPConfig):
             raise TypeError(f"dp must be None or a privfed.DPConfig, got {type(self.dp).__name__}: {self.dp!r}")
         self._check_architecture()
@@ -412,14 +432,25 @@ class TorchClassifier(ClassifierMixin, BaseEstimator):
         """Train from the optimizer state the previous call kept; record the losses and any DP-SGD release."""
         if self.dp is None:
             self._forget_dp_releases()
+        noise = None if self.dp is None else self._noise_source()
         run = train_epochs(module, X, targets, loss_fn, settings=self._training_settings(), epochs=epochs,
                            seed=seed, device=device, optimizer_state=self._optimizer_state,
-                           owner=type(self).__name__, epochs_done=len(self.loss_curve_))
+                           owner=type(self).__name__, epochs_done=len(self.loss_curve_), noise=noise)
         self.loss_curve_.extend(run.losses)
         self._optimizer_state = run.optimizer_state
         if run.release is not None:
             self.dp_releases_ = (*getattr(self, "dp_releases_", ()), run.release)
             self.dp_mechanism_ = compose_dpsgd(self.dp_releases_)
+            self.dp_noise_ = (*getattr(self, "dp_noise_", ()), noise.provenance())
+
+    def _noise_source(self) -> NoiseSource:
+        """The source of this DP-SGD call's sampling and noise: secret, or derived from ``noise_seed`` and the
+        number of DP-SGD calls so far (so that the calls of one network never repeat a draw)."""
+        noise_seed = check_noise_seed(self.noise_seed)
+        if noise_seed is None:
+            return NoiseSource.secret()
+        calls_done = len(getattr(self, "dp_releases_", ()))
+        return NoiseSource.seeded(NoiseSource.seeded(noise_seed).child_seeds(calls_done + 1)[-1])
 
     def _training_settings(self) -> TrainingSettings:
         return TrainingSettings(batch_size=self.batch_size, optimizer=self.optimizer, lr=self.lr,
@@ -427,8 +458,8 @@ class TorchClassifier(ClassifierMixin, BaseEstimator):
                                 verbose=self.verbose)
 
     def _forget_dp_releases(self) -> None:
-        """Drop ``dp_releases_``/``dp_mechanism_``: a new network, or one trained without DP-SGD."""
-        for name in ("dp_releases_", "dp_mechanism_"):
+        """Drop ``dp_releases_``/``dp_mechanism_``/``dp_noise_``: a new network, or one trained without DP-SGD."""
+        for name in ("dp_releases_", "dp_mechanism_", "dp_noise_"):
             if hasattr(self, name):
                 delattr(self, name)
 
@@ -639,7 +670,7 @@ class TorchMLP(TorchClassifier):
     ----------
     hidden : sequence of int, default=(100, 100)
         Widths of the hidden layers.
-    epochs, batch_size, lr, optimizer, momentum, weight_decay, device, random_state, verbose, dp
+    epochs, batch_size, lr, optimizer, momentum, weight_decay, device, random_state, verbose, dp, noise_seed
         As in :class:`TorchClassifier`.
 
     Examples
@@ -665,6 +696,7 @@ class TorchMLP(TorchClassifier):
         random_state: int | np.random.RandomState | None = None,
         verbose: bool = False,
         dp: DPConfig | None = None,
+        noise_seed: int | None = None,
     ) -> None:
         self.hidden = hidden
         self.epochs = epochs
@@ -677,6 +709,7 @@ class TorchMLP(TorchClassifier):
         self.random_state = random_state
         self.verbose = verbose
         self.dp = dp
+        self.noise_seed = noise_seed
 
     def _check_architecture(self) -> None:
         _check_int_tuple("hidden", self.hidden)
@@ -717,7 +750,7 @@ class TorchCNN(TorchClassifier):
         Widths of the fully connected hidden layers.
     padding : int, default=0
         Zero padding of each convolution.
-    epochs, batch_size, lr, optimizer, momentum, weight_decay, device, random_state, verbose, dp
+    epochs, batch_size, lr, optimizer, momentum, weight_decay, device, random_state, verbose, dp, noise_seed
         As in :class:`TorchClassifier`.
     """
 
@@ -737,6 +770,7 @@ class TorchCNN(TorchClassifier):
         random_state: int | np.random.RandomState | None = None,
         verbose: bool = False,
         dp: DPConfig | None = None,
+        noise_seed: int | None = None,
     ) -> None:
         self.conv_channels = conv_channels
         self.hidden = hidden
@@ -751,6 +785,7 @@ class TorchCNN(TorchClassifier):
         self.random_state = random_state
         self.verbose = verbose
         self.dp = dp
+        self.noise_seed = noise_seed
 
     def _check_architecture(self) -> None:
         _check_int_tuple("conv_channels", self.conv_channels, length=2)

@@ -3,7 +3,8 @@
 A fitted :class:`~pipelines.torch_models.TorchClassifier` (or subclass) saves
 itself as ``(spec, tensors)`` (:func:`safe_state`): ``spec`` is a JSON-able
 ``dict`` (format name and version, class name, hyper-parameters, classes with
-their dtype, input shape, loss curve, DP-SGD releases), ``tensors`` maps the
+their dtype, input shape, loss curve, DP-SGD releases and where their noise came
+from), ``tensors`` maps the
 network's state-dict names to numpy arrays. :func:`load_safe_state` validates
 both (keys, class, dtypes, shapes) before rebuilding the network from the
 estimator's own architecture; nothing executable is read. The optimizer's state
@@ -25,6 +26,7 @@ from torch import nn
 
 from ..accounting._checks import check_int_at_least
 from ..accounting.dpsgd import DPSGD, compose_dpsgd
+from ..accounting.noise_source import NOISE_SECRET, NOISE_SEEDED
 from .dp_config import DPConfig
 from .torch_training import resolve_device
 
@@ -68,6 +70,7 @@ def safe_state(estimator: Any) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
         spec["feature_names_in"] = [str(name) for name in estimator.feature_names_in_]
     if hasattr(estimator, "dp_releases_"):
         spec["dp_releases"] = [release.parameters() for release in estimator.dp_releases_]
+        spec["dp_noise"] = [dict(provenance) for provenance in estimator.dp_noise_]
     tensors = {name: tensor.detach().cpu().numpy().copy() for name, tensor in estimator.module_.state_dict().items()}
     return spec, tensors
 
@@ -92,6 +95,7 @@ def load_safe_state(
         name: tuple(value) if isinstance(value, list) else value for name, value in spec["params"].items()
     }
     params.setdefault("dp", None)  # states saved before DP-SGD training existed
+    params.setdefault("noise_seed", None)  # states saved before DP-SGD noise came from a NoiseSource
     if isinstance(params.get("dp"), Mapping):
         params["dp"] = DPConfig(**params["dp"])
     expected = set(target._get_param_names()) - {"module_fn"}
@@ -124,6 +128,7 @@ def load_safe_state(
     if spec.get("dp_releases"):
         estimator.dp_releases_ = tuple(DPSGD(**release) for release in spec["dp_releases"])
         estimator.dp_mechanism_ = compose_dpsgd(estimator.dp_releases_)
+        estimator.dp_noise_ = _dp_noise_from_spec(spec, len(estimator.dp_releases_))
     device = resolve_device(estimator.device)
     with torch.random.fork_rng(devices=[]):
         module = estimator._build_module(estimator.input_shape_, len(estimator.classes_))
@@ -188,6 +193,19 @@ def _classes_from_spec(spec: Mapping[str, Any]) -> np.ndarray:
     if classes.ndim != 1 or len(classes) < 2:
         raise ValueError(f"spec['classes'] must list at least 2 class labels, got {spec['classes']!r}")
     return classes
+
+
+def _dp_noise_from_spec(spec: Mapping[str, Any], n_releases: int) -> tuple[dict[str, Any] | None, ...]:
+    """``dp_noise_`` from ``spec["dp_noise"]``; None per release for a state saved before it was recorded (its
+    noise then derived from ``random_state``)."""
+    if "dp_noise" not in spec:
+        return (None,) * n_releases
+    recorded = spec["dp_noise"]
+    if not isinstance(recorded, list) or len(recorded) != n_releases or not all(
+            isinstance(entry, Mapping) and entry.get("source") in (NOISE_SECRET, NOISE_SEEDED) for entry in recorded):
+        raise ValueError(f"spec['dp_noise'] must list one noise provenance ({{'source': 'secret' or 'seeded', ...}}) "
+                         f"per DP-SGD release ({n_releases}), got {recorded!r}")
+    return tuple(dict(entry) for entry in recorded)
 
 
 def _int_list(name: str, values: object) -> tuple[int, ...]:

@@ -4,7 +4,8 @@ The estimator validates its inputs and keeps the fitted state; everything that
 touches the network while it learns or predicts lives here:
 
 - where it runs (:func:`resolve_device`) and how torch is seeded
-  (:func:`torch_seed`, :func:`continuation_seed`, :func:`seeded_torch`);
+  (:func:`torch_seed`, :func:`continuation_seed`, :func:`seeded_torch`; DP-SGD's sampling and noise
+  never draw from these: they come from a :class:`~privfed.accounting.NoiseSource`);
 - the losses (cross-entropy on hard labels, :func:`soft_loss` for distillation)
   and their targets (:func:`check_soft_targets`, :func:`check_target_classes`);
 - building a network and checking its output (:func:`new_network`);
@@ -30,6 +31,7 @@ from torch.nn import functional
 
 from ..accounting._checks import check_choice, check_positive_finite
 from ..accounting.dpsgd import DPSGD
+from ..accounting.noise_source import NoiseSource
 from .dp_config import DPConfig
 from .dp_training import run_dp_epochs
 
@@ -238,6 +240,7 @@ def train_epochs(
     optimizer_state: dict[str, Any] | None,
     owner: str,
     epochs_done: int,
+    noise: NoiseSource | None = None,
 ) -> TrainingRun:
     """Train ``module`` on ``(X, targets)`` for ``epochs`` epochs; leave it in evaluation mode.
 
@@ -245,7 +248,7 @@ def train_epochs(
     ``torch.Generator`` seeded with ``seed``, in batches of ``settings.batch_size`` (the
     last one smaller); randomness inside the network (dropout) draws from torch's global
     generator, which the caller seeds (:func:`seeded_torch`). With ``settings.dp`` the
-    epochs are Opacus's Poisson batches (:func:`~pipelines.dp_training.run_dp_epochs`).
+    epochs are Poisson batches drawn from ``noise`` (:func:`~pipelines.dp_training.run_dp_epochs`).
 
     Parameters
     ----------
@@ -261,7 +264,7 @@ def train_epochs(
     epochs : int
         Passes over the data.
     seed : int
-        Seeds the shuffle (or Opacus's sampling and noise).
+        Seeds the shuffle (without DP-SGD; DP-SGD's sampling and noise draw from ``noise``).
     device : torch.device
         Where ``module`` lives; the data are moved there.
     optimizer_state : dict or None
@@ -272,6 +275,9 @@ def train_epochs(
     epochs_done : int
         Epochs the network has run before this call (the verbose output numbers epochs on
         from it).
+    noise : NoiseSource, optional
+        With ``settings.dp``: the source of DP-SGD's Poisson sampling and Gaussian noise (default: a fresh
+        secret one).
 
     Returns
     -------
@@ -284,7 +290,8 @@ def train_epochs(
     targets = targets.to(device)
     if settings.dp is not None:
         release, losses = run_dp_epochs(module, optimizer, inputs, targets, loss_fn, config=settings.dp,
-                                        batch_size=settings.batch_size, epochs=epochs, seed=seed, owner=owner)
+                                        batch_size=settings.batch_size, epochs=epochs, owner=owner,
+                                        noise=NoiseSource.secret() if noise is None else noise)
         if settings.verbose:
             print(f"{owner} DP-SGD: {release}, last epoch's loss {losses[-1]:.4f}")
         return TrainingRun(losses, optimizer.state_dict(), release)

@@ -10,6 +10,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from privfed.pipelines.batched_training import batching_pays, train_copies  # noqa: E402
+from privfed.pipelines.dp_config import DPConfig  # noqa: E402
 from privfed.pipelines.torch_models import TorchClassifier, TorchCNN, TorchMLP  # noqa: E402
 from sklearn.datasets import load_digits  # noqa: E402
 from torch import nn  # noqa: E402
@@ -81,6 +82,9 @@ def test_bad_arguments_are_refused(digits):
         train_copies(prototype, [(X[:5], np.zeros((5, 3)))], random_states=[1], classes=np.arange(10))
     with pytest.raises(TypeError, match="TorchClassifier"):
         train_copies(object(), datasets, random_states=[1], classes=np.arange(10))
+    dp = DPConfig(noise_multiplier=1.0, max_grad_norm=1.0, delta=1e-5, sample_rate=0.1)
+    with pytest.raises(ValueError, match="trains without DP-SGD"):  # never silently without its noise
+        train_copies(prototype.set_params(dp=dp), datasets, random_states=[1], classes=np.arange(10))
 
 
 def conv1d_network(n_features, n_classes):

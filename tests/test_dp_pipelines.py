@@ -13,7 +13,8 @@ from sklearn.tree import DecisionTreeClassifier  # noqa: E402
 from privfed import DPConfig, FedKD, FedKT, FedMD, PrivateKT, SelectiveFD, TorchMLP, account  # noqa: E402
 
 DELTA = 1e-5
-DP = DPConfig(noise_multiplier=1.0, max_grad_norm=1.0, delta=DELTA)
+# Inside a pipeline q must be public (tests/test_dpsgd_noise_attacks.py): the steps are epochs · ⌊1/q⌋ = 10 per epoch.
+DP = DPConfig(noise_multiplier=1.0, max_grad_norm=1.0, delta=DELTA, sample_rate=0.1)
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -75,8 +76,7 @@ def test_fedkd_dp_local_models(federation, weighting):
                   random_state=0).fit(parties, public)
     report = model.ledger_.account(unit="example")
     training = training_entry(model.ledger_)
-    assert [m.steps for m in training.mechanisms] == [mlp().set_params().epochs * max(1, int(len(y) / 32))
-                                                      for _, y in parties]
+    assert [m.steps for m in training.mechanisms] == [mlp().epochs * 10] * len(parties)  # epochs · ⌊1/q⌋, public
     if weighting == "uniform":
         check_two_bounds(report, source="dpsgd")
         assert report.epsilon == pytest.approx(account(training, delta=DELTA).epsilon, rel=1e-9)
@@ -104,8 +104,7 @@ def test_privatekt_composes_each_clients_rounds(federation):
                       rounds=3, client_fraction=0.67, local_epochs=1, random_state=0).fit(parties, public)
     training = training_entry(model.ledger_)
     participants = [t for t in model.participation_ if t > 0]
-    steps_per_round = [max(1, int(len(y) / 32)) for (_, y), t in zip(parties, model.participation_) if t > 0]
-    assert [m.steps for m in training.mechanisms] == [t * s for t, s in zip(participants, steps_per_round)]
+    assert [m.steps for m in training.mechanisms] == [t * 10 for t in participants]  # rounds · ⌊1/q⌋, public
     report = model.ledger_.account(unit="example")
     check_two_bounds(report, source="dpsgd")
     assert model.global_model_.dp is None  # the server trains on public data without DP-SGD
@@ -120,7 +119,7 @@ def test_selective_fd_raw_data_selector_is_not_covered_and_fedmd_is(federation):
     assert any(note.startswith("NOT COVERED by the DP-SGD bound") and "selectors" in note for note in report.notes)
     assert any("selectors" in text for text in report.uncovered)
     steps = [m.steps for m in training_entry(selective.ledger_).mechanisms]
-    assert steps == [2 * max(1, int(len(y) / 32)) for _, y in parties]  # one DP-SGD epoch per round
+    assert steps == [2 * 10] * len(parties)  # one DP-SGD epoch (⌊1/q⌋ steps, public) per round
 
     fedmd = FedMD(mlp(), privacy="rr", epsilon_per_round=50.0, labels="hard", **fast).fit(parties, public)
     report = fedmd.ledger_.account(unit="example")
@@ -142,7 +141,7 @@ def dp_selective_fd(federation):
         fitted.append((np.array(X), np.array(public)))
         return original(self, X, y, public=public)
 
-    dp = DPConfig(target_epsilon=4.0, max_grad_norm=1.0, delta=DELTA)
+    dp = DPConfig(target_epsilon=4.0, max_grad_norm=1.0, delta=DELTA, sample_rate=0.1)
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(DPDensityRatioSelector, "fit", spy)
         patch.setattr("privfed.pipelines.kulsif.DensityRatioSelector.fit", lambda *a, **k: pytest.fail(

@@ -195,7 +195,7 @@ def test_multilabel_fedkd_over_the_apps_reproduces_fit(federation, task_identity
 def dp_mlp(dp=True):
     from privfed import DPConfig, TorchMLP
 
-    config = DPConfig(noise_multiplier=1.0, max_grad_norm=1.0, delta=1e-5) if dp else None
+    config = DPConfig(noise_multiplier=1.0, max_grad_norm=1.0, delta=1e-5, sample_rate=0.1) if dp else None
     return TorchMLP(hidden=(8,), epochs=1, batch_size=32, lr=0.05, optimizer="sgd", dp=config)
 
 

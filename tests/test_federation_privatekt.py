@@ -248,7 +248,7 @@ def test_dp_sgd_clients_on_flower_reproduce_fit(federation, task_identity) -> No
     parties, paths, public, (X_test, _) = federation
 
     def dp_mlp():
-        return torch_mlp().set_params(dp=DPConfig(noise_multiplier=1.1, max_grad_norm=1.0, delta=1e-5))
+        return torch_mlp().set_params(dp=DPConfig(noise_multiplier=1.1, max_grad_norm=1.0, delta=1e-5, sample_rate=0.1))
 
     local = privatekt(dp_mlp(), rounds=2, noise_seed=5).fit(parties, public)
     flower = run(RecordingGrid(paths), privatekt(dp_mlp(), rounds=2, noise_seed=5), public)
@@ -277,7 +277,7 @@ def test_a_dp_client_must_send_its_one_matching_release() -> None:
     (task,) = privatekt_tasks(queries=np.zeros((4, 3)), classes=np.arange(3), parameters=np.zeros(0, np.float32),
                               keep_probability=0.5, local_epochs=2, init_seed=0,
                               round_seed=np.random.SeedSequence(0), n_clients=1)
-    model = torch_mlp().set_params(dp=DPConfig(noise_multiplier=1.1, max_grad_norm=1.0, delta=1e-5))
+    model = torch_mlp().set_params(dp=DPConfig(noise_multiplier=1.1, max_grad_norm=1.0, delta=1e-5, sample_rate=0.1))
     report = PrivateKTReport(np.zeros(4, dtype=np.int64)).to_record()
 
     def receive(*sent):

@@ -127,7 +127,7 @@ def test_fedkt_l2_sends_nothing_un_noised_and_its_coordinator_epsilon_is_its_noi
 def test_fedkd_with_dp_local_models_reports_a_meaningful_example_level_epsilon_by_default(federation,
                                                                                         one_torch_thread):
     parties, public = federation
-    dp = DPConfig(noise_multiplier=1.1, max_grad_norm=1.0, delta=1e-5)
+    dp = DPConfig(noise_multiplier=1.1, max_grad_norm=1.0, delta=1e-5, sample_rate=0.1)
     model = FedKD(_mlp(dp=dp), DecisionTreeClassifier(max_depth=6), quantization_scale=20, random_state=0)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")

@@ -53,7 +53,7 @@ def assert_same_run(resumed: PrivateKT, whole: PrivateKT, X_test: np.ndarray) ->
     assert resumed.ledger_.account().epsilon == whole.ledger_.account().epsilon
 
 
-DP_SGD = DPConfig(noise_multiplier=1.0, max_grad_norm=1.0, delta=1e-5)
+DP_SGD = DPConfig(noise_multiplier=1.0, max_grad_norm=1.0, delta=1e-5, sample_rate=0.1)
 
 
 @pytest.mark.parametrize("dp", [None, DP_SGD], ids=["plain", "dp-sgd"])

@@ -47,7 +47,8 @@ RUNS = {
     "selective-fd, hard, gnmax": lambda: SelectiveFD(mlp(), labels="hard", privacy="gnmax", sigma=1.0,
                                                      noise_seed=5, **FAST, **SELECTOR),
     "selective-fd, soft, dp-sgd clients": lambda: SelectiveFD(
-        mlp(dp=DPConfig(noise_multiplier=1.0, max_grad_norm=1.0, delta=1e-5)), noise_seed=6, **FAST, **SELECTOR),
+        mlp(dp=DPConfig(noise_multiplier=1.0, max_grad_norm=1.0, delta=1e-5, sample_rate=0.1)), noise_seed=6,
+        **FAST, **SELECTOR),
     "fedmd, refitted trees": lambda: FedMD(DecisionTreeClassifier(max_depth=4), **FAST),
     "independent": lambda: IndependentLearning(mlp(), **{k: v for k, v in FAST.items() if k != "distill_steps"
                                                         and k != "proxy_batch"}),
