@@ -69,6 +69,14 @@ def pipeline_noise_source(noise_seed: int | None, models: Sequence[Any]) -> Nois
     return NoiseSource.secret() if noise_seed is None else NoiseSource.seeded(noise_seed)
 
 
+def effective_noise_seed(estimator: Any) -> int | None:
+    """The seed of a pipeline estimator's noise: its own ``noise_seed``, else that of the first model prototype among
+    its parameters that has one (:func:`pipeline_noise_source`); None (secret noise) when nobody set one."""
+    models = [value for value in estimator.get_params(deep=False).values() if hasattr(value, "get_params")]
+    source = pipeline_noise_source(getattr(estimator, "noise_seed", None), models)
+    return source.provenance().get("noise_seed")
+
+
 @dataclass(frozen=True, eq=False)
 class DPTrainingReport(WireMessage):
     """Party → server: the parameters of the party's DP-SGD releases, one array entry per release.

@@ -60,7 +60,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from ..accounting import NoiseSource
 from ..accounting.noise_source import check_noise_seed
-from ._dp_ledger import receive_trainings
+from ._dp_ledger import effective_noise_seed, receive_trainings
 from ._random import as_seed_sequence
 from .executor import PartyTask, run_party_tasks
 from .fedkd_server import (
@@ -256,7 +256,7 @@ class FedKD(ClassifierMixin, BaseEstimator):
 
     def _noise_source(self) -> NoiseSource:
         """The run's root noise source: secret, or seeded by ``noise_seed`` (shared with ``privfed.federation``)."""
-        return NoiseSource.for_task(self.noise_seed)
+        return NoiseSource.for_task(effective_noise_seed(self))
 
     # --- fitting ----------------------------------------------------------------------------------------
     def fit(self, parties: Sequence[tuple[np.ndarray, np.ndarray]], public: np.ndarray) -> FedKD:

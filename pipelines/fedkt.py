@@ -45,7 +45,7 @@ from ..accounting._checks import (
 )
 from ..accounting.ledger import Ledger
 from ..accounting.noise_source import NoiseSource, check_noise_seed
-from ._dp_ledger import receive_trainings
+from ._dp_ledger import effective_noise_seed, receive_trainings
 from ._models import fit_classifier, with_noise_seed
 from ._random import as_seed_sequence
 from .executor import PartyTask, run_party_tasks
@@ -365,7 +365,7 @@ class FedKT(ClassifierMixin, BaseEstimator):
         classes = federation_classes(schemas, public.shape[1:], names)
         seed_sequence = as_seed_sequence(self.random_state)
         party_seeds, server_seeds = seed_sequence.spawn(2)
-        noise_source = NoiseSource.secret() if self.noise_seed is None else NoiseSource.seeded(self.noise_seed)
+        noise_source = NoiseSource.for_task(effective_noise_seed(self))
         tasks = fedkt_tasks(self, schemas, classes, public, party_seeds, names, noise_source=noise_source)
         if self.target_epsilon is not None:
             self._check_budget_allows_a_query([task.n_teachers for task in tasks], len(classes))
@@ -483,7 +483,8 @@ class Solo(ClassifierMixin, BaseEstimator):
 
     def fit(self, parties: Sequence[tuple[np.ndarray, np.ndarray]], public: np.ndarray | None = None) -> Solo:
         check_progress(self.progress)
-        noise_seed = check_noise_seed(self.noise_seed)
+        check_noise_seed(self.noise_seed)
+        noise_seed = effective_noise_seed(self)
         checked = check_party_data(parties)
         self.classes_ = party_classes(checked)
         seeds = as_seed_sequence(self.random_state).spawn(len(checked))

@@ -45,7 +45,7 @@ from ..accounting import (
 )
 from ..accounting._checks import check_delta, check_int_at_least, check_positive_finite, check_probability
 from ..accounting.fingerprint import data_fingerprint
-from ._dp_ledger import record_local_training
+from ._dp_ledger import effective_noise_seed, record_local_training
 from ._models import FittedClassifier, fit_classifier, is_torch_classifier
 from ._random import as_seed_sequence
 from .messages import Record, Traffic
@@ -251,7 +251,7 @@ class PrivateKTServer:
         self.rng = np.random.default_rng(self.seed_sequence.spawn(1)[0])
         self.init_seed = int(self.rng.integers(2**31))
         self.client_sampler = np.random.default_rng(self.seed_sequence.spawn(1)[0])  # draws nothing else
-        self.noise = NoiseSource.for_task(model.noise_seed)  # the run's root: never saved in a checkpoint
+        self.noise = NoiseSource.for_task(effective_noise_seed(model))  # the run's root: never saved in a checkpoint
         self.noise_seeds = self.noise.child_seeds(model.rounds * self.per_round)  # round r: the r-th slice
         self.global_: FittedClassifier | None = None
         self.buffer = KnowledgeBuffer(model.buffer_rounds)

@@ -87,6 +87,7 @@ from ..accounting._checks import (
     check_probability,
 )
 from ..accounting.noise_source import check_noise_seed
+from ._dp_ledger import effective_noise_seed
 from ._models import is_dp_trained
 from .checkpoint import RoundCheckpoint, estimator_checkpoint
 from .dp_selector import DPDensityRatioSelector, selector_noise_multiplier
@@ -206,7 +207,7 @@ class _FederatedDistillation(ClassifierMixin, BaseEstimator):
         self.classes_ = classes
         server = FDServer(protocol, classes, public, schemas, names, models=self._client_models(n_parties),
                           client=self.client, delta=self.delta, random_state=self.random_state, max_bytes=max_bytes,
-                          checkpoint=checkpoint, noise_seed=self.noise_seed)
+                          checkpoint=checkpoint, noise_seed=effective_noise_seed(self))
         server.start(clients)
         self.history_, self.selectors_ = server.history, clients.selectors()
         for round_index in progress_bar(range(server.rounds_done, protocol.rounds), progress=self.progress,

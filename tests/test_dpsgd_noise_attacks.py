@@ -169,3 +169,24 @@ def test_a_pipeline_refuses_a_sample_rate_derived_from_a_partys_private_size(dat
     (entry,) = [entry for entry in fitted.ledger_.entries if entry.kind == "training"]
     training = mechanism_from_record(entry.analyses["example"].record())
     assert [(m.sample_rate, m.steps) for m in training.mechanisms] == [(0.1, 10), (0.1, 10)]  # sizes 60 and 90
+
+
+@pytest.mark.parametrize("pipeline", ["fedkt", "fedkd", "privatekt", "selective-fd"])
+def test_a_model_seeded_by_the_user_makes_every_pipeline_seeded(pipeline):
+    """A prototype's own noise_seed is the pipeline's (effective_noise_seed): no ledger calls its noise secret."""
+    from privfed.pipelines._dp_ledger import effective_noise_seed
+    from privfed.pipelines.fedkd import FedKD
+    from privfed.pipelines.fedkt import FedKT
+    from privfed.pipelines.privatekt import PrivateKT
+    from privfed.pipelines.selective_fd import SelectiveFD
+
+    model = TorchMLP((4,), noise_seed=21)
+    estimator = {"fedkt": lambda: FedKT(model, privacy="L1", gamma=0.1),
+                 "fedkd": lambda: FedKD(model, model, gamma=1.0, clip=4.0),
+                 "privatekt": lambda: PrivateKT(model),
+                 "selective-fd": lambda: SelectiveFD(model)}[pipeline]()
+    assert effective_noise_seed(estimator) == 21
+    assert effective_noise_seed(estimator.set_params(noise_seed=4)) == 4
+    assert effective_noise_seed(estimator.set_params(noise_seed=None, **{
+        name: TorchMLP((4,)) for name, value in estimator.get_params(deep=False).items()
+        if isinstance(value, TorchMLP)})) is None

@@ -45,7 +45,7 @@ from privfed.federation.task import (
     model_spec,
     to_recorddict,
 )
-from privfed.pipelines._dp_ledger import DPTrainingReport, receive_trainings
+from privfed.pipelines._dp_ledger import DPTrainingReport, effective_noise_seed, receive_trainings
 from privfed.pipelines._random import as_seed_sequence
 from privfed.pipelines.fedkd_server import fedkd_server_step
 from privfed.pipelines.fedkd_steps import fedkd_tasks, local_models, party_noise_seeds, receive_fedkd_replies
@@ -237,7 +237,7 @@ def _train_fedkt(grid, job, model, public, schemas, classes, order, names) -> No
     seed_sequence = as_seed_sequence(model.random_state)
     party_seeds, server_seeds = seed_sequence.spawn(2)
     # Secret by default: each party draws its own noise, and no noise seed is in any task.
-    noise_source = NoiseSource.secret() if model.noise_seed is None else NoiseSource.seeded(model.noise_seed)
+    noise_source = NoiseSource.for_task(effective_noise_seed(model))
     tasks: list[FedKTTask] = fedkt_tasks(model, schemas, classes, public, party_seeds, ordered_names,
                                          noise_source=noise_source)
     if model.secure_aggregation:
