@@ -142,7 +142,8 @@ def estimator_from_config(config: Mapping[str, Any]) -> Any:
     optional = {key: float(config[key]) or None for key in ("gamma", "sigma", "target-epsilon", "clip")
                 if key in config}
     seed = int(config.get("random-state", -1))
-    common = dict(delta=float(config.get("delta", 1e-5)), random_state=None if seed < 0 else seed)
+    common = dict(delta=float(config.get("delta", 1e-5)), random_state=None if seed < 0 else seed,
+                  classes=_public_classes(config))
     if algorithm in _FEDERATED_DISTILLATION:
         return _federated_distillation_from_config(config, algorithm, common)
     if algorithm == "fedkd":
@@ -177,13 +178,12 @@ def estimator_from_config(config: Mapping[str, Any]) -> Any:
         accounting=str(config.get("accounting", "conservative")),
         target_epsilon=optional.get("target-epsilon"),
         small_parties=str(config.get("small-parties", "error")),
-        classes=_public_classes(config),
         **common,
     )
 
 
 def _public_classes(config: Mapping[str, Any]) -> list | None:
-    """FedKT's ``classes`` from the run config's ``classes`` (a JSON list of labels; absent or empty: None)."""
+    """A pipeline's ``classes`` from the run config's ``classes`` (a JSON list of labels; absent or empty: None)."""
     if not str(config.get("classes", "")).strip():
         return None
     text = str(config["classes"])
@@ -207,7 +207,7 @@ def _privatekt_from_config(config: Mapping[str, Any]) -> Any:
     floats = ("epsilon-per-round", "client-fraction", "delta")
     settings = {key.replace("-", "_"): int(config[key]) for key in integers if key in config}
     settings |= {key.replace("-", "_"): float(config[key]) for key in floats if key in config}
-    return PrivateKT(_model_from_config(config, "model"), **settings,
+    return PrivateKT(_model_from_config(config, "model"), **settings, classes=_public_classes(config),
                      random_state=None if seed < 0 else seed)
 #: Run-config names of Selective-FD and its baselines (privfed.pipelines.selective_fd).
 _FEDERATED_DISTILLATION = ("selective-fd", "fedmd", "independent-learning")
