@@ -233,3 +233,27 @@ def test_selective_fd_private_configuration_is_finite_for_both_observers(digits)
         party = model.ledger_.account(observer=observer, unit="party")  # the DP selector: example level only
         assert math.isinf(party.epsilon)
         assert any("not at party level" in reason for reason in party.uncovered)
+
+
+# --- over the Flower apps (an in-process grid) ------------------------------------------------------------
+def test_fedkd_with_public_classes_over_the_apps_reproduces_fit_and_refuses_the_secure_sum(
+        federation, task_identity) -> None:
+    """The schema query carries the public label set; the Flower ledger equals fit's, without the schema entry.
+    FedKD's secure sum is in process only: the apps refuse it rather than send logits in clear."""
+    pytest.importorskip("flwr")
+    from privfed.federation.server_app import ServerJob, run_server
+    from tests.test_federation import LocalGrid
+
+    parties, paths, public, (X_test, _) = federation
+
+    def fedkd() -> FedKD:
+        return FedKD(LogisticRegression(max_iter=200), DecisionTreeClassifier(max_depth=6), gamma=1.0, clip=5.0,
+                     classes=CLASSES, random_state=2, noise_seed=6)
+
+    local = fedkd().fit(parties, public)
+    flower = run_server(LocalGrid(paths), ServerJob(fedkd(), public, num_supernodes=3, timeout=5))
+    np.testing.assert_array_equal(flower.noisy_ensemble_, local.noisy_ensemble_)
+    assert [e.description for e in flower.ledger_.entries] == [e.description for e in local.ledger_.entries]
+    assert schema_entries(flower.ledger_) == [] and flower.weighting_ == "uniform"
+    with pytest.raises(ValueError, match="FedKD with secure_aggregation=True runs in process only"):
+        run_server(LocalGrid(paths), ServerJob(secure_fedkd(), public, num_supernodes=3, timeout=5))
