@@ -247,6 +247,9 @@ def fedkd_party_step(
         counts = np.zeros_like(counts)
     quantized = party_message(logits, clip=clip, quantization_scale=scale)
     if task.skellam_share_variance is not None:  # secure aggregation: integer levels plus the party's share only
+        if clip is None or scale is None:
+            raise MessageError(f"the server asked {party} for a Skellam share without a public grid (clip "
+                               f"{task.clip!r}, quantization scale {task.quantization_scale!r})")
         levels = np.rint(quantized * scale / clip).astype(np.int64)
         share = NoiseSource.for_task(task.noise_seed).spawn(1)[0]  # independent of the DP-SGD noise's stream
         noisy = add_skellam_share(levels, task.skellam_share_variance, value_bound=scale,

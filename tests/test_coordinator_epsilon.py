@@ -257,3 +257,14 @@ def test_fedkd_with_public_classes_over_the_apps_reproduces_fit_and_refuses_the_
     assert schema_entries(flower.ledger_) == [] and flower.weighting_ == "uniform"
     with pytest.raises(ValueError, match="FedKD with secure_aggregation=True runs in process only"):
         run_server(LocalGrid(paths), ServerJob(secure_fedkd(), public, num_supernodes=3, timeout=5))
+
+
+def test_a_party_refuses_a_share_without_a_public_grid(digits) -> None:
+    from privfed.pipelines.fedkd_steps import FedKDTask, fedkd_party_step
+    from privfed.pipelines.messages import MessageError
+
+    parties, public, _ = digits
+    task = FedKDTask(public=public, classes=CLASSES, multilabel=False, clip=math.nan, quantization_scale=0, seed=0,
+                     send_class_counts=False, skellam_share_variance=4.0)
+    with pytest.raises(MessageError, match="Skellam share without a public grid"):
+        fedkd_party_step(task, *parties[0], local_model=LogisticRegression(max_iter=50), party="party 0")
