@@ -27,7 +27,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def _git(*arguments: str) -> str:
     result = subprocess.run(["git", *arguments], cwd=ROOT, capture_output=True, text=True, check=False)
-    return result.stdout.strip()
+    return result.stdout.rstrip()
 
 
 def _uncommitted_code() -> list[str]:

@@ -40,6 +40,15 @@ example and class here (cached); its code redraws it for every batch, which
 multiplies the cost by the number of epochs — available as
 ``redraw_noise_per_batch=True`` and charged as ``draws_per_example``.
 
+**The coordinator's view.** ``aggregator="skellam", secure_aggregation=True, sigma=σ`` removes the
+trusted server: each party adds its Skellam share to its integer logit levels and the coordinator
+receives only their noisy sum (:mod:`privfed.pipelines.fedkd_secure`; in process only), so the same
+Skellam ε bounds the coordinator and the public. ``classes=`` (the public label set) makes every party
+withhold its size and labels in the schema exchange, its class counts (``weighting="auto"`` is then
+uniform) and its model's parameter count. With both (and a DP-SGD sampling rate that does not depend on
+the party's size, ``DPConfig(sample_rate=...)``, if the local models are DP-trained), nothing reaches
+the coordinator un-noised.
+
 **Randomness.** The server draws the Laplace noise (every draw, redraws included) from its own
 :class:`~privfed.accounting.NoiseSource`: secret (AES-CTR keyed from the server's OS entropy), never
 derived from ``random_state``, sent or recorded. A DP-trained local model draws its DP-SGD noise from the
@@ -63,6 +72,7 @@ from ..accounting.noise_source import check_noise_seed
 from ._dp_ledger import effective_noise_seed, receive_trainings
 from ._random import as_seed_sequence
 from .executor import PartyTask, run_party_tasks
+from .fedkd_secure import secure_level_sum
 from .fedkd_server import (
     BandwidthReport,
     FedKDFit,
@@ -86,7 +96,8 @@ from .fedkd_steps import (
     receive_fedkd_replies,
 )
 from .messages import DEFAULT_MAX_BYTES
-from .party_data import check_multilabel_parties, check_parties, party_classes
+from .party_data import check_multilabel_parties, check_parties
+from .party_schema import local_schema_exchange
 
 __all__ = [
     "PROBABILITY_FLOOR", "BandwidthReport", "FedKD", "NoisyLogitEnsemble", "paper_quantized", "party_logits",
@@ -128,8 +139,19 @@ class FedKD(ClassifierMixin, BaseEstimator):
         unaccounted. With noise the logits are clipped to the public Z first, so the
         ε still rests on Z (on Z·2⌈S/2⌉/S for odd S), never on z_max. ``z_max_`` holds the value.
     gamma : float or None, default=1.0
-        Laplace noise of scale 1/γ per public example and class. None adds no noise
-        (no guarantee; recorded as such).
+        Laplace noise of scale 1/γ per public example and class, added by the server. None adds no
+        noise (no guarantee; recorded as such); it must be None with ``aggregator="skellam"``.
+    aggregator : {"laplace", "skellam"}, default="laplace"
+        ``"laplace"``: the server adds Laplace(1/γ) to the weighted sum it computes (it sees every
+        party's quantized logits first). ``"skellam"`` (with ``secure_aggregation=True``, ``sigma``,
+        ``gamma=None``): each party adds its share of Skellam noise to its integer logit levels and
+        only the noisy sum reaches the server; uniform weights (:mod:`privfed.pipelines.fedkd_secure`).
+        In process only: a Flower run refuses it.
+    secure_aggregation : bool, default=False
+        True exactly when ``aggregator="skellam"``.
+    sigma : float, default=None
+        The Skellam noise's standard deviation in grid steps (Z/S each) on the sum of the parties'
+        levels; required with ``aggregator="skellam"``, refused otherwise.
     clip : float or None, default=10.0
         Z, the public bound the logits are clipped to before quantization (FedKD
         takes z_max from the data, which voids the guarantee; here Z is fixed in
@@ -139,8 +161,8 @@ class FedKD(ClassifierMixin, BaseEstimator):
         clear and the mechanism's sensitivity is 2ZC), or public weights 1/K (sensitivity
         2ZC/K; the parties send no class counts). ``"auto"``: uniform when every local
         model is DP-trained (``dp=``), so that the DP-SGD bound covers everything the
-        coordinator and the public see; class-count otherwise (the paper's). The weighting
-        used is ``weighting_``.
+        coordinator and the public see, under secure aggregation, or with ``classes=``;
+        class-count otherwise (the paper's). The weighting used is ``weighting_``.
     loss : {"l2", "l1", "kl"}, default="l2"
         Distillation loss of a ``fit_soft`` server: L2 between logits (FedKD Eq. 7,
         the τ → ∞ form), L1 (FedKD's code default), or KL between softmaxes at
@@ -158,6 +180,12 @@ class FedKD(ClassifierMixin, BaseEstimator):
         draws per example. Needs a ``fit_soft`` server.
     delta : float, default=1e-5
         δ of the ε reported in ``epsilon_``.
+    classes : array-like, default=None
+        The federation's public label set (single-label only). Given, every party checks its labels against
+        it and withholds its size and labels from the coordinator (the schema exchange then leaves the
+        ledger), sends no class counts (unless ``weighting="class-count"`` asks for them) and no parameter
+        count (``bandwidth_``'s FedAvg comparison is then None). None: the classes are the union of the
+        parties' labels, and the coordinator learns each party's size and labels (recorded in the ledger).
     random_state : int, default=None
         Seeds what no guarantee relies on: the local and server models' initialisation and shuffles.
     noise_seed : int or None, default=None
@@ -174,7 +202,7 @@ class FedKD(ClassifierMixin, BaseEstimator):
     Attributes
     ----------
     classes_ : ndarray
-        Labels seen in the parties' data (multi-label: ``arange(L)``).
+        Labels seen in the parties' data, or ``classes`` when given (multi-label: ``arange(L)``).
     server_model_ : estimator
         The distilled server model (fit_soft server: its columns are ``classes_`` indices).
     noisy_ensemble_ : ndarray of shape (n_public, C)
@@ -216,6 +244,9 @@ class FedKD(ClassifierMixin, BaseEstimator):
         quantization_scale: int | None = 200,
         quantizer: str = "public",
         gamma: float | None = 1.0,
+        aggregator: str = "laplace",
+        secure_aggregation: bool = False,
+        sigma: float | None = None,
         clip: float | None = 10.0,
         weighting: str = "auto",
         loss: str = "l2",
@@ -225,6 +256,7 @@ class FedKD(ClassifierMixin, BaseEstimator):
         multilabel: bool = False,
         redraw_noise_per_batch: bool = False,
         delta: float = 1e-5,
+        classes: Any = None,
         random_state: int | None = None,
         noise_seed: int | None = None,
         n_jobs: int = 1,
@@ -235,6 +267,9 @@ class FedKD(ClassifierMixin, BaseEstimator):
         self.quantization_scale = quantization_scale
         self.quantizer = quantizer
         self.gamma = gamma
+        self.aggregator = aggregator
+        self.secure_aggregation = secure_aggregation
+        self.sigma = sigma
         self.clip = clip
         self.weighting = weighting
         self.loss = loss
@@ -244,6 +279,7 @@ class FedKD(ClassifierMixin, BaseEstimator):
         self.multilabel = multilabel
         self.redraw_noise_per_batch = redraw_noise_per_batch
         self.delta = delta
+        self.classes = classes
         self.random_state = random_state
         self.noise_seed = noise_seed
         self.n_jobs = n_jobs
@@ -267,12 +303,13 @@ class FedKD(ClassifierMixin, BaseEstimator):
         Flower run (``privfed.federation``).
         """
         self._validate()
+        schemas = None
         if self.multilabel:
             parties, public = check_multilabel_parties(parties, public)
             self.classes_ = np.arange(parties[0][1].shape[1])
         else:
             parties, public = check_parties(parties, public)
-            self.classes_ = party_classes(parties)
+            _, schemas, self.classes_ = local_schema_exchange(parties, public.shape[1:], public_classes=self.classes)
         models = local_models(self, len(parties))
         seed_sequence = as_seed_sequence(self.random_state)
         party_seeds, server_seeds = seed_sequence.spawn(2)
@@ -285,10 +322,13 @@ class FedKD(ClassifierMixin, BaseEstimator):
         )
         names = [f"party {index}" for index in range(len(parties))]
         sent = [[message.to_record() for message in outcome.sent()] for outcome in outcomes]
-        replies = receive_fedkd_replies(tasks, sent, names, max_bytes=DEFAULT_MAX_BYTES)
+        if self.secure_aggregation:  # the server step sees only the sum of the parties' noisy levels
+            replies = secure_level_sum(tasks, sent, names, max_bytes=DEFAULT_MAX_BYTES)
+        else:
+            replies = receive_fedkd_replies(tasks, sent, names, max_bytes=DEFAULT_MAX_BYTES)
         trainings = receive_trainings(sent, names, max_bytes=DEFAULT_MAX_BYTES, models=models)
         return self._set_fitted(fedkd_server_step(self, replies, public, server_seeds, int(seed_sequence.entropy),
-                                                  trainings, noise=noise))
+                                                  trainings, noise=noise, schemas=schemas))
 
     def fit_logits(self, party_logits: Sequence[np.ndarray], class_counts: np.ndarray, public: np.ndarray, *,
                    classes: np.ndarray | None = None, parameter_counts: Sequence[int | None] | None = None) -> FedKD:
@@ -311,6 +351,9 @@ class FedKD(ClassifierMixin, BaseEstimator):
             Each party's model size, for the FedAvg comparison in ``bandwidth_``.
         """
         self._validate()
+        if self.secure_aggregation:
+            raise ValueError("fit_logits quantizes the parties' logits on the server; secure_aggregation=True needs "
+                             "fit (each party adds its Skellam share before anything leaves it)")
         public = np.asarray(public)
         self.classes_, results = logit_replies(self, party_logits, class_counts, public, classes=classes,
                                                parameter_counts=parameter_counts)

@@ -4,7 +4,9 @@ The server receives each party's :class:`~privfed.pipelines.fedkd_steps.FedKDLog
 quantized logits on the public set and, with class-count weighting, its class counts), weights them
 per class (FedKD Eq. 3), sums them, adds Laplace(1/γ) noise per public example and class
 (:class:`NoisyLogitEnsemble`, Eq. 4) and distils its own model on the public set from that noisy ensemble
-(Eq. 6–7). The Laplace noise comes from the server's own :class:`~privfed.accounting.NoiseSource`
+(Eq. 6–7). Under secure aggregation (``aggregator="skellam"``, :mod:`privfed.pipelines.fedkd_secure`) it
+receives only the sum of the parties' noisy integer levels, a :class:`~privfed.pipelines.fedkd_secure.FedKDLevelSum`,
+and its ensemble is that sum on the logit scale over the n parties, with no noise of its own. The Laplace noise comes from the server's own :class:`~privfed.accounting.NoiseSource`
 (:func:`server_noise_source`: secret unless the run opted in with ``noise_seed=``), never from
 ``random_state``, which keeps setting the distillation's initialisation and shuffles.
 :func:`fedkd_server_step` does all of it and returns the fitted attributes as a
@@ -28,8 +30,10 @@ from ..accounting._checks import check_choice, check_delta, check_int_at_least, 
 from ..accounting.fingerprint import data_fingerprint
 from ._dp_ledger import record_local_training
 from ._models import fit_classifier, is_torch_classifier, with_seed
-from .fedkd_steps import FedKDLogits, resolved_weighting
-from .party_schema import record_schema_exchange
+from .fedkd_secure import FedKDLevelSum, skellam_logit_releases
+from .fedkd_steps import SECURE_AGGREGATOR, FedKDLogits, resolved_weighting
+from .party_schema import PartySchema, check_public_classes, record_schema_exchange
+from .secure_sum import secure_value_bound, skellam_share_variance
 from .progress import check_progress
 
 __all__ = [
@@ -37,6 +41,7 @@ __all__ = [
     "FLOAT_BYTES",
     "LOSSES",
     "QUANTIZERS",
+    "AGGREGATORS",
     "WEIGHTINGS",
     "BandwidthReport",
     "FedKDFit",
@@ -50,6 +55,7 @@ __all__ = [
 WEIGHTINGS = ("auto", "class-count", "uniform")
 LOSSES = ("l2", "l1", "kl")
 QUANTIZERS = ("public", "paper")
+AGGREGATORS = ("laplace", SECURE_AGGREGATOR)
 #: Bytes of one value sent unquantized (float32) and of one class count (int32).
 FLOAT_BYTES = 4
 COUNT_BYTES = 4
@@ -106,6 +112,47 @@ def check_fedkd_settings(model: Any) -> None:
             raise ValueError("redraw_noise_per_batch=True needs a server model with fit_soft (a TorchClassifier)")
         if model.gamma is None:
             raise ValueError("redraw_noise_per_batch=True needs noise (gamma)")
+    check_public_classes(model.classes)
+    if model.classes is not None and model.multilabel:
+        raise ValueError("classes applies to single-label parties; with multilabel=True the labels are the "
+                         f"indices 0..L-1 already, got classes={model.classes!r}")
+    _check_secure_settings(model)
+
+
+def _check_secure_settings(model: Any) -> None:
+    """Secure aggregation with distributed Skellam noise: its keywords go together, on the public integer grid."""
+    check_choice("aggregator", model.aggregator, AGGREGATORS)
+    if not isinstance(model.secure_aggregation, bool):
+        raise TypeError(f"secure_aggregation must be a bool, got {model.secure_aggregation!r}")
+    if model.secure_aggregation != (model.aggregator == SECURE_AGGREGATOR):
+        raise ValueError(
+            "secure_aggregation=True and aggregator='skellam' go together (the parties add the Skellam noise in "
+            f"shares, which only a secure sum keeps private); got secure_aggregation={model.secure_aggregation!r}, "
+            f"aggregator={model.aggregator!r}")
+    if not model.secure_aggregation:
+        if model.sigma is not None:
+            raise ValueError(f"sigma applies to aggregator='skellam' only; got sigma={model.sigma!r} with "
+                             f"aggregator={model.aggregator!r}")
+        return
+    if model.sigma is None:
+        raise ValueError("sigma is required with aggregator='skellam' (the Skellam noise's standard deviation, in "
+                         "grid steps Z/S), got None")
+    check_positive_finite("sigma", model.sigma)
+    refusals = (
+        (model.gamma is not None, f"gamma={model.gamma!r}", "gamma=None (the parties' Skellam shares are the noise)"),
+        (model.clip is None or model.quantization_scale is None,
+         f"clip={model.clip!r}, quantization_scale={model.quantization_scale!r}",
+         "clip > 0 and quantization_scale >= 1 (the integer grid the shares are added on)"),
+        (model.quantizer != "public", f"quantizer={model.quantizer!r}",
+         "quantizer='public' (the paper's grid is set from the parties' logits after they are sent)"),
+        (model.weighting == "class-count", "weighting='class-count'",
+         "weighting='uniform' or 'auto' (class counts would travel in clear)"),
+        (model.redraw_noise_per_batch, "redraw_noise_per_batch=True", "redraw_noise_per_batch=False (the sum is "
+         "released once)"),
+    )
+    for refused, given, needed in refusals:
+        if refused:
+            raise ValueError(f"secure_aggregation=True needs {needed}; got {given}")
 
 
 # --- the server's noisy ensemble ----------------------------------------------------------------------
@@ -231,18 +278,18 @@ class FedKDFit:
     epsilon: float
 
 
-def fedkd_server_step(model: Any, results: list[FedKDLogits], public: np.ndarray,
+def fedkd_server_step(model: Any, results: list[FedKDLogits] | FedKDLevelSum, public: np.ndarray,
                       server_seeds: np.random.SeedSequence, seed: int,
                       trainings: list[Mechanism | None] | None = None, *,
-                      noise: NoiseSource | None = None) -> FedKDFit:
+                      noise: NoiseSource | None = None, schemas: Sequence[PartySchema] | None = None) -> FedKDFit:
     """Server side of FedKD for the validated estimator ``model`` (Algorithm 1, lines 6–12).
 
     Parameters
     ----------
     model : FedKD
         The estimator whose settings the server runs (it is not modified).
-    results : list of FedKDLogits
-        The parties' replies, in party order.
+    results : list of FedKDLogits or FedKDLevelSum
+        The parties' replies, in party order; under secure aggregation, the sum of their noisy levels.
     public : ndarray
         The public set the logits are computed on.
     server_seeds : SeedSequence
@@ -254,8 +301,14 @@ def fedkd_server_step(model: Any, results: list[FedKDLogits], public: np.ndarray
     noise : NoiseSource, default=None
         The run's root noise source (the one whose children seeded the parties' tasks); the server draws
         from its child :func:`server_noise_source`, and the ledger records the root. None: a secret one.
+    schemas : sequence of PartySchema, default=None
+        The parties' schemas as the server received them (None: the exchange sent sizes and labels, as for
+        ``fit_logits``); the ledger records the exchange unless every party withheld them.
     """
     noise = NoiseSource.secret() if noise is None else noise
+    if isinstance(results, FedKDLevelSum):
+        return _secure_server_step(model, results, public, server_seeds, seed, trainings, noise=noise,
+                                   schemas=schemas)
     counts = np.stack([r.class_counts for r in results])
     n_parties, n_outputs = counts.shape
     weighting = resolved_weighting(model)
@@ -279,11 +332,36 @@ def fedkd_server_step(model: Any, results: list[FedKDLogits], public: np.ndarray
         parameter_counts=tuple(None if r.parameter_count < 0 else r.parameter_count for r in results),
     )
     ledger = _ledger(model, public, n_parties, n_outputs, seed, trainings or [None] * n_parties,
-                     weighting=weighting, weights=weights, draws_per_example=noisy.draws, noise=noise)
+                     weighting=weighting, weights=weights, draws_per_example=noisy.draws, noise=noise, schemas=schemas)
     return FedKDFit(
         weighting=weighting, z_max=z_max, weights=weights, server_model=server_model, server_classes=server_classes,
         distillation=distillation, noisy_ensemble=noisy.latest, draws_per_example=noisy.draws, bandwidth=bandwidth,
         ledger=ledger, epsilon=ledger.account(delta=model.delta).epsilon if model.gamma is not None else math.inf,
+    )
+
+
+def _secure_server_step(model: Any, level_sum: FedKDLevelSum, public: np.ndarray,
+                        server_seeds: np.random.SeedSequence, seed: int, trainings: list[Mechanism | None] | None,
+                        *, noise: NoiseSource, schemas: Sequence[PartySchema] | None) -> FedKDFit:
+    """The server step on the securely aggregated noisy levels: ensemble = (Z/S)·sum/n (uniform weights), no
+    server noise; the ledger's release is the Skellam mechanism (:mod:`privfed.pipelines.fedkd_secure`)."""
+    n_parties = level_sum.n_parties
+    n_outputs = level_sum.level_sum.shape[1]
+    ensemble = level_sum.level_sum * (float(model.clip) / model.quantization_scale) / n_parties
+    noisy = NoisyLogitEnsemble(ensemble, gamma=None, rng=server_noise_source(noise).generator)
+    server_model, server_classes, distillation = _distill(model, noisy, public, np.random.default_rng(server_seeds))
+    bound = secure_value_bound(model.quantization_scale, skellam_share_variance(model.sigma, n_parties))
+    bandwidth = BandwidthReport(n_public=len(public), n_outputs=n_outputs,
+                                bits_per_value=math.ceil(math.log2(2 * bound + 1)), class_count_bytes=0,
+                                parameter_counts=(None,) * n_parties)
+    weights = np.full((n_parties, n_outputs), 1.0 / n_parties)
+    ledger = _ledger(model, public, n_parties, n_outputs, seed, trainings or [None] * n_parties,
+                     weighting="uniform", weights=weights, draws_per_example=1, noise=noise, schemas=schemas,
+                     level_sum=level_sum)
+    return FedKDFit(
+        weighting="uniform", z_max=None, weights=weights, server_model=server_model, server_classes=server_classes,
+        distillation=distillation, noisy_ensemble=noisy.latest, draws_per_example=1, bandwidth=bandwidth,
+        ledger=ledger, epsilon=ledger.account(delta=model.delta).epsilon,
     )
 
 
@@ -340,9 +418,11 @@ def _distill(model: Any, noisy: NoisyLogitEnsemble, public: np.ndarray, rng: np.
 # --- accounting -----------------------------------------------------------------------------------------
 def _ledger(model: Any, public: np.ndarray, n_parties: int, n_outputs: int, seed: int,
             trainings: list[Mechanism | None], *, weighting: str, weights: np.ndarray,
-            draws_per_example: int, noise: NoiseSource) -> Ledger:
+            draws_per_example: int, noise: NoiseSource, schemas: Sequence[PartySchema] | None,
+            level_sum: FedKDLevelSum | None = None) -> Ledger:
     """The releases; with DP-trained local models also their training, which every release but the class
-    counts is derived from (logits of the DP models on public data, their noisy ensemble, the server model)."""
+    counts is derived from (logits of the DP models on public data, their noisy ensemble, the server model).
+    ``level_sum``: the securely aggregated noisy levels, whose Skellam release both observers see."""
     ledger = Ledger(
         delta=model.delta,
         primary_unit="party",
@@ -351,11 +431,30 @@ def _ledger(model: Any, public: np.ndarray, n_parties: int, n_outputs: int, seed
         description=(
             f"FedKD server model: {n_parties} parties, {len(public)} public examples, "
             f"S = {model.quantization_scale} ({model.quantizer} quantizer), "
-            f"γ = {model.gamma}, Z = {model.clip}, {weighting} weights, "
-            f"{type(model.server_model).__name__} server"
+            + (f"Skellam σ = {model.sigma} grid steps under secure aggregation" if level_sum is not None
+               else f"γ = {model.gamma}")
+            + f", Z = {model.clip}, {weighting} weights, {type(model.server_model).__name__} server"
         ),
     )
     derived = record_local_training(ledger, trainings, what="FedKD local models")
+    if level_sum is not None:
+        releases = skellam_logit_releases(model, level_sum)
+        ledger.record(
+            releases,
+            note=(
+                f"secure aggregation of the parties' quantized logit levels on {len(public)} public examples "
+                f"(S = {model.quantization_scale}, Z = {model.clip:g}), each with its Skellam share "
+                f"(σ²/n = {skellam_share_variance(model.sigma, n_parties):g} grid steps²); the coordinator receives "
+                f"only the sum of {level_sum.n_contributors} of {n_parties} parties' levels, carrying Skellam noise "
+                f"of realised variance {releases['party'].variance:g}; uniform weights 1/n; one party moves each of "
+                f"its {n_outputs} levels by at most 2S per public example (ℓ1 2SC, ℓ2 2S√C); example level = party "
+                "level (one example may change a whole local model)"
+            ),
+            derived_from_training=derived,
+        )
+        record_schema_exchange(ledger, schemas)
+        ledger.record_noise_source(noise)
+        return ledger
     # Class-count weights are computed from the raw labels: the ensemble is then not post-processing of the
     # DP training alone (its own mechanism still covers it, whatever the weights).
     class_count = weighting == "class-count"
@@ -405,6 +504,6 @@ def _ledger(model: Any, public: np.ndarray, n_parties: int, n_outputs: int, seed
             "in clear to compute the weights ω; no mechanism covers them (weighting='uniform' sends none)",
             observers=("coordinator",),
         )
-    record_schema_exchange(ledger)
+    record_schema_exchange(ledger, schemas)
     ledger.record_noise_source(noise)
     return ledger

@@ -7,7 +7,10 @@ The exchange, after the schema exchange of :mod:`privfed.pipelines.party_schema`
    reproducible noise (``noise_seed=``), the seed of the party's noise (its DP-SGD noise, if DP-trained);
 2. party → server, :class:`FedKDLogits`: the party's clipped, quantized logits on the public set, its
    class counts (in clear, for the class-count weights; recorded as unaccounted) and its model's
-   parameter count (for the FedAvg comparison of ``bandwidth_``).
+   parameter count (for the FedAvg comparison of ``bandwidth_``; withheld, −1, when the run was given the
+   public label set ``classes=``: a model's size can depend on the labels it saw). Under secure aggregation
+   (``aggregator="skellam"``) the party sends instead its quantized logits as integer levels plus its Skellam
+   share, :class:`~privfed.pipelines.fedkd_secure.FedKDNoisyLevels`, and nothing else.
 
 No model parameter leaves a party. The server makes the tasks (:func:`fedkd_tasks`, after
 :func:`local_models` has checked the parties' models) and checks the replies
@@ -32,9 +35,11 @@ from ..accounting import Mechanism, NoiseSource, quantize_logits
 from ._dp_ledger import training_report, without_trainings
 from ._models import FittedClassifier, dp_release, fit_classifier, is_torch_classifier, with_noise_seed, with_seed
 from ._random import spawn_seeds
+from .fedkd_secure import FedKDNoisyLevels
 from .messages import ArraySpec, MessageError, Record, WireMessage
 from .party_data import class_codes
 from .preflight import warn_if_noise_drowns_votes
+from .secure_sum import add_skellam_share, skellam_share_variance
 
 __all__ = [
     "FedKDPartyOutcome",
@@ -52,18 +57,22 @@ __all__ = [
     "party_message",
     "receive_fedkd_replies",
     "resolved_weighting",
+    "SECURE_AGGREGATOR",
 ]
 
 #: Probabilities are floored here before taking logs, so that logits stay finite.
 PROBABILITY_FLOOR = 1e-6
+#: The aggregator whose noise the parties add themselves, in Skellam shares summed under secure aggregation.
+SECURE_AGGREGATOR = "skellam"
 
 
 # --- messages -------------------------------------------------------------------------------------------
 @dataclass(frozen=True, eq=False)
 class FedKDTask(WireMessage):
     """Server → party: the public set, classes (multi-label: ``arange(L)``), Z (NaN: none), S (0: none), seed,
-    whether to send class counts (only for class-count weighting; otherwise the party sends zeros), and the
-    party's noise seed.
+    whether to send class counts (only for class-count weighting; otherwise the party sends zeros), whether to
+    send its model's parameter count (not with a public label set), the party's noise seed and, under secure
+    aggregation, the variance of its Skellam share (σ²/n, in grid steps; None: no secure aggregation).
 
     ``seed`` derives from ``random_state`` and sets the local model's initialisation only. ``noise_seed`` is
     None (absent from the wire) unless the run opted in to reproducible noise: the party then draws its
@@ -80,7 +89,9 @@ class FedKDTask(WireMessage):
     quantization_scale: int
     seed: int
     send_class_counts: bool
+    send_parameter_count: bool = True
     noise_seed: int | None = None
+    skellam_share_variance: float | None = None
 
 
 @dataclass(frozen=True, eq=False)
@@ -195,9 +206,10 @@ def parameter_count(model: Any) -> int | None:
 # --- the party step -------------------------------------------------------------------------------------
 @dataclass(frozen=True, eq=False)
 class FedKDPartyOutcome:
-    """A party step's result: the message it sends, and its local model's DP-SGD (None: not DP-trained)."""
+    """A party step's result: its logits message (plain, or its noisy levels under secure aggregation), and its
+    local model's DP-SGD (None: not DP-trained)."""
 
-    logits: FedKDLogits
+    logits: FedKDLogits | FedKDNoisyLevels
     training: Mechanism | None = None
 
     def sent(self) -> list[WireMessage]:
@@ -212,7 +224,8 @@ def fedkd_party_step(
     """Party side of FedKD: train the local model, send its quantized logits on the public set once.
 
     ``y`` holds the party's original labels (multi-label: its (n, L) 0/1 indicators). A DP-trained local
-    model draws its noise from the party's own source: secret unless the task carries a ``noise_seed``.
+    model draws its noise from the party's own source: secret unless the task carries a ``noise_seed``; so does
+    the Skellam share under secure aggregation (from an independent child of that source).
     """
     n_outputs = len(task.classes)
     clip = None if math.isnan(task.clip) else task.clip
@@ -229,20 +242,32 @@ def fedkd_party_step(
         model = fitted.estimator
         logits = party_logits(fitted, task.public, clip=clip)
         counts = np.bincount(codes, minlength=n_outputs)
-    size = parameter_count(model)
+    size = parameter_count(model) if task.send_parameter_count else None
     if not task.send_class_counts:  # uniform weights: the counts would be an un-noised statistic for nothing
         counts = np.zeros_like(counts)
     quantized = party_message(logits, clip=clip, quantization_scale=scale)
+    if task.skellam_share_variance is not None:  # secure aggregation: integer levels plus the party's share only
+        if clip is None or scale is None:
+            raise MessageError(f"the server asked {party} for a Skellam share without a public grid (clip "
+                               f"{task.clip!r}, quantization scale {task.quantization_scale!r})")
+        levels = np.rint(quantized * scale / clip).astype(np.int64)
+        share = NoiseSource.for_task(task.noise_seed).spawn(1)[0]  # independent of the DP-SGD noise's stream
+        noisy = add_skellam_share(levels, task.skellam_share_variance, value_bound=scale,
+                                  generator=share.generator, party=party)
+        return FedKDPartyOutcome(FedKDNoisyLevels(noisy), dp_release(model))
     return FedKDPartyOutcome(FedKDLogits(quantized, counts.astype(np.int64), -1 if size is None else size),
                              dp_release(model))
 
 
 # --- the server's steps around the party step ------------------------------------------------------------
 def resolved_weighting(model: Any) -> str:
-    """The estimator ``model``'s ``weighting``, with ``"auto"`` resolved: uniform when every local model is configured
-    for DP training, class-count otherwise."""
+    """The estimator ``model``'s ``weighting``, with ``"auto"`` resolved: uniform under secure aggregation, with a
+    public label set (``classes=``: the counts would tell the coordinator each party's labels and size) or when
+    every local model is configured for DP training; class-count otherwise."""
     if model.weighting != "auto":
         return model.weighting
+    if model.secure_aggregation or model.classes is not None:
+        return "uniform"
     models = model.local_model if isinstance(model.local_model, (list, tuple)) else [model.local_model]
     dp_trained = all(getattr(local, "dp", None) is not None for local in models)
     return "uniform" if dp_trained else "class-count"
@@ -296,6 +321,7 @@ def fedkd_tasks(model: Any, public: np.ndarray, classes: np.ndarray, party_seeds
                  f"(logits clipped to ±{float(model.clip):g})",
             advice="add less noise (a larger gamma) or a larger clip")
     scale = party_scale(model)
+    share = skellam_share_variance(model.sigma, n_parties) if model.secure_aggregation else None
     noise_seeds = [None] * n_parties if noise_seeds is None else list(noise_seeds)
     if len(noise_seeds) != n_parties:
         raise ValueError(f"noise_seeds must hold one seed (or None) per party ({n_parties}), got {len(noise_seeds)}")
@@ -308,7 +334,9 @@ def fedkd_tasks(model: Any, public: np.ndarray, classes: np.ndarray, party_seeds
             quantization_scale=0 if scale is None else int(scale),
             seed=int(seed),
             send_class_counts=resolved_weighting(model) == "class-count",
+            send_parameter_count=model.classes is None and not model.secure_aggregation,
             noise_seed=noise_seed,
+            skellam_share_variance=share,
         )
         for seed, noise_seed in zip(spawn_seeds(party_seeds, n_parties), noise_seeds)
     ]

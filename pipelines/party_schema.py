@@ -26,8 +26,8 @@ from ..accounting import Ledger
 from .messages import ArraySpec, MessageError, WireMessage
 
 __all__ = [
-    "WITHHELD_SIZE", "PartySchema", "describe_party", "federation_classes", "local_schema_exchange",
-    "record_schema_exchange",
+    "WITHHELD_SIZE", "PartySchema", "check_public_classes", "describe_party", "federation_classes",
+    "local_schema_exchange", "record_schema_exchange",
 ]
 
 #: ``n_examples`` of a party that withholds its size (it was given the public label set).
@@ -73,6 +73,16 @@ def describe_party(X: np.ndarray, y: np.ndarray, *, multilabel: bool = False,
     return PartySchema(np.asarray(X.shape[1:], dtype=np.int64), np.arange(y.shape[1]), int(len(y)))
 
 
+def check_public_classes(classes: object) -> None:
+    """Validate an estimator's ``classes=`` (the federation's public label set): None, or at least 2 distinct labels
+    in a 1-D array."""
+    if classes is None:
+        return
+    array = np.asarray(classes)
+    if array.ndim != 1 or len(np.unique(array)) != len(array) or len(array) < 2:
+        raise ValueError(f"classes must be a 1-D array of at least 2 distinct labels, got {classes!r}")
+
+
 def _label_family(classes: np.ndarray) -> str:
     return "text" if classes.dtype.kind == "U" else "numeric"
 
@@ -109,15 +119,18 @@ def federation_classes(
     return classes
 
 
-def local_schema_exchange(parties: Sequence[tuple[np.ndarray, np.ndarray]], feature_shape: tuple[int, ...]
+def local_schema_exchange(parties: Sequence[tuple[np.ndarray, np.ndarray]], feature_shape: tuple[int, ...], *,
+                          public_classes: np.ndarray | None = None
                           ) -> tuple[list[str], list[PartySchema], np.ndarray]:
     """The schema exchange of an in-process run over the (checked) ``parties``, through the messages' wire form.
 
-    Returns the parties' names (``"party i"``), their schemas as the server received them, and the
-    federation's classes (:func:`federation_classes` against ``feature_shape``).
+    ``public_classes``: the federation's public label set (an estimator's ``classes=``); every party then
+    withholds its size and labels (:func:`describe_party`). Returns the parties' names (``"party i"``), their
+    schemas as the server received them, and the federation's classes (:func:`federation_classes` against
+    ``feature_shape``).
     """
     names = [f"party {index}" for index in range(len(parties))]
-    schemas = [PartySchema.from_record(describe_party(X, y).to_record(), sender=name)
+    schemas = [PartySchema.from_record(describe_party(X, y, public_classes=public_classes).to_record(), sender=name)
                for (X, y), name in zip(parties, names)]
     return names, schemas, federation_classes(schemas, feature_shape, names)
 
@@ -131,6 +144,6 @@ def record_schema_exchange(ledger: Ledger, schemas: Sequence[PartySchema] | None
         return
     ledger.record_unaccounted(
         "the schema exchange: each party's number of examples and the labels it holds reach the coordinator in "
-        "clear (FedKT given the public label set, classes=..., withholds them)",
+        "clear (given the public label set, classes=..., every party withholds them)",
         observers=("coordinator",),
     )

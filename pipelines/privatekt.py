@@ -70,7 +70,7 @@ from .checkpoint import RoundCheckpoint, estimator_checkpoint
 from .executor import PartyTask, run_party_tasks
 from .messages import DEFAULT_MAX_BYTES, Record, WireMessage
 from .party_data import check_parties
-from .party_schema import PartySchema, local_schema_exchange
+from .party_schema import PartySchema, check_public_classes, local_schema_exchange
 from .privatekt_server import (
     KnowledgeBuffer,
     PrivateKTFit,
@@ -131,6 +131,13 @@ class PrivateKT(ClassifierMixin, BaseEstimator):
         Epochs of self-training (torch model).
     delta : float, default=1e-5
         δ of the per-client ε in ``client_epsilons_``.
+    classes : array-like, default=None
+        The federation's public label set. Given, every client checks its labels against it and withholds
+        its size and labels from the coordinator: the schema exchange then reveals nothing and leaves the
+        ledger, and with it the coordinator's ε is finite (the randomized-response reports and, with
+        ``dp=`` and a public ``DPConfig(sample_rate=...)``, the DP-SGD reports are all it receives). None:
+        the classes are the union of the clients' labels, and the coordinator learns each client's size and
+        labels (recorded in the ledger).
     random_state : int, default=None
         Seeds what no guarantee relies on: query and client sampling, tie-breaks, models' initialisation.
     noise_seed : int or None, default=None
@@ -211,6 +218,7 @@ class PrivateKT(ClassifierMixin, BaseEstimator):
         fine_tune_batch_size: int | None = None,
         self_training_epochs: int = 1,
         delta: float = 1e-5,
+        classes: Any = None,
         random_state: int | None = None,
         noise_seed: int | None = None,
         n_jobs: int = 1,
@@ -229,6 +237,7 @@ class PrivateKT(ClassifierMixin, BaseEstimator):
         self.fine_tune_batch_size = fine_tune_batch_size
         self.self_training_epochs = self_training_epochs
         self.delta = delta
+        self.classes = classes
         self.random_state = random_state
         self.noise_seed = noise_seed
         self.n_jobs = n_jobs
@@ -239,6 +248,7 @@ class PrivateKT(ClassifierMixin, BaseEstimator):
         """Check the hyper-parameters (``privfed.federation`` calls this before starting anything)."""
         check_privatekt_settings(self, n_public)
         check_noise_seed(self.noise_seed)
+        check_public_classes(self.classes)
 
     # --- fitting ---------------------------------------------------------------------------------------
     def fit(self, parties: Sequence[tuple[np.ndarray, np.ndarray]], public: np.ndarray, *,
@@ -261,7 +271,7 @@ class PrivateKT(ClassifierMixin, BaseEstimator):
         parties, public = check_parties(parties, public)
         self._validate(len(public))
         saved = self._checkpoint(checkpoint, parties, public, eval_set)
-        names, schemas, classes = local_schema_exchange(parties, public.shape[1:])
+        names, schemas, classes = local_schema_exchange(parties, public.shape[1:], public_classes=self.classes)
         batched = self._batched(public, classes)
 
         def exchange(clients: Sequence[int], tasks: Sequence[PrivateKTTask]) -> tuple[dict[int, list[Record]], list]:

@@ -240,6 +240,7 @@ class PrivateKTServer:
                  names: Sequence[str], *, max_bytes: int,
                  saved: tuple[dict[str, Any], dict[str, np.ndarray]] | None = None) -> None:
         self.model, self.public, self.classes, self.names, self.max_bytes = model, public, classes, names, max_bytes
+        self.schemas = list(schemas)  # what the schema exchange told the coordinator (the ledger records it)
         n_classes, n_clients = len(classes), len(schemas)
         self.per_round = max(1, math.floor(model.client_fraction * n_clients))
         self.keep_probability = randomized_response_keep_probability(
@@ -410,7 +411,7 @@ class PrivateKTServer:
                 "give: privfed.ShuffledRandomizedResponse)." + self._dropout_note()
             ),
         )
-        record_schema_exchange(ledger)
+        record_schema_exchange(ledger, self.schemas)
         ledger.record_noise_source(self.noise)
         return ledger
 

@@ -95,7 +95,7 @@ from .executor import JoblibExecutor
 from .kulsif import DensityRatioSelector
 from .messages import DEFAULT_MAX_BYTES
 from .party_data import check_parties, check_party_data
-from .party_schema import PartySchema, local_schema_exchange
+from .party_schema import PartySchema, check_public_classes, local_schema_exchange
 from .progress import check_progress, progress_bar
 from .selective_fd_server import FDServer
 from .selective_fd_steps import (
@@ -151,6 +151,7 @@ class _FederatedDistillation(ClassifierMixin, BaseEstimator):
             raise TypeError(f"callback must be None or a callable (estimator, round) -> None, got {self.callback!r}")
         check_progress(self.progress)
         check_noise_seed(self.noise_seed)
+        check_public_classes(self.classes)
 
     def _client_models(self, n_clients: int) -> list[Any]:
         if isinstance(self.model, (list, tuple)):
@@ -188,7 +189,7 @@ class _FederatedDistillation(ClassifierMixin, BaseEstimator):
         arrays = [array for X, y in parties for array in (X, y)] + ([] if public is None else [public])
         saved = estimator_checkpoint(checkpoint, self, arrays, ignore=("progress", "n_jobs", "callback"))
         feature_shape = parties[0][0].shape[1:] if public is None else public.shape[1:]
-        names, schemas, classes = local_schema_exchange(parties, feature_shape)
+        names, schemas, classes = local_schema_exchange(parties, feature_shape, public_classes=self.classes)
         clients = LocalClients(parties, self._client_models(len(parties)),
                                feature_map=getattr(self, "feature_map", None), n_jobs=self.n_jobs)
         return self._run(clients, protocol, classes, public, schemas, names, max_bytes=DEFAULT_MAX_BYTES,
@@ -352,6 +353,11 @@ class SelectiveFD(_FederatedDistillation):
         ones GNMax too).
     delta : float, default=1e-5
         The ledger's δ.
+    classes : array-like, default=None
+        The federation's public label set. Given, every client checks its labels against it and withholds its
+        size and labels from the coordinator: the schema exchange then leaves the ledger. None: the classes
+        are the union of the clients' labels, and the coordinator learns each client's size and labels
+        (recorded in the ledger).
     client : int, default=0
         Whose model ``predict`` uses.
     callback : callable or None, default=None
@@ -430,6 +436,7 @@ class SelectiveFD(_FederatedDistillation):
         threshold: float | None = None,
         sigma_threshold: float | None = None,
         delta: float = 1e-5,
+        classes: Any = None,
         client: int = 0,
         callback: Callable[[Any, int], None] | None = None,
         random_state: int | None = None,
@@ -462,6 +469,7 @@ class SelectiveFD(_FederatedDistillation):
         self.threshold = threshold
         self.sigma_threshold = sigma_threshold
         self.delta = delta
+        self.classes = classes
         self.client = client
         self.callback = callback
         self.random_state = random_state
@@ -556,6 +564,7 @@ class FedMD(_FederatedDistillation):
         threshold: float | None = None,
         sigma_threshold: float | None = None,
         delta: float = 1e-5,
+        classes: Any = None,
         client: int = 0,
         callback: Callable[[Any, int], None] | None = None,
         random_state: int | None = None,
@@ -576,6 +585,7 @@ class FedMD(_FederatedDistillation):
         self.threshold = threshold
         self.sigma_threshold = sigma_threshold
         self.delta = delta
+        self.classes = classes
         self.client = client
         self.callback = callback
         self.random_state = random_state
@@ -614,6 +624,7 @@ class IndependentLearning(_FederatedDistillation):
         rounds: int = 10,
         local_steps: int = 10,
         delta: float = 1e-5,
+        classes: Any = None,
         client: int = 0,
         callback: Callable[[Any, int], None] | None = None,
         random_state: int | None = None,
@@ -625,6 +636,7 @@ class IndependentLearning(_FederatedDistillation):
         self.rounds = rounds
         self.local_steps = local_steps
         self.delta = delta
+        self.classes = classes
         self.client = client
         self.callback = callback
         self.random_state = random_state

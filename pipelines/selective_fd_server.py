@@ -156,6 +156,7 @@ class FDServer:
         self.history: dict[str, list[float]] = {"shared_fraction": [], "sharers_per_example": [], "kept": []}
         self.released_votes: list[tuple[np.ndarray, np.ndarray]] = []
         self.traffic = Traffic.of([[s.to_record()] for s in schemas])
+        self.schemas = list(schemas)  # what the schema exchange told the coordinator (the ledger records it)
         self.rounds_done = 0
         self._round_seeds = round_seeds.spawn(protocol.rounds)
 
@@ -198,7 +199,8 @@ class FDServer:
         ledger, evidence = fd_ledger(self.protocol, n_classes=len(self.classes), public=self.public,
                                      batch=self.batch, released_votes=self.released_votes, trainings=trainings,
                                      models=self.models, client=self.client, delta=self.delta,
-                                     seed=int(self.seed_sequence.entropy), noise=self.noise_source)
+                                     seed=int(self.seed_sequence.entropy), noise=self.noise_source,
+                                     schemas=self.schemas)
         return FDFit(models=models, n_rounds=self.protocol.rounds,
                      bandwidth={**self.traffic.totals(), **published, **reported}, ledger=ledger, evidence=evidence)
 
@@ -247,12 +249,14 @@ class FDServer:
 # --- the ledger -------------------------------------------------------------------------------------
 def fd_ledger(protocol: FDProtocol, *, n_classes: int, public: np.ndarray | None, batch: int,
               released_votes: list[tuple[np.ndarray, np.ndarray]], trainings: list[Any], models: Sequence[Any],
-              client: int, delta: float, seed: int, noise: NoiseSource | None = None
-              ) -> tuple[Ledger, dict[str, np.ndarray]]:
+              client: int, delta: float, seed: int, noise: NoiseSource | None = None,
+              schemas: Sequence[PartySchema] | None = None) -> tuple[Ledger, dict[str, np.ndarray]]:
     """The run's ledger and private evidence (``server_votes`` under GNMax's data-dependent analysis).
 
     ``seed`` is ``random_state``'s (recorded); ``noise`` the run's root noise source (recorded by kind, with its
-    seed when seeded, which makes every ε ∞; None: not recorded, so the ledger's noise provenance is unknown).
+    seed when seeded, which makes every ε ∞; None: not recorded, so the ledger's noise provenance is unknown);
+    ``schemas`` the parties' schemas as the server received them (None: sizes and labels were sent; the exchange
+    is recorded unless every party withheld them).
 
     The releases; with DP-SGD local models also their training, which the shared predictions, the server's
     labels and the client's model are derived from — not the selectors: the raw-data ones are unaccounted, the
@@ -281,7 +285,7 @@ def fd_ledger(protocol: FDProtocol, *, n_classes: int, public: np.ndarray | None
             "without noise and has no differential-privacy guarantee for it",
             derived_from_training=derived, observers=("public",),
         )
-        record_schema_exchange(ledger)
+        record_schema_exchange(ledger, schemas)
         return ledger, evidence
     if protocol.privacy is None:
         ledger.record_unaccounted(
@@ -336,7 +340,7 @@ def fd_ledger(protocol: FDProtocol, *, n_classes: int, public: np.ndarray | None
         f"data against whoever holds this model, not client {client}'s",
         derived_from_training=derived, observers=("public",),
     )
-    record_schema_exchange(ledger)
+    record_schema_exchange(ledger, schemas)
     return ledger, evidence
 
 

@@ -167,7 +167,7 @@ def run_server(grid: Any, job: ServerJob) -> Any:
     # 1. Schemas: every party describes its data; the server orders the parties and checks them.
     names = {node: f"node {node}" for node in nodes}
     query = {"multilabel": True} if multilabel else None  # FedKD multi-label: (n, L) 0/1 indicators
-    if getattr(model, "classes", None) is not None:  # FedKT with a public label set: parties withhold their schema
+    if getattr(model, "classes", None) is not None:  # a public label set: parties withhold their size and labels
         query = {"public-classes": json.dumps(np.asarray(model.classes).tolist())}
     answers = _exchange(grid, {node: to_recorddict([], query) for node in nodes}, "query.schema", names,
                         job.timeout, "schema")
@@ -284,6 +284,9 @@ def _train_fedkd(grid, job, model, public, schemas, classes, order, names) -> No
     """FedKD: tasks with the public set; replies with quantized logits and class counts; the server distils."""
     if len(classes) < 2:
         raise ValueError(f"the parties' labels hold a single class {classes[0]!r}; FedKD needs at least 2")
+    if model.secure_aggregation:  # Flower's SecAgg+ path (secure_aggregation.py) sums FedKT's vote histograms only
+        raise ValueError("FedKD with secure_aggregation=True runs in process only (FedKD.fit); over Flower use "
+                         "aggregator='laplace'")
     model.classes_ = classes
     models = local_models(model, len(order))
     configs = [{"local-model": model_spec(m, name=f"local_model[{i}]")} for i, m in enumerate(models)]
@@ -297,7 +300,7 @@ def _train_fedkd(grid, job, model, public, schemas, classes, order, names) -> No
     replies = receive_fedkd_replies(tasks, sent, ordered_names, max_bytes=job.max_message_bytes)
     trainings = receive_trainings(sent, ordered_names, max_bytes=job.max_message_bytes, models=models)
     model._set_fitted(fedkd_server_step(model, replies, public, server_seeds, int(seed_sequence.entropy), trainings,
-                                        noise=noise))
+                                        noise=noise, schemas=None if model.multilabel else schemas))
 
 
 # --- PrivateKT -------------------------------------------------------------------------------------

@@ -143,7 +143,7 @@ def estimator_from_config(config: Mapping[str, Any]) -> Any:
                 if key in config}
     seed = int(config.get("random-state", -1))
     common = dict(delta=float(config.get("delta", 1e-5)), random_state=None if seed < 0 else seed,
-                  noise_seed=_noise_seed(config))
+                  noise_seed=_noise_seed(config), classes=_public_classes(config))
     if algorithm in _FEDERATED_DISTILLATION:
         return _federated_distillation_from_config(config, algorithm, common)
     if algorithm == "fedkd":
@@ -178,7 +178,6 @@ def estimator_from_config(config: Mapping[str, Any]) -> Any:
         accounting=str(config.get("accounting", "conservative")),
         target_epsilon=optional.get("target-epsilon"),
         small_parties=str(config.get("small-parties", "error")),
-        classes=_public_classes(config),
         collusion=None if int(config.get("collusion", -1)) < 0 else int(config["collusion"]),
         **common,
     )
@@ -192,7 +191,7 @@ def _noise_seed(config: Mapping[str, Any]) -> int | None:
 
 
 def _public_classes(config: Mapping[str, Any]) -> list | None:
-    """FedKT's ``classes`` from the run config's ``classes`` (a JSON list of labels; absent or empty: None)."""
+    """A pipeline's ``classes`` from the run config's ``classes`` (a JSON list of labels; absent or empty: None)."""
     if not str(config.get("classes", "")).strip():
         return None
     text = str(config["classes"])
@@ -216,7 +215,7 @@ def _privatekt_from_config(config: Mapping[str, Any]) -> Any:
     floats = ("epsilon-per-round", "client-fraction", "delta")
     settings = {key.replace("-", "_"): int(config[key]) for key in integers if key in config}
     settings |= {key.replace("-", "_"): float(config[key]) for key in floats if key in config}
-    return PrivateKT(_model_from_config(config, "model"), **settings,
+    return PrivateKT(_model_from_config(config, "model"), **settings, classes=_public_classes(config),
                      random_state=None if seed < 0 else seed, noise_seed=_noise_seed(config))
 #: Run-config names of Selective-FD and its baselines (privfed.pipelines.selective_fd).
 _FEDERATED_DISTILLATION = ("selective-fd", "fedmd", "independent-learning")

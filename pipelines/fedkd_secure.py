@@ -1,0 +1,115 @@
+"""FedKD with distributed Skellam noise and secure aggregation (``aggregator="skellam"``).
+
+A party's clipped, quantized logits on the public set are integers on the grid: the level
+ℓ = round(S·clip(z, −Z, Z)/Z) ∈ [−S, S] per public example and class (value ℓ·Z/S). Each of the n
+parties adds its Skellam share of variance σ²/n to its (n_public × C) level matrix
+(:func:`~privfed.pipelines.secure_sum.add_skellam_share`, from its own noise source) and sends only that;
+secure aggregation hands the server the sum, which carries Sk(σ²) exactly. The server's ensemble is
+(Z/S)·sum/n — uniform weights 1/n, since class counts would otherwise travel in clear — with no further
+noise. ``σ`` is in grid steps (Z/S each).
+
+The exchange replaces FedKD's logits message (:mod:`privfed.pipelines.fedkd_steps`):
+
+1. server → party, ``FedKDTask`` with ``skellam_share_variance`` = σ²/n;
+2. party → secure aggregation, :class:`FedKDNoisyLevels`: its level matrix plus its share (no class counts,
+   no model size);
+3. secure aggregation → server, :class:`FedKDLevelSum`: the sum over the parties and how many they are.
+
+**Sensitivity** (:func:`level_sensitivity`). Replacing one party's data (or one of its examples, which may
+change its whole local model) moves each of its C levels on a public example anywhere in [−S, S]: by at
+most 2S per coordinate, on all C coordinates, so ℓ1 ≤ 2SC and ℓ2 ≤ 2S√C per public example; the n_public
+examples compose (``count``). The release is :class:`~privfed.accounting.skellam.SkellamMechanism` with
+those sensitivities, party and example level, for both observers: the coordinator receives only the noisy
+sum, the public the server model distilled from it (post-processing).
+
+In process only: Flower's SecAgg+ path (``privfed.federation.secure_aggregation``) is written for FedKT's
+vote histograms, so :func:`secure_level_sum` stands in for it and a Flower run refuses this setting.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import numpy as np
+
+from ..accounting.skellam import SkellamMechanism
+from ._dp_ledger import DPTrainingReport
+from .messages import ArraySpec, MessageError, Record, WireMessage
+from .secure_sum import secure_value_bound
+
+__all__ = [
+    "FedKDLevelSum",
+    "FedKDNoisyLevels",
+    "level_sensitivity",
+    "secure_level_sum",
+    "skellam_logit_releases",
+]
+
+
+@dataclass(frozen=True, eq=False)
+class FedKDNoisyLevels(WireMessage):
+    """Party → secure aggregation: its quantized logit levels plus its Skellam share, (n_public, C) integers."""
+
+    KIND: ClassVar[str] = "fedkd-noisy-levels"
+    ARRAYS: ClassVar = {"noisy_levels": ArraySpec("i", 2)}
+
+    noisy_levels: np.ndarray
+
+
+@dataclass(frozen=True, eq=False)
+class FedKDLevelSum(WireMessage):
+    """Secure aggregation → server: the sum of ``n_contributors`` of ``n_parties`` parties' noisy level matrices."""
+
+    KIND: ClassVar[str] = "fedkd-level-sum"
+    ARRAYS: ClassVar = {"level_sum": ArraySpec("i", 2)}
+
+    level_sum: np.ndarray
+    n_parties: int
+    n_contributors: int
+
+
+def level_sensitivity(quantization_scale: int, n_outputs: int) -> dict[str, float]:
+    """One party's largest move of its level vector on one public example: 2S on each of the C coordinates.
+
+    Returns the :class:`SkellamMechanism` keywords ``l1_sensitivity`` (2SC), ``l2_sensitivity`` (2S√C),
+    ``coordinate_sensitivity`` (2S) and ``moved_coordinates`` (C).
+    """
+    step = 2 * int(quantization_scale)
+    return {"l1_sensitivity": float(step * n_outputs), "l2_sensitivity": step * math.sqrt(n_outputs),
+            "coordinate_sensitivity": step, "moved_coordinates": int(n_outputs)}
+
+
+def secure_level_sum(tasks: Sequence[Any], records: Sequence[Sequence[Record]], names: Sequence[str], *,
+                     max_bytes: int) -> FedKDLevelSum:
+    """The in-process stand-in for secure aggregation: each party's noisy levels checked for form, summed.
+
+    Each party must send one :class:`FedKDNoisyLevels` of shape (n_public, C) within the bound its share
+    allows (and at most its DP training report); only the sum goes on to the server step.
+    """
+    total = None
+    for task, sent, name in zip(tasks, records, names):
+        mine = [record for record in sent if record.kind == FedKDNoisyLevels.KIND]
+        others = [record.kind for record in sent if record.kind not in (FedKDNoisyLevels.KIND, DPTrainingReport.KIND)]
+        if len(mine) != 1 or others:
+            raise MessageError(f"{name} sent messages {[r.kind for r in sent]}, expected one "
+                               f"{FedKDNoisyLevels.KIND!r} (and its DP training report)")
+        shape = (len(task.public), len(task.classes))
+        levels = FedKDNoisyLevels.from_record(mine[0], sender=name, shapes={"noisy_levels": shape},
+                                              max_bytes=max_bytes).noisy_levels
+        bound = secure_value_bound(task.quantization_scale, task.skellam_share_variance)
+        if np.abs(levels).max(initial=0) > bound:
+            raise MessageError(f"{name} sent noisy levels outside [-{bound}, {bound}]")
+        total = levels.astype(np.int64) if total is None else total + levels
+    return FedKDLevelSum(level_sum=total, n_parties=len(tasks), n_contributors=len(tasks))
+
+
+def skellam_logit_releases(model: Any, level_sum: FedKDLevelSum) -> dict[str, SkellamMechanism]:
+    """The Skellam release of the noisy level sum, party and example level, at the realised variance
+    σ²·(contributors)/n, one release per public example (:func:`level_sensitivity`)."""
+    n_public, n_outputs = level_sum.level_sum.shape
+    variance = float(model.sigma) ** 2 * level_sum.n_contributors / level_sum.n_parties
+    move = level_sensitivity(model.quantization_scale, n_outputs)
+    return {unit: SkellamMechanism(variance, unit=unit, count=int(n_public), **move) for unit in ("party", "example")}

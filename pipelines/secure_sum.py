@@ -1,0 +1,46 @@
+"""A party's share of distributed Skellam noise on an integer vector, before a secure sum.
+
+Agarwal, Kairouz, Liu, "The Skellam Mechanism for Differentially Private Federated Learning",
+NeurIPS 2021: each of n parties adds Skellam noise Sk(σ²/n) — the difference of two
+Poisson(σ²/(2n)) draws per coordinate — to its own integer vector; secure aggregation hands the
+server only the sum, which carries Sk(σ²) exactly (Skellam is closed under summation). Nothing here
+knows a pipeline: :func:`add_skellam_share` is what a party does with whatever integer vector it
+contributes (FedKD's quantized logit levels today; FedKT's vote histograms can adopt it), drawing
+from its own :class:`~privfed.accounting.NoiseSource` — never from ``random_state``, never sent.
+
+The share's variance (:func:`~privfed.pipelines.fedkt_secure.skellam_share_variance`) and the integer
+bound secure aggregation's modulus is sized from (:func:`~privfed.pipelines.fedkt_secure.secure_value_bound`)
+are FedKT's, reused as they are.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .fedkt_secure import secure_value_bound, skellam_share_variance
+
+__all__ = ["add_skellam_share", "secure_value_bound", "skellam_share_variance"]
+
+
+def add_skellam_share(values: np.ndarray, share_variance: float, *, value_bound: int,
+                      generator: np.random.Generator, party: str) -> np.ndarray:
+    """``values`` (integers within ±``value_bound``) plus a Skellam share of variance ``share_variance``, as int64.
+
+    ``generator`` is the party's own noise generator (its :class:`~privfed.accounting.NoiseSource`'s). The
+    party refuses (ValueError, nothing sent) a variance that is not finite and > 0 — a vector without its
+    share must never leave — and a noisy value beyond :func:`secure_value_bound` (probability < 10⁻¹⁰⁰ per
+    value), rather than send a clipped one.
+    """
+    if not (math.isfinite(share_variance) and share_variance > 0):
+        raise ValueError(f"{party}: the Skellam share's variance must be finite and > 0, got {share_variance!r}")
+    values = np.asarray(values)
+    if values.dtype.kind not in "iu" or np.abs(values).max(initial=0) > value_bound:
+        raise ValueError(f"{party}: the vector to noise must hold integers within ±{value_bound}")
+    rate = share_variance / 2.0
+    noisy = values.astype(np.int64) + generator.poisson(rate, values.shape) - generator.poisson(rate, values.shape)
+    bound = secure_value_bound(value_bound, share_variance)
+    if np.abs(noisy).max(initial=0) > bound:
+        raise ValueError(f"{party}'s noisy vector left [-{bound}, {bound}]; nothing was sent")
+    return noisy
