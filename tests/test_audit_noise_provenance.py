@@ -195,22 +195,25 @@ def test_a_data_dependent_stopping_point_fails_the_audit(tmp_path, capsys):
 # --- relations and assumptions -------------------------------------------------------------------------------------
 def test_relations_and_assumptions_are_printed_per_observer(tmp_path):
     check = audit(_bundle(tmp_path, "plain", _ledger(NoiseSource.secret()))).check("relations and assumptions")
-    assert "public, party; coordinator, party: relation party-level" in check.detail
-    if "assumptions: none stated" in check.detail:  # reports that state no assumption yet
-        assert check.status == "warn"
+    assert check.status == "pass"
+    assert ("public, party: relation add_or_remove_one / replace_one; assumes: honest execution; the public sees "
+            "the published model and outputs only") in check.detail
+    assert "coordinator, party: relation add_or_remove_one / replace_one; assumes: honest execution; no collusion" \
+        in check.detail
 
-    def stated(*, unit, observer, analysis):
-        assumptions = ("honest execution",) + (("no collusion with more than 2 parties",)
-                                               if observer == "coordinator" else ())
-        return SimpleNamespace(relation=None, relations=("add/remove one example", "replace one example"),
-                               assumptions=assumptions)
+    def stated(*, unit, observer, analysis, relations=("add/remove one example", "replace one example")):
+        assumptions = ("no collusion with more than 2 parties",) if observer == "coordinator" else ()
+        return SimpleNamespace(relation=None, relations=relations, assumptions=assumptions)
 
     reporting = SimpleNamespace(delta=1e-5, units=("example",), analysis="tight", account=stated)
     check = assumptions_check(reporting)
     assert check.status == "pass"
-    assert check.detail == ("public, example: relation add/remove one example / replace one example; assumptions: "
-                            "honest execution | coordinator, example: relation add/remove one example / replace one "
-                            "example; assumptions: honest execution; no collusion with more than 2 parties")
+    assert check.detail.endswith("coordinator, example: relation add/remove one example / replace one example; "
+                                 "assumes: honest execution; no collusion; no collusion with more than 2 parties")
+
+    reporting.account = lambda **where: stated(**where, relations=())
+    check = assumptions_check(reporting)
+    assert check.status == "warn" and "relation none covered" in check.detail
 
 
 # --- the documented output -----------------------------------------------------------------------------------------

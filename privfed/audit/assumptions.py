@@ -2,14 +2,16 @@
 
 An ε is a guarantee for one neighbouring relation (add/remove, replace-one, …) and only under its assumptions (no
 collusion between the coordinator and some parties, a trusted shuffler, honest execution). The check prints, for
-every observer and unit of the ledger, the relation(s) and the assumptions its report states, and warns when a
-report states no assumption: the reader then cannot tell what the number relies on.
+every observer and unit of the ledger, the relation(s) and the assumptions its ε rests on: the observer's
+defaults (:data:`~privfed.accounting.observers.DEFAULT_ASSUMPTIONS`, named by their first words) and those its
+report states (e.g. the coalition a secure sum's coordinator entry assumes). It warns when a report covers no
+neighbouring relation.
 """
 
 from __future__ import annotations
 
 from privfed.accounting.ledger import Ledger
-from privfed.accounting.observers import OBSERVERS
+from privfed.accounting.observers import DEFAULT_ASSUMPTIONS, OBSERVERS
 from privfed.accounting.report import PrivacyReport
 from privfed.audit.report import Check
 
@@ -46,12 +48,13 @@ def assumptions_check(ledger: Ledger) -> Check | None:
                 return Check(_NAME, "warn", f"not read: the {observer}'s {unit}-level report cannot be computed: "
                              f"{str(error).splitlines()[0] if str(error) else type(error).__name__}",
                              "the ledger's reports, and so what they assume, could not be read.", "assumptions")
-            stated.setdefault(_stated(report), []).append(f"{observer}, {unit}")
-    parts = [f"{'; '.join(who)}: relation {' / '.join(relations) or 'not stated'}; assumptions: "
-             f"{'; '.join(assumptions) or 'none stated'}" for (relations, assumptions), who in stated.items()]
-    if any(not assumptions for _, assumptions in stated):
+            relations, assumptions = _stated(report)
+            defaults = tuple(text.split(":")[0] for text in DEFAULT_ASSUMPTIONS[observer])
+            stated.setdefault((relations, defaults + assumptions), []).append(f"{observer}, {unit}")
+    parts = [f"{'; '.join(who)}: relation {' / '.join(relations) or 'none covered'}; assumes: "
+             f"{'; '.join(assumptions)}" for (relations, assumptions), who in stated.items()]
+    if any(not relations for relations, _ in stated):
         return Check(_NAME, "warn", " | ".join(parts),
-                     "an ε holds only under its assumptions (who does not collude with the coordinator, a trusted "
-                     "shuffler, honest execution of the protocol), and this ledger does not say which it relies on.",
-                     "assumptions")
+                     "an ε is a guarantee for a neighbouring relation; where the composed releases share none, the "
+                     "number covers no single notion of neighbouring data sets.", "assumptions")
     return Check(_NAME, "pass", " | ".join(parts))
