@@ -84,6 +84,22 @@ def gaussian_log_failure_bounds(votes: np.ndarray, sigma: float) -> np.ndarray:
     return log_bounds
 
 
+def _data_dependent_applies(log_q: np.ndarray, sigma: float) -> np.ndarray:
+    """Where PATE 2018 Prop. 7's conditions that do not involve the order hold, per log q: μ₂ > 1,
+    q ≤ e^{(μ₂−1)ε₂} / (μ₁/(μ₁−1) · μ₂/(μ₂−1))^{μ₂}, q·e^{ε₂} < 1 and q > 0 (see :func:`gaussian_noisy_max_rdp`)."""
+    variance = sigma * sigma
+    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+        mu2 = sigma * np.sqrt(-log_q)
+        mu1 = mu2 + 1.0
+        eps2 = mu2 / variance
+        return (
+            (mu2 > 1.0)
+            & (log_q <= (mu2 - 1.0) * eps2 - mu2 * (np.log(mu1 / (mu1 - 1.0)) + np.log(mu2 / (mu2 - 1.0))))
+            & (-log_q > eps2)
+            & np.isfinite(log_q)
+        )
+
+
 def gaussian_noisy_max_rdp(log_q: np.ndarray, sigma: float, orders: np.ndarray) -> np.ndarray:
     """RDP per (query, order) of GNMax with noise σ, given log q per query (PATE 2018 Thm 6, Prop. 7).
 
@@ -106,13 +122,7 @@ def gaussian_noisy_max_rdp(log_q: np.ndarray, sigma: float, orders: np.ndarray) 
         mu2 = sigma * np.sqrt(-log_q)
         mu1 = mu2 + 1.0
         eps1, eps2 = mu1 / variance, mu2 / variance
-        applies = (
-            (mu2 > 1.0)
-            & (log_q <= (mu2 - 1.0) * eps2 - mu2 * (np.log(mu1 / (mu1 - 1.0)) + np.log(mu2 / (mu2 - 1.0))))
-            & (-log_q > eps2)
-            & (orders < mu1)
-            & np.isfinite(log_q)
-        )
+        applies = _data_dependent_applies(log_q[:, 0], sigma)[:, None] & (orders < mu1)
         log_keep = log1mexp(log_q)  # ln(1 − q)
         log_a = log_keep - log1mexp((log_q + eps2) * (1.0 - 1.0 / mu2))
         log_b = eps1 - log_q / (mu1 - 1.0)
@@ -190,17 +200,29 @@ class GaussianNoisyMax(VoteMechanism):
     def rdp(self, orders: np.ndarray, *, analysis: str = "tight") -> np.ndarray:
         orders = check_orders(orders)
         check_choice("analysis", analysis, ANALYSES)
-        if "unique_log_q" not in self._cache:  # a fresh log q, sorted in place: no second per-query array
-            fresh = (self._cache["log_q"].copy() if "log_q" in self._cache
-                     else gaussian_log_failure_bounds(self.votes, self.sigma))
-            self._cache["unique_log_q"] = distinct_counts(fresh)
-        values, counts = self._cache["unique_log_q"]
+        values, counts, independent_only = self._applicable_log_failure_bounds()
+        total = float(independent_only) * orders / (self.effective_sigma * self.effective_sigma)
         rows = max(1, _CHUNK_CELLS // len(orders))
-        total = np.zeros_like(orders)
         for start in range(0, len(values), rows):
             per_query = gaussian_noisy_max_rdp(values[start : start + rows], self.effective_sigma, orders)
             total = total + counts[start : start + rows].astype(float) @ per_query
         return total
+
+    def _applicable_log_failure_bounds(self) -> tuple[np.ndarray, np.ndarray, int]:
+        """The distinct log q where the data-dependent bound can apply at some order, their multiplicities (equal
+        q give equal moments), and the number of queries held to the data-independent α·k²/σ² at every order
+        (q = 0, which costs nothing, is in neither)."""
+        if "applicable_log_q" not in self._cache:
+            log_q = self._cache["log_q"] if "log_q" in self._cache else gaussian_log_failure_bounds(self.votes,
+                                                                                                   self.sigma)
+            applies = np.empty(len(log_q), dtype=bool)  # in chunks: the test's temporaries stay small
+            for start in range(0, len(log_q), _CHUNK_ROWS):
+                applies[start : start + _CHUNK_ROWS] = _data_dependent_applies(log_q[start : start + _CHUNK_ROWS],
+                                                                               self.effective_sigma)
+            applicable = log_q[applies]  # a fresh array, sorted in place
+            independent_only = int(np.count_nonzero(~applies & ~np.isneginf(log_q)))
+            self._cache["applicable_log_q"] = (*distinct_counts(applicable), independent_only)
+        return self._cache["applicable_log_q"]
 
     def _check_one_vote_per_unit(self) -> None:
         if self.votes_per_unit != 1 or self.data_independent_votes_per_unit is not None:

@@ -9,11 +9,12 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from privfed.accounting import LaplaceNoisyMax
+from privfed.accounting import GaussianNoisyMax, LaplaceNoisyMax
+from privfed.accounting.gaussian_noisy_max import gaussian_noisy_max_rdp
 from privfed.accounting.laplace_noisy_max import _data_dependent_rdp
 from scipy import special, stats
 
-__all__ = ["gaussian_log_failure_bounds", "laplace_failure_bounds", "laplace_rdp"]
+__all__ = ["gaussian_log_failure_bounds", "gaussian_rdp", "laplace_failure_bounds", "laplace_rdp"]
 
 _CHUNK_ROWS = 65_536
 _CHUNK_CELLS = 131_072
@@ -74,3 +75,14 @@ def gaussian_log_failure_bounds(votes: np.ndarray, sigma: float) -> np.ndarray:
         log_tails[np.arange(len(chunk)), winners] = -np.inf
         np.minimum(special.logsumexp(log_tails, axis=1), cap, out=log_bounds[start : start + len(chunk)])
     return log_bounds
+
+
+def gaussian_rdp(mechanism: GaussianNoisyMax, orders: np.ndarray) -> np.ndarray:
+    """The composed RDP curve: PATE 2018's bound evaluated at every distinct log q."""
+    values, counts = np.unique(gaussian_log_failure_bounds(mechanism.votes, mechanism.sigma), return_counts=True)
+    rows = max(1, 1_048_576 // len(orders))
+    total = np.zeros_like(orders)
+    for start in range(0, len(values), rows):
+        per_query = gaussian_noisy_max_rdp(values[start : start + rows], mechanism.effective_sigma, orders)
+        total = total + counts[start : start + rows].astype(float) @ per_query
+    return total
