@@ -7,7 +7,9 @@ classes of ``bench/accounting.py``'s simulated votes, one core):
 * ``laplace_classic`` / ``laplace_tight`` — a fresh ``LaplaceNoisyMax``'s composed RDP curve (q, the distinct q,
   the per-order bound);
 * ``gnmax_log_q`` and ``gnmax_classic`` — the same for ``GaussianNoisyMax`` (σ = 40);
-* ``read_votes`` — one pass that reads every vote (``votes.sum()``): the floor any per-query computation pays.
+* ``read_votes`` — one pass that reads every vote (``votes.sum()``): the floor any per-query computation pays;
+* ``stages`` — where the new classic curves spend their time: the failure bounds, selecting and sorting the
+  distinct ones where the data-dependent bound applies, and the per-order bound on those.
 
 The previous computation is ``tests/accounting_reference.py`` (what commit 9d6f49b ran); every pair is checked
 equal (1e-12 relative) before its timings count. Then, new code only: ``account()`` of GNMax under the tight
@@ -33,8 +35,9 @@ sys.path[:] = [str(_ROOT)] + [p for p in sys.path if Path(p or ".").resolve() no
 
 import numpy as np  # noqa: E402
 from privfed.accounting import GaussianNoisyMax, LaplaceNoisyMax, Ledger, NoiseSource, account  # noqa: E402
-from privfed.accounting.gaussian_noisy_max import gaussian_log_failure_bounds  # noqa: E402
-from privfed.accounting.laplace_noisy_max import laplace_failure_bounds  # noqa: E402
+from privfed.accounting._dp_accounting import event_pld, pld_interval  # noqa: E402
+from privfed.accounting.gaussian_noisy_max import gaussian_log_failure_bounds, gaussian_noisy_max_rdp  # noqa: E402
+from privfed.accounting.laplace_noisy_max import _data_dependent_rdp, laplace_failure_bounds  # noqa: E402
 from privfed.accounting.orders import default_orders  # noqa: E402
 
 from bench import provenance  # noqa: E402
@@ -90,6 +93,36 @@ def read_floor(votes: np.ndarray, repeats: int) -> dict:
     return {"side": "read_votes", "ns_per_query": [1e9 * t / len(votes) for t in times]}
 
 
+def stages(votes: np.ndarray, repeats: int) -> dict:
+    """ns per query of each stage of the new classic curves (best of ``repeats``)."""
+    orders = default_orders("classic")
+    laplace, gaussian = LaplaceNoisyMax(votes, GAMMA), GaussianNoisyMax(votes, SIGMA)
+    laplace_values = laplace._applicable_failure_bounds()[0]
+    gaussian_values = gaussian._applicable_log_failure_bounds()[0]
+    runs = {
+        "laplace_q": lambda: laplace_failure_bounds(votes, GAMMA),
+        "laplace_select_and_sort": lambda: LaplaceNoisyMax(votes, GAMMA)._applicable_failure_bounds(),
+        "laplace_per_order_bound": lambda: _data_dependent_rdp(laplace_values, laplace.epsilon_per_query, orders),
+        "gnmax_log_q": lambda: gaussian_log_failure_bounds(votes, SIGMA),
+        "gnmax_select_and_sort": lambda: GaussianNoisyMax(votes, SIGMA)._applicable_log_failure_bounds(),
+        "gnmax_per_order_bound": lambda: gaussian_noisy_max_rdp(gaussian_values, SIGMA, orders),
+    }
+    row = {"side": "stages", "distinct_applicable": {"laplace": len(laplace_values), "gnmax": len(gaussian_values)}}
+    for name, run in runs.items():
+        row[name + "_ns_per_query"] = 1e9 * min(timed(run)[0] for _ in range(repeats)) / len(votes)
+    row["note"] = "select_and_sort includes computing the failure bounds again"
+    print(row, flush=True)
+    return row
+
+
+def one_gaussian_pld() -> dict:
+    """Seconds dp-accounting takes to build one GNMax release's PLD (what every distinct ledger entry costs)."""
+    event = GaussianNoisyMax(np.ones((30, 3), dtype=np.int64), 40.0).dp_event()
+    interval = pld_interval(event)
+    seconds = min(timed(lambda: event_pld(event, value_discretization_interval=interval))[0] for _ in range(3))
+    return {"side": "one_gaussian_pld", "event": repr(event), "interval": interval, "seconds": seconds}
+
+
 def repeated_parameters(queries: int) -> dict:
     """account() of GNMax (tight) on two vote matrices with the same public parameters: the second reuses the PLD."""
     rng = np.random.default_rng(1)
@@ -128,7 +161,10 @@ def main() -> None:
     account(LaplaceNoisyMax(votes[:1000], GAMMA), delta=DELTA)  # imports and dp-accounting's tables, untimed
     rows = [read_floor(votes, args.repeats)]
     rows += [side_by_side(name, *pair, args.queries, args.repeats) for name, pair in sides(votes).items()]
+    rows.append(stages(votes, args.repeats))
     rows.append(repeated_parameters(100_000))
+    print(rows[-1], flush=True)
+    rows.append(one_gaussian_pld())
     print(rows[-1], flush=True)
     for entries in args.entries:
         rows.append(ledger_of_distinct(entries))
