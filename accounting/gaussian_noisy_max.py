@@ -215,7 +215,7 @@ class GaussianNoisyMax(VoteMechanism):
         if "applicable_log_q" not in self._cache:
             log_q = self._cache["log_q"] if "log_q" in self._cache else gaussian_log_failure_bounds(self.votes,
                                                                                                    self.sigma)
-            applies = np.empty(len(log_q), dtype=bool)  # in chunks: the test's temporaries stay small
+            applies = np.empty(len(log_q), dtype=bool)  # in chunks: temporaries the size of a chunk, not of log q
             for start in range(0, len(log_q), _CHUNK_ROWS):
                 applies[start : start + _CHUNK_ROWS] = _data_dependent_applies(log_q[start : start + _CHUNK_ROWS],
                                                                                self.effective_sigma)
