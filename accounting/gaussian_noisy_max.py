@@ -72,7 +72,7 @@ def gaussian_log_failure_bounds(votes: np.ndarray, sigma: float) -> np.ndarray:
         if table is None:
             log_tails[...] = stats.norm.logsf(gaps, scale=scale)
         else:
-            np.take(table, gaps, out=log_tails)
+            np.take(table, gaps, out=log_tails, mode="clip")  # every gap is in the table: no bounds check
         log_tails[chunk.argmax(axis=1), np.arange(len(chunk))] = -np.inf  # the winner is left out of its own sum
         # log Σ_j e^{t_j} = t_max + log Σ_j e^{t_j − t_max}: every exponent ≤ 0, the sum in [1, C).
         peak = np.maximum.reduce(log_tails, axis=0)
