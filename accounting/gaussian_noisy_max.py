@@ -15,7 +15,7 @@ from typing import Any, ClassVar
 
 import dp_accounting
 import numpy as np
-from scipy import special, stats
+from scipy import stats
 
 from ._checks import check_choice, check_orders, check_positive_finite, check_votes
 from ._logmath import log1mexp
@@ -30,8 +30,11 @@ from .smooth_sensitivity import (
 
 __all__ = ["GaussianNoisyMax", "gaussian_log_failure_bounds", "gaussian_noisy_max_rdp", "log1mexp"]
 
-#: Rows of the vote matrix processed at once.
-_CHUNK_ROWS = 65_536
+#: Rows of the vote matrix processed at once: a chunk's gap and tail buffers (≈ 1.3 MB for 10 classes) stay in
+#: the processor's cache, and are allocated once per call.
+_CHUNK_ROWS = 8_192
+#: Largest vote count for which the normal tails are tabulated per gap instead of computed per vote.
+_MAX_TABULATED_GAP = 1_000_000
 #: (unique q values) × (orders) evaluated at once.
 _CHUNK_CELLS = 1_048_576
 
@@ -44,23 +47,57 @@ def gaussian_log_failure_bounds(votes: np.ndarray, sigma: float) -> np.ndarray:
 
         q ≤ Σ_{j ≠ i*} Pr[N(0, 2σ²) ≥ Δ_j] = Σ_{j ≠ i*} Φ̄(Δ_j / (√2 σ)),
 
-    capped at 1 − 1/C. Computed in log space (``scipy.stats.norm.logsf``), in
-    chunks of rows.
+    capped at 1 − 1/C. Computed in log space (``scipy.stats.norm.logsf``, once per
+    integer gap up to the largest vote count, then gathered), in chunks of rows.
     """
     votes = check_votes(votes)
     sigma = check_positive_finite("sigma", sigma)
     num_queries, num_classes = votes.shape
     cap = math.log1p(-1.0 / num_classes)
     log_bounds = np.empty(num_queries, dtype=float)
-    for start in range(0, num_queries, _CHUNK_ROWS):
-        chunk = votes[start : start + _CHUNK_ROWS].astype(float)
-        winners = chunk.argmax(axis=1)
-        log_tails = stats.norm.logsf(
-            chunk[np.arange(len(chunk)), winners][:, None] - chunk, scale=math.sqrt(2.0) * sigma
-        )
-        log_tails[np.arange(len(chunk)), winners] = -np.inf
-        np.minimum(special.logsumexp(log_tails, axis=1), cap, out=log_bounds[start : start + len(chunk)])
+    largest = int(votes.max())  # votes are non-negative: no gap exceeds the largest count
+    scale = math.sqrt(2.0) * sigma
+    # Gaps are integers: the tail is computed once per possible gap and gathered (one normal tail per vote before).
+    table = (stats.norm.logsf(np.arange(largest + 1, dtype=float), scale=scale)
+             if largest <= _MAX_TABULATED_GAP else None)
+    rows = min(_CHUNK_ROWS, num_queries)
+    # Classes along the first axis: reductions over classes become element-wise passes over contiguous rows.
+    gap_buffer = np.empty((num_classes, rows), dtype=np.intp)
+    tail_buffer = np.empty((num_classes, rows), dtype=float)
+    for start in range(0, num_queries, rows):
+        chunk = votes[start : start + rows]
+        gaps, log_tails = gap_buffer[:, : len(chunk)], tail_buffer[:, : len(chunk)]
+        gaps[...] = chunk.T
+        np.subtract(np.maximum.reduce(gaps, axis=0), gaps, out=gaps)
+        if table is None:
+            log_tails[...] = stats.norm.logsf(gaps, scale=scale)
+        else:
+            np.take(table, gaps, out=log_tails, mode="clip")  # every gap is in the table: no bounds check
+        log_tails[chunk.argmax(axis=1), np.arange(len(chunk))] = -np.inf  # the winner is left out of its own sum
+        # log Σ_j e^{t_j} = t_max + log Σ_j e^{t_j − t_max}: every exponent ≤ 0, the sum in [1, C).
+        peak = np.maximum.reduce(log_tails, axis=0)
+        np.subtract(log_tails, peak, out=log_tails)
+        np.exp(log_tails, out=log_tails)
+        log_q = np.log(np.add.reduce(log_tails, axis=0))
+        log_q += peak
+        np.minimum(log_q, cap, out=log_bounds[start : start + len(chunk)])
     return log_bounds
+
+
+def _data_dependent_applies(log_q: np.ndarray, sigma: float) -> np.ndarray:
+    """Where PATE 2018 Prop. 7's conditions that do not involve the order hold, per log q: μ₂ > 1,
+    q ≤ e^{(μ₂−1)ε₂} / (μ₁/(μ₁−1) · μ₂/(μ₂−1))^{μ₂}, q·e^{ε₂} < 1 and q > 0 (see :func:`gaussian_noisy_max_rdp`)."""
+    variance = sigma * sigma
+    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+        mu2 = sigma * np.sqrt(-log_q)
+        mu1 = mu2 + 1.0
+        eps2 = mu2 / variance
+        return (
+            (mu2 > 1.0)
+            & (log_q <= (mu2 - 1.0) * eps2 - mu2 * (np.log(mu1 / (mu1 - 1.0)) + np.log(mu2 / (mu2 - 1.0))))
+            & (-log_q > eps2)
+            & np.isfinite(log_q)
+        )
 
 
 def gaussian_noisy_max_rdp(log_q: np.ndarray, sigma: float, orders: np.ndarray) -> np.ndarray:
@@ -85,13 +122,7 @@ def gaussian_noisy_max_rdp(log_q: np.ndarray, sigma: float, orders: np.ndarray) 
         mu2 = sigma * np.sqrt(-log_q)
         mu1 = mu2 + 1.0
         eps1, eps2 = mu1 / variance, mu2 / variance
-        applies = (
-            (mu2 > 1.0)
-            & (log_q <= (mu2 - 1.0) * eps2 - mu2 * (np.log(mu1 / (mu1 - 1.0)) + np.log(mu2 / (mu2 - 1.0))))
-            & (-log_q > eps2)
-            & (orders < mu1)
-            & np.isfinite(log_q)
-        )
+        applies = _data_dependent_applies(log_q[:, 0], sigma)[:, None] & (orders < mu1)
         log_keep = log1mexp(log_q)  # ln(1 − q)
         log_a = log_keep - log1mexp((log_q + eps2) * (1.0 - 1.0 / mu2))
         log_b = eps1 - log_q / (mu1 - 1.0)
@@ -170,17 +201,29 @@ class GaussianNoisyMax(VoteMechanism):
     def rdp(self, orders: np.ndarray, *, analysis: str = "tight") -> np.ndarray:
         orders = check_orders(orders)
         check_choice("analysis", analysis, ANALYSES)
-        if "unique_log_q" not in self._cache:  # a fresh log q, sorted in place: no second per-query array
-            fresh = (self._cache["log_q"].copy() if "log_q" in self._cache
-                     else gaussian_log_failure_bounds(self.votes, self.sigma))
-            self._cache["unique_log_q"] = distinct_counts(fresh)
-        values, counts = self._cache["unique_log_q"]
+        values, counts, independent_only = self._applicable_log_failure_bounds()
+        total = float(independent_only) * orders / (self.effective_sigma * self.effective_sigma)
         rows = max(1, _CHUNK_CELLS // len(orders))
-        total = np.zeros_like(orders)
         for start in range(0, len(values), rows):
             per_query = gaussian_noisy_max_rdp(values[start : start + rows], self.effective_sigma, orders)
             total = total + counts[start : start + rows].astype(float) @ per_query
         return total
+
+    def _applicable_log_failure_bounds(self) -> tuple[np.ndarray, np.ndarray, int]:
+        """The distinct log q where the data-dependent bound can apply at some order, their multiplicities (equal
+        q give equal moments), and the number of queries held to the data-independent α·k²/σ² at every order
+        (q = 0, which costs nothing, is in neither)."""
+        if "applicable_log_q" not in self._cache:
+            log_q = self._cache["log_q"] if "log_q" in self._cache else gaussian_log_failure_bounds(self.votes,
+                                                                                                   self.sigma)
+            applies = np.empty(len(log_q), dtype=bool)  # in chunks: temporaries the size of a chunk, not of log q
+            for start in range(0, len(log_q), _CHUNK_ROWS):
+                applies[start : start + _CHUNK_ROWS] = _data_dependent_applies(log_q[start : start + _CHUNK_ROWS],
+                                                                               self.effective_sigma)
+            applicable = log_q[applies]  # a fresh array, sorted in place
+            independent_only = int(np.count_nonzero(~applies & ~np.isneginf(log_q)))
+            self._cache["applicable_log_q"] = (*distinct_counts(applicable), independent_only)
+        return self._cache["applicable_log_q"]
 
     def _check_one_vote_per_unit(self) -> None:
         if self.votes_per_unit != 1 or self.data_independent_votes_per_unit is not None:

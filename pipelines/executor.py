@@ -9,7 +9,8 @@ a cluster engine that implements the one-method :class:`Executor` protocol.
 Seeds are derived from one ``random_state`` with
 :meth:`numpy.random.SeedSequence.spawn` (see :func:`privfed.pipelines._random.spawn_seeds`):
 task ``i`` always gets the same seed, whichever executor runs it and in whatever
-order, so results are identical for ``n_jobs=1`` and ``n_jobs=2``.
+order, so results are identical for ``n_jobs=1`` and ``n_jobs=2``. ``n_jobs=None`` lets the executor
+choose from the cores that are idle when the tasks start (:func:`idle_workers`).
 
 Examples
 --------
@@ -21,6 +22,8 @@ Examples
 
 from __future__ import annotations
 
+import math
+import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Generic, Protocol, TypeVar, runtime_checkable
@@ -30,12 +33,26 @@ from joblib import Parallel, delayed
 from ._random import RandomState, spawn_seeds
 from .progress import check_progress, progress_bar
 
-__all__ = ["Executor", "JoblibExecutor", "PartyTask", "SerialExecutor", "run_party_tasks"]
+__all__ = ["Executor", "JoblibExecutor", "PartyTask", "SerialExecutor", "idle_workers", "run_party_tasks"]
 
 T = TypeVar("T")
 R = TypeVar("R")
 D = TypeVar("D")
 C = TypeVar("C")
+
+
+def idle_workers() -> int:
+    """How many workers pay off now: the cores this process may run on, less those other processes keep busy.
+
+    The busy cores are read from the 1-minute load average, this process counted as the first worker's own
+    core: ``floor(cores − load + 1)``, between 1 and the number of cores. A second worker pays only on a core
+    nobody else uses: on a busy core it halves the first worker's share and costs extra CPU for its start and
+    its messages (docs/pipelines.md, *How many workers*). Where the load average is unknown, every core is
+    counted idle.
+    """
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else 0.0
+    return max(1, min(cores, math.floor(cores - load + 1.0)))
 
 
 @runtime_checkable
@@ -78,9 +95,10 @@ class JoblibExecutor:
 
     Parameters
     ----------
-    n_jobs : int, default=1
+    n_jobs : int or None, default=1
         Number of workers (joblib's convention: ``-1`` uses all cores, ``-2`` all
-        but one, and so on; ``0`` is refused). ``1`` runs in this process.
+        but one, and so on; ``0`` is refused). ``1`` runs in this process. ``None``:
+        :func:`idle_workers` when the tasks start (1 on a machine whose other cores are busy).
     progress : bool or None, default=None
         Show a tqdm progress bar that advances as results arrive: ``None`` on a terminal
         only, ``True`` always, ``False`` never.
@@ -96,15 +114,15 @@ class JoblibExecutor:
     task functions at module level.
     """
 
-    n_jobs: int = 1
+    n_jobs: int | None = 1
     progress: bool | None = None
     description: str = "party tasks"
     backend: str | None = None
 
     def __post_init__(self) -> None:
         n_jobs = self.n_jobs
-        if isinstance(n_jobs, bool) or not isinstance(n_jobs, int):
-            raise TypeError(f"n_jobs must be a non-zero integer, got {n_jobs!r}")
+        if n_jobs is not None and (isinstance(n_jobs, bool) or not isinstance(n_jobs, int)):
+            raise TypeError(f"n_jobs must be a non-zero integer or None (the idle cores), got {n_jobs!r}")
         if n_jobs == 0:
             raise ValueError("n_jobs must be a non-zero integer (>= 1, or negative as in joblib), got 0")
         check_progress(self.progress)
@@ -112,7 +130,8 @@ class JoblibExecutor:
     def map(self, fn: Callable[[T], R], tasks: Sequence[T]) -> list[R]:
         """Return ``[fn(task) for task in tasks]``, computed on the pool."""
         tasks = list(tasks)
-        parallel = Parallel(n_jobs=self.n_jobs, backend=self.backend, return_as="generator")
+        n_jobs = idle_workers() if self.n_jobs is None else self.n_jobs
+        parallel = Parallel(n_jobs=n_jobs, backend=self.backend, return_as="generator")
         results = parallel(delayed(fn)(task) for task in tasks)
         bar = progress_bar(results, progress=self.progress, total=len(tasks), desc=self.description)
         return list(bar)
@@ -147,7 +166,7 @@ def run_party_tasks(
     config: C,
     random_state: RandomState = None,
     executor: Executor | None = None,
-    n_jobs: int = 1,
+    n_jobs: int | None = 1,
     progress: bool | None = None,
 ) -> list[R]:
     """Run ``fn`` once per party and return the results in party order.
@@ -166,7 +185,7 @@ def run_party_tasks(
         Where to run; by default a :class:`JoblibExecutor` with ``n_jobs`` and
         ``progress``.
     n_jobs, progress
-        Used only when ``executor`` is None.
+        Used only when ``executor`` is None (``n_jobs=None``: :func:`idle_workers`).
 
     Returns
     -------

@@ -7,7 +7,15 @@ import time
 import numpy as np
 import pytest
 from privfed.pipelines._random import spawn_seeds
-from privfed.pipelines.executor import Executor, JoblibExecutor, PartyTask, SerialExecutor, run_party_tasks
+from privfed.pipelines import executor as executor_module
+from privfed.pipelines.executor import (
+    Executor,
+    JoblibExecutor,
+    PartyTask,
+    SerialExecutor,
+    idle_workers,
+    run_party_tasks,
+)
 
 
 def fit_bagged_least_squares(task: PartyTask) -> np.ndarray:
@@ -105,6 +113,7 @@ def test_a_custom_executor_can_be_plugged_in():
     [
         ({"n_jobs": 0}, ValueError, "n_jobs"),
         ({"n_jobs": 1.5}, TypeError, "n_jobs"),
+        ({"n_jobs": "auto"}, TypeError, "n_jobs"),
         ({"progress": "yes"}, TypeError, "progress"),
     ],
 )
@@ -120,3 +129,22 @@ def test_run_party_tasks_validates_before_running():
         run_party_tasks(abs, [1], config=None, executor=object())
     with pytest.raises(ValueError, match="random_state"):
         run_party_tasks(abs, [1], config=None, random_state=-1, executor=SerialExecutor())
+
+
+@pytest.mark.parametrize(("load", "expected"), [(0.0, 2), (1.0, 2), (1.6, 1), (2.0, 1), (9.5, 1)])
+def test_idle_workers_counts_the_cores_other_processes_leave_free(monkeypatch, load, expected):
+    """Two cores: this process alone (load ≈ 1) gets both; one more busy process (load ≈ 2) leaves one."""
+    monkeypatch.setattr(executor_module.os, "sched_getaffinity", lambda pid: {0, 1}, raising=False)
+    monkeypatch.setattr(executor_module.os, "getloadavg", lambda: (load, load, load))
+    assert idle_workers() == expected
+
+
+def test_n_jobs_none_runs_on_the_idle_workers_with_the_same_results(monkeypatch, parties):
+    chosen = []
+    monkeypatch.setattr(executor_module, "idle_workers", lambda: chosen.append(2) or 2)
+    data, config = parties
+    serial = run_party_tasks(fit_bagged_least_squares, data, config=config, random_state=3, n_jobs=1)
+    auto = run_party_tasks(fit_bagged_least_squares, data, config=config, random_state=3, n_jobs=None)
+    assert chosen == [2]
+    for a, b in zip(serial, auto):
+        np.testing.assert_array_equal(a, b)

@@ -39,6 +39,22 @@ def test_the_memo_gives_the_same_epsilon_and_builds_each_pld_once(counted, monke
     assert len(counted) > builds  # (without the memo one account() builds the same PLD twice)
 
 
+def test_a_release_with_the_same_public_parameters_builds_no_new_pld(counted) -> None:
+    """GNMax's PLD depends only on σ, k and the number of queries: other votes of the same shape reuse it."""
+    import numpy as np
+
+    from privfed.accounting import account
+
+    rng = np.random.default_rng(0)
+    first = account(GaussianNoisyMax(rng.multinomial(30, [0.8, 0.1, 0.1], size=500), 25.0), delta=1e-5)
+    builds = len(counted)
+    second = account(GaussianNoisyMax(rng.multinomial(30, [0.4, 0.3, 0.3], size=500), 25.0), delta=1e-5)
+    assert builds == 1 and len(counted) == builds
+    assert second.epsilon_data_independent == first.epsilon_data_independent
+    account(GaussianNoisyMax(rng.multinomial(30, [0.4, 0.3, 0.3], size=501), 25.0), delta=1e-5)
+    assert len(counted) == builds + 1  # another number of queries is another mechanism
+
+
 def test_the_memo_keys_every_input_and_drops_the_least_recently_used(counted) -> None:
     memo = PLDMemo(2)
     gaussian = dp_accounting.GaussianDpEvent(3.0)
