@@ -1,0 +1,648 @@
+"""A silo's own privacy budget: a file on the silo's machine that every release of its data is charged to first.
+
+:class:`SiloBudget` keeps, across every study and pipeline the silo joins, an append-only record of the
+releases its data took part in, and refuses a release that would take it past its (ε, δ) policy. The
+running total is the Rényi filter of :mod:`~accounting.privacy_filter` (valid when each study is chosen
+after seeing the results of the earlier ones). A release is charged by its public parameters alone — a
+privfed :class:`~accounting.mechanism.Mechanism` or its ``{"kind", "unit", "parameters"}`` record — from
+its *data-independent* RDP curve, so the silo knows the cost before it touches its data.
+
+**The file** (JSON Lines, ``docs/budget.md``): a header line with the policy (ε, δ, unit, the filter's
+orders), then one line per charge: study, pipeline, the mechanism's kind, unit and public parameters,
+the observers who see the release, the time, its RDP at the filter's orders, the ``sha256`` of the
+previous line's content and its own ``sha256``. Editing, dropping, inserting or reordering lines breaks
+the chain; the ledger then refuses every charge (:class:`TamperedLedgerError`) until a person archives it
+and starts over (:meth:`SiloBudget.reset`). A chain cannot show that its *last* lines were dropped:
+compare :attr:`LedgerCheck.head_sha256` with a head noted elsewhere (``verify(head=...)``).
+
+**Concurrency and faults.** Check and append happen under an exclusive ``fcntl.flock`` of the file,
+so two processes (two federations at one silo) never overspend; the line is written and fsynced before
+:meth:`SiloBudget.charge` returns, so a release made after ``charge`` returned is always on disk (a crash
+between charging and releasing over-counts). A process killed while writing leaves an unterminated last
+line: a line that still parses as a complete, chained record counts in full; any other torn tail belongs
+to a charge that never returned (so to a release that never happened): it counts nothing, is reported,
+and the next charge seals it with a ``torn`` line naming its sha256, the file staying append-only.
+
+**Units.** ``"example"`` accepts example- and party-level releases (a party-level guarantee covers any
+change of its examples); ``"party"`` accepts party-level releases only; ``"person"`` (rows carrying a
+person id, at most ``max_records_per_person = k`` rows each) accepts party-level releases as they are and
+example-level ones through RDP group privacy (Mironov 2017, "Rényi differential privacy", Prop. 11 in
+arXiv:1702.07476): a mechanism (α, ρ(α))-RDP for neighbours at distance 1 is (β, 3^c·ρ(2^c·β))-RDP for
+data sets at distance ≤ 2^c, c = ⌈log₂ k⌉, for β ≥ 2; below order 2 the cost is ∞.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import json
+import math
+import os
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import IO, Any
+
+import numpy as np
+
+from ._checks import check_choice, check_int_at_least
+from .fingerprint import canonical_json, sha256_hex
+from .ledger_entry import GENESIS_SHA256, to_json_value
+from .mechanism import Mechanism
+from .observers import OBSERVERS, check_observers
+from .privacy_filter import FILTER_ORDERS, RenyiFilter
+from .registry import public_mechanism_from_record
+
+__all__ = [
+    "BUDGET_UNITS",
+    "BudgetRefusedError",
+    "LedgerCheck",
+    "SiloBudget",
+    "SiloBudgetExceededError",
+    "SiloCharge",
+    "TamperedLedgerError",
+    "release_cost",
+]
+
+#: The file's schema version (the header's ``schema``).
+SCHEMA = 1
+#: The units a silo's budget can protect.
+BUDGET_UNITS: tuple[str, ...] = ("example", "party", "person")
+#: The mechanism units each budget unit accepts (see the module docstring).
+_ACCEPTED = {"example": ("example", "party"), "party": ("party",), "person": ("example", "party")}
+_SHA_SUFFIX_LENGTH = len(b',"sha256":"') + 64 + len(b'"}')
+
+
+class BudgetRefusedError(RuntimeError):
+    """The silo refused a release: nothing was recorded and nothing may be released."""
+
+
+class SiloBudgetExceededError(BudgetRefusedError):
+    """The release would take an observer's spent ε past the silo's policy.
+
+    Attributes: ``observer``, ``epsilon`` (what would have been spent), ``budget_epsilon``, ``delta``, ``study``.
+    """
+
+    def __init__(self, *, observer: str, epsilon: float, budget_epsilon: float, delta: float, study: str) -> None:
+        self.observer, self.epsilon, self.budget_epsilon = observer, epsilon, budget_epsilon
+        self.delta, self.study = delta, study
+        super().__init__(f"refused: charging study {study!r} would take the {observer}'s spent ε to {epsilon:.4g} > "
+                         f"the silo's budget ε = {budget_epsilon:g} at δ = {delta:g} (Rényi filter); nothing was "
+                         "recorded")
+
+
+class TamperedLedgerError(BudgetRefusedError):
+    """The ledger file fails verification; every charge is refused until a person resets it."""
+
+
+@dataclass(frozen=True)
+class SiloCharge:
+    """One release the silo's data took part in, as its ledger line records it."""
+
+    index: int
+    study: str
+    pipeline: str
+    mechanism: dict[str, Any]
+    unit: str
+    observers: tuple[str, ...]
+    time: str
+    rdp: tuple[float, ...]
+    sha256: str
+
+
+@dataclass(frozen=True)
+class LedgerCheck:
+    """What :meth:`SiloBudget.verify` found.
+
+    ``intact`` is False when the chain is broken (``problem`` says where) or when ``head`` was given and the
+    last line's sha256 differs; ``torn_tail_bytes`` counts an unterminated last line that is not a record.
+    """
+
+    intact: bool
+    records: int
+    head_sha256: str
+    problem: str | None
+    torn_tail_bytes: int
+
+
+@dataclass(frozen=True)
+class _Policy:
+    epsilon: float
+    delta: float
+    unit: str
+    max_records_per_person: int | None
+    orders: tuple[float, ...]
+
+    def header(self, *, previous_sha256: str, restarted_from: dict[str, Any] | None) -> dict[str, Any]:
+        return {"type": "budget", "schema": SCHEMA, "epsilon": self.epsilon, "delta": self.delta, "unit": self.unit,
+                "max_records_per_person": self.max_records_per_person, "orders": list(self.orders),
+                "created": _now(), "restarted_from": restarted_from, "previous_sha256": previous_sha256}
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="microseconds")
+
+
+def _policy(epsilon: object, delta: object, unit: object, max_records_per_person: object,
+            orders: Sequence[float]) -> _Policy:
+    rule = RenyiFilter(epsilon=epsilon, delta=delta, orders=tuple(orders))  # type: ignore[arg-type]
+    unit = check_choice("unit", unit, BUDGET_UNITS)
+    if unit == "person":
+        if max_records_per_person is None:
+            raise ValueError("max_records_per_person is required with unit='person': the most rows one person has "
+                             "(an integer >= 1)")
+        k: int | None = check_int_at_least("max_records_per_person", max_records_per_person, 1)
+    elif max_records_per_person is not None:
+        raise ValueError(f"max_records_per_person applies to unit='person' only, got unit={unit!r}")
+    else:
+        k = None
+    return _Policy(rule.epsilon, rule.delta, unit, k, rule.orders)
+
+
+# --- the cost of a release ----------------------------------------------------------------------------
+def _as_mechanism(release: object) -> Mechanism:
+    if isinstance(release, Mechanism):
+        return release
+    if isinstance(release, Mapping):
+        mechanism, _ = public_mechanism_from_record(release)
+        return mechanism
+    raise TypeError(f"release must be a privfed Mechanism or its {{'kind', 'unit', 'parameters'}} record, got "
+                    f"{type(release).__name__}")
+
+
+def release_cost(release: object, orders: Sequence[float], *, unit: str,
+                 max_records_per_person: int | None = None) -> tuple[Mechanism, np.ndarray]:
+    """The release as a mechanism, and its data-independent RDP at ``orders`` for a budget of ``unit``.
+
+    Raises a one-line ``ValueError`` when the release has no data-independent bound (its cost would need the
+    private data) or protects a unit the budget cannot use.
+    """
+    mechanism = _as_mechanism(release)
+    unit = check_choice("unit", unit, BUDGET_UNITS)
+    if mechanism.unit not in _ACCEPTED[unit]:
+        raise ValueError(f"release protects unit {mechanism.unit!r}; a {unit}-level budget accepts "
+                         f"{' or '.join(_ACCEPTED[unit])}-level releases only (no bound on a whole party's influence "
+                         "follows from an example-level one)")
+    points = np.asarray(orders, dtype=float)
+    group = 1 if unit != "person" or mechanism.unit == "party" else int(max_records_per_person or 1)
+    if group == 1:
+        cost = np.asarray(mechanism.rdp_data_independent(points, analysis="tight"), dtype=float)
+    else:  # Mironov 2017, Prop. 11: (β, 3^c·ρ(2^c·β)) for groups of up to 2^c rows, β >= 2
+        doublings = math.ceil(math.log2(group))
+        inner = np.asarray(mechanism.rdp_data_independent(points * 2**doublings, analysis="tight"), dtype=float)
+        cost = np.where(points >= 2.0, 3.0**doublings * inner, np.inf)
+    if cost.shape != points.shape or np.isnan(cost).any():
+        raise ValueError(f"{type(mechanism).__name__} gave no usable data-independent RDP curve at the filter's orders")
+    if np.isinf(cost).all():
+        raise ValueError(f"release {mechanism.kind!r} has no data-independent privacy bound (its cost depends on the "
+                         "private data), so a silo cannot charge it before touching its data")
+    return mechanism, cost
+
+
+# --- reading the file ---------------------------------------------------------------------------------
+def _line(record: dict[str, Any]) -> tuple[bytes, str]:
+    """The record as one JSON line ending in its own ``"sha256"`` (of the canonical body before it)."""
+    body = canonical_json(record)
+    digest = sha256_hex(body)
+    return body[:-1] + b',"sha256":"' + digest.encode() + b'"}', digest
+
+
+def _own_sha256(line: bytes) -> str | None:
+    """The line's recorded sha256 if it matches its body, else None."""
+    if len(line) <= _SHA_SUFFIX_LENGTH or not line.endswith(b'"}'):
+        return None
+    body, digest = line[:-_SHA_SUFFIX_LENGTH] + b"}", line[-66:-2].decode("ascii", "replace")
+    return digest if line[-_SHA_SUFFIX_LENGTH:-66] == b',"sha256":"' and sha256_hex(body) == digest else None
+
+
+def _curve(values: object, size: int, where: str) -> np.ndarray:
+    if not isinstance(values, list) or len(values) != size:
+        raise ValueError(f"{where}.rdp must list one value per filter order ({size})")
+    curve = np.array([math.inf if v == "inf" else v for v in values], dtype=float)
+    if np.isnan(curve).any() or (curve < 0).any():
+        raise ValueError(f"{where}.rdp must hold non-negative numbers or 'inf'")
+    return curve
+
+
+@dataclass
+class _Scan:
+    """What the complete lines of a file say, and how far they go (so a re-read parses only what follows)."""
+
+    policy: _Policy
+    size: int
+    prefix: Any  # hashlib object over the first ``size`` bytes
+    head: str
+    charges: list[SiloCharge] = field(default_factory=list)
+    curves: list[np.ndarray] = field(default_factory=list)
+    spent: dict[str, np.ndarray] = field(default_factory=dict)
+    torn_tail: bytes = b""
+    tail_is_record: bool = False
+
+
+def _parse_header(line: bytes, path: Path) -> tuple[_Policy, str]:
+    digest = _own_sha256(line)
+    try:
+        header = json.loads(line)
+        if digest is None or header.get("type") != "budget" or header.get("schema") != SCHEMA:
+            raise ValueError("not a privfed silo budget header of schema 1")
+        policy = _policy(header["epsilon"], header["delta"], header["unit"], header["max_records_per_person"],
+                         header["orders"])
+    except (ValueError, TypeError, KeyError, AttributeError) as error:
+        raise TamperedLedgerError(f"{path}: line 1 (the header) is not valid: {error}") from None
+    return policy, digest
+
+
+def _parse_charge(line: bytes, scan: _Scan, number: int, path: Path) -> None:
+    """Append the charge on ``line`` to ``scan`` (or raise TamperedLedgerError naming the line)."""
+    where = f"{path}: line {number}"
+    digest = _own_sha256(line)
+    if digest is None:
+        raise TamperedLedgerError(f"{where} was edited or is not a ledger record (its sha256 does not match)")
+    record = json.loads(line)
+    if not isinstance(record, dict):
+        raise TamperedLedgerError(f"{where} is not a JSON object")
+    if record.get("previous_sha256") != scan.head:
+        raise TamperedLedgerError(f"{where} does not follow the line before it (a line was dropped, inserted or "
+                                  "moved)")
+    if record.get("type") == "torn":
+        if record.get("torn_sha256") is None:
+            raise TamperedLedgerError(f"{where}: a torn record without torn_sha256")
+        scan.head = digest
+        return
+    try:
+        if record.get("type") != "charge" or record.get("index") != len(scan.charges):
+            raise ValueError(f"expected charge number {len(scan.charges)}")
+        observers = check_observers(record["observers"])
+        curve = _curve(record["rdp"], len(scan.policy.orders), "record")
+        charge = SiloCharge(index=record["index"], study=str(record["study"]), pipeline=str(record["pipeline"]),
+                            mechanism=dict(record["mechanism"]), unit=str(record["unit"]), observers=observers,
+                            time=str(record["time"]), rdp=tuple(float(v) for v in curve), sha256=digest)
+    except (ValueError, TypeError, KeyError) as error:
+        raise TamperedLedgerError(f"{where} is not a valid charge: {error}") from None
+    scan.charges.append(charge)
+    scan.curves.append(curve)
+    for observer in observers:
+        scan.spent[observer] = scan.spent[observer] + curve
+    scan.head = digest
+
+
+def _scan(data: bytes, path: Path, previous: _Scan | None) -> _Scan:
+    """Verify and sum ``data`` (the whole file), reusing ``previous`` when the file only grew since."""
+    if previous is not None and len(data) >= previous.size:
+        prefix = previous.prefix.copy()  # hashing the whole prefix again costs milliseconds; parsing it would not
+        if hashlib.sha256(data[:previous.size]).digest() == prefix.digest():
+            scan = _Scan(previous.policy, previous.size, prefix, previous.head, list(previous.charges),
+                         list(previous.curves), dict(previous.spent))
+            return _scan_lines(data, path, scan, start=previous.size, number=data.count(b"\n", 0, previous.size) + 1)
+    end = data.find(b"\n")
+    if end < 0:
+        raise TamperedLedgerError(f"{path}: no complete header line (not a silo budget ledger, or emptied)")
+    policy, head = _parse_header(data[:end], path)
+    zeros = np.zeros(len(policy.orders))
+    scan = _Scan(policy, end + 1, hashlib.sha256(data[:end + 1]), head, spent={o: zeros for o in OBSERVERS})
+    return _scan_lines(data, path, scan, start=end + 1, number=2)
+
+
+def _scan_lines(data: bytes, path: Path, scan: _Scan, *, start: int, number: int) -> _Scan:
+    """Parse the lines of ``data`` from byte ``start`` (line ``number``), extending ``scan``."""
+    pending_torn: bytes | None = None
+    position = start
+    while position < len(data):
+        end = data.find(b"\n", position)
+        if end < 0:  # an unterminated last line: a killed writer
+            tail = data[position:]
+            trial = _Scan(scan.policy, scan.size, scan.prefix, scan.head, list(scan.charges), list(scan.curves),
+                          dict(scan.spent))
+            try:
+                _parse_charge(tail, trial, number, path)
+            except (TamperedLedgerError, ValueError):
+                scan.torn_tail = tail
+            else:  # a complete record without its newline: counted in full (over-count, never under-count)
+                trial.torn_tail, trial.tail_is_record = tail, True
+                return trial
+            break
+        line = data[position:end]
+        if pending_torn is not None:
+            record = _json_or_none(line)
+            if not (isinstance(record, dict) and record.get("type") == "torn"
+                    and record.get("torn_sha256") == sha256_hex(pending_torn)):
+                raise TamperedLedgerError(f"{path}: line {number - 1} is not a ledger record")
+            pending_torn = None
+        if _json_or_none(line) is None:
+            pending_torn = line  # must be sealed by the next line's torn record
+        else:
+            _parse_charge(line, scan, number, path)
+        position, number = end + 1, number + 1
+        if pending_torn is None:
+            scan.prefix.update(data[scan.size:position])
+            scan.size = position
+    if pending_torn is not None:
+        raise TamperedLedgerError(f"{path}: line {number - 1} is not a ledger record")
+    return scan
+
+
+def _json_or_none(line: bytes) -> Any:
+    try:
+        return json.loads(line)
+    except ValueError:
+        return None
+
+
+# --- the budget --------------------------------------------------------------------------------------------
+class SiloBudget:
+    """A silo's privacy budget across every study it joins: check, charge and report, on the silo's machine.
+
+    Parameters
+    ----------
+    path:
+        The ledger file. Created with the policy if missing; if it exists, its policy must equal the one given.
+    epsilon, delta:
+        The policy: every release of the silo's data, composed adaptively, is (ε, δ)-DP for each observer.
+    unit:
+        What the policy protects: ``"example"`` (one row), ``"party"`` (the silo's whole data set) or
+        ``"person"`` (all rows of one person; needs ``max_records_per_person``).
+    max_records_per_person:
+        With ``unit="person"``: the most rows any one person has (group privacy, see the module docstring).
+    orders:
+        The filter's Rényi orders, fixed for the file's life (default :data:`~accounting.privacy_filter.FILTER_ORDERS`).
+
+    Examples
+    --------
+    >>> import tempfile, os
+    >>> from privfed.accounting import DPSGD
+    >>> budget = SiloBudget(os.path.join(tempfile.mkdtemp(), "budget.jsonl"), epsilon=3.0, delta=1e-5)
+    >>> release = DPSGD(1.1, 0.01, 1000)
+    >>> budget.fits(release)
+    True
+    >>> budget.charge(release, study="sepsis-2026", pipeline="fedkd").index
+    0
+    """
+
+    def __init__(self, path: str | os.PathLike[str], *, epsilon: float, delta: float, unit: str = "example",
+                 max_records_per_person: int | None = None, orders: Sequence[float] = FILTER_ORDERS) -> None:
+        self.path = Path(path)
+        policy = _policy(epsilon, delta, unit, max_records_per_person, orders)
+        self._scan: _Scan | None = None
+        with self._locked(exclusive=True, create=True) as stream:
+            if os.fstat(stream.fileno()).st_size == 0:
+                line, _ = _line(policy.header(previous_sha256=GENESIS_SHA256, restarted_from=None))
+                self._append(stream, line)
+                found = policy
+            else:
+                found, _ = _parse_header(stream.readline().rstrip(b"\n"), self.path)
+        if found != policy:
+            raise ValueError(f"{self.path} holds a budget with a different policy ({_describe(found)}) than the one "
+                             f"given ({_describe(policy)}); open it with SiloBudget.open(path)")
+        self._policy = policy
+
+    @classmethod
+    def open(cls, path: str | os.PathLike[str]) -> SiloBudget:
+        """The budget an existing ledger file holds, with the policy its header states."""
+        path = Path(path)
+        if not path.is_file():
+            raise ValueError(f"budget file {str(path)!r} does not exist (create it with privfed budget init)")
+        with open(path, "rb") as stream:
+            policy, _ = _parse_header(stream.readline().rstrip(b"\n"), path)
+        return cls(path, epsilon=policy.epsilon, delta=policy.delta, unit=policy.unit,
+                   max_records_per_person=policy.max_records_per_person, orders=policy.orders)
+
+    # --- the policy ---------------------------------------------------------------------------------------
+    @property
+    def epsilon(self) -> float:
+        """The policy's ε."""
+        return self._policy.epsilon
+
+    @property
+    def delta(self) -> float:
+        """The policy's δ."""
+        return self._policy.delta
+
+    @property
+    def unit(self) -> str:
+        """The protected unit: ``"example"``, ``"party"`` or ``"person"``."""
+        return self._policy.unit
+
+    @property
+    def max_records_per_person(self) -> int | None:
+        """The most rows one person has (``unit="person"`` only)."""
+        return self._policy.max_records_per_person
+
+    @property
+    def filter(self) -> RenyiFilter:
+        """The privacy filter the budget enforces."""
+        return RenyiFilter(epsilon=self.epsilon, delta=self.delta, orders=self._policy.orders)
+
+    # --- checking and charging ----------------------------------------------------------------------------
+    def cost(self, release: object) -> np.ndarray:
+        """The release's RDP at the filter's orders, for this budget's unit (from public parameters only)."""
+        return release_cost(release, self._policy.orders, unit=self.unit,
+                            max_records_per_person=self.max_records_per_person)[1]
+
+    def fits(self, release: object, *, observers: Sequence[str] = OBSERVERS) -> bool:
+        """Whether :meth:`charge` would accept ``release`` now (nothing is recorded).
+
+        Raises :class:`TamperedLedgerError` when the ledger fails verification.
+        """
+        cost = self.cost(release)
+        observers = check_observers(observers)
+        scan = self._read()
+        return all(self.filter.admits(scan.spent[observer], cost) for observer in observers)
+
+    def charge(self, release: object, *, study: str, pipeline: str,
+               observers: Sequence[str] = OBSERVERS) -> SiloCharge:
+        """Record ``release`` before it happens, or refuse it; return the record written (and fsynced).
+
+        Parameters
+        ----------
+        release:
+            A privfed :class:`~accounting.mechanism.Mechanism`, or its ``{"kind", "unit", "parameters"}``
+            record, described by public parameters only.
+        study, pipeline:
+            Non-empty names: which study the release belongs to and which pipeline makes it.
+        observers:
+            Who sees the release (``"public"``, ``"coordinator"``; default both). The policy holds for each
+            observer's releases.
+
+        Raises
+        ------
+        SiloBudgetExceededError
+            The release would take an observer past the policy; nothing was recorded.
+        TamperedLedgerError
+            The ledger fails verification; nothing was recorded.
+        """
+        for name, value in (("study", study), ("pipeline", pipeline)):
+            if not isinstance(value, str) or not value.strip():
+                raise ValueError(f"{name} must be a non-empty string, got {value!r}")
+        mechanism, cost = release_cost(release, self._policy.orders, unit=self.unit,
+                                       max_records_per_person=self.max_records_per_person)
+        observers = check_observers(observers)
+        described = {"kind": mechanism.kind, "unit": mechanism.unit,
+                     "parameters": to_json_value(mechanism.parameters(), f"{type(mechanism).__name__}.parameters()")}
+        with self._locked(exclusive=True) as stream:
+            scan = self._read(stream)
+            rule = self.filter
+            for observer in observers:
+                if not rule.admits(scan.spent[observer], cost):
+                    raise SiloBudgetExceededError(observer=observer, epsilon=rule.epsilon_of(scan.spent[observer] + cost),
+                                                  budget_epsilon=self.epsilon, delta=self.delta, study=study)
+            prefix, head = b"", scan.head
+            if scan.torn_tail:
+                prefix = b"\n"
+                if not scan.tail_is_record:
+                    prefix, head = self._sealed(scan)
+            index, time = len(scan.charges), _now()
+            record = {"type": "charge", "index": index, "study": study, "pipeline": pipeline,
+                      "mechanism": described, "unit": self.unit, "observers": list(observers), "time": time,
+                      "rdp": ["inf" if math.isinf(v) else float(v) for v in cost], "previous_sha256": head}
+            line, digest = _line(record)
+            self._append(stream, prefix + line)
+        return SiloCharge(index=index, study=study, pipeline=pipeline, mechanism=described, unit=self.unit,
+                          observers=observers, time=time, rdp=tuple(float(v) for v in cost), sha256=digest)
+
+    @staticmethod
+    def _sealed(scan: _Scan) -> tuple[bytes, str]:
+        """The bytes that terminate a torn tail and the torn record after it, and the new chain head."""
+        torn, digest = _line({"type": "torn", "torn_sha256": sha256_hex(scan.torn_tail),
+                              "torn_bytes": len(scan.torn_tail), "time": _now(), "previous_sha256": scan.head})
+        return b"\n" + torn + b"\n", digest
+
+    # --- reporting ----------------------------------------------------------------------------------------
+    @property
+    def charges(self) -> tuple[SiloCharge, ...]:
+        """Every charge recorded, in order."""
+        return tuple(self._read().charges)
+
+    def spent(self, *, study: str | None = None, observer: str = "coordinator") -> float:
+        """ε (at the policy's δ, by the filter's rule) spent on the releases ``observer`` sees, of ``study`` or of all.
+
+        The total (``study=None``) is what the policy is enforced on; a study's figure is that study's releases
+        alone under the same rule.
+        """
+        observer = check_observers((observer,))[0]
+        scan = self._read()
+        if study is None:
+            return self.filter.epsilon_of(scan.spent[observer])
+        total = np.zeros(len(self._policy.orders))
+        for charge, curve in zip(scan.charges, scan.curves):
+            if charge.study == study and observer in charge.observers:
+                total = total + curve
+        return self.filter.epsilon_of(total) if total.any() else 0.0
+
+    def studies(self) -> tuple[str, ...]:
+        """The studies charged, in the order of their first charge."""
+        return tuple(dict.fromkeys(charge.study for charge in self._read().charges))
+
+    def verify(self, *, head: str | None = None) -> LedgerCheck:
+        """Check the whole chain (and, given ``head``, that the last line's sha256 is that one)."""
+        try:
+            scan = self._read(fresh=True)
+        except TamperedLedgerError as error:
+            return LedgerCheck(False, 0, "", str(error), 0)
+        problem = None
+        if head is not None and head != scan.head:
+            problem = f"{self.path}: the last line's sha256 is {scan.head}, not the expected {head} (lines were dropped"\
+                      " from the end, or the ledger was replaced)"
+        return LedgerCheck(problem is None, len(scan.charges), scan.head, problem,
+                           0 if scan.tail_is_record else len(scan.torn_tail))
+
+    def reset(self, *, acknowledge: bool, reason: str) -> Path:
+        """Archive a ledger that fails verification and start a new one that carries its spending over.
+
+        A person's decision, made after ``privfed budget verify``: the archive keeps every byte; the new
+        ledger's header names it (file name, sha256, ``reason``) and its first charges carry, per observer, the
+        sum of *every* charge line of the archive that still parses (duplicates and lines after the break
+        included: an over-count). Lines an attacker deleted cannot be recovered: the reason should say what
+        was checked. Returns the archive's path.
+        """
+        if acknowledge is not True:
+            raise ValueError("acknowledge must be True: resetting a tampered ledger is a person's decision")
+        if not isinstance(reason, str) or not reason.strip():
+            raise ValueError(f"reason must be a non-empty string saying what was checked, got {reason!r}")
+        with self._locked(exclusive=True) as stream:
+            data = stream.read()
+            try:
+                _scan(data, self.path, None)
+            except TamperedLedgerError:
+                pass
+            else:
+                raise ValueError(f"{self.path} verifies; there is nothing to reset")
+            archive = self.path.with_name(f"{self.path.name}.tampered-{datetime.now(timezone.utc):%Y%m%dT%H%M%S%fZ}")
+            os.link(self.path, archive)
+            carried = _carried_over(data, len(self._policy.orders))
+            header, head = _line(self._policy.header(
+                previous_sha256=sha256_hex(data),
+                restarted_from={"archive": archive.name, "file_sha256": sha256_hex(data), "reason": reason.strip()}))
+            lines = [header]
+            for index, (observer, curve) in enumerate(item for item in carried.items() if item[1].any()):
+                line, head = _line({"type": "charge", "index": index, "study": "(carried over)", "pipeline": "reset",
+                                    "mechanism": {"kind": "carried_over", "unit": self.unit,
+                                                  "parameters": {"archive": archive.name}},
+                                    "unit": self.unit, "observers": [observer], "time": _now(),
+                                    "rdp": ["inf" if math.isinf(v) else float(v) for v in curve],
+                                    "previous_sha256": head})
+                lines.append(line)
+            replacement = self.path.with_name(self.path.name + ".new")
+            with open(replacement, "wb") as out:
+                out.write(b"\n".join(lines) + b"\n")
+                out.flush()
+                os.fsync(out.fileno())
+            os.replace(replacement, self.path)
+            self._scan = None
+        return archive
+
+    # --- the file -------------------------------------------------------------------------------------------
+    @contextmanager
+    def _locked(self, *, exclusive: bool, create: bool = False) -> Iterator[IO[bytes]]:
+        if not create and not self.path.is_file():
+            raise TamperedLedgerError(f"{self.path}: the budget file is missing; a silo budget is never recreated "
+                                      "silently (privfed budget init writes a new one)")
+        with open(self.path, "a+b") as stream:
+            fcntl.flock(stream.fileno(), fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
+            try:
+                stream.seek(0)
+                yield stream
+            finally:
+                fcntl.flock(stream.fileno(), fcntl.LOCK_UN)
+
+    @staticmethod
+    def _append(stream: IO[bytes], data: bytes) -> None:
+        stream.write(data + b"\n")
+        stream.flush()
+        os.fsync(stream.fileno())
+
+    def _read(self, stream: IO[bytes] | None = None, *, fresh: bool = False) -> _Scan:
+        """The verified scan of the file (the caller holds the lock when it passes ``stream``)."""
+        if stream is None:
+            with self._locked(exclusive=False) as locked:
+                return self._read(locked, fresh=fresh)
+        data = stream.read()
+        scan = _scan(data, self.path, None if fresh else self._scan)
+        if scan.policy != self._policy:
+            raise TamperedLedgerError(f"{self.path}: the header's policy changed since the budget was opened")
+        self._scan = None if scan.torn_tail else scan  # a torn tail is re-read whole until a charge seals it
+        return scan
+
+
+def _carried_over(data: bytes, size: int) -> dict[str, np.ndarray]:
+    """Per observer, the summed curve of every line of ``data`` that parses as a charge (an over-count)."""
+    totals = {observer: np.zeros(size) for observer in OBSERVERS}
+    for line in data.split(b"\n")[1:]:
+        record = _json_or_none(line)
+        if not isinstance(record, dict) or record.get("type") != "charge":
+            continue
+        try:
+            curve = _curve(record.get("rdp"), size, "record")
+            observers = check_observers(record.get("observers"))
+        except (ValueError, TypeError):
+            continue
+        for observer in observers:
+            totals[observer] = totals[observer] + curve
+    return totals
+
+
+def _describe(policy: _Policy) -> str:
+    person = f", max_records_per_person={policy.max_records_per_person}" if policy.unit == "person" else ""
+    return f"epsilon={policy.epsilon:g}, delta={policy.delta:g}, unit={policy.unit!r}{person}, {len(policy.orders)} orders"
+
