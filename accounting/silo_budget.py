@@ -48,7 +48,9 @@ from typing import IO, Any
 import numpy as np
 
 from ._checks import check_choice, check_int_at_least
+from .dp_event_release import event_to_json
 from .fingerprint import canonical_json, sha256_hex
+from .interop import data_independent_event
 from .ledger_entry import GENESIS_SHA256, to_json_value
 from .mechanism import Mechanism
 from .observers import OBSERVERS, check_observers
@@ -533,6 +535,24 @@ class SiloBudget:
     def studies(self) -> tuple[str, ...]:
         """The studies charged, in the order of their first charge."""
         return tuple(dict.fromkeys(charge.study for charge in self._read().charges))
+
+    def to_dp_events(self) -> list[dict[str, Any]]:
+        """Every charge as dp-accounting's JSON event (:func:`~accounting.interop.data_independent_event`).
+
+        Each item: ``index``, ``study``, ``pipeline``, ``observers``, ``unit`` (the mechanism's own unit: a
+        person-level budget's group privacy is in the ledger's curve, not in the event) and ``dp_event``
+        (``None`` for the carried-over totals of a reset ledger, which have a curve and no event).
+        """
+        events = []
+        for charge in self._read().charges:
+            event = None
+            if charge.mechanism.get("kind") != "carried_over":
+                mechanism, _ = public_mechanism_from_record(charge.mechanism)
+                event = event_to_json(data_independent_event(mechanism))
+            events.append({"index": charge.index, "study": charge.study, "pipeline": charge.pipeline,
+                           "observers": list(charge.observers), "unit": charge.mechanism.get("unit"),
+                           "dp_event": event})
+        return events
 
     def verify(self, *, head: str | None = None) -> LedgerCheck:
         """Check the whole chain (and, given ``head``, that the last line's sha256 is that one)."""
