@@ -6,14 +6,15 @@ parameters were fixed in advance; a **privacy filter** is a stopping rule that s
 are not (Rogers, Roth, Ullman, Vadhan 2016). privfed implements one rule, over a finite set of Rényi
 orders α₁ < … < α_K fixed when the budget is created (:data:`FILTER_ORDERS` by default):
 
-**Theorem (Rényi filter at fixed orders, union over the orders).** Let M₁, M₂, … run one after
-another, each Mₜ chosen (and its RDP curve ρₜ) as a function of the outputs of M₁ … Mₜ₋₁ only, with
-Mₜ (αₖ, ρₜ(αₖ))-RDP for every k given that past. Run Mₜ only while
+**Theorem (Rényi filter at fixed orders, union over the orders, with basic composition).** Let M₁, M₂, …
+run one after another, each Mₜ chosen (and with it its RDP curve ρₜ and its pure εₜ, ∞ when it has none) as
+a function of the outputs of M₁ … Mₜ₋₁ only, with Mₜ (αₖ, ρₜ(αₖ))-RDP for every k and εₜ-DP given that
+past. Run Mₜ only while
 
-    min_k  Σ_{s ≤ t} ρ_s(αₖ) + ln(K/δ)/(αₖ − 1)  ≤  ε ,                                    (F)
+    min( Σ_{s ≤ t} ε_s ,  min_k  Σ_{s ≤ t} ρ_s(αₖ) + ln(K/δ)/(αₖ − 1) )  ≤  ε ,                  (F)
 
-and refuse it otherwise (a refused release is never run; later, smaller ones may still fit). Then
-the whole interaction, for as long as it runs, is (ε, δ)-DP.
+and refuse it otherwise (a refused release is never run; later, smaller ones may still fit). Then the
+whole interaction, for as long as it runs, is (ε, δ)-DP.
 
 *Proof.* Fix neighbouring data sets D, D′ and let Lₜ be the privacy loss of the outputs of the first
 t releases that ran (the log-likelihood ratio under D against D′, the outputs drawn under D). For
@@ -23,15 +24,16 @@ This is the supermartingale behind Feldman & Zrnic 2021's Rényi filter ("Indivi
 accounting via a Rényi filter", NeurIPS), and the argument is the one of Whitehouse, Ramdas, Rogers & Wu 2023
 ("Fully-adaptive composition in differential privacy", ICML): by Ville's inequality
 P(∃t: Zₜ ≥ K/δ) ≤ δ/K, so with probability ≥ 1 − δ, for every t and every k at once,
-Lₜ ≤ Σ_{s ≤ t} ρ_s(αₖ) + ln(K/δ)/(αₖ − 1). Rule (F) keeps the minimum over k of the right-hand
-side at most ε at every step that ran, so P(L ≥ ε at any time) ≤ δ, which gives (ε, δ)-DP. ∎
+Lₜ ≤ Σ_{s ≤ t} ρ_s(αₖ) + ln(K/δ)/(αₖ − 1); and Lₜ ≤ Σ_{s ≤ t} ε_s always (each loss ℓₜ ≤ εₜ, the
+basic-composition filter of Rogers et al. 2016). Rule (F) keeps one of these right-hand sides at most ε
+at every step that ran, so P(L ≥ ε at any time) ≤ δ, which gives (ε, δ)-DP. ∎
 
 Two things this rule is *not*: it does not choose the best order after the fact for the privacy loss
 (the union bound over the K fixed orders, δ/K each, is what pays for the choice), and it does not use
-the improved RDP → (ε, δ) conversion of Balle et al. 2020 that :func:`~accounting.conversion.tight_epsilon`
+the improved RDP → (ε, δ) conversion of Balle et al. 2020 (nor the PLD) that :func:`~accounting.account.account`
 applies to a fixed composition (that conversion is not a tail bound on the loss, which Ville's
 inequality needs). What the adaptivity costs is therefore ln(K)/(α − 1) at the deciding order plus
-the gap between the two conversions: :func:`non_adaptive_epsilon` is the fixed-parameter total
+the gap between the conversions: :func:`non_adaptive_epsilon` is the fixed-parameter total
 privfed's accountant reports, and ``bench/silo_budget.py`` tabulates both on documented examples
 (``docs/budget.md``).
 """
@@ -45,8 +47,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from ._checks import check_delta, check_orders, check_positive_finite
-from .conversion import tight_epsilon
-from .orders import TIGHT_ORDERS
+from .account import account
+from .mechanism import Mechanism
 
 __all__ = ["FILTER_ORDERS", "RenyiFilter", "non_adaptive_epsilon"]
 
@@ -60,6 +62,9 @@ FILTER_ORDERS: tuple[float, ...] = (1.5, 1.75, 2.0, 2.5, 3.0, 4.0, 5.0, 6.0, 8.0
 class RenyiFilter:
     """Rule (F) of this module's theorem for an (ε, δ) policy over fixed ``orders``.
 
+    Curves (``spent``, ``cost``) hold K + 1 values: the RDP at each of the K orders, then the pure ε
+    (``inf`` for a release that has none).
+
     Parameters
     ----------
     epsilon, delta:
@@ -70,7 +75,7 @@ class RenyiFilter:
     Examples
     --------
     >>> rule = RenyiFilter(epsilon=1.0, delta=1e-5, orders=(2.0, 8.0))
-    >>> rule.admits(np.zeros(2), np.array([0.01, 0.04]))
+    >>> rule.admits(np.zeros(3), np.array([0.01, 0.04, np.inf]))
     True
     """
 
@@ -89,12 +94,12 @@ class RenyiFilter:
 
     @property
     def slack(self) -> np.ndarray:
-        """ln(K/δ)/(αₖ − 1) at each order: what (F) adds to the spent RDP before comparing with ε."""
+        """ln(K/δ)/(αₖ − 1) at each order, then 0 for the pure ε: what (F) adds to a curve before comparing with ε."""
         orders = np.asarray(self.orders)
-        return (math.log(len(orders)) - math.log(self.delta)) / (orders - 1.0)
+        return np.append((math.log(len(orders)) - math.log(self.delta)) / (orders - 1.0), 0.0)
 
     def epsilon_of(self, spent: np.ndarray) -> float:
-        """min_k spent(αₖ) + ln(K/δ)/(αₖ − 1): the ε the rule certifies for ``spent`` (∞ when every order is ∞)."""
+        """The left-hand side of (F): the ε the rule certifies for ``spent`` (∞ when every entry is ∞)."""
         spent = self._curve(spent, "spent")
         return float(np.min(spent + self.slack))
 
@@ -104,18 +109,14 @@ class RenyiFilter:
 
     def _curve(self, values: np.ndarray | Sequence[float], name: str) -> np.ndarray:
         curve = np.asarray(values, dtype=float)
-        if curve.shape != (len(self.orders),) or np.isnan(curve).any() or (curve < 0).any():
-            raise ValueError(f"{name} must hold one non-negative RDP value per filter order ({len(self.orders)}), "
-                             f"got shape {curve.shape}")
+        if curve.shape != (len(self.orders) + 1,) or np.isnan(curve).any() or (curve < 0).any():
+            raise ValueError(f"{name} must hold one non-negative RDP value per filter order and the pure ε "
+                             f"({len(self.orders) + 1} values), got shape {curve.shape}")
         return curve
 
 
-def non_adaptive_epsilon(curves: Sequence[np.ndarray], delta: float) -> float:
-    """ε of the same releases composed with parameters fixed in advance (privfed's tight RDP conversion).
-
-    ``curves`` are the releases' RDP curves at :data:`~accounting.orders.TIGHT_ORDERS`; the comparison
-    point of this module's theorem.
-    """
-    total = np.sum([np.asarray(curve, dtype=float) for curve in curves], axis=0)
-    epsilon, _ = tight_epsilon(TIGHT_ORDERS, total, check_delta(delta))
-    return epsilon
+def non_adaptive_epsilon(mechanisms: Sequence[Mechanism], delta: float) -> float:
+    """ε of the same releases composed with parameters fixed in advance: what :func:`~accounting.account.account`
+    reports under its tight analysis (the best of RDP with the improved conversion, PLD and pure composition),
+    the comparison point of this module's theorem. The releases must protect one unit."""
+    return account(list(mechanisms), delta=check_delta(delta), analysis="tight").epsilon

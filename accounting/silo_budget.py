@@ -9,7 +9,7 @@ its *data-independent* RDP curve, so the silo knows the cost before it touches i
 
 **The file** (JSON Lines, ``docs/budget.md``): a header line with the policy (ε, δ, unit, the filter's
 orders), then one line per charge: study, pipeline, the mechanism's kind, unit and public parameters,
-the observers who see the release, the time, its RDP at the filter's orders, the ``sha256`` of the
+the observers who see the release, the time, its RDP at the filter's orders and its pure ε, the ``sha256`` of the
 previous line's content and its own ``sha256``. Editing, dropping, inserting or reordering lines breaks
 the chain; the ledger then refuses every charge (:class:`TamperedLedgerError`) until a person archives it
 and starts over (:meth:`SiloBudget.reset`). A chain cannot show that its *last* lines were dropped:
@@ -28,7 +28,7 @@ change of its examples); ``"party"`` accepts party-level releases only; ``"perso
 person id, at most ``max_records_per_person = k`` rows each) accepts party-level releases as they are and
 example-level ones through RDP group privacy (Mironov 2017, "Rényi differential privacy", Prop. 11 in
 arXiv:1702.07476): a mechanism (α, ρ(α))-RDP for neighbours at distance 1 is (β, 3^c·ρ(2^c·β))-RDP for
-data sets at distance ≤ 2^c, c = ⌈log₂ k⌉, for β ≥ 2; below order 2 the cost is ∞.
+data sets at distance ≤ 2^c, c = ⌈log₂ k⌉, for β ≥ 2; below order 2 the cost is ∞. A pure ε becomes kε.
 """
 
 from __future__ import annotations
@@ -111,6 +111,7 @@ class SiloCharge:
     observers: tuple[str, ...]
     time: str
     rdp: tuple[float, ...]
+    pure_epsilon: float
     sha256: str
 
 
@@ -176,7 +177,9 @@ def _as_mechanism(release: object) -> Mechanism:
 
 def release_cost(release: object, orders: Sequence[float], *, unit: str,
                  max_records_per_person: int | None = None) -> tuple[Mechanism, np.ndarray]:
-    """The release as a mechanism, and its data-independent RDP at ``orders`` for a budget of ``unit``.
+    """The release as a mechanism, and its cost for a budget of ``unit``: its data-independent RDP at each of
+    ``orders``, then its pure ε (``inf`` when it has none), the curve :class:`~accounting.privacy_filter.RenyiFilter`
+    takes.
 
     Raises a one-line ``ValueError`` when the release has no data-independent bound (its cost would need the
     private data) or protects a unit the budget cannot use.
@@ -189,6 +192,8 @@ def release_cost(release: object, orders: Sequence[float], *, unit: str,
                          "follows from an example-level one)")
     points = np.asarray(orders, dtype=float)
     group = 1 if unit != "person" or mechanism.unit == "party" else int(max_records_per_person or 1)
+    pure = mechanism.pure_epsilon()
+    pure_cost = math.inf if pure is None else group * float(pure)  # pure ε-DP gives kε for k rows, exactly
     if group == 1:
         cost = np.asarray(mechanism.rdp_data_independent(points, analysis="tight"), dtype=float)
     else:  # Mironov 2017, Prop. 11: (β, 3^c·ρ(2^c·β)) for groups of up to 2^c rows, β >= 2
@@ -197,10 +202,10 @@ def release_cost(release: object, orders: Sequence[float], *, unit: str,
         cost = np.where(points >= 2.0, 3.0**doublings * inner, np.inf)
     if cost.shape != points.shape or np.isnan(cost).any():
         raise ValueError(f"{type(mechanism).__name__} gave no usable data-independent RDP curve at the filter's orders")
-    if np.isinf(cost).all():
+    if np.isinf(cost).all() and math.isinf(pure_cost):
         raise ValueError(f"release {mechanism.kind!r} has no data-independent privacy bound (its cost depends on the "
                          "private data), so a silo cannot charge it before touching its data")
-    return mechanism, cost
+    return mechanism, np.append(cost, pure_cost)
 
 
 # --- reading the file ---------------------------------------------------------------------------------
@@ -219,13 +224,21 @@ def _own_sha256(line: bytes) -> str | None:
     return digest if line[-_SHA_SUFFIX_LENGTH:-66] == b',"sha256":"' and sha256_hex(body) == digest else None
 
 
-def _curve(values: object, size: int, where: str) -> np.ndarray:
+def _curve(record: Mapping[str, Any], size: int) -> np.ndarray:
+    """A charge record's cost: its ``rdp`` at the ``size`` filter orders, then its ``pure_epsilon``."""
+    values = record.get("rdp")
     if not isinstance(values, list) or len(values) != size:
-        raise ValueError(f"{where}.rdp must list one value per filter order ({size})")
-    curve = np.array([math.inf if v == "inf" else v for v in values], dtype=float)
+        raise ValueError(f"rdp must list one value per filter order ({size})")
+    curve = np.array([math.inf if v == "inf" else v for v in [*values, record.get("pure_epsilon")]], dtype=float)
     if np.isnan(curve).any() or (curve < 0).any():
-        raise ValueError(f"{where}.rdp must hold non-negative numbers or 'inf'")
+        raise ValueError("rdp and pure_epsilon must be non-negative numbers or 'inf'")
     return curve
+
+
+def _encoded(curve: np.ndarray) -> dict[str, Any]:
+    """The ``rdp`` and ``pure_epsilon`` fields of a record for a cost curve."""
+    values = ["inf" if math.isinf(v) else float(v) for v in curve]
+    return {"rdp": values[:-1], "pure_epsilon": values[-1]}
 
 
 @dataclass
@@ -277,10 +290,11 @@ def _parse_charge(line: bytes, scan: _Scan, number: int, path: Path) -> None:
         if record.get("type") != "charge" or record.get("index") != len(scan.charges):
             raise ValueError(f"expected charge number {len(scan.charges)}")
         observers = check_observers(record["observers"])
-        curve = _curve(record["rdp"], len(scan.policy.orders), "record")
+        curve = _curve(record, len(scan.policy.orders))
         charge = SiloCharge(index=record["index"], study=str(record["study"]), pipeline=str(record["pipeline"]),
                             mechanism=dict(record["mechanism"]), unit=str(record["unit"]), observers=observers,
-                            time=str(record["time"]), rdp=tuple(float(v) for v in curve), sha256=digest)
+                            time=str(record["time"]), rdp=tuple(float(v) for v in curve[:-1]),
+                            pure_epsilon=float(curve[-1]), sha256=digest)
     except (ValueError, TypeError, KeyError) as error:
         raise TamperedLedgerError(f"{where} is not a valid charge: {error}") from None
     scan.charges.append(charge)
@@ -302,7 +316,7 @@ def _scan(data: bytes, path: Path, previous: _Scan | None) -> _Scan:
     if end < 0:
         raise TamperedLedgerError(f"{path}: no complete header line (not a silo budget ledger, or emptied)")
     policy, head = _parse_header(data[:end], path)
-    zeros = np.zeros(len(policy.orders))
+    zeros = np.zeros(len(policy.orders) + 1)
     scan = _Scan(policy, end + 1, hashlib.sha256(data[:end + 1]), head, spent={o: zeros for o in OBSERVERS})
     return _scan_lines(data, path, scan, start=end + 1, number=2)
 
@@ -438,7 +452,8 @@ class SiloBudget:
 
     # --- checking and charging ----------------------------------------------------------------------------
     def cost(self, release: object) -> np.ndarray:
-        """The release's RDP at the filter's orders, for this budget's unit (from public parameters only)."""
+        """The release's RDP at the filter's orders, then its pure ε, for this budget's unit (public parameters
+        only)."""
         return release_cost(release, self._policy.orders, unit=self.unit,
                             max_records_per_person=self.max_records_per_person)[1]
 
@@ -497,11 +512,12 @@ class SiloBudget:
             index, time = len(scan.charges), _now()
             record = {"type": "charge", "index": index, "study": study, "pipeline": pipeline,
                       "mechanism": described, "unit": self.unit, "observers": list(observers), "time": time,
-                      "rdp": ["inf" if math.isinf(v) else float(v) for v in cost], "previous_sha256": head}
+                      **_encoded(cost), "previous_sha256": head}
             line, digest = _line(record)
             self._append(stream, prefix + line)
         return SiloCharge(index=index, study=study, pipeline=pipeline, mechanism=described, unit=self.unit,
-                          observers=observers, time=time, rdp=tuple(float(v) for v in cost), sha256=digest)
+                          observers=observers, time=time, rdp=tuple(float(v) for v in cost[:-1]),
+                          pure_epsilon=float(cost[-1]), sha256=digest)
 
     @staticmethod
     def _sealed(scan: _Scan) -> tuple[bytes, str]:
@@ -526,7 +542,7 @@ class SiloBudget:
         scan = self._read()
         if study is None:
             return self.filter.epsilon_of(scan.spent[observer])
-        total = np.zeros(len(self._policy.orders))
+        total = np.zeros(len(self._policy.orders) + 1)
         for charge, curve in zip(scan.charges, scan.curves):
             if charge.study == study and observer in charge.observers:
                 total = total + curve
@@ -599,8 +615,7 @@ class SiloBudget:
                 line, head = _line({"type": "charge", "index": index, "study": "(carried over)", "pipeline": "reset",
                                     "mechanism": {"kind": "carried_over", "unit": self.unit,
                                                   "parameters": {"archive": archive.name}},
-                                    "unit": self.unit, "observers": [observer], "time": _now(),
-                                    "rdp": ["inf" if math.isinf(v) else float(v) for v in curve],
+                                    "unit": self.unit, "observers": [observer], "time": _now(), **_encoded(curve),
                                     "previous_sha256": head})
                 lines.append(line)
             replacement = self.path.with_name(self.path.name + ".new")
@@ -647,13 +662,13 @@ class SiloBudget:
 
 def _carried_over(data: bytes, size: int) -> dict[str, np.ndarray]:
     """Per observer, the summed curve of every line of ``data`` that parses as a charge (an over-count)."""
-    totals = {observer: np.zeros(size) for observer in OBSERVERS}
+    totals = {observer: np.zeros(size + 1) for observer in OBSERVERS}
     for line in data.split(b"\n")[1:]:
         record = _json_or_none(line)
         if not isinstance(record, dict) or record.get("type") != "charge":
             continue
         try:
-            curve = _curve(record.get("rdp"), size, "record")
+            curve = _curve(record, size)
             observers = check_observers(record.get("observers"))
         except (ValueError, TypeError):
             continue

@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from privfed.accounting import TIGHT_ORDERS, RandomizedResponse
+from privfed.accounting import RandomizedResponse
 from privfed.accounting.conversion import classic_epsilon
 from privfed.accounting.privacy_filter import FILTER_ORDERS, RenyiFilter, non_adaptive_epsilon
 from privfed.accounting.silo_budget import release_cost
@@ -20,21 +20,23 @@ def _binary_rr_rdp(epsilon: float, orders: np.ndarray) -> np.ndarray:
     return np.log(p**a * (1 - p) ** (1 - a) + (1 - p) ** a * p ** (1 - a)) / (a - 1)
 
 
-def test_on_a_fixed_sequence_the_filter_certifies_the_classic_rdp_total_at_delta_over_the_number_of_orders() -> None:
+def test_on_a_fixed_sequence_the_filter_certifies_the_classic_rdp_total_at_delta_over_k_or_basic_composition() -> None:
     rule = RenyiFilter(epsilon=5.0, delta=1e-5)
     orders = np.asarray(FILTER_ORDERS)
     total = sum(_binary_rr_rdp(0.3, orders) for _ in range(20))
     expected, _ = classic_epsilon(orders, total, 1e-5 / len(orders))
-    assert rule.epsilon_of(total) == pytest.approx(expected, rel=1e-12)
-    # never below the tight fixed-parameter total privfed's accountant reports for the same releases
-    tight = non_adaptive_epsilon([RandomizedResponse(2, epsilon=0.3, unit="example").rdp(TIGHT_ORDERS)] * 20, 1e-5)
-    assert rule.epsilon_of(total) >= tight
+    assert rule.epsilon_of(np.append(total, np.inf)) == pytest.approx(expected, rel=1e-12)
+    assert rule.epsilon_of(np.append(total, 20 * 0.3)) == pytest.approx(min(expected, 6.0), rel=1e-12)
+    assert rule.epsilon_of(np.append(total, 2.0)) == 2.0  # basic composition, when it is the smaller
+    # never below the fixed-parameter total privfed's accountant reports for the same releases
+    tight = non_adaptive_epsilon([RandomizedResponse(2, epsilon=0.3, unit="example")] * 20, 1e-5)
+    assert rule.epsilon_of(np.append(total, 6.0)) >= tight
 
 
 def test_a_fixed_sequence_is_admitted_exactly_while_its_total_stays_within_the_policy() -> None:
     rule = RenyiFilter(epsilon=2.0, delta=1e-6)
-    step = _binary_rr_rdp(0.25, np.asarray(FILTER_ORDERS))
-    spent, admitted = np.zeros(len(FILTER_ORDERS)), 0
+    step = np.append(_binary_rr_rdp(0.25, np.asarray(FILTER_ORDERS)), 0.25)
+    spent, admitted = np.zeros(len(FILTER_ORDERS) + 1), 0
     while rule.admits(spent, step):
         spent, admitted = spent + step, admitted + 1
     assert rule.epsilon_of(spent) <= 2.0 < rule.epsilon_of(spent + step)
@@ -43,18 +45,20 @@ def test_a_fixed_sequence_is_admitted_exactly_while_its_total_stays_within_the_p
 
 def test_the_library_cost_of_randomized_response_is_its_exact_renyi_divergence() -> None:
     _, cost = release_cost(RandomizedResponse(2, epsilon=0.7, unit="example"), FILTER_ORDERS, unit="example")
-    np.testing.assert_allclose(cost, _binary_rr_rdp(0.7, np.asarray(FILTER_ORDERS)), rtol=1e-9)
+    np.testing.assert_allclose(cost[:-1], _binary_rr_rdp(0.7, np.asarray(FILTER_ORDERS)), rtol=1e-9)
+    assert cost[-1] == pytest.approx(0.7)
 
 
-def _adaptive_transcripts(rule: RenyiFilter, steps: int, small: float, large: float):
+def _adaptive_transcripts(rule: RenyiFilter, steps: int, small: float, large: float, *, pure: bool = True):
     """Every transcript of an adaptive analyst against the filter, with its probability under D (bit 1) and D′ (bit 0).
 
     Each step the analyst asks binary randomized response at ε = ``large`` after a 1 (the answer that favours D)
     and ``small`` after a 0 — spending more exactly where the loss is already high; the filter admits or refuses
-    the request from the spent curve (public), and a refused request produces the output ``None``.
+    the request from the spent curve (public), and a refused request produces the output ``None``. With
+    ``pure=False`` the requests declare no pure ε, so that only the Rényi part of the rule decides.
     """
     orders = np.asarray(rule.orders)
-    costs = {e: _binary_rr_rdp(e, orders) for e in (small, large)}
+    costs = {e: np.append(_binary_rr_rdp(e, orders), e if pure else np.inf) for e in (small, large)}
 
     def walk(step, spent, last, p_d, p_d_prime, transcript):
         if step == steps:
@@ -71,19 +75,20 @@ def _adaptive_transcripts(rule: RenyiFilter, steps: int, small: float, large: fl
             yield from walk(step + 1, spent + costs[epsilon], output, p_d * under_d, p_d_prime * under_d_prime,
                             transcript + (output,))
 
-    return list(walk(0, np.zeros(len(orders)), 1, 1.0, 1.0, ()))
+    return list(walk(0, np.zeros(len(orders) + 1), 1, 1.0, 1.0, ()))
 
 
+@pytest.mark.parametrize("pure", [False, True])
 @pytest.mark.parametrize("orders", [(4.0,), (1.5, 2.0, 4.0, 8.0), FILTER_ORDERS])
-def test_brute_force_the_adaptive_interaction_the_filter_lets_run_is_epsilon_delta_dp(orders) -> None:
+def test_brute_force_the_adaptive_interaction_the_filter_lets_run_is_epsilon_delta_dp(orders, pure) -> None:
     rule = RenyiFilter(epsilon=3.0, delta=0.05, orders=orders)
-    transcripts = _adaptive_transcripts(rule, steps=12, small=0.2, large=0.9)
+    transcripts = _adaptive_transcripts(rule, steps=12, small=0.2, large=0.9, pure=pure)
     assert sum(p for _, p, _ in transcripts) == pytest.approx(1.0)
     ran = [len(t) - t.count(None) for t, _, _ in transcripts]
     assert min(ran) >= 2 and max(ran) == 12 and min(ran) < 12  # the stopping point depends on the outputs
     for first, second in ((1, 2), (2, 1)):  # both directions of the neighbouring pair
         delta = sum(max(0.0, t[first] - math.exp(rule.epsilon) * t[second]) for t in transcripts)
-        assert delta <= rule.delta, (orders, first, delta)
+        assert delta <= rule.delta, (orders, pure, first, delta)
 
 
 def test_brute_force_shows_the_guarantee_is_not_vacuous_summing_past_the_filter_breaks_it() -> None:

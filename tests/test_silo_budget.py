@@ -74,7 +74,8 @@ def test_the_cost_is_known_from_public_parameters_a_record_costs_what_its_mechan
     votes = np.array([[5, 1, 0], [2, 2, 3]])
     mechanism = GaussianNoisyMax(votes, sigma=40.0)
     record = {"kind": mechanism.kind, "unit": mechanism.unit, "parameters": mechanism.parameters()}
-    np.testing.assert_allclose(budget.cost(record), mechanism.rdp_data_independent(np.asarray(FILTER_ORDERS)))
+    np.testing.assert_allclose(budget.cost(record)[:-1], mechanism.rdp_data_independent(np.asarray(FILTER_ORDERS)))
+    assert budget.cost(record)[-1] == np.inf  # Gaussian noise: no pure ε
     charge = budget.charge(record, study="s", pipeline="fedkt")
     assert "votes" not in charge.mechanism["parameters"]  # the public description only, never the vote matrix
     assert charge.mechanism["parameters"]["num_queries"] == 2 and charge.mechanism["parameters"]["sigma"] == 40.0
@@ -99,22 +100,23 @@ def test_units_a_party_budget_refuses_example_level_releases(tmp_path: Path) -> 
 def test_person_level_cost_is_rdp_group_privacy(tmp_path: Path) -> None:
     person = SiloBudget(tmp_path / "person.jsonl", epsilon=8.0, delta=1e-5, unit="person", max_records_per_person=3)
     orders = np.asarray(FILTER_ORDERS)
-    cost = person.cost(RELEASE)
-    # k = 3 rows: c = 2, cost(β) = 9·ρ(4β) for β >= 2, ∞ below (Mironov 2017, Prop. 11)
+    cost, pure = person.cost(RELEASE)[:-1], person.cost(RELEASE)[-1]
+    # k = 3 rows: c = 2, cost(β) = 9·ρ(4β) for β >= 2, ∞ below (Mironov 2017, Prop. 11); pure ε: 3ε
     expected = np.where(orders >= 2, 9.0 * RELEASE.rdp_data_independent(4 * orders), np.inf)
     np.testing.assert_allclose(cost, expected)
+    assert pure == pytest.approx(1.5)
     # never below the exact divergence when all 3 of a person's rows flip (3 independent reports)
     finite = orders >= 2
     assert np.all(cost[finite] >= 3 * RELEASE.rdp(orders[finite]))
     # a party-level release already covers any change of one person's rows
     np.testing.assert_allclose(person.cost(RandomizedResponse(2, epsilon=0.5)),
-                               RandomizedResponse(2, epsilon=0.5).rdp(orders))
+                               np.append(RandomizedResponse(2, epsilon=0.5).rdp(orders), 0.5))
     with pytest.raises(ValueError, match="max_records_per_person is required"):
         SiloBudget(tmp_path / "p2.jsonl", epsilon=1.0, delta=1e-5, unit="person")
     with pytest.raises(ValueError, match="applies to unit='person' only"):
         SiloBudget(tmp_path / "p3.jsonl", epsilon=1.0, delta=1e-5, max_records_per_person=2)
     _, one_row = release_cost(RELEASE, FILTER_ORDERS, unit="person", max_records_per_person=1)
-    np.testing.assert_allclose(one_row, RELEASE.rdp(orders))
+    np.testing.assert_allclose(one_row, np.append(RELEASE.rdp(orders), 0.5))
 
 
 def test_reopening_with_another_policy_is_refused(budget) -> None:
@@ -216,7 +218,7 @@ def test_two_processes_racing_never_overspend(tmp_path: Path) -> None:
     path = tmp_path / "race.jsonl"
     budget = SiloBudget(path, epsilon=6.0, delta=1e-5)
     capacity = 0
-    spent = np.zeros(len(FILTER_ORDERS))
+    spent = np.zeros(len(FILTER_ORDERS) + 1)
     while budget.filter.admits(spent, budget.cost(RELEASE)):
         spent, capacity = spent + budget.cost(RELEASE), capacity + 1
     assert capacity >= 10
