@@ -30,8 +30,8 @@ at every step that ran, so P(L ≥ ε at any time) ≤ δ, which gives (ε, δ)-
 
 Two things this rule is *not*: it does not choose the best order after the fact for the privacy loss
 (the union bound over the K fixed orders, δ/K each, is what pays for the choice), and it does not use
-the improved RDP → (ε, δ) conversion of Balle et al. 2020 (nor the PLD) that :func:`~accounting.account.account`
-applies to a fixed composition (that conversion is not a tail bound on the loss, which Ville's
+the improved RDP → (ε, δ) conversion of Balle et al. 2020 that privfed's accountant applies to a fixed
+composition (that conversion is not a tail bound on the loss, which Ville's
 inequality needs). What the adaptivity costs is therefore ln(K)/(α − 1) at the deciding order plus
 the gap between the conversions: :func:`non_adaptive_epsilon` is the fixed-parameter total
 privfed's accountant reports, and ``bench/silo_budget.py`` tabulates both on documented examples
@@ -47,8 +47,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from ._checks import check_delta, check_orders, check_positive_finite
-from .account import account
+from .conversion import tight_epsilon
 from .mechanism import Mechanism
+from .orders import TIGHT_ORDERS
 
 __all__ = ["FILTER_ORDERS", "RenyiFilter", "non_adaptive_epsilon"]
 
@@ -109,14 +110,25 @@ class RenyiFilter:
 
     def _curve(self, values: np.ndarray | Sequence[float], name: str) -> np.ndarray:
         curve = np.asarray(values, dtype=float)
-        if curve.shape != (len(self.orders) + 1,) or np.isnan(curve).any() or (curve < 0).any():
-            raise ValueError(f"{name} must hold one non-negative RDP value per filter order and the pure ε "
+        if curve.shape != (len(self.orders) + 1,):
+            raise ValueError(f"{name} must hold one RDP value per filter order and the pure ε "
                              f"({len(self.orders) + 1} values), got shape {curve.shape}")
+        if np.isnan(curve).any() or (curve < 0).any():
+            raise ValueError(f"{name} must hold non-negative numbers or inf, got {curve.tolist()}")
         return curve
 
 
 def non_adaptive_epsilon(mechanisms: Sequence[Mechanism], delta: float) -> float:
-    """ε of the same releases composed with parameters fixed in advance: what :func:`~accounting.account.account`
-    reports under its tight analysis (the best of RDP with the improved conversion, PLD and pure composition),
-    the comparison point of this module's theorem. The releases must protect one unit."""
-    return account(list(mechanisms), delta=check_delta(delta), analysis="tight").epsilon
+    """ε of the same releases composed with parameters fixed in advance: the comparison point of the theorem.
+
+    The smaller of privfed's tight RDP bound (the releases' data-independent curves summed on
+    :data:`~accounting.orders.TIGHT_ORDERS`, converted by Balle et al. 2020's improved conversion) and basic
+    composition of their pure ε: the fixed-parameter version of the two bounds (F) uses. (A privacy loss
+    distribution can be tighter still; it is not an RDP quantity and no filter here uses it.)
+    """
+    delta = check_delta(delta)
+    curves = [np.asarray(m.rdp_data_independent(TIGHT_ORDERS, analysis="tight"), dtype=float) for m in mechanisms]
+    epsilon, _ = tight_epsilon(TIGHT_ORDERS, np.sum(curves, axis=0), delta)
+    pures = [m.pure_epsilon() for m in mechanisms]
+    basic = sum(p for p in pures if p is not None) if None not in pures else math.inf
+    return min(epsilon, float(basic))

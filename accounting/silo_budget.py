@@ -138,10 +138,10 @@ class _Policy:
     max_records_per_person: int | None
     orders: tuple[float, ...]
 
-    def header(self, *, previous_sha256: str, restarted_from: dict[str, Any] | None) -> dict[str, Any]:
+    def header(self, *, restarted_from: dict[str, Any] | None) -> dict[str, Any]:
         return {"type": "budget", "schema": SCHEMA, "epsilon": self.epsilon, "delta": self.delta, "unit": self.unit,
                 "max_records_per_person": self.max_records_per_person, "orders": list(self.orders),
-                "created": _now(), "restarted_from": restarted_from, "previous_sha256": previous_sha256}
+                "created": _now(), "restarted_from": restarted_from}
 
 
 def _now() -> str:
@@ -208,162 +208,226 @@ def release_cost(release: object, orders: Sequence[float], *, unit: str,
     return mechanism, np.append(cost, pure_cost)
 
 
-# --- reading the file ---------------------------------------------------------------------------------
-def _line(record: dict[str, Any]) -> tuple[bytes, str]:
-    """The record as one JSON line ending in its own ``"sha256"`` (of the canonical body before it)."""
-    body = canonical_json(record)
+# --- the file's lines -----------------------------------------------------------------------------------
+#: Every line starts with the previous line's sha256, at a fixed place, so the chain is checked without parsing JSON.
+_PREVIOUS = b'{"previous_sha256":"'
+
+
+def _line(record: dict[str, Any], previous: str) -> tuple[bytes, str]:
+    """``record`` as one JSON line: ``{"previous_sha256": previous, ...record, "sha256": own}``, ``own`` the
+    sha256 of the line without its ``"sha256"`` member; returns the line and ``own``."""
+    body = _PREVIOUS + previous.encode() + b'",' + canonical_json(record)[1:]
     digest = sha256_hex(body)
     return body[:-1] + b',"sha256":"' + digest.encode() + b'"}', digest
 
 
-def _own_sha256(line: bytes) -> str | None:
-    """The line's recorded sha256 if it matches its body, else None."""
-    if len(line) <= _SHA_SUFFIX_LENGTH or not line.endswith(b'"}'):
+def _links(line: bytes) -> tuple[str, str] | None:
+    """(previous sha256, own sha256) of a line whose own sha256 matches its content; None for any other line."""
+    if not line.startswith(_PREVIOUS) or len(line) < len(_PREVIOUS) + 66 + _SHA_SUFFIX_LENGTH \
+            or line[-_SHA_SUFFIX_LENGTH:-66] != b',"sha256":"' or not line.endswith(b'"}'):
         return None
-    body, digest = line[:-_SHA_SUFFIX_LENGTH] + b"}", line[-66:-2].decode("ascii", "replace")
-    return digest if line[-_SHA_SUFFIX_LENGTH:-66] == b',"sha256":"' and sha256_hex(body) == digest else None
+    digest = line[-66:-2].decode("ascii", "replace")
+    if sha256_hex(line[:-_SHA_SUFFIX_LENGTH] + b"}") != digest:
+        return None
+    return line[20:84].decode("ascii", "replace"), digest
 
 
-def _curve(record: Mapping[str, Any], size: int) -> np.ndarray:
-    """A charge record's cost: its ``rdp`` at the ``size`` filter orders, then its ``pure_epsilon``."""
-    values = record.get("rdp")
+def _values(curve: np.ndarray) -> list[float | str]:
+    return ["inf" if math.isinf(v) else float(v) for v in curve]
+
+
+def _decoded(values: object, size: int, what: str) -> np.ndarray:
     if not isinstance(values, list) or len(values) != size:
-        raise ValueError(f"rdp must list one value per filter order ({size})")
-    curve = np.array([math.inf if v == "inf" else v for v in [*values, record.get("pure_epsilon")]], dtype=float)
+        raise ValueError(f"{what} must list {size} values")
+    curve = np.array([math.inf if v == "inf" else v for v in values], dtype=float)
     if np.isnan(curve).any() or (curve < 0).any():
-        raise ValueError("rdp and pure_epsilon must be non-negative numbers or 'inf'")
+        raise ValueError(f"{what} must hold non-negative numbers or 'inf'")
     return curve
 
 
-def _encoded(curve: np.ndarray) -> dict[str, Any]:
-    """The ``rdp`` and ``pure_epsilon`` fields of a record for a cost curve."""
-    values = ["inf" if math.isinf(v) else float(v) for v in curve]
-    return {"rdp": values[:-1], "pure_epsilon": values[-1]}
+def _cost_of(record: Mapping[str, Any], size: int) -> np.ndarray:
+    """A charge record's cost: its ``rdp`` at the ``size`` filter orders, then its ``pure_epsilon``."""
+    return np.append(_decoded(record.get("rdp"), size, "rdp"),
+                     _decoded([record.get("pure_epsilon")], 1, "pure_epsilon"))
+
+
+def _total_of(record: Mapping[str, Any], size: int) -> tuple[int, dict[str, np.ndarray]]:
+    """A line's ``total``: how many charges so far, and each observer's summed cost after this line."""
+    total = record.get("total")
+    if not isinstance(total, dict) or not isinstance(total.get("charges"), int):
+        raise ValueError("total must be an object with an integer 'charges'")
+    return total["charges"], {o: _decoded(total.get(o), size + 1, f"total.{o}") for o in OBSERVERS}
+
+
+def _total(count: int, spent: Mapping[str, np.ndarray]) -> dict[str, Any]:
+    return {"charges": count, **{observer: _values(spent[observer]) for observer in OBSERVERS}}
+
+
+def _record(line: bytes, where: str) -> dict[str, Any]:
+    try:
+        record = json.loads(line)
+    except ValueError:
+        record = None
+    if not isinstance(record, dict):
+        raise TamperedLedgerError(f"{where} is not a JSON object")
+    return record
 
 
 @dataclass
 class _Scan:
-    """What the complete lines of a file say, and how far they go (so a re-read parses only what follows)."""
+    """What the complete lines of a file say, and how far they go (so a re-read checks only what follows).
+
+    ``charges`` is None for a quick scan: the chain was checked and the totals read from the last line, but
+    the charges themselves were not parsed.
+    """
 
     policy: _Policy
     size: int
     prefix: Any  # hashlib object over the first ``size`` bytes
     head: str
-    charges: list[SiloCharge] = field(default_factory=list)
+    count: int
+    spent: dict[str, np.ndarray]
+    charges: list[SiloCharge] | None
     curves: list[np.ndarray] = field(default_factory=list)
-    spent: dict[str, np.ndarray] = field(default_factory=dict)
     torn_tail: bytes = b""
     tail_is_record: bool = False
 
+    def copy(self) -> _Scan:
+        return _Scan(self.policy, self.size, self.prefix.copy(), self.head, self.count, dict(self.spent),
+                     None if self.charges is None else list(self.charges), list(self.curves))
+
 
 def _parse_header(line: bytes, path: Path) -> tuple[_Policy, str]:
-    digest = _own_sha256(line)
+    links = _links(line)
     try:
         header = json.loads(line)
-        if digest is None or header.get("type") != "budget" or header.get("schema") != SCHEMA:
+        if links is None or not isinstance(header, dict) or header.get("type") != "budget" \
+                or header.get("schema") != SCHEMA:
             raise ValueError("not a privfed silo budget header of schema 1")
         policy = _policy(header["epsilon"], header["delta"], header["unit"], header["max_records_per_person"],
                          header["orders"])
-    except (ValueError, TypeError, KeyError, AttributeError) as error:
-        raise TamperedLedgerError(f"{path}: line 1 (the header) is not valid: {error}") from None
-    return policy, digest
-
-
-def _parse_charge(line: bytes, scan: _Scan, number: int, path: Path) -> None:
-    """Append the charge on ``line`` to ``scan`` (or raise TamperedLedgerError naming the line)."""
-    where = f"{path}: line {number}"
-    digest = _own_sha256(line)
-    if digest is None:
-        raise TamperedLedgerError(f"{where} was edited or is not a ledger record (its sha256 does not match)")
-    record = json.loads(line)
-    if not isinstance(record, dict):
-        raise TamperedLedgerError(f"{where} is not a JSON object")
-    if record.get("previous_sha256") != scan.head:
-        raise TamperedLedgerError(f"{where} does not follow the line before it (a line was dropped, inserted or "
-                                  "moved)")
-    if record.get("type") == "torn":
-        if record.get("torn_sha256") is None:
-            raise TamperedLedgerError(f"{where}: a torn record without torn_sha256")
-        scan.head = digest
-        return
-    try:
-        if record.get("type") != "charge" or record.get("index") != len(scan.charges):
-            raise ValueError(f"expected charge number {len(scan.charges)}")
-        observers = check_observers(record["observers"])
-        curve = _curve(record, len(scan.policy.orders))
-        charge = SiloCharge(index=record["index"], study=str(record["study"]), pipeline=str(record["pipeline"]),
-                            mechanism=dict(record["mechanism"]), unit=str(record["unit"]), observers=observers,
-                            time=str(record["time"]), rdp=tuple(float(v) for v in curve[:-1]),
-                            pure_epsilon=float(curve[-1]), sha256=digest)
     except (ValueError, TypeError, KeyError) as error:
-        raise TamperedLedgerError(f"{where} is not a valid charge: {error}") from None
-    scan.charges.append(charge)
-    scan.curves.append(curve)
-    for observer in observers:
-        scan.spent[observer] = scan.spent[observer] + curve
-    scan.head = digest
+        raise TamperedLedgerError(f"{path}: line 1 (the header) is not valid: {error}") from None
+    return policy, links[1]
 
 
-def _scan(data: bytes, path: Path, previous: _Scan | None) -> _Scan:
-    """Verify and sum ``data`` (the whole file), reusing ``previous`` when the file only grew since."""
-    if previous is not None and len(data) >= previous.size:
-        prefix = previous.prefix.copy()  # hashing the whole prefix again costs milliseconds; parsing it would not
-        if hashlib.sha256(data[:previous.size]).digest() == prefix.digest():
-            scan = _Scan(previous.policy, previous.size, prefix, previous.head, list(previous.charges),
-                         list(previous.curves), dict(previous.spent))
-            return _scan_lines(data, path, scan, start=previous.size, number=data.count(b"\n", 0, previous.size) + 1)
+def _apply(record: dict[str, Any], scan: _Scan, digest: str, where: str) -> None:
+    """Check a fully parsed line against ``scan`` and add it: its cost must add up to its recorded total."""
+    size = len(scan.policy.orders)
+    try:
+        count, total = _total_of(record, size)
+        if record.get("type") == "torn":
+            if not isinstance(record.get("torn_sha256"), str):
+                raise ValueError("a torn record names the torn line's sha256")
+            spent = scan.spent
+        elif record.get("type") == "charge":
+            if record.get("index") != scan.count:
+                raise ValueError(f"expected charge number {scan.count}, got {record.get('index')!r}")
+            observers = check_observers(record["observers"])
+            curve = _cost_of(record, size)
+            spent = {o: scan.spent[o] + curve if o in observers else scan.spent[o] for o in OBSERVERS}
+            if scan.charges is not None:
+                scan.charges.append(SiloCharge(
+                    index=scan.count, study=str(record["study"]), pipeline=str(record["pipeline"]),
+                    mechanism=dict(record["mechanism"]), unit=str(record["unit"]), observers=observers,
+                    time=str(record["time"]), rdp=tuple(float(v) for v in curve[:-1]),
+                    pure_epsilon=float(curve[-1]), sha256=digest))
+                scan.curves.append(curve)
+            scan.count += 1
+        else:
+            raise ValueError(f"unknown record type {record.get('type')!r}")
+        if count != scan.count or any(not np.array_equal(total[o], spent[o]) for o in OBSERVERS):
+            raise ValueError("its total is not the previous total plus its cost")
+    except (ValueError, TypeError, KeyError) as error:
+        raise TamperedLedgerError(f"{where} is not a valid record: {error}") from None
+    scan.spent = spent
+
+
+def _scan(data: bytes, path: Path, previous: _Scan | None, *, full: bool) -> _Scan:
+    """Verify ``data`` (the whole file) and read its totals (``full``: parse and check every charge too),
+    reusing ``previous`` when the file only grew since."""
+    if previous is not None and len(data) >= previous.size and (previous.charges is not None or not full) \
+            and hashlib.sha256(data[:previous.size]).digest() == previous.prefix.digest():
+        # hashing the whole prefix again costs milliseconds; checking its lines again would not
+        scan = previous.copy()
+        if not full:  # a quick scan does not keep the charge list up to date
+            scan.charges, scan.curves = None, []
+        return _scan_lines(data, path, scan, number=data.count(b"\n", 0, previous.size) + 1, full=full)
     end = data.find(b"\n")
     if end < 0:
         raise TamperedLedgerError(f"{path}: no complete header line (not a silo budget ledger, or emptied)")
     policy, head = _parse_header(data[:end], path)
     zeros = np.zeros(len(policy.orders) + 1)
-    scan = _Scan(policy, end + 1, hashlib.sha256(data[:end + 1]), head, spent={o: zeros for o in OBSERVERS})
-    return _scan_lines(data, path, scan, start=end + 1, number=2)
+    scan = _Scan(policy, end + 1, hashlib.sha256(data[:end + 1]), head, 0, {o: zeros for o in OBSERVERS},
+                 [] if full else None)
+    return _scan_lines(data, path, scan, number=2, full=full)
 
 
-def _scan_lines(data: bytes, path: Path, scan: _Scan, *, start: int, number: int) -> _Scan:
-    """Parse the lines of ``data`` from byte ``start`` (line ``number``), extending ``scan``."""
-    pending_torn: bytes | None = None
-    position = start
+def _scan_lines(data: bytes, path: Path, scan: _Scan, *, number: int, full: bool) -> _Scan:
+    """Check the lines of ``data`` after ``scan.size`` (the first is line ``number``), extending ``scan``.
+
+    Each complete line must carry its own sha256 and the previous line's; a line that does not (the torn
+    write of a killed process) must be followed by a ``torn`` record naming it. A quick scan (not ``full``)
+    parses only the last line, whose ``total`` sums everything up to it.
+    """
+    position, size = scan.size, scan.size
+    last: tuple[bytes, str] | None = None  # a quick scan's latest line, parsed only at the end
+    pending: tuple[bytes, int] | None = None
     while position < len(data):
         end = data.find(b"\n", position)
+        line, where = data[position:len(data) if end < 0 else end], f"{path}: line {number}"
+        links = _links(line)
         if end < 0:  # an unterminated last line: a killed writer
-            tail = data[position:]
-            trial = _Scan(scan.policy, scan.size, scan.prefix, scan.head, list(scan.charges), list(scan.curves),
-                          dict(scan.spent))
-            try:
-                _parse_charge(tail, trial, number, path)
-            except (TamperedLedgerError, ValueError):
-                scan.torn_tail = tail
-            else:  # a complete record without its newline: counted in full (over-count, never under-count)
-                trial.torn_tail, trial.tail_is_record = tail, True
-                return trial
+            if last is not None:
+                _read_total(scan, *last)
+                last = None
+            if links is not None and links[0] == scan.head and pending is None:
+                trial = scan.copy()
+                try:
+                    _apply(_record(line, where), trial, links[1], where)
+                except TamperedLedgerError:
+                    pass
+                else:  # a complete record missing only its newline: counted in full (over-count, never under-count)
+                    trial.head, trial.tail_is_record = links[1], True
+                    scan = trial
+            scan.torn_tail = line
             break
-        line = data[position:end]
-        if pending_torn is not None:
-            record = _json_or_none(line)
-            if not (isinstance(record, dict) and record.get("type") == "torn"
-                    and record.get("torn_sha256") == sha256_hex(pending_torn)):
-                raise TamperedLedgerError(f"{path}: line {number - 1} is not a ledger record")
-            pending_torn = None
-        if _json_or_none(line) is None:
-            pending_torn = line  # must be sealed by the next line's torn record
+        if links is None:
+            if pending is not None:
+                raise TamperedLedgerError(f"{path}: line {pending[1]} was edited or is not a ledger record")
+            pending = (line, number)  # a torn write: the next line must be the torn record sealing it
         else:
-            _parse_charge(line, scan, number, path)
+            previous_sha256, digest = links
+            if previous_sha256 != scan.head:
+                raise TamperedLedgerError(f"{where} does not follow the line before it (a line was dropped, "
+                                          "inserted, moved or edited)")
+            if pending is not None:
+                record = _record(line, where)
+                if record.get("type") != "torn" or record.get("torn_sha256") != sha256_hex(pending[0]):
+                    raise TamperedLedgerError(f"{path}: line {pending[1]} was edited or is not a ledger record")
+                pending = None
+            if full:
+                _apply(_record(line, where), scan, digest, where)
+            else:
+                last = (line, where)
+            scan.head = digest
+            size = end + 1
         position, number = end + 1, number + 1
-        if pending_torn is None:
-            scan.prefix.update(data[scan.size:position])
-            scan.size = position
-    if pending_torn is not None:
-        raise TamperedLedgerError(f"{path}: line {number - 1} is not a ledger record")
+    if pending is not None:
+        raise TamperedLedgerError(f"{path}: line {pending[1]} was edited or is not a ledger record")
+    if last is not None:
+        _read_total(scan, *last)
+    scan.prefix.update(data[scan.size:size])
+    scan.size = size
     return scan
 
 
-def _json_or_none(line: bytes) -> Any:
+def _read_total(scan: _Scan, line: bytes, where: str) -> None:
+    """Take ``scan``'s count and totals from a line's ``total`` (a quick scan trusts the chain for the sum)."""
     try:
-        return json.loads(line)
-    except ValueError:
-        return None
+        scan.count, scan.spent = _total_of(_record(line, where), len(scan.policy.orders))
+    except ValueError as error:
+        raise TamperedLedgerError(f"{where} is not a valid record: {error}") from None
 
 
 # --- the budget --------------------------------------------------------------------------------------------
@@ -403,7 +467,7 @@ class SiloBudget:
         self._scan: _Scan | None = None
         with self._locked(exclusive=True, create=True) as stream:
             if os.fstat(stream.fileno()).st_size == 0:
-                line, _ = _line(policy.header(previous_sha256=GENESIS_SHA256, restarted_from=None))
+                line, _ = _line(policy.header(restarted_from=None), GENESIS_SHA256)
                 self._append(stream, line)
                 found = policy
             else:
@@ -498,7 +562,7 @@ class SiloBudget:
         described = {"kind": mechanism.kind, "unit": mechanism.unit,
                      "parameters": to_json_value(mechanism.parameters(), f"{type(mechanism).__name__}.parameters()")}
         with self._locked(exclusive=True) as stream:
-            scan = self._read(stream)
+            scan = self._read(stream, full=False)
             rule = self.filter
             for observer in observers:
                 if not rule.admits(scan.spent[observer], cost):
@@ -509,11 +573,13 @@ class SiloBudget:
                 prefix = b"\n"
                 if not scan.tail_is_record:
                     prefix, head = self._sealed(scan)
-            index, time = len(scan.charges), _now()
+            index, time = scan.count, _now()
+            spent = {o: scan.spent[o] + cost if o in observers else scan.spent[o] for o in OBSERVERS}
             record = {"type": "charge", "index": index, "study": study, "pipeline": pipeline,
                       "mechanism": described, "unit": self.unit, "observers": list(observers), "time": time,
-                      **_encoded(cost), "previous_sha256": head}
-            line, digest = _line(record)
+                      "rdp": _values(cost[:-1]), "pure_epsilon": _values(cost[-1:])[0],
+                      "total": _total(index + 1, spent)}
+            line, digest = _line(record, head)
             self._append(stream, prefix + line)
         return SiloCharge(index=index, study=study, pipeline=pipeline, mechanism=described, unit=self.unit,
                           observers=observers, time=time, rdp=tuple(float(v) for v in cost[:-1]),
@@ -523,14 +589,15 @@ class SiloBudget:
     def _sealed(scan: _Scan) -> tuple[bytes, str]:
         """The bytes that terminate a torn tail and the torn record after it, and the new chain head."""
         torn, digest = _line({"type": "torn", "torn_sha256": sha256_hex(scan.torn_tail),
-                              "torn_bytes": len(scan.torn_tail), "time": _now(), "previous_sha256": scan.head})
+                              "torn_bytes": len(scan.torn_tail), "time": _now(),
+                              "total": _total(scan.count, scan.spent)}, scan.head)
         return b"\n" + torn + b"\n", digest
 
     # --- reporting ----------------------------------------------------------------------------------------
     @property
     def charges(self) -> tuple[SiloCharge, ...]:
         """Every charge recorded, in order."""
-        return tuple(self._read().charges)
+        return tuple(self._charges())
 
     def spent(self, *, study: str | None = None, observer: str = "coordinator") -> float:
         """ε (at the policy's δ, by the filter's rule) spent on the releases ``observer`` sees, of ``study`` or of all.
@@ -539,18 +606,18 @@ class SiloBudget:
         alone under the same rule.
         """
         observer = check_observers((observer,))[0]
-        scan = self._read()
+        scan = self._read(full=study is not None)
         if study is None:
             return self.filter.epsilon_of(scan.spent[observer])
         total = np.zeros(len(self._policy.orders) + 1)
-        for charge, curve in zip(scan.charges, scan.curves):
+        for charge, curve in zip(scan.charges or (), scan.curves):
             if charge.study == study and observer in charge.observers:
                 total = total + curve
         return self.filter.epsilon_of(total) if total.any() else 0.0
 
     def studies(self) -> tuple[str, ...]:
         """The studies charged, in the order of their first charge."""
-        return tuple(dict.fromkeys(charge.study for charge in self._read().charges))
+        return tuple(dict.fromkeys(charge.study for charge in self._charges()))
 
     def to_dp_events(self) -> list[dict[str, Any]]:
         """Every charge as dp-accounting's JSON event (:func:`~accounting.interop.data_independent_event`).
@@ -560,7 +627,7 @@ class SiloBudget:
         (``None`` for the carried-over totals of a reset ledger, which have a curve and no event).
         """
         events = []
-        for charge in self._read().charges:
+        for charge in self._charges():
             event = None
             if charge.mechanism.get("kind") != "carried_over":
                 mechanism, _ = public_mechanism_from_record(charge.mechanism)
@@ -573,14 +640,14 @@ class SiloBudget:
     def verify(self, *, head: str | None = None) -> LedgerCheck:
         """Check the whole chain (and, given ``head``, that the last line's sha256 is that one)."""
         try:
-            scan = self._read(fresh=True)
+            scan = self._read(fresh=True, full=True)
         except TamperedLedgerError as error:
             return LedgerCheck(False, 0, "", str(error), 0)
         problem = None
         if head is not None and head != scan.head:
             problem = f"{self.path}: the last line's sha256 is {scan.head}, not the expected {head} (lines were dropped"\
                       " from the end, or the ledger was replaced)"
-        return LedgerCheck(problem is None, len(scan.charges), scan.head, problem,
+        return LedgerCheck(problem is None, scan.count, scan.head, problem,
                            0 if scan.tail_is_record else len(scan.torn_tail))
 
     def reset(self, *, acknowledge: bool, reason: str) -> Path:
@@ -588,9 +655,10 @@ class SiloBudget:
 
         A person's decision, made after ``privfed budget verify``: the archive keeps every byte; the new
         ledger's header names it (file name, sha256, ``reason``) and its first charges carry, per observer, the
-        sum of *every* charge line of the archive that still parses (duplicates and lines after the break
-        included: an over-count). Lines an attacker deleted cannot be recovered: the reason should say what
-        was checked. Returns the archive's path.
+        larger of the sum of *every* charge line of the archive that still parses (duplicates and lines after
+        the break included: an over-count) and the largest running total any readable line records (which
+        still counts a charge whose own line was dropped). Charges only the deleted last lines knew cannot be
+        recovered: the reason should say what was checked. Returns the archive's path.
         """
         if acknowledge is not True:
             raise ValueError("acknowledge must be True: resetting a tampered ledger is a person's decision")
@@ -599,7 +667,7 @@ class SiloBudget:
         with self._locked(exclusive=True) as stream:
             data = stream.read()
             try:
-                _scan(data, self.path, None)
+                _scan(data, self.path, None, full=True)
             except TamperedLedgerError:
                 pass
             else:
@@ -608,15 +676,18 @@ class SiloBudget:
             os.link(self.path, archive)
             carried = _carried_over(data, len(self._policy.orders))
             header, head = _line(self._policy.header(
-                previous_sha256=sha256_hex(data),
-                restarted_from={"archive": archive.name, "file_sha256": sha256_hex(data), "reason": reason.strip()}))
+                restarted_from={"archive": archive.name, "file_sha256": sha256_hex(data), "reason": reason.strip()}),
+                sha256_hex(data))
             lines = [header]
+            spent = {o: np.zeros(len(self._policy.orders) + 1) for o in OBSERVERS}
             for index, (observer, curve) in enumerate(item for item in carried.items() if item[1].any()):
+                spent[observer] = spent[observer] + curve
                 line, head = _line({"type": "charge", "index": index, "study": "(carried over)", "pipeline": "reset",
                                     "mechanism": {"kind": "carried_over", "unit": self.unit,
                                                   "parameters": {"archive": archive.name}},
-                                    "unit": self.unit, "observers": [observer], "time": _now(), **_encoded(curve),
-                                    "previous_sha256": head})
+                                    "unit": self.unit, "observers": [observer], "time": _now(),
+                                    "rdp": _values(curve[:-1]), "pure_epsilon": _values(curve[-1:])[0],
+                                    "total": _total(index + 1, spent)}, head)
                 lines.append(line)
             replacement = self.path.with_name(self.path.name + ".new")
             with open(replacement, "wb") as out:
@@ -647,34 +718,49 @@ class SiloBudget:
         stream.flush()
         os.fsync(stream.fileno())
 
-    def _read(self, stream: IO[bytes] | None = None, *, fresh: bool = False) -> _Scan:
-        """The verified scan of the file (the caller holds the lock when it passes ``stream``)."""
+    def _read(self, stream: IO[bytes] | None = None, *, full: bool = False, fresh: bool = False) -> _Scan:
+        """The verified scan of the file (``full``: with every charge parsed and its total checked); the caller
+        holds the lock when it passes ``stream``."""
         if stream is None:
             with self._locked(exclusive=False) as locked:
-                return self._read(locked, fresh=fresh)
+                return self._read(locked, full=full, fresh=fresh)
         data = stream.read()
-        scan = _scan(data, self.path, None if fresh else self._scan)
+        scan = _scan(data, self.path, None if fresh else self._scan, full=full)
         if scan.policy != self._policy:
             raise TamperedLedgerError(f"{self.path}: the header's policy changed since the budget was opened")
         self._scan = None if scan.torn_tail else scan  # a torn tail is re-read whole until a charge seals it
         return scan
 
+    def _charges(self) -> list[SiloCharge]:
+        return self._read(full=True).charges or []
+
 
 def _carried_over(data: bytes, size: int) -> dict[str, np.ndarray]:
-    """Per observer, the summed curve of every line of ``data`` that parses as a charge (an over-count)."""
-    totals = {observer: np.zeros(size + 1) for observer in OBSERVERS}
+    """Per observer, the larger of the summed cost of every line of ``data`` that parses as a charge and the
+    largest running total a readable line records (each order on its own)."""
+    summed = {observer: np.zeros(size + 1) for observer in OBSERVERS}
+    largest = {observer: np.zeros(size + 1) for observer in OBSERVERS}
     for line in data.split(b"\n")[1:]:
-        record = _json_or_none(line)
-        if not isinstance(record, dict) or record.get("type") != "charge":
+        try:
+            record = _record(line, "line")
+        except TamperedLedgerError:
             continue
         try:
-            curve = _curve(record, size)
+            _, total = _total_of(record, size)
+            for observer in OBSERVERS:
+                largest[observer] = np.maximum(largest[observer], total[observer])
+        except ValueError:
+            pass
+        if record.get("type") != "charge":
+            continue
+        try:
+            curve = _cost_of(record, size)
             observers = check_observers(record.get("observers"))
         except (ValueError, TypeError):
             continue
         for observer in observers:
-            totals[observer] = totals[observer] + curve
-    return totals
+            summed[observer] = summed[observer] + curve
+    return {observer: np.maximum(summed[observer], largest[observer]) for observer in OBSERVERS}
 
 
 def _describe(policy: _Policy) -> str:
