@@ -9,9 +9,11 @@ its *data-independent* RDP curve, so the silo knows the cost before it touches i
 
 **The file** (JSON Lines, ``docs/budget.md``): a header line with the policy (ε, δ, unit, the filter's
 orders), then one line per charge: study, pipeline, the mechanism's kind, unit and public parameters,
-the observers who see the release, the time, its RDP at the filter's orders and its pure ε, the ``sha256`` of the
-previous line's content and its own ``sha256``. Editing, dropping, inserting or reordering lines breaks
-the chain; the ledger then refuses every charge (:class:`TamperedLedgerError`) until a person archives it
+the observers who see the release, the time, its RDP at the filter's orders and its pure ε, the running
+totals after it, the ``sha256`` of the previous line (first, at a fixed place) and its own ``sha256`` (last).
+A budget check re-hashes the file, checks both hashes of every line without parsing JSON and reads the
+totals from the last line; :meth:`SiloBudget.verify` also re-adds every charge. Editing, dropping,
+inserting or reordering lines breaks the chain; the ledger then refuses every charge (:class:`TamperedLedgerError`) until a person archives it
 and starts over (:meth:`SiloBudget.reset`). A chain cannot show that its *last* lines were dropped:
 compare :attr:`LedgerCheck.head_sha256` with a head noted elsewhere (``verify(head=...)``).
 

@@ -255,3 +255,13 @@ def test_verify_re_adds_every_charge_a_forged_running_total_is_caught(budget) ->
     _write(budget.path, [*lines[:-1], forged])
     check = SiloBudget.open(budget.path).verify()
     assert not check.intact and "its total is not the previous total plus its cost" in check.problem
+
+
+def test_the_example_in_docs_budget_runs_as_written(tmp_path: Path, monkeypatch, capsys) -> None:
+    text = (Path(__file__).resolve().parents[1] / "docs" / "budget.md").read_text()
+    code = text.split("```python\n", 1)[1].split("```", 1)[0]
+    monkeypatch.chdir(tmp_path)
+    exec(compile(code, "docs/budget.md", "exec"), {})
+    spent, icu, public = (float(v) for v in capsys.readouterr().out.split())
+    assert 0 < icu < spent <= 4.0 and public < spent
+    assert [c.study for c in SiloBudget.open(tmp_path / "silo.jsonl").charges] == ["sepsis-2026", "icu-2027"]
