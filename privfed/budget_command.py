@@ -52,15 +52,21 @@ def _releases(count: int) -> str:
 
 
 def _summary(budget: Any) -> dict[str, Any]:
+    import numpy as np
+
     from privfed.accounting.observers import OBSERVERS
 
     check = budget.verify()
+    everything = budget.charges
     studies = []
-    for study in budget.studies():
-        charges = [c for c in budget.charges if c.study == study]
-        studies.append({"study": study, "releases": len(charges),
-                        "pipelines": sorted({c.pipeline for c in charges}),
-                        "epsilon": {o: budget.spent(study=study, observer=o) for o in OBSERVERS}})
+    for study in dict.fromkeys(c.study for c in everything):
+        charges = [c for c in everything if c.study == study]
+        epsilon = {}
+        for observer in OBSERVERS:
+            seen = [np.append(c.rdp, c.pure_epsilon) for c in charges if observer in c.observers]
+            epsilon[observer] = budget.filter.epsilon_of(np.sum(seen, axis=0)) if seen else 0.0
+        studies.append({"study": study, "releases": len(charges), "pipelines": sorted({c.pipeline for c in charges}),
+                        "epsilon": epsilon})
     total = {o: budget.spent(observer=o) for o in OBSERVERS}
     return {"path": str(budget.path), "epsilon": budget.epsilon, "delta": budget.delta, "unit": budget.unit,
             "max_records_per_person": budget.max_records_per_person, "releases": check.records,
