@@ -349,7 +349,7 @@ def _scan(data: bytes, path: Path, previous: _Scan | None, *, full: bool) -> _Sc
     """Verify ``data`` (the whole file) and read its totals (``full``: parse and check every charge too),
     reusing ``previous`` when the file only grew since."""
     if previous is not None and len(data) >= previous.size and (previous.charges is not None or not full) \
-            and hashlib.sha256(data[:previous.size]).digest() == previous.prefix.digest():
+            and hashlib.sha256(memoryview(data)[:previous.size]).digest() == previous.prefix.digest():
         # hashing the whole prefix again costs milliseconds; checking its lines again would not
         scan = previous.copy()
         if not full:  # a quick scan does not keep the charge list up to date
@@ -365,6 +365,32 @@ def _scan(data: bytes, path: Path, previous: _Scan | None, *, full: bool) -> _Sc
     return _scan_lines(data, path, scan, number=2, full=full)
 
 
+def _quick_chain(data: bytes, scan: _Scan) -> bool:
+    """Check, a list at a time, that every line after ``scan.size`` is complete, carries its own sha256 and
+    follows the one before; if so, move ``scan`` to the end with the last line's totals and return True.
+
+    The common case of a quick scan, with no per-line Python loop; anything else (a torn line, a broken
+    link) returns False, and :func:`_scan_lines` finds and names it.
+    """
+    if not data.endswith(b"\n") or len(data) == scan.size:
+        return len(data) == scan.size
+    lines = data[scan.size:-1].split(b"\n")
+    suffix, shortest = b',"sha256":"', len(_PREVIOUS) + 66 + _SHA_SUFFIX_LENGTH
+    if not all(len(line) >= shortest and line.startswith(_PREVIOUS) and line.endswith(b'"}') for line in lines) \
+            or any(line[-_SHA_SUFFIX_LENGTH:-66] != suffix for line in lines):
+        return False
+    own = [line[-66:-2] for line in lines]
+    if [hashlib.sha256(line[:-_SHA_SUFFIX_LENGTH] + b"}").hexdigest().encode() for line in lines] != own:
+        return False
+    if [line[20:84] for line in lines] != [scan.head.encode(), *own[:-1]]:
+        return False
+    _read_total(scan, lines[-1], "the last line")
+    scan.head = own[-1].decode()
+    scan.prefix.update(memoryview(data)[scan.size:])
+    scan.size = len(data)
+    return True
+
+
 def _scan_lines(data: bytes, path: Path, scan: _Scan, *, number: int, full: bool) -> _Scan:
     """Check the lines of ``data`` after ``scan.size`` (the first is line ``number``), extending ``scan``.
 
@@ -372,6 +398,8 @@ def _scan_lines(data: bytes, path: Path, scan: _Scan, *, number: int, full: bool
     write of a killed process) must be followed by a ``torn`` record naming it. A quick scan (not ``full``)
     parses only the last line, whose ``total`` sums everything up to it.
     """
+    if not full and _quick_chain(data, scan):
+        return scan
     position, size = scan.size, scan.size
     last: tuple[bytes, str] | None = None  # a quick scan's latest line, parsed only at the end
     pending: tuple[bytes, int] | None = None
