@@ -277,15 +277,18 @@ def _record(line: bytes, where: str) -> dict[str, Any]:
 
 @dataclass
 class _Scan:
-    """What the complete lines of a file say, and how far they go (so a re-read checks only what follows).
+    """What the complete lines of a file say, and where they end (so a re-read checks only what follows).
 
-    ``charges`` is None for a quick scan: the chain was checked and the totals read from the last line, but
-    the charges themselves were not parsed.
+    ``size`` is the end of the last complete line that was checked, ``last_start`` where that line starts,
+    ``lines`` how many complete lines there are; ``stamp`` the file's (device, inode, size, mtime, ctime)
+    when it was read. ``charges`` is None for a quick scan: the chain was checked and the totals read from the
+    last line, but the charges themselves were not parsed.
     """
 
     policy: _Policy
     size: int
-    prefix: Any  # hashlib object over the first ``size`` bytes
+    last_start: int
+    lines: int
     head: str
     count: int
     spent: dict[str, np.ndarray]
@@ -293,9 +296,10 @@ class _Scan:
     curves: list[np.ndarray] = field(default_factory=list)
     torn_tail: bytes = b""
     tail_is_record: bool = False
+    stamp: tuple[int, ...] = ()
 
     def copy(self) -> _Scan:
-        return _Scan(self.policy, self.size, self.prefix.copy(), self.head, self.count, dict(self.spent),
+        return _Scan(self.policy, self.size, self.last_start, self.lines, self.head, self.count, dict(self.spent),
                      None if self.charges is None else list(self.charges), list(self.curves))
 
 
@@ -345,24 +349,32 @@ def _apply(record: dict[str, Any], scan: _Scan, digest: str, where: str) -> None
     scan.spent = spent
 
 
-def _scan(data: bytes, path: Path, previous: _Scan | None, *, full: bool) -> _Scan:
-    """Verify ``data`` (the whole file) and read its totals (``full``: parse and check every charge too),
-    reusing ``previous`` when the file only grew since."""
-    if previous is not None and len(data) >= previous.size and (previous.charges is not None or not full) \
-            and hashlib.sha256(memoryview(data)[:previous.size]).digest() == previous.prefix.digest():
-        # hashing the whole prefix again costs milliseconds; checking its lines again would not
-        scan = previous.copy()
-        if not full:  # a quick scan does not keep the charge list up to date
-            scan.charges, scan.curves = None, []
-        return _scan_lines(data, path, scan, number=data.count(b"\n", 0, previous.size) + 1, full=full)
+def _scan(data: bytes, path: Path, *, full: bool) -> _Scan:
+    """Verify ``data`` (the whole file) and read its totals (``full``: parse and check every charge too)."""
     end = data.find(b"\n")
     if end < 0:
         raise TamperedLedgerError(f"{path}: no complete header line (not a silo budget ledger, or emptied)")
     policy, head = _parse_header(data[:end], path)
     zeros = np.zeros(len(policy.orders) + 1)
-    scan = _Scan(policy, end + 1, hashlib.sha256(data[:end + 1]), head, 0, {o: zeros for o in OBSERVERS},
-                 [] if full else None)
-    return _scan_lines(data, path, scan, number=2, full=full)
+    scan = _Scan(policy, end + 1, 0, 1, head, 0, {o: zeros for o in OBSERVERS}, [] if full else None)
+    return _scan_lines(data, path, scan, full=full)
+
+
+def _grown(data: bytes, path: Path, previous: _Scan) -> _Scan | None:
+    """``previous`` extended by what was appended since: ``data`` is the file from ``previous.last_start`` on.
+
+    None when the last line ``previous`` checked is no longer there, unchanged, at its place (an edit
+    shifted or changed it): the caller checks the whole file again.
+    """
+    known = previous.size - previous.last_start
+    links = _links(data[:known - 1]) if data[known - 1:known] == b"\n" else None
+    if links is None or links[1] != previous.head:
+        return None
+    scan = previous.copy()
+    scan.charges, scan.curves, scan.size, scan.last_start = None, [], known, 0
+    scan = _scan_lines(data, path, scan, full=False)
+    scan.size, scan.last_start = scan.size + previous.last_start, scan.last_start + previous.last_start
+    return scan
 
 
 def _quick_chain(data: bytes, scan: _Scan) -> bool:
@@ -375,24 +387,21 @@ def _quick_chain(data: bytes, scan: _Scan) -> bool:
     if not data.endswith(b"\n") or len(data) == scan.size:
         return len(data) == scan.size
     lines = data[scan.size:-1].split(b"\n")
-    suffix, shortest = b',"sha256":"', len(_PREVIOUS) + 66 + _SHA_SUFFIX_LENGTH
-    if not all(len(line) >= shortest and line.startswith(_PREVIOUS) and line.endswith(b'"}') for line in lines) \
-            or any(line[-_SHA_SUFFIX_LENGTH:-66] != suffix for line in lines):
+    if any(line[-_SHA_SUFFIX_LENGTH:-66] != b',"sha256":"' or line[-2:] != b'"}' for line in lines):
         return False
     own = [line[-66:-2] for line in lines]
     if [hashlib.sha256(line[:-_SHA_SUFFIX_LENGTH] + b"}").hexdigest().encode() for line in lines] != own:
         return False
-    if [line[20:84] for line in lines] != [scan.head.encode(), *own[:-1]]:
+    if [line[:84] for line in lines] != [_PREVIOUS + digest for digest in [scan.head.encode(), *own[:-1]]]:
         return False
-    _read_total(scan, lines[-1], "the last line")
-    scan.head = own[-1].decode()
-    scan.prefix.update(memoryview(data)[scan.size:])
-    scan.size = len(data)
+    _read_total(scan, lines[-1], f"line {scan.lines + len(lines)}")
+    scan.head, scan.lines = own[-1].decode(), scan.lines + len(lines)
+    scan.size, scan.last_start = len(data), len(data) - 1 - len(lines[-1])
     return True
 
 
-def _scan_lines(data: bytes, path: Path, scan: _Scan, *, number: int, full: bool) -> _Scan:
-    """Check the lines of ``data`` after ``scan.size`` (the first is line ``number``), extending ``scan``.
+def _scan_lines(data: bytes, path: Path, scan: _Scan, *, full: bool) -> _Scan:
+    """Check the lines of ``data`` after ``scan.size`` (line ``scan.lines + 1`` on), extending ``scan``.
 
     Each complete line must carry its own sha256 and the previous line's; a line that does not (the torn
     write of a killed process) must be followed by a ``torn`` record naming it. A quick scan (not ``full``)
@@ -400,7 +409,7 @@ def _scan_lines(data: bytes, path: Path, scan: _Scan, *, number: int, full: bool
     """
     if not full and _quick_chain(data, scan):
         return scan
-    position, size = scan.size, scan.size
+    position, size, number, lines = scan.size, scan.size, scan.lines + 1, scan.lines
     last: tuple[bytes, str] | None = None  # a quick scan's latest line, parsed only at the end
     pending: tuple[bytes, int] | None = None
     while position < len(data):
@@ -428,27 +437,26 @@ def _scan_lines(data: bytes, path: Path, scan: _Scan, *, number: int, full: bool
             pending = (line, number)  # a torn write: the next line must be the torn record sealing it
         else:
             previous_sha256, digest = links
-            if previous_sha256 != scan.head:
-                raise TamperedLedgerError(f"{where} does not follow the line before it (a line was dropped, "
-                                          "inserted, moved or edited)")
             if pending is not None:
                 record = _record(line, where)
                 if record.get("type") != "torn" or record.get("torn_sha256") != sha256_hex(pending[0]):
                     raise TamperedLedgerError(f"{path}: line {pending[1]} was edited or is not a ledger record")
                 pending = None
+            if previous_sha256 != scan.head:
+                raise TamperedLedgerError(f"{where} does not follow the line before it (a line was dropped, "
+                                          "inserted, moved or edited)")
             if full:
                 _apply(_record(line, where), scan, digest, where)
             else:
                 last = (line, where)
-            scan.head = digest
-            size = end + 1
+            scan.head, scan.last_start = digest, position
+            size, lines = end + 1, number
         position, number = end + 1, number + 1
     if pending is not None:
         raise TamperedLedgerError(f"{path}: line {pending[1]} was edited or is not a ledger record")
     if last is not None:
         _read_total(scan, *last)
-    scan.prefix.update(data[scan.size:size])
-    scan.size = size
+    scan.size, scan.lines = size, lines
     return scan
 
 
@@ -611,9 +619,19 @@ class SiloBudget:
                       "total": _total(index + 1, spent)}
             line, digest = _line(record, head)
             self._append(stream, prefix + line)
+            self._remember(scan, stream, start=scan.size + len(scan.torn_tail) + len(prefix), line=line,
+                           head=digest, spent=spent, added=prefix.count(b"\n") + 1)
         return SiloCharge(index=index, study=study, pipeline=pipeline, mechanism=described, unit=self.unit,
                           observers=observers, time=time, rdp=tuple(float(v) for v in cost[:-1]),
                           pure_epsilon=float(cost[-1]), sha256=digest)
+
+    def _remember(self, scan: _Scan, stream: IO[bytes], *, start: int, line: bytes, head: str,
+                  spent: dict[str, np.ndarray], added: int) -> None:
+        """Keep, as the scan of the file, ``scan`` followed by the line this process just wrote at ``start``."""
+        status = os.fstat(stream.fileno())
+        self._scan = _Scan(scan.policy, start + len(line) + 1, start, scan.lines + added, head, scan.count + 1,
+                           spent, None, stamp=(status.st_dev, status.st_ino, status.st_size, status.st_mtime_ns,
+                                               status.st_ctime_ns))
 
     @staticmethod
     def _sealed(scan: _Scan) -> tuple[bytes, str]:
@@ -697,7 +715,7 @@ class SiloBudget:
         with self._locked(exclusive=True) as stream:
             data = stream.read()
             try:
-                _scan(data, self.path, None, full=True)
+                _scan(data, self.path, full=True)
             except TamperedLedgerError:
                 pass
             else:
@@ -754,10 +772,21 @@ class SiloBudget:
         if stream is None:
             with self._locked(exclusive=False) as locked:
                 return self._read(locked, full=full, fresh=fresh)
-        data = stream.read()
-        scan = _scan(data, self.path, None if fresh else self._scan, full=full)
+        status = os.fstat(stream.fileno())
+        stamp = (status.st_dev, status.st_ino, status.st_size, status.st_mtime_ns, status.st_ctime_ns)
+        previous = None if full or fresh else self._scan
+        if previous is not None and previous.stamp == stamp:  # nobody wrote since: nothing to check again
+            return previous
+        scan = None
+        if previous is not None and previous.stamp[:2] == stamp[:2] and status.st_size > previous.size:
+            stream.seek(previous.last_start)  # only appended? then check what follows the last line we checked
+            scan = _grown(stream.read(), self.path, previous)
+            stream.seek(0)
+        if scan is None:
+            scan = _scan(stream.read(), self.path, full=full)
         if scan.policy != self._policy:
             raise TamperedLedgerError(f"{self.path}: the header's policy changed since the budget was opened")
+        scan.stamp = stamp
         self._scan = None if scan.torn_tail else scan  # a torn tail is re-read whole until a charge seals it
         return scan
 

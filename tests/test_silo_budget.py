@@ -265,3 +265,16 @@ def test_the_example_in_docs_budget_runs_as_written(tmp_path: Path, monkeypatch,
     spent, icu, public = (float(v) for v in capsys.readouterr().out.split())
     assert 0 < icu < spent <= 4.0 and public < spent
     assert [c.study for c in SiloBudget.open(tmp_path / "silo.jsonl").charges] == ["sepsis-2026", "icu-2027"]
+
+
+def test_a_budget_held_open_sees_what_another_process_charged_and_an_edit_made_since(budget) -> None:
+    other = SiloBudget.open(budget.path)
+    budget.charge(RELEASE, study="a", pipeline="p")
+    assert budget.fits(RELEASE)  # checked once: its view is cached with the file's size and times
+    six = RandomizedResponse(2, epsilon=0.5, reports=6, unit="example")
+    other.charge(six, study="b", pipeline="p")
+    assert budget.spent() == pytest.approx(other.spent()) and not budget.fits(six)  # it read the appended line
+    lines = _lines(budget.path)
+    _write(budget.path, [lines[0], lines[1].replace(b'"study":"a"', b'"study":"abc"'), *lines[2:]])
+    with pytest.raises(TamperedLedgerError, match="line 2"):  # the file changed under it: checked whole again
+        budget.fits(RELEASE)
