@@ -242,7 +242,7 @@ def test_bad_arguments_are_one_line_errors(budget) -> None:
 
 def test_verify_re_adds_every_charge_a_forged_running_total_is_caught(budget) -> None:
     """A budget check reads the running total of the last line; verify() re-adds every charge behind it."""
-    from privfed.accounting.silo_budget import _line
+    from privfed.accounting.silo_ledger import encode_line
 
     budget.charge(RELEASE, study="a", pipeline="p")
     budget.charge(RELEASE, study="b", pipeline="p")
@@ -251,7 +251,7 @@ def test_verify_re_adds_every_charge_a_forged_running_total_is_caught(budget) ->
     previous = record.pop("previous_sha256")
     record.pop("sha256")
     record["total"]["coordinator"] = [0.0] * len(record["total"]["coordinator"])  # "nothing was spent"
-    forged, _ = _line(record, previous)  # its own sha256 recomputed: the chain alone cannot tell
+    forged, _ = encode_line(record, previous)  # its own sha256 recomputed: the chain alone cannot tell
     _write(budget.path, [*lines[:-1], forged])
     check = SiloBudget.open(budget.path).verify()
     assert not check.intact and "its total is not the previous total plus its cost" in check.problem
