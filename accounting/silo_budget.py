@@ -7,16 +7,17 @@ after seeing the results of the earlier ones). A release is charged by its publi
 privfed :class:`~accounting.mechanism.Mechanism` or its ``{"kind", "unit", "parameters"}`` record — from
 its *data-independent* RDP curve, so the silo knows the cost before it touches its data.
 
-**The file** (JSON Lines, written and read by :mod:`~accounting.silo_ledger`, documented in ``docs/budget.md``): a header line with the policy (ε, δ, unit, the filter's
-orders), then one line per charge: study, pipeline, the mechanism's kind, unit and public parameters,
-the observers who see the release, the time, its RDP at the filter's orders and its pure ε, the running
-totals after it, the ``sha256`` of the previous line (first, at a fixed place) and its own ``sha256`` (last).
-A first check checks both hashes of every line without parsing JSON and reads the totals from the last
-line; later checks by the same object read only what was appended (``docs/budget.md``);
-:meth:`SiloBudget.verify` also re-adds every charge. Editing, dropping,
-inserting or reordering lines breaks the chain; the ledger then refuses every charge (:class:`TamperedLedgerError`) until a person archives it
-and starts over (:meth:`SiloBudget.reset`). A chain cannot show that its *last* lines were dropped:
-compare :attr:`LedgerCheck.head_sha256` with a head noted elsewhere (``verify(head=...)``).
+**The file** (JSON Lines, written and read by :mod:`~accounting.silo_ledger`, documented in
+``docs/budget.md``): a header line with the policy (ε, δ, unit, the filter's orders), then one line per
+charge: study, pipeline, the mechanism's kind, unit and public parameters, the observers who see the
+release, the time, its RDP at the filter's orders and its pure ε, the running totals after it, the
+``sha256`` of the previous line (first, at a fixed place) and its own ``sha256`` (last). A first check
+checks both hashes of every line without parsing JSON and reads the totals from the last line; later
+checks by the same object read only what was appended; :meth:`SiloBudget.verify` also re-adds every
+charge. Editing, dropping, inserting or reordering lines breaks the chain; the ledger then refuses every
+charge (:class:`TamperedLedgerError`) until a person archives it and starts over
+(:meth:`SiloBudget.reset`). A chain cannot show that its *last* lines were dropped: compare
+:attr:`LedgerCheck.head_sha256` with a head noted elsewhere (``verify(head=...)``).
 
 **Concurrency and faults.** Check and append happen under an exclusive ``fcntl.flock`` of the file,
 so two processes (two federations at one silo) never overspend; the line is written and fsynced before
@@ -88,7 +89,6 @@ __all__ = [
 
 #: The mechanism units each budget unit accepts (see the module docstring).
 _ACCEPTED = {"example": ("example", "party"), "party": ("party",), "person": ("example", "party")}
-_SHA_SUFFIX_LENGTH = len(b',"sha256":"') + 64 + len(b'"}')
 
 
 class SiloBudgetExceededError(BudgetRefusedError):
@@ -300,8 +300,9 @@ class SiloBudget:
             rule = self.filter
             for observer in observers:
                 if not rule.admits(scan.spent[observer], cost):
-                    raise SiloBudgetExceededError(observer=observer, epsilon=rule.epsilon_of(scan.spent[observer] + cost),
-                                                  budget_epsilon=self.epsilon, delta=self.delta, study=study)
+                    raise SiloBudgetExceededError(
+                        observer=observer, epsilon=rule.epsilon_of(scan.spent[observer] + cost),
+                        budget_epsilon=self.epsilon, delta=self.delta, study=study)
             prefix, head = b"", scan.head
             if scan.torn_tail:
                 prefix = b"\n"
@@ -389,8 +390,8 @@ class SiloBudget:
             return LedgerCheck(False, 0, "", str(error), 0)
         problem = None
         if head is not None and head != scan.head:
-            problem = f"{self.path}: the last line's sha256 is {scan.head}, not the expected {head} (lines were dropped"\
-                      " from the end, or the ledger was replaced)"
+            problem = (f"{self.path}: the last line's sha256 is {scan.head}, not the expected {head} (lines were "
+                       "dropped from the end, or the ledger was replaced)")
         return LedgerCheck(problem is None, scan.count, scan.head, problem,
                            0 if scan.tail_is_record else len(scan.torn_tail))
 
@@ -426,12 +427,12 @@ class SiloBudget:
             spent = {o: np.zeros(len(self._policy.orders) + 1) for o in OBSERVERS}
             for index, (observer, curve) in enumerate(item for item in carried.items() if item[1].any()):
                 spent[observer] = spent[observer] + curve
-                line, head = encode_line({"type": "charge", "index": index, "study": "(carried over)", "pipeline": "reset",
-                                    "mechanism": {"kind": "carried_over", "unit": self.unit,
-                                                  "parameters": {"archive": archive.name}},
-                                    "unit": self.unit, "observers": [observer], "time": now(),
-                                    "rdp": encoded_values(curve[:-1]), "pure_epsilon": encoded_values(curve[-1:])[0],
-                                    "total": total_member(index + 1, spent)}, head)
+                carried_charge = {
+                    "type": "charge", "index": index, "study": "(carried over)", "pipeline": "reset",
+                    "mechanism": {"kind": "carried_over", "unit": self.unit, "parameters": {"archive": archive.name}},
+                    "unit": self.unit, "observers": [observer], "time": now(), "rdp": encoded_values(curve[:-1]),
+                    "pure_epsilon": encoded_values(curve[-1:])[0], "total": total_member(index + 1, spent)}
+                line, head = encode_line(carried_charge, head)
                 lines.append(line)
             replacement = self.path.with_name(self.path.name + ".new")
             with open(replacement, "wb") as out:
@@ -492,5 +493,6 @@ class SiloBudget:
 
 def _describe(policy: Policy) -> str:
     person = f", max_records_per_person={policy.max_records_per_person}" if policy.unit == "person" else ""
-    return f"epsilon={policy.epsilon:g}, delta={policy.delta:g}, unit={policy.unit!r}{person}, {len(policy.orders)} orders"
+    return (f"epsilon={policy.epsilon:g}, delta={policy.delta:g}, unit={policy.unit!r}{person}, "
+            f"{len(policy.orders)} orders")
 

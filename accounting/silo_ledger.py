@@ -80,6 +80,8 @@ class SiloCharge:
 
 @dataclass(frozen=True)
 class Policy:
+    """A budget's policy, as its header states it: (ε, δ), the unit, k rows per person, the filter's orders."""
+
     epsilon: float
     delta: float
     unit: str
@@ -87,17 +89,20 @@ class Policy:
     orders: tuple[float, ...]
 
     def header(self, *, restarted_from: dict[str, Any] | None) -> dict[str, Any]:
+        """The header line's members (``restarted_from``: the archive a reset started this file from)."""
         return {"type": "budget", "schema": SCHEMA, "epsilon": self.epsilon, "delta": self.delta, "unit": self.unit,
                 "max_records_per_person": self.max_records_per_person, "orders": list(self.orders),
                 "created": now(), "restarted_from": restarted_from}
 
 
 def now() -> str:
+    """The time a line records: UTC, ISO 8601, microseconds."""
     return datetime.now(timezone.utc).isoformat(timespec="microseconds")
 
 
 def checked_policy(epsilon: object, delta: object, unit: object, max_records_per_person: object,
-            orders: Sequence[float]) -> Policy:
+                   orders: Sequence[float]) -> Policy:
+    """The policy these arguments state, each checked (one-line errors naming the argument)."""
     rule = RenyiFilter(epsilon=epsilon, delta=delta, orders=tuple(orders))  # type: ignore[arg-type]
     unit = check_choice("unit", unit, BUDGET_UNITS)
     if unit == "person":
@@ -137,10 +142,12 @@ def line_links(line: bytes) -> tuple[str, str] | None:
 
 
 def encoded_values(curve: np.ndarray) -> list[float | str]:
+    """A curve as JSON values (``"inf"`` for ∞)."""
     return ["inf" if math.isinf(v) else float(v) for v in curve]
 
 
 def decoded_values(values: object, size: int, what: str) -> np.ndarray:
+    """JSON values back as a curve of ``size`` non-negative numbers (``ValueError`` naming ``what`` otherwise)."""
     if not isinstance(values, list) or len(values) != size:
         raise ValueError(f"{what} must list {size} values")
     curve = np.array([math.inf if v == "inf" else v for v in values], dtype=float)
@@ -164,10 +171,12 @@ def total_of(record: Mapping[str, Any], size: int) -> tuple[int, dict[str, np.nd
 
 
 def total_member(count: int, spent: Mapping[str, np.ndarray]) -> dict[str, Any]:
+    """A line's ``total`` member: ``count`` charges so far and each observer's summed cost."""
     return {"charges": count, **{observer: encoded_values(spent[observer]) for observer in OBSERVERS}}
 
 
 def parse_record(line: bytes, where: str) -> dict[str, Any]:
+    """A line's JSON object, or a :class:`TamperedLedgerError` naming ``where``."""
     try:
         record = json.loads(line)
     except ValueError:
@@ -202,18 +211,19 @@ class Scan:
 
     def copy(self) -> Scan:
         return Scan(self.policy, self.size, self.last_start, self.lines, self.head, self.count, dict(self.spent),
-                     None if self.charges is None else list(self.charges), list(self.curves))
+                    None if self.charges is None else list(self.charges), list(self.curves))
 
 
 def parse_header(line: bytes, path: Path) -> tuple[Policy, str]:
+    """The policy a header line states, and the line's sha256."""
     links = line_links(line)
     try:
         header = json.loads(line)
         if links is None or not isinstance(header, dict) or header.get("type") != "budget" \
                 or header.get("schema") != SCHEMA:
             raise ValueError("not a privfed silo budget header of schema 1")
-        policy = checked_policy(header["epsilon"], header["delta"], header["unit"], header["max_records_per_person"],
-                         header["orders"])
+        policy = checked_policy(header["epsilon"], header["delta"], header["unit"],
+                                header["max_records_per_person"], header["orders"])
     except (ValueError, TypeError, KeyError) as error:
         raise TamperedLedgerError(f"{path}: line 1 (the header) is not valid: {error}") from None
     return policy, links[1]

@@ -153,7 +153,8 @@ def render(document: dict[str, Any]) -> str:
                      f"{row['cold_check_ms']:.1f} ms | {row['warm_check_ms']:.1f} ms | {row['charge_ms']:.1f} ms |")
     counts = [str(c) for c in settings["studies"]]
     lines += ["", f"ε at δ = {DELTA:g} of n copies of one study: the silo's filter (valid under adaptive choices) / "
-                  "fixed-parameter composition (tight RDP conversion or basic composition), and how many copies fit a budget of "
+                  "fixed-parameter composition (tight RDP conversion or basic composition), and how many copies fit a "
+                  "budget of "
                   f"ε = {settings['budget_epsilon']:g}:", "",
               "| one study | " + " | ".join(f"n = {c}" for c in counts) + " | studies that fit (filter / fixed) |",
               "| --- | " + " | ".join("---:" for _ in counts) + " | ---: |"]
