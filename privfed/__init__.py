@@ -69,6 +69,7 @@ _FROM_BUNDLE = ("BundleError", "BundleIntegrityError", "LegacyBundleWarning", "b
                 "save_bundle")
 _FROM_EMPIRICAL_AUDIT = ("empirical_audit",)
 _FROM_SIGNING = ("generate_signing_key", "sign_bundle")
+_FROM_SILO_BUDGET = ("SiloBudget",)
 _FROM_MODEL_SIGNATURE = ("sign_bundle_model_signing",)
 _FROM_EVALUATION = ("evaluate_accuracy",)
 _FROM_EMPIRICAL = (
@@ -115,6 +116,7 @@ _LAZY = {
     **dict.fromkeys(_FROM_AUDIT_REPORT, "privfed.audit.report"),
     **dict.fromkeys(_FROM_BUNDLE, "privfed.bundle"),
     **dict.fromkeys(_FROM_SIGNING, "privfed.signing"),
+    **dict.fromkeys(_FROM_SILO_BUDGET, "privfed.accounting.silo_budget"),
     **dict.fromkeys(_FROM_MODEL_SIGNATURE, "privfed.model_signature"),
     **dict.fromkeys(_FROM_EVALUATION, "privfed.evaluation"),
     **dict.fromkeys(_FROM_EMPIRICAL, "privfed.empirical"),

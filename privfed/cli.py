@@ -5,7 +5,7 @@ accounts a Laplace noisy-max release from a vote matrix saved with ``numpy.save`
 ``privfed account PIPELINE.toml --delta D`` (or ``.json``) accounts the mechanisms a
 file lists, composed in order (see :mod:`privfed.accounting.spec`).
 ``privfed examples DIR`` writes the example files shipped in the package;
-``privfed demo``, ``privfed report`` and ``privfed audit`` are described in their modules.
+``privfed demo``, ``privfed report``, ``privfed audit`` and ``privfed budget`` are described in their modules.
 
 The parser is built from the standard library alone; each subcommand imports what it
 needs when it runs, so that ``privfed --help`` and ``privfed --version`` are instant.
@@ -32,6 +32,7 @@ from privfed._arguments import (
     number_in,
 )
 from privfed.audit_command import add_audit_command
+from privfed.budget_command import add_budget_command
 from privfed.demo import add_demo_command
 from privfed.examples_command import add_examples_command
 from privfed.federation_command import add_federation_command
@@ -153,6 +154,7 @@ def _parser() -> Parser:
     add_report_command(commands)
     add_sign_commands(commands)
     add_federation_command(commands)
+    add_budget_command(commands)
     return parser
 
 

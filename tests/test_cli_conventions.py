@@ -14,7 +14,7 @@ import privfed
 from privfed.cli import _parser, main
 
 ROOT = Path(__file__).resolve().parents[1]
-COMMANDS = ("account", "examples", "demo", "audit", "report")
+COMMANDS = ("account", "examples", "demo", "audit", "report", "budget")
 
 
 def _one_error_line(capsys, *needles: str) -> str:

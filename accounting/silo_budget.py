@@ -1,0 +1,498 @@
+"""A silo's own privacy budget: a file on the silo's machine that every release of its data is charged to first.
+
+:class:`SiloBudget` keeps, across every study and pipeline the silo joins, an append-only record of the
+releases its data took part in, and refuses a release that would take it past its (ε, δ) policy. The
+running total is the Rényi filter of :mod:`~accounting.privacy_filter` (valid when each study is chosen
+after seeing the results of the earlier ones). A release is charged by its public parameters alone — a
+privfed :class:`~accounting.mechanism.Mechanism` or its ``{"kind", "unit", "parameters"}`` record — from
+its *data-independent* RDP curve, so the silo knows the cost before it touches its data.
+
+**The file** (JSON Lines, written and read by :mod:`~accounting.silo_ledger`, documented in
+``docs/budget.md``): a header line with the policy (ε, δ, unit, the filter's orders), then one line per
+charge: study, pipeline, the mechanism's kind, unit and public parameters, the observers who see the
+release, the time, its RDP at the filter's orders and its pure ε, the running totals after it, the
+``sha256`` of the previous line (first, at a fixed place) and its own ``sha256`` (last). A first check
+checks both hashes of every line without parsing JSON and reads the totals from the last line; later
+checks by the same object read only what was appended; :meth:`SiloBudget.verify` also re-adds every
+charge. Editing, dropping, inserting or reordering lines breaks the chain; the ledger then refuses every
+charge (:class:`TamperedLedgerError`) until a person archives it and starts over
+(:meth:`SiloBudget.reset`). A chain cannot show that its *last* lines were dropped: compare
+:attr:`LedgerCheck.head_sha256` with a head noted elsewhere (``verify(head=...)``).
+
+**Concurrency and faults.** Check and append happen under an exclusive ``fcntl.flock`` of the file,
+so two processes (two federations at one silo) never overspend; the line is written and fsynced before
+:meth:`SiloBudget.charge` returns, so a release made after ``charge`` returned is always on disk (a crash
+between charging and releasing over-counts). A process killed while writing leaves an unterminated last
+line: a line that still parses as a complete, chained record counts in full; any other torn tail belongs
+to a charge that never returned (so to a release that never happened): it counts nothing, is reported,
+and the next charge seals it with a ``torn`` line naming its sha256, the file staying append-only.
+
+**Units.** ``"example"`` accepts example- and party-level releases (a party-level guarantee covers any
+change of its examples); ``"party"`` accepts party-level releases only; ``"person"`` (rows carrying a
+person id, at most ``max_records_per_person = k`` rows each) accepts party-level releases as they are and
+example-level ones through RDP group privacy (Mironov 2017, "Rényi differential privacy", Prop. 11 in
+arXiv:1702.07476): a mechanism (α, ρ(α))-RDP for neighbours at distance 1 is (β, 3^c·ρ(2^c·β))-RDP for
+data sets at distance ≤ 2^c, c = ⌈log₂ k⌉, for β ≥ 2; below order 2 the cost is ∞. A pure ε becomes kε.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import math
+import os
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import IO, Any
+
+import numpy as np
+
+from ._checks import check_choice
+from .dp_event_release import event_to_json
+from .fingerprint import sha256_hex
+from .interop import data_independent_event
+from .ledger_entry import GENESIS_SHA256, to_json_value
+from .mechanism import Mechanism
+from .observers import OBSERVERS, check_observers
+from .privacy_filter import FILTER_ORDERS, RenyiFilter
+from .registry import public_mechanism_from_record
+from .silo_ledger import (
+    BUDGET_UNITS,
+    BudgetRefusedError,
+    Policy,
+    Scan,
+    SiloCharge,
+    TamperedLedgerError,
+    carried_over,
+    checked_policy,
+    encode_line,
+    encoded_values,
+    now,
+    parse_header,
+    scan_appended,
+    scan_file,
+    total_member,
+)
+
+__all__ = [
+    "BUDGET_UNITS",
+    "BudgetRefusedError",
+    "LedgerCheck",
+    "SiloBudget",
+    "SiloBudgetExceededError",
+    "SiloCharge",
+    "TamperedLedgerError",
+    "release_cost",
+]
+
+#: The mechanism units each budget unit accepts (see the module docstring).
+_ACCEPTED = {"example": ("example", "party"), "party": ("party",), "person": ("example", "party")}
+
+
+class SiloBudgetExceededError(BudgetRefusedError):
+    """The release would take an observer's spent ε past the silo's policy.
+
+    Attributes: ``observer``, ``epsilon`` (what would have been spent), ``budget_epsilon``, ``delta``, ``study``.
+    """
+
+    def __init__(self, *, observer: str, epsilon: float, budget_epsilon: float, delta: float, study: str) -> None:
+        self.observer, self.epsilon, self.budget_epsilon = observer, epsilon, budget_epsilon
+        self.delta, self.study = delta, study
+        super().__init__(f"refused: charging study {study!r} would take the {observer}'s spent ε to {epsilon:.4g} > "
+                         f"the silo's budget ε = {budget_epsilon:g} at δ = {delta:g} (Rényi filter); nothing was "
+                         "recorded")
+
+
+@dataclass(frozen=True)
+class LedgerCheck:
+    """What :meth:`SiloBudget.verify` found.
+
+    ``intact`` is False when the chain is broken (``problem`` says where) or when ``head`` was given and the
+    last line's sha256 differs; ``torn_tail_bytes`` counts an unterminated last line that is not a record.
+    """
+
+    intact: bool
+    records: int
+    head_sha256: str
+    problem: str | None
+    torn_tail_bytes: int
+
+
+# --- the cost of a release ----------------------------------------------------------------------------
+def _as_mechanism(release: object) -> Mechanism:
+    if isinstance(release, Mechanism):
+        return release
+    if isinstance(release, Mapping):
+        mechanism, _ = public_mechanism_from_record(release)
+        return mechanism
+    raise TypeError(f"release must be a privfed Mechanism or its {{'kind', 'unit', 'parameters'}} record, got "
+                    f"{type(release).__name__}")
+
+
+def release_cost(release: object, orders: Sequence[float], *, unit: str,
+                 max_records_per_person: int | None = None) -> tuple[Mechanism, np.ndarray]:
+    """The release as a mechanism, and its cost for a budget of ``unit``: its data-independent RDP at each of
+    ``orders``, then its pure ε (``inf`` when it has none), the curve :class:`~accounting.privacy_filter.RenyiFilter`
+    takes.
+
+    Raises a one-line ``ValueError`` when the release has no data-independent bound (its cost would need the
+    private data) or protects a unit the budget cannot use.
+    """
+    mechanism = _as_mechanism(release)
+    unit = check_choice("unit", unit, BUDGET_UNITS)
+    if mechanism.unit not in _ACCEPTED[unit]:
+        raise ValueError(f"release protects unit {mechanism.unit!r}; a {unit}-level budget accepts "
+                         f"{' or '.join(_ACCEPTED[unit])}-level releases only (no bound on a whole party's influence "
+                         "follows from an example-level one)")
+    points = np.asarray(orders, dtype=float)
+    group = 1 if unit != "person" or mechanism.unit == "party" else int(max_records_per_person or 1)
+    pure = mechanism.pure_epsilon()
+    pure_cost = math.inf if pure is None else group * float(pure)  # pure ε-DP gives kε for k rows, exactly
+    if group == 1:
+        cost = np.asarray(mechanism.rdp_data_independent(points, analysis="tight"), dtype=float)
+    else:  # Mironov 2017, Prop. 11: (β, 3^c·ρ(2^c·β)) for groups of up to 2^c rows, β >= 2
+        doublings = math.ceil(math.log2(group))
+        inner = np.asarray(mechanism.rdp_data_independent(points * 2**doublings, analysis="tight"), dtype=float)
+        cost = np.where(points >= 2.0, 3.0**doublings * inner, np.inf)
+    if cost.shape != points.shape or np.isnan(cost).any():
+        raise ValueError(f"{type(mechanism).__name__} gave no usable data-independent RDP curve at the filter's orders")
+    if np.isinf(cost).all() and math.isinf(pure_cost):
+        raise ValueError(f"release {mechanism.kind!r} has no data-independent privacy bound (its cost depends on the "
+                         "private data), so a silo cannot charge it before touching its data")
+    return mechanism, np.append(cost, pure_cost)
+
+
+# --- the budget --------------------------------------------------------------------------------------------
+class SiloBudget:
+    """A silo's privacy budget across every study it joins: check, charge and report, on the silo's machine.
+
+    Parameters
+    ----------
+    path:
+        The ledger file. Created with the policy if missing; if it exists, its policy must equal the one given.
+    epsilon, delta:
+        The policy: every release of the silo's data, composed adaptively, is (ε, δ)-DP for each observer.
+    unit:
+        What the policy protects: ``"example"`` (one row), ``"party"`` (the silo's whole data set) or
+        ``"person"`` (all rows of one person; needs ``max_records_per_person``).
+    max_records_per_person:
+        With ``unit="person"``: the most rows any one person has (group privacy, see the module docstring).
+    orders:
+        The filter's Rényi orders, fixed for the file's life (default :data:`~accounting.privacy_filter.FILTER_ORDERS`).
+
+    Examples
+    --------
+    >>> import tempfile, os
+    >>> from privfed.accounting import DPSGD
+    >>> budget = SiloBudget(os.path.join(tempfile.mkdtemp(), "budget.jsonl"), epsilon=3.0, delta=1e-5)
+    >>> release = DPSGD(1.1, 0.01, 1000)
+    >>> budget.fits(release)
+    True
+    >>> budget.charge(release, study="sepsis-2026", pipeline="fedkd").index
+    0
+    """
+
+    def __init__(self, path: str | os.PathLike[str], *, epsilon: float, delta: float, unit: str = "example",
+                 max_records_per_person: int | None = None, orders: Sequence[float] = FILTER_ORDERS) -> None:
+        self.path = Path(path)
+        policy = checked_policy(epsilon, delta, unit, max_records_per_person, orders)
+        self._scan: Scan | None = None
+        with self._locked(exclusive=True, create=True) as stream:
+            if os.fstat(stream.fileno()).st_size == 0:
+                line, _ = encode_line(policy.header(restarted_from=None), GENESIS_SHA256)
+                self._append(stream, line)
+                found = policy
+            else:
+                found, _ = parse_header(stream.readline().rstrip(b"\n"), self.path)
+        if found != policy:
+            raise ValueError(f"{self.path} holds a budget with a different policy ({_describe(found)}) than the one "
+                             f"given ({_describe(policy)}); open it with SiloBudget.open(path)")
+        self._policy = policy
+
+    @classmethod
+    def open(cls, path: str | os.PathLike[str]) -> SiloBudget:
+        """The budget an existing ledger file holds, with the policy its header states."""
+        path = Path(path)
+        if not path.is_file():
+            raise ValueError(f"budget file {str(path)!r} does not exist (create it with privfed budget init)")
+        with open(path, "rb") as stream:
+            policy, _ = parse_header(stream.readline().rstrip(b"\n"), path)
+        return cls(path, epsilon=policy.epsilon, delta=policy.delta, unit=policy.unit,
+                   max_records_per_person=policy.max_records_per_person, orders=policy.orders)
+
+    # --- the policy ---------------------------------------------------------------------------------------
+    @property
+    def epsilon(self) -> float:
+        """The policy's ε."""
+        return self._policy.epsilon
+
+    @property
+    def delta(self) -> float:
+        """The policy's δ."""
+        return self._policy.delta
+
+    @property
+    def unit(self) -> str:
+        """The protected unit: ``"example"``, ``"party"`` or ``"person"``."""
+        return self._policy.unit
+
+    @property
+    def max_records_per_person(self) -> int | None:
+        """The most rows one person has (``unit="person"`` only)."""
+        return self._policy.max_records_per_person
+
+    @property
+    def filter(self) -> RenyiFilter:
+        """The privacy filter the budget enforces."""
+        return RenyiFilter(epsilon=self.epsilon, delta=self.delta, orders=self._policy.orders)
+
+    # --- checking and charging ----------------------------------------------------------------------------
+    def cost(self, release: object) -> np.ndarray:
+        """The release's RDP at the filter's orders, then its pure ε, for this budget's unit (public parameters
+        only)."""
+        return release_cost(release, self._policy.orders, unit=self.unit,
+                            max_records_per_person=self.max_records_per_person)[1]
+
+    def fits(self, release: object, *, observers: Sequence[str] = OBSERVERS) -> bool:
+        """Whether :meth:`charge` would accept ``release`` now (nothing is recorded).
+
+        Raises :class:`TamperedLedgerError` when the ledger fails verification.
+        """
+        cost = self.cost(release)
+        observers = check_observers(observers)
+        scan = self._read()
+        return all(self.filter.admits(scan.spent[observer], cost) for observer in observers)
+
+    def charge(self, release: object, *, study: str, pipeline: str,
+               observers: Sequence[str] = OBSERVERS) -> SiloCharge:
+        """Record ``release`` before it happens, or refuse it; return the record written (and fsynced).
+
+        Parameters
+        ----------
+        release:
+            A privfed :class:`~accounting.mechanism.Mechanism`, or its ``{"kind", "unit", "parameters"}``
+            record, described by public parameters only.
+        study, pipeline:
+            Non-empty names: which study the release belongs to and which pipeline makes it.
+        observers:
+            Who sees the release (``"public"``, ``"coordinator"``; default both). The policy holds for each
+            observer's releases.
+
+        Raises
+        ------
+        SiloBudgetExceededError
+            The release would take an observer past the policy; nothing was recorded.
+        TamperedLedgerError
+            The ledger fails verification; nothing was recorded.
+        """
+        for name, value in (("study", study), ("pipeline", pipeline)):
+            if not isinstance(value, str) or not value.strip():
+                raise ValueError(f"{name} must be a non-empty string, got {value!r}")
+        mechanism, cost = release_cost(release, self._policy.orders, unit=self.unit,
+                                       max_records_per_person=self.max_records_per_person)
+        observers = check_observers(observers)
+        described = {"kind": mechanism.kind, "unit": mechanism.unit,
+                     "parameters": to_json_value(mechanism.parameters(), f"{type(mechanism).__name__}.parameters()")}
+        with self._locked(exclusive=True) as stream:
+            scan = self._read(stream, full=False)
+            rule = self.filter
+            for observer in observers:
+                if not rule.admits(scan.spent[observer], cost):
+                    raise SiloBudgetExceededError(
+                        observer=observer, epsilon=rule.epsilon_of(scan.spent[observer] + cost),
+                        budget_epsilon=self.epsilon, delta=self.delta, study=study)
+            prefix, head = b"", scan.head
+            if scan.torn_tail:
+                prefix = b"\n"
+                if not scan.tail_is_record:
+                    prefix, head = self._sealed(scan)
+            index, time = scan.count, now()
+            spent = {o: scan.spent[o] + cost if o in observers else scan.spent[o] for o in OBSERVERS}
+            record = {"type": "charge", "index": index, "study": study, "pipeline": pipeline,
+                      "mechanism": described, "unit": self.unit, "observers": list(observers), "time": time,
+                      "rdp": encoded_values(cost[:-1]), "pure_epsilon": encoded_values(cost[-1:])[0],
+                      "total": total_member(index + 1, spent)}
+            line, digest = encode_line(record, head)
+            self._append(stream, prefix + line)
+            self._remember(scan, stream, start=scan.size + len(scan.torn_tail) + len(prefix), line=line,
+                           head=digest, spent=spent, added=prefix.count(b"\n") + 1)
+        return SiloCharge(index=index, study=study, pipeline=pipeline, mechanism=described, unit=self.unit,
+                          observers=observers, time=time, rdp=tuple(float(v) for v in cost[:-1]),
+                          pure_epsilon=float(cost[-1]), sha256=digest)
+
+    def _remember(self, scan: Scan, stream: IO[bytes], *, start: int, line: bytes, head: str,
+                  spent: dict[str, np.ndarray], added: int) -> None:
+        """Keep, as the scan of the file, ``scan`` followed by the line this process just wrote at ``start``."""
+        status = os.fstat(stream.fileno())
+        self._scan = Scan(scan.policy, start + len(line) + 1, start, scan.lines + added, head, scan.count + 1,
+                           spent, None, stamp=(status.st_dev, status.st_ino, status.st_size, status.st_mtime_ns,
+                                               status.st_ctime_ns))
+
+    @staticmethod
+    def _sealed(scan: Scan) -> tuple[bytes, str]:
+        """The bytes that terminate a torn tail and the torn record after it, and the new chain head."""
+        torn, digest = encode_line({"type": "torn", "torn_sha256": sha256_hex(scan.torn_tail),
+                              "torn_bytes": len(scan.torn_tail), "time": now(),
+                              "total": total_member(scan.count, scan.spent)}, scan.head)
+        return b"\n" + torn + b"\n", digest
+
+    # --- reporting ----------------------------------------------------------------------------------------
+    @property
+    def charges(self) -> tuple[SiloCharge, ...]:
+        """Every charge recorded, in order."""
+        return tuple(self._charges())
+
+    def spent(self, *, study: str | None = None, observer: str = "coordinator") -> float:
+        """ε (at the policy's δ, by the filter's rule) spent on the releases ``observer`` sees, of ``study`` or of all.
+
+        The total (``study=None``) is what the policy is enforced on; a study's figure is that study's releases
+        alone under the same rule.
+        """
+        observer = check_observers((observer,))[0]
+        scan = self._read(full=study is not None)
+        if study is None:
+            return self.filter.epsilon_of(scan.spent[observer])
+        total = np.zeros(len(self._policy.orders) + 1)
+        for charge, curve in zip(scan.charges or (), scan.curves):
+            if charge.study == study and observer in charge.observers:
+                total = total + curve
+        return self.filter.epsilon_of(total) if total.any() else 0.0
+
+    def studies(self) -> tuple[str, ...]:
+        """The studies charged, in the order of their first charge."""
+        return tuple(dict.fromkeys(charge.study for charge in self._charges()))
+
+    def to_dp_events(self) -> list[dict[str, Any]]:
+        """Every charge as dp-accounting's JSON event (:func:`~accounting.interop.data_independent_event`).
+
+        Each item: ``index``, ``study``, ``pipeline``, ``observers``, ``unit`` (the mechanism's own unit: a
+        person-level budget's group privacy is in the ledger's curve, not in the event) and ``dp_event``
+        (``None`` for the carried-over totals of a reset ledger, which have a curve and no event).
+        """
+        events = []
+        for charge in self._charges():
+            event = None
+            if charge.mechanism.get("kind") != "carried_over":
+                mechanism, _ = public_mechanism_from_record(charge.mechanism)
+                event = event_to_json(data_independent_event(mechanism))
+            events.append({"index": charge.index, "study": charge.study, "pipeline": charge.pipeline,
+                           "observers": list(charge.observers), "unit": charge.mechanism.get("unit"),
+                           "dp_event": event})
+        return events
+
+    def verify(self, *, head: str | None = None) -> LedgerCheck:
+        """Check the whole chain (and, given ``head``, that the last line's sha256 is that one)."""
+        try:
+            scan = self._read(fresh=True, full=True)
+        except TamperedLedgerError as error:
+            return LedgerCheck(False, 0, "", str(error), 0)
+        problem = None
+        if head is not None and head != scan.head:
+            problem = (f"{self.path}: the last line's sha256 is {scan.head}, not the expected {head} (lines were "
+                       "dropped from the end, or the ledger was replaced)")
+        return LedgerCheck(problem is None, scan.count, scan.head, problem,
+                           0 if scan.tail_is_record else len(scan.torn_tail))
+
+    def reset(self, *, acknowledge: bool, reason: str) -> Path:
+        """Archive a ledger that fails verification and start a new one that carries its spending over.
+
+        A person's decision, made after ``privfed budget verify``: the archive keeps every byte; the new
+        ledger's header names it (file name, sha256, ``reason``) and its first charges carry, per observer, the
+        larger of the sum of *every* charge line of the archive that still parses (duplicates and lines after
+        the break included: an over-count) and the largest running total any readable line records (which
+        still counts a charge whose own line was dropped). Charges only the deleted last lines knew cannot be
+        recovered: the reason should say what was checked. Returns the archive's path.
+        """
+        if acknowledge is not True:
+            raise ValueError("acknowledge must be True: resetting a tampered ledger is a person's decision")
+        if not isinstance(reason, str) or not reason.strip():
+            raise ValueError(f"reason must be a non-empty string saying what was checked, got {reason!r}")
+        with self._locked(exclusive=True) as stream:
+            data = stream.read()
+            try:
+                scan_file(data, self.path, full=True)
+            except TamperedLedgerError:
+                pass
+            else:
+                raise ValueError(f"{self.path} verifies; there is nothing to reset")
+            archive = self.path.with_name(f"{self.path.name}.tampered-{datetime.now(timezone.utc):%Y%m%dT%H%M%S%fZ}")
+            os.link(self.path, archive)
+            carried = carried_over(data, len(self._policy.orders))
+            header, head = encode_line(self._policy.header(
+                restarted_from={"archive": archive.name, "file_sha256": sha256_hex(data), "reason": reason.strip()}),
+                sha256_hex(data))
+            lines = [header]
+            spent = {o: np.zeros(len(self._policy.orders) + 1) for o in OBSERVERS}
+            for index, (observer, curve) in enumerate(item for item in carried.items() if item[1].any()):
+                spent[observer] = spent[observer] + curve
+                carried_charge = {
+                    "type": "charge", "index": index, "study": "(carried over)", "pipeline": "reset",
+                    "mechanism": {"kind": "carried_over", "unit": self.unit, "parameters": {"archive": archive.name}},
+                    "unit": self.unit, "observers": [observer], "time": now(), "rdp": encoded_values(curve[:-1]),
+                    "pure_epsilon": encoded_values(curve[-1:])[0], "total": total_member(index + 1, spent)}
+                line, head = encode_line(carried_charge, head)
+                lines.append(line)
+            replacement = self.path.with_name(self.path.name + ".new")
+            with open(replacement, "wb") as out:
+                out.write(b"\n".join(lines) + b"\n")
+                out.flush()
+                os.fsync(out.fileno())
+            os.replace(replacement, self.path)
+            self._scan = None
+        return archive
+
+    # --- the file -------------------------------------------------------------------------------------------
+    @contextmanager
+    def _locked(self, *, exclusive: bool, create: bool = False) -> Iterator[IO[bytes]]:
+        if not create and not self.path.is_file():
+            raise TamperedLedgerError(f"{self.path}: the budget file is missing; a silo budget is never recreated "
+                                      "silently (privfed budget init writes a new one)")
+        with open(self.path, "a+b") as stream:
+            fcntl.flock(stream.fileno(), fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
+            try:
+                stream.seek(0)
+                yield stream
+            finally:
+                fcntl.flock(stream.fileno(), fcntl.LOCK_UN)
+
+    @staticmethod
+    def _append(stream: IO[bytes], data: bytes) -> None:
+        stream.write(data + b"\n")
+        stream.flush()
+        os.fsync(stream.fileno())
+
+    def _read(self, stream: IO[bytes] | None = None, *, full: bool = False, fresh: bool = False) -> Scan:
+        """The verified scan of the file (``full``: with every charge parsed and its total checked); the caller
+        holds the lock when it passes ``stream``."""
+        if stream is None:
+            with self._locked(exclusive=False) as locked:
+                return self._read(locked, full=full, fresh=fresh)
+        status = os.fstat(stream.fileno())
+        stamp = (status.st_dev, status.st_ino, status.st_size, status.st_mtime_ns, status.st_ctime_ns)
+        previous = None if full or fresh else self._scan
+        if previous is not None and previous.stamp == stamp:  # nobody wrote since: nothing to check again
+            return previous
+        scan = None
+        if previous is not None and previous.stamp[:2] == stamp[:2] and status.st_size > previous.size:
+            stream.seek(previous.last_start)  # only appended? then check what follows the last line we checked
+            scan = scan_appended(stream.read(), self.path, previous)
+            stream.seek(0)
+        if scan is None:
+            scan = scan_file(stream.read(), self.path, full=full)
+        if scan.policy != self._policy:
+            raise TamperedLedgerError(f"{self.path}: the header's policy changed since the budget was opened")
+        scan.stamp = stamp
+        self._scan = None if scan.torn_tail else scan  # a torn tail is re-read whole until a charge seals it
+        return scan
+
+    def _charges(self) -> list[SiloCharge]:
+        return self._read(full=True).charges or []
+
+
+def _describe(policy: Policy) -> str:
+    person = f", max_records_per_person={policy.max_records_per_person}" if policy.unit == "person" else ""
+    return (f"epsilon={policy.epsilon:g}, delta={policy.delta:g}, unit={policy.unit!r}{person}, "
+            f"{len(policy.orders)} orders")
+

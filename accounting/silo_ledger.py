@@ -1,0 +1,408 @@
+"""The file a silo's budget lives in: its lines, their hash chain, and how a check reads them.
+
+:class:`~accounting.silo_budget.SiloBudget` decides; this module writes and reads. A ledger is JSON Lines: a
+header with the policy, then one line per charge (or ``torn`` line sealing a killed writer's unfinished line).
+Every line starts with the previous line's sha256, at a fixed place, and ends with its own (the sha256 of the
+line without that member), and carries the running totals after it. A quick scan (:func:`scan_file` with
+``full=False``, :func:`scan_appended`) checks both hashes of every line a list at a time, without parsing
+JSON, and reads the totals from the last line; a full scan parses every charge and re-adds it. The format
+is documented in ``docs/budget.md``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ._checks import check_choice, check_int_at_least
+from .fingerprint import canonical_json, sha256_hex
+from .observers import OBSERVERS, check_observers
+from .privacy_filter import RenyiFilter
+
+__all__ = [
+    "BUDGET_UNITS",
+    "SCHEMA",
+    "BudgetRefusedError",
+    "Policy",
+    "Scan",
+    "SiloCharge",
+    "TamperedLedgerError",
+    "carried_over",
+    "checked_policy",
+    "cost_of",
+    "encode_line",
+    "encoded_values",
+    "now",
+    "parse_header",
+    "scan_appended",
+    "scan_file",
+    "total_member",
+]
+
+#: The file's schema version (the header's ``schema``).
+SCHEMA = 1
+#: The units a silo's budget can protect.
+BUDGET_UNITS: tuple[str, ...] = ("example", "party", "person")
+_SHA_SUFFIX_LENGTH = len(b',"sha256":"') + 64 + len(b'"}')
+
+
+class BudgetRefusedError(RuntimeError):
+    """The silo refused a release: nothing was recorded and nothing may be released."""
+
+
+class TamperedLedgerError(BudgetRefusedError):
+    """The ledger file fails verification; every charge is refused until a person resets it."""
+
+
+@dataclass(frozen=True)
+class SiloCharge:
+    """One release the silo's data took part in, as its ledger line records it."""
+
+    index: int
+    study: str
+    pipeline: str
+    mechanism: dict[str, Any]
+    unit: str
+    observers: tuple[str, ...]
+    time: str
+    rdp: tuple[float, ...]
+    pure_epsilon: float
+    sha256: str
+
+
+@dataclass(frozen=True)
+class Policy:
+    """A budget's policy, as its header states it: (ε, δ), the unit, k rows per person, the filter's orders."""
+
+    epsilon: float
+    delta: float
+    unit: str
+    max_records_per_person: int | None
+    orders: tuple[float, ...]
+
+    def header(self, *, restarted_from: dict[str, Any] | None) -> dict[str, Any]:
+        """The header line's members (``restarted_from``: the archive a reset started this file from)."""
+        return {"type": "budget", "schema": SCHEMA, "epsilon": self.epsilon, "delta": self.delta, "unit": self.unit,
+                "max_records_per_person": self.max_records_per_person, "orders": list(self.orders),
+                "created": now(), "restarted_from": restarted_from}
+
+
+def now() -> str:
+    """The time a line records: UTC, ISO 8601, microseconds."""
+    return datetime.now(timezone.utc).isoformat(timespec="microseconds")
+
+
+def checked_policy(epsilon: object, delta: object, unit: object, max_records_per_person: object,
+                   orders: Sequence[float]) -> Policy:
+    """The policy these arguments state, each checked (one-line errors naming the argument)."""
+    rule = RenyiFilter(epsilon=epsilon, delta=delta, orders=tuple(orders))  # type: ignore[arg-type]
+    unit = check_choice("unit", unit, BUDGET_UNITS)
+    if unit == "person":
+        if max_records_per_person is None:
+            raise ValueError("max_records_per_person is required with unit='person': the most rows one person has "
+                             "(an integer >= 1)")
+        k: int | None = check_int_at_least("max_records_per_person", max_records_per_person, 1)
+    elif max_records_per_person is not None:
+        raise ValueError(f"max_records_per_person applies to unit='person' only, got unit={unit!r}")
+    else:
+        k = None
+    return Policy(rule.epsilon, rule.delta, unit, k, rule.orders)
+
+
+# --- the file's lines -----------------------------------------------------------------------------------
+#: Every line starts with the previous line's sha256, at a fixed place, so the chain is checked without parsing JSON.
+_PREVIOUS = b'{"previous_sha256":"'
+
+
+def encode_line(record: dict[str, Any], previous: str) -> tuple[bytes, str]:
+    """``record`` as one JSON line: ``{"previous_sha256": previous, ...record, "sha256": own}``, ``own`` the
+    sha256 of the line without its ``"sha256"`` member; returns the line and ``own``."""
+    body = _PREVIOUS + previous.encode() + b'",' + canonical_json(record)[1:]
+    digest = sha256_hex(body)
+    return body[:-1] + b',"sha256":"' + digest.encode() + b'"}', digest
+
+
+def line_links(line: bytes) -> tuple[str, str] | None:
+    """(previous sha256, own sha256) of a line whose own sha256 matches its content; None for any other line."""
+    if not line.startswith(_PREVIOUS) or len(line) < len(_PREVIOUS) + 66 + _SHA_SUFFIX_LENGTH \
+            or line[-_SHA_SUFFIX_LENGTH:-66] != b',"sha256":"' or not line.endswith(b'"}'):
+        return None
+    digest = line[-66:-2].decode("ascii", "replace")
+    if sha256_hex(line[:-_SHA_SUFFIX_LENGTH] + b"}") != digest:
+        return None
+    return line[20:84].decode("ascii", "replace"), digest
+
+
+def encoded_values(curve: np.ndarray) -> list[float | str]:
+    """A curve as JSON values (``"inf"`` for ∞)."""
+    return ["inf" if math.isinf(v) else float(v) for v in curve]
+
+
+def decoded_values(values: object, size: int, what: str) -> np.ndarray:
+    """JSON values back as a curve of ``size`` non-negative numbers (``ValueError`` naming ``what`` otherwise)."""
+    if not isinstance(values, list) or len(values) != size:
+        raise ValueError(f"{what} must list {size} values")
+    curve = np.array([math.inf if v == "inf" else v for v in values], dtype=float)
+    if np.isnan(curve).any() or (curve < 0).any():
+        raise ValueError(f"{what} must hold non-negative numbers or 'inf'")
+    return curve
+
+
+def cost_of(record: Mapping[str, Any], size: int) -> np.ndarray:
+    """A charge record's cost: its ``rdp`` at the ``size`` filter orders, then its ``pure_epsilon``."""
+    return np.append(decoded_values(record.get("rdp"), size, "rdp"),
+                     decoded_values([record.get("pure_epsilon")], 1, "pure_epsilon"))
+
+
+def total_of(record: Mapping[str, Any], size: int) -> tuple[int, dict[str, np.ndarray]]:
+    """A line's ``total``: how many charges so far, and each observer's summed cost after this line."""
+    total = record.get("total")
+    if not isinstance(total, dict) or not isinstance(total.get("charges"), int):
+        raise ValueError("total must be an object with an integer 'charges'")
+    return total["charges"], {o: decoded_values(total.get(o), size + 1, f"total.{o}") for o in OBSERVERS}
+
+
+def total_member(count: int, spent: Mapping[str, np.ndarray]) -> dict[str, Any]:
+    """A line's ``total`` member: ``count`` charges so far and each observer's summed cost."""
+    return {"charges": count, **{observer: encoded_values(spent[observer]) for observer in OBSERVERS}}
+
+
+def parse_record(line: bytes, where: str) -> dict[str, Any]:
+    """A line's JSON object, or a :class:`TamperedLedgerError` naming ``where``."""
+    try:
+        record = json.loads(line)
+    except ValueError:
+        record = None
+    if not isinstance(record, dict):
+        raise TamperedLedgerError(f"{where} is not a JSON object")
+    return record
+
+
+@dataclass
+class Scan:
+    """What the complete lines of a file say, and where they end (so a re-read checks only what follows).
+
+    ``size`` is the end of the last complete line that was checked, ``last_start`` where that line starts,
+    ``lines`` how many complete lines there are; ``stamp`` the file's (device, inode, size, mtime, ctime)
+    when it was read. ``charges`` is None for a quick scan: the chain was checked and the totals read from the
+    last line, but the charges themselves were not parsed.
+    """
+
+    policy: Policy
+    size: int
+    last_start: int
+    lines: int
+    head: str
+    count: int
+    spent: dict[str, np.ndarray]
+    charges: list[SiloCharge] | None
+    curves: list[np.ndarray] = field(default_factory=list)
+    torn_tail: bytes = b""
+    tail_is_record: bool = False
+    stamp: tuple[int, ...] = ()
+
+    def copy(self) -> Scan:
+        return Scan(self.policy, self.size, self.last_start, self.lines, self.head, self.count, dict(self.spent),
+                    None if self.charges is None else list(self.charges), list(self.curves))
+
+
+def parse_header(line: bytes, path: Path) -> tuple[Policy, str]:
+    """The policy a header line states, and the line's sha256."""
+    links = line_links(line)
+    try:
+        header = json.loads(line)
+        if links is None or not isinstance(header, dict) or header.get("type") != "budget" \
+                or header.get("schema") != SCHEMA:
+            raise ValueError("not a privfed silo budget header of schema 1")
+        policy = checked_policy(header["epsilon"], header["delta"], header["unit"],
+                                header["max_records_per_person"], header["orders"])
+    except (ValueError, TypeError, KeyError) as error:
+        raise TamperedLedgerError(f"{path}: line 1 (the header) is not valid: {error}") from None
+    return policy, links[1]
+
+
+def apply_record(record: dict[str, Any], scan: Scan, digest: str, where: str) -> None:
+    """Check a fully parsed line against ``scan`` and add it: its cost must add up to its recorded total."""
+    size = len(scan.policy.orders)
+    try:
+        count, total = total_of(record, size)
+        if record.get("type") == "torn":
+            if not isinstance(record.get("torn_sha256"), str):
+                raise ValueError("a torn record names the torn line's sha256")
+            spent = scan.spent
+        elif record.get("type") == "charge":
+            if record.get("index") != scan.count:
+                raise ValueError(f"expected charge number {scan.count}, got {record.get('index')!r}")
+            observers = check_observers(record["observers"])
+            curve = cost_of(record, size)
+            spent = {o: scan.spent[o] + curve if o in observers else scan.spent[o] for o in OBSERVERS}
+            if scan.charges is not None:
+                scan.charges.append(SiloCharge(
+                    index=scan.count, study=str(record["study"]), pipeline=str(record["pipeline"]),
+                    mechanism=dict(record["mechanism"]), unit=str(record["unit"]), observers=observers,
+                    time=str(record["time"]), rdp=tuple(float(v) for v in curve[:-1]),
+                    pure_epsilon=float(curve[-1]), sha256=digest))
+                scan.curves.append(curve)
+            scan.count += 1
+        else:
+            raise ValueError(f"unknown record type {record.get('type')!r}")
+        if count != scan.count or any(not np.array_equal(total[o], spent[o]) for o in OBSERVERS):
+            raise ValueError("its total is not the previous total plus its cost")
+    except (ValueError, TypeError, KeyError) as error:
+        raise TamperedLedgerError(f"{where} is not a valid record: {error}") from None
+    scan.spent = spent
+
+
+def scan_file(data: bytes, path: Path, *, full: bool) -> Scan:
+    """Verify ``data`` (the whole file) and read its totals (``full``: parse and check every charge too)."""
+    end = data.find(b"\n")
+    if end < 0:
+        raise TamperedLedgerError(f"{path}: no complete header line (not a silo budget ledger, or emptied)")
+    policy, head = parse_header(data[:end], path)
+    zeros = np.zeros(len(policy.orders) + 1)
+    scan = Scan(policy, end + 1, 0, 1, head, 0, {o: zeros for o in OBSERVERS}, [] if full else None)
+    return scan_lines(data, path, scan, full=full)
+
+
+def scan_appended(data: bytes, path: Path, previous: Scan) -> Scan | None:
+    """``previous`` extended by what was appended since: ``data`` is the file from ``previous.last_start`` on.
+
+    None when the last line ``previous`` checked is no longer there, unchanged, at its place (an edit
+    shifted or changed it): the caller checks the whole file again.
+    """
+    known = previous.size - previous.last_start
+    links = line_links(data[:known - 1]) if data[known - 1:known] == b"\n" else None
+    if links is None or links[1] != previous.head:
+        return None
+    scan = previous.copy()
+    scan.charges, scan.curves, scan.size, scan.last_start = None, [], known, 0
+    scan = scan_lines(data, path, scan, full=False)
+    scan.size, scan.last_start = scan.size + previous.last_start, scan.last_start + previous.last_start
+    return scan
+
+
+def quick_chain(data: bytes, scan: Scan) -> bool:
+    """Check, a list at a time, that every line after ``scan.size`` is complete, carries its own sha256 and
+    follows the one before; if so, move ``scan`` to the end with the last line's totals and return True.
+
+    The common case of a quick scan, with no per-line Python loop; anything else (a torn line, a broken
+    link) returns False, and :func:`scan_lines` finds and names it.
+    """
+    if not data.endswith(b"\n") or len(data) == scan.size:
+        return len(data) == scan.size
+    lines = data[scan.size:-1].split(b"\n")
+    if any(line[-_SHA_SUFFIX_LENGTH:-66] != b',"sha256":"' or line[-2:] != b'"}' for line in lines):
+        return False
+    own = [line[-66:-2] for line in lines]
+    if [hashlib.sha256(line[:-_SHA_SUFFIX_LENGTH] + b"}").hexdigest().encode() for line in lines] != own:
+        return False
+    if [line[:84] for line in lines] != [_PREVIOUS + digest for digest in [scan.head.encode(), *own[:-1]]]:
+        return False
+    read_total(scan, lines[-1], f"line {scan.lines + len(lines)}")
+    scan.head, scan.lines = own[-1].decode(), scan.lines + len(lines)
+    scan.size, scan.last_start = len(data), len(data) - 1 - len(lines[-1])
+    return True
+
+
+def scan_lines(data: bytes, path: Path, scan: Scan, *, full: bool) -> Scan:
+    """Check the lines of ``data`` after ``scan.size`` (line ``scan.lines + 1`` on), extending ``scan``.
+
+    Each complete line must carry its own sha256 and the previous line's; a line that does not (the torn
+    write of a killed process) must be followed by a ``torn`` record naming it. A quick scan (not ``full``)
+    parses only the last line, whose ``total`` sums everything up to it.
+    """
+    if not full and quick_chain(data, scan):
+        return scan
+    position, size, number, lines = scan.size, scan.size, scan.lines + 1, scan.lines
+    last: tuple[bytes, str] | None = None  # a quick scan's latest line, parsed only at the end
+    pending: tuple[bytes, int] | None = None
+    while position < len(data):
+        end = data.find(b"\n", position)
+        line, where = data[position:len(data) if end < 0 else end], f"{path}: line {number}"
+        links = line_links(line)
+        if end < 0:  # an unterminated last line: a killed writer
+            if last is not None:
+                read_total(scan, *last)
+                last = None
+            if links is not None and links[0] == scan.head and pending is None:
+                trial = scan.copy()
+                try:
+                    apply_record(parse_record(line, where), trial, links[1], where)
+                except TamperedLedgerError:
+                    pass
+                else:  # a complete record missing only its newline: counted in full (over-count, never under-count)
+                    trial.head, trial.tail_is_record = links[1], True
+                    scan = trial
+            scan.torn_tail = line
+            break
+        if links is None:
+            if pending is not None:
+                raise TamperedLedgerError(f"{path}: line {pending[1]} was edited or is not a ledger record")
+            pending = (line, number)  # a torn write: the next line must be the torn record sealing it
+        else:
+            previous_sha256, digest = links
+            if pending is not None:
+                record = parse_record(line, where)
+                if record.get("type") != "torn" or record.get("torn_sha256") != sha256_hex(pending[0]):
+                    raise TamperedLedgerError(f"{path}: line {pending[1]} was edited or is not a ledger record")
+                pending = None
+            if previous_sha256 != scan.head:
+                raise TamperedLedgerError(f"{where} does not follow the line before it (a line was dropped, "
+                                          "inserted, moved or edited)")
+            if full:
+                apply_record(parse_record(line, where), scan, digest, where)
+            else:
+                last = (line, where)
+            scan.head, scan.last_start = digest, position
+            size, lines = end + 1, number
+        position, number = end + 1, number + 1
+    if pending is not None:
+        raise TamperedLedgerError(f"{path}: line {pending[1]} was edited or is not a ledger record")
+    if last is not None:
+        read_total(scan, *last)
+    scan.size, scan.lines = size, lines
+    return scan
+
+
+def read_total(scan: Scan, line: bytes, where: str) -> None:
+    """Take ``scan``'s count and totals from a line's ``total`` (a quick scan trusts the chain for the sum)."""
+    try:
+        scan.count, scan.spent = total_of(parse_record(line, where), len(scan.policy.orders))
+    except ValueError as error:
+        raise TamperedLedgerError(f"{where} is not a valid record: {error}") from None
+
+
+def carried_over(data: bytes, size: int) -> dict[str, np.ndarray]:
+    """Per observer, the larger of the summed cost of every line of ``data`` that parses as a charge and the
+    largest running total a readable line records (each order on its own)."""
+    summed = {observer: np.zeros(size + 1) for observer in OBSERVERS}
+    largest = {observer: np.zeros(size + 1) for observer in OBSERVERS}
+    for line in data.split(b"\n")[1:]:
+        try:
+            record = parse_record(line, "line")
+        except TamperedLedgerError:
+            continue
+        try:
+            _, total = total_of(record, size)
+            for observer in OBSERVERS:
+                largest[observer] = np.maximum(largest[observer], total[observer])
+        except ValueError:
+            pass
+        if record.get("type") != "charge":
+            continue
+        try:
+            curve = cost_of(record, size)
+            observers = check_observers(record.get("observers"))
+        except (ValueError, TypeError):
+            continue
+        for observer in observers:
+            summed[observer] = summed[observer] + curve
+    return {observer: np.maximum(summed[observer], largest[observer]) for observer in OBSERVERS}
