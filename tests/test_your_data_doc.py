@@ -37,8 +37,10 @@ def test_the_your_data_walkthrough_runs_and_prints_what_it_shows(tmp_path, monke
     assert f"The majority class alone scores {majority} on these {len(y_test)} test patients" in DOC.read_text()
 
     card = (tmp_path / "hospitals-bundle" / "MODEL_CARD.md").read_text()  # metrics, data, intended use filled
-    assert "| test_accuracy | 0.898551 |" in card and "- `test`: shape (69, 30)" in card
-    assert "not for diagnosis" in card and "NEAR CHANCE" not in card
+    accuracy = float(re.search(r"\| test_accuracy \| ([0-9.]+) \|", card).group(1))  # follows the secret noise
+    assert 0.0 <= accuracy <= 1.0 and "- `test`: shape (69, 30)" in card
+    near_chance = accuracy - float(majority) < 0.25 * (1 - float(majority))  # closes < a quarter of the gap to 1
+    assert "not for diagnosis" in card and ("NEAR CHANCE" in card) == near_chance
     (audit,) = [line for line in blocks("bash")[0].splitlines() if line.startswith("python -m privfed audit")]
     assert main(audit.split()[3:]) == 0
     assert "PASS" in capsys.readouterr().out
