@@ -59,16 +59,25 @@ BATCH = 64
 DEVICES = {"cpu": "cpu", "cuda": "cuda", "auto": None}  # --device -> TorchClassifier(device=...)
 
 
+def public_rate(sizes: list[int]) -> float:
+    """The DP-SGD sampling rate every party uses, fixed in advance: q = BATCH / the smallest party's size. Inside a
+    pipeline q reaches the coordinator and the ledger, so it must be public (issue 40); the benchmark's operator
+    knows the sizes of the split it built, as a study's organiser knows the sizes the sites declared."""
+    return min(1.0, BATCH / min(sizes))
+
+
 def sigma_for(target: float | None, sizes: list[int], epochs: int) -> float | None:
-    """The noise multiplier that keeps every party at ε ≤ target over ``epochs`` DP-SGD epochs."""
+    """The noise multiplier that keeps every party at ε ≤ target over ``epochs`` DP-SGD epochs at the public rate."""
     if target is None:
         return None
-    return max(dpsgd_noise_multiplier(target_epsilon=target, delta=DELTA, sample_rate=min(1.0, BATCH / n),
-                                      steps=epochs * int(n / BATCH)) for n in set(sizes))
+    rate = public_rate(sizes)
+    return dpsgd_noise_multiplier(target_epsilon=target, delta=DELTA, sample_rate=rate,
+                                  steps=epochs * DPConfig.steps_per_epoch(rate))
 
 
-def dp_config(sigma: float | None) -> DPConfig | None:
-    return None if sigma is None else DPConfig(noise_multiplier=sigma, max_grad_norm=1.0, delta=DELTA)
+def dp_config(sigma: float | None, sizes: list[int]) -> DPConfig | None:
+    return None if sigma is None else DPConfig(noise_multiplier=sigma, max_grad_norm=1.0, delta=DELTA,
+                                               sample_rate=public_rate(sizes))
 
 
 def lr(sigma: float | None, plain: float = 1e-3) -> float:
@@ -92,9 +101,10 @@ def describe(model, X_test, y_test) -> dict:
 
 def run_fedkd(args, target, data):
     parties, public, X_test, y_test = data
-    sigma = sigma_for(target, [len(y) for _, y in parties], args.fedkd_local_epochs)
+    sizes = [len(y) for _, y in parties]
+    sigma = sigma_for(target, sizes, args.fedkd_local_epochs)
     local = TorchCNN(epochs=args.fedkd_local_epochs, batch_size=BATCH, lr=lr(sigma), random_state=args.seed,
-                     dp=dp_config(sigma), device=DEVICES[args.device])
+                     dp=dp_config(sigma, sizes), device=DEVICES[args.device])
     model = FedKD(local, TorchCNN(batch_size=BATCH, random_state=args.seed, device=DEVICES[args.device]),
                   quantization_scale=200, gamma=1.0,
                   clip=10.0, loss="l2", distill_epochs=args.fedkd_distill_epochs, weighting="uniform",
@@ -104,9 +114,11 @@ def run_fedkd(args, target, data):
 
 def run_privatekt(args, target, data):
     parties, public, X_test, y_test = data
-    sigma = sigma_for(target, [len(y) for _, y in parties], args.privatekt_rounds * args.privatekt_local_epochs)
+    sizes = [len(y) for _, y in parties]
+    sigma = sigma_for(target, sizes, args.privatekt_rounds * args.privatekt_local_epochs)
     rate = lr(sigma) if sigma is None or args.privatekt_dp_lr is None else args.privatekt_dp_lr
-    model = TorchCNN(optimizer="adam", lr=rate, batch_size=BATCH, random_state=args.seed, dp=dp_config(sigma),
+    model = TorchCNN(optimizer="adam", lr=rate, batch_size=BATCH, random_state=args.seed,
+                     dp=dp_config(sigma, sizes),
                      device=DEVICES[args.device])
     fitted = PrivateKT(model, epsilon_per_round=5.0, queries_per_round=2, buffer_rounds=25, self_training_size=1200,
                        client_fraction=args.privatekt_client_fraction, local_epochs=args.privatekt_local_epochs,
@@ -120,9 +132,10 @@ def run_privatekt(args, target, data):
 
 def run_selective_fd(args, target, data):
     clients, proxy, X_test, y_test = data
-    sigma = sigma_for(target, [len(y) for _, y in clients], args.sfd_rounds)
+    sizes = [len(y) for _, y in clients]
+    sigma = sigma_for(target, sizes, args.sfd_rounds)
     model = TorchCNN(conv_channels=(10, 20), hidden=(50,), lr=lr(sigma, plain=2e-3), batch_size=BATCH,
-                     random_state=args.seed, dp=dp_config(sigma), device=DEVICES[args.device])
+                     random_state=args.seed, dp=dp_config(sigma, sizes), device=DEVICES[args.device])
     # Plain training: 5 local and 10 distillation mini-batches per round. Under DP-SGD the local step is one
     # Poisson-sampled epoch (⌊n/64⌋ ≈ 85 steps on one class), which would drown 10 distillation steps; unless
     # --sfd-dp-distill-steps says otherwise, distillation keeps the plain protocol's 2:1 ratio to local steps.

@@ -73,7 +73,8 @@ def data(seed: int):
 
 def methods(args: argparse.Namespace, seed: int) -> dict[str, SelectiveFD]:
     model = TorchMLP(hidden=(64,), lr=args.lr, optimizer="sgd", batch_size=args.batch_size, random_state=seed,
-                     dp=DPConfig(target_epsilon=args.dpsgd_epsilon, max_grad_norm=1.0, delta=DELTA))
+                     dp=DPConfig(target_epsilon=args.dpsgd_epsilon, max_grad_norm=1.0, delta=DELTA,
+                                 sample_rate=args.sample_rate))
     common = dict(rounds=args.rounds, distill_steps=args.distill_steps, proxy_batch=args.proxy_batch,
                   tau_server=args.tau_server, n_auxiliary=400, max_known=400, delta=DELTA, random_state=seed)
     chosen = {"raw-data KuLSIF selector": SelectiveFD(model, dp_selector=False, **common)}
@@ -114,7 +115,10 @@ def main() -> None:
     parser.add_argument("--distill-steps", type=int, default=10)
     parser.add_argument("--proxy-batch", type=int, default=200)
     parser.add_argument("--tau-server", type=float, default=1.0)
-    parser.add_argument("--batch-size", type=int, default=16, help="expected DP-SGD batch (q = batch / n)")
+    parser.add_argument("--batch-size", type=int, default=16, help="the model's batch size (without DP-SGD)")
+    parser.add_argument("--sample-rate", type=float, default=0.08,
+                        help="DP-SGD's public sampling rate, fixed in advance (about 16 of a client's ~200 rows); "
+                             "inside a pipeline q reaches the coordinator, so it cannot be batch / n (issue 40)")
     parser.add_argument("--lr", type=float, default=0.1)
     parser.add_argument("--dpsgd-epsilon", type=float, default=4.0, help="DPConfig.target_epsilon (per round)")
     parser.add_argument("--selector-epsilons", type=float, nargs="+", default=[10000.0, 4.0, 1.0, 0.25])
