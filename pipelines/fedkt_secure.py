@@ -56,6 +56,7 @@ from ..accounting.noise_source import NoiseSource
 from ..accounting.skellam import SkellamMechanism
 from ._dp_ledger import DPTrainingReport, training_report
 from .messages import ArraySpec, MessageError, WireMessage
+from .secure_sum import add_skellam_share, secure_value_bound, skellam_share_variance
 from .voting import consistent_votes
 
 __all__ = [
@@ -77,23 +78,6 @@ __all__ = [
 SECURE_AGGREGATOR = "skellam"
 #: A party's noisy count lies within s ± this many standard deviations of its share (+ a constant) or it refuses
 #: to send; the chance of reaching it is below 10⁻¹⁰⁰ per count.
-_BOUND_DEVIATIONS = 40.0
-
-
-def skellam_share_variance(sigma: float, n_parties: int) -> float:
-    """σ²/n: each party's share of the Skellam variance, so that the n shares sum to Sk(σ²)."""
-    return float(sigma) ** 2 / n_parties
-
-
-def secure_value_bound(n_partitions: int, share_variance: float) -> int:
-    """An integer B with every noisy count a party sends in [−B, B] (else it refuses): s + 40·√share + 40.
-
-    Secure aggregation works on integers modulo a power of two; B sizes its clipping range, so that the
-    parties' noisy histograms sum exactly (``privfed.federation``'s SecAgg+ run).
-    """
-    return int(n_partitions + math.ceil(_BOUND_DEVIATIONS * math.sqrt(share_variance)) + 40)
-
-
 @dataclass(frozen=True, eq=False)
 class FedKTNoisyVotes(WireMessage):
     """Party → secure aggregation: its consistent-vote histogram plus its Skellam share, (final queries, classes)."""
@@ -143,13 +127,9 @@ def secure_party_outcome(task: Any, plain: Any, *, party: str) -> FedKTSecureOut
     predictions = plain.votes.predictions  # (s, final queries): never sent
     histogram = consistent_votes(predictions[None], len(task.classes))
     # The party's own noise source (secret unless the task carries a noise_seed); the plain step drew nothing from it.
-    rng = NoiseSource.for_task(task.noise_seed).generator
-    rate = task.noise_scale / 2.0
-    noisy = histogram + rng.poisson(rate, histogram.shape) - rng.poisson(rate, histogram.shape)
-    bound = secure_value_bound(task.n_partitions, task.noise_scale)
-    if np.abs(noisy).max(initial=0) > bound:  # probability < 1e-100: refuse rather than send a clipped value
-        raise ValueError(f"{party}'s noisy vote histogram left [-{bound}, {bound}]; nothing was sent")
-    return FedKTSecureOutcome(FedKTNoisyVotes(noisy.astype(np.int64)), tuple(plain.students), plain.teacher_votes,
+    noisy = add_skellam_share(histogram, task.noise_scale, value_bound=task.n_partitions,
+                              generator=NoiseSource.for_task(task.noise_seed).generator, party=party)
+    return FedKTSecureOutcome(FedKTNoisyVotes(noisy), tuple(plain.students), plain.teacher_votes,
                               plain.teacher_training)
 
 

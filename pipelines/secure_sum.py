@@ -8,9 +8,9 @@ knows a pipeline: :func:`add_skellam_share` is what a party does with whatever i
 contributes (FedKD's quantized logit levels today; FedKT's vote histograms can adopt it), drawing
 from its own :class:`~privfed.accounting.NoiseSource` — never from ``random_state``, never sent.
 
-The share's variance (:func:`~privfed.pipelines.fedkt_secure.skellam_share_variance`) and the integer
-bound secure aggregation's modulus is sized from (:func:`~privfed.pipelines.fedkt_secure.secure_value_bound`)
-are FedKT's, reused as they are.
+The share's variance (:func:`skellam_share_variance`) and the integer bound secure aggregation's modulus is
+sized from (:func:`secure_value_bound`) live here too, for every pipeline that sums shares (FedKT's vote
+histograms, FedKD's logit levels).
 """
 
 from __future__ import annotations
@@ -19,9 +19,23 @@ import math
 
 import numpy as np
 
-from .fedkt_secure import secure_value_bound, skellam_share_variance
-
 __all__ = ["add_skellam_share", "secure_value_bound", "skellam_share_variance"]
+
+_BOUND_DEVIATIONS = 40.0
+
+
+def skellam_share_variance(sigma: float, n_parties: int) -> float:
+    """σ²/n: each party's share of the Skellam variance, so that the n shares sum to Sk(σ²)."""
+    return float(sigma) ** 2 / n_parties
+
+
+def secure_value_bound(value_bound: int, share_variance: float) -> int:
+    """An integer B with every noisy count a party sends in [−B, B] (else it refuses): value bound + 40·√share + 40.
+
+    Secure aggregation works on integers modulo a power of two; B sizes its clipping range, so that the
+    parties' noisy histograms sum exactly (``privfed.federation``'s SecAgg+ run).
+    """
+    return int(value_bound + math.ceil(_BOUND_DEVIATIONS * math.sqrt(share_variance)) + 40)
 
 
 def add_skellam_share(values: np.ndarray, share_variance: float, *, value_bound: int,
