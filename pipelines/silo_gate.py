@@ -1,0 +1,104 @@
+"""The silo's gate: charge a planned release to the silo's own budget before its data is touched, or refuse.
+
+A party step that was given a :class:`~privfed.accounting.silo_budget.SiloBudget` first works out, from its
+task's public parameters alone, the mechanism its reply will be accounted under, and charges it
+(:func:`admit`). The charge is written and fsynced before the party reads a row, so a crash afterwards
+over-counts, never under-counts. When the release does not fit — or has no data-independent bound a silo
+could charge — the party sends a :class:`BudgetRefusal` instead of its reply: the refusal's reason names the
+budget and the release's public cost only, nothing derived from the data.
+
+The coordinator lists the refusals (:class:`Refusal`, the fitted estimator's ``refused_``), goes on with the
+other parties when the protocol allows, and raises :class:`RefusedRunError` naming them when it cannot.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import ClassVar
+
+from ..accounting.mechanism import Mechanism
+from ..accounting.observers import OBSERVERS
+from ..accounting.silo_budget import BudgetRefusedError, SiloBudget
+from .messages import Record, WireMessage
+
+__all__ = ["BudgetRefusal", "Refusal", "RefusedRunError", "admit", "check_budgets", "refusals_in", "study_name"]
+
+
+@dataclass(frozen=True, eq=False)
+class BudgetRefusal(WireMessage):
+    """Party → server: the silo refused the planned release; ``reason`` names its budget and the release's public
+    cost only (no data-derived content)."""
+
+    KIND: ClassVar[str] = "budget-refusal"
+
+    reason: str
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """A party that refused: its index among the parties, the round it refused at (1-based; 1 for one-shot
+    pipelines) and the reason its silo gave."""
+
+    party: int
+    reason: str
+    round: int = 1
+
+
+class RefusedRunError(RuntimeError):
+    """The run cannot go on without the parties whose silos refused; the message names them and why."""
+
+    def __init__(self, refused: Sequence[Refusal], why: str) -> None:
+        self.refused = tuple(refused)
+        named = "; ".join(f"party {r.party} (round {r.round}): {r.reason}" for r in self.refused)
+        super().__init__(f"{why}; refused by their silos' budgets: {named}")
+
+
+def check_budgets(budgets: Sequence[SiloBudget | None] | None, n_parties: int) -> list[SiloBudget | None]:
+    """One budget (or None) per party; ``None`` for all when ``budgets`` is None."""
+    if budgets is None:
+        return [None] * n_parties
+    budgets = list(budgets)
+    if len(budgets) != n_parties:
+        raise ValueError(f"budgets must hold one SiloBudget or None per party ({n_parties}), got {len(budgets)}")
+    for index, budget in enumerate(budgets):
+        if budget is not None and not isinstance(budget, SiloBudget):
+            raise TypeError(f"budgets[{index}] must be a privfed.SiloBudget or None, got {type(budget).__name__}")
+    return budgets
+
+
+def study_name(study: str | None, pipeline: str) -> str:
+    """The study a fit charges its silos' budgets under: ``study``, or ``"<pipeline> fit"`` when None."""
+    if study is None:
+        return f"{pipeline} fit"
+    if not isinstance(study, str) or not study.strip():
+        raise ValueError(f"study must be a non-empty string or None, got {study!r}")
+    return study
+
+
+def admit(budget: SiloBudget | None, release: Mechanism | str, *, study: str, pipeline: str,
+          observers: Sequence[str] = OBSERVERS) -> BudgetRefusal | None:
+    """Charge ``release`` to ``budget`` before the data is touched; None when charged (or no budget), else the
+    refusal to send.
+
+    ``release`` is the mechanism the party's reply is accounted under, built from the task's public parameters,
+    or a one-line reason why the reply has no bound a silo could charge (it is then refused).
+    """
+    if budget is None:
+        return None
+    if isinstance(release, str):
+        return BudgetRefusal(f"{pipeline}: {release}")
+    try:
+        budget.charge(release, study=study, pipeline=pipeline, observers=observers)
+    except (BudgetRefusedError, ValueError) as error:  # over budget, tampered, or no data-independent bound
+        return BudgetRefusal(f"{pipeline}: {error}")
+    return None
+
+
+def refusals_in(sent: Sequence[Sequence[Record]], *, round: int = 1) -> list[Refusal]:
+    """The refusals among the records each party sent (in party order)."""
+    return [
+        Refusal(index, BudgetRefusal.from_record(records[0], sender=f"party {index}").reason, round)
+        for index, records in enumerate(sent)
+        if records and records[0].kind == BudgetRefusal.KIND
+    ]

@@ -1,0 +1,78 @@
+"""Each silo's own budget, enforced in its party steps: charged before the data is touched, or a refusal."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from privfed.pipelines import fedkt as fedkt_module
+from privfed.pipelines.fedkt import FedKT
+from privfed.pipelines.silo_gate import BudgetRefusal, RefusedRunError
+from sklearn.datasets import load_digits
+from sklearn.tree import DecisionTreeClassifier
+
+import privfed
+
+pytestmark = pytest.mark.filterwarnings("ignore:.*(NEAR CHANCE|little to learn):UserWarning")
+
+
+@pytest.fixture(scope="module")
+def digits():
+    X, y = load_digits(return_X_y=True)
+    parties = [(X[i:900:3], y[i:900:3]) for i in range(3)]
+    return parties, X[900:1100]
+
+
+def budgets(tmp_path, epsilons):
+    return [privfed.SiloBudget(tmp_path / f"silo{i}.jsonl", epsilon=e, delta=1e-5) for i, e in enumerate(epsilons)]
+
+
+def fedkt_l2(**kwargs):
+    return FedKT(DecisionTreeClassifier(max_depth=6), n_partitions=2, n_teachers=2, privacy="L2", gamma=0.5,
+                 local_query_fraction=0.1, query_fraction=0.5, random_state=0, **kwargs)
+
+
+def test_fedkt_silo_over_budget_refuses_before_its_data_is_touched(digits, tmp_path, monkeypatch) -> None:
+    parties, public = digits
+    ran = []
+    step = fedkt_module.fedkt_party_step
+    monkeypatch.setattr(fedkt_module, "fedkt_party_step",
+                        lambda task, X, y, **kw: ran.append(kw["party"]) or step(task, X, y, **kw))
+    silos = budgets(tmp_path, [1000.0, 0.5, 1000.0])
+    model = fedkt_l2().fit(parties, public, budgets=silos, study="icu-2027")
+    assert ran == ["party 0", "party 2"]  # the refusing silo never ran its step
+    assert [(r.party, r.round) for r in model.refused_] == [(1, 1)]
+    assert "exceed" in model.refused_[0].reason or "budget" in model.refused_[0].reason
+    assert model.students_[1] == [] and model.party_votes_[1] is None
+    assert len(model.n_local_queries_answered_) == 2
+    # The ledger files record the charges that happened, and only those.
+    assert silos[1].charges == ()
+    for silo in (silos[0], silos[2]):
+        (charge,) = silo.charges
+        assert (charge.study, charge.pipeline, charge.mechanism["kind"]) == ("icu-2027", "fedkt", "withheld_votes_noisy_max")
+        assert silo.spent() > 0
+
+
+def test_refusal_carries_no_data_derived_content() -> None:
+    record = BudgetRefusal("fedkt: over budget").to_record()
+    assert dict(record.arrays) == {} and set(record.scalars) == {"reason"}
+
+
+def test_fedkt_every_silo_refusing_raises_naming_them(digits, tmp_path) -> None:
+    parties, public = digits
+    with pytest.raises(RefusedRunError, match=r"party 0 \(round 1\).*party 1 \(round 1\).*party 2"):
+        fedkt_l2().fit(parties, public, budgets=budgets(tmp_path, [0.5] * 3))
+
+
+def test_fedkt_l1_is_refused_by_a_silo_with_a_budget(digits, tmp_path) -> None:
+    parties, public = digits
+    silos = [None, privfed.SiloBudget(tmp_path / "silo.jsonl", epsilon=1000.0, delta=1e-5), None]
+    model = FedKT(DecisionTreeClassifier(max_depth=6), n_partitions=2, n_teachers=2, privacy="L1", gamma=0.5,
+                  query_fraction=0.5, random_state=0).fit(parties, public, budgets=silos)
+    assert [r.party for r in model.refused_] == [1] and "un-noised" in model.refused_[0].reason
+    assert silos[1].charges == ()
+
+
+def test_budgets_must_match_the_parties(digits) -> None:
+    parties, public = digits
+    with pytest.raises(ValueError, match="one SiloBudget or None per party"):
+        fedkt_l2().fit(parties, public, budgets=[None])
