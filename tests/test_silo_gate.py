@@ -5,7 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from privfed.pipelines import fedkt as fedkt_module
+from privfed.pipelines import privatekt as privatekt_module
 from privfed.pipelines.fedkt import FedKT
+from privfed.pipelines.privatekt import PrivateKT
 from privfed.pipelines.silo_gate import BudgetRefusal, RefusedRunError
 from sklearn.datasets import load_digits
 from sklearn.tree import DecisionTreeClassifier
@@ -76,3 +78,30 @@ def test_budgets_must_match_the_parties(digits) -> None:
     parties, public = digits
     with pytest.raises(ValueError, match="one SiloBudget or None per party"):
         fedkt_l2().fit(parties, public, budgets=[None])
+
+
+def privatekt(**kwargs):
+    return PrivateKT(DecisionTreeClassifier(max_depth=6), epsilon_per_round=2.0, queries_per_round=20,
+                     buffer_rounds=4, self_training_size=40, rounds=4, client_fraction=1.0, random_state=0, **kwargs)
+
+
+def test_privatekt_silo_stops_at_the_round_that_would_exceed(digits, tmp_path, monkeypatch) -> None:
+    parties, public = digits
+    ran = []
+    step = privatekt_module.privatekt_party_step
+    monkeypatch.setattr(privatekt_module, "privatekt_party_step",
+                        lambda task, X, y, **kw: ran.append(kw["party"]) or step(task, X, y, **kw))
+    silos = budgets(tmp_path, [1000.0, 1.8, 1000.0])
+    model = privatekt().fit(parties, public, budgets=silos, study="icu-2027")
+    # The filter's ε after 1, 2, 3 rounds is 1.20, 1.66, 2.01: party 1's budget of 1.8 refuses round 3, then it stops.
+    assert [(r.party, r.round) for r in model.refused_] == [(1, 3)]
+    assert ran.count("party 1") == 2 and ran.count("party 0") == ran.count("party 2") == 4
+    assert model.participation_.tolist() == [4, 2, 4]
+    assert [c.mechanism["kind"] for c in silos[1].charges] == ["randomized_response"] * 2
+    assert len(silos[0].charges) == 4 and 1.6 < silos[1].spent() <= 1.8
+
+
+def test_privatekt_every_client_stopping_raises(digits, tmp_path) -> None:
+    parties, public = digits
+    with pytest.raises(RefusedRunError, match="every client has stopped.*party 0 \\(round 1\\)"):
+        privatekt().fit(parties, public, budgets=budgets(tmp_path, [1.0] * 3))
