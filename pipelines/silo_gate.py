@@ -17,12 +17,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import ClassVar
 
+from typing import Any
+
+from ..accounting.dpsgd import DPSGD
 from ..accounting.mechanism import Mechanism
 from ..accounting.observers import OBSERVERS
 from ..accounting.silo_budget import BudgetRefusedError, SiloBudget
 from .messages import Record, WireMessage
 
-__all__ = ["BudgetRefusal", "Refusal", "RefusedRunError", "admit", "check_budgets", "refusals_in", "study_name"]
+__all__ = ["BudgetRefusal", "Refusal", "RefusedRunError", "admit", "check_budgets", "planned_dp_training", "refusals_in", "study_name"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -74,6 +77,18 @@ def study_name(study: str | None, pipeline: str) -> str:
     if not isinstance(study, str) or not study.strip():
         raise ValueError(f"study must be a non-empty string or None, got {study!r}")
     return study
+
+
+def planned_dp_training(model: Any) -> DPSGD | None:
+    """The DP-SGD release of one ``fit`` of ``model`` from its public configuration (its ``dp=`` with a configured
+    ``sample_rate``), or None when it is not DP-trained with public parameters."""
+    config = getattr(model, "dp", None)
+    if config is None or not config.public_sample_rate:
+        return None
+    from .dp_training import plan_release  # torch: imported only for a DP-trained (torch) model
+
+    # With a configured q the training-set size only checks δ < 1/n (the party's own fit checks its real n).
+    return plan_release(config, n=1, batch_size=model.batch_size, epochs=model.epochs)
 
 
 def admit(budget: SiloBudget | None, release: Mechanism | str, *, study: str, pipeline: str,

@@ -105,3 +105,25 @@ def test_privatekt_every_client_stopping_raises(digits, tmp_path) -> None:
     parties, public = digits
     with pytest.raises(RefusedRunError, match="every client has stopped.*party 0 \\(round 1\\)"):
         privatekt().fit(parties, public, budgets=budgets(tmp_path, [1.0] * 3))
+
+
+def test_fedkd_silo_charges_its_models_dp_sgd_or_refuses(tmp_path, one_torch_thread) -> None:
+    pytest.importorskip("opacus")
+    from conftest import digits_federation
+
+    parties, public, _ = digits_federation(3)
+    dp = privfed.DPConfig(noise_multiplier=1.0, max_grad_norm=1.0, delta=1e-5, sample_rate=0.1)
+
+    def mlp(dp=dp):
+        return privfed.TorchMLP(hidden=(16,), epochs=1, batch_size=32, lr=0.05, optimizer="sgd", dp=dp)
+
+    silos = budgets(tmp_path, [1000.0, 0.5, 1000.0])
+    model = privfed.FedKD([mlp(), mlp(), mlp(dp=None)], mlp(dp=None), gamma=1.0, clip=4.0, quantization_scale=20,
+                          weighting="uniform", random_state=0).fit(parties, public, budgets=silos)
+    # Party 1's DP-SGD does not fit ε = 0.5; party 2's model is not DP-trained: its logits would reach the
+    # coordinator un-noised. Only party 0 took part, charged its training's public parameters.
+    assert [r.party for r in model.refused_] == [1, 2] and "not DP-trained" in model.refused_[1].reason
+    (charge,) = silos[0].charges
+    assert charge.mechanism["kind"] == "dpsgd" and charge.mechanism["parameters"]["steps"] == 10
+    assert silos[1].charges == silos[2].charges == ()
+    assert model.predict(public[:5]).shape == (5,)  # the run went on with party 0
