@@ -90,7 +90,7 @@ from .privatekt_steps import (
     privatekt_planned_release,
 )
 from .progress import progress_bar
-from .silo_gate import Refusal, RefusedRunError, admit, check_budgets, study_name
+from .silo_gate import RefusalLog, admit, check_budgets, study_name
 
 __all__ = ["KnowledgeBuffer", "PrivateKT", "RoundExchange", "importance_sample", "perturb_labels", "predictive_entropy"]
 
@@ -287,22 +287,18 @@ class PrivateKT(ClassifierMixin, BaseEstimator):
         batched = self._batched(public, classes)
         budgets = check_budgets(budgets, len(parties))
         study = study_name(study, "PrivateKT")
-        refused: list[Refusal] = []
-        rounds = iter(range(1, self.rounds + 1))
+        refusals = RefusalLog(len(parties), "PrivateKT")
 
         def exchange(clients: Sequence[int], tasks: Sequence[PrivateKTTask]) -> tuple[dict[int, list[Record]], list]:
-            round_number, stopped = next(rounds), {refusal.party for refusal in refused}
+            refusals.round += 1
+            clients, tasks = refusals.skip_stopped(clients, tasks)
             admitted = []
             for client, task in zip(clients, tasks):
-                if client in stopped:
-                    continue  # a client whose silo refused takes no further part
                 refusal = admit(budgets[client], privatekt_planned_release(task), study=study, pipeline="privatekt")
                 if refusal is None:
                     admitted.append((client, task))
                 else:
-                    refused.append(Refusal(client, refusal.reason, round_number))
-            if len(refused) == len(parties):
-                raise RefusedRunError(refused, "PrivateKT cannot go on: every client has stopped")
+                    refusals.add(client, refusal.reason)
             clients, tasks = [client for client, _ in admitted], [task for _, task in admitted]
             data = [parties[client] for client in clients]
             if batched:
@@ -315,7 +311,7 @@ class PrivateKT(ClassifierMixin, BaseEstimator):
             return {client: [m.to_record() for m in sent] for client, sent in zip(clients, messages)}, []
 
         self._fit_rounds(public, schemas, classes, names, exchange, eval_set=eval_set, checkpoint=saved)
-        self.refused_ = refused
+        self.refused_ = refusals.refused
         return self
 
     def _batched(self, public: np.ndarray, classes: np.ndarray) -> bool:

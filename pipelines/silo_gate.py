@@ -14,7 +14,7 @@ other parties when the protocol allows, and raises :class:`RefusedRunError` nami
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import ClassVar
 
 from typing import Any
@@ -23,9 +23,9 @@ from ..accounting.dpsgd import DPSGD
 from ..accounting.mechanism import Mechanism
 from ..accounting.observers import OBSERVERS
 from ..accounting.silo_budget import BudgetRefusedError, SiloBudget
-from .messages import Record, WireMessage
+from .messages import MessageError, Record, WireMessage
 
-__all__ = ["BudgetRefusal", "Refusal", "RefusedRunError", "admit", "check_budgets", "planned_dp_training", "refusals_in", "study_name"]
+__all__ = ["BudgetRefusal", "Refusal", "RefusalLog", "RefusedRunError", "admit", "check_budgets", "is_refusal", "planned_dp_training", "refusals_in", "study_name"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -110,10 +110,49 @@ def admit(budget: SiloBudget | None, release: Mechanism | str, *, study: str, pi
     return None
 
 
-def refusals_in(sent: Sequence[Sequence[Record]], *, round: int = 1) -> list[Refusal]:
-    """The refusals among the records each party sent (in party order)."""
+def is_refusal(records: Sequence[Record], *, sender: str) -> bool:
+    """Whether a party's reply is a refusal (which must come alone: :class:`MessageError` names ``sender``)."""
+    if not any(record.kind == BudgetRefusal.KIND for record in records):
+        return False
+    if len(records) != 1:
+        raise MessageError(f"{sender} sent {[r.kind for r in records]}: a {BudgetRefusal.KIND!r} comes alone")
+    return True
+
+
+def refusals_in(sent: Sequence[Sequence[Record]], names: Sequence[str] | None = None, *,
+                round: int = 1) -> list[Refusal]:
+    """The refusals among the records each party sent (in party order; ``names`` for the errors)."""
+    names = [f"party {index}" for index in range(len(sent))] if names is None else names
     return [
-        Refusal(index, BudgetRefusal.from_record(records[0], sender=f"party {index}").reason, round)
-        for index, records in enumerate(sent)
-        if records and records[0].kind == BudgetRefusal.KIND
+        Refusal(index, BudgetRefusal.from_record(records[0], sender=name).reason, round)
+        for index, (records, name) in enumerate(zip(sent, names))
+        if is_refusal(records, sender=name)
     ]
+
+
+@dataclass
+class RefusalLog:
+    """The refusals of an iterative run (PrivateKT's rounds): a party whose silo refused takes no further part,
+    and the run cannot go on once every party has stopped."""
+
+    n_parties: int
+    pipeline: str
+    refused: list[Refusal] = field(default_factory=list)
+    round: int = 0
+
+    @property
+    def stopped(self) -> set[int]:
+        """The parties that refused in an earlier round (or this one)."""
+        return {refusal.party for refusal in self.refused}
+
+    def skip_stopped(self, parties: Sequence[int], tasks: Sequence[Any]) -> tuple[list[int], list[Any]]:
+        """This round's parties and their tasks, less those that stopped (they are sent nothing more)."""
+        stopped = self.stopped
+        kept = [(party, task) for party, task in zip(parties, tasks) if party not in stopped]
+        return [party for party, _ in kept], [task for _, task in kept]
+
+    def add(self, party: int, reason: str) -> None:
+        """Record that ``party`` refused at the current round; raise :class:`RefusedRunError` once all have."""
+        self.refused.append(Refusal(party, reason, self.round))
+        if len(self.stopped) == self.n_parties:
+            raise RefusedRunError(self.refused, f"{self.pipeline} cannot go on: every client has stopped")
