@@ -127,3 +127,13 @@ def test_fedkd_silo_charges_its_models_dp_sgd_or_refuses(tmp_path, one_torch_thr
     assert charge.mechanism["kind"] == "dpsgd" and charge.mechanism["parameters"]["steps"] == 10
     assert silos[1].charges == silos[2].charges == ()
     assert model.predict(public[:5]).shape == (5,)  # the run went on with party 0
+
+
+@pytest.mark.parametrize("estimator", ["SelectiveFD", "FedMD", "IndependentLearning"])
+def test_selective_fd_family_refuses_a_budget_before_touching_data(digits, tmp_path, estimator) -> None:
+    parties, public = digits
+    silos = [None, privfed.SiloBudget(tmp_path / "silo.jsonl", epsilon=1000.0, delta=1e-5), None]
+    model = getattr(privfed, estimator)(DecisionTreeClassifier(max_depth=4))
+    with pytest.raises(RefusedRunError, match=r"cannot run without every party.*party 1 \(round 1\)"):
+        model.fit(parties, public, budgets=silos)
+    assert silos[1].charges == () and not hasattr(model, "models_")
