@@ -15,9 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import ClassVar
-
-from typing import Any
+from typing import Any, ClassVar
 
 from ..accounting.dpsgd import DPSGD
 from ..accounting.mechanism import Mechanism
@@ -25,7 +23,10 @@ from ..accounting.observers import OBSERVERS
 from ..accounting.silo_budget import BudgetRefusedError, SiloBudget
 from .messages import MessageError, Record, WireMessage
 
-__all__ = ["BudgetRefusal", "Refusal", "RefusalLog", "RefusedRunError", "admit", "check_budgets", "is_refusal", "planned_dp_training", "refusals_in", "study_name"]
+__all__ = [
+    "BudgetRefusal", "Refusal", "RefusalLog", "RefusedRunError", "admit", "check_budgets", "is_refusal",
+    "planned_dp_training", "refusals_in", "study_name",
+]
 
 
 @dataclass(frozen=True, eq=False)

@@ -50,7 +50,8 @@ def test_fedkt_silo_over_budget_refuses_before_its_data_is_touched(digits, tmp_p
     assert silos[1].charges == ()
     for silo in (silos[0], silos[2]):
         (charge,) = silo.charges
-        assert (charge.study, charge.pipeline, charge.mechanism["kind"]) == ("icu-2027", "fedkt", "withheld_votes_noisy_max")
+        assert (charge.study, charge.pipeline) == ("icu-2027", "fedkt")
+        assert charge.mechanism["kind"] == "withheld_votes_noisy_max"
         assert silo.spent() > 0
 
 

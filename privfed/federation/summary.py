@@ -2,7 +2,8 @@
 
 The ServerApp runs on the server; the analyst's ``privfed federation run`` sees only the run's streamed
 output. So the ServerApp prints, as its last words, one line ``privfed-summary: {json}`` (algorithm, the
-parties that took part and those whose silo budgets refused (with the round and the reason), ε per unit — and per observer where the installed ledger accounts observers —,
+parties that took part, those whose silo budgets refused (with the round and the reason), ε per unit — and per
+observer where the installed ledger accounts observers —,
 the test accuracy when a labelled test file is configured, the bundle's path) or, when the run fails, one
 line ``privfed-failed: {json}`` (the error's class and message, which names the party and the step).
 :func:`summary_lines` renders the summary for people. Importing this module imports nothing heavy.
