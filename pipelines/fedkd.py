@@ -69,6 +69,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from ..accounting import NoiseSource
 from ..accounting.noise_source import check_noise_seed
+from ..accounting.silo_budget import SiloBudget
 from ._dp_ledger import effective_noise_seed, receive_trainings
 from ._random import as_seed_sequence
 from .executor import PartyTask, run_party_tasks
@@ -86,6 +87,7 @@ from .fedkd_steps import (
     FedKDPartyOutcome,
     _positive_probabilities,
     fedkd_party_step,
+    fedkd_planned_release,
     fedkd_tasks,
     is_torch_classifier,
     local_models,
@@ -98,6 +100,7 @@ from .fedkd_steps import (
 from .messages import DEFAULT_MAX_BYTES
 from .party_data import check_multilabel_parties, check_parties
 from .party_schema import local_schema_exchange
+from .silo_gate import BudgetRefusal, RefusedRunError, admit, check_budgets, refusals_in, study_name
 
 __all__ = [
     "PROBABILITY_FLOOR", "BandwidthReport", "FedKD", "NoisyLogitEnsemble", "paper_quantized", "party_logits",
@@ -105,9 +108,15 @@ __all__ = [
 ]
 
 
-def _party_step(task: PartyTask) -> FedKDPartyOutcome:
-    """One party's work in the in-process run (a joblib task): the party step on its own data."""
-    X, y, message, local_model = task.data
+def _party_step(task: PartyTask) -> FedKDPartyOutcome | BudgetRefusal:
+    """One party's work in the in-process run (a joblib task): its silo's budget charged first (or a refusal),
+    then the party step on its own data."""
+    X, y, message, local_model, budget, study = task.data
+    if budget is not None:
+        refusal = admit(budget, fedkd_planned_release(message, local_model=local_model), study=study,
+                        pipeline="fedkd")
+        if refusal is not None:
+            return refusal
     return fedkd_party_step(message, X, y, local_model=local_model, party=f"party {task.index}")
 
 
@@ -222,6 +231,8 @@ class FedKD(ClassifierMixin, BaseEstimator):
         Party-level ε at ``delta`` (tight analysis; ∞ without noise).
     z_max_ : float or None
         With ``quantizer="paper"``: the data-dependent z_max that set the grid; None otherwise.
+    refused_ : list of Refusal
+        The parties whose silo budgets (``fit(..., budgets=...)``) refused, with their reasons; they sent nothing.
 
     Examples
     --------
@@ -295,12 +306,18 @@ class FedKD(ClassifierMixin, BaseEstimator):
         return NoiseSource.for_task(effective_noise_seed(self))
 
     # --- fitting ----------------------------------------------------------------------------------------
-    def fit(self, parties: Sequence[tuple[np.ndarray, np.ndarray]], public: np.ndarray) -> FedKD:
+    def fit(self, parties: Sequence[tuple[np.ndarray, np.ndarray]], public: np.ndarray, *,
+            budgets: Sequence[SiloBudget | None] | None = None, study: str | None = None) -> FedKD:
         """Run FedKD on the parties' private data and the unlabeled public set.
 
         A driver over the party step of :mod:`privfed.pipelines.fedkd_steps` and the server step of
         :mod:`privfed.pipelines.fedkd_server`: every message goes through its wire form, exactly as in a
         Flower run (``privfed.federation``).
+
+        ``budgets``: one :class:`~privfed.SiloBudget` (or None) per party. A party with a budget charges its
+        reply's release (:func:`~privfed.pipelines.fedkd_steps.fedkd_planned_release`: its local model's DP-SGD)
+        under ``study`` (default ``"FedKD fit"``) before touching its data, or refuses (listed in ``refused_``);
+        the others go on, and a run every party refused raises :class:`~privfed.pipelines.silo_gate.RefusedRunError`.
         """
         self._validate()
         schemas = None
@@ -316,11 +333,22 @@ class FedKD(ClassifierMixin, BaseEstimator):
         noise = self._noise_source()
         tasks = fedkd_tasks(self, public, self.classes_, party_seeds, len(parties),
                             noise_seeds=party_noise_seeds(noise, len(parties)))
-        outcomes: list[FedKDPartyOutcome] = run_party_tasks(
-            _party_step, [(X, y, task, m) for (X, y), task, m in zip(parties, tasks, models)], config=None,
+        budgets = check_budgets(budgets, len(parties))
+        study = study_name(study, "FedKD")
+        answers: list[FedKDPartyOutcome | BudgetRefusal] = run_party_tasks(
+            _party_step, [(X, y, task, m, budget, study)
+                          for (X, y), task, m, budget in zip(parties, tasks, models, budgets)], config=None,
             random_state=party_seeds, n_jobs=self.n_jobs, progress=self.progress,
         )
-        names = [f"party {index}" for index in range(len(parties))]
+        self.refused_ = refusals_in([[a.to_record()] if isinstance(a, BudgetRefusal) else [] for a in answers])
+        kept = [index for index, answer in enumerate(answers) if not isinstance(answer, BudgetRefusal)]
+        if not kept:
+            raise RefusedRunError(self.refused_, "FedKD cannot run: no party took part")
+        outcomes: list[FedKDPartyOutcome] = [answers[index] for index in kept]  # type: ignore[misc]
+        tasks, models = [tasks[index] for index in kept], [models[index] for index in kept]
+        if schemas is not None:
+            schemas = [schemas[index] for index in kept]
+        names = [f"party {index}" for index in kept]
         sent = [[message.to_record() for message in outcome.sent()] for outcome in outcomes]
         if self.secure_aggregation:  # the server step sees only the sum of the parties' noisy levels
             replies = secure_level_sum(tasks, sent, names, max_bytes=DEFAULT_MAX_BYTES)

@@ -40,6 +40,7 @@ from .messages import ArraySpec, MessageError, Record, WireMessage
 from .party_data import class_codes
 from .preflight import warn_if_noise_drowns_votes
 from .secure_sum import add_skellam_share, skellam_share_variance
+from .silo_gate import planned_dp_training
 
 __all__ = [
     "FedKDPartyOutcome",
@@ -47,6 +48,7 @@ __all__ = [
     "FedKDLogits",
     "FedKDTask",
     "fedkd_party_step",
+    "fedkd_planned_release",
     "fedkd_tasks",
     "local_models",
     "logit_replies",
@@ -216,6 +218,23 @@ class FedKDPartyOutcome:
         """The logits, and the local model's DP-SGD parameters when it is DP-trained."""
         training = training_report(self.training)
         return [self.logits] if training is None else [self.logits, training]
+
+
+def fedkd_planned_release(task: FedKDTask, *, local_model: Any) -> Mechanism | str:
+    """What a party's FedKD reply is accounted under, from the task's public parameters and its own model's
+    configuration (before its data is touched): its local model's DP-SGD, of which the logits are post-processing;
+    else the reason no silo can charge it (un-noised logits or class counts reach the coordinator; secure
+    aggregation's Skellam variance depends on who contributes)."""
+    if task.skellam_share_variance is not None:
+        return ("FedKD under secure aggregation: the Skellam release's variance depends on which parties "
+                "contribute, so a silo cannot charge it beforehand")
+    if task.send_class_counts:
+        return "FedKD with class-count weights sends the coordinator the party's class counts in clear: no bound"
+    training = planned_dp_training(local_model)
+    if training is None:
+        return ("FedKD sends the coordinator the local model's logits before any noise, and the local model is not "
+                "DP-trained with a public sample_rate: no bound for the coordinator")
+    return training
 
 
 def fedkd_party_step(

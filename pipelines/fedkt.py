@@ -45,6 +45,7 @@ from ..accounting._checks import (
 )
 from ..accounting.ledger import Ledger
 from ..accounting.noise_source import NoiseSource, check_noise_seed
+from ..accounting.silo_budget import SiloBudget
 from ._dp_ledger import effective_noise_seed, receive_trainings
 from ._models import fit_classifier, with_noise_seed
 from ._random import as_seed_sequence
@@ -55,6 +56,7 @@ from .fedkt_steps import (
     FedKTPartyOutcome,
     fedkt_noise,
     fedkt_party_step,
+    fedkt_planned_release,
     fedkt_server_step,
     fedkt_tasks,
     query_count,
@@ -64,6 +66,7 @@ from .messages import DEFAULT_MAX_BYTES, record_sizes
 from .party_data import check_parties, check_party_data, party_classes
 from .party_schema import PartySchema, describe_party, federation_classes
 from .progress import check_progress, progress_bar
+from .silo_gate import BudgetRefusal, RefusedRunError, admit, check_budgets, refusals_in, study_name
 
 __all__ = ["CentralizedPATE", "FedKT", "Solo", "query_count"]
 
@@ -182,6 +185,9 @@ class FedKT(ClassifierMixin, BaseEstimator):
         Local queries each party answered.
     example_level_epsilons_ : dict
         Example-level ε of L1 under both accountings (``"conservative"`` and ``"paper"``).
+    refused_ : list of Refusal
+        The parties whose silo budgets (``fit(..., budgets=...)``) refused, with their reasons; they sent
+        nothing else, and ``students_`` and ``party_votes_`` hold ``[]`` and None for them.
 
     Examples
     --------
@@ -346,8 +352,14 @@ class FedKT(ClassifierMixin, BaseEstimator):
                 raise ValueError(f"secure_aggregation=True needs {needed}; got {given}")
 
     # --- fitting ----------------------------------------------------------------------------------
-    def fit(self, parties: Sequence[tuple[np.ndarray, np.ndarray]], public: np.ndarray) -> FedKT:
+    def fit(self, parties: Sequence[tuple[np.ndarray, np.ndarray]], public: np.ndarray, *,
+            budgets: Sequence[SiloBudget | None] | None = None, study: str | None = None) -> FedKT:
         """Run FedKT on the parties' private data and the unlabeled public set.
+
+        ``budgets``: one :class:`~privfed.SiloBudget` (or None) per party. A party with a budget charges its
+        reply's release (:func:`~privfed.pipelines.fedkt_steps.fedkt_planned_release`) under ``study`` (default
+        ``"FedKT fit"``) before touching its data, or refuses (listed in ``refused_``); the others go on, and a
+        run that every party refused raises :class:`~privfed.pipelines.silo_gate.RefusedRunError`.
 
         A driver over the party and server steps of :mod:`privfed.pipelines.fedkt_steps`: every message
         goes through its wire form, exactly as in a Flower run (``privfed.federation``).
@@ -357,6 +369,8 @@ class FedKT(ClassifierMixin, BaseEstimator):
         """
         self._validate()
         parties, public = check_parties(parties, public)
+        budgets = check_budgets(budgets, len(parties))
+        study = study_name(study, "FedKT")
         names = [f"party {index}" for index in range(len(parties))]
         schemas = [
             PartySchema.from_record(describe_party(X, y, public_classes=self.classes).to_record(), sender=name)
@@ -370,17 +384,23 @@ class FedKT(ClassifierMixin, BaseEstimator):
         if self.target_epsilon is not None:
             self._check_budget_allows_a_query([task.n_teachers for task in tasks], len(classes))
         student = self.teacher if self.student is None else self.student
-        outcomes: list[FedKTPartyOutcome] = run_party_tasks(
-            _party_step, [(X, y, task) for (X, y), task in zip(parties, tasks)], config=(self.teacher, student),
-            random_state=party_seeds, n_jobs=self.n_jobs, progress=self.progress,
+        answers: list[FedKTPartyOutcome | BudgetRefusal] = run_party_tasks(
+            _party_step, [(X, y, task, budget, study) for (X, y), task, budget in zip(parties, tasks, budgets)],
+            config=(self.teacher, student), random_state=party_seeds, n_jobs=self.n_jobs, progress=self.progress,
         )
+        self.refused_ = refusals_in([[a.to_record()] if isinstance(a, BudgetRefusal) else [] for a in answers])
+        kept = [index for index, answer in enumerate(answers) if not isinstance(answer, BudgetRefusal)]
+        if not kept:
+            raise RefusedRunError(self.refused_, "FedKT cannot run: no party took part")
+        outcomes: list[FedKTPartyOutcome] = [answers[index] for index in kept]  # type: ignore[misc]
+        tasks, names, schemas = ([items[index] for index in kept] for items in (tasks, names, schemas))
         sent = [[message.to_record() for message in outcome.sent()] for outcome in outcomes]
         if self.secure_aggregation:  # the server step sees only the sum of the parties' noisy histograms
             replies = secure_sum(tasks, sent, names, max_bytes=DEFAULT_MAX_BYTES)
         else:
             replies = receive_fedkt_replies(tasks, sent, names, max_bytes=DEFAULT_MAX_BYTES)
-        self.students_ = [list(outcome.students) for outcome in outcomes]
-        self.party_votes_ = [outcome.teacher_votes for outcome in outcomes]
+        self.students_ = [[] if isinstance(a, BudgetRefusal) else list(a.students) for a in answers]
+        self.party_votes_ = [None if isinstance(a, BudgetRefusal) else a.teacher_votes for a in answers]
         schema_records = [[schema.to_record()] for schema in schemas]
         self._set_fitted(
             fedkt_server_step(self, replies, classes, public, seed_sequence, server_seeds,
@@ -446,9 +466,15 @@ class FedKT(ClassifierMixin, BaseEstimator):
         return proba
 
 
-def _party_step(task: PartyTask) -> FedKTPartyOutcome:
-    """One party's work in the in-process run (a joblib task): the party step on its own data."""
-    X, y, message = task.data
+def _party_step(task: PartyTask) -> FedKTPartyOutcome | BudgetRefusal:
+    """One party's work in the in-process run (a joblib task): its silo's budget charged first (or a refusal),
+    then the party step on its own data."""
+    X, y, message, budget, study = task.data
+    if budget is not None:
+        refusal = admit(budget, fedkt_planned_release(message, budget_unit=budget.unit), study=study,
+                        pipeline="fedkt")
+        if refusal is not None:
+            return refusal
     teacher, student = task.config
     return fedkt_party_step(message, X, y, teacher=teacher, student=student, party=f"party {task.index}")
 

@@ -78,6 +78,7 @@ __all__ = [
     "NoisyArgmax",
     "fedkt_noise_seeds",
     "fedkt_party_step",
+    "fedkt_planned_release",
     "fedkt_server_step",
     "fedkt_tasks",
     "query_count",
@@ -248,6 +249,26 @@ def _answerable_local_queries(votes: np.ndarray, task: FedKTTask) -> int:
         return ledger.fits(task.noise.mechanism(stacked, 1, "example"), unit="example")
 
     return largest_fitting(votes.shape[1], fits)
+
+
+def fedkt_planned_release(task: FedKTTask, *, budget_unit: str) -> Mechanism | str:
+    """What a party's FedKT reply is accounted under, from the task's public parameters alone (before its data is
+    touched): L2's party-side noisy labels on every local query of its s partitions (an upper bound on the ones it
+    answers), at example level k = 1 or, for a party-level budget, k = t; else the reason no silo can charge it
+    (L0 and L1 send the coordinator un-noised predictions; secure aggregation's Skellam variance depends on who
+    contributes)."""
+    if not task.party_noise:
+        return ("FedKT sends the coordinator the students' un-noised predictions (L0/L1): no bound for the "
+                "coordinator, so a silo with a budget cannot take part")
+    if task.party_noise == SECURE_AGGREGATOR:
+        return ("FedKT-L1 under secure aggregation: the Skellam release's variance depends on which parties "
+                "contribute, so a silo cannot charge it beforehand")
+    party_level = budget_unit == "party"
+    return WithheldVotesNoisyMax(
+        task.party_noise, task.noise_scale, num_answered=task.n_partitions * task.n_local_queries,
+        num_classes=len(task.classes), votes_per_unit=task.n_teachers if party_level else 1,
+        unit="party" if party_level else "example",
+        relations=ALL_RELATIONS if party_level else frozenset({"add_or_remove_one"}))
 
 
 def fedkt_party_step(

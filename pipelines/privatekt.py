@@ -65,6 +65,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from ..accounting import RandomizedResponse
 from ..accounting.noise_source import check_noise_seed
+from ..accounting.silo_budget import SiloBudget
 from ._models import FittedClassifier, is_torch_classifier
 from .checkpoint import RoundCheckpoint, estimator_checkpoint
 from .executor import PartyTask, run_party_tasks
@@ -86,8 +87,10 @@ from .privatekt_steps import (
     batched_party_steps,
     perturb_labels,
     privatekt_party_step,
+    privatekt_planned_release,
 )
 from .progress import progress_bar
+from .silo_gate import RefusalLog, admit, check_budgets, study_name
 
 __all__ = ["KnowledgeBuffer", "PrivateKT", "RoundExchange", "importance_sample", "perturb_labels", "predictive_entropy"]
 
@@ -188,6 +191,8 @@ class PrivateKT(ClassifierMixin, BaseEstimator):
     training_ : str
         How the global model was trained (warm start or refit).
     ledger_ : accounting.Ledger
+    refused_ : list of Refusal
+        The clients whose silo budgets (``fit(..., budgets=...)``) refused, with the round and their reasons.
     evidence_ : dict of ndarray
         Empty: randomized response's ε does not depend on the data.
 
@@ -253,7 +258,8 @@ class PrivateKT(ClassifierMixin, BaseEstimator):
     # --- fitting ---------------------------------------------------------------------------------------
     def fit(self, parties: Sequence[tuple[np.ndarray, np.ndarray]], public: np.ndarray, *,
             eval_set: tuple[np.ndarray, np.ndarray] | None = None,
-            checkpoint: str | os.PathLike[str] | None = None) -> PrivateKT:
+            checkpoint: str | os.PathLike[str] | None = None,
+            budgets: Sequence[SiloBudget | None] | None = None, study: str | None = None) -> PrivateKT:
         """Run ``rounds`` rounds of PrivateKT; ``eval_set=(X, y)`` records the accuracy after each round in
         ``history_``.
 
@@ -267,14 +273,33 @@ class PrivateKT(ClassifierMixin, BaseEstimator):
         uninterrupted run when ``noise_seed`` is set (with secret noise, the default, the clients draw fresh
         secret coins after the resume: another draw of the same mechanism; no checkpoint holds a noise source).
         A checkpoint of other parameters, other data or another ``eval_set`` is refused.
+
+        ``budgets``: one :class:`~privfed.SiloBudget` (or None) per party. A selected client with a budget
+        charges its round's randomized response (:func:`~privfed.pipelines.privatekt_steps.privatekt_planned_release`)
+        under ``study`` (default ``"PrivateKT fit"``) before touching its data; at the first round that would not
+        fit it refuses and stops taking part (listed in ``refused_`` with that round, counted in this call's
+        rounds). When every client has stopped the run raises :class:`~privfed.pipelines.silo_gate.RefusedRunError`.
         """
         parties, public = check_parties(parties, public)
         self._validate(len(public))
         saved = self._checkpoint(checkpoint, parties, public, eval_set)
         names, schemas, classes = local_schema_exchange(parties, public.shape[1:], public_classes=self.classes)
         batched = self._batched(public, classes)
+        budgets = check_budgets(budgets, len(parties))
+        study = study_name(study, "PrivateKT")
+        refusals = RefusalLog(len(parties), "PrivateKT")
 
         def exchange(clients: Sequence[int], tasks: Sequence[PrivateKTTask]) -> tuple[dict[int, list[Record]], list]:
+            refusals.round += 1
+            clients, tasks = refusals.skip_stopped(clients, tasks)
+            admitted = []
+            for client, task in zip(clients, tasks):
+                refusal = admit(budgets[client], privatekt_planned_release(task), study=study, pipeline="privatekt")
+                if refusal is None:
+                    admitted.append((client, task))
+                else:
+                    refusals.add(client, refusal.reason)
+            clients, tasks = [client for client, _ in admitted], [task for _, task in admitted]
             data = [parties[client] for client in clients]
             if batched:
                 messages = [[report] for report in batched_party_steps(tasks, data, model=self.model)]
@@ -285,7 +310,9 @@ class PrivateKT(ClassifierMixin, BaseEstimator):
                 )
             return {client: [m.to_record() for m in sent] for client, sent in zip(clients, messages)}, []
 
-        return self._fit_rounds(public, schemas, classes, names, exchange, eval_set=eval_set, checkpoint=saved)
+        self._fit_rounds(public, schemas, classes, names, exchange, eval_set=eval_set, checkpoint=saved)
+        self.refused_ = refusals.refused
+        return self
 
     def _batched(self, public: np.ndarray, classes: np.ndarray) -> bool:
         """Whether a round's clients are trained together (``batch_clients``; never for DP-SGD, whose copies

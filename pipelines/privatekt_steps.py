@@ -33,7 +33,7 @@ from typing import Any, ClassVar
 import numpy as np
 from sklearn.base import clone
 
-from ..accounting import DPSGD, NoiseSource, randomized_response_estimate
+from ..accounting import DPSGD, NoiseSource, RandomizedResponse, randomized_response_estimate
 from ..accounting._checks import check_probability
 from ._dp_ledger import DPTrainingReport, receive_trainings, training_report, without_trainings
 from ._models import fit_classifier, is_torch_classifier, with_noise_seed
@@ -51,6 +51,7 @@ __all__ = [
     "network_parameters",
     "perturb_labels",
     "privatekt_party_step",
+    "privatekt_planned_release",
     "privatekt_tasks",
     "receive_privatekt_replies",
 ]
@@ -160,6 +161,17 @@ def _report(task: PrivateKTTask, predictions: np.ndarray, noise: NoiseSource) ->
     """Randomized response on the client, coins from its own noise source, then the message it sends."""
     return PrivateKTReport(perturb_labels(predictions, keep_probability=task.keep_probability,
                                           num_classes=len(task.classes), rng=noise.generator))
+
+
+def privatekt_planned_release(task: PrivateKTTask) -> RandomizedResponse | str:
+    """What a client's report this round is accounted under, from the task's public parameters alone (before its
+    data is touched): K-ary randomized response of its K labels at the task's keep probability, party level (a
+    DP-trained client's training is behind the labels: the report bounds everything it sends); else the reason no
+    silo can charge it (β = 1 keeps every label: no noise)."""
+    if task.keep_probability >= 1.0:
+        return "PrivateKT with keep_probability = 1 sends the labels un-randomized: no bound a silo could charge"
+    return RandomizedResponse(len(task.classes), keep_probability=task.keep_probability,
+                              labels_per_report=len(task.queries), unit="party")
 
 
 # --- the party step ---------------------------------------------------------------------------------------

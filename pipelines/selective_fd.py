@@ -87,6 +87,7 @@ from ..accounting._checks import (
     check_probability,
 )
 from ..accounting.noise_source import check_noise_seed
+from ..accounting.silo_budget import SiloBudget
 from ._dp_ledger import effective_noise_seed
 from ._models import is_dp_trained
 from .checkpoint import RoundCheckpoint, estimator_checkpoint
@@ -98,6 +99,7 @@ from .party_data import check_parties, check_party_data
 from .party_schema import PartySchema, check_public_classes, local_schema_exchange
 from .progress import check_progress, progress_bar
 from .selective_fd_server import FDServer
+from .silo_gate import Refusal, RefusedRunError, check_budgets
 from .selective_fd_steps import (
     SERVER_NOISE_MODES,
     FDProtocol,
@@ -163,7 +165,8 @@ class _FederatedDistillation(ClassifierMixin, BaseEstimator):
         return [self.model] * n_clients
 
     def fit(self, parties: Sequence[tuple[np.ndarray, np.ndarray]], public: np.ndarray | None = None, *,
-            checkpoint: str | os.PathLike[str] | None = None):
+            checkpoint: str | os.PathLike[str] | None = None,
+            budgets: Sequence[SiloBudget | None] | None = None):
         """Run the protocol on the clients' private ``(X, y)`` data and the unlabeled proxy set ``public``.
 
         A driver over the party steps of :mod:`privfed.pipelines.selective_fd_steps` and the server of
@@ -178,7 +181,18 @@ class _FederatedDistillation(ClassifierMixin, BaseEstimator):
         checkpoint never holds a noise generator's state). A checkpoint of other parameters or other data is
         refused. DP-SGD-trained client models keep
         their rounds' releases in it, so a resumed run's ledger counts every round's training.
+
+        ``budgets``: one :class:`~privfed.SiloBudget` (or None) per party. No Selective-FD release is charged to
+        a silo yet, so a party with a budget refuses before touching its data (fail-closed) and, every party's
+        shares and model being part of the protocol, the run raises
+        :class:`~privfed.pipelines.silo_gate.RefusedRunError` naming it.
         """
+        refused = [Refusal(index, f"{self._protocol().name}: this silo's budget cannot yet be charged for its "
+                                  "releases, so a silo with a budget does not take part")
+                   for index, budget in enumerate(check_budgets(budgets, len(parties))) if budget is not None]
+        if refused:
+            raise RefusedRunError(refused, f"{self._protocol().name} cannot run without every party")
+        self.refused_: list[Refusal] = []
         protocol = self._protocol()
         if protocol.shares:
             if public is None:

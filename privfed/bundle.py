@@ -386,8 +386,10 @@ def save_bundle(
     pathlib.Path
         The bundle folder.
     """
+    refused = None
     if hasattr(model, "final_model_") and hasattr(model, "ledger_"):
         ledger = model.ledger_ if ledger is None else ledger
+        refused = getattr(model, "refused_", None)
         model = model.final_model_
     family = _model_family(model)
     if ledger is None:
@@ -397,7 +399,8 @@ def save_bundle(
     if not isinstance(overwrite, bool):
         raise TypeError(f"overwrite must be True or False, got {overwrite!r}")
     evidence = _bundle_evidence(evidence, ledger)
-    card_data = card_data_document(metrics=metrics, data=data, intended_use=intended_use, audit_result=audit_result)
+    card_data = card_data_document(metrics=metrics, data=data, intended_use=intended_use, audit_result=audit_result,
+                                   refused=refused)
     private_key = None
     if signing_key is not None:
         from privfed.signing import load_private_key

@@ -69,9 +69,10 @@ def _audit_record(result: object) -> dict[str, Any] | None:
 
 
 def card_data_document(*, metrics: object, data: object, intended_use: object,
-                       audit_result: object = None) -> dict[str, Any]:
+                       audit_result: object = None, refused: object = None) -> dict[str, Any]:
     """``card.json``'s content, validated: metrics name → finite number, data name → description, intended use,
-    and the empirical audit's result when one was run."""
+    the empirical audit's result when one was run, and — for a pipeline fitted with silo budgets — the parties
+    whose silos refused (``refused``: the estimator's ``refused_``; every other party took part)."""
     if metrics is not None and not isinstance(metrics, Mapping):
         raise TypeError(f"metrics must be a mapping name → number (e.g. {{'accuracy': 0.91}}) or None, got "
                         f"{type(metrics).__name__}")
@@ -105,6 +106,9 @@ def card_data_document(*, metrics: object, data: object, intended_use: object,
     audit = _audit_record(audit_result)
     if audit is not None:
         document["empirical_audit"] = audit
+    if refused is not None:
+        document["refused_silos"] = [{"party": int(r.party), "round": int(r.round), "reason": str(r.reason)}
+                                     for r in refused]  # type: ignore[attr-defined]
     return document
 
 
@@ -201,6 +205,12 @@ def _card_lines(card: Mapping[str, Any]) -> list[str]:
         else:
             lines.append(f"- `{name}`: shape {tuple(entry['shape'])}, dtype `{entry['dtype']}`, fingerprint "
                          f"`{entry['sha256']}` (privfed.accounting.fingerprint.data_fingerprint)")
+    if "refused_silos" in card:
+        lines += ["", "## Parties", "", *([f"- party {r['party']} refused at round {r['round']} (its silo's budget): "
+                                          f"{r['reason']}" for r in card["refused_silos"]]
+                                        or ["Every party took part; no silo's budget refused."])]
+        if card["refused_silos"]:
+            lines.append("- every other party took part")
     return [*lines, "", *_audit_lines(card.get("empirical_audit"))]
 
 

@@ -86,6 +86,7 @@ class LocalFederation:
     sites: list[Path]
     processes: list[subprocess.Popen] = field(default_factory=list)
     nodes: list[subprocess.Popen] = field(default_factory=list)
+    node_configs: dict[int, str] = field(default_factory=dict)  # extra node config per party, e.g. its budget
 
     def start(self, *command: str, log: str) -> subprocess.Popen:
         with (self.folder / log).open("w") as out:
@@ -96,7 +97,8 @@ class LocalFederation:
 
     def start_node(self, index: int, port: int) -> subprocess.Popen:
         return self.start("flower-supernode", "--insecure", "--superlink", f"127.0.0.1:{self.link_port}",
-                          "--port", str(port), "--node-config", f'data-path="{self.sites[index]}" party-index={index}',
+                          "--port", str(port), "--node-config",
+                          f'data-path="{self.sites[index]}" party-index={index} {self.node_configs.get(index, "")}',
                           log=f"supernode-{index}.log")
 
     def wait_until_registered(self, index: int, seconds: float = 120) -> None:
@@ -130,9 +132,10 @@ class LocalFederation:
 
 
 @contextlib.contextmanager
-def localhost_federation(folder: Path, parties: Sequence, public: np.ndarray,
-                         **env: str) -> Iterator[LocalFederation]:
-    """A SuperLink and one SuperNode per party on 127.0.0.1, all stopped on exit."""
+def localhost_federation(folder: Path, parties: Sequence, public: np.ndarray, *,
+                         node_configs: dict[int, str] | None = None, **env: str) -> Iterator[LocalFederation]:
+    """A SuperLink and one SuperNode per party on 127.0.0.1 (``node_configs``: extra node config by party), all
+    stopped on exit."""
     paths = write_sites(folder, parties, public)
     link_port = free_port()
     home = folder / "flwr-home"
@@ -141,7 +144,8 @@ def localhost_federation(folder: Path, parties: Sequence, public: np.ndarray,
         '[superlink]\ndefault = "localhost"\n\n[superlink.localhost]\n'
         f'address = "127.0.0.1:{link_port}"\ninsecure = true\n'
     )
-    federation = LocalFederation(folder, checkout_env(home, **env), link_port, paths)
+    federation = LocalFederation(folder, checkout_env(home, **env), link_port, paths,
+                                 node_configs=dict(node_configs or {}))
     try:
         federation.start("flower-superlink", "--insecure", "--disable-runtime-dependency-installation",
                          "--port", str(link_port), "--database", ":flwr-in-memory:", log="superlink.log")

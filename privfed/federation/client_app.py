@@ -2,7 +2,8 @@
 
 Each SuperNode reads its own data from ``data-path`` in its node config (``flower-supernode
 --node-config 'data-path="site-a.npz"'``; optional ``label-column`` and ``feature-columns`` for
-CSV/Parquet, ``n-features`` for LIBSVM, ``party-index`` to fix the party's position); under the
+CSV/Parquet, ``n-features`` for LIBSVM, ``party-index`` to fix the party's position, ``budget-path`` and
+``study`` for the silo's own privacy budget, charged before every release: see :func:`silo_budget`); under the
 simulation engine, from the run config's ``data-paths``
 (comma-separated, indexed by the virtual SuperNode's ``partition-id``). Rows never leave the party:
 the schema step sends the shape of an example, the labels present and the number of examples, and the
@@ -33,12 +34,12 @@ from privfed.federation.task import (
     model_to_record,
     to_recorddict,
 )
-from privfed.pipelines.fedkd_steps import FedKDTask, fedkd_party_step
+from privfed.pipelines.fedkd_steps import FedKDTask, fedkd_party_step, fedkd_planned_release
 from privfed.pipelines.fedkt_secure import SECURE_AGGREGATOR
-from privfed.pipelines.fedkt_steps import FedKTTask, fedkt_party_step
+from privfed.pipelines.fedkt_steps import FedKTTask, fedkt_party_step, fedkt_planned_release
 from privfed.pipelines.messages import DEFAULT_MAX_BYTES, MessageError
 from privfed.pipelines.party_schema import describe_party
-from privfed.pipelines.privatekt_steps import PrivateKTTask, privatekt_party_step
+from privfed.pipelines.privatekt_steps import PrivateKTTask, privatekt_party_step, privatekt_planned_release
 from privfed.pipelines.selective_fd_steps import (
     STATE_KIND,
     SelectiveFDEnsemble,
@@ -51,9 +52,10 @@ from privfed.pipelines.selective_fd_steps import (
     share_step,
     training_step,
 )
+from privfed.pipelines.silo_gate import BudgetRefusal, admit
 
 # `app` (built on first access, see __getattr__) is listed: Flower checks the component statically, in __all__.
-__all__ = ["app", "make_client_app", "party_data_path"]  # noqa: F822
+__all__ = ["app", "make_client_app", "party_data_path", "silo_budget"]  # noqa: F822
 
 
 def party_data_path(context: Any, data_paths: Sequence[str] | None = None) -> str:
@@ -94,12 +96,37 @@ def _privatekt_step(task: PrivateKTTask, X: Any, y: Any, config: dict, party: st
     return privatekt_party_step(task, X, y, model=model, party=party)
 
 
-#: Task message kind → (message class, its field of feature rows, party step).
+def _fedkt_release(task: FedKTTask, config: dict, budget: Any) -> Any:
+    return fedkt_planned_release(task, budget_unit=budget.unit)
+
+
+def _fedkd_release(task: FedKDTask, config: dict, budget: Any) -> Any:
+    return fedkd_planned_release(task, local_model=build_model(str(config.get("local-model", "")),
+                                                               name="local_model"))
+
+
+def _privatekt_release(task: PrivateKTTask, config: dict, budget: Any) -> Any:
+    return privatekt_planned_release(task)
+
+
+#: Task message kind → (message class, its field of feature rows, party step, its planned release, pipeline).
 _TASKS = {
-    FedKTTask.KIND: (FedKTTask, "queries", _fedkt_step),
-    FedKDTask.KIND: (FedKDTask, "public", _fedkd_step),
-    PrivateKTTask.KIND: (PrivateKTTask, "queries", _privatekt_step),
+    FedKTTask.KIND: (FedKTTask, "queries", _fedkt_step, _fedkt_release, "fedkt"),
+    FedKDTask.KIND: (FedKDTask, "public", _fedkd_step, _fedkd_release, "fedkd"),
+    PrivateKTTask.KIND: (PrivateKTTask, "queries", _privatekt_step, _privatekt_release, "privatekt"),
 }
+
+
+def silo_budget(context: Any) -> tuple[Any, str]:
+    """This SuperNode's own budget (node config ``budget-path``, opened with the policy its file states) and the
+    study it charges (node config ``study``, default ``"flower run <run id>"``); (None, "") without a budget."""
+    node = context.node_config
+    if "budget-path" not in node:
+        return None, ""
+    from privfed.accounting.silo_budget import SiloBudget
+
+    study = str(node.get("study", "")).strip() or f"flower run {getattr(context, 'run_id', '?')}"
+    return SiloBudget.open(str(node["budget-path"])), study
 
 
 def _selective_fd_step(records: list, config: dict, X: Any, y: Any, state: Any, party: str) -> list:
@@ -175,17 +202,23 @@ def make_client_app(data_paths: Sequence[str] | None = None) -> Any:
     def train(message: Any, context: Any) -> Any:
         if is_vote_request(message.content):  # SecAgg+ (FedKT, secure_aggregation=True) asks for the histogram
             return noisy_votes_reply(message, context.state)
-        X, y = party_data(context)
         records, config = from_recorddict(message.content, sender="the server")
         if len(records) != 1 or records[0].kind not in _TASKS:
             raise MessageError(
                 f"the server sent {[r.kind for r in records]} to the train step, expected one of {sorted(_TASKS)}"
             )
-        kind, features, run_step = _TASKS[records[0].kind]
-        task = kind.from_record(
-            records[0], sender="the server", shapes={features: (None, *X.shape[1:])},
-            max_bytes=int(config.get("max-message-bytes", DEFAULT_MAX_BYTES)),
-        )
+        kind, features, run_step, planned_release, pipeline = _TASKS[records[0].kind]
+        max_bytes = int(config.get("max-message-bytes", DEFAULT_MAX_BYTES))
+        budget, study = silo_budget(context)
+        if budget is not None:  # charged from the task's public parameters, before the data is read
+            planned = planned_release(kind.from_record(records[0], sender="the server", max_bytes=max_bytes),
+                                      config, budget)
+            refusal = admit(budget, planned, study=study, pipeline=pipeline)
+            if refusal is not None:
+                return Message(to_recorddict([refusal.to_record()]), reply_to=message)
+        X, y = party_data(context)
+        task = kind.from_record(records[0], sender="the server", shapes={features: (None, *X.shape[1:])},
+                                max_bytes=max_bytes)
         sent = run_step(task, X, y, config, f"party {_party_index(context)}")
         if isinstance(task, FedKTTask) and task.party_noise == SECURE_AGGREGATOR:
             sent = store_noisy_votes(sent, context.state)  # sent later, masked, through SecAgg+
@@ -193,6 +226,10 @@ def make_client_app(data_paths: Sequence[str] | None = None) -> Any:
 
     @client.train("selective_fd")
     def selective_fd(message: Any, context: Any) -> Any:
+        if silo_budget(context)[0] is not None:  # fail closed: no Selective-FD release is charged to a silo yet
+            refusal = BudgetRefusal("selective-fd: this silo's budget cannot yet be charged for Selective-FD's "
+                                    "releases, so a silo with a budget does not take part")
+            return Message(to_recorddict([refusal.to_record()]), reply_to=message)
         X, y = party_data(context)
         records, config = from_recorddict(message.content, sender="the server")
         sent = _selective_fd_step(records, config, X, y, context.state, f"party {_party_index(context)}")

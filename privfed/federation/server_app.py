@@ -52,6 +52,7 @@ from privfed.pipelines.fedkd_steps import fedkd_tasks, local_models, party_noise
 from privfed.pipelines.fedkt_steps import FedKTTask, fedkt_server_step, fedkt_tasks, receive_fedkt_replies
 from privfed.pipelines.messages import DEFAULT_MAX_BYTES, MessageError, Record, record_sizes
 from privfed.pipelines.party_schema import PartySchema, federation_classes
+from privfed.pipelines.silo_gate import RefusalLog, RefusedRunError, is_refusal, refusals_in
 
 # `app` (built on first access, see __getattr__) is listed: Flower checks the component statically, in __all__.
 __all__ = [  # noqa: F822
@@ -227,6 +228,17 @@ def _send_tasks(
     return [results[node][0] for node in order]
 
 
+def _without_refusals(model: Any, sent: list[list], order: list[int], names: dict[int, str],
+                      pipeline: str) -> list[int]:
+    """Record in ``model.refused_`` the parties whose silos refused (their reply a budget refusal alone); return
+    the positions of the others, or raise :class:`RefusedRunError` when none is left."""
+    model.refused_ = refusals_in(sent, [names[node] for node in order])
+    kept = [index for index in range(len(order)) if index not in {refusal.party for refusal in model.refused_}]
+    if not kept:
+        raise RefusedRunError(model.refused_, f"{pipeline} cannot run: no party took part")
+    return kept
+
+
 def _train_fedkt(grid, job, model, public, schemas, classes, order, names) -> None:
     """FedKT: tasks with the public queries; replies with the students' predictions (and L2's evidence)."""
     from privfed.accounting import NoiseSource
@@ -244,6 +256,9 @@ def _train_fedkt(grid, job, model, public, schemas, classes, order, names) -> No
         replies, sent, ordered_names = _secure_vote_sum(grid, job, tasks, order, names, specs)
     else:
         sent = _send_tasks(grid, job, tasks, order, names, [specs] * len(order))
+        kept = _without_refusals(model, sent, order, names, "FedKT")
+        tasks, sent, ordered_names, schemas = ([items[index] for index in kept]
+                                               for items in (tasks, sent, ordered_names, schemas))
         replies = receive_fedkt_replies(tasks, sent, ordered_names, max_bytes=job.max_message_bytes)
     trainings = receive_trainings(sent, ordered_names, max_bytes=job.max_message_bytes,
                                   models=[model.teacher] * len(sent))
@@ -296,7 +311,9 @@ def _train_fedkd(grid, job, model, public, schemas, classes, order, names) -> No
     tasks = fedkd_tasks(model, public, classes, party_seeds, len(order),
                         noise_seeds=party_noise_seeds(noise, len(order)))
     sent = _send_tasks(grid, job, tasks, order, names, configs)
-    ordered_names = [names[node] for node in order]
+    kept = _without_refusals(model, sent, order, names, "FedKD")
+    tasks, sent, models, schemas = ([items[index] for index in kept] for items in (tasks, sent, models, schemas))
+    ordered_names = [names[order[index]] for index in kept]
     replies = receive_fedkd_replies(tasks, sent, ordered_names, max_bytes=job.max_message_bytes)
     trainings = receive_trainings(sent, ordered_names, max_bytes=job.max_message_bytes, models=models)
     model._set_fitted(fedkd_server_step(model, replies, public, server_seeds, int(seed_sequence.entropy), trainings,
@@ -314,14 +331,26 @@ def _train_privatekt(grid, job, model, public, schemas, classes, order, names) -
     # The clients' DP-SGD configuration (the model's dp=) travels in the spec; their releases come back as dp-training.
     config = {"model": model_spec(model.model, name="model"), "max-message-bytes": int(job.max_message_bytes)}
 
+    refusals = RefusalLog(len(order), "PrivateKT")
+
     def exchange(clients, tasks):
+        refusals.round += 1
+        clients, tasks = refusals.skip_stopped(clients, tasks)  # a client whose silo refused is sent nothing more
         contents = {order[client]: to_recorddict([task.to_record()], config) for client, task in zip(clients, tasks)}
         received, missing = _exchange_allowing_missing(grid, contents, "train", names, job.timeout, "train")
         index = {node: client for client, node in enumerate(order)}
-        return {index[node]: records for node, (records, _) in received.items()}, [index[node] for node in missing]
+        reports = {}
+        for node, (records, _) in received.items():
+            if is_refusal(records, sender=names[node]):
+                (refusal,) = refusals_in([records], [names[node]])
+                refusals.add(index[node], refusal.reason)
+            else:
+                reports[index[node]] = records
+        return reports, [index[node] for node in missing]
 
     model._fit_rounds(public, schemas, classes, [names[node] for node in order], exchange,
                       max_bytes=job.max_message_bytes)
+    model.refused_ = refusals.refused
 def selective_fd_configs(model: Any, n_parties: int) -> list[dict]:
     """Each party's config for Selective-FD, FedMD or independent learning (its model spec); refuses what
     cannot run on Flower, before any message: a ``callback`` or a ``feature_map`` (code cannot travel to
@@ -348,6 +377,9 @@ class _SuperNodeClients:
         contents = {node: to_recorddict([record], self.configs[node]) for node, record in records.items()}
         results = _exchange(self.grid, contents, "train.selective_fd", self.names, self.job.timeout, step)
         sent = [results[node][0] for node in records]
+        refused = refusals_in(sent, [self.names[node] for node in records])
+        if refused:  # every party's share and model is part of the protocol: it cannot go on without one
+            raise RefusedRunError(refused, f"Selective-FD cannot go on at the {step} step")
         for node, party_sent in zip(records, sent):
             if not replies and party_sent:
                 raise MessageError(f"{self.names[node]} sent {len(party_sent)} messages to the {step} step, "

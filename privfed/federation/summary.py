@@ -2,7 +2,8 @@
 
 The ServerApp runs on the server; the analyst's ``privfed federation run`` sees only the run's streamed
 output. So the ServerApp prints, as its last words, one line ``privfed-summary: {json}`` (algorithm, the
-parties that took part, ε per unit — and per observer where the installed ledger accounts observers —,
+parties that took part, those whose silo budgets refused (with the round and the reason), ε per unit — and per
+observer where the installed ledger accounts observers —,
 the test accuracy when a labelled test file is configured, the bundle's path) or, when the run fails, one
 line ``privfed-failed: {json}`` (the error's class and message, which names the party and the step).
 :func:`summary_lines` renders the summary for people. Importing this module imports nothing heavy.
@@ -54,8 +55,13 @@ def _epsilons(ledger: Any) -> dict[str, Any]:
 def run_summary(model: Any, *, parties: Sequence[str], bundle: str | None,
                 metrics: Mapping[str, float] | None) -> dict[str, Any]:
     """The summary of a fitted run: JSON-ready (infinite ε written ``"inf"``)."""
-    return {"algorithm": _algorithm(model), "parties": list(parties), "epsilon": _epsilons(getattr(model, "ledger_",
-                                                                                                    None)),
+    refused = [{"party": parties[r.party], "round": r.round, "reason": r.reason}
+               for r in getattr(model, "refused_", [])]
+    participation = getattr(model, "participation_", None)  # PrivateKT: a client that refused later took part
+    absent = {r.party for r in getattr(model, "refused_", [])
+              if participation is None or participation[r.party] == 0}
+    return {"algorithm": _algorithm(model), "parties": [p for i, p in enumerate(parties) if i not in absent],
+            "refused": refused, "epsilon": _epsilons(getattr(model, "ledger_", None)),
             "metrics": dict(metrics or {}), "bundle": bundle}
 
 
@@ -76,6 +82,8 @@ def summary_lines(summary: Mapping[str, Any]) -> list[str]:
 
     lines = [f"algorithm: {summary['algorithm']}",
              f"parties: {len(summary['parties'])} took part ({', '.join(summary['parties'])})"]
+    lines += [f"refused by its silo's budget: {r['party']} at round {r['round']}: {r['reason']}"
+              for r in summary.get("refused", [])]
     table = summary.get("epsilon") or {}
     if not table:
         lines.append("epsilon: no release of private data is recorded (no privacy guarantee from privfed)")

@@ -1,0 +1,140 @@
+"""Each silo's own budget, enforced in its party steps: charged before the data is touched, or a refusal."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from privfed.pipelines import fedkt as fedkt_module
+from privfed.pipelines import privatekt as privatekt_module
+from privfed.pipelines.fedkt import FedKT
+from privfed.pipelines.privatekt import PrivateKT
+from privfed.pipelines.silo_gate import BudgetRefusal, RefusedRunError
+from sklearn.datasets import load_digits
+from sklearn.tree import DecisionTreeClassifier
+
+import privfed
+
+pytestmark = pytest.mark.filterwarnings("ignore:.*(NEAR CHANCE|little to learn):UserWarning")
+
+
+@pytest.fixture(scope="module")
+def digits():
+    X, y = load_digits(return_X_y=True)
+    parties = [(X[i:900:3], y[i:900:3]) for i in range(3)]
+    return parties, X[900:1100]
+
+
+def budgets(tmp_path, epsilons):
+    return [privfed.SiloBudget(tmp_path / f"silo{i}.jsonl", epsilon=e, delta=1e-5) for i, e in enumerate(epsilons)]
+
+
+def fedkt_l2(**kwargs):
+    return FedKT(DecisionTreeClassifier(max_depth=6), n_partitions=2, n_teachers=2, privacy="L2", gamma=0.5,
+                 local_query_fraction=0.1, query_fraction=0.5, random_state=0, **kwargs)
+
+
+def test_fedkt_silo_over_budget_refuses_before_its_data_is_touched(digits, tmp_path, monkeypatch) -> None:
+    parties, public = digits
+    ran = []
+    step = fedkt_module.fedkt_party_step
+    monkeypatch.setattr(fedkt_module, "fedkt_party_step",
+                        lambda task, X, y, **kw: ran.append(kw["party"]) or step(task, X, y, **kw))
+    silos = budgets(tmp_path, [1000.0, 0.5, 1000.0])
+    model = fedkt_l2().fit(parties, public, budgets=silos, study="icu-2027")
+    assert ran == ["party 0", "party 2"]  # the refusing silo never ran its step
+    assert [(r.party, r.round) for r in model.refused_] == [(1, 1)]
+    assert "exceed" in model.refused_[0].reason or "budget" in model.refused_[0].reason
+    assert model.students_[1] == [] and model.party_votes_[1] is None
+    assert len(model.n_local_queries_answered_) == 2
+    # The ledger files record the charges that happened, and only those.
+    assert silos[1].charges == ()
+    for silo in (silos[0], silos[2]):
+        (charge,) = silo.charges
+        assert (charge.study, charge.pipeline) == ("icu-2027", "fedkt")
+        assert charge.mechanism["kind"] == "withheld_votes_noisy_max"
+        assert silo.spent() > 0
+
+
+def test_refusal_carries_no_data_derived_content() -> None:
+    record = BudgetRefusal("fedkt: over budget").to_record()
+    assert dict(record.arrays) == {} and set(record.scalars) == {"reason"}
+
+
+def test_fedkt_every_silo_refusing_raises_naming_them(digits, tmp_path) -> None:
+    parties, public = digits
+    with pytest.raises(RefusedRunError, match=r"party 0 \(round 1\).*party 1 \(round 1\).*party 2"):
+        fedkt_l2().fit(parties, public, budgets=budgets(tmp_path, [0.5] * 3))
+
+
+def test_fedkt_l1_is_refused_by_a_silo_with_a_budget(digits, tmp_path) -> None:
+    parties, public = digits
+    silos = [None, privfed.SiloBudget(tmp_path / "silo.jsonl", epsilon=1000.0, delta=1e-5), None]
+    model = FedKT(DecisionTreeClassifier(max_depth=6), n_partitions=2, n_teachers=2, privacy="L1", gamma=0.5,
+                  query_fraction=0.5, random_state=0).fit(parties, public, budgets=silos)
+    assert [r.party for r in model.refused_] == [1] and "un-noised" in model.refused_[0].reason
+    assert silos[1].charges == ()
+
+
+def test_budgets_must_match_the_parties(digits) -> None:
+    parties, public = digits
+    with pytest.raises(ValueError, match="one SiloBudget or None per party"):
+        fedkt_l2().fit(parties, public, budgets=[None])
+
+
+def privatekt(**kwargs):
+    return PrivateKT(DecisionTreeClassifier(max_depth=6), epsilon_per_round=2.0, queries_per_round=20,
+                     buffer_rounds=4, self_training_size=40, rounds=4, client_fraction=1.0, random_state=0, **kwargs)
+
+
+def test_privatekt_silo_stops_at_the_round_that_would_exceed(digits, tmp_path, monkeypatch) -> None:
+    parties, public = digits
+    ran = []
+    step = privatekt_module.privatekt_party_step
+    monkeypatch.setattr(privatekt_module, "privatekt_party_step",
+                        lambda task, X, y, **kw: ran.append(kw["party"]) or step(task, X, y, **kw))
+    silos = budgets(tmp_path, [1000.0, 1.8, 1000.0])
+    model = privatekt().fit(parties, public, budgets=silos, study="icu-2027")
+    # The filter's ε after 1, 2, 3 rounds is 1.20, 1.66, 2.01: party 1's budget of 1.8 refuses round 3, then it stops.
+    assert [(r.party, r.round) for r in model.refused_] == [(1, 3)]
+    assert ran.count("party 1") == 2 and ran.count("party 0") == ran.count("party 2") == 4
+    assert model.participation_.tolist() == [4, 2, 4]
+    assert [c.mechanism["kind"] for c in silos[1].charges] == ["randomized_response"] * 2
+    assert len(silos[0].charges) == 4 and 1.6 < silos[1].spent() <= 1.8
+
+
+def test_privatekt_every_client_stopping_raises(digits, tmp_path) -> None:
+    parties, public = digits
+    with pytest.raises(RefusedRunError, match="every client has stopped.*party 0 \\(round 1\\)"):
+        privatekt().fit(parties, public, budgets=budgets(tmp_path, [1.0] * 3))
+
+
+def test_fedkd_silo_charges_its_models_dp_sgd_or_refuses(tmp_path, one_torch_thread) -> None:
+    pytest.importorskip("opacus")
+    from conftest import digits_federation
+
+    parties, public, _ = digits_federation(3)
+    dp = privfed.DPConfig(noise_multiplier=1.0, max_grad_norm=1.0, delta=1e-5, sample_rate=0.1)
+
+    def mlp(dp=dp):
+        return privfed.TorchMLP(hidden=(16,), epochs=1, batch_size=32, lr=0.05, optimizer="sgd", dp=dp)
+
+    silos = budgets(tmp_path, [1000.0, 0.5, 1000.0])
+    model = privfed.FedKD([mlp(), mlp(), mlp(dp=None)], mlp(dp=None), gamma=1.0, clip=4.0, quantization_scale=20,
+                          weighting="uniform", random_state=0).fit(parties, public, budgets=silos)
+    # Party 1's DP-SGD does not fit ε = 0.5; party 2's model is not DP-trained: its logits would reach the
+    # coordinator un-noised. Only party 0 took part, charged its training's public parameters.
+    assert [r.party for r in model.refused_] == [1, 2] and "not DP-trained" in model.refused_[1].reason
+    (charge,) = silos[0].charges
+    assert charge.mechanism["kind"] == "dpsgd" and charge.mechanism["parameters"]["steps"] == 10
+    assert silos[1].charges == silos[2].charges == ()
+    assert model.predict(public[:5]).shape == (5,)  # the run went on with party 0
+
+
+@pytest.mark.parametrize("estimator", ["SelectiveFD", "FedMD", "IndependentLearning"])
+def test_selective_fd_family_refuses_a_budget_before_touching_data(digits, tmp_path, estimator) -> None:
+    parties, public = digits
+    silos = [None, privfed.SiloBudget(tmp_path / "silo.jsonl", epsilon=1000.0, delta=1e-5), None]
+    model = getattr(privfed, estimator)(DecisionTreeClassifier(max_depth=4))
+    with pytest.raises(RefusedRunError, match=r"cannot run without every party.*party 1 \(round 1\)"):
+        model.fit(parties, public, budgets=silos)
+    assert silos[1].charges == () and not hasattr(model, "models_")
