@@ -39,7 +39,7 @@ import dp_accounting
 import numpy as np
 
 from ._checks import check_choice, check_delta, check_positive_finite
-from .account import Bound, best_bound, conversion_description, pure_composition
+from .account import Bound, best_bound, composed_dp_event, conversion_description, pure_composition
 from .conversion import rdp_to_epsilon
 from .dp_event_release import DpEventRelease
 from .fingerprint import canonical_json, commit_evidence, new_salt, sha256_hex
@@ -673,6 +673,7 @@ class Ledger:
             notes=tuple(notes),
             method=bound.method,
             assumptions=_assumptions_of(entry for entry, _ in members),
+            dp_event=composed_dp_event(rebuilt),
         )
 
     # --- evidence ------------------------------------------------------------------------------
