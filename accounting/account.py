@@ -19,7 +19,7 @@ from .orders import default_orders
 from .report import MechanismReport, PrivacyReport
 
 __all__ = ["METHODS", "Bound", "account", "as_mechanisms", "best_bound", "composed_dp_event", "conversion_description",
-           "pure_composition"]
+           "pld_event", "pure_composition"]
 
 _CONVERSIONS = {
     "classic": (
@@ -88,8 +88,11 @@ def composed_dp_event(members: Sequence[Mechanism]) -> dp_accounting.DpEvent | N
     return events[0] if len(events) == 1 else dp_accounting.ComposedDpEvent(events)
 
 
-def _pld_epsilon(members: Sequence[Mechanism], delta: float, *, epsilon_hint: float) -> float | None:
-    """ε of the PLD of all members' events composed, or ``None`` when some member has no event.
+def pld_event(members: Sequence[Mechanism], delta: float, *,
+              epsilon_hint: float) -> tuple[dp_accounting.DpEvent, float] | None:
+    """The composed event whose PLD gives the members' PLD ε, and the ε hint that sizes its grid
+    (:func:`~accounting._dp_accounting.pld_interval`); ``None`` when some member has no event, or no PLD is built
+    (see :func:`best_bound`).
 
     ``epsilon_hint`` is a valid upper bound (the data-independent RDP ε); it sizes
     the PLD grid, and no PLD is built when it is infinite.
@@ -107,7 +110,16 @@ def _pld_epsilon(members: Sequence[Mechanism], delta: float, *, epsilon_hint: fl
     epsilon_hint = max(epsilon_hint, rdp_to_epsilon(orders, own, delta, "tight")[0])
     if not math.isfinite(epsilon_hint):
         return None
-    return event_pld_epsilon(event, delta, epsilon_hint=epsilon_hint)
+    return event, epsilon_hint
+
+
+def _pld_epsilon(members: Sequence[Mechanism], delta: float, *, epsilon_hint: float) -> float | None:
+    """ε of the PLD of all members' events composed (:func:`pld_event`), or ``None`` when there is none."""
+    found = pld_event(members, delta, epsilon_hint=epsilon_hint)
+    if found is None:
+        return None
+    event, hint = found
+    return event_pld_epsilon(event, delta, epsilon_hint=hint)
 
 
 def pure_composition(pure_epsilons: Iterable[float | None]) -> float | None:
@@ -308,4 +320,5 @@ def account(
         method=bound.method,
         observer=observer,
         dp_event=composed_dp_event(members),
+        rdp_data_independent=tuple(float(r) for r in total_independent),
     )

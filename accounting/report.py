@@ -123,9 +123,13 @@ class PrivacyReport:
         this ε composes (:meth:`privfed.Ledger.record`); every observer's default assumptions are in
         :mod:`~privfed.accounting.observers`.
     dp_event:
-        The dp-accounting event whose privacy loss distribution bounds every composed mechanism's
-        data-independent loss (the one the PLD bound is computed from), or ``None`` where some mechanism
-        has none. :meth:`tradeoff` and :attr:`gdp_mu` use it.
+        A dp-accounting event whose privacy loss distribution bounds every composed mechanism's
+        data-independent loss (for :func:`~privfed.account`, the one the PLD bound is computed from; a ledger
+        falls back to :func:`~privfed.accounting.interop.data_independent_event` for a mechanism without its
+        own), or ``None`` where some mechanism has none. :meth:`tradeoff` and :attr:`gdp_mu` use it.
+    rdp_data_independent:
+        The composed data-independent RDP curve (on ``orders``); :meth:`tradeoff` uses it where there is no
+        ``dp_event``. Empty for reports built before it was recorded (``rdp`` then stands in).
     mechanisms:
         Per-mechanism breakdown, each accounted alone under the same analysis.
     notes:
@@ -192,6 +196,7 @@ class PrivacyReport:
     relations: tuple[str, ...] | None = None
     assumptions: tuple[str, ...] = ()
     dp_event: Any = field(default=None, compare=False)
+    rdp_data_independent: tuple[float, ...] = field(default=(), compare=False)
 
     @cached_property
     def _profile(self) -> PrivacyProfile | None:
@@ -199,7 +204,7 @@ class PrivacyReport:
             return None
         profile = None if self.dp_event is None else pld_profile(
             self.dp_event, epsilon_hint=self.epsilon_data_independent)
-        return profile if profile is not None else rdp_profile(self.orders, self.rdp)
+        return profile if profile is not None else rdp_profile(self.orders, self.rdp_data_independent or self.rdp)
 
     def privacy_profile(self) -> PrivacyProfile | None:
         """δ(ε) on a grid of ε ≥ 0 (:class:`~privfed.accounting.tradeoff.PrivacyProfile`); ``None`` when ε = ∞."""
@@ -210,13 +215,14 @@ class PrivacyReport:
         """Where :meth:`tradeoff` and :attr:`gdp_mu` come from, in words.
 
         ``"pld"``: the privacy loss distribution of :attr:`dp_event` (data-independent, tight);
-        ``"rdp"``: the RDP curve only, no PLD (valid, looser; data-dependent when :attr:`data_dependent`);
+        ``"rdp"``: the data-independent RDP curve, no PLD (valid, looser); ``"rdp (DATA-DEPENDENT curve)"`` where
+        only the data-dependent curve was recorded;
         ``"none"``: ε = ∞, no bound: an attacker may reach a true-positive rate of 1.
         """
         profile = self._profile
         if profile is None:
             return "none"
-        if profile.basis == "rdp" and self.data_dependent:
+        if profile.basis == "rdp" and self.data_dependent and not self.rdp_data_independent:
             return "rdp (DATA-DEPENDENT curve)"
         return profile.basis
 
