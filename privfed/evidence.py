@@ -286,7 +286,7 @@ def _plot(rows: list[dict[str, Any]], reports: Sequence[PrivacyReport], path: Pa
     figure, axis = plt.subplots(figsize=(5.5, 5))
     axis.plot(rates, rates, color="grey", linestyle=":", label="random guessing")
     for row, report in zip(rows, reports):
-        axis.plot(rates, report.tradeoff(rates),
+        axis.plot(rates, report.tradeoff(rates), linestyle="-" if row["observer"] == "public" else "--",
                   label=f"{row['observer']}, {row['unit']} (ε = {round_up(report.epsilon)})")
     axis.set_xscale("symlog", linthresh=1e-3)
     axis.set_xlabel("false-positive rate of the attack")
