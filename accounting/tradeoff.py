@@ -161,10 +161,10 @@ def pld_profile(event: dp_accounting.DpEvent, *, epsilon_hint: float | None = No
 
 def rdp_profile(orders: tuple[float, ...] | np.ndarray, rdp: tuple[float, ...] | np.ndarray) -> PrivacyProfile:
     """δ(ε) from an RDP curve by dp-accounting's conversion (``compute_delta``: valid, looser than a PLD)."""
-    orders, rdp = list(map(float, orders)), list(map(float, rdp))
+    grid, curve = [float(a) for a in orders], [float(r) for r in rdp]
 
     def delta_at(eps: float) -> float:
-        return float(rdp_privacy_accountant.compute_delta(orders, rdp, eps)[0])
+        return float(rdp_privacy_accountant.compute_delta(grid, curve, eps)[0])
 
     end = _grid_end(delta_at, 1.0)
     epsilons = np.linspace(0.0, end, PROFILE_POINTS)

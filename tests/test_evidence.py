@@ -9,10 +9,10 @@ from pathlib import Path
 import dp_accounting
 import numpy as np
 import pytest
-from sklearn.ensemble import RandomForestClassifier
-
 from privfed.accounting import LaplaceNoisyMax, Ledger
 from privfed.accounting.auditing import audit_scores
+from sklearn.ensemble import RandomForestClassifier
+
 from privfed.bundle import save_bundle
 from privfed.cli import main
 
@@ -66,7 +66,8 @@ def test_pack_holds_every_section(signed_pack):
             "empirical_audit.json", "ledger.json", "verify.py", "pack.sig", "publisher.pub"} <= names
     facts = json.loads((pack / "deployment_facts.json").read_text())
     assert set(facts) >= {"tier1", "tier2", "tier3"} and facts["follows"]["url"].startswith("https://registry.opendp")
-    party = next(row for row in facts["tier2"]["privacy_loss"] if row["observer"] == "public" and row["unit"] == "party")
+    rows = facts["tier2"]["privacy_loss"]
+    party = next(row for row in rows if row["observer"] == "public" and row["unit"] == "party")
     assert party["tradeoff_basis"] == "pld" and party["gdp_mu"] > 0
     assert set(party["true_positive_rates"]) == {"0.001", "0.01", "0.1"}
 
@@ -75,7 +76,7 @@ def test_two_sided_epsilon_from_the_cards_audit(signed_pack):
     pack, _ = signed_pack
     two_sided = json.loads((pack / "deployment_facts.json").read_text())["tier3"]["empirical_audit"]
     assert two_sided["unit"] == "party" and 0 <= two_sided["lower"] <= two_sided["upper"]
-    assert f"ε ∈ [" in (pack / "README.md").read_text()
+    assert "ε ∈ [" in (pack / "README.md").read_text()
 
 
 def test_verify_passes_without_privfed_and_recomputes_every_entry(signed_pack):
@@ -146,9 +147,8 @@ def test_the_evidence_page_runs_as_written(tmp_path, monkeypatch, capsys):
 @pytest.mark.filterwarnings("ignore:FedKT. only .* server queries were answered")
 def test_a_fedkt_run_is_recomputed_entry_by_entry(tmp_path):
     """A real pipeline's ledger: every accounted entry recomputed to 1e-9; what is not is named with its reason."""
-    from sklearn.datasets import load_digits
-
     from privfed.pipelines import FedKT, federated_split
+    from sklearn.datasets import load_digits
 
     X, y = load_digits(return_X_y=True)
     split = federated_split(X, y, n_parties=4, beta=1.0, public_size=300, test_size=300, min_size=20, random_state=0)

@@ -5,11 +5,11 @@ import math
 import dp_accounting
 import numpy as np
 import pytest
+from privfed.accounting import DpEventRelease
+from privfed.accounting.tradeoff import gaussian_delta, tradeoff_true_positive_rate
 from scipy.stats import norm
 
 import privfed
-from privfed.accounting import DpEventRelease
-from privfed.accounting.tradeoff import gaussian_delta, tradeoff_true_positive_rate
 
 ALPHAS = np.array([0.001, 0.01, 0.05, 0.1, 0.3, 0.5, 0.9])
 
