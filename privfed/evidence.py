@@ -8,8 +8,9 @@
                               empirical audit ran
     tradeoff.png              the trade-off curves (matplotlib, the ``reports`` extra; a table in the report without)
     deployment_facts.json     the machine-readable statement, in the tiers of OpenDP's DP Deployments Registry
-    events.json               every ledger entry's data-independent ε and the dp-accounting events it is computed
-                              from (dp-accounting's own ``to_named_tuple`` form), and each report's composed event
+    events.json               every ledger entry's data-independent ε and the dp-accounting event it is computed
+                              from (dp-accounting's own ``to_named_tuple`` form), each report's composed event, and
+                              the whole ledger per observer, unit and bound (``Ledger.to_dp_event``)
     profiles.json             δ(ε) per observer and unit, on the grid the trade-off curves come from
     audit.json                ``privfed audit`` of the bundle (the checks, as ``privfed audit --json`` prints them)
     empirical_audit.json      the empirical audit (from the bundle's card, or ``--audit-json``), when one ran
@@ -41,7 +42,8 @@ from privfed.accounting._dp_accounting import pld_interval
 from privfed.accounting.account import best_bound, pld_event
 from privfed.accounting.conversion import rdp_to_epsilon
 from privfed.accounting.dp_event_release import event_relation
-from privfed.accounting.interop import data_independent_event
+from privfed.accounting.interop import BOUNDS, data_independent_event
+from privfed.accounting.observers import OBSERVERS
 from privfed.accounting.registry import public_mechanism_from_record
 from privfed.accounting.report import PrivacyReport, round_up
 from privfed.accounting.tradeoff import check_false_positive_rates
@@ -161,6 +163,21 @@ def _has_privfed_leaf(event: dp_accounting.DpEvent) -> bool:
 
 def _privfed_leaf_names(event: dp_accounting.DpEvent) -> str:
     return ", ".join(sorted(set(_privfed_leaves(event))))
+
+
+def _ledger_events(ledger: Ledger) -> list[dict[str, Any]]:
+    """:meth:`~privfed.accounting.ledger.Ledger.to_dp_event` per observer, unit and bound: the whole ledger as one
+    dp-accounting event each (``None`` with the reason where a leaf is privfed's own)."""
+    documents = []
+    for observer in OBSERVERS:
+        for unit in ledger.units or (ledger.primary_unit,):
+            for bound in BOUNDS:
+                event = ledger.to_dp_event(unit=unit, bound=bound, observer=observer)
+                leaves = _privfed_leaf_names(event)
+                documents.append({"observer": observer, "unit": unit, "bound": bound,
+                                  "event": None if leaves else event_document(event),
+                                  **({"reason": f"privfed's own leaf ({leaves})"} if leaves else {})})
+    return documents
 
 
 def _report_row(report: PrivacyReport, rates: np.ndarray) -> dict[str, Any]:
@@ -464,7 +481,8 @@ def write_evidence_pack(bundle: str | os.PathLike[str], out: str | os.PathLike[s
 
         (staging / "ledger.json").write_bytes(files["ledger.json"])
         dump("deployment_facts.json", facts)
-        dump("events.json", {"schema": PACK_SCHEMA, "delta": delta, "entries": entries, "reports": rows})
+        dump("events.json", {"schema": PACK_SCHEMA, "delta": delta, "entries": entries, "reports": rows,
+                             "ledger_events": _ledger_events(ledger)})
         dump("profiles.json", {"schema": PACK_SCHEMA, "profiles": [
             {"observer": row["observer"], "unit": row["unit"], "basis": row["tradeoff_basis"],
              **({} if report.privacy_profile() is None else {
