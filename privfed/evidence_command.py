@@ -16,6 +16,7 @@ __all__ = ["add_evidence_command"]
 
 
 def _evidence_command(args: argparse.Namespace) -> int:
+    from privfed.accounting.report import round_up
     from privfed.evidence import write_evidence_pack
 
     pack = write_evidence_pack(args.bundle, args.out, audit_json=args.audit_json, key=args.key,
@@ -25,7 +26,8 @@ def _evidence_command(args: argparse.Namespace) -> int:
     for row in events["reports"]:
         mu = "—" if row["gdp_mu"] is None else f"{row['gdp_mu']:.4g}"
         tprs = ", ".join(f"TPR {value:.3g} at FPR {rate}" for rate, value in row["true_positive_rates"].items())
-        print(f"  {row['observer']:<11} {row['unit']:<7} ε = {row['epsilon']}, δ = {row['delta']:g}, μ = {mu}; "
+        epsilon = "inf" if row["epsilon"] == "inf" else round_up(row["epsilon"])
+        print(f"  {row['observer']:<11} {row['unit']:<7} ε = {epsilon}, δ = {row['delta']:g}, μ = {mu}; "
               f"{tprs} ({row['tradeoff_basis']})")
     facts = json.loads((pack / "deployment_facts.json").read_text(encoding="utf-8"))
     two_sided = facts["tier3"]["empirical_audit"]

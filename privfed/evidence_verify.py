@@ -163,11 +163,12 @@ def main(argv: list[str] | None = None) -> int:
     print(f"ledger.json: {'matches' if ledger_sha256 == named else 'DOES NOT MATCH'} the sha256 the statement names")
     ok &= ledger_sha256 == named
     rows = json.loads((folder / "events.json").read_text(encoding="utf-8"))["entries"]
-    matched, skipped = 0, 0
+    matched, skipped, unaccounted = 0, 0, 0
     for row in rows:
         where = f"entry {row['entry']} ({row['unit'] or 'no unit'}, {row['description']})"
         if not row["recomputable"]:
-            skipped += 1
+            unaccounted += row["kind"] == "unaccounted"
+            skipped += row["kind"] != "unaccounted"
             print(f"{where}: NOT RECOMPUTED: {row['reason']}")
             continue
         recorded = float(row["epsilon"])
@@ -183,9 +184,11 @@ def main(argv: list[str] | None = None) -> int:
         else:
             ok = False
             print(f"{where}: MISMATCH: recorded ε = {recorded!r}, recomputed {value!r} ({row['method']})")
-    share = 100.0 * matched / len(rows) if rows else 100.0
-    print(f"{matched} of {len(rows)} entries recomputed to {TOLERANCE:g} ({share:.1f} %); {skipped} not recomputable "
-          "(named above)")
+    accounted = len(rows) - unaccounted
+    share = 100.0 * matched / accounted if accounted else 100.0
+    print(f"{matched} of {accounted} accounted entries recomputed to {TOLERANCE:g} ({share:.1f} %); {skipped} not "
+          f"recomputable with dp-accounting alone, {unaccounted} unaccounted (ε = ∞, nothing to recompute): named "
+          "above")
     print("verdict:", "PASS" if ok else "FAIL")
     return 0 if ok else 1
 
