@@ -235,11 +235,10 @@ class PrivacyReport:
 
         Examples
         --------
-        >>> import privfed
-        >>> report = privfed.account(privfed.accounting.DpEventRelease(
-        ...     __import__("dp_accounting").GaussianDpEvent(2.0)), delta=1e-5)
-        >>> report.tradeoff([0.01]).round(3).tolist()
-        [0.034]
+        >>> import dp_accounting, privfed
+        >>> report = privfed.account(dp_accounting.GaussianDpEvent(2.0), delta=1e-5)
+        >>> report.tradeoff([0.01]).round(3).tolist(), round(report.gdp_mu, 3)
+        ([0.034], 0.505)
         """
         rates = check_false_positive_rates(false_positive_rates)
         profile = self._profile
