@@ -18,7 +18,8 @@ from .observers import check_observer
 from .orders import default_orders
 from .report import MechanismReport, PrivacyReport
 
-__all__ = ["METHODS", "Bound", "account", "as_mechanisms", "best_bound", "conversion_description", "pure_composition"]
+__all__ = ["METHODS", "Bound", "account", "as_mechanisms", "best_bound", "composed_dp_event", "conversion_description",
+           "pld_event", "pure_composition"]
 
 _CONVERSIONS = {
     "classic": (
@@ -78,16 +79,28 @@ def as_mechanisms(
     return tuple(DpEventRelease(m) if isinstance(m, dp_accounting.DpEvent) else m for m in members)
 
 
-def _pld_epsilon(members: Sequence[Mechanism], delta: float, *, epsilon_hint: float) -> float | None:
-    """ε of the PLD of all members' events composed, or ``None`` when some member has no event.
+def composed_dp_event(members: Sequence[Mechanism]) -> dp_accounting.DpEvent | None:
+    """The members' dp-accounting events composed (one event for one member), or ``None`` when some member has
+    none (or there are no members)."""
+    events = [member.dp_event() for member in members]
+    if not events or any(event is None for event in events):
+        return None
+    return events[0] if len(events) == 1 else dp_accounting.ComposedDpEvent(events)
+
+
+def pld_event(members: Sequence[Mechanism], delta: float, *,
+              epsilon_hint: float) -> tuple[dp_accounting.DpEvent, float] | None:
+    """The composed event whose PLD gives the members' PLD ε, and the ε hint that sizes its grid
+    (:func:`~accounting._dp_accounting.pld_interval`); ``None`` when some member has no event, or no PLD is built
+    (see :func:`best_bound`).
 
     ``epsilon_hint`` is a valid upper bound (the data-independent RDP ε); it sizes
     the PLD grid, and no PLD is built when it is infinite.
     """
-    events = [member.dp_event() for member in members]
-    if not events or any(event is None for event in events) or not math.isfinite(epsilon_hint):
+    event = composed_dp_event(members)
+    if event is None or not math.isfinite(epsilon_hint):
         return None
-    if max(pld_compositions(event) for event in events) > MAX_PLD_COMPOSITIONS:
+    if pld_compositions(event) > MAX_PLD_COMPOSITIONS:
         return None  # bounded work: beyond the cap the RDP and pure bounds, closed form in the count, stand alone
     # The grid must suit the events themselves: a hint computed elsewhere (a ledger's recorded curves, which an
     # edit can make inconsistent with the recorded parameters) could otherwise ask for a fine grid over a huge
@@ -97,8 +110,16 @@ def _pld_epsilon(members: Sequence[Mechanism], delta: float, *, epsilon_hint: fl
     epsilon_hint = max(epsilon_hint, rdp_to_epsilon(orders, own, delta, "tight")[0])
     if not math.isfinite(epsilon_hint):
         return None
-    event = events[0] if len(events) == 1 else dp_accounting.ComposedDpEvent(events)
-    return event_pld_epsilon(event, delta, epsilon_hint=epsilon_hint)
+    return event, epsilon_hint
+
+
+def _pld_epsilon(members: Sequence[Mechanism], delta: float, *, epsilon_hint: float) -> float | None:
+    """ε of the PLD of all members' events composed (:func:`pld_event`), or ``None`` when there is none."""
+    found = pld_event(members, delta, epsilon_hint=epsilon_hint)
+    if found is None:
+        return None
+    event, hint = found
+    return event_pld_epsilon(event, delta, epsilon_hint=hint)
 
 
 def pure_composition(pure_epsilons: Iterable[float | None]) -> float | None:
@@ -298,4 +319,6 @@ def account(
         notes=tuple(dict.fromkeys(notes)),
         method=bound.method,
         observer=observer,
+        dp_event=composed_dp_event(members),
+        rdp_data_independent=tuple(float(r) for r in total_independent),
     )

@@ -41,7 +41,8 @@ from .sequential import SequentialComposition
 from .shuffling import ShuffledRandomizedResponse
 from .withheld_votes import WithheldVotesNoisyMax
 
-__all__ = ["BOUNDS", "data_independent_event", "flower_mechanism", "ledger_dp_event", "opacus_mechanism"]
+__all__ = ["BOUNDS", "data_independent_event", "flower_mechanism", "ledger_dp_event", "opacus_mechanism",
+           "tradeoff_event"]
 
 #: Which of a ledger's bounds :func:`ledger_dp_event` exports (see :meth:`Ledger.account`).
 BOUNDS: tuple[str, ...] = ("aggregation", "dpsgd")
@@ -126,6 +127,17 @@ def data_independent_event(mechanism: Mechanism) -> dp_accounting.DpEvent:
         return _self_composed(binary, mechanism.reports)
     event = mechanism.dp_event()
     return dp_accounting.NonPrivateDpEvent() if event is None else event
+
+
+def tradeoff_event(mechanisms: list[Mechanism]) -> dp_accounting.DpEvent | None:
+    """One data-independent event whose privacy loss distribution bounds the composition of ``mechanisms``: each
+    member's own :meth:`~Mechanism.dp_event` (the PLD bound's), else :func:`data_independent_event`; ``None``
+    where some member has neither (the trade-off curve then comes from the RDP curve,
+    :meth:`~accounting.report.PrivacyReport.tradeoff`)."""
+    events = [m.dp_event() or data_independent_event(m) for m in mechanisms]
+    if not events or any(isinstance(event, dp_accounting.NonPrivateDpEvent) for event in events):
+        return None
+    return events[0] if len(events) == 1 else dp_accounting.ComposedDpEvent(events)
 
 
 def ledger_dp_event(ledger: Any, *, unit: str, bound: str = "aggregation",

@@ -43,7 +43,7 @@ from .account import Bound, best_bound, conversion_description, pure_composition
 from .conversion import rdp_to_epsilon
 from .dp_event_release import DpEventRelease
 from .fingerprint import canonical_json, commit_evidence, new_salt, sha256_hex
-from .interop import flower_mechanism, ledger_dp_event, opacus_mechanism
+from .interop import flower_mechanism, ledger_dp_event, opacus_mechanism, tradeoff_event
 from .ledger_entry import (
     GENESIS_SHA256,
     Curve,
@@ -673,6 +673,8 @@ class Ledger:
             notes=tuple(notes),
             method=bound.method,
             assumptions=_assumptions_of(entry for entry, _ in members),
+            dp_event=tradeoff_event(rebuilt),
+            rdp_data_independent=tuple(float(r) for r in total_independent),
         )
 
     # --- evidence ------------------------------------------------------------------------------

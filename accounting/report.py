@@ -5,9 +5,13 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
+import numpy as np
+
 from .mechanism import describe_relations
+from .tradeoff import PrivacyProfile, check_false_positive_rates, pld_profile, rdp_profile
 
 __all__ = ["MechanismReport", "PrivacyReport", "round_up"]
 
@@ -118,6 +122,14 @@ class PrivacyReport:
         parties, a trusted shuffler, …): the union of the assumptions recorded with the ledger entries
         this ε composes (:meth:`privfed.Ledger.record`); every observer's default assumptions are in
         :mod:`~privfed.accounting.observers`.
+    dp_event:
+        A dp-accounting event whose privacy loss distribution bounds every composed mechanism's
+        data-independent loss (for :func:`~privfed.account`, the one the PLD bound is computed from; a ledger
+        falls back to :func:`~privfed.accounting.interop.data_independent_event` for a mechanism without its
+        own), or ``None`` where some mechanism has none. :meth:`tradeoff` and :attr:`gdp_mu` use it.
+    rdp_data_independent:
+        The composed data-independent RDP curve (on ``orders``); :meth:`tradeoff` uses it where there is no
+        ``dp_event``. Empty for reports built before it was recorded (``rdp`` then stands in).
     mechanisms:
         Per-mechanism breakdown, each accounted alone under the same analysis.
     notes:
@@ -150,6 +162,10 @@ class PrivacyReport:
         ``"public"`` (the released model and published outputs) or ``"coordinator"`` (every
         message the server receives); ``None`` for a mechanism accounted on its own.
 
+    Beyond ε(δ): :meth:`tradeoff` gives the best membership attack's true-positive rate at given
+    false-positive rates, :attr:`gdp_mu` the Gaussian-DP μ, :meth:`privacy_profile` δ(ε) itself
+    (:mod:`~privfed.accounting.tradeoff`); :attr:`tradeoff_basis` says which accountant they come from.
+
     ``str(report)`` is :meth:`summary`; ``repr(report)`` is one line (ε, δ, unit,
     analysis, data-dependence), so that printing a report, a list of reports or
     ``report.other_units`` stays short. The RDP curves are reached on request:
@@ -179,6 +195,64 @@ class PrivacyReport:
     observer: str | None = None
     relations: tuple[str, ...] | None = None
     assumptions: tuple[str, ...] = ()
+    dp_event: Any = field(default=None, compare=False)
+    rdp_data_independent: tuple[float, ...] = field(default=(), compare=False)
+
+    @cached_property
+    def _profile(self) -> PrivacyProfile | None:
+        if not math.isfinite(self.epsilon) or self.uncovered:
+            return None
+        profile = None if self.dp_event is None else pld_profile(
+            self.dp_event, epsilon_hint=self.epsilon_data_independent)
+        return profile if profile is not None else rdp_profile(self.orders, self.rdp_data_independent or self.rdp)
+
+    def privacy_profile(self) -> PrivacyProfile | None:
+        """δ(ε) on a grid of ε ≥ 0 (:class:`~privfed.accounting.tradeoff.PrivacyProfile`); ``None`` when ε = ∞."""
+        return self._profile
+
+    @property
+    def tradeoff_basis(self) -> str:
+        """Where :meth:`tradeoff` and :attr:`gdp_mu` come from, in words.
+
+        ``"pld"``: the privacy loss distribution of :attr:`dp_event` (data-independent, tight);
+        ``"rdp"``: the data-independent RDP curve, no PLD (valid, looser); ``"rdp (DATA-DEPENDENT curve)"`` where
+        only the data-dependent curve was recorded;
+        ``"none"``: ε = ∞, no bound: an attacker may reach a true-positive rate of 1.
+        """
+        profile = self._profile
+        if profile is None:
+            return "none"
+        if profile.basis == "rdp" and self.data_dependent and not self.rdp_data_independent:
+            return "rdp (DATA-DEPENDENT curve)"
+        return profile.basis
+
+    def tradeoff(self, false_positive_rates: Any) -> np.ndarray:
+        """The best attack's true-positive rate at each false-positive rate: an upper bound for any attack
+        telling whether one unit's data was used (1 − f(α), f the trade-off function; Dong, Roth & Su 2022).
+
+        Computed from the PLD of :attr:`dp_event` where there is one, else from the RDP curve (valid, looser):
+        :attr:`tradeoff_basis` says which. Where ε = ∞ every rate is 1.
+
+        Examples
+        --------
+        >>> import dp_accounting, privfed
+        >>> report = privfed.account(dp_accounting.GaussianDpEvent(2.0), delta=1e-5)
+        >>> report.tradeoff([0.01]).round(3).tolist(), round(report.gdp_mu, 3)
+        ([0.034], 0.505)
+        """
+        rates = check_false_positive_rates(false_positive_rates)
+        profile = self._profile
+        if profile is None:
+            return np.where(rates > 0.0, 1.0, 0.0)
+        return profile.true_positive_rates(rates)
+
+    @property
+    def gdp_mu(self) -> float | None:
+        """The smallest μ for which the releases are μ-Gaussian DP (Dong, Roth & Su, Cor. 2.13) up to an additive δ of
+        10⁻¹⁰ (:data:`~privfed.accounting.tradeoff.GDP_DELTA_SLACK`), from the PLD;
+        ``None`` where there is no PLD (:attr:`tradeoff_basis` is not ``"pld"``), ε = ∞ or no μ ≤ 64 fits."""
+        profile = self._profile
+        return None if profile is None else profile.gdp_mu()
 
     def summary(self) -> str:
         """One line: ε, δ, unit, analysis, whether ε is data-dependent, the relation analysed, the assumptions,

@@ -121,6 +121,7 @@ _LAZY = {
     **dict.fromkeys(_FROM_EVALUATION, "privfed.evaluation"),
     **dict.fromkeys(_FROM_EMPIRICAL, "privfed.empirical"),
     **dict.fromkeys(_FROM_EMPIRICAL_AUDIT, "privfed.empirical_audit"),
+    "write_evidence_pack": "privfed.evidence",
     **dict.fromkeys(_FROM_PIPELINES, "privfed.pipelines"),
 }
 

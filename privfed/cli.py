@@ -34,6 +34,7 @@ from privfed._arguments import (
 from privfed.audit_command import add_audit_command
 from privfed.budget_command import add_budget_command
 from privfed.demo import add_demo_command
+from privfed.evidence_command import add_evidence_command
 from privfed.examples_command import add_examples_command
 from privfed.federation_command import add_federation_command
 from privfed.report_command import add_report_command
@@ -155,6 +156,7 @@ def _parser() -> Parser:
     add_sign_commands(commands)
     add_federation_command(commands)
     add_budget_command(commands)
+    add_evidence_command(commands)
     return parser
 
 
