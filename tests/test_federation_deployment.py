@@ -8,7 +8,6 @@ bounded). About two minutes on two shared cores: Flower starts a ClientApp proce
 from __future__ import annotations
 
 import dataclasses
-
 import importlib.util
 import os
 import shutil
