@@ -95,6 +95,10 @@ def describe(document: dict[str, Any]) -> str:
         commit = f" @ {str(source['commit'])[:7]}" if "commit" in source else ""
         path = f", {source['path']}" if "path" in source else ""
         return f"published input from {source['repository']}{commit}{path}"
+    curated = document.get("curated")
+    if isinstance(curated, dict) and "issue" in curated:  # a list written by hand, not by a run
+        checked = f", checked against {', '.join(curated['checked_against'])}" if curated.get("checked_against") else ""
+        return f"curated by hand in issue {curated['issue']}{checked}"
     if not isinstance(record, dict):  # a file from before this module: say what it has and what it lacks
         commit, machine = document.get("commit"), document.get("machine") or document.get("cpus")
         return "; ".join([f"code commit {str(commit)[:10]}" if commit else "code commit not recorded",
