@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 
 from bench.tables import table
-from bench.tables._stats import mean_sd, t_interval
+from bench.tables._stats import mean_sd, t_interval, welch_difference
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the bench scripts import each other by name
 
@@ -22,6 +22,8 @@ import fedkt_sweeps  # noqa: E402
 import fedkt_tables  # noqa: E402
 
 RESULTS = "bench/results/"
+#: the paper's Tables 1, 6 and 7 report the mean ± sd of 5 trials
+PAPER_TRIALS = 5
 
 
 def _summary(values: list[float], digits: int = 1) -> str:
@@ -41,6 +43,73 @@ SUMMARY = [RESULTS + "fedkt_summary_standard.json", RESULTS + "fedkt_mnist_l0_be
 @table("fedkt-summary", raw=SUMMARY)
 def summary(documents: list) -> str:
     return bench_fedkt.summary_markdown(documents)
+
+
+#: an accuracy within this many points of the majority-class rate counts as "at the majority rate"
+AT_MAJORITY = 0.005
+
+
+def confusion_rates(accuracy: float, minority_true: float, minority_predicted: float) -> tuple[float, float]:
+    """The recall of the minority and of the majority class of a binary classifier, from its accuracy and the
+    true and predicted shares of the minority class (all in %): the three fix the confusion matrix, since
+    accuracy = 1 − true − predicted + 2 · (minority predicted as minority)."""
+    hit = (accuracy - 100 + minority_true + minority_predicted) / 2  # % of rows: minority predicted as minority
+    return 100 * hit / minority_true, 100 * (100 - minority_true - minority_predicted + hit) / (100 - minority_true)
+
+
+@table("fedkt-summary-beyond-accuracy", raw=[SUMMARY[0], SUMMARY[2]])
+def summary_beyond_accuracy(documents: list) -> str:
+    """The binary rows of the summary table beside the majority-class rate of each run's test split; where a
+    record holds the predicted minority share (the reference-code L0 runs), the balanced accuracy it implies."""
+    groups: dict[tuple[str, str], list[dict]] = {}
+    for document in documents:
+        for r in document["records"]:
+            if r.get("model_seed", r["seed"]) == r["seed"] and r.get("tie_rule", "privfed") == "privfed":
+                groups.setdefault((r["setting"], r["protocol"]), []).append(r)
+    lines = ["| setting | protocol | runs | accuracy % | majority-class rate % (its split) | accuracy − majority rate, "
+             "per seed | runs at the majority rate (± 0.005) | runs below it | minority class: true / predicted "
+             "share % | balanced accuracy % |", "|---|---|---|---|---|---|---|---|---|---|"]
+    for (setting, protocol), runs in groups.items():
+        runs = sorted((r for r in runs if "failed" not in r), key=lambda r: r["seed"])
+        gaps = [r["accuracy"] - r["majority_class_accuracy"] for r in runs]
+        shares = balanced = "–"
+        if all(r.get("minority_share_test_predicted") is not None for r in runs):
+            true = [r["minority_share_test_true"] for r in runs]
+            predicted = [r["minority_share_test_predicted"] for r in runs]
+            shares = f"{np.mean(true):.1f} / {np.mean(predicted):.1f} ({min(predicted):.1f}–{max(predicted):.1f})"
+            balanced = _summary([sum(confusion_rates(r["accuracy"], r["minority_share_test_true"],
+                                                     r["minority_share_test_predicted"])) / 2 for r in runs])
+        lines.append(f"| {setting} | {protocol}{' (official rows)' if runs[0]['official_rows'] else ''} | {len(runs)} "
+                     f"| {_summary([r['accuracy'] for r in runs])} | "
+                     f"{np.mean([r['majority_class_accuracy'] for r in runs]):.1f} | "
+                     + ", ".join(f"{gap:+.2f}" for gap in gaps)
+                     + f" | {sum(abs(gap) < AT_MAJORITY for gap in gaps)} | {sum(gap <= -AT_MAJORITY for gap in gaps)} "
+                     f"| {shares} | {balanced} |")
+    return "\n".join(lines)
+
+
+@table("fedkt-summary-welch", raw=SUMMARY)
+def summary_welch(documents: list) -> str:
+    """The summary table's rows whose paper value is a mean ± sd over 5 trials (Table 1's L0 cells): ours minus
+    the paper's mean with its Welch 95 % interval and p-value. The L1/L2 rows compare with single numbers and are
+    left out (the summary table's 95 % interval is the only comparison they allow)."""
+    groups: dict[tuple[str, str], list[float]] = {}
+    for document in documents:
+        for r in document["records"]:
+            if (r.get("model_seed", r["seed"]) == r["seed"] and r.get("tie_rule", "privfed") == "privfed"
+                    and "failed" not in r):
+                groups.setdefault((r["setting"], r["protocol"]), []).append(r["accuracy"])
+    lines = ["| setting | protocol | paper (5 trials) | ours (seeds) | ours − paper | Welch 95 % interval | Welch p |",
+             "|---|---|---|---|---|---|---|"]
+    for (setting, protocol), values in groups.items():
+        paper_mean, paper_sd = bench_fedkt.SETTINGS[setting].paper_accuracy
+        if not paper_sd:
+            continue
+        mean, sd = mean_sd(values)
+        difference, (low, high), p_value = welch_difference(values, paper_mean, paper_sd, PAPER_TRIALS)
+        lines.append(f"| {setting} | {protocol} | {paper_mean} ± {paper_sd} | {mean:.2f} ± {sd:.2f} ({len(values)}) | "
+                     f"{difference:+.2f} | [{low:+.2f}, {high:+.2f}] | {p_value:.3f} |")
+    return "\n".join(lines)
 
 
 @table("fedkt-official-rows", raw=SUMMARY[2:])
@@ -141,6 +210,30 @@ def table_6(documents: list) -> str:
 @table("fedkt-table-7", raw=SWEEPS)
 def table_7(documents: list) -> str:
     return fedkt_sweeps.table_7(documents[0]["records"])
+
+
+@table("fedkt-tables-6-7-welch", raw=SWEEPS)
+def tables_6_7_welch(documents: list) -> str:
+    """Every run cell of Tables 6 and 7: ours minus the paper's mean, its Welch 95 % interval and p-value (the
+    paper's sd over its 5 trials against ours over the seeds), and on how many seeds a run lies below the paper."""
+    records = documents[0]["records"]
+    t5 = {cell.data: cell for cell in fedkt_sweeps.TABLE_6 if cell.partitions == 2}
+    cells = [(f"Table 6, s = {cell.partitions}", cell.key, cell.data, cell.paper_mean, cell.paper_sd)
+             for cell in fedkt_sweeps.TABLE_6]
+    cells += [("Table 7, t = 5", t5[data].key, data, *fedkt_sweeps.TABLE_7_PAPER_T5[data]) for data in t5]
+    cells += [(f"Table 7, t = {cell.teachers}", cell.key, cell.data, cell.paper_mean, cell.paper_sd)
+              for cell in fedkt_sweeps.TABLE_7]
+    lines = ["| cell | data | paper (5 trials) | ours (seeds) | ours − paper | Welch 95 % interval | Welch p "
+             "| seeds below the paper's mean |", "|---|---|---|---|---|---|---|---|"]
+    for name, key, data, paper_mean, paper_sd in cells:
+        values, failed = fedkt_sweeps.accuracies(records, key)
+        mean, sd = mean_sd(values)
+        difference, (low, high), p_value = welch_difference(values, paper_mean, paper_sd, PAPER_TRIALS)
+        below = sum(value < paper_mean for value in values)
+        lines.append(f"| {name} | {data} | {paper_mean} ± {paper_sd} | {mean:.2f} ± {sd:.2f} ({len(values)}"
+                     + (f"; {failed} failed" if failed else "") + f") | {difference:+.2f} | [{low:+.2f}, {high:+.2f}] "
+                     f"| {p_value:.3f} | {below} of {len(values)} |")
+    return "\n".join(lines)
 
 
 @table("fedkt-table-1-codrna", raw=SWEEPS)
