@@ -35,14 +35,16 @@ LIBRARIES = {"numpy": ("numpy",), "scipy": ("scipy",), "scikit-learn": ("scikit-
              "torch": ("torch",), "randomgen": ("randomgen",)}
 
 
-def _git(*arguments: str) -> str:
+def _git(*arguments: str, strip: bool = True) -> str:
     result = subprocess.run(["git", *arguments], cwd=ROOT, capture_output=True, text=True, check=False)
-    return result.stdout.strip()
+    return result.stdout.strip() if strip else result.stdout
 
 
 def _uncommitted_code() -> list[str]:
     """Tracked files changed since the commit, leaving out what a run writes or cites (docs/, bench/results/)."""
-    changed = [line[3:] for line in _git("status", "--porcelain", "--untracked-files=no").split("\n") if line]
+    # unstripped: each line is two status columns and a space before the path, the first one included
+    status = _git("status", "--porcelain", "--untracked-files=no", strip=False)
+    changed = [line[3:] for line in status.split("\n") if line]
     return [path for path in changed if not path.startswith(("docs/", "bench/results/"))]
 
 

@@ -96,3 +96,9 @@ def test_a_resumed_file_says_which_commit_made_each_record():
 def test_a_curated_list_is_described_as_curated():
     document = {"curated": {"issue": 44, "checked_against": ["../shared/papers"]}}
     assert provenance.describe(document) == "curated by hand in issue 44, checked against ../shared/papers"
+
+
+def test_uncommitted_code_names_each_changed_file_whole(tmp_path, monkeypatch):
+    status = " M bench/tables/fedkt.py\nM  bench/provenance.py\n M docs/results.md\n"
+    monkeypatch.setattr(provenance, "_git", lambda *arguments, strip=True: status.strip() if strip else status)
+    assert provenance._uncommitted_code() == ["bench/tables/fedkt.py", "bench/provenance.py"]
