@@ -198,6 +198,39 @@ def table_9_earlier(documents: list) -> str:
     return fedkt_tables.markdown(fedkt_tables.documents_records(documents, [0, 1, 2]), 9)
 
 
+MAJORITY_RATES = RESULTS + "fedkt_official_rows_majority_rates.json"
+
+
+@table("fedkt-official-rows-majority", raw=[MAJORITY_RATES, *TABLE_8, RESULTS + "fedkt_table9_seed0_final_code.json"])
+def official_rows_majority(documents: list) -> str:
+    """The majority-class rate of each seed's official evaluation (and public) rows, and how many runs of Tables 8
+    and 9 on those rows (heterogeneous partition, seeds 0–2, both kinds of run) score at or below their split's
+    rate: what a model predicting one class everywhere scores there."""
+    rates, table_8_documents, table_9_document = documents[0], documents[1:-1], documents[-1]
+    by_split = {record["split"]: record for record in rates["records"]}
+    lines = ["| data set (official rows) | evaluation rows: majority-class rate %, seeds 0 / 1 / 2 / 3 / 4 | "
+             "public rows: majority-class rate %, seeds 0–4 | Table 8 runs at or below their split's rate (50 parties; "
+             "heterogeneous rows, seeds 0–2, paper's settings and budget runs) | Table 9 runs at or below it (20 "
+             "parties; the same) |", "|---|---|---|---|---|"]
+    runs = {8: fedkt_tables.documents_records(table_8_documents, [0, 1, 2]),
+            9: fedkt_tables.documents_records([table_9_document, *table_8_documents[1:]], [0, 1, 2])}
+    for dataset, label in (("a9a", "Adult (a9a)"), ("cod-rna", "cod-rna")):
+        records = [by_split[f"{dataset}/parties=50/seed={seed}"] for seed in range(5)]
+        counts = []
+        for number, parties in ((8, 50), (9, 20)):
+            official = [r for r in runs[number] if r["rows"].startswith(f"official rows {dataset}/parties={parties}/")]
+            trained = [r for r in official if "failed" not in r]
+            floor = [r for r in trained
+                     if r["accuracy"] <= by_split[r["rows"].removeprefix("official rows ")]["test_majority_rate"]
+                     + AT_MAJORITY]
+            failed = len(official) - len(trained)
+            counts.append(f"{len(floor)} of {len(trained)}" + (f" ({failed} failed)" if failed else ""))
+        lines.append(f"| {label} | " + " / ".join(f"{r['test_majority_rate']:.2f}" for r in records) + " | "
+                     + " / ".join(f"{r['public_majority_rate']:.2f}" for r in records) + f" | {counts[0]} | "
+                     f"{counts[1]} |")
+    return "\n".join(lines)
+
+
 # --- Tables 6, 7 and Table 1's cod-rna column ---------------------------------------------------------------------
 SWEEPS = [RESULTS + "fedkt_tables_6_7.json"]
 
@@ -212,11 +245,14 @@ def table_7(documents: list) -> str:
     return fedkt_sweeps.table_7(documents[0]["records"])
 
 
-@table("fedkt-tables-6-7-welch", raw=SWEEPS)
+@table("fedkt-tables-6-7-welch", raw=[*SWEEPS, SUMMARY[2]])
 def tables_6_7_welch(documents: list) -> str:
     """Every run cell of Tables 6 and 7: ours minus the paper's mean, its Welch 95 % interval and p-value (the
-    paper's sd over its 5 trials against ours over the seeds), and on how many seeds a run lies below the paper."""
-    records = documents[0]["records"]
+    paper's sd over its 5 trials against ours over the seeds), on how many seeds a run lies below the paper, and
+    the majority-class rate of the seeds' evaluation rows (the reference-code L0 records hold it: same rows)."""
+    records, reference = documents[0]["records"], documents[1]["records"]
+    majority = {record["rows"]: record["majority_class_accuracy"] for record in reference
+                if record["setting"] in ("adult-l0", "codrna-l0")}
     t5 = {cell.data: cell for cell in fedkt_sweeps.TABLE_6 if cell.partitions == 2}
     cells = [(f"Table 6, s = {cell.partitions}", cell.key, cell.data, cell.paper_mean, cell.paper_sd)
              for cell in fedkt_sweeps.TABLE_6]
@@ -224,15 +260,16 @@ def tables_6_7_welch(documents: list) -> str:
     cells += [(f"Table 7, t = {cell.teachers}", cell.key, cell.data, cell.paper_mean, cell.paper_sd)
               for cell in fedkt_sweeps.TABLE_7]
     lines = ["| cell | data | paper (5 trials) | ours (seeds) | ours − paper | Welch 95 % interval | Welch p "
-             "| seeds below the paper's mean |", "|---|---|---|---|---|---|---|---|"]
+             "| seeds below the paper's mean | majority-class rate % (same rows) |", "|---|---|---|---|---|---|---|---|---|"]
     for name, key, data, paper_mean, paper_sd in cells:
         values, failed = fedkt_sweeps.accuracies(records, key)
+        rates = [majority[record["rows"]] for record in records if record["cell"] == key and "failed" not in record]
         mean, sd = mean_sd(values)
         difference, (low, high), p_value = welch_difference(values, paper_mean, paper_sd, PAPER_TRIALS)
         below = sum(value < paper_mean for value in values)
         lines.append(f"| {name} | {data} | {paper_mean} ± {paper_sd} | {mean:.2f} ± {sd:.2f} ({len(values)}"
                      + (f"; {failed} failed" if failed else "") + f") | {difference:+.2f} | [{low:+.2f}, {high:+.2f}] "
-                     f"| {p_value:.3f} | {below} of {len(values)} |")
+                     f"| {p_value:.3f} | {below} of {len(values)} | {np.mean(rates):.1f} |")
     return "\n".join(lines)
 
 
