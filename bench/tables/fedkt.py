@@ -22,7 +22,8 @@ import fedkt_sweeps  # noqa: E402
 import fedkt_tables  # noqa: E402
 
 RESULTS = "bench/results/"
-#: the paper's Tables 1, 6 and 7 report the mean ± sd of 5 trials
+#: the trials behind the paper's mean ± sd: Tables 6 and 7 state 5; Table 1's FedKT cells print the same values
+#: as Table 6's s = 2 column, so the same 5 trials are assumed there
 PAPER_TRIALS = 5
 
 
