@@ -219,6 +219,10 @@ def official_rows_majority(documents: list) -> str:
             9: fedkt_tables.documents_records([table_9_document, *table_8_documents[1:]], [0, 1, 2])}
     for dataset, label in (("a9a", "Adult (a9a)"), ("cod-rna", "cod-rna")):
         records = [by_split[f"{dataset}/parties=50/seed={seed}"] for seed in range(5)]
+        if any(by_split[f"{dataset}/parties=20/seed={seed}"]["test_majority_rate"] != record["test_majority_rate"]
+               for seed, record in enumerate(records)):
+            raise ValueError(f"{MAJORITY_RATES}: the 20- and 50-party splits of {dataset} differ in their evaluation "
+                             "rows; the table prints one rate per seed")
         counts = []
         for number, parties in ((8, 50), (9, 20)):
             official = [r for r in runs[number] if r["rows"].startswith(f"official rows {dataset}/parties={parties}/")]
