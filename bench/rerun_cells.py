@@ -4,7 +4,8 @@ Each cell runs its bench script as the raw file's command did (one seed, into a 
 quantities that **no privacy noise draws**: since issue 40 the noise of every default fit is drawn from a secret
 generator, so accuracies of noisy runs are no longer reproducible from ``random_state``, while an ε that does not
 depend on the data, a query count fixed by a data-independent budget, and a run without noise still are. Exit 1 when
-a cell differs (each difference printed), 0 otherwise; about a minute on 2 CPU cores::
+a cell differs (each difference printed), 0 otherwise; a cell whose data are not beside the checkout (``../shared``,
+as for the tests that need it) is skipped and says so. About a minute on 2 CPU cores::
 
     python bench/rerun_cells.py
 """
@@ -37,6 +38,7 @@ class Cell:
     select: Callable[[dict[str, Any]], bool]  # the records of the raw file (and of the rerun) that the cell holds
     fields: tuple[str, ...]
     records: str = "records"  # the key of the file's list of records
+    needs: tuple[str, ...] = ()  # data files the rerun reads, relative to the checkout's parent folder
 
     def recorded(self) -> list[dict[str, Any]]:
         document = json.loads((ROOT / self.raw).read_text(encoding="utf-8"))
@@ -59,16 +61,19 @@ CELLS = (
          "bench/results/fedkt_summary_standard.json",
          ["bench/fedkt.py", "--settings", "codrna-l2", "--seeds", "0", "--n-jobs", "1", "--no-baselines"],
          _fedkt("codrna-l2", "standard", 0),
-         ("epsilon_classic", "epsilon_tight_data_independent", "queries_answered", "majority_class_accuracy")),
+         ("epsilon_classic", "epsilon_tight_data_independent", "queries_answered", "majority_class_accuracy"),
+         needs=("shared/datasets/cod_rna.npz",)),
     Cell("FedKT Adult L2 at the paper's ε (tight budget), standard protocol, seed 0: queries and ε",
          "bench/results/fedkt_summary_standard.json",
          ["bench/fedkt.py", "--settings", "adult-l2-tight", "--seeds", "0", "--n-jobs", "1", "--no-baselines"],
          _fedkt("adult-l2-tight", "standard", 0),
-         ("epsilon_tight_data_independent", "queries_answered", "majority_class_accuracy")),
+         ("epsilon_tight_data_independent", "queries_answered", "majority_class_accuracy"),
+         needs=("shared/datasets/adult_a9a.npz",)),
     Cell("FedKT cod-rna L0 (no noise), standard protocol, seed 0: accuracy",
          "bench/results/fedkt_summary_standard.json",
          ["bench/fedkt.py", "--settings", "codrna-l0", "--seeds", "0", "--n-jobs", "1", "--no-baselines"],
-         _fedkt("codrna-l0", "standard", 0), ("accuracy", "majority_class_accuracy")),
+         _fedkt("codrna-l0", "standard", 0), ("accuracy", "majority_class_accuracy"),
+         needs=("shared/datasets/cod_rna.npz",)),
 )
 
 
@@ -95,16 +100,22 @@ def rerun(cell: Cell, folder: Path) -> list[str]:
 
 def main(argv: list[str] | None = None) -> int:
     argparse.ArgumentParser(description=__doc__.splitlines()[0]).parse_args(argv)
-    failed = 0
+    failed = skipped = 0
     with tempfile.TemporaryDirectory(prefix="privfed-rerun-") as folder:
         for cell in CELLS:
+            missing = [path for path in cell.needs if not (ROOT.parent / path).is_file()]
+            if missing:
+                skipped += 1
+                print(f"skipped: {cell.name} (../{', ../'.join(missing)} not beside this checkout)")
+                continue
             started = time.perf_counter()
             differences = rerun(cell, Path(folder))
             failed += bool(differences)
             print(f"{'DIFFERS' if differences else 'same'}: {cell.name} ({time.perf_counter() - started:.0f} s)")
             for difference in differences:
                 print(f"  {difference}")
-    print(f"{len(CELLS) - failed} of {len(CELLS)} cells repeat their raw results")
+    print(f"{len(CELLS) - failed - skipped} of {len(CELLS) - skipped} cells repeat their raw results"
+          + (f"; {skipped} skipped (no data)" if skipped else ""))
     return 1 if failed else 0
 
 

@@ -40,3 +40,13 @@ def test_a_changed_value_is_reported_with_both_values(tmp_path):
     differences = rerun_cells.rerun(_cell_writing(changed), tmp_path)
     assert differences == [f"record 1, tight: {rows[1]['tight']!r} in bench/results/privatekt_client_epsilons.json, "
                            f"{changed[1]['tight']!r} now"]
+
+
+def test_a_cell_whose_data_are_absent_is_skipped_and_says_so(monkeypatch, capsys):
+    cell = rerun_cells.Cell("needs data", "bench/results/privatekt_client_epsilons.json", ["-c", "raise SystemExit(3)"],
+                            lambda record: True, ("tight",), records="rows", needs=("shared/no-such-file.npz",))
+    monkeypatch.setattr(rerun_cells, "CELLS", (cell,))
+    assert rerun_cells.main([]) == 0
+    out = capsys.readouterr().out
+    assert "skipped: needs data (../shared/no-such-file.npz not beside this checkout)" in out
+    assert "0 of 0 cells repeat their raw results; 1 skipped (no data)" in out
