@@ -25,6 +25,9 @@ import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from bench import provenance  # noqa: E402
 
 MEASURE = """
 import json, sys, time, tracemalloc
@@ -53,6 +56,7 @@ def main() -> None:
     parser.add_argument("--base", default="cdb409f", help="the commit of the 'before' side")
     parser.add_argument("--json", help="write the raw results here")
     args = parser.parse_args()
+    run = provenance.start(command="python " + " ".join(sys.argv), seeds=None, settings=vars(args))
     with tempfile.TemporaryDirectory(prefix="privfed-base-") as base:
         archive = subprocess.run(["git", "archive", args.base], cwd=ROOT, capture_output=True, check=True).stdout
         with tarfile.open(fileobj=__import__("io").BytesIO(archive)) as tar:
@@ -75,7 +79,7 @@ def main() -> None:
             assert before["epsilon"] == after["epsilon"], (before, after)
     if args.json:
         Path(args.json).write_text(json.dumps({
-            "command": "python bench/account_memory.py " + " ".join(sys.argv[1:]),
+            "command": "python bench/account_memory.py " + " ".join(sys.argv[1:]), "provenance": provenance.finish(run),
             "what": "tracemalloc peak while constructing the mechanism and running privfed.account, over the "
                     "votes' bytes; before = privfed at --base, after = this checkout; separate processes, alternating",
             "machine": platform.platform(), "cpus": os.cpu_count(), "queries": {"laplace": args.queries,

@@ -27,6 +27,8 @@ import torch  # noqa: E402
 from privfed.pipelines.batched_training import train_copies  # noqa: E402
 from privfed.pipelines.torch_models import TorchCNN, TorchMLP  # noqa: E402
 
+from bench import provenance  # noqa: E402
+
 
 def measure(name: str, network, copies: int, examples: int, epochs: int, repeats: int) -> dict:
     rng = np.random.default_rng(0)
@@ -65,6 +67,7 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--json", default=None)
     args = parser.parse_args()
+    run = provenance.start(command="python " + " ".join(sys.argv), seeds=[0], settings=vars(args))
     torch.set_num_threads(args.threads)
     sgd = dict(optimizer="sgd", lr=0.05, momentum=0.0, batch_size=32, random_state=0)
     rows = [
@@ -79,7 +82,7 @@ def main() -> None:
     ]
     if args.json:
         Path(args.json).write_text(json.dumps({"command": "python " + " ".join(sys.argv), "threads": args.threads,
-                                               "rows": rows}, indent=2))
+                                               "provenance": provenance.finish(run), "rows": rows}, indent=2))
 
 
 if __name__ == "__main__":

@@ -49,6 +49,8 @@ from privfed import (  # noqa: E402
     true_label_scores,
 )
 
+from bench import provenance  # noqa: E402
+
 DELTA = 1e-5
 
 
@@ -167,6 +169,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--json", type=Path, default=None, help="write the raw rows here")
     args = parser.parse_args()
+    run = provenance.start(command="python " + " ".join(sys.argv), seeds=[0], settings=vars(args))
     warnings.simplefilter("ignore")
     logging.disable(logging.WARNING)  # dp-accounting's convergence chatter
     statistics = generic_statistics()
@@ -201,7 +204,7 @@ def main() -> None:
             "commit": commit, "cpus": os.cpu_count(), "python": platform.python_version(), "delta": DELTA,
             "confidence": 0.95, "data": "make_classification(2400, 8 features, 5 informative, 2 classes, seed 0): "
                                         "4 parties x 200, 800 public, 400 held out",
-            "audit_release_statistics": statistics, "rows": rows,
+            "audit_release_statistics": statistics, "rows": rows, "provenance": provenance.finish(run),
         }, indent=2, ensure_ascii=False) + "\n")
 
 

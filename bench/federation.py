@@ -44,6 +44,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from fedkt import SETTINGS, fedkt_for, prepare  # noqa: E402  (bench/fedkt.py: the paper's settings)
 
+from bench import provenance  # noqa: E402
+
 #: The in-process sides: label → (n_jobs, joblib backend; None: joblib's default, loky processes).
 SIDES = {"n_jobs=1": (1, None), "n_jobs=2 processes": (2, None), "n_jobs=2 threads": (2, "threading")}
 
@@ -131,6 +133,7 @@ def main() -> None:
     parser.add_argument("--skip-flower", action="store_true", help="only the in-process ratios, bytes and memory")
     parser.add_argument("--json", default=None, help="write every measurement here")
     args = parser.parse_args()
+    run = provenance.start(command="python " + " ".join(sys.argv), seeds=[0], settings=vars(args))
     setting = SETTINGS["adult-l0"]
     split, rows = prepare(setting.data, Path(args.data), "reference-code", setting.parties, seed=0)
     report: dict = {"command": "python " + " ".join(sys.argv), "cpus": os.cpu_count(), "rows": rows,
@@ -195,6 +198,7 @@ def main() -> None:
               f"{beside['load_1min']:.1f}): ×{report['flower']['ratio']:.2f}, same predictions; server process "
               f"peak memory {flower['peak_mib']:.0f} MiB (Ray's driver included)", flush=True)
     if args.json:
+        report["provenance"] = provenance.finish(run)
         Path(args.json).write_text(json.dumps(report, indent=1) + "\n", encoding="utf-8")
 
 

@@ -532,12 +532,14 @@ class JsonRecords:
         if path.is_file():
             self.document = json.loads(path.read_text(encoding="utf-8"))
             self.document.setdefault("resumed_with", []).append(command)
+            provenance.earlier_records(self.document["records"])
         self.done = {(r["setting"], r["seed"], r.get("model_seed", r["seed"])): r
                      for r in self.document["records"] if r["protocol"] == protocol}
 
     def add(self, record: dict) -> None:
         self.document["records"].append(record)
         if self.run is not None:
+            provenance.stamp_records(self.document["records"], self.run)
             finished = provenance.finish(self.run)
             if "provenance" not in self.document or self.document["provenance"].get("started") == self.run["started"]:
                 self.document["provenance"] = finished

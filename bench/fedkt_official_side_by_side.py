@@ -178,6 +178,7 @@ def main() -> None:
     document: dict[str, Any] = {"command": "python " + " ".join(sys.argv), "official_commit": commit, "records": []}
     if path.is_file():
         document = json.loads(path.read_text(encoding="utf-8"))
+    provenance.earlier_records(document["records"])
     done = {(r["side"], r["setting"], r["seed"], r["model_seed"]) for r in document["records"]}
     data = load_dataset("adult_a9a", args.data)
     y_official = (data.y_train == data.y_train[0]).astype(np.int64)  # the code's coding: row 0's label is 1
@@ -195,6 +196,7 @@ def main() -> None:
                                                args.timeout) if side == "official" else
                                   run_privfed(key, Path(args.data), Path(args.reference_rows), seed, model_seed))
                         document["records"].append(record)
+                        provenance.stamp_records(document["records"], run)
                         if document.get("provenance", run)["started"] == run["started"]:
                             document["provenance"] = provenance.finish(run)
                         else:  # a resumed run: the first run's record stays, this one is added

@@ -56,6 +56,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import fedkt as bench_fedkt  # noqa: E402  (bench/fedkt.py: a script's own folder is on sys.path)
 from privfed.pipelines.fedkt import CentralizedPATE, FedKT  # noqa: E402
 
+from bench import provenance  # noqa: E402
+
 DATA = {"Adult": "adult_a9a", "cod-rna": "cod_rna"}
 PARTIES = 50
 
@@ -224,17 +226,22 @@ def main() -> None:
                         help="only the centralized cod-rna models (XGBoost lr 0.1, 0.05 and 0.001, forest) per seed")
     args = parser.parse_args()
     path = Path(args.json)
+    command = "python " + " ".join(sys.argv)
+    run = provenance.start(command=command, seeds=args.seeds, settings=vars(args))
     if args.xgboost_variants:
         records = [xgboost_variants(seed, Path(args.data), Path(args.reference_rows)) for seed in args.seeds]
-        path.write_text(json.dumps({"command": "python " + " ".join(sys.argv), "records": records}, indent=1) + "\n")
+        provenance.write_json(path, {"command": command, "provenance": provenance.finish(run),
+                                     "records": provenance.stamp_records(records, run)})
         for name in ("xgboost_lr0.1_accuracy", "xgboost_lr0.05_accuracy", "xgboost_lr0.001_base_score0.5_accuracy",
                      "xgboost_lr0.001_fitted_base_score_accuracy", "forest_accuracy"):
             print(f"{name}: {mean_sd([r[name] for r in records])}")
         return
-    document: dict[str, Any] = {"command": "python " + " ".join(sys.argv), "records": []}
+    document: dict[str, Any] = {"command": command, "records": []}
     if path.is_file():
         document = json.loads(path.read_text(encoding="utf-8"))
-    document.setdefault("resumed_with", []).append("python " + " ".join(sys.argv))
+    document.setdefault("resumed_with", []).append(command)
+    provenance.earlier_records(document["records"])
+    first = "provenance" not in document and not document["records"]
     done = {(r["cell"], r["seed"]) for r in document["records"]}
     cells = [c for table in args.tables if table != 1 for c in (TABLE_6 if table == 6 else TABLE_7)
              if c.data in args.datasets]
@@ -248,9 +255,13 @@ def main() -> None:
         record = (run_baselines(seed, folder, rows_file, args.n_jobs) if cell == "baselines"
                   else run_cell(cell, seed, folder, rows_file, args.n_jobs))
         document["records"].append(record)
-        temporary = path.with_suffix(path.suffix + ".tmp")
-        temporary.write_text(json.dumps(document, indent=1) + "\n", encoding="utf-8")
-        temporary.replace(path)
+        provenance.stamp_records(document["records"], run)
+        if first:  # the run that made the file; a resumed run's record goes to "resumed"
+            document["provenance"] = provenance.finish(run)
+        else:
+            resumed = document.setdefault("resumed", [])
+            resumed[:] = [entry for entry in resumed if entry["started"] != run["started"]] + [provenance.finish(run)]
+        provenance.write_json(path, document)
         print(f"{key} seed {seed}: " + (f"FAILED ({record['failed']})" if "failed" in record else
                                         ", ".join(f"{k} {v:.2f}" for k, v in record.items() if k.endswith("accuracy"))
                                         + f"; {record['seconds']:.1f} s; {record['rows']}"), flush=True)

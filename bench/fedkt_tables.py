@@ -309,6 +309,7 @@ def main() -> None:
     if path.is_file():
         document = json.loads(path.read_text(encoding="utf-8"))
     document.setdefault("resumed_with", []).append(command)
+    provenance.earlier_records(document["records"])
     first = "provenance" not in document and not document["records"]
     done = {(r["row"], r["seed"], r["kind"]) for r in document["records"]}
     plan = [(row, seed, kind) for table in args.tables for kind in args.kinds
@@ -319,6 +320,7 @@ def main() -> None:
             continue
         record = run(row, seed, kind, Path(args.data), Path(args.reference_rows))
         document["records"].append(record)
+        provenance.stamp_records(document["records"], run_record)
         if first:  # the run that made the file; a resumed run's record goes to "resumed"
             document["provenance"] = provenance.finish(run_record)
         else:

@@ -37,6 +37,8 @@ from privfed.accounting.smooth_sensitivity import (  # noqa: E402
 
 import privfed  # noqa: E402
 
+from bench import provenance  # noqa: E402
+
 OUTPUT = ROOT / "bench" / "results" / "rederivation_issue33.json"
 DELTA = 1e-5
 
@@ -139,7 +141,8 @@ def render(document: dict) -> str:
 
 def main() -> None:
     argparse.ArgumentParser(description=__doc__.splitlines()[0]).parse_args()
-    document = measure()
+    run = provenance.start(command="python bench/rederivation.py", seeds=None, settings={})
+    document = {**measure(), "provenance": provenance.finish(run)}
     OUTPUT.write_text(json.dumps(document, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     print(render(document))
 

@@ -29,12 +29,15 @@ from pathlib import Path
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench import provenance  # noqa: E402
+
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--json", help="write the raw results here")
     args = parser.parse_args()
+    run = provenance.start(command="python " + " ".join(sys.argv), seeds=None, settings=vars(args))
 
     from privfed.accounting import _dp_accounting
     from sklearn.datasets import load_digits
@@ -76,6 +79,7 @@ def main() -> None:
     if args.json:
         Path(args.json).write_text(json.dumps({
             "command": "python bench/save_bundle_memo.py " + " ".join(sys.argv[1:]),
+            "provenance": provenance.finish(run),
             "what": "save_bundle on the README's FedKT snippet; before = PLDMemo(0) (no memo), after = a fresh "
                     "PLDMemo(256) per save; same process, alternating",
             "machine": platform.platform(), "cpus": os.cpu_count(), "rows": rows, "best_seconds": best,

@@ -41,6 +41,8 @@ from sklearn.tree import DecisionTreeClassifier  # noqa: E402
 
 import privfed  # noqa: E402
 
+from bench import provenance  # noqa: E402
+
 DELTA = 1e-5
 
 
@@ -183,6 +185,7 @@ def main() -> None:
     parser.add_argument("--skip-flower", action="store_true")
     parser.add_argument("--json", default=None)
     args = parser.parse_args()
+    run = provenance.start(command="python " + " ".join(sys.argv), seeds=args.seeds, settings=vars(args))
     s, t = 2, 5
     cal = calibrate(args.target_epsilon, queries=args.queries, s=s)
     print("calibration", json.dumps(cal))
@@ -220,6 +223,7 @@ def main() -> None:
         document["datasets"][name] = per_side
     if not args.skip_flower:
         document["flower"] = flower(args, cal, s, t)
+    document["provenance"] = provenance.finish(run)
     text = json.dumps(document, indent=1, default=lambda v: None if isinstance(v, float) and math.isinf(v) else v)
     print(text)
     if args.json:

@@ -231,7 +231,7 @@ def main() -> None:
         saved = json.loads(args.json.read_text())
         if any(saved["settings"].get(key) != settings[key] for key in protocol):
             sys.exit(f"--resume: {args.json} was run with other settings ({', '.join(protocol)} must match)")
-        results = saved["results"]
+        results = provenance.earlier_records(saved["results"])
         earlier = saved.get("earlier_runs", []) + ([saved["provenance"]] if "provenance" in saved else [])
         print(f"--resume: {len(results)} rows kept from {args.json}", flush=True)
     device = args.device if args.device != "auto" else ("cuda" if torch.cuda.is_available() else "cpu")
@@ -240,6 +240,7 @@ def main() -> None:
 
     def save() -> None:
         if args.json:  # rewritten whole after every method: a partial sweep is a valid file
+            provenance.stamp_records(results, run_record)
             document = {"provenance": provenance.finish(run_record), "settings": settings, "results": results}
             if earlier:
                 document["earlier_runs"] = earlier  # the runs a --resume continued, oldest first

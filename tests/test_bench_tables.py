@@ -68,3 +68,37 @@ def test_provenance_records_commit_seeds_machine_and_load_and_describes_them():
 def test_a_published_input_is_described_by_its_source():
     document = {"source": {"repository": "https://github.com/o/r", "commit": "3846548c6ae1", "path": "a.ipynb"}}
     assert provenance.describe(document) == "published input from https://github.com/o/r @ 3846548, a.ipynb"
+
+
+def test_provenance_records_the_library_versions_from_package_metadata():
+    import importlib.metadata
+
+    libraries = provenance.start(command="x", seeds=None, settings={})["machine"]["libraries"]
+    assert set(libraries) == set(provenance.LIBRARIES)
+    assert libraries["numpy"] == importlib.metadata.version("numpy")
+    assert libraries["scikit-learn"] == importlib.metadata.version("scikit-learn")
+
+
+def test_a_resumed_file_says_which_commit_made_each_record():
+    first = {**provenance.start(command="x", seeds=[0], settings={}), "commit": "a" * 40}
+    later = {**provenance.start(command="x", seeds=[1], settings={}), "commit": "b" * 40}
+    before_stamping = [{"seed": 0}]  # a record written before per-record commits
+    records = provenance.earlier_records(before_stamping) + [{"seed": 1}]
+    provenance.stamp_records(records, later)
+    assert [record["commit"] for record in records] == [None, "b" * 40]
+    provenance.stamp_records(records, first)  # a stamp is never overwritten
+    assert [record["commit"] for record in records] == [None, "b" * 40]
+    line = provenance.describe({"provenance": provenance.finish(first), "records": records,
+                                "resumed": [provenance.finish(later)]})
+    assert "records per code commit: not recorded ×1, bbbbbbbbbb ×1" in line
+
+
+def test_a_curated_list_is_described_as_curated():
+    document = {"curated": {"issue": 44, "checked_against": ["../shared/papers"]}}
+    assert provenance.describe(document) == "curated by hand in issue 44, checked against ../shared/papers"
+
+
+def test_uncommitted_code_names_each_changed_file_whole(tmp_path, monkeypatch):
+    status = " M bench/tables/fedkt.py\nM  bench/provenance.py\n M docs/results.md\n"
+    monkeypatch.setattr(provenance, "_git", lambda *arguments, strip=True: status.strip() if strip else status)
+    assert provenance._uncommitted_code() == ["bench/tables/fedkt.py", "bench/provenance.py"]

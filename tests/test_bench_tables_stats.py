@@ -1,4 +1,4 @@
-"""bench/tables/_stats.py: mean ± sd and the t-interval against closed forms."""
+"""bench/tables/_stats.py: mean ± sd, the t-interval and Welch's difference against closed forms and scipy."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.tables._stats import mean_sd, t_interval  # noqa: E402
+from bench.tables._stats import mean_sd, t_interval, welch_difference  # noqa: E402
 
 
 def test_mean_sd_is_the_sample_standard_deviation():
@@ -36,3 +36,29 @@ def test_bad_input_is_one_clear_error():
         t_interval([1.0, 2.0], level=1.5)
     with pytest.raises(ValueError, match="at least one value"):
         mean_sd([])
+
+
+def test_welch_difference_agrees_with_scipys_test_from_summary_statistics():
+    from scipy import stats as scipy_stats
+
+    values = [76.64, 79.98, 78.51, 77.87, 79.56]  # Table 7, Adult, t = 10, seeds 0-4
+    difference, (low, high), p_value = welch_difference(values, 81.1, 0.7, 5)
+    mean, sd = mean_sd(values)
+    expected = scipy_stats.ttest_ind_from_stats(mean, sd, 5, 81.1, 0.7, 5, equal_var=False)
+    assert difference == pytest.approx(mean - 81.1)
+    assert p_value == pytest.approx(expected.pvalue, rel=1e-12)
+    assert low < difference < high < 0
+
+
+def test_welch_difference_refuses_fewer_than_two_runs_on_a_side():
+    with pytest.raises(ValueError, match="at least two runs on each side, got 1 and 5"):
+        welch_difference([80.0], 81.1, 0.7, 5)
+
+
+def test_the_confusion_matrix_follows_from_accuracy_and_the_minority_shares():
+    from bench.tables.fedkt import confusion_rates
+
+    # 100 rows, 24 of the minority class; the model calls 10 rows minority, 6 of them rightly: 6 + 72 right
+    minority_recall, majority_recall = confusion_rates(78.0, 24.0, 10.0)
+    assert minority_recall == pytest.approx(100 * 6 / 24)
+    assert majority_recall == pytest.approx(100 * 72 / 76)

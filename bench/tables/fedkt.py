@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 
 from bench.tables import table
-from bench.tables._stats import mean_sd, t_interval
+from bench.tables._stats import mean_sd, t_interval, welch_difference
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the bench scripts import each other by name
 
@@ -22,6 +22,9 @@ import fedkt_sweeps  # noqa: E402
 import fedkt_tables  # noqa: E402
 
 RESULTS = "bench/results/"
+#: the trials behind the paper's mean ± sd: Tables 6 and 7 state 5; Table 1's FedKT cells print the same values
+#: as Table 6's s = 2 column, so the same 5 trials are assumed there
+PAPER_TRIALS = 5
 
 
 def _summary(values: list[float], digits: int = 1) -> str:
@@ -41,6 +44,73 @@ SUMMARY = [RESULTS + "fedkt_summary_standard.json", RESULTS + "fedkt_mnist_l0_be
 @table("fedkt-summary", raw=SUMMARY)
 def summary(documents: list) -> str:
     return bench_fedkt.summary_markdown(documents)
+
+
+#: an accuracy within this many points of the majority-class rate counts as "at the majority rate"
+AT_MAJORITY = 0.005
+
+
+def confusion_rates(accuracy: float, minority_true: float, minority_predicted: float) -> tuple[float, float]:
+    """The recall of the minority and of the majority class of a binary classifier, from its accuracy and the
+    true and predicted shares of the minority class (all in %): the three fix the confusion matrix, since
+    accuracy = 1 − true − predicted + 2 · (minority predicted as minority)."""
+    hit = (accuracy - 100 + minority_true + minority_predicted) / 2  # % of rows: minority predicted as minority
+    return 100 * hit / minority_true, 100 * (100 - minority_true - minority_predicted + hit) / (100 - minority_true)
+
+
+@table("fedkt-summary-beyond-accuracy", raw=[SUMMARY[0], SUMMARY[2]])
+def summary_beyond_accuracy(documents: list) -> str:
+    """The binary rows of the summary table beside the majority-class rate of each run's test split; where a
+    record holds the predicted minority share (the reference-code L0 runs), the balanced accuracy it implies."""
+    groups: dict[tuple[str, str], list[dict]] = {}
+    for document in documents:
+        for r in document["records"]:
+            if r.get("model_seed", r["seed"]) == r["seed"] and r.get("tie_rule", "privfed") == "privfed":
+                groups.setdefault((r["setting"], r["protocol"]), []).append(r)
+    lines = ["| setting | protocol | runs | accuracy % | majority-class rate % (its split) | accuracy − majority rate, "
+             "per seed | runs at the majority rate (± 0.005) | runs below it | minority class: true / predicted "
+             "share % | balanced accuracy % |", "|---|---|---|---|---|---|---|---|---|---|"]
+    for (setting, protocol), runs in groups.items():
+        runs = sorted((r for r in runs if "failed" not in r), key=lambda r: r["seed"])
+        gaps = [r["accuracy"] - r["majority_class_accuracy"] for r in runs]
+        shares = balanced = "–"
+        if all(r.get("minority_share_test_predicted") is not None for r in runs):
+            true = [r["minority_share_test_true"] for r in runs]
+            predicted = [r["minority_share_test_predicted"] for r in runs]
+            shares = f"{np.mean(true):.1f} / {np.mean(predicted):.1f} ({min(predicted):.1f}–{max(predicted):.1f})"
+            balanced = _summary([sum(confusion_rates(r["accuracy"], r["minority_share_test_true"],
+                                                     r["minority_share_test_predicted"])) / 2 for r in runs])
+        lines.append(f"| {setting} | {protocol}{' (official rows)' if runs[0]['official_rows'] else ''} | {len(runs)} "
+                     f"| {_summary([r['accuracy'] for r in runs])} | "
+                     f"{np.mean([r['majority_class_accuracy'] for r in runs]):.1f} | "
+                     + ", ".join(f"{gap:+.2f}" for gap in gaps)
+                     + f" | {sum(abs(gap) < AT_MAJORITY for gap in gaps)} | {sum(gap <= -AT_MAJORITY for gap in gaps)} "
+                     f"| {shares} | {balanced} |")
+    return "\n".join(lines)
+
+
+@table("fedkt-summary-welch", raw=SUMMARY)
+def summary_welch(documents: list) -> str:
+    """The summary table's rows whose paper value is a mean ± sd over 5 trials (Table 1's L0 cells): ours minus
+    the paper's mean with its Welch 95 % interval and p-value. The L1/L2 rows compare with single numbers and are
+    left out (the summary table's 95 % interval is the only comparison they allow)."""
+    groups: dict[tuple[str, str], list[float]] = {}
+    for document in documents:
+        for r in document["records"]:
+            if (r.get("model_seed", r["seed"]) == r["seed"] and r.get("tie_rule", "privfed") == "privfed"
+                    and "failed" not in r):
+                groups.setdefault((r["setting"], r["protocol"]), []).append(r["accuracy"])
+    lines = ["| setting | protocol | paper (5 trials) | ours (seeds) | ours − paper | Welch 95 % interval | Welch p |",
+             "|---|---|---|---|---|---|---|"]
+    for (setting, protocol), values in groups.items():
+        paper_mean, paper_sd = bench_fedkt.SETTINGS[setting].paper_accuracy
+        if not paper_sd:
+            continue
+        mean, sd = mean_sd(values)
+        difference, (low, high), p_value = welch_difference(values, paper_mean, paper_sd, PAPER_TRIALS)
+        lines.append(f"| {setting} | {protocol} | {paper_mean} ± {paper_sd} | {mean:.2f} ± {sd:.2f} ({len(values)}) | "
+                     f"{difference:+.2f} | [{low:+.2f}, {high:+.2f}] | {p_value:.3f} |")
+    return "\n".join(lines)
 
 
 @table("fedkt-official-rows", raw=SUMMARY[2:])
@@ -89,22 +159,24 @@ def mnist_l0(documents: list) -> str:
     bench_standard, paper_seed0, paper_seeds12, bench_official, paper_official = (d["records"] for d in documents)
     paper_standard = paper_seed0 + paper_seeds12
     lines = ["| MLP settings | protocol (evaluation set) | seed 0 | seed 1 | seed 2 | mean ± sd [95 % interval] (runs) "
-             "| paper |", "|---|---|---|---|---|---|---|"]
+             "| paper (5 trials) | ours − paper [Welch 95 % interval], p |", "|---|---|---|---|---|---|---|---|"]
     rows = [("bench (10 epochs, batch 64, no L2)", "standard (test file, 10,000)", bench_standard),
             ("paper (100 epochs, batch 32, L2 10⁻⁶)", "standard (test file, 10,000)", paper_standard),
             ("bench", "official image protocol (test file's 2nd half)", bench_official),
             ("paper", "official image protocol (test file's 2nd half)", paper_official)]
     for settings, protocol, records in rows:
         by_seed = {r["seed"]: r["accuracy"] for r in records}
+        difference, (low, high), p_value = welch_difference(list(by_seed.values()), 90.5, 0.3, PAPER_TRIALS)
         lines.append(f"| {settings} | {protocol} | " + " | ".join(f"{by_seed[s]:.2f}" if s in by_seed else "–"
                                                                    for s in (0, 1, 2))
-                     + f" | {_summary(list(by_seed.values()), 2)} | 90.5 ± 0.3 |")
+                     + f" | {_summary(list(by_seed.values()), 2)} | 90.5 ± 0.3 | {difference:+.2f} [{low:+.2f}, "
+                       f"{high:+.2f}], p = {p_value:.3f} |")
     for settings, records in (("bench", bench_standard), ("paper", paper_standard)):
         by_seed = {r["seed"]: r for r in records}
         lines.append(f"| {settings}, the standard-protocol models above, scored per half | test file's 1st half / "
                      "2nd half | " + " | ".join(
                          f"{by_seed[s]['accuracy_test_first_half']:.2f} / {by_seed[s]['accuracy_test_second_half']:.2f}"
-                         if s in by_seed else "–" for s in (0, 1, 2)) + " | – | – |")
+                         if s in by_seed else "–" for s in (0, 1, 2)) + " | – | – | – |")
     return "\n".join(lines)
 
 
@@ -129,6 +201,43 @@ def table_9_earlier(documents: list) -> str:
     return fedkt_tables.markdown(fedkt_tables.documents_records(documents, [0, 1, 2]), 9)
 
 
+MAJORITY_RATES = RESULTS + "fedkt_official_rows_majority_rates.json"
+
+
+@table("fedkt-official-rows-majority", raw=[MAJORITY_RATES, *TABLE_8, RESULTS + "fedkt_table9_seed0_final_code.json"])
+def official_rows_majority(documents: list) -> str:
+    """The majority-class rate of each seed's official evaluation (and public) rows, and how many runs of Tables 8
+    and 9 on those rows (heterogeneous partition, seeds 0–2, both kinds of run) score at or below their split's
+    rate: what a model predicting one class everywhere scores there."""
+    rates, table_8_documents, table_9_document = documents[0], documents[1:-1], documents[-1]
+    by_split = {record["split"]: record for record in rates["records"]}
+    lines = ["| data set (official rows) | evaluation rows: majority-class rate %, seeds 0 / 1 / 2 / 3 / 4 | "
+             "public rows: majority-class rate %, seeds 0–4 | Table 8 runs at or below their split's rate (50 parties; "
+             "heterogeneous rows, seeds 0–2, paper's settings and budget runs) | Table 9 runs at or below it (20 "
+             "parties; the same) |", "|---|---|---|---|---|"]
+    runs = {8: fedkt_tables.documents_records(table_8_documents, [0, 1, 2]),
+            9: fedkt_tables.documents_records([table_9_document, *table_8_documents[1:]], [0, 1, 2])}
+    for dataset, label in (("a9a", "Adult (a9a)"), ("cod-rna", "cod-rna")):
+        records = [by_split[f"{dataset}/parties=50/seed={seed}"] for seed in range(5)]
+        if any(by_split[f"{dataset}/parties=20/seed={seed}"]["test_majority_rate"] != record["test_majority_rate"]
+               for seed, record in enumerate(records)):
+            raise ValueError(f"{MAJORITY_RATES}: the 20- and 50-party splits of {dataset} differ in their evaluation "
+                             "rows; the table prints one rate per seed")
+        counts = []
+        for number, parties in ((8, 50), (9, 20)):
+            official = [r for r in runs[number] if r["rows"].startswith(f"official rows {dataset}/parties={parties}/")]
+            trained = [r for r in official if "failed" not in r]
+            floor = [r for r in trained
+                     if r["accuracy"] <= by_split[r["rows"].removeprefix("official rows ")]["test_majority_rate"]
+                     + AT_MAJORITY]
+            failed = len(official) - len(trained)
+            counts.append(f"{len(floor)} of {len(trained)}" + (f" ({failed} failed)" if failed else ""))
+        lines.append(f"| {label} | " + " / ".join(f"{r['test_majority_rate']:.2f}" for r in records) + " | "
+                     + " / ".join(f"{r['public_majority_rate']:.2f}" for r in records) + f" | {counts[0]} | "
+                     f"{counts[1]} |")
+    return "\n".join(lines)
+
+
 # --- Tables 6, 7 and Table 1's cod-rna column ---------------------------------------------------------------------
 SWEEPS = [RESULTS + "fedkt_tables_6_7.json"]
 
@@ -141,6 +250,34 @@ def table_6(documents: list) -> str:
 @table("fedkt-table-7", raw=SWEEPS)
 def table_7(documents: list) -> str:
     return fedkt_sweeps.table_7(documents[0]["records"])
+
+
+@table("fedkt-tables-6-7-welch", raw=[*SWEEPS, SUMMARY[2]])
+def tables_6_7_welch(documents: list) -> str:
+    """Every run cell of Tables 6 and 7: ours minus the paper's mean, its Welch 95 % interval and p-value (the
+    paper's sd over its 5 trials against ours over the seeds), on how many seeds a run lies below the paper, and
+    the majority-class rate of the seeds' evaluation rows (the reference-code L0 records hold it: same rows)."""
+    records, reference = documents[0]["records"], documents[1]["records"]
+    majority = {record["rows"]: record["majority_class_accuracy"] for record in reference
+                if record["setting"] in ("adult-l0", "codrna-l0")}
+    t5 = {cell.data: cell for cell in fedkt_sweeps.TABLE_6 if cell.partitions == 2}
+    cells = [(f"Table 6, s = {cell.partitions}", cell.key, cell.data, cell.paper_mean, cell.paper_sd)
+             for cell in fedkt_sweeps.TABLE_6]
+    cells += [("Table 7, t = 5", t5[data].key, data, *fedkt_sweeps.TABLE_7_PAPER_T5[data]) for data in t5]
+    cells += [(f"Table 7, t = {cell.teachers}", cell.key, cell.data, cell.paper_mean, cell.paper_sd)
+              for cell in fedkt_sweeps.TABLE_7]
+    lines = ["| cell | data | paper (5 trials) | ours (seeds) | ours − paper | Welch 95 % interval | Welch p "
+             "| seeds below the paper's mean | majority-class rate % (same rows) |", "|---|---|---|---|---|---|---|---|---|"]
+    for name, key, data, paper_mean, paper_sd in cells:
+        values, failed = fedkt_sweeps.accuracies(records, key)
+        rates = [majority[record["rows"]] for record in records if record["cell"] == key and "failed" not in record]
+        mean, sd = mean_sd(values)
+        difference, (low, high), p_value = welch_difference(values, paper_mean, paper_sd, PAPER_TRIALS)
+        below = sum(value < paper_mean for value in values)
+        lines.append(f"| {name} | {data} | {paper_mean} ± {paper_sd} | {mean:.2f} ± {sd:.2f} ({len(values)}"
+                     + (f"; {failed} failed" if failed else "") + f") | {difference:+.2f} | [{low:+.2f}, {high:+.2f}] "
+                     f"| {p_value:.3f} | {below} of {len(values)} | {np.mean(rates):.1f} |")
+    return "\n".join(lines)
 
 
 @table("fedkt-table-1-codrna", raw=SWEEPS)

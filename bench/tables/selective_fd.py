@@ -17,8 +17,10 @@ FOURTEEN_ROUNDS = "docs/results-selective-fd.json"
 HUNDRED_ROUNDS = ["docs/results-selective-fd-100-rounds.json", "docs/results-selective-fd-100-rounds-weak-iid.json"]
 SEED_1 = [f"docs/results-selective-fd-100-rounds{part}-seed1-{dataset}.json"
           for part in ("", "-weak-iid") for dataset in ("mnist", "fashion_mnist")]
-# strong non-IID, seeds 2-4 on the code of issue 36 (bench/selective_fd.py --seed S --json ...)
-NEW_SEEDS = [path for path in (f"bench/results/selective_fd_100_rounds_strong_seed{seed}.json" for seed in (2, 3, 4))
+# strong non-IID, seeds 2-4 on the code of issue 36 (bench/selective_fd.py --seed S --json ...): soft labels, then
+# the hard-label runs of issue 44 (a file of their own per seed)
+NEW_SEEDS = [path for path in (f"bench/results/selective_fd_100_rounds_strong{labels}_seed{seed}.json"
+                               for labels in ("", "_hard") for seed in (2, 3, 4))
              if (ROOT / path).is_file()]
 RR = ["docs/results-selective-fd-100-rounds-rr.json", "docs/results-selective-fd-100-rounds-rr-seed1.json"]
 
