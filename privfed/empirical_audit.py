@@ -141,8 +141,9 @@ def _fedkt_party_release(model: FedKT, parties: list, public: np.ndarray, num_ca
         for prediction, answered, (_, y) in zip(real, fitted.n_local_queries_answered_, parties)
     ]
     server = clone(model).set_params(final=_ReleasedLabels())
-    claim = _data_independent(account(fedkt_noise(model).mechanism(votes[blocks[0]], s, "party"), delta=model.delta))
-    ledger: dict[str, Any] = {}
+    mechanism = fedkt_noise(model).mechanism(votes[blocks[0]], s, "party")
+    claim = _data_independent(account(mechanism, delta=model.delta))
+    ledger: dict[str, Any] = {"pure_epsilon": mechanism.pure_epsilon()}
 
     def release(included: np.ndarray) -> np.ndarray:
         canaries = []
@@ -212,8 +213,8 @@ def _privatekt_release(model: PrivateKT, parties: list, public: np.ndarray, num_
     inside = rng.integers(n_classes, size=num_canaries)
     outside = (inside + rng.integers(1, n_classes, size=num_canaries)) % n_classes
     X_client = parties[0][0]  # a real party's features, relabelled: the client's model learns one class
-    claim = account(RandomizedResponse(n_classes, epsilon=float(model.epsilon_per_round), labels_per_report=K,
-                                       unit="party"), delta=model.delta).epsilon
+    mechanism = RandomizedResponse(n_classes, epsilon=float(model.epsilon_per_round), labels_per_report=K, unit="party")
+    claim = account(mechanism, delta=model.delta).epsilon
     # A torch model's clients train together in one stacked computation (as PrivateKT's rounds do), a scikit-learn
     # or DP-SGD model's one at a time.
     batched = is_torch_classifier(model.model) and getattr(model.model, "dp", None) is None
@@ -231,7 +232,8 @@ def _privatekt_release(model: PrivateKT, parties: list, public: np.ndarray, num_
         labels = np.stack([report.labels for report in reports])
         return (labels == inside[:, None]).sum(axis=1) - (labels == outside[:, None]).sum(axis=1).astype(float)
 
-    return release, float(claim), {"queries_per_round": K, "keep_probability": keep}
+    return release, float(claim), {"queries_per_round": K, "keep_probability": keep,
+                                   "ledger": {"pure_epsilon": mechanism.pure_epsilon()}}
 
 
 # --- DP-SGD local model: canary examples --------------------------------------------------------------------
@@ -304,7 +306,9 @@ def empirical_audit(estimator: Any, parties: Sequence[tuple[np.ndarray, np.ndarr
     AuditResult
         ``claimed_epsilon`` is the ledger's ε for what one canary can change (module docstring), at the
         estimator's δ, data-independent; ``details["ledger_epsilon"]`` the whole run's ε for the same unit;
-        ``details["seconds"]`` the audit's wall time. ``violation`` refutes the claim at ``confidence``; no
+        ``details["seconds"]`` the audit's wall time. A pure ε-DP canary release (randomized response, the
+        Laplace noisy max) is audited at δ = 0 against its pure ε (``details["claim_at_delta"]``: the claim at the
+        estimator's δ). ``max_lower_bound``/``can_refute``: whether this design could refute the claim at all. ``violation`` refutes the claim at ``confidence``; no
         violation is not a pass (docs/audit.md says how loose each design is).
     """
     design = _design(estimator)
@@ -324,13 +328,23 @@ def empirical_audit(estimator: Any, parties: Sequence[tuple[np.ndarray, np.ndarr
     release, claim, details = _AUDITS[design](estimator, list(parties), X_public, num_canaries,
                                               np.random.SeedSequence(int(build_seeds)))
     delta = float(estimator.dp.delta if design == "dpsgd" else estimator.delta)
+    # A pure ε-DP canary release (randomized response, the Laplace noisy max) is audited as such: δ = 0 against its
+    # pure ε (a δ > 0 only weakens the bound; the (ε, δ) claim at the estimator's δ stays in details).
+    pure = details.get("ledger", {}).get("pure_epsilon")
+    pure = None if pure is None or not math.isfinite(pure) else float(pure)
+    claim_at_delta = claim
+    if pure is not None:
+        details["claim_at_delta"] = {"epsilon": claim, "delta": delta}
+        claim, delta = pure, 0.0
     # The FedKT-L2 and DP-SGD claims come from the audited run's own ledger: the run comes first, the verdict after.
     result = audit_release(release, num_canaries, claimed_epsilon=0.0 if math.isnan(claim) else claim, delta=delta,
                            confidence=confidence, random_state=int(audit_seed), unit=_UNITS[design])
-    ledger_epsilon = details.pop("ledger", {}).get("epsilon", claim)
+    ledger = details.pop("ledger", {})
+    ledger_epsilon = ledger.get("epsilon", claim_at_delta)
     claimed = ledger_epsilon if math.isnan(claim) else claim
     return dataclasses.replace(
         result, claimed_epsilon=claimed, violation=result.epsilon_lower > claimed, threat_model=THREAT_MODELS[design],
+
         details={"design": design, "ledger_epsilon": ledger_epsilon, "seconds": time.perf_counter() - start,
                  **details},
     )
