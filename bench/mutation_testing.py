@@ -99,6 +99,26 @@ def _caught_by(record: dict[str, Any]) -> list[str]:
     return caught
 
 
+def table(records: list[dict[str, Any]]) -> str:
+    """The Markdown table of docs/audit.md and docs/results.md: each mutation, what catches it."""
+    lines = ["| planted bug (bench/mutations/) | `privfed selftest` fails | `audit BUNDLE` | `audit --empirical` (FedKT-L1) |",
+             "|---|---|---|---|"]
+    for record in records:
+        failed = record["selftest"]["failed"]
+        bundle = record.get("bundle_audit")
+        empirical = record.get("empirical_audit")
+        what = record.get("what", "none: privfed's code as committed")
+        lines.append(f"| `{record['mutation']}`: {what} | {', '.join(failed) or '—'} | "
+                     f"{'—' if bundle is None else 'FAIL' if not bundle['passed'] else 'pass'} | "
+                     f"{'—' if empirical is None else 'FAIL' if empirical['violation'] else 'pass'} |")
+    caught = sum(bool(record["caught_by"]) for record in records[1:])
+    lines.append("")
+    lines.append(f"{caught} of {len(records) - 1} planted bugs caught, "
+                 f"{sum(bool(r['selftest']['failed']) for r in records[1:])} by `privfed selftest`; "
+                 f"correct code: {'flagged' if records[0]['caught_by'] else 'no check fails'}.")
+    return "\n".join(lines)
+
+
 def run_one(patch: Path | None, audits: bool) -> dict[str, Any]:
     """Copy the tree, apply ``patch`` (None: the correct code), run the checks; one record."""
     with tempfile.TemporaryDirectory(prefix="privfed-mutant-") as folder:

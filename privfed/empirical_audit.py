@@ -35,6 +35,7 @@ import dataclasses
 import math
 import time
 from collections.abc import Callable, Sequence
+from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
@@ -46,6 +47,13 @@ from privfed.accounting.auditing import AuditResult, audit_release
 from privfed.empirical import plant_canaries, true_label_scores
 from privfed.pipelines import FedKT, PrivateKT
 from privfed.pipelines._random import as_seed_sequence, spawn_seeds
+from privfed.pipelines.fedkt_secure import (
+    SECURE_AGGREGATOR,
+    FedKTVoteSum,
+    secure_party_outcome,
+    skellam_releases,
+    skellam_share_variance,
+)
 from privfed.pipelines.fedkt_steps import FedKTVotes, fedkt_noise, fedkt_server_step, query_count
 from privfed.pipelines.party_data import check_parties
 from privfed.pipelines.privatekt_steps import (
@@ -109,6 +117,18 @@ def _crafted_reply(predictions: np.ndarray, model: FedKT) -> FedKTVotes:
                       affected_partitions_gap_1=s, affected_partitions_gap_2=s)
 
 
+def _secure_vote_sum(model: FedKT, replies: list[FedKTVotes], classes: np.ndarray) -> FedKTVoteSum:
+    """What secure aggregation hands the server: each party's histogram plus its own Skellam share
+    (:func:`~privfed.pipelines.fedkt_secure.secure_party_outcome`, the parties' code), summed."""
+    share = skellam_share_variance(model.sigma, len(replies))
+    task = SimpleNamespace(noise_scale=share, classes=classes, noise_seed=None, n_partitions=model.n_partitions)
+    total = sum(secure_party_outcome(task, SimpleNamespace(votes=reply, students=(), teacher_votes=None,
+                                                           teacher_training=None), party=f"party {index}")
+                .noisy_votes.noisy_votes for index, reply in enumerate(replies))
+    return FedKTVoteSum(vote_sum=np.asarray(total, dtype=np.int64), n_parties=len(replies),
+                        n_contributors=len(replies))
+
+
 def _fedkt_party_release(model: FedKT, parties: list, public: np.ndarray, num_canaries: int,
                          seeds: np.random.SeedSequence) -> tuple[Callable, float, dict[str, Any]]:
     fit_seed, tie_seed, run_seed, server_seeds = seeds.spawn(4)
@@ -141,7 +161,13 @@ def _fedkt_party_release(model: FedKT, parties: list, public: np.ndarray, num_ca
         for prediction, answered, (_, y) in zip(real, fitted.n_local_queries_answered_, parties)
     ]
     server = clone(model).set_params(final=_ReleasedLabels())
-    mechanism = fedkt_noise(model).mechanism(votes[blocks[0]], s, "party")
+    n_parties = len(real_replies) + len(helpers) + num_canaries
+    if model.aggregator == SECURE_AGGREGATOR:  # the parties' Skellam shares, summed: the noise the labels carry
+        shape = (len(X_final), len(classes))
+        mechanism = skellam_releases(model, per_canary, FedKTVoteSum(vote_sum=np.zeros(shape, dtype=np.int64),
+                                                                     n_parties=n_parties, n_contributors=n_parties))["party"]
+    else:
+        mechanism = fedkt_noise(model).mechanism(votes[blocks[0]], s, "party")
     claim = _data_independent(account(mechanism, delta=model.delta))
     ledger: dict[str, Any] = {"pure_epsilon": mechanism.pure_epsilon()}
 
@@ -151,7 +177,10 @@ def _fedkt_party_release(model: FedKT, parties: list, public: np.ndarray, num_ca
             predictions = abstain.copy()
             predictions[:, block] = (runner_up if inside else top)[block]
             canaries.append(_crafted_reply(predictions, model))
-        result = fedkt_server_step(server, real_replies + helpers + canaries, classes, public, run_seed, server_seeds)
+        replies: list[FedKTVotes] | FedKTVoteSum = real_replies + helpers + canaries
+        if model.aggregator == SECURE_AGGREGATOR:
+            replies = _secure_vote_sum(model, replies, classes)
+        result = fedkt_server_step(server, replies, classes, public, run_seed, server_seeds)
         ledger["epsilon"] = _data_independent(result.ledger.account(unit="party"))
         labels = np.searchsorted(classes, result.final_model.labels_)
         return (labels[blocks] == runner_up[blocks]).sum(axis=1).astype(float)
