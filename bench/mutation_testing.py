@@ -13,7 +13,7 @@ patch there with ``git apply``, and runs, in that copy,
 It records which checks failed for each mutation, and raw JSON with provenance in
 bench/results/mutation_testing.json::
 
-    nice -n 10 python -m bench.mutation_testing --audits
+    nice -n 10 python -m bench.mutation_testing --audits 01-fedkt-laplace-scale-halved
 """
 
 from __future__ import annotations
@@ -140,7 +140,9 @@ def run_one(patch: Path | None, audits: bool) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--audits", action="store_true", help="also run the bundle audit and the empirical audit")
+    parser.add_argument("--audits", nargs="*", metavar="PATCH",
+                        help="also run the bundle audit and the empirical audit: on the correct code and the patches "
+                             "named (stems; none named: every patch)")
     parser.add_argument("--only", nargs="+", help="patch names (stems) to run; default all")
     parser.add_argument("--out", default=str(OUT))
     args = parser.parse_args(argv)
@@ -150,8 +152,9 @@ def main(argv: list[str] | None = None) -> int:
     run = provenance.start(command=" ".join(["python -m bench.mutation_testing", *(argv or sys.argv[1:])]),
                            seeds=None, settings=vars(args))
     records = []
+    audited = None if args.audits is None else set(args.audits or [patch.stem for patch in patches])
     for patch in [None, *patches]:
-        record = run_one(patch, args.audits)
+        record = run_one(patch, audited is not None and (patch is None or patch.stem in audited))
         records.append(record)
         print(f"{record['mutation']:45} caught by: {', '.join(record['caught_by']) or 'NOTHING'}", flush=True)
     provenance.write_json(args.out, {"provenance": provenance.finish(run), "records": records})
