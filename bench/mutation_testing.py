@@ -101,7 +101,8 @@ def _caught_by(record: dict[str, Any]) -> list[str]:
 
 def table(records: list[dict[str, Any]]) -> str:
     """The Markdown table of docs/audit.md and docs/results.md: each mutation, what catches it."""
-    lines = ["| planted bug (bench/mutations/) | `privfed selftest` fails | `audit BUNDLE` | `audit --empirical` (FedKT-L1) |",
+    lines = ["| planted bug (bench/mutations/) | `privfed selftest` fails | `audit BUNDLE` | "
+             "`audit --empirical` (FedKT-L1) |",
              "|---|---|---|---|"]
     for record in records:
         failed = record["selftest"]["failed"]

@@ -412,7 +412,8 @@ def share_step(client: FDClient, message: SelectiveFDRound) -> tuple[FDClient, S
         return client, SelectiveFDShare(shared, (tempered / tempered.sum(axis=1, keepdims=True))[shared])
     codes = probabilities.argmax(axis=1)
     if not math.isnan(setup.keep_probability):
-        codes = randomized_codes(codes, setup.keep_probability, len(classes), NoiseSource.for_task(coins_seed).generator)
+        coins = NoiseSource.for_task(coins_seed).generator
+        codes = randomized_codes(codes, setup.keep_probability, len(classes), coins)
     return client, SelectiveFDShare(shared, codes[shared].astype(np.int64))
 
 

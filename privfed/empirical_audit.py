@@ -164,8 +164,9 @@ def _fedkt_party_release(model: FedKT, parties: list, public: np.ndarray, num_ca
     n_parties = len(real_replies) + len(helpers) + num_canaries
     if model.aggregator == SECURE_AGGREGATOR:  # the parties' Skellam shares, summed: the noise the labels carry
         shape = (len(X_final), len(classes))
-        mechanism = skellam_releases(model, per_canary, FedKTVoteSum(vote_sum=np.zeros(shape, dtype=np.int64),
-                                                                     n_parties=n_parties, n_contributors=n_parties))["party"]
+        every_share = FedKTVoteSum(vote_sum=np.zeros(shape, dtype=np.int64), n_parties=n_parties,
+                                   n_contributors=n_parties)
+        mechanism = skellam_releases(model, per_canary, every_share)["party"]
     else:
         mechanism = fedkt_noise(model).mechanism(votes[blocks[0]], s, "party")
     claim = _data_independent(account(mechanism, delta=model.delta))
@@ -337,8 +338,10 @@ def empirical_audit(estimator: Any, parties: Sequence[tuple[np.ndarray, np.ndarr
         estimator's δ, data-independent; ``details["ledger_epsilon"]`` the whole run's ε for the same unit;
         ``details["seconds"]`` the audit's wall time. A pure ε-DP canary release (randomized response, the
         Laplace noisy max) is audited at δ = 0 against its pure ε (``details["claim_at_delta"]``: the claim at the
-        estimator's δ). ``max_lower_bound``/``can_refute``: whether this design could refute the claim at all. ``violation`` refutes the claim at ``confidence``; no
-        violation is not a pass (docs/audit.md says how loose each design is).
+        estimator's δ). ``max_lower_bound``/``can_refute``: whether this design could refute the claim at all.
+        ``violation`` refutes the claim at ``confidence``; no violation is not a pass (docs/audit.md says how
+        loose each design is). FedKT with ``aggregator="skellam"`` is audited through the parties' Skellam shares
+        and their secure sum, against the Skellam release's claim.
     """
     design = _design(estimator)
     num_canaries = check_int_at_least("num_canaries", num_canaries, 2)

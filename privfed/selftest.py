@@ -23,7 +23,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from types import SimpleNamespace
 from typing import Any
 
@@ -73,7 +73,6 @@ class SelftestReport:
     family_alpha: float
     n_p_values: int
     seconds: float
-    notes: tuple[str, ...] = field(default_factory=tuple)
 
     @property
     def passed(self) -> bool:
@@ -209,11 +208,13 @@ def _fedkt_aggregators(size: int, alpha: float) -> _Outcome:
 
     votes = np.tile([3.0, 0.0, 0.0], (size, 1))
     p_values, details = [], []
-    for aggregator, scale, law in (("laplace", 0.5, stats.laplace(scale=2.0)), ("gaussian", 2.0, stats.norm(scale=2.0))):
+    aggregators = (("laplace", 0.5, stats.laplace(scale=2.0)), ("gaussian", 2.0, stats.norm(scale=2.0)))
+    for aggregator, scale, law in aggregators:
         labels = NoisyArgmax(aggregator, scale).labels(votes, NoiseSource.secret().generator)
         counts, expected = np.bincount(labels, minlength=3), _winner_probabilities(votes[0], law)
         p_values.append(_gof_p(counts, expected))
-        details.append(f"{aggregator} unanimous {np.round(counts / size, 3).tolist()} vs {np.round(expected, 3).tolist()}")
+        details.append(f"{aggregator} unanimous {np.round(counts / size, 3).tolist()} vs "
+                       f"{np.round(expected, 3).tolist()}")
     threshold, sigma_threshold = 10.0, 3.0
     confident = NoisyArgmax("confident-gnmax", 2.0, threshold=threshold, sigma_threshold=sigma_threshold)
     for shift in (-1.0, 0.0, 1.0):
@@ -278,19 +279,24 @@ def _skellam_share(size: int, alpha: float) -> _Outcome:
 def _secure_sum(size: int, alpha: float) -> _Outcome:
     """Four parties' add_skellam_share from their own sources, summed: the ledger's variance, no cross-party
     correlation (two parties given the same noise would show ρ = 1)."""
-    from privfed.pipelines.fedkd_secure import skellam_logit_releases  # noqa: F401  (the ledger's path, imported)
     from privfed.pipelines.secure_sum import add_skellam_share, skellam_share_variance
+
+    from privfed.pipelines.fedkd_secure import skellam_logit_releases
 
     sigma, n_parties = 4.0, 4
     share_variance = skellam_share_variance(sigma, n_parties)
-    ledger_variance = share_variance * n_parties  # what skellam_logit_releases / skellam_releases account
+    # The variance the ledger accounts for the sum of every party's share (FedKD's secure aggregation).
+    every_share = SimpleNamespace(level_sum=np.zeros((1, 2)), n_contributors=n_parties, n_parties=n_parties)
+    ledger_variance = skellam_logit_releases(SimpleNamespace(sigma=sigma, quantization_scale=1), every_share)[
+        "party"].variance
     shares = [add_skellam_share(np.zeros(size, dtype=np.int64), share_variance, value_bound=1,
                                 generator=NoiseSource.for_task(None).generator, party=f"party {i}")
               for i in range(n_parties)]
     total = np.sum(shares, axis=0)
     p_values, power, detail = _skellam_moments(total, ledger_variance, alpha, "the secure sum")
-    if not math.isclose(ledger_variance, sigma**2):
-        raise _Failure(f"the parties' shares sum to variance {ledger_variance}, the ledger accounts σ² = {sigma**2}")
+    if not math.isclose(share_variance * n_parties, ledger_variance):
+        raise _Failure(f"the parties' shares have variance {share_variance} each, {share_variance * n_parties} in "
+                       f"all; the ledger accounts {ledger_variance}")
     p_values.append(_correlation_p(shares[0], shares[1]))
     return _Outcome(p_values, power, detail + f" (σ² = {sigma**2:g}, {n_parties} parties)")
 
@@ -464,7 +470,7 @@ _SPECS = (
     _Spec("fedkt-aggregators", "pipelines.fedkt_steps.NoisyArgmax.labels/.answered", 5, _fedkt_aggregators, 20_000),
     _Spec("fedkd-laplace", "pipelines.fedkd_server.NoisyLogitEnsemble.read", 4, _fedkd_laplace, 100_000),
     _Spec("skellam-share", "pipelines.secure_sum.add_skellam_share", 4, _skellam_share, 200_000),
-    _Spec("secure-sum", "add_skellam_share × 4 parties, summed; skellam_share_variance", 4, _secure_sum, 100_000),
+    _Spec("secure-sum", "add_skellam_share × 4 parties, summed; fedkd_secure.skellam_logit_releases", 4, _secure_sum, 100_000),
     _Spec("fedkt-skellam-share", "pipelines.fedkt_secure.secure_party_outcome", 4, _fedkt_secure_share, 100_000),
     _Spec("privatekt-randomized-response", "pipelines.privatekt_steps.perturb_labels; randomized_response_estimate",
           3, _privatekt_rr, 40_000),

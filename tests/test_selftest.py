@@ -70,3 +70,23 @@ def test_bad_arguments_are_refused_in_one_line():
     with pytest.raises(ValueError, match="size_factor must be in"):
         selftest(size_factor=0)
     assert len(CHECK_NAMES) == 13
+
+
+def test_every_planted_bug_applies_to_the_code_and_leaves_the_accounting_alone(tmp_path):
+    """bench/mutations/: each patch still applies to the file it mutates, and none touches accounting/."""
+    import re
+    import shutil
+    import subprocess
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    patches = sorted((root / "bench" / "mutations").glob("*.patch"))
+    assert len(patches) >= 12
+    for patch in patches:
+        paths = re.findall(r"^\+\+\+ b/(\S+)$", patch.read_text(encoding="utf-8"), flags=re.MULTILINE)
+        assert paths and all(path.startswith("pipelines/") for path in paths), patch.name
+        for path in paths:
+            (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(root / path, tmp_path / path)
+        checked = subprocess.run(["git", "apply", "--check", str(patch)], cwd=tmp_path, capture_output=True, text=True)
+        assert checked.returncode == 0, (patch.name, checked.stderr)
