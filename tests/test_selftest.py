@@ -90,3 +90,14 @@ def test_every_planted_bug_applies_to_the_code_and_leaves_the_accounting_alone(t
             shutil.copy2(root / path, tmp_path / path)
         checked = subprocess.run(["git", "apply", "--check", str(patch)], cwd=tmp_path, capture_output=True, text=True)
         assert checked.returncode == 0, (patch.name, checked.stderr)
+
+
+def test_the_mutation_tables_are_the_rendering_of_the_committed_raw_results():
+    from pathlib import Path
+
+    from bench.mutation_testing import table
+
+    root = Path(__file__).resolve().parents[1]
+    records = json.loads((root / "bench" / "results" / "mutation_testing.json").read_text(encoding="utf-8"))["records"]
+    assert table(records) in (root / "docs" / "audit.md").read_text(encoding="utf-8")
+    assert len(records) == 16 and not records[0]["caught_by"] and all(record["caught_by"] for record in records[1:])
