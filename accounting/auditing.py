@@ -38,6 +38,7 @@ __all__ = [
     "audit_scores",
     "count_correct_guesses",
     "epsilon_lower_bound",
+    "max_lower_bound",
     "one_run_p_value",
 ]
 
@@ -163,6 +164,9 @@ class AuditResult:
     ``guess_counts_tried``: the guess counts r searched over (the confidence was split evenly between them),
     ``num_guesses``/``num_correct`` those of the largest bound. ``unit``: what one canary is (an example or a
     whole party); ``threat_model``: what the auditor controls and sees. ``runs``: mechanism runs spent.
+    ``max_lower_bound``: the largest bound this design can reach (every guess right, at each guess count tried,
+    with the same m, δ and confidence split); :attr:`can_refute` is False when even that does not exceed the
+    claim, so the audit could never report a violation, whatever the mechanism does (NaN: not computed).
     """
 
     epsilon_lower: float
@@ -179,6 +183,12 @@ class AuditResult:
     threat_model: str = ""
     runs: int = 1
     details: dict[str, Any] = field(default_factory=dict)
+    max_lower_bound: float = math.nan
+
+    @property
+    def can_refute(self) -> bool:
+        """Whether the design could refute the claim at all: ``max_lower_bound > claimed_epsilon``."""
+        return bool(self.max_lower_bound > self.claimed_epsilon)
 
     @property
     def ratio(self) -> float:
@@ -194,7 +204,8 @@ class AuditResult:
                 return "inf"
             return list(value) if isinstance(value, tuple) else value
 
-        return {name: plain(getattr(self, name)) for name in self.__dataclass_fields__}
+        return {**{name: plain(getattr(self, name)) for name in self.__dataclass_fields__},
+                "can_refute": self.can_refute}
 
 
 def _guess_counts(num_canaries: int, num_guesses: int | None) -> tuple[int, ...]:
@@ -213,6 +224,22 @@ def _check_claim(claimed_epsilon: object) -> float:
         raise ValueError(f"claimed_epsilon must be a number >= 0 (math.inf for a release nobody noised), "
                          f"got {claimed_epsilon!r}")
     return float(claimed_epsilon)
+
+
+def max_lower_bound(num_canaries: int, *, delta: float = 0.0, confidence: float = 0.95,
+                    num_guesses: int | None = None) -> float:
+    """The largest ε lower bound an audit of m canaries can report: every guess right, at each guess count it
+    tries (with its share of 1 − confidence), the best of them. A claim at or above it cannot be refuted.
+
+    Examples
+    --------
+    >>> round(max_lower_bound(100, delta=1e-5), 2), round(max_lower_bound(100), 2)
+    (3.01, 3.02)
+    """
+    num_canaries = check_int_at_least("num_canaries", num_canaries, 1)
+    counts = _guess_counts(num_canaries, num_guesses)
+    each = 1.0 - (1.0 - check_probability("confidence", confidence)) / len(counts)
+    return max(epsilon_lower_bound(r, r, num_canaries, delta=_check_delta(delta), confidence=each) for r in counts)
 
 
 def audit_scores(scores: np.ndarray, included: np.ndarray, *, claimed_epsilon: float, delta: float = 0.0,
@@ -249,6 +276,7 @@ def audit_scores(scores: np.ndarray, included: np.ndarray, *, claimed_epsilon: f
         epsilon_lower=bound, claimed_epsilon=claimed_epsilon, violation=bound > claimed_epsilon, num_guesses=r,
         num_correct=v, num_canaries=m, num_included=int(included.sum()), delta=delta, confidence=confidence,
         unit=unit, guess_counts_tried=counts, threat_model=threat_model, runs=runs,
+        max_lower_bound=max_lower_bound(m, delta=delta, confidence=confidence, num_guesses=num_guesses),
     )
 
 

@@ -81,6 +81,7 @@ __all__ = [
     "confident_examples",
     "continues_training",
     "distill_step",
+    "randomized_codes",
     "receive_shares",
     "restore_client",
     "server_round",
@@ -95,6 +96,15 @@ __all__ = [
 SERVER_NOISE_MODES = ("gnmax", "confident-gnmax")
 #: The kind of the record :func:`client_state` stores beside the setup message.
 STATE_KIND = "selective-fd-client-state"
+
+
+# --- the client's randomized response ---------------------------------------------------------------
+def randomized_codes(codes: np.ndarray, keep_probability: float, n_classes: int, coins: np.random.Generator
+                     ) -> np.ndarray:
+    """Randomized response on class codes: each kept w.p. ``keep_probability``, else a uniform class (``coins``:
+    the client's secret noise generator)."""
+    replaced = coins.random(len(codes)) >= keep_probability
+    return np.where(replaced, coins.integers(n_classes, size=len(codes)), codes)
 
 
 # --- the server's two selection steps (pure functions) ----------------------------------------------
@@ -403,8 +413,7 @@ def share_step(client: FDClient, message: SelectiveFDRound) -> tuple[FDClient, S
     codes = probabilities.argmax(axis=1)
     if not math.isnan(setup.keep_probability):
         coins = NoiseSource.for_task(coins_seed).generator
-        replaced = coins.random(len(codes)) >= setup.keep_probability
-        codes = np.where(replaced, coins.integers(len(classes), size=len(codes)), codes)
+        codes = randomized_codes(codes, setup.keep_probability, len(classes), coins)
     return client, SelectiveFDShare(shared, codes[shared].astype(np.int64))
 
 

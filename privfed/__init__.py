@@ -68,6 +68,7 @@ _FROM_AUDIT_REPORT = ("AuditInputError", "AuditReport", "Check")
 _FROM_BUNDLE = ("BundleError", "BundleIntegrityError", "LegacyBundleWarning", "bundle_digest", "load_bundle",
                 "save_bundle")
 _FROM_EMPIRICAL_AUDIT = ("empirical_audit",)
+_FROM_SELFTEST = ("selftest",)
 _FROM_SIGNING = ("generate_signing_key", "sign_bundle")
 _FROM_SILO_BUDGET = ("SiloBudget",)
 _FROM_MODEL_SIGNATURE = ("sign_bundle_model_signing",)
@@ -122,6 +123,7 @@ _LAZY = {
     **dict.fromkeys(_FROM_EMPIRICAL, "privfed.empirical"),
     **dict.fromkeys(_FROM_EMPIRICAL_AUDIT, "privfed.empirical_audit"),
     "write_evidence_pack": "privfed.evidence",
+    **dict.fromkeys(_FROM_SELFTEST, "privfed.selftest"),
     **dict.fromkeys(_FROM_PIPELINES, "privfed.pipelines"),
 }
 

@@ -107,7 +107,10 @@ def _empirical_command(args: argparse.Namespace) -> int:
         return EXIT_CHECK_FAILED if result.violation else EXIT_OK
     verdict = ("FAIL: the lower bound exceeds the claim — the pipeline leaks more than its ledger accounts"
                if result.violation else
-               "PASS: no violation found (a lower bound only: it does not show that the claim holds)")
+               "PASS: no violation found (a lower bound only: it does not show that the claim holds)"
+               if result.can_refute else
+               f"PASS, but this audit CANNOT refute the claim: even every guess right bounds ε by "
+               f"{_floor(result.max_lower_bound)} ≤ the claim; use more canaries or a tighter design")
     rows = [
         ("pipeline", f"{config.run.estimator} ({result.details['design']}), {result.unit} level, "
                      f"{config.run.data.label}"),
@@ -115,7 +118,8 @@ def _empirical_command(args: argparse.Namespace) -> int:
         ("claimed ε", f"{round_up(result.claimed_epsilon)} at δ = {result.delta:g} (the ledger's ε for what one "
                       f"canary can change; the whole run: {round_up(result.details['ledger_epsilon'])})"),
         ("lower bound", f"{_floor(result.epsilon_lower)} at {result.confidence:.0%} confidence "
-                        f"({result.num_correct} of {result.num_guesses} guesses right)"),
+                        f"({result.num_correct} of {result.num_guesses} guesses right; at most "
+                        f"{_floor(result.max_lower_bound)} with every guess right)"),
         ("threat model", result.threat_model),
         ("verdict", verdict),
     ]

@@ -38,6 +38,7 @@ from privfed.evidence_command import add_evidence_command
 from privfed.examples_command import add_examples_command
 from privfed.federation_command import add_federation_command
 from privfed.report_command import add_report_command
+from privfed.selftest_command import add_selftest_command
 from privfed.sign_command import add_sign_commands
 
 __all__ = ["main"]
@@ -157,6 +158,7 @@ def _parser() -> Parser:
     add_federation_command(commands)
     add_budget_command(commands)
     add_evidence_command(commands)
+    add_selftest_command(commands)
     return parser
 
 

@@ -35,6 +35,7 @@ import dataclasses
 import math
 import time
 from collections.abc import Callable, Sequence
+from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
@@ -46,6 +47,13 @@ from privfed.accounting.auditing import AuditResult, audit_release
 from privfed.empirical import plant_canaries, true_label_scores
 from privfed.pipelines import FedKT, PrivateKT
 from privfed.pipelines._random import as_seed_sequence, spawn_seeds
+from privfed.pipelines.fedkt_secure import (
+    SECURE_AGGREGATOR,
+    FedKTVoteSum,
+    secure_party_outcome,
+    skellam_releases,
+    skellam_share_variance,
+)
 from privfed.pipelines.fedkt_steps import FedKTVotes, fedkt_noise, fedkt_server_step, query_count
 from privfed.pipelines.party_data import check_parties
 from privfed.pipelines.privatekt_steps import (
@@ -109,6 +117,18 @@ def _crafted_reply(predictions: np.ndarray, model: FedKT) -> FedKTVotes:
                       affected_partitions_gap_1=s, affected_partitions_gap_2=s)
 
 
+def _secure_vote_sum(model: FedKT, replies: list[FedKTVotes], classes: np.ndarray) -> FedKTVoteSum:
+    """What secure aggregation hands the server: each party's histogram plus its own Skellam share
+    (:func:`~privfed.pipelines.fedkt_secure.secure_party_outcome`, the parties' code), summed."""
+    share = skellam_share_variance(model.sigma, len(replies))
+    task = SimpleNamespace(noise_scale=share, classes=classes, noise_seed=None, n_partitions=model.n_partitions)
+    total = sum(secure_party_outcome(task, SimpleNamespace(votes=reply, students=(), teacher_votes=None,
+                                                           teacher_training=None), party=f"party {index}")
+                .noisy_votes.noisy_votes for index, reply in enumerate(replies))
+    return FedKTVoteSum(vote_sum=np.asarray(total, dtype=np.int64), n_parties=len(replies),
+                        n_contributors=len(replies))
+
+
 def _fedkt_party_release(model: FedKT, parties: list, public: np.ndarray, num_canaries: int,
                          seeds: np.random.SeedSequence) -> tuple[Callable, float, dict[str, Any]]:
     fit_seed, tie_seed, run_seed, server_seeds = seeds.spawn(4)
@@ -141,8 +161,16 @@ def _fedkt_party_release(model: FedKT, parties: list, public: np.ndarray, num_ca
         for prediction, answered, (_, y) in zip(real, fitted.n_local_queries_answered_, parties)
     ]
     server = clone(model).set_params(final=_ReleasedLabels())
-    claim = _data_independent(account(fedkt_noise(model).mechanism(votes[blocks[0]], s, "party"), delta=model.delta))
-    ledger: dict[str, Any] = {}
+    n_parties = len(real_replies) + len(helpers) + num_canaries
+    if model.aggregator == SECURE_AGGREGATOR:  # the parties' Skellam shares, summed: the noise the labels carry
+        shape = (len(X_final), len(classes))
+        every_share = FedKTVoteSum(vote_sum=np.zeros(shape, dtype=np.int64), n_parties=n_parties,
+                                   n_contributors=n_parties)
+        mechanism = skellam_releases(model, per_canary, every_share)["party"]
+    else:
+        mechanism = fedkt_noise(model).mechanism(votes[blocks[0]], s, "party")
+    claim = _data_independent(account(mechanism, delta=model.delta))
+    ledger: dict[str, Any] = {"pure_epsilon": mechanism.pure_epsilon()}
 
     def release(included: np.ndarray) -> np.ndarray:
         canaries = []
@@ -150,7 +178,10 @@ def _fedkt_party_release(model: FedKT, parties: list, public: np.ndarray, num_ca
             predictions = abstain.copy()
             predictions[:, block] = (runner_up if inside else top)[block]
             canaries.append(_crafted_reply(predictions, model))
-        result = fedkt_server_step(server, real_replies + helpers + canaries, classes, public, run_seed, server_seeds)
+        replies: list[FedKTVotes] | FedKTVoteSum = real_replies + helpers + canaries
+        if model.aggregator == SECURE_AGGREGATOR:
+            replies = _secure_vote_sum(model, replies, classes)
+        result = fedkt_server_step(server, replies, classes, public, run_seed, server_seeds)
         ledger["epsilon"] = _data_independent(result.ledger.account(unit="party"))
         labels = np.searchsorted(classes, result.final_model.labels_)
         return (labels[blocks] == runner_up[blocks]).sum(axis=1).astype(float)
@@ -212,8 +243,8 @@ def _privatekt_release(model: PrivateKT, parties: list, public: np.ndarray, num_
     inside = rng.integers(n_classes, size=num_canaries)
     outside = (inside + rng.integers(1, n_classes, size=num_canaries)) % n_classes
     X_client = parties[0][0]  # a real party's features, relabelled: the client's model learns one class
-    claim = account(RandomizedResponse(n_classes, epsilon=float(model.epsilon_per_round), labels_per_report=K,
-                                       unit="party"), delta=model.delta).epsilon
+    mechanism = RandomizedResponse(n_classes, epsilon=float(model.epsilon_per_round), labels_per_report=K, unit="party")
+    claim = account(mechanism, delta=model.delta).epsilon
     # A torch model's clients train together in one stacked computation (as PrivateKT's rounds do), a scikit-learn
     # or DP-SGD model's one at a time.
     batched = is_torch_classifier(model.model) and getattr(model.model, "dp", None) is None
@@ -231,7 +262,8 @@ def _privatekt_release(model: PrivateKT, parties: list, public: np.ndarray, num_
         labels = np.stack([report.labels for report in reports])
         return (labels == inside[:, None]).sum(axis=1) - (labels == outside[:, None]).sum(axis=1).astype(float)
 
-    return release, float(claim), {"queries_per_round": K, "keep_probability": keep}
+    return release, float(claim), {"queries_per_round": K, "keep_probability": keep,
+                                   "ledger": {"pure_epsilon": mechanism.pure_epsilon()}}
 
 
 # --- DP-SGD local model: canary examples --------------------------------------------------------------------
@@ -304,8 +336,12 @@ def empirical_audit(estimator: Any, parties: Sequence[tuple[np.ndarray, np.ndarr
     AuditResult
         ``claimed_epsilon`` is the ledger's ε for what one canary can change (module docstring), at the
         estimator's δ, data-independent; ``details["ledger_epsilon"]`` the whole run's ε for the same unit;
-        ``details["seconds"]`` the audit's wall time. ``violation`` refutes the claim at ``confidence``; no
-        violation is not a pass (docs/audit.md says how loose each design is).
+        ``details["seconds"]`` the audit's wall time. A pure ε-DP canary release (randomized response, the
+        Laplace noisy max) is audited at δ = 0 against its pure ε (``details["claim_at_delta"]``: the claim at the
+        estimator's δ). ``max_lower_bound``/``can_refute``: whether this design could refute the claim at all.
+        ``violation`` refutes the claim at ``confidence``; no violation is not a pass (docs/audit.md says how
+        loose each design is). FedKT with ``aggregator="skellam"`` is audited through the parties' Skellam shares
+        and their secure sum, against the Skellam release's claim.
     """
     design = _design(estimator)
     num_canaries = check_int_at_least("num_canaries", num_canaries, 2)
@@ -324,13 +360,23 @@ def empirical_audit(estimator: Any, parties: Sequence[tuple[np.ndarray, np.ndarr
     release, claim, details = _AUDITS[design](estimator, list(parties), X_public, num_canaries,
                                               np.random.SeedSequence(int(build_seeds)))
     delta = float(estimator.dp.delta if design == "dpsgd" else estimator.delta)
+    # A pure ε-DP canary release (randomized response, the Laplace noisy max) is audited as such: δ = 0 against its
+    # pure ε (a δ > 0 only weakens the bound; the (ε, δ) claim at the estimator's δ stays in details).
+    pure = details.get("ledger", {}).get("pure_epsilon")
+    pure = None if pure is None or not math.isfinite(pure) else float(pure)
+    claim_at_delta = claim
+    if pure is not None:
+        details["claim_at_delta"] = {"epsilon": claim, "delta": delta}
+        claim, delta = pure, 0.0
     # The FedKT-L2 and DP-SGD claims come from the audited run's own ledger: the run comes first, the verdict after.
     result = audit_release(release, num_canaries, claimed_epsilon=0.0 if math.isnan(claim) else claim, delta=delta,
                            confidence=confidence, random_state=int(audit_seed), unit=_UNITS[design])
-    ledger_epsilon = details.pop("ledger", {}).get("epsilon", claim)
+    ledger = details.pop("ledger", {})
+    ledger_epsilon = ledger.get("epsilon", claim_at_delta)
     claimed = ledger_epsilon if math.isnan(claim) else claim
     return dataclasses.replace(
         result, claimed_epsilon=claimed, violation=result.epsilon_lower > claimed, threat_model=THREAT_MODELS[design],
+
         details={"design": design, "ledger_epsilon": ledger_epsilon, "seconds": time.perf_counter() - start,
                  **details},
     )

@@ -18,7 +18,7 @@ def test_the_example_config_prints_claim_bound_confidence_and_verdict(capsys):
     assert main(["audit", "--empirical", str(CONFIG)]) == 0
     lines = capsys.readouterr().out.splitlines()
     fields = {line.split()[0]: line for line in lines[1:]}
-    assert fields["claimed"].startswith("claimed ε     1.000 at δ = 1e-05")
+    assert fields["claimed"].startswith("claimed ε     1.000 at δ = 0 ")  # the Laplace noisy max: pure ε-DP
     bound = float(re.search(r"lower bound\s+([0-9.]+) at 95% confidence", fields["lower"]).group(1))
     assert 0 <= bound <= 1.0
     assert fields["verdict"].startswith("verdict       PASS: no violation found")
@@ -69,3 +69,15 @@ def test_bad_configs_exit_2_with_one_line(tmp_path, capsys, edit, message):
 def test_empirical_is_alone(tmp_path, capsys):
     assert main(["audit", "somewhere", "--empirical", str(CONFIG)]) == 2
     assert "--empirical" in capsys.readouterr().err
+
+
+def test_an_audit_too_small_to_refute_the_claim_says_so(tmp_path, capsys):
+    """10 canaries (40 queries each: a claim of 40): every guess right would bound ε by 0.597 only."""
+    config = _config(tmp_path, lambda text: text.replace("num_canaries = 400", "num_canaries = 10"))
+    assert main(["audit", "--empirical", config]) == 0
+    out = capsys.readouterr().out
+    assert "verdict       PASS, but this audit CANNOT refute the claim: even every guess right bounds ε by 0.597" in out
+    assert "at most 0.597 with every guess right" in out
+    assert main(["audit", "--empirical", config, "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["can_refute"] is False and result["max_lower_bound"] == pytest.approx(0.598, abs=1e-3)

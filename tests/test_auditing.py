@@ -200,3 +200,22 @@ def test_audit_refuses_bad_input_before_running_the_mechanism(kwargs, error, mat
     assert not calls
     with pytest.raises(TypeError, match="release"):
         audit_release(None, 50, claimed_epsilon=1.0)
+
+
+def test_max_lower_bound_is_the_bound_of_every_guess_right_and_says_when_a_claim_cannot_be_refuted():
+    from privfed.accounting.auditing import max_lower_bound
+
+    # The numbers: δ = 1e-5 and the six default guess counts top out near 3.0 at 100 canaries, 6.2 at 10⁵.
+    assert max_lower_bound(100, delta=1e-5) == pytest.approx(3.008, abs=1e-3)
+    assert 6.0 < max_lower_bound(100_000, delta=1e-5) < 6.4
+    assert max_lower_bound(100, num_guesses=40) == pytest.approx(epsilon_lower_bound(40, 40, 100))
+    perfect = audit_release(lambda included: included.astype(float), 100, claimed_epsilon=1.0, delta=1e-5,
+                            random_state=0)  # r = 100 guesses need exactly 50 canaries in to be all right
+    assert perfect.epsilon_lower <= perfect.max_lower_bound and perfect.can_refute and perfect.violation
+    forty = audit_release(lambda included: included.astype(float), 100, claimed_epsilon=1.0, num_guesses=40,
+                          random_state=0)
+    assert forty.epsilon_lower == pytest.approx(forty.max_lower_bound)
+    hopeless = audit_release(lambda included: included.astype(float), 100, claimed_epsilon=3.7, delta=1e-5,
+                             random_state=0)  # the DP-SGD audit's claim at 100 canaries
+    assert not hopeless.can_refute and not hopeless.violation and hopeless.to_dict()["can_refute"] is False
+    assert not AuditResult(0.0, 1.0, False, 1, 0, 1, 0, 0.0, 0.95, "example", (1,)).can_refute  # NaN: unknown

@@ -166,10 +166,24 @@ def test_the_model_card_records_an_audit_and_the_bundle_still_audits(federation,
     assert "## Empirical audit" in card and f"{math.floor(result.epsilon_lower * 1000) / 1000:.3f} at 95%" in card
     from privfed.accounting.report import round_up
 
-    assert f"claimed ε it was judged against: {round_up(result.claimed_epsilon)} at δ = 1e-05" in card
+    # the Laplace noisy max is pure ε-DP: audited at δ = 0 against its pure ε
+    assert f"claimed ε it was judged against: {round_up(result.claimed_epsilon)} at δ = 0" in card
     report = audit(bundle)
     assert report.passed and not report.failed  # the card is still exactly the rendering of its covered files
     plain = (save_bundle(fitted, tmp_path / "plain") / "MODEL_CARD.md").read_text(encoding="utf-8")
     assert "Empirical audit" not in plain  # no section without an audit: earlier bundles' cards render unchanged
     with pytest.raises(TypeError, match="audit_result"):
         save_bundle(fitted, tmp_path / "bad", audit_result={"epsilon_lower": 1.0})
+
+
+def test_fedkt_skellam_under_secure_aggregation_is_audited_through_the_parties_shares(federation):
+    """The issue's false alarm (10 of 10): the audit drew no Skellam share and audited an un-noised argmax. The
+    canary parties now add their shares with the parties' own code and the server sees only the sum."""
+    parties, public = federation
+    model = FedKT(DecisionTreeClassifier(max_depth=4), n_partitions=2, n_teachers=3, privacy="L1",
+                  aggregator="skellam", secure_aggregation=True, sigma=4.0, random_state=0)
+    results = [empirical_audit(model, parties, public, num_canaries=800, random_state=seed) for seed in range(3)]
+    for result in results:
+        assert result.details["design"] == "fedkt-l1" and result.delta == model.delta  # Skellam: not pure
+        assert not result.violation and result.can_refute
+    assert max(result.epsilon_lower for result in results) > 0  # the canaries still move the noisy labels
