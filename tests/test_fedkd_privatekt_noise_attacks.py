@@ -128,7 +128,7 @@ def test_the_noise_seed_is_on_the_wire_only_when_set():
     with pytest.raises(MessageError, match="server sent a malformed 'fedkd-task' message: noise_seed = '7' is not a"):
         FedKDTask.from_record(seeded, sender="server")
     seeded.scalars["surprise"] = 1
-    with pytest.raises(MessageError, match=r"scalars .*, expected exactly .* \(optional: \[.noise_seed.\]\)"):
+    with pytest.raises(MessageError, match=r"scalars .*, expected exactly .* \(optional: \[[^]]*'noise_seed'"):
         FedKDTask.from_record(seeded, sender="server")
     del seeded.scalars["surprise"], seeded.scalars["seed"]
     with pytest.raises(MessageError, match="expected exactly"):  # a required scalar is still required

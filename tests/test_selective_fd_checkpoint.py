@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import re
+
 import numpy as np
 import pytest
 from sklearn.datasets import load_digits
@@ -169,7 +171,9 @@ def test_a_secret_noise_run_resumes_with_fresh_noise_and_its_checkpoint_holds_no
             run().fit(parties, proxy, checkpoint=path)
     with np.load(path, allow_pickle=False) as stored:
         text = " ".join(str(stored[name]) for name in stored.files if stored[name].dtype.kind == "U")
-    assert "PCG64" in text and "AES" not in text and "noise" not in text
+    # random_state's generators (PCG64) only: no secret generator's state, no noise seed (the models' is None)
+    assert "PCG64" in text and "AESCounter" not in text and '"noise_seed": null' in text
+    assert not re.search(r'"noise_seed": [0-9]', text)
     resumed = run().fit(parties, proxy, checkpoint=path)
     whole = run().fit(parties, proxy)
     assert resumed.n_rounds_ == whole.n_rounds_ == 3
