@@ -55,8 +55,7 @@ def signature_check(files: Mapping[str, bytes], public_key: Any, directory: Path
                               "elliptic-curve public key (public_key= / --public-key)")
     try:
         if public_key is not None and is_elliptic_curve_key(public_key):
-            verdict = model_signing_verdict(directory, public_key, signature=signature,
-                                            manifest=files.get("MANIFEST.json"))
+            verdict = model_signing_verdict(directory, public_key, signature=signature, files=files)
         else:
             verdict = signature_verdict(files, public_key)
     except (ValueError, TypeError, BundleError) as error:
