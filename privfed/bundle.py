@@ -42,9 +42,10 @@ from typing import Any
 
 import numpy as np
 
-from privfed.accounting.documents import parse_json
+from privfed.accounting.documents import check_declared_work, parse_json
 from privfed.accounting.fingerprint import sha256_hex
 from privfed.accounting.ledger import Ledger
+from privfed.accounting.ledger_entry import load_json
 from privfed.manifest import (
     MANIFEST_FILE,
     SIGNATURE_FILE,
@@ -551,11 +552,23 @@ def _verify_publisher(path: str | os.PathLike[str], files: Mapping[str, bytes], 
         raise BundleIntegrityError(f"bundle signature: {verdict.detail}")
 
 
+def ledger_document(data: bytes) -> dict[str, Any]:
+    """``ledger.json`` parsed by the strict JSON reader and refused when it declares more work than the budget.
+
+    The budget (:func:`~privfed.accounting.documents.check_declared_work`) is checked
+    before any entry is rebuilt or any total recomputed: a small resealed ledger
+    cannot make loading or auditing work for minutes.
+    """
+    document = load_json(data, LEDGER_FILE)
+    check_declared_work(document, LEDGER_FILE, error=BundleError)
+    return document
+
+
 def bundle_ledger(files: Mapping[str, bytes]) -> Ledger:
     """The ledger of verified bundle files, its records checked against the files (no curve recomputed)."""
     if LEDGER_FILE not in files:
         raise BundleError(f"not a privfed bundle: it has no {LEDGER_FILE}")
-    ledger = Ledger.from_json(files[LEDGER_FILE])
+    ledger = Ledger.from_dict(ledger_document(files[LEDGER_FILE]))
     fingerprint = ledger.model_fingerprint
     if not fingerprint or not isinstance(fingerprint.get("files"), dict) or not fingerprint["files"]:
         raise BundleError(f"{LEDGER_FILE} records no model files (ledger.model.files): not a bundle's ledger")
@@ -643,7 +656,7 @@ def open_bundle_files(
     """(model, ledger) from bundle files already read and checked against their manifest."""
     ledger = bundle_ledger(files)
     if ledger.evidence_fingerprint is not None:
-        ledger = Ledger.from_json(files[LEDGER_FILE], evidence=read_evidence(files[EVIDENCE_FILE]))
+        ledger = Ledger.from_dict(ledger_document(files[LEDGER_FILE]), evidence=read_evidence(files[EVIDENCE_FILE]))
     ledger.verify()
     model = _read_model(ledger.model_fingerprint, files, module=module, model_class=model_class, module_fn=module_fn)
     return model, ledger

@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from privfed.accounting._checks import check_delta
+from privfed.accounting.documents import check_declared_work
 from privfed.accounting.fingerprint import commit_evidence, file_sha256, sha256_hex
 from privfed.accounting.ledger import Ledger, LedgerFormatError, LedgerIntegrityError
 from privfed.audit.report import INTEGRITY_MEANING, UNSAFE_MEANING, AuditInputError, Check
@@ -78,6 +79,10 @@ def read_ledger(document: object) -> tuple[Ledger | None, list[Check]]:
     if not isinstance(document, dict) or not isinstance(document.get("budget"), dict):
         return None, [Check("ledger schema", "fail", "ledger.json is not a privfed ledger object (with a budget)",
                             INTEGRITY_MEANING, "integrity")]
+    try:  # the work budget, from the declared sizes, before any entry is rebuilt
+        check_declared_work(document, "ledger.json")
+    except ValueError as error:
+        return None, [Check("ledger schema", "fail", str(error), INTEGRITY_MEANING, "integrity")]
     # The recorded totals are checked separately, so that an edited total is reported as such.
     untotalled = {**document, "delta": None, "spent": None, "budget": {**document["budget"], "target_epsilon": {}}}
     if "spent_by_observer" in document:
