@@ -48,6 +48,14 @@ from privfed.manifest import read_bundle_files
 __all__ = ["audit"]
 
 
+def _headline(provenance: Check, signing: Check, ledger: Any) -> str:
+    """The noise headline, then the unsigned one; a bundle that is not a private release needs only the first."""
+    noise = noise_headline(provenance)
+    if provenance.status == "fail":
+        return noise
+    return " ".join(line for line in (noise, unsigned_headline(signing, ledger)) if line)
+
+
 def audit(
     target: str | os.PathLike[str] | None = None,
     *,
@@ -213,7 +221,7 @@ def _audit_bundle(directory: Path, *, evidence, samples, given_units, module, mo
                                            confidence=confidence, random_state=random_state)
         checks.append(check)
     return AuditReport(str(directory), tuple(checks), claim, empirical,
-                       headline=noise_headline(provenance) or unsigned_headline(signing, ledger))
+                       headline=_headline(provenance, signing, ledger))
 
 
 def _audit_claims(model_path: Path | None, claims_path: Path, *, samples, given_units, module,
