@@ -52,6 +52,7 @@ __all__ = [
     "MAX_DECLARED_RECORDS",
     "MAX_JSON_DEPTH",
     "load_npy",
+    "not_a_file",
     "parse_json",
     "parse_toml",
     "reject_json_constant",
@@ -104,6 +105,27 @@ def load_npy(path: str | Path, name: str) -> np.ndarray:
                                  f"{error})") from None
     except OSError as error:
         raise ValueError(f"{name} {str(path)!r} could not be read: {error.strerror or error}") from None
+
+
+def not_a_file(path: Path) -> str:
+    """Why ``path`` is not a readable regular file, in words: "does not exist", "is a folder", "is a FIFO"...
+
+    For one-line messages such as ``f"claims file {path!r} {not_a_file(path)}"``: a named pipe or a
+    device is not reported as missing.
+    """
+    if path.is_symlink() and not path.exists():
+        return "is a symbolic link to nothing"
+    if not path.exists():
+        return "does not exist"
+    if path.is_dir():
+        return "is a folder, not a file"
+    if path.is_fifo():
+        return "is a named pipe (FIFO), not a regular file"
+    if path.is_socket():
+        return "is a socket, not a regular file"
+    if path.is_block_device() or path.is_char_device():
+        return "is a device, not a regular file"
+    return "is not a regular file"
 
 
 def unknown_key_message(key: str, valid: Iterable[str], where: str) -> str:

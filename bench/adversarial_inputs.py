@@ -52,17 +52,18 @@ def _dp_event(event: dict) -> dict:
 def write_inputs(folder: Path) -> None:
     """Every probe's input file in ``folder``."""
     import numpy as np
+    from privfed.accounting import LaplaceNoisyMax, Ledger, NoiseSource
     from sklearn.ensemble import RandomForestClassifier
 
     from privfed import save_bundle
-    from privfed.accounting import LaplaceNoisyMax, Ledger, NoiseSource
     from privfed.cli import main
 
     composed = {"event": "composed", "events": [_gaussian(i) for i in range(300)]}
     (folder / "claims-events.json").write_text(json.dumps(_claims([_dp_event(composed)])))
     (folder / "claims-mechanisms.json").write_text(json.dumps(_claims([_dp_event(_gaussian(i)) for i in range(100)])))
     (folder / "claims-moment.json").write_text(json.dumps(_claims([_dp_event(_gaussian(0))], max_moment=10**9)))
-    (folder / "mechanisms-events.json").write_text(json.dumps({"mechanisms": [{"kind": "dp_event", "event": composed}]}))
+    mechanisms = {"mechanisms": [{"kind": "dp_event", "event": composed}]}
+    (folder / "mechanisms-events.json").write_text(json.dumps(mechanisms))
     (folder / "deep.toml").write_text("mechanisms = " + "[" * 5000 + "]" * 5000 + "\n")
     (folder / "malformed.toml").write_text("[[mechanisms]]\nkind = 'dp_event'\nevent = {event = 'gaussian'\n")
     (folder / "opacus.json").write_text(json.dumps({"history": [[1.0 + i * 1e-3, 0.01, 10] for i in range(1000)]}))
@@ -111,7 +112,8 @@ def _forged_bytes(folder: Path) -> str:
     from privfed.manifest import read_bundle_files
     from privfed.model_signature_verify import model_signing_verdict
 
-    verdict = model_signing_verdict(folder / "BUNDLE", folder / "KEY.pem.pub", files=read_bundle_files(folder / "FORGED"))
+    forged = read_bundle_files(folder / "FORGED")
+    verdict = model_signing_verdict(folder / "BUNDLE", folder / "KEY.pem.pub", files=forged)
     return "flag" if verdict.status == "invalid" else "accepted"
 
 
@@ -240,11 +242,11 @@ PROBES: dict[str, tuple[str, str, Callable[[Path], str]]] = {
 def run_probe(name: str, folder: Path) -> dict:
     """Run one probe in this process; its record (outcome, work seconds after the imports, peak memory)."""
     import model_signing.verifying  # noqa: F401  - every library a probe may use, so that work_seconds is work
+    import privfed.accounting.interop  # noqa: F401
+    import privfed.accounting.spec  # noqa: F401
     import sklearn.ensemble  # noqa: F401
     import skops.io  # noqa: F401
 
-    import privfed.accounting.interop  # noqa: F401
-    import privfed.accounting.spec  # noqa: F401
     import privfed.audit  # noqa: F401
     import privfed.bundle  # noqa: F401
     import privfed.federation.secure_aggregation  # noqa: F401

@@ -102,7 +102,8 @@ def read_bundle_files(path: str | os.PathLike[str]) -> dict[str, bytes]:
 
 
 def _read_folder(directory: Path) -> dict[str, bytes]:
-    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0)
+    # O_NONBLOCK: an entry swapped for a named pipe after its stat opens at once (and is refused) instead of waiting.
+    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
     use_fd = os.open in os.supports_dir_fd and os.stat in os.supports_dir_fd
     dir_fd = os.open(directory, flags | getattr(os, "O_DIRECTORY", 0)) if use_fd else None
     try:

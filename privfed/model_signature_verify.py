@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from privfed.accounting.documents import parse_json
+from privfed.accounting.documents import not_a_file, parse_json
 from privfed.manifest import BundleError
 from privfed.signing import SignatureVerdict
 
@@ -73,15 +73,16 @@ def read_signature_file(signature: str | os.PathLike[str]) -> bytes:
     if path.is_symlink():
         raise ValueError(f"signature file {str(path)!r} is a symbolic link; refusing to follow it")
     try:
-        descriptor = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+        # O_NONBLOCK: opening a named pipe put in the file's place returns at once instead of waiting for a writer.
+        descriptor = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
     except FileNotFoundError:
-        raise ValueError(f"signature file {str(path)!r} does not exist") from None
+        raise ValueError(f"signature file {str(path)!r} {not_a_file(path)}") from None
     except OSError as error:
         raise ValueError(f"signature file {str(path)!r} could not be opened: {error.strerror or error}") from None
     with os.fdopen(descriptor, "rb") as stream:
         info = os.fstat(stream.fileno())
         if not stat.S_ISREG(info.st_mode):
-            raise ValueError(f"signature file {str(path)!r} is not a regular file")
+            raise ValueError(f"signature file {str(path)!r} {not_a_file(path)}")
         if info.st_size > _MAX_SIGNATURE_BYTES:
             raise ValueError(f"signature file {str(path)!r} is larger than {_MAX_SIGNATURE_BYTES} bytes")
         data = stream.read(info.st_size + 1)

@@ -22,6 +22,7 @@ from privfed.accounting import LaplaceNoisyMax, Ledger, NoiseSource
 from privfed.accounting.documents import MAX_DECLARED_EVENTS, parse_toml
 from privfed.accounting.interop import flower_mechanism, opacus_mechanism
 from privfed.accounting.spec import load_mechanisms
+from privfed.pipelines.messages import MessageError
 
 from privfed import audit, load_bundle, save_bundle
 from privfed.audit.claims import MAX_CLAIMS_MECHANISMS, MAX_MOMENT, load_claims
@@ -31,7 +32,6 @@ from privfed.bundle import BundleError, BundleIntegrityError, ledger_document, r
 from privfed.cli import main
 from privfed.federation.secure_aggregation import vote_sum_from_average
 from privfed.manifest import read_bundle_files
-from privfed.pipelines.messages import MessageError
 
 sklearn_ensemble = pytest.importorskip("sklearn.ensemble")
 pytest.importorskip("skops.io")
@@ -270,6 +270,23 @@ def test_secure_aggregation_checks_ranges_before_int64_arithmetic(average, needl
     with _Timed(), pytest.raises(MessageError, match=needle):
         vote_sum_from_average(average, 3, 100)
     assert vote_sum_from_average(np.array([1.0, -2.0 / 3]), 3, 100).tolist() == [3, -2]
+
+
+def test_a_named_pipe_is_named_as_such_and_never_waited_on(tmp_path, ec_signed):
+    from privfed.model_signature_verify import read_signature_file
+
+    fifo = tmp_path / "claims.json"
+    os.mkfifo(fifo)
+    with _Timed(), pytest.raises(AuditInputError, match="named pipe"):
+        load_claims(fifo)
+    with _Timed(), pytest.raises(ValueError, match="named pipe"):
+        read_signature_file(fifo)
+    bundle, public, _, _ = ec_signed
+    copy = tmp_path / "BUNDLE"
+    shutil.copytree(bundle, copy)
+    os.mkfifo(tmp_path / "BUNDLE.sig")
+    with _Timed(), pytest.raises(BundleIntegrityError, match="named pipe"):
+        load_bundle(copy, public_key=public)
 
 
 # --- 5. unsigned reseals -------------------------------------------------------------------------------------------

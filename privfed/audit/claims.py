@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from privfed.accounting._checks import check_delta
-from privfed.accounting.documents import check_declared_work, parse_json, unknown_key_message
+from privfed.accounting.documents import check_declared_work, not_a_file, parse_json, unknown_key_message
 from privfed.accounting.mechanism import UNITS
 from privfed.accounting.registry import checked_public_mechanism_from_record, defaulted_parameters
 from privfed.audit.hygiene import SETTINGS, parse_protected_units
@@ -69,7 +69,7 @@ def load_claims(path: str | os.PathLike[str]) -> dict[str, Any]:
     """
     path = Path(path)
     if not path.is_file():
-        raise AuditInputError(f"claims file {str(path)!r} " + ("is a folder" if path.is_dir() else "does not exist"))
+        raise AuditInputError(f"claims file {str(path)!r} {not_a_file(path)}")
     try:
         size = path.stat().st_size
         if size > MAX_CLAIMS_BYTES:
@@ -122,7 +122,8 @@ def load_claims(path: str | os.PathLike[str]) -> dict[str, Any]:
         raise AuditInputError(f"{where}: 'setting' must be one of {SETTINGS}, got {document.get('setting')!r}")
     model = document.get("model")
     moment = claim.get("max_moment")
-    if moment is not None and (isinstance(moment, bool) or not isinstance(moment, int) or not 1 <= moment <= MAX_MOMENT):
+    if moment is not None and (isinstance(moment, bool) or not isinstance(moment, int)
+                               or not 1 <= moment <= MAX_MOMENT):
         raise AuditInputError(f"{where}: claim.max_moment must be an integer in [1, {MAX_MOMENT}] (the largest moment "
                               f"λ of the publication's accountant) or absent, got {moment!r}")
     clients = claim.get("clients_per_round")

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from privfed.accounting._checks import check_delta
-from privfed.accounting.documents import check_declared_work
+from privfed.accounting.documents import check_declared_work, not_a_file
 from privfed.accounting.fingerprint import commit_evidence, file_sha256, sha256_hex
 from privfed.accounting.ledger import Ledger, LedgerFormatError, LedgerIntegrityError
 from privfed.audit.report import INTEGRITY_MEANING, UNSAFE_MEANING, AuditInputError, Check
@@ -135,7 +135,7 @@ def evidence_arrays(
     if evidence is not None:
         path = Path(evidence)
         if not path.is_file():
-            raise AuditInputError(f"evidence file {str(path)!r} does not exist")
+            raise AuditInputError(f"evidence file {str(path)!r} {not_a_file(path)}")
         origin, data = f"{path.name} (given)", path.read_bytes()
     elif ledger.evidence_fingerprint is not None:
         origin, data = f"{EVIDENCE_FILE} (in the bundle)", files.get(EVIDENCE_FILE)
