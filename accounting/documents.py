@@ -18,6 +18,13 @@ way: one ``ValueError`` naming the file or key, what is wrong and what is valid.
   a duplicate key in one object is refused (JSON parsers keep the last, so a file could
   say two things and mean one), and so is nesting deeper than :data:`MAX_JSON_DEPTH`,
   each as one ``ValueError`` line, never a ``RecursionError``.
+* :func:`parse_toml` is the one TOML reader: malformed TOML, nesting deeper than
+  :data:`MAX_JSON_DEPTH` and bytes that are not UTF-8 are one ``ValueError`` line.
+* :func:`check_declared_work` is the work budget of a document, computed from what it
+  declares before anything is computed: at most :data:`MAX_DECLARED_EVENTS` dp-accounting
+  event nodes (each one is a privacy-loss distribution or an RDP curve to build) and
+  :data:`MAX_DECLARED_RECORDS` mechanism records, so that a small file cannot make
+  a reader work for minutes.
 """
 
 from __future__ import annotations
@@ -25,6 +32,7 @@ from __future__ import annotations
 import difflib
 import json
 import math
+import tomllib
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -37,10 +45,16 @@ __all__ = [
     "MAX_EPSILON_PER_ANSWER",
     "NPY_MAGIC",
     "check_answer_epsilon",
+    "check_declared_work",
     "check_finite_numbers",
+    "declared_work",
+    "MAX_DECLARED_EVENTS",
+    "MAX_DECLARED_RECORDS",
     "MAX_JSON_DEPTH",
     "load_npy",
+    "not_a_file",
     "parse_json",
+    "parse_toml",
     "reject_json_constant",
     "unknown_key_message",
 ]
@@ -91,6 +105,27 @@ def load_npy(path: str | Path, name: str) -> np.ndarray:
                                  f"{error})") from None
     except OSError as error:
         raise ValueError(f"{name} {str(path)!r} could not be read: {error.strerror or error}") from None
+
+
+def not_a_file(path: Path) -> str:
+    """Why ``path`` is not a readable regular file, in words: "does not exist", "is a folder", "is a FIFO"...
+
+    For one-line messages such as ``f"claims file {path!r} {not_a_file(path)}"``: a named pipe or a
+    device is not reported as missing.
+    """
+    if path.is_symlink() and not path.exists():
+        return "is a symbolic link to nothing"
+    if not path.exists():
+        return "does not exist"
+    if path.is_dir():
+        return "is a folder, not a file"
+    if path.is_fifo():
+        return "is a named pipe (FIFO), not a regular file"
+    if path.is_socket():
+        return "is a socket, not a regular file"
+    if path.is_block_device() or path.is_char_device():
+        return "is a device, not a regular file"
+    return "is not a regular file"
 
 
 def unknown_key_message(key: str, valid: Iterable[str], where: str) -> str:
@@ -167,6 +202,11 @@ def parse_json(text: str | bytes, what: str, *, error: type[ValueError] = ValueE
         raise
     except ValueError as failure:  # a refused constant
         raise error(f"{what}: {failure}") from None
+    _check_depth(document, too_deep, error)
+    return document
+
+
+def _check_depth(document: Any, too_deep: str, error: type[ValueError]) -> None:
     stack = [(document, 1)]
     while stack:
         value, depth = stack.pop()
@@ -174,4 +214,65 @@ def parse_json(text: str | bytes, what: str, *, error: type[ValueError] = ValueE
             if depth > MAX_JSON_DEPTH:
                 raise error(too_deep)
             stack.extend((item, depth + 1) for item in (value.values() if isinstance(value, dict) else value))
+
+
+def parse_toml(text: str | bytes, what: str, *, error: type[ValueError] = ValueError) -> dict[str, Any]:
+    """Parse untrusted TOML text ``what``: one ``error`` line for malformed TOML, bad UTF-8 or deep nesting.
+
+    TOML forbids duplicate keys itself; ``inf`` and ``nan`` are left to :func:`check_finite_numbers`.
+    """
+    too_deep = f"{what} is nested more than {MAX_JSON_DEPTH} levels deep; refused"
+    try:
+        document = tomllib.loads(text.decode("utf-8") if isinstance(text, bytes) else text)
+    except RecursionError:
+        raise error(too_deep) from None
+    except UnicodeDecodeError as failure:
+        raise error(f"{what} is not UTF-8 text: {failure}") from None
+    except tomllib.TOMLDecodeError as failure:
+        raise error(f"{what} is not valid TOML: {failure}") from None
+    _check_depth(document, too_deep, error)
     return document
+
+
+#: Most dp-accounting event nodes (``{"event": "gaussian", ...}``; a composed event's members each count) one
+#: document may declare. Each is a privacy-loss distribution or an RDP curve to build, up to seconds apiece on a
+#: fine grid; privfed's own ledgers and the shipped claims files declare fewer than ten.
+MAX_DECLARED_EVENTS = 256
+#: Most mechanism records (objects with a ``kind``) one document may declare: each is rebuilt and accounted.
+MAX_DECLARED_RECORDS = 10_000
+
+
+def declared_work(document: object) -> dict[str, int]:
+    """What ``document`` (parsed JSON or TOML) declares to compute: ``{"events": …, "records": …}``.
+
+    Counted by one walk over the parsed document, before any mechanism is rebuilt:
+    ``events`` are dp-accounting event nodes (objects whose ``event`` is a string),
+    ``records`` mechanism records (objects whose ``kind`` is a string).
+    """
+    events = records = 0
+    stack = [document]
+    while stack:
+        value = stack.pop()
+        if isinstance(value, Mapping):
+            events += isinstance(value.get("event"), str)
+            records += isinstance(value.get("kind"), str)
+            stack.extend(value.values())
+        elif isinstance(value, list):
+            stack.extend(value)
+    return {"events": events, "records": records}
+
+
+def check_declared_work(document: object, what: str, *, error: type[ValueError] = ValueError) -> None:
+    """Refuse ``document`` in one ``error`` line when it declares more work than the documented budget.
+
+    The budget (:data:`MAX_DECLARED_EVENTS` event nodes, :data:`MAX_DECLARED_RECORDS`
+    mechanism records) is checked on the declared sizes, before any computation.
+    """
+    work = declared_work(document)
+    if work["events"] > MAX_DECLARED_EVENTS:
+        raise error(f"{what} declares {work['events']} dp-accounting event nodes; privfed accounts at most "
+                    f"{MAX_DECLARED_EVENTS} per file (each is a privacy-loss distribution to build): merge repeated "
+                    "events into one self_composed event")
+    if work["records"] > MAX_DECLARED_RECORDS:
+        raise error(f"{what} declares {work['records']} mechanism records; privfed reads at most "
+                    f"{MAX_DECLARED_RECORDS} per file")

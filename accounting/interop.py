@@ -20,7 +20,6 @@ documented state (``history``, ``state_dict()``), duck-typed.
 
 from __future__ import annotations
 
-import json
 import math
 import numbers
 from collections.abc import Mapping
@@ -30,6 +29,7 @@ import dp_accounting
 
 from ._checks import check_choice
 from .confident_gnmax import ConfidentGNMax
+from .documents import MAX_DECLARED_EVENTS, MAX_DECLARED_RECORDS, parse_json
 from .dp_event_release import DpEventRelease
 from .dpsgd import DPSGD, compose_dpsgd
 from .laplace_noisy_max import LaplaceNoisyMax
@@ -195,6 +195,9 @@ def opacus_mechanism(accountant: Any, *, unit: str = "example") -> Mechanism:
                         f"got {type(accountant).__name__}")
     if not history:
         raise ValueError("accountant's history is empty: the Opacus accountant has seen no training step")
+    if len(history) > MAX_DECLARED_EVENTS:
+        raise ValueError(f"accountant's history lists {len(history)} runs; privfed accounts at most "
+                         f"{MAX_DECLARED_EVENTS} (Opacus merges consecutive steps of one noise and rate into one run)")
     runs = []
     for index, step in enumerate(history):
         where = f"accountant.history[{index}]"
@@ -209,10 +212,8 @@ def opacus_mechanism(accountant: Any, *, unit: str = "example") -> Mechanism:
 
 def _flower_state(state_or_accountant: Any) -> Mapping[str, Any]:
     if isinstance(state_or_accountant, (str, bytes)):
-        try:
-            state_or_accountant = json.loads(state_or_accountant)
-        except ValueError as error:
-            raise ValueError(f"state_or_accountant is not valid JSON: {error}") from None
+        # Duplicate keys (a reader would keep the last: another ε) and NaN/Infinity are refused in one line.
+        state_or_accountant = parse_json(state_or_accountant, "state_or_accountant", finite=True)
     if not isinstance(state_or_accountant, Mapping):
         state_dict = getattr(state_or_accountant, "state_dict", None)
         if not callable(state_dict):
@@ -253,6 +254,9 @@ def flower_mechanism(state_or_accountant: Any, *, unit: str = "party") -> DpEven
     compositions = state.get("compositions")
     if not isinstance(compositions, list) or not compositions:
         raise ValueError("state.compositions must be a non-empty list: the Flower accountant composed no round")
+    if len(compositions) > MAX_DECLARED_RECORDS:
+        raise ValueError(f"state.compositions lists {len(compositions)} compositions; privfed reads at most "
+                         f"{MAX_DECLARED_RECORDS}")
     events: list[tuple[dp_accounting.DpEvent, int]] = []
     for index, composition in enumerate(compositions):
         where = f"state.compositions[{index}]"
@@ -274,5 +278,8 @@ def flower_mechanism(state_or_accountant: Any, *, unit: str = "party") -> DpEven
             events[-1] = (gaussian, events[-1][1] + count)
         else:
             events.append((gaussian, count))
+            if len(events) > MAX_DECLARED_EVENTS:
+                raise ValueError(f"state.compositions holds more than {MAX_DECLARED_EVENTS} distinct events; privfed "
+                                 "accounts at most that many (each is a privacy-loss distribution to build)")
     return DpEventRelease(_composed([_self_composed(event, count) for event, count in events]), relation=relation,
                           unit=unit)

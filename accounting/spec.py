@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import difflib
 import inspect
-import tomllib
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -33,9 +32,11 @@ import numpy as np
 from .documents import (
     MAX_EPSILON_PER_ANSWER,
     check_answer_epsilon,
+    check_declared_work,
     check_finite_numbers,
     load_npy,
     parse_json,
+    parse_toml,
     unknown_key_message,
 )
 from .mechanism import Mechanism
@@ -43,19 +44,24 @@ from .registry import mechanism_class, mechanism_kinds
 
 __all__ = ["load_mechanisms"]
 
+#: Largest mechanism file read (a list of mechanisms and their parameters; vote matrices are separate .npy files).
+MAX_MECHANISM_FILE_BYTES = 16 << 20
 #: Arguments that name a ``.npy`` file (relative to the mechanism file) instead of holding the array.
 _ARRAY_FILE_ARGUMENTS = frozenset({"votes"})
 
 
 def _read(path: Path) -> Any:
     suffix = path.suffix.lower()
-    if suffix == ".toml":
-        with path.open("rb") as handle:
-            return tomllib.load(handle)
-    if suffix == ".json":
-        with path.open("r", encoding="utf-8") as handle:
-            return parse_json(handle.read(), f"mechanism file {str(path)!r}", finite=True)
-    raise ValueError(f"path must name a .json or .toml mechanism file, got {str(path)!r}")
+    if suffix not in (".toml", ".json"):
+        raise ValueError(f"path must name a .json or .toml mechanism file, got {str(path)!r}")
+    what = f"mechanism file {str(path)!r}"
+    size = path.stat().st_size
+    if size > MAX_MECHANISM_FILE_BYTES:
+        raise ValueError(f"{what} has {size} bytes; a mechanism file may have at most {MAX_MECHANISM_FILE_BYTES}")
+    data = path.read_bytes()
+    document = parse_toml(data, what) if suffix == ".toml" else parse_json(data, what, finite=True)
+    check_declared_work(document, what)
+    return document
 
 
 def _load_array(base: Path, value: object, *, where: str) -> np.ndarray:

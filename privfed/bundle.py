@@ -42,9 +42,10 @@ from typing import Any
 
 import numpy as np
 
-from privfed.accounting.documents import parse_json
+from privfed.accounting.documents import check_declared_work, parse_json
 from privfed.accounting.fingerprint import sha256_hex
 from privfed.accounting.ledger import Ledger
+from privfed.accounting.ledger_entry import load_json
 from privfed.manifest import (
     MANIFEST_FILE,
     SIGNATURE_FILE,
@@ -469,6 +470,7 @@ def load_bundle(
     module_fn: Callable[..., Any] | None = None,
     public_key: Any = None,
     allow_legacy: bool = False,
+    signature: str | os.PathLike[str] | None = None,
 ) -> tuple[Any, Ledger]:
     """Load a bundle written by :func:`save_bundle`, verifying it first.
 
@@ -494,11 +496,18 @@ def load_bundle(
     module_fn:
         Passed to ``from_safe_state`` for safe-state bundles that need it.
     public_key:
-        The publisher's Ed25519 public key (object, PEM path or bytes): the bundle
-        must carry a valid signature by that key. Default: no signature required.
+        The publisher's public key: Ed25519 (object, PEM path or bytes; the bundle must
+        carry a valid ``SIGNATURE.json`` by that key) or elliptic-curve (PEM path or
+        bytes; the bundle must verify against its OpenSSF model-signing signature,
+        ``signature``), every key type ``privfed audit --public-key`` accepts. The
+        signature is checked over the bytes read once, which are the bytes then
+        loaded. Default: no signature required.
     allow_legacy:
         Load a bundle written before bundles carried a manifest, with a
         :class:`LegacyBundleWarning`: its integrity cannot be verified. Default: refuse it.
+    signature:
+        With an elliptic-curve ``public_key``: the model-signing signature file
+        (default ``BUNDLE.sig`` beside the folder; never followed through a symbolic link).
 
     Returns
     -------
@@ -522,18 +531,47 @@ def load_bundle(
             raise
         warnings.warn(f"{path} is a legacy bundle without {MANIFEST_FILE}: loaded with its integrity unverifiable "
                       "(only the ledger's own records were checked)", LegacyBundleWarning, stacklevel=2)
+    if signature is not None and public_key is None:
+        raise TypeError("signature is a model-signing signature file: give it with public_key= (the publisher's "
+                        "elliptic-curve key)")
     if public_key is not None:
-        from privfed.signing import verify_signature
-
-        verify_signature(files, public_key)
+        _verify_publisher(path, files, public_key, signature)
     return open_bundle_files(files, module=module, model_class=model_class, module_fn=module_fn)
+
+
+def _verify_publisher(path: str | os.PathLike[str], files: Mapping[str, bytes], public_key: Any,
+                      signature: str | os.PathLike[str] | None) -> None:
+    """Require a valid publisher signature over ``files``: Ed25519 or OpenSSF model signing (EC key)."""
+    from privfed.model_signature_verify import is_elliptic_curve_key, model_signing_verdict
+    from privfed.signing import verify_signature
+
+    if not is_elliptic_curve_key(public_key):
+        if signature is not None:
+            raise TypeError("signature is a model-signing signature file, which needs an elliptic-curve public_key")
+        verify_signature(files, public_key)
+        return
+    verdict = model_signing_verdict(path, public_key, signature=signature, files=files)
+    if verdict.status != "signed":
+        raise BundleIntegrityError(f"bundle signature: {verdict.detail}")
+
+
+def ledger_document(data: bytes) -> dict[str, Any]:
+    """``ledger.json`` parsed by the strict JSON reader and refused when it declares more work than the budget.
+
+    The budget (:func:`~privfed.accounting.documents.check_declared_work`) is checked
+    before any entry is rebuilt or any total recomputed: a small resealed ledger
+    cannot make loading or auditing work for minutes.
+    """
+    document = load_json(data, LEDGER_FILE)
+    check_declared_work(document, LEDGER_FILE, error=BundleError)
+    return document
 
 
 def bundle_ledger(files: Mapping[str, bytes]) -> Ledger:
     """The ledger of verified bundle files, its records checked against the files (no curve recomputed)."""
     if LEDGER_FILE not in files:
         raise BundleError(f"not a privfed bundle: it has no {LEDGER_FILE}")
-    ledger = Ledger.from_json(files[LEDGER_FILE])
+    ledger = Ledger.from_dict(ledger_document(files[LEDGER_FILE]))
     fingerprint = ledger.model_fingerprint
     if not fingerprint or not isinstance(fingerprint.get("files"), dict) or not fingerprint["files"]:
         raise BundleError(f"{LEDGER_FILE} records no model files (ledger.model.files): not a bundle's ledger")
@@ -558,14 +596,59 @@ def bundle_ledger(files: Mapping[str, bytes]) -> Ledger:
     return ledger
 
 
+#: What an ``.npz`` may unpack to: :data:`NPZ_EXPANSION` times its own size plus :data:`NPZ_ALLOWANCE` bytes.
+#: np.savez stores arrays uncompressed (ratio 1); a compressed archive of votes rarely exceeds 20.
+NPZ_EXPANSION = 64
+NPZ_ALLOWANCE = 16 << 20
+#: Most arrays an ``.npz`` read by privfed may hold.
+NPZ_MAX_MEMBERS = 4096
+
+
 def read_evidence(data: bytes, *, what: str = EVIDENCE_FILE) -> dict[str, np.ndarray]:
-    """The arrays of an ``.npz`` held in memory, read without pickle; BundleError otherwise."""
+    """The arrays of an ``.npz`` held in memory, read without pickle, within a memory budget; BundleError otherwise.
+
+    The budget is checked on the archive's declared sizes before anything is decompressed: at most
+    :data:`NPZ_MAX_MEMBERS` arrays, together unpacking to at most ``NPZ_EXPANSION × len(data) + NPZ_ALLOWANCE``
+    bytes, and each array's header (shape × item size) no larger than its member (numpy allocates what the
+    header declares before reading): a small archive cannot make the reader allocate gigabytes.
+    """
+    budget = NPZ_EXPANSION * len(data) + NPZ_ALLOWANCE
     try:
-        with np.load(io.BytesIO(data), allow_pickle=False) as archive:
-            return {key: archive[key] for key in archive.files}
+        with zipfile.ZipFile(io.BytesIO(data)) as archive:
+            members = archive.infolist()
+            if len(members) > NPZ_MAX_MEMBERS:
+                raise BundleError(f"{what} holds {len(members)} arrays; at most {NPZ_MAX_MEMBERS} are read")
+            declared = sum(member.file_size for member in members)
+            if declared > budget:
+                raise BundleError(f"{what} declares {declared} bytes of arrays in a {len(data)}-byte archive, over "
+                                  f"the reader's budget of {budget} bytes; refused (a compression bomb?)")
+            arrays = {}
+            for member in members:
+                if not member.filename.endswith(".npy"):
+                    raise BundleError(f"{what} holds {member.filename!r}, which is not a .npy array")
+                with archive.open(member) as stream:
+                    version = np.lib.format.read_magic(stream)
+                    read_header = (np.lib.format.read_array_header_1_0 if version == (1, 0)
+                                   else np.lib.format.read_array_header_2_0)
+                    shape, _, dtype = read_header(stream)
+                    if dtype.hasobject:
+                        raise ValueError("Object arrays cannot be loaded when allow_pickle=False")
+                    size = int(np.prod(shape, dtype=object)) * dtype.itemsize
+                    if size > member.file_size:
+                        raise BundleError(f"{what}: array {member.filename!r} declares {size} bytes in a "
+                                          f"{member.file_size}-byte member; refused")
+                with archive.open(member) as stream:
+                    arrays[member.filename[:-4]] = np.lib.format.read_array(stream, allow_pickle=False)
+            return arrays
+    except BundleError:
+        raise
     except ValueError as error:
-        raise BundleError(f"{what} holds arrays that would need unpickling ({_first_line(error)}); refused") from None
-    except (OSError, EOFError, zipfile.BadZipFile, AttributeError) as error:
+        if "pickle" in str(error).lower():
+            raise BundleError(f"{what} holds arrays that would need unpickling ({_first_line(error)}); "
+                              "refused") from None
+        raise BundleError(f"{what} is not a readable .npz: {_first_line(error)}") from None
+    except (OSError, EOFError, zipfile.BadZipFile, zipfile.LargeZipFile, AttributeError, SyntaxError,
+            TypeError, NotImplementedError, RuntimeError) as error:
         raise BundleError(f"{what} is not a readable .npz: {_first_line(error)}") from None
 
 
@@ -576,7 +659,7 @@ def open_bundle_files(
     """(model, ledger) from bundle files already read and checked against their manifest."""
     ledger = bundle_ledger(files)
     if ledger.evidence_fingerprint is not None:
-        ledger = Ledger.from_json(files[LEDGER_FILE], evidence=read_evidence(files[EVIDENCE_FILE]))
+        ledger = Ledger.from_dict(ledger_document(files[LEDGER_FILE]), evidence=read_evidence(files[EVIDENCE_FILE]))
     ledger.verify()
     model = _read_model(ledger.model_fingerprint, files, module=module, model_class=model_class, module_fn=module_fn)
     return model, ledger

@@ -102,7 +102,8 @@ def read_bundle_files(path: str | os.PathLike[str]) -> dict[str, bytes]:
 
 
 def _read_folder(directory: Path) -> dict[str, bytes]:
-    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0)
+    # O_NONBLOCK: an entry swapped for a named pipe after its stat opens at once (and is refused) instead of waiting.
+    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
     use_fd = os.open in os.supports_dir_fd and os.stat in os.supports_dir_fd
     dir_fd = os.open(directory, flags | getattr(os, "O_DIRECTORY", 0)) if use_fd else None
     try:
@@ -125,11 +126,17 @@ def _read_folder(directory: Path) -> dict[str, bytes]:
             except OSError as error:
                 raise BundleError(f"{name} in {directory} cannot be opened: {error.strerror}") from None
             with os.fdopen(descriptor, "rb") as stream:
-                if not stat.S_ISREG(os.fstat(stream.fileno()).st_mode):
+                opened = os.fstat(stream.fileno())
+                if not stat.S_ISREG(opened.st_mode):
                     raise BundleError(f"{name} in {directory} is not a regular file; refused")
-                data = stream.read(_limit(name) + 1)
-            if len(data) > _limit(name):
-                raise BundleError(f"{name} in {directory} grew past the limit of {_limit(name)} bytes while read")
+                if opened.st_size > _limit(name):
+                    raise BundleError(f"{name} in {directory} has {opened.st_size} bytes, over the limit of "
+                                      f"{_limit(name)}")
+                # Asking for the file's own size (not the limit): read(n) reserves n bytes up front, so asking for
+                # the 4 GiB limit would reserve 4 GiB of address space for every file of every bundle read.
+                data = stream.read(opened.st_size + 1)
+            if len(data) != opened.st_size:
+                raise BundleError(f"{name} in {directory} changed size while it was read; refused")
             files[name] = data
         return files
     finally:

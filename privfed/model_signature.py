@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import os
 import pathlib
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -50,13 +51,12 @@ __all__ = ["MODEL_SIGNING_FORMAT", "default_signature_path", "is_elliptic_curve_
 MODEL_SIGNING_FORMAT = "model-signing"
 
 
-def _privfed_predicate(directory: Path) -> dict[str, Any]:
-    """Bundle digest, ledger digest and the audit verdict, for the signed statement."""
+def _privfed_predicate(directory: Path, files: dict[str, bytes]) -> dict[str, Any]:
+    """Bundle digest, ledger digest and the audit verdict of ``files`` (held in ``directory``), for the statement."""
     from privfed.audit import audit
     from privfed.bundle import bundle_ledger
-    from privfed.manifest import read_bundle_files, verify_manifest
+    from privfed.manifest import verify_manifest
 
-    files = read_bundle_files(directory)
     digest = verify_manifest(files, where=str(directory))
     report = audit(directory)
     claim = report.claim
@@ -107,10 +107,19 @@ def sign_bundle_model_signing(bundle: str | os.PathLike[str], key: str | os.Path
         signer = sign_ec_key.Signer(key_path)
     except ValueError as error:
         raise ValueError(f"{wanted}: {error}") from None
-    fields = _privfed_predicate(directory)
-    payload = payloads.Payload(hashing.Config().hash(pathlib.Path(directory)))
-    payload.statement.pb.predicate.update({"privfed": fields})
+    from privfed.manifest import read_bundle_files
+
+    files = read_bundle_files(directory)
     staging = target.with_name(f".{target.name}.{os.getpid()}")
+    # The bytes read once are audited and hashed from a private copy: what is signed is what was audited.
+    with tempfile.TemporaryDirectory(prefix="privfed-sign-") as private:
+        copy = Path(private) / "bundle"
+        copy.mkdir(mode=0o700)
+        for name, data in files.items():
+            (copy / name).write_bytes(data)
+        fields = _privfed_predicate(copy, files)
+        payload = payloads.Payload(hashing.Config().hash(pathlib.Path(copy)))
+    payload.statement.pb.predicate.update({"privfed": fields})
     signer.sign(payload).write(staging)
     os.replace(staging, target)
     return target, fields

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from privfed.accounting.documents import parse_json
+from privfed.accounting.documents import not_a_file, parse_json
 from privfed.manifest import MANIFEST_FILE, SIGNATURE_FILE, BundleError, BundleIntegrityError
 
 __all__ = [
@@ -151,7 +151,7 @@ def _key_bytes(key: Any, name: str) -> bytes:
     if isinstance(key, (str, os.PathLike)):
         path = Path(key)
         if not path.is_file():
-            raise ValueError(f"{name} file {str(path)!r} does not exist")
+            raise ValueError(f"{name} file {str(path)!r} {not_a_file(path)}")
         if path.stat().st_size > 64 << 10:
             raise ValueError(f"{name} file {str(path)!r} is too large to be a key")
         return path.read_bytes()

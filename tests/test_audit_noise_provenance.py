@@ -84,10 +84,10 @@ def test_a_secret_bundle_passes_the_noise_provenance_check(tmp_path, capsys):
     report = audit(bundle)
     check = report.check("noise provenance")
     assert check.status == "pass" and check.detail.startswith("secret: randomgen.AESCounter")
-    assert report.headline == "" and report.exit_code == 0
+    assert report.headline.startswith("UNSIGNED BUNDLE") and report.exit_code == 0  # no noise headline
     assert "noise_seed" not in (bundle / "ledger.json").read_text()
     assert main(["audit", str(bundle)]) == 0
-    assert capsys.readouterr().out.splitlines()[2].startswith("check")
+    assert capsys.readouterr().out.splitlines()[2].startswith("UNSIGNED BUNDLE")
 
 
 def test_a_bundle_saved_before_noise_was_secret_is_failed_not_passed(tmp_path):
@@ -188,7 +188,7 @@ def test_a_data_dependent_stopping_point_fails_the_audit(tmp_path, capsys):
     bundle = _bundle(tmp_path, "stopping", ledger)
     report = audit(bundle)
     check = report.check("size-revealing parameters")
-    assert check.status == "fail" and "answered queries" in check.detail and report.headline == ""
+    assert check.status == "fail" and "answered queries" in check.detail and report.headline.startswith("UNSIGNED")
     assert main(["audit", str(bundle)]) == 1 and "size-revealing parameters    FAIL" in capsys.readouterr().out
 
 

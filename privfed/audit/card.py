@@ -27,8 +27,13 @@ def card_check(files: Mapping[str, bytes]) -> Check:
         return Check(name, "warn", f"{', '.join(missing)} absent: the card cannot be compared with the ledger",
                      "readers have no human-readable statement of the guarantee, or one privfed cannot check.", "card")
     try:
-        ledger = Ledger.from_json(files[LEDGER_FILE])
         card = load_json(files[CARD_DATA_FILE], CARD_DATA_FILE)
+    except ValueError as error:  # a duplicate key, invalid JSON: the card shows values nobody can check
+        return Check(name, "fail", f"{CARD_DATA_FILE} is unreadable: {str(error).splitlines()[0]}",
+                     "the card's numbers come from a file that says two things or nothing checkable: do not trust "
+                     "them.", "card")
+    try:
+        ledger = Ledger.from_json(files[LEDGER_FILE])
         expected = render_model_card(ledger, card=card)
     except (ValueError, TypeError, KeyError, AttributeError) as error:
         return Check(name, "warn",

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from privfed.accounting._checks import check_delta
-from privfed.accounting.documents import parse_json, unknown_key_message
+from privfed.accounting.documents import check_declared_work, not_a_file, parse_json, unknown_key_message
 from privfed.accounting.mechanism import UNITS
 from privfed.accounting.registry import checked_public_mechanism_from_record, defaulted_parameters
 from privfed.audit.hygiene import SETTINGS, parse_protected_units
@@ -29,6 +29,12 @@ _CLAIMS_KEYS = ("type", "schema_version", "description", "source", "setting", "p
                 "mechanisms", "unaccounted", "model")
 _CLAIM_KEYS = ("epsilon", "delta", "unit", "scope", "rounds", "data_dependent", "max_moment", "clients_per_round")
 _MODEL_KEYS = ("file", "sha256")
+#: Largest claims file read: a claim and the few mechanisms of one publication.
+MAX_CLAIMS_BYTES = 1 << 20
+#: Most mechanisms a claims file may list: each is accounted alone and composed (a privacy-loss distribution each).
+MAX_CLAIMS_MECHANISMS = 16
+#: Largest ``claim.max_moment``: the publication's accountant is re-run on moments 1 … max_moment (papers use ≤ 256).
+MAX_MOMENT = 1024
 
 
 def _known_keys(table: Mapping[str, Any], valid: tuple[str, ...], where: str) -> None:
@@ -63,8 +69,12 @@ def load_claims(path: str | os.PathLike[str]) -> dict[str, Any]:
     """
     path = Path(path)
     if not path.is_file():
-        raise AuditInputError(f"claims file {str(path)!r} " + ("is a folder" if path.is_dir() else "does not exist"))
+        raise AuditInputError(f"claims file {str(path)!r} {not_a_file(path)}")
     try:
+        size = path.stat().st_size
+        if size > MAX_CLAIMS_BYTES:
+            raise AuditInputError(f"claims file {str(path)!r} has {size} bytes; a claims file may have at most "
+                                  f"{MAX_CLAIMS_BYTES}")
         text = path.read_bytes()
     except OSError as error:
         raise AuditInputError(f"claims file {str(path)!r} could not be read: {error.strerror or error}") from None
@@ -73,6 +83,12 @@ def load_claims(path: str | os.PathLike[str]) -> dict[str, Any]:
     where = f"claims file {path.name}"
     if not isinstance(document, dict) or document.get("type") != CLAIMS_TYPE:
         raise AuditInputError(f"{where}: 'type' must be {CLAIMS_TYPE!r}")
+    # The work budget, from the declared sizes, before any mechanism is rebuilt or accounted.
+    check_declared_work(document, where, error=AuditInputError)
+    listed = document.get("mechanisms", [])
+    if isinstance(listed, list) and len(listed) > MAX_CLAIMS_MECHANISMS:
+        raise AuditInputError(f"{where}: 'mechanisms' lists {len(listed)} mechanisms; a claims file may list at most "
+                              f"{MAX_CLAIMS_MECHANISMS} (state a repeated release once, with its count)")
     _known_keys(document, _CLAIMS_KEYS, where)
     if document.get("schema_version") != 1:
         raise AuditInputError(f"{where}: 'schema_version' must be 1, got {document.get('schema_version')!r}")
@@ -106,9 +122,10 @@ def load_claims(path: str | os.PathLike[str]) -> dict[str, Any]:
         raise AuditInputError(f"{where}: 'setting' must be one of {SETTINGS}, got {document.get('setting')!r}")
     model = document.get("model")
     moment = claim.get("max_moment")
-    if moment is not None and (isinstance(moment, bool) or not isinstance(moment, int) or moment < 1):
-        raise AuditInputError(f"{where}: claim.max_moment must be a positive integer (the largest moment λ of the "
-                              f"publication's accountant) or absent, got {moment!r}")
+    if moment is not None and (isinstance(moment, bool) or not isinstance(moment, int)
+                               or not 1 <= moment <= MAX_MOMENT):
+        raise AuditInputError(f"{where}: claim.max_moment must be an integer in [1, {MAX_MOMENT}] (the largest moment "
+                              f"λ of the publication's accountant) or absent, got {moment!r}")
     clients = claim.get("clients_per_round")
     if clients is not None and (isinstance(clients, bool) or not isinstance(clients, int) or clients < 1):
         raise AuditInputError(f"{where}: claim.clients_per_round must be a positive integer or absent, got {clients!r}")

@@ -33,12 +33,27 @@ from privfed.audit.loading import load_bundle_model, load_foreign_model
 from privfed.audit.membership import empirical_check, empirical_claim, read_samples
 from privfed.audit.provenance import noise_headline, noise_provenance_check
 from privfed.audit.recomputation import budget_check, entry_checks, ledger_statement, totals_check
-from privfed.audit.report import INTEGRITY_MEANING, RECOMPUTE_MEANING, AuditInputError, AuditReport, Check
+from privfed.audit.report import (
+    INTEGRITY_MEANING,
+    RECOMPUTE_MEANING,
+    AuditInputError,
+    AuditReport,
+    Check,
+    unsigned_headline,
+)
 from privfed.audit.sizes import size_check
 from privfed.bundle import LEDGER_FILE, BundleError
 from privfed.manifest import read_bundle_files
 
 __all__ = ["audit"]
+
+
+def _headline(provenance: Check, signing: Check, ledger: Any) -> str:
+    """The noise headline, then the unsigned one; a bundle that is not a private release needs only the first."""
+    noise = noise_headline(provenance)
+    if provenance.status == "fail":
+        return noise
+    return " ".join(line for line in (noise, unsigned_headline(signing, ledger)) if line)
 
 
 def audit(
@@ -205,7 +220,8 @@ def _audit_bundle(directory: Path, *, evidence, samples, given_units, module, mo
         check, empirical = empirical_check(model, samples, claimed=compared, delta=statement.delta,
                                            confidence=confidence, random_state=random_state)
         checks.append(check)
-    return AuditReport(str(directory), tuple(checks), claim, empirical, headline=noise_headline(provenance))
+    return AuditReport(str(directory), tuple(checks), claim, empirical,
+                       headline=_headline(provenance, signing, ledger))
 
 
 def _audit_claims(model_path: Path | None, claims_path: Path, *, samples, given_units, module,

@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from privfed.accounting._checks import check_delta
+from privfed.accounting.documents import check_declared_work, not_a_file
 from privfed.accounting.fingerprint import commit_evidence, file_sha256, sha256_hex
 from privfed.accounting.ledger import Ledger, LedgerFormatError, LedgerIntegrityError
 from privfed.audit.report import INTEGRITY_MEANING, UNSAFE_MEANING, AuditInputError, Check
@@ -55,8 +56,7 @@ def signature_check(files: Mapping[str, bytes], public_key: Any, directory: Path
                               "elliptic-curve public key (public_key= / --public-key)")
     try:
         if public_key is not None and is_elliptic_curve_key(public_key):
-            verdict = model_signing_verdict(directory, public_key, signature=signature,
-                                            manifest=files.get("MANIFEST.json"))
+            verdict = model_signing_verdict(directory, public_key, signature=signature, files=files)
         else:
             verdict = signature_verdict(files, public_key)
     except (ValueError, TypeError, BundleError) as error:
@@ -79,6 +79,10 @@ def read_ledger(document: object) -> tuple[Ledger | None, list[Check]]:
     if not isinstance(document, dict) or not isinstance(document.get("budget"), dict):
         return None, [Check("ledger schema", "fail", "ledger.json is not a privfed ledger object (with a budget)",
                             INTEGRITY_MEANING, "integrity")]
+    try:  # the work budget, from the declared sizes, before any entry is rebuilt
+        check_declared_work(document, "ledger.json")
+    except ValueError as error:
+        return None, [Check("ledger schema", "fail", str(error), INTEGRITY_MEANING, "integrity")]
     # The recorded totals are checked separately, so that an edited total is reported as such.
     untotalled = {**document, "delta": None, "spent": None, "budget": {**document["budget"], "target_epsilon": {}}}
     if "spent_by_observer" in document:
@@ -131,7 +135,7 @@ def evidence_arrays(
     if evidence is not None:
         path = Path(evidence)
         if not path.is_file():
-            raise AuditInputError(f"evidence file {str(path)!r} does not exist")
+            raise AuditInputError(f"evidence file {str(path)!r} {not_a_file(path)}")
         origin, data = f"{path.name} (given)", path.read_bytes()
     elif ledger.evidence_fingerprint is not None:
         origin, data = f"{EVIDENCE_FILE} (in the bundle)", files.get(EVIDENCE_FILE)

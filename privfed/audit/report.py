@@ -177,3 +177,18 @@ class AuditReport:
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), indent=2, ensure_ascii=False, allow_nan=False)
+
+
+def unsigned_headline(signing: Check, ledger: Any) -> str:
+    """The line above the table of a bundle whose signature was not checked against the publisher's key.
+
+    Without it, anyone who can edit the folder can reseal the ledger so that the coordinator's releases
+    disappear from its observer table (the coordinator's ε becomes finite) and the bundle still passes
+    every check: the one warning line would hide the most dangerous rewrite. "" for a signed bundle or
+    an empty ledger.
+    """
+    if signing.status != "warn" or not len(ledger):
+        return ""
+    return ("UNSIGNED BUNDLE: its observer table (which releases the coordinator sees) and every ε below cannot be "
+            "trusted — anyone who could edit the folder can have rewritten them and resealed it. Trust them only "
+            "with the publisher's signature (--public-key) or a bundle digest published through a trusted channel.")

@@ -35,7 +35,7 @@ from privfed.pipelines.fedkt_secure import FedKTNoisyVotes, FedKTVoteSum, secure
 from privfed.pipelines.messages import MessageError
 
 __all__ = ["MODULUS_RANGE", "is_vote_request", "noisy_votes_reply", "secaggplus_vote_sum", "secure_aggregation_mod",
-           "store_noisy_votes"]
+           "store_noisy_votes", "vote_sum_from_average"]
 
 #: SecAgg+'s modulus: the largest Flower 1.41 supports (2³²).
 MODULUS_RANGE = 2**32
@@ -67,7 +67,10 @@ def store_noisy_votes(sent: list, state: Any) -> list:
     mine = [message for message in sent if isinstance(message, FedKTNoisyVotes)]
     if len(mine) != 1:
         raise MessageError(f"the FedKT party step made {len(mine)} noisy histograms, expected 1")
-    state[_STATE_KEY] = ArrayRecord({"noisy_votes": Array(np.asarray(mine[0].noisy_votes))})
+    votes = np.asarray(mine[0].noisy_votes)
+    if votes.dtype.kind not in "iu":
+        raise MessageError(f"the FedKT party step's noisy histogram must hold integers, got dtype {votes.dtype}")
+    state[_STATE_KEY] = ArrayRecord({"noisy_votes": Array(votes)})
     return [message for message in sent if not isinstance(message, FedKTNoisyVotes)]
 
 
@@ -85,7 +88,37 @@ def noisy_votes_reply(message: Any, state: Any) -> Any:
     return Message(compat.fitres_to_recorddict(reply, keep_input=True), reply_to=message)
 
 
-def _strategy(proxies: Mapping[int, Any]) -> Any:
+def vote_sum_from_average(average: Any, contributors: int, bound: int) -> np.ndarray:
+    """The integer vote sum from SecAgg+'s average of ``contributors`` histograms with values in ±``bound``.
+
+    Checked before any int64 arithmetic: the average must be a finite real array (a NaN would cast to
+    INT64_MIN) and the sum within ±``contributors × bound``, the range the parties' values allow (a value
+    outside it would wrap or, cast, mean nothing).
+
+    Raises
+    ------
+    MessageError
+        A non-finite or non-numeric average, or a sum outside the range.
+    """
+    if isinstance(contributors, bool) or not isinstance(contributors, int) or contributors < 1:
+        raise ValueError(f"contributors must be a positive integer, got {contributors!r}")
+    if isinstance(bound, bool) or not isinstance(bound, (int, np.integer)) or not 1 <= bound < MODULUS_RANGE:
+        raise ValueError(f"bound must be an integer in [1, {MODULUS_RANGE}), got {bound!r}")
+    values = np.asarray(average)
+    if values.dtype.kind not in "iuf":
+        raise MessageError(f"SecAgg+ returned an average of dtype {values.dtype}; a real array was expected")
+    values = values.astype(float)
+    if not np.isfinite(values).all():
+        raise MessageError("SecAgg+ returned an average holding NaN or infinite values; refused")
+    total = values * contributors
+    limit = contributors * int(bound)
+    if total.size and np.abs(total).max() > limit + 0.5:
+        raise MessageError(f"SecAgg+ returned a vote sum of magnitude {np.abs(total).max():.6g}, outside the range "
+                           f"±{limit} that {contributors} histograms with values in ±{bound} allow; refused")
+    return np.rint(total).astype(np.int64)
+
+
+def _strategy(proxies: Mapping[int, Any], bound: int) -> Any:
     """A Flower ``Strategy`` that asks ``proxies`` for their stored histograms and keeps the sum SecAgg+ returns."""
     from flwr.common import FitIns, ndarrays_to_parameters, parameters_to_ndarrays
     from flwr.server.strategy import Strategy
@@ -106,7 +139,7 @@ def _strategy(proxies: Mapping[int, Any]) -> Any:
         def aggregate_fit(self, server_round: int, results: list, failures: list) -> tuple[None, dict]:
             if results:  # SecAgg+ sets every result's parameters to the weighted average of the masked vectors
                 (average,) = parameters_to_ndarrays(results[0][1].parameters)
-                self.vote_sum = np.rint(np.asarray(average, dtype=float) * len(results)).astype(np.int64)
+                self.vote_sum = vote_sum_from_average(average, len(results), bound)
                 self.contributors = len(results)
             return None, {}
 
@@ -147,7 +180,7 @@ def secaggplus_vote_sum(grid: Any, tasks: Mapping[int, Any], *, n_parties: int, 
         raise ValueError(f"secure aggregation of {len(nodes)} histograms with values in ±{bound} would overflow "
                          f"SecAgg+'s modulus 2**32; lower sigma or the number of parties")
     run_id = getattr(getattr(grid, "run", None), "run_id", 0)
-    strategy = _strategy({node: GridClientProxy(node_id=node, grid=grid, run_id=run_id) for node in nodes})
+    strategy = _strategy({node: GridClientProxy(node_id=node, grid=grid, run_id=run_id) for node in nodes}, bound)
     context = LegacyContext(Context(run_id=run_id, node_id=0, node_config={}, state=RecordDict(), run_config={}),
                             strategy=strategy)
     context.state.config_records[MAIN_CONFIGS_RECORD] = ConfigRecord({Key.CURRENT_ROUND: 1})
