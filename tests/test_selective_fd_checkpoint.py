@@ -172,8 +172,8 @@ def test_a_secret_noise_run_resumes_with_fresh_noise_and_its_checkpoint_holds_no
     with np.load(path, allow_pickle=False) as stored:
         text = " ".join(str(stored[name]) for name in stored.files if stored[name].dtype.kind == "U")
     # random_state's generators (PCG64) only: no secret generator's state, no noise seed (the models' is None)
-    assert "PCG64" in text and "AESCounter" not in text and '"noise_seed": null' in text
-    assert not re.search(r'"noise_seed": [0-9]', text)
+    assert "PCG64" in text and "AESCounter" not in text and "noise_seed" in text
+    assert not re.search(r'noise_seed\\*": [0-9]', text)  # the models' noise_seed is null (JSON within JSON)
     resumed = run().fit(parties, proxy, checkpoint=path)
     whole = run().fit(parties, proxy)
     assert resumed.n_rounds_ == whole.n_rounds_ == 3
