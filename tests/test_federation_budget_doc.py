@@ -4,7 +4,6 @@ SuperNode line's node config given to the in-process grid of tests/test_federati
 from __future__ import annotations
 
 import contextlib
-import importlib.util
 import io
 import json
 import re
@@ -58,8 +57,7 @@ def test_the_silo_budget_walkthrough_runs_as_written(federation, task_identity, 
     assert privfed.SiloBudget.open(tmp_path / "budget-b.jsonl").charges == ()
 
     # Hospital A's SuperNode, with the node config the page gives it, over Flower's messages.
-    if importlib.util.find_spec("flwr") is None:
-        pytest.skip("flwr is not installed")
+    pytest.importorskip("flwr")
     from privfed.federation.server_app import ServerJob, run_server
     from test_federation import LocalGrid
 
