@@ -57,6 +57,7 @@ from privfed.manifest import (
 )
 from privfed.model_card import CARD_DATA_FILE, card_data_document, render_model_card
 from privfed.publish import check_replaceable, fsync_path, publish_folder, write_file
+from privfed.skops_import import import_skops_io
 
 __all__ = [
     "LEDGER_FILE",
@@ -145,18 +146,18 @@ def _write_model(model: Any, family: str, directory: Path) -> dict[str, Any]:
         return {"family": family, "class": f"xgboost.{name}", "format": "xgboost UBJSON (save_model)",
                 "files": ["model.ubj"]}
     if family == "sklearn":
-        import skops.io
+        skops_io = import_skops_io()
 
         path = directory / "model.skops"
         try:
-            skops.io.dump(model, path)
+            skops_io.dump(model, path)
         except Exception as error:  # skops reduces every attribute; some objects (torch tensors) cannot be
             path.unlink(missing_ok=True)
             raise TypeError(
                 f"model {type(model).__name__} could not be written with skops ({type(error).__name__}: {error}); "
                 "a privfed pipeline is saved through its final_model_, a torch network through TorchClassifier"
             ) from None
-        untrusted = sorted(set(skops.io.get_untrusted_types(file=path)) - set(SKOPS_TRUSTED_TYPES))
+        untrusted = sorted(set(skops_io.get_untrusted_types(file=path)) - set(SKOPS_TRUSTED_TYPES))
         if untrusted:
             path.unlink()
             raise TypeError(
@@ -246,17 +247,17 @@ def _read_model(
             model.load_model(bytearray(files["model.ubj"]))
             return model
         if family == "sklearn":
-            import skops.io
+            skops_io = import_skops_io()
 
             data = files["model.skops"]
-            untrusted = skops.io.get_untrusted_types(data=data)
+            untrusted = skops_io.get_untrusted_types(data=data)
             refused = sorted(set(untrusted) - set(SKOPS_TRUSTED_TYPES))
             if refused:
                 raise BundleError(
                     f"model.skops needs types outside privfed's trusted list {refused}; refusing to load it "
                     "(they could execute code)"
                 )
-            return skops.io.loads(data, trusted=list(untrusted))
+            return skops_io.loads(data, trusted=list(untrusted))
         if family == "torch-safe-state":
             import safetensors.numpy
 

@@ -15,6 +15,7 @@ from typing import Any
 from privfed.accounting.ledger import Ledger, LedgerFormatError, LedgerIntegrityError
 from privfed.audit.report import INTEGRITY_MEANING, UNSAFE_MEANING, Check
 from privfed.bundle import SKOPS_TRUSTED_TYPES, BundleError, open_bundle_files
+from privfed.skops_import import import_skops_io
 
 __all__ = ["load_bundle_model", "load_foreign_model"]
 
@@ -72,14 +73,14 @@ def _read_foreign_model(path: Path, *, module: Any) -> tuple[Any, Check]:
         return None, Check("safe loading", "fail", f"refused: {path.name} is not in a format privfed reads safely "
                            f"({', '.join(_FOREIGN_SUFFIXES)})", UNSAFE_MEANING, "safe-loading")
     if suffix == ".skops":
-        import skops.io
+        skops_io = import_skops_io()
 
-        untrusted = skops.io.get_untrusted_types(file=path)
+        untrusted = skops_io.get_untrusted_types(file=path)
         refused = sorted(set(untrusted) - set(SKOPS_TRUSTED_TYPES))
         if refused:
             return None, Check("safe loading", "fail", f"refused: {path.name} needs types outside privfed's trusted "
                                f"list: {refused}", UNSAFE_MEANING, "safe-loading")
-        model = skops.io.load(path, trusted=list(untrusted))
+        model = skops_io.load(path, trusted=list(untrusted))
         return model, Check("safe loading", "pass", f"{type(model).__name__} loaded with skops and a trusted-type list")
     if suffix in (".ubj", ".json"):
         import xgboost
