@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import pickle
+import subprocess
+import sys
 import warnings
 
 import numpy as np
@@ -238,6 +240,30 @@ def test_untrusted_sklearn_types_are_refused(tmp_path, data, forest, ledger):
     _edit_ledger(path, lambda d: d["model"]["files"].update({"model.skops": file_sha256(path / "model.skops")}))
     with pytest.raises(BundleError, match="types outside privfed's trusted list .*CustomEstimator.*refusing"):
         load_bundle(path)
+
+
+#: Run in a fresh interpreter: audit and load a scikit-learn bundle, then report what got imported.
+_AUDIT_WITHOUT_TORCH = """
+import importlib.util, json, sys
+from privfed import audit, load_bundle
+report = audit(sys.argv[1])
+model, _ = load_bundle(sys.argv[1])
+print(json.dumps({"safe loading": report.check("safe loading").status, "model": type(model).__name__,
+                  "torch imported": sorted(name for name in sys.modules if name.split(".")[0] == "torch"),
+                  "torch namespace findable": importlib.util.find_spec("sklearn.externals.array_api_compat.torch")
+                  is not None}))
+"""
+
+
+def test_auditing_a_sklearn_bundle_never_imports_torch(tmp_path, forest, ledger):
+    path = save_bundle(forest, tmp_path / "bundle", ledger)
+    result = subprocess.run([sys.executable, "-c", _AUDIT_WITHOUT_TORCH, str(path)], capture_output=True, text=True,
+                            check=True)
+    seen = json.loads(result.stdout.strip().splitlines()[-1])
+    # The model is really loaded (through skops), torch never is, and scikit-learn's own torch namespace is
+    # importable again afterwards: only skops' type-list walk was spared it.
+    assert seen == {"safe loading": "pass", "model": "RandomForestClassifier", "torch imported": [],
+                    "torch namespace findable": True}
 
 
 def test_pickle_family_is_refused(tmp_path, forest, ledger):
