@@ -45,6 +45,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from fedkt import SETTINGS, fedkt_for, prepare  # noqa: E402  (bench/fedkt.py: the paper's settings)
 
 from bench import provenance  # noqa: E402
+from bench.processes import descendants_cpu  # noqa: E402
 
 #: The in-process sides: label → (n_jobs, joblib backend; None: joblib's default, loky processes).
 SIDES = {"n_jobs=1": (1, None), "n_jobs=2 processes": (2, None), "n_jobs=2 threads": (2, "threading")}
@@ -60,25 +61,6 @@ def _peak_mib() -> float:
         if line.startswith("VmHWM:"):
             return int(line.split()[1]) / 1024
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-
-
-def descendants_cpu() -> dict[int, float]:
-    """CPU seconds (user + system) of each live descendant process of this one (joblib's workers), from /proc."""
-    parents, cpu = {}, {}
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        parents[int(entry.name)] = int(fields[1])
-        cpu[int(entry.name)] = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-    mine, frontier = set(), {os.getpid()}
-    while frontier:
-        frontier = {pid for pid, parent in parents.items() if parent in frontier} - mine
-        mine |= frontier
-    return {pid: cpu[pid] for pid in mine}
 
 
 def in_process(setting, split, n_jobs: int, backend: str | None) -> tuple[object, dict]:

@@ -30,6 +30,7 @@ from sklearn.datasets import load_digits  # noqa: E402
 from sklearn.ensemble import RandomForestClassifier  # noqa: E402
 
 from bench import provenance  # noqa: E402
+from bench.processes import descendants_cpu  # noqa: E402
 
 #: The sides: label → n_jobs (None: the executor's choice from the idle cores).
 SIDES = {"n_jobs=1": 1, "n_jobs=2": 2, "n_jobs=None (idle cores)": None}
@@ -40,23 +41,9 @@ _SPINNERS: set[int] = set()
 
 
 def _descendants_cpu() -> float:
-    """CPU seconds (user + system) of the live descendant processes of this one (joblib's workers), from /proc;
-    the spinner left out."""
-    parents, cpu = {}, {}
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        parents[int(entry.name)] = int(fields[1])
-        cpu[int(entry.name)] = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-    mine, frontier = set(), {os.getpid()}
-    while frontier:
-        frontier = {pid for pid, parent in parents.items() if parent in frontier} - mine
-        mine |= frontier
-    return sum(cpu[pid] for pid in mine - _SPINNERS)
+    """CPU seconds (user + system) of the live descendant processes of this one (joblib's workers); the spinner
+    left out."""
+    return sum(seconds for pid, seconds in descendants_cpu().items() if pid not in _SPINNERS)
 
 
 def _cpu_seconds() -> float:
