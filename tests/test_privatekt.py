@@ -214,7 +214,7 @@ def test_ledger_and_client_epsilons_equal_account(digits):
 def test_forest_model_and_bundle_round_trip(digits, tmp_path):
     parties, public, (X_test, y_test) = digits
     model = small(RandomForestClassifier(n_estimators=10), rounds=3, epsilon_per_round=50.0).fit(parties, public)
-    assert model.score(X_test, y_test) > 0.3
+    assert model.score(X_test, y_test) > 0.2  # chance 0.1; with secret coins 0.32–0.49 over 15 runs, once < 0.3
     path = privfed.save_bundle(model.global_model_, tmp_path / "privatekt", model.ledger_)
     loaded, ledger = privfed.load_bundle(path)
     np.testing.assert_array_equal(loaded.predict_proba(X_test), model.global_model_.predict_proba(X_test))
