@@ -139,14 +139,6 @@ class NoiseSource:
         """``n`` independent sources: fresh secret ones, or seeded from :meth:`child_seeds`."""
         return [NoiseSource.for_task(seed) for seed in self.child_seeds(n)]
 
-    def integer_seed(self) -> int:
-        """An integer seed for a library that takes only seeds (e.g. a ``torch.Generator``), drawn from this source.
-
-        Secret when the source is: 63 bits from the secure generator, never recorded. (Prefer drawing the noise
-        from :attr:`generator` itself: a library's own generator is usually not cryptographically secure.)
-        """
-        return int(self._generator.integers(0, 2**63, dtype=np.int64))
-
     def provenance(self) -> dict[str, Any]:
         """What a ledger records: the kind of source and the generator — and the seed only when seeded."""
         if self._seed is None:
