@@ -42,7 +42,7 @@ multiplies the cost by the number of epochs — available as
 
 **The coordinator's view.** ``aggregator="skellam", secure_aggregation=True, sigma=σ`` removes the
 trusted server: each party adds its Skellam share to its integer logit levels and the coordinator
-receives only their noisy sum (:mod:`privfed.pipelines.fedkd_secure`; in process only), so the same
+receives only their noisy sum (:mod:`privfed.pipelines.fedkd_secure`; over Flower through SecAgg+), so the same
 Skellam ε bounds the coordinator and the public. ``classes=`` (the public label set) makes every party
 withhold its size and labels in the schema exchange, its class counts (``weighting="auto"`` is then
 uniform) and its model's parameter count. With both (and a DP-SGD sampling rate that does not depend on
@@ -155,7 +155,7 @@ class FedKD(ClassifierMixin, BaseEstimator):
         party's quantized logits first). ``"skellam"`` (with ``secure_aggregation=True``, ``sigma``,
         ``gamma=None``): each party adds its share of Skellam noise to its integer logit levels and
         only the noisy sum reaches the server; uniform weights (:mod:`privfed.pipelines.fedkd_secure`).
-        In process only: a Flower run refuses it.
+        Over Flower the sum is Flower's SecAgg+ (``privfed.federation.secure_aggregation``, as for FedKT).
     secure_aggregation : bool, default=False
         True exactly when ``aggregator="skellam"``.
     sigma : float, default=None

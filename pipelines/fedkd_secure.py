@@ -22,8 +22,9 @@ examples compose (``count``). The release is :class:`~privfed.accounting.skellam
 those sensitivities, party and example level, for both observers: the coordinator receives only the noisy
 sum, the public the server model distilled from it (post-processing).
 
-In process only: Flower's SecAgg+ path (``privfed.federation.secure_aggregation``) is written for FedKT's
-vote histograms, so :func:`secure_level_sum` stands in for it and a Flower run refuses this setting.
+Over Flower the sum is Flower's own SecAgg+ (``privfed.federation.secure_aggregation``, the adapter FedKT's
+vote histograms use too): each party keeps its noisy levels until SecAgg+ asks for them masked, and the server
+learns only the sum; in process :func:`secure_level_sum` stands in for it. Both give the same ledger.
 """
 
 from __future__ import annotations

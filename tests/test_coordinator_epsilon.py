@@ -236,10 +236,9 @@ def test_selective_fd_private_configuration_is_finite_for_both_observers(digits)
 
 
 # --- over the Flower apps (an in-process grid) ------------------------------------------------------------
-def test_fedkd_with_public_classes_over_the_apps_reproduces_fit_and_refuses_the_secure_sum(
-        federation, task_identity) -> None:
+def test_fedkd_with_public_classes_over_the_apps_reproduces_fit(federation, task_identity) -> None:
     """The schema query carries the public label set; the Flower ledger equals fit's, without the schema entry.
-    FedKD's secure sum is in process only: the apps refuse it rather than send logits in clear."""
+    (FedKD's secure sum over SecAgg+: ``test_federation_secure_fedkd.py``.)"""
     pytest.importorskip("flwr")
     from privfed.federation.server_app import ServerJob, run_server
     from tests.test_federation import LocalGrid
@@ -255,8 +254,6 @@ def test_fedkd_with_public_classes_over_the_apps_reproduces_fit_and_refuses_the_
     np.testing.assert_array_equal(flower.noisy_ensemble_, local.noisy_ensemble_)
     assert [e.description for e in flower.ledger_.entries] == [e.description for e in local.ledger_.entries]
     assert schema_entries(flower.ledger_) == [] and flower.weighting_ == "uniform"
-    with pytest.raises(ValueError, match="FedKD with secure_aggregation=True runs in process only"):
-        run_server(LocalGrid(paths), ServerJob(secure_fedkd(), public, num_supernodes=3, timeout=5))
 
 
 def test_a_party_refuses_a_share_without_a_public_grid(digits) -> None:

@@ -23,6 +23,7 @@ from privfed.federation.secure_aggregation import (
     is_vote_request,
     noisy_votes_reply,
     secure_aggregation_mod,
+    sends_through_secure_sum,
     store_noisy_votes,
 )
 from privfed.federation.task import (
@@ -35,7 +36,6 @@ from privfed.federation.task import (
     to_recorddict,
 )
 from privfed.pipelines.fedkd_steps import FedKDTask, fedkd_party_step, fedkd_planned_release
-from privfed.pipelines.fedkt_secure import SECURE_AGGREGATOR
 from privfed.pipelines.fedkt_steps import FedKTTask, fedkt_party_step, fedkt_planned_release
 from privfed.pipelines.messages import DEFAULT_MAX_BYTES, MessageError
 from privfed.pipelines.party_schema import describe_party
@@ -200,7 +200,7 @@ def make_client_app(data_paths: Sequence[str] | None = None) -> Any:
 
     @client.train(mods=[secure_aggregation_mod])
     def train(message: Any, context: Any) -> Any:
-        if is_vote_request(message.content):  # SecAgg+ (FedKT, secure_aggregation=True) asks for the histogram
+        if is_vote_request(message.content):  # SecAgg+ (secure_aggregation=True) asks for the noisy vector
             return noisy_votes_reply(message, context.state)
         records, config = from_recorddict(message.content, sender="the server")
         if len(records) != 1 or records[0].kind not in _TASKS:
@@ -220,7 +220,7 @@ def make_client_app(data_paths: Sequence[str] | None = None) -> Any:
         task = kind.from_record(records[0], sender="the server", shapes={features: (None, *X.shape[1:])},
                                 max_bytes=max_bytes)
         sent = run_step(task, X, y, config, f"party {_party_index(context)}")
-        if isinstance(task, FedKTTask) and task.party_noise == SECURE_AGGREGATOR:
+        if sends_through_secure_sum(task):
             sent = store_noisy_votes(sent, context.state)  # sent later, masked, through SecAgg+
         return Message(to_recorddict([reply.to_record() for reply in sent]), reply_to=message)
 

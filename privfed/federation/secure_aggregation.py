@@ -1,23 +1,27 @@
-"""FedKT's noisy vote sum over Flower's own SecAgg+ (``FedKT(aggregator="skellam", secure_aggregation=True)``).
+"""A noisy integer sum over Flower's own SecAgg+: FedKT's vote histograms and FedKD's logit levels.
 
-privfed writes no cryptography: the ClientApp's default ``train`` function runs under Flower's
-``secaggplus_mod`` (:func:`secure_aggregation_mod` routes only SecAgg+ messages to it), and the
-ServerApp runs Flower's ``SecAggPlusWorkflow`` under a ``LegacyContext`` whose ``Strategy``
-(:class:`_VoteSumStrategy`) asks every party that took its FedKT task for its stored noisy histogram.
+``FedKT(aggregator="skellam", secure_aggregation=True)`` and ``FedKD(aggregator="skellam",
+secure_aggregation=True)`` share this one adapter. privfed writes no cryptography: the ClientApp's default
+``train`` function runs under Flower's ``secaggplus_mod`` (:func:`secure_aggregation_mod` routes only SecAgg+
+messages to it), and the ServerApp runs Flower's ``SecAggPlusWorkflow`` under a ``LegacyContext`` whose
+``Strategy`` (:class:`_SecureSumStrategy`) asks every party that took its task for its stored noisy vector.
 
 The exchange, after the schema step:
 
-1. ``train`` with each party's ``FedKTTask`` (``party_noise="skellam"``): the party trains, computes its
-   noisy consistent-vote histogram and keeps it in its ``context.state``; it replies with its DP
+1. ``train`` with each party's task (``FedKTTask`` with ``party_noise="skellam"``, or ``FedKDTask`` with a
+   ``skellam_share_variance``): the party computes its integer vector (FedKT: its consistent-vote histogram;
+   FedKD: its quantized logit levels), adds its own Skellam share (:mod:`privfed.pipelines.secure_sum`) and
+   keeps the noisy vector in its ``context.state`` (:func:`store_noisy_votes`); it replies with its DP
    training report only (or nothing);
 2. ``SecAggPlusWorkflow`` (four ``train`` stages: setup, key sharing, masked vectors, unmasking): in the
-   masked-vectors stage ``secaggplus_mod`` calls the ClientApp, which answers with the stored histogram
-   as a FitRes (``num_examples=1``); Flower masks it, and the server learns only the sum.
+   masked-vectors stage ``secaggplus_mod`` calls the ClientApp, which answers with the stored vector
+   as a FitRes (``num_examples=1``, :func:`noisy_votes_reply`); Flower masks it, and the server learns only
+   the sum (:func:`secaggplus_sum`; per pipeline :func:`secaggplus_vote_sum`, :func:`secaggplus_level_sum`).
 
 Exact integers: SecAgg+ clips each value to ±``clipping_range``, maps it to ``(x + c)·q/(2c)`` with
 ``q = quantization_range`` and a weight ``num_examples/max_weight``, sums modulo ``modulus_range``
 and returns the weighted average. With ``clipping_range = B`` (an integer bound the party checks its
-noisy counts against, :func:`~privfed.pipelines.fedkt_secure.secure_value_bound`),
+noisy values against, :func:`~privfed.pipelines.secure_sum.secure_value_bound`),
 ``quantization_range = 2B``, ``num_examples = max_weight = 1``, each integer x maps to x + B exactly
 (stochastic rounding of an integer is the integer), the sum of n parties stays below
 ``modulus_range = 2³²`` while n·2B < 2³², and the average times the n contributors is the integer sum
@@ -26,22 +30,29 @@ noisy counts against, :func:`~privfed.pipelines.fedkt_secure.secure_value_bound`
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
-from privfed.pipelines.fedkt_secure import FedKTNoisyVotes, FedKTVoteSum, secure_value_bound
+from privfed.pipelines.fedkd_secure import FedKDLevelSum, FedKDNoisyLevels
+from privfed.pipelines.fedkd_steps import FedKDTask
+from privfed.pipelines.fedkt_secure import SECURE_AGGREGATOR, FedKTNoisyVotes, FedKTVoteSum
+from privfed.pipelines.fedkt_steps import FedKTTask
 from privfed.pipelines.messages import MessageError
+from privfed.pipelines.secure_sum import secure_value_bound
 
-__all__ = ["MODULUS_RANGE", "is_vote_request", "noisy_votes_reply", "secaggplus_vote_sum", "secure_aggregation_mod",
+__all__ = ["MODULUS_RANGE", "SECURE_SUM_MESSAGES", "is_vote_request", "noisy_votes_reply", "secaggplus_level_sum",
+           "secaggplus_sum", "secaggplus_vote_sum", "secure_aggregation_mod", "sends_through_secure_sum",
            "store_noisy_votes", "vote_sum_from_average"]
 
 #: SecAgg+'s modulus: the largest Flower 1.41 supports (2³²).
 MODULUS_RANGE = 2**32
-#: Where a party keeps its noisy histogram between its train step and the SecAgg+ stages.
-_STATE_KEY = "privfed.fedkt-noisy-votes"
-#: The FitIns config key that asks for the stored histogram.
+#: The messages a party sends only masked, through SecAgg+: its noisy integer vector (one array each).
+SECURE_SUM_MESSAGES = (FedKTNoisyVotes, FedKDNoisyLevels)
+#: Where a party keeps its noisy vector between its train step and the SecAgg+ stages.
+_STATE_KEY = "privfed.secure-sum-vector"
+#: The FitIns config key that asks for the stored vector.
 _REQUEST = "privfed-request"
 
 
@@ -55,35 +66,45 @@ def secure_aggregation_mod(message: Any, context: Any, call_next: Any) -> Any:
     return call_next(message, context)
 
 
+def sends_through_secure_sum(task: Any) -> bool:
+    """Whether a party's ``task`` has it send its noisy vector only through SecAgg+ (FedKT's or FedKD's Skellam
+    setting: ``party_noise="skellam"``, or a ``skellam_share_variance``)."""
+    if isinstance(task, FedKTTask):
+        return task.party_noise == SECURE_AGGREGATOR
+    return isinstance(task, FedKDTask) and task.skellam_share_variance is not None
+
+
 def is_vote_request(content: Any) -> bool:
-    """Whether a ``train`` message is SecAgg+'s masked-vectors call for the stored histogram (a FitIns)."""
+    """Whether a ``train`` message is SecAgg+'s masked-vectors call for the stored noisy vector (a FitIns)."""
     return "fitins.config" in content.config_records
 
 
 def store_noisy_votes(sent: list, state: Any) -> list:
-    """Keep the party's :class:`FedKTNoisyVotes` in ``state`` (for SecAgg+); return the other messages to send."""
+    """Keep the party's noisy integer vector (one of :data:`SECURE_SUM_MESSAGES`: FedKT's histogram, FedKD's
+    levels) in ``state`` for SecAgg+; return the other messages to send."""
     from flwr.app import Array, ArrayRecord
 
-    mine = [message for message in sent if isinstance(message, FedKTNoisyVotes)]
+    mine = [message for message in sent if isinstance(message, SECURE_SUM_MESSAGES)]
     if len(mine) != 1:
-        raise MessageError(f"the FedKT party step made {len(mine)} noisy histograms, expected 1")
-    votes = np.asarray(mine[0].noisy_votes)
-    if votes.dtype.kind not in "iu":
-        raise MessageError(f"the FedKT party step's noisy histogram must hold integers, got dtype {votes.dtype}")
-    state[_STATE_KEY] = ArrayRecord({"noisy_votes": Array(votes)})
-    return [message for message in sent if not isinstance(message, FedKTNoisyVotes)]
+        raise MessageError(f"the party step made {len(mine)} noisy vectors for secure aggregation, expected 1")
+    (name,) = type(mine[0]).ARRAYS
+    values = np.asarray(getattr(mine[0], name))
+    if values.dtype.kind not in "iu":
+        raise MessageError(f"the party step's noisy {mine[0].KIND} must hold integers, got dtype {values.dtype}")
+    state[_STATE_KEY] = ArrayRecord({"noisy_vector": Array(values)})
+    return [message for message in sent if not isinstance(message, SECURE_SUM_MESSAGES)]
 
 
 def noisy_votes_reply(message: Any, state: Any) -> Any:
-    """The ClientApp's answer to SecAgg+'s masked-vectors call: the stored histogram as FitRes parameters."""
+    """The ClientApp's answer to SecAgg+'s masked-vectors call: the stored noisy vector as FitRes parameters."""
     from flwr.app import Message
     from flwr.common import Code, FitRes, Status, ndarrays_to_parameters
     from flwr.compat.common import recorddict_compat as compat
 
     if _STATE_KEY not in state:
-        raise MessageError("secure aggregation asked for a noisy vote histogram this party has not computed")
-    votes = state[_STATE_KEY]["noisy_votes"].numpy()
-    del state[_STATE_KEY]  # one histogram, summed once
+        raise MessageError("secure aggregation asked for a noisy vector this party has not computed")
+    votes = state[_STATE_KEY]["noisy_vector"].numpy()
+    del state[_STATE_KEY]  # one vector, summed once
     reply = FitRes(Status(Code.OK, ""), ndarrays_to_parameters([votes]), num_examples=1, metrics={})
     return Message(compat.fitres_to_recorddict(reply, keep_input=True), reply_to=message)
 
@@ -119,11 +140,11 @@ def vote_sum_from_average(average: Any, contributors: int, bound: int) -> np.nda
 
 
 def _strategy(proxies: Mapping[int, Any], bound: int) -> Any:
-    """A Flower ``Strategy`` that asks ``proxies`` for their stored histograms and keeps the sum SecAgg+ returns."""
+    """A Flower ``Strategy`` that asks ``proxies`` for their stored noisy vectors and keeps the sum SecAgg+ returns."""
     from flwr.common import FitIns, ndarrays_to_parameters, parameters_to_ndarrays
     from flwr.server.strategy import Strategy
 
-    class _VoteSumStrategy(Strategy):
+    class _SecureSumStrategy(Strategy):
         """configure_fit: every party, once; aggregate_fit: average × contributors = the integer sum."""
 
         vote_sum: np.ndarray | None = None
@@ -133,7 +154,7 @@ def _strategy(proxies: Mapping[int, Any], bound: int) -> Any:
             return None
 
         def configure_fit(self, server_round: int, parameters: Any, client_manager: Any) -> list:
-            request = FitIns(ndarrays_to_parameters([]), {_REQUEST: FedKTNoisyVotes.KIND})
+            request = FitIns(ndarrays_to_parameters([]), {_REQUEST: "noisy-vector"})
             return [(proxy, request) for proxy in proxies.values()]
 
         def aggregate_fit(self, server_round: int, results: list, failures: list) -> tuple[None, dict]:
@@ -152,18 +173,45 @@ def _strategy(proxies: Mapping[int, Any], bound: int) -> Any:
         def evaluate(self, server_round: int, parameters: Any) -> None:
             return None
 
-    return _VoteSumStrategy()
+    return _SecureSumStrategy()
 
 
 def secaggplus_vote_sum(grid: Any, tasks: Mapping[int, Any], *, n_parties: int, timeout: float | None) -> FedKTVoteSum:
-    """Run Flower's ``SecAggPlusWorkflow`` over the nodes in ``tasks`` (node → its FedKTTask) and return the sum.
+    """FedKT: :func:`secaggplus_sum` over the nodes in ``tasks`` (node → its FedKTTask), as a :class:`FedKTVoteSum`.
+
+    ``n_parties`` is the number of parties the noise shares were planned for. The coordinator and up to
+    n − 2 colluding parties learn at most the sum of the other parties' histograms, and n − 1 colluders the
+    last party's own noisy histogram: the ledger's coordinator entry, computed for ``FedKT(collusion=c)``
+    colluders at the honest shares' variance (:mod:`privfed.pipelines.fedkt_secure`), holds for every c up to n − 1.
+    """
+    first = next(iter(tasks.values()))
+    total, contributors = secaggplus_sum(grid, sorted(tasks), bound=secure_value_bound(first.n_partitions,
+                                                                                       first.noise_scale),
+                                         timeout=timeout)
+    return FedKTVoteSum(vote_sum=total, n_parties=n_parties, n_contributors=contributors)
+
+
+def secaggplus_level_sum(grid: Any, tasks: Mapping[int, Any], *, n_parties: int,
+                         timeout: float | None) -> FedKDLevelSum:
+    """FedKD: :func:`secaggplus_sum` over the nodes in ``tasks`` (node → its FedKDTask), as a :class:`FedKDLevelSum`.
+
+    Each party's noisy levels lie within ±B, B = :func:`secure_value_bound` of its grid (S) and its share's
+    variance; ``n_parties`` is the number of parties the noise shares were planned for. The coordinator receives
+    the sum only; the ledger accounts it at the realised variance of the contributors' shares
+    (:mod:`privfed.pipelines.fedkd_secure`).
+    """
+    first = next(iter(tasks.values()))
+    bound = secure_value_bound(first.quantization_scale, first.skellam_share_variance)
+    total, contributors = secaggplus_sum(grid, sorted(tasks), bound=bound, timeout=timeout)
+    return FedKDLevelSum(level_sum=total, n_parties=n_parties, n_contributors=contributors)
+
+
+def secaggplus_sum(grid: Any, nodes: Sequence[int], *, bound: int, timeout: float | None) -> tuple[np.ndarray, int]:
+    """Run Flower's ``SecAggPlusWorkflow`` over ``nodes``, each holding a stored noisy integer vector within
+    ±``bound`` (:func:`store_noisy_votes`); return the integer sum and how many vectors it adds.
 
     The reconstruction threshold is n − 1 of the n nodes (at least 2): one party may drop out during the
-    protocol and the sum of the others is still recovered; ``n_parties`` is the number of parties the noise
-    shares were planned for. The coordinator and up to n − 2 colluding parties learn at most the sum of the
-    other parties' histograms, and n − 1 colluders the last party's own noisy histogram: the ledger's
-    coordinator entry, computed for ``FedKT(collusion=c)`` colluders at the honest shares' variance
-    (:mod:`privfed.pipelines.fedkt_secure`), holds for every c up to n − 1.
+    protocol and the sum of the others is still recovered.
     """
     from flwr.app import ArrayRecord, ConfigRecord, Context, RecordDict
     from flwr.server.compat.grid_client_proxy import GridClientProxy
@@ -171,13 +219,11 @@ def secaggplus_vote_sum(grid: Any, tasks: Mapping[int, Any], *, n_parties: int, 
     from flwr.server.workflow import SecAggPlusWorkflow
     from flwr.server.workflow.constant import MAIN_CONFIGS_RECORD, MAIN_PARAMS_RECORD, Key
 
-    first = next(iter(tasks.values()))
-    bound = secure_value_bound(first.n_partitions, first.noise_scale)
-    nodes = sorted(tasks)
+    nodes = sorted(nodes)
     if len(nodes) < 2:
         raise ValueError(f"secure aggregation needs at least 2 parties to take part, got {len(nodes)}")
     if len(nodes) * 2 * bound >= MODULUS_RANGE:
-        raise ValueError(f"secure aggregation of {len(nodes)} histograms with values in ±{bound} would overflow "
+        raise ValueError(f"secure aggregation of {len(nodes)} vectors with values in ±{bound} would overflow "
                          f"SecAgg+'s modulus 2**32; lower sigma or the number of parties")
     run_id = getattr(getattr(grid, "run", None), "run_id", 0)
     strategy = _strategy({node: GridClientProxy(node_id=node, grid=grid, run_id=run_id) for node in nodes}, bound)
@@ -194,4 +240,4 @@ def secaggplus_vote_sum(grid: Any, tasks: Mapping[int, Any], *, n_parties: int, 
     if strategy.vote_sum is None:
         raise MessageError("SecAgg+ halted before the sum was recovered (fewer parties than its reconstruction "
                            f"threshold {max(2, len(nodes) - 1)} of {len(nodes)} took part); nothing was written")
-    return FedKTVoteSum(vote_sum=strategy.vote_sum, n_parties=n_parties, n_contributors=strategy.contributors)
+    return strategy.vote_sum, strategy.contributors

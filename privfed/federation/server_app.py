@@ -253,7 +253,7 @@ def _train_fedkt(grid, job, model, public, schemas, classes, order, names) -> No
     tasks: list[FedKTTask] = fedkt_tasks(model, schemas, classes, public, party_seeds, ordered_names,
                                          noise_source=noise_source)
     if model.secure_aggregation:
-        replies, sent, ordered_names = _secure_vote_sum(grid, job, tasks, order, names, specs)
+        replies, sent, ordered_names = _secure_vote_sum(grid, job, model, tasks, order, names, specs)
     else:
         sent = _send_tasks(grid, job, tasks, order, names, [specs] * len(order))
         kept = _without_refusals(model, sent, order, names, "FedKT")
@@ -268,24 +268,32 @@ def _train_fedkt(grid, job, model, public, schemas, classes, order, names) -> No
     model._set_fitted(fitted, classes, record_sizes([first + rest for first, rest in zip(schema_records, sent)]))
 
 
-def _secure_vote_sum(grid, job, tasks, order, names, specs) -> tuple[Any, list, list[str]]:
-    """FedKT under secure aggregation: the tasks (a party that does not reply drops out with its noise share),
-    then Flower's SecAgg+ over the parties that took theirs; the vote sum, their DP training reports, their names.
-
-    A party's train reply holds at most its DP training report: its noisy histogram waits in its own state
-    for SecAgg+ (:mod:`privfed.federation.secure_aggregation`).
-    """
-    from privfed.federation.secure_aggregation import secaggplus_vote_sum
-
-    contents = {node: to_recorddict([task.to_record()], {**specs, "max-message-bytes": int(job.max_message_bytes)})
-                for node, task in zip(order, tasks)}
+def _secure_train(grid, job, model, tasks, order, names, configs) -> tuple[list[int], list]:
+    """Under secure aggregation, the tasks: a party that does not reply, or whose silo refuses (recorded in
+    ``model.refused_``), drops out with its noise share. Returns the nodes that took theirs and what each sent
+    back: at most its DP training report, since its noisy vector waits in its own state for SecAgg+
+    (:mod:`privfed.federation.secure_aggregation`)."""
+    contents = {node: to_recorddict([task.to_record()], {**config, "max-message-bytes": int(job.max_message_bytes)})
+                for node, task, config in zip(order, tasks, configs)}
     received, _ = _exchange_allowing_missing(grid, contents, "train", names, job.timeout, "train")
-    present = [node for node in order if node in received]
+    model.refused_ = refusals_in([received[node][0] if node in received else [] for node in order],
+                                 [names[node] for node in order])
+    refused = {order[refusal.party] for refusal in model.refused_}
+    present = [node for node in order if node in received and node not in refused]
     sent = [received[node][0] for node in present]
     for node, records in zip(present, sent):
         if any(record.kind != DPTrainingReport.KIND for record in records):
             raise MessageError(f"{names[node]} sent {[r.kind for r in records]} to the secure train step, expected "
                                f"at most its {DPTrainingReport.KIND!r} report")
+    return present, sent
+
+
+def _secure_vote_sum(grid, job, model, tasks, order, names, specs) -> tuple[Any, list, list[str]]:
+    """FedKT under secure aggregation: the tasks (:func:`_secure_train`), then Flower's SecAgg+ over the parties
+    that took theirs; the vote sum, their DP training reports, their names."""
+    from privfed.federation.secure_aggregation import secaggplus_vote_sum
+
+    present, sent = _secure_train(grid, job, model, tasks, order, names, [specs] * len(order))
     by_node = dict(zip(order, tasks))
     vote_sum = secaggplus_vote_sum(grid, {node: by_node[node] for node in present}, n_parties=len(order),
                                    timeout=job.timeout)
@@ -299,9 +307,6 @@ def _train_fedkd(grid, job, model, public, schemas, classes, order, names) -> No
     """FedKD: tasks with the public set; replies with quantized logits and class counts; the server distils."""
     if len(classes) < 2:
         raise ValueError(f"the parties' labels hold a single class {classes[0]!r}; FedKD needs at least 2")
-    if model.secure_aggregation:  # Flower's SecAgg+ path (secure_aggregation.py) sums FedKT's vote histograms only
-        raise ValueError("FedKD with secure_aggregation=True runs in process only (FedKD.fit); over Flower use "
-                         "aggregator='laplace'")
     model.classes_ = classes
     models = local_models(model, len(order))
     configs = [{"local-model": model_spec(m, name=f"local_model[{i}]")} for i, m in enumerate(models)]
@@ -310,14 +315,39 @@ def _train_fedkd(grid, job, model, public, schemas, classes, order, names) -> No
     noise = model._noise_source()  # secret by default: the tasks then carry no noise seed
     tasks = fedkd_tasks(model, public, classes, party_seeds, len(order),
                         noise_seeds=party_noise_seeds(noise, len(order)))
-    sent = _send_tasks(grid, job, tasks, order, names, configs)
-    kept = _without_refusals(model, sent, order, names, "FedKD")
-    tasks, sent, models, schemas = ([items[index] for index in kept] for items in (tasks, sent, models, schemas))
-    ordered_names = [names[order[index]] for index in kept]
-    replies = receive_fedkd_replies(tasks, sent, ordered_names, max_bytes=job.max_message_bytes)
+    if model.secure_aggregation:  # only the sum of the parties' noisy levels reaches the server, through SecAgg+
+        replies, sent, models, schemas, ordered_names = _secure_level_sum(grid, job, model, tasks, order, names,
+                                                                          configs, models, schemas)
+    else:
+        sent = _send_tasks(grid, job, tasks, order, names, configs)
+        kept = _without_refusals(model, sent, order, names, "FedKD")
+        tasks, sent, models, schemas = ([items[index] for index in kept] for items in (tasks, sent, models, schemas))
+        ordered_names = [names[order[index]] for index in kept]
+        replies = receive_fedkd_replies(tasks, sent, ordered_names, max_bytes=job.max_message_bytes)
     trainings = receive_trainings(sent, ordered_names, max_bytes=job.max_message_bytes, models=models)
     model._set_fitted(fedkd_server_step(model, replies, public, server_seeds, int(seed_sequence.entropy), trainings,
                                         noise=noise, schemas=None if model.multilabel else schemas))
+
+
+def _secure_level_sum(grid, job, model, tasks, order, names, configs, models, schemas) -> tuple:
+    """FedKD under secure aggregation: the tasks (:func:`_secure_train`), then Flower's SecAgg+ over the parties
+    that took theirs; the level sum and, for those parties, their DP training reports, models, schemas and names.
+
+    A party whose silo refused sends its refusal alone and takes no part in the sum (``model.refused_``).
+    """
+    from privfed.federation.secure_aggregation import secaggplus_level_sum
+
+    present, sent = _secure_train(grid, job, model, tasks, order, names, configs)
+    if not present:
+        raise RefusedRunError(model.refused_, "FedKD cannot run: no party took part")
+    by_node = {node: (task, local, schema) for node, task, local, schema in zip(order, tasks, models, schemas)}
+    level_sum = secaggplus_level_sum(grid, {node: by_node[node][0] for node in present}, n_parties=len(order),
+                                     timeout=job.timeout)
+    expected = (len(tasks[0].public), len(tasks[0].classes))
+    if level_sum.level_sum.shape != expected:
+        raise MessageError(f"SecAgg+ returned a level sum of shape {level_sum.level_sum.shape}, expected {expected}")
+    return (level_sum, sent, [by_node[node][1] for node in present], [by_node[node][2] for node in present],
+            [names[node] for node in present])
 
 
 # --- PrivateKT -------------------------------------------------------------------------------------
