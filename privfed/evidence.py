@@ -45,6 +45,7 @@ from privfed.accounting.dp_event_release import event_relation
 from privfed.accounting.interop import BOUNDS, data_independent_event
 from privfed.accounting.observers import OBSERVERS
 from privfed.accounting.registry import public_mechanism_from_record
+from privfed.accounting.skellam import SkellamDpEvent, SkellamMechanism
 from privfed.accounting.report import PrivacyReport, round_up
 from privfed.accounting.tradeoff import check_false_positive_rates
 
@@ -63,7 +64,16 @@ PACK_SIGNATURE = "pack.sig"
 
 def event_document(event: dp_accounting.DpEvent) -> dict[str, Any]:
     """``event`` in dp-accounting's own serialisable form (``DpEvent.to_named_tuple()``) as a JSON object:
-    ``{"module_name", "class_name", <fields>}``, nested events as objects."""
+    ``{"module_name", "class_name", <fields>}``, nested events as objects. privfed's Skellam leaf
+    (:class:`~privfed.accounting.skellam.SkellamDpEvent`, which dp-accounting has no event for) in the same form,
+    module ``privfed.accounting.skellam``, fields ``variance`` and ``shift``: ``verify.py`` builds its PLD."""
+    if isinstance(event, SkellamDpEvent):
+        return {"module_name": SkellamDpEvent.__module__, "class_name": SkellamDpEvent.__name__,
+                "variance": float(event.variance), "shift": int(event.shift)}
+    if isinstance(event, dp_accounting.SelfComposedDpEvent) and isinstance(event.event, SkellamDpEvent):
+        return {"module_name": "dp_accounting.dp_event", "class_name": "SelfComposedDpEvent",
+                "event": event_document(event.event), "count": int(event.count)}
+
     def plain(value: Any) -> Any:
         if hasattr(value, "_asdict"):
             return {key: plain(item) for key, item in value._asdict().items()}
@@ -121,10 +131,20 @@ def ledger_entry_epsilons(ledger: Ledger, delta: float) -> list[dict[str, Any]]:
 
 def _recomputation(mechanism: Any, method: str, orders: np.ndarray, independent: np.ndarray,
                    delta: float) -> dict[str, Any]:
-    """The event an ε is recomputed from and what the recomputation needs, or why it cannot be."""
+    """The event an ε is recomputed from and what the recomputation needs, or why it cannot be.
+
+    A Skellam release also carries ``skellam_rdp``: its closed-form RDP bound's inputs and the ε privfed converts
+    it to (``verify.py`` recomputes both); with ``method="rdp"`` that bound is the entry's ε.
+    """
+    skellam = _skellam_rdp(mechanism, orders, independent, delta) if isinstance(mechanism, SkellamMechanism) else {}
+    if method == "rdp" and skellam:
+        return {"event": None, "recomputable": True, **skellam}
     if method == "pld":
         hint = rdp_to_epsilon(orders, independent, delta, "tight")[0]
         event, hint = pld_event([mechanism], delta, epsilon_hint=hint)  # type: ignore[misc]
+        if skellam and set(_privfed_leaves(event)) <= {SkellamDpEvent.__name__}:
+            return {"event": event_document(event), "pld_interval": pld_interval(event, epsilon_hint=hint),
+                    "recomputable": True, **skellam}
         if _has_privfed_leaf(event):
             return {"event": None, "recomputable": False,
                     "reason": f"its PLD has a leaf only privfed builds ({_privfed_leaf_names(event)}): "
@@ -147,6 +167,18 @@ def _recomputation(mechanism: Any, method: str, orders: np.ndarray, independent:
         return {"event": event_document(event), "recomputable": False, "reason": str(error)}
     return {"event": event_document(event), "orders": [float(a) for a in orders], "relation": relation,
             "recomputable": True}
+
+
+def _skellam_rdp(mechanism: SkellamMechanism, orders: np.ndarray, independent: np.ndarray,
+                 delta: float) -> dict[str, Any]:
+    """The inputs of a Skellam release's closed-form RDP bound (:meth:`SkellamMechanism.rdp`: variance, the capped
+    sensitivities Δ₁ and Δ₂, count, the orders) and the ε privfed converts that curve to (dp-accounting's
+    conversion, as for every RDP curve)."""
+    l1, l2 = mechanism.sensitivities()
+    return {"skellam_rdp": {"variance": float(mechanism.variance), "l1_sensitivity": float(l1),
+                            "l2_sensitivity": float(l2), "count": int(mechanism.count),
+                            "orders": [float(a) for a in orders],
+                            "epsilon": float(rdp_to_epsilon(orders, independent, delta, "tight")[0])}}
 
 
 def _privfed_leaves(event: dp_accounting.DpEvent) -> list[str]:

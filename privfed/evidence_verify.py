@@ -13,6 +13,12 @@ Needs only the Python standard library, numpy, dp-accounting and (for a signed p
    the privacy loss distribution (``pld``: built exactly as privfed builds it, on the recorded grid), the RDP
    accountant on the recorded orders (``rdp``), or basic composition of pure ε-DP (``pure``). One line per
    entry: MATCH (within 1e-9), MISMATCH, or NOT RECOMPUTED with the reason the pack gives.
+4. Skellam releases (secure aggregation with distributed Skellam noise: FedKT's vote histograms, FedKD's logit
+   levels), for which dp-accounting has no event: the Skellam probability mass function is computed here with
+   numpy (:func:`skellam_log_pmf`) and handed to dp-accounting's ``from_two_probability_mass_functions``, exactly
+   as privfed builds the PLD (:func:`skellam_shift_pld`); and the closed-form Skellam RDP bound
+   (:func:`skellam_rdp`, Agarwal, Kairouz & Liu, NeurIPS 2021) is converted to (ε, δ) by dp-accounting's
+   ``compute_epsilon``, as privfed converts every RDP curve, and compared with privfed's number to 1e-9.
 
 Exit status 0 when the signature (if any) verifies, the ledger is the one named and every recomputable ε
 matches; 1 otherwise.
@@ -24,6 +30,8 @@ from __future__ import annotations
 
 import argparse
 import base64
+import dataclasses
+import functools
 import hashlib
 import json
 import logging
@@ -32,6 +40,7 @@ import sys
 from pathlib import Path
 
 import dp_accounting
+import numpy as np
 from dp_accounting.pld import privacy_loss_distribution
 from dp_accounting.rdp import rdp_privacy_accountant
 
@@ -43,10 +52,102 @@ EVENT_CLASSES = ("GaussianDpEvent", "LaplaceDpEvent", "RandomizedResponseDpEvent
                  "NoOpDpEvent")
 _RELATIONS = {"add_or_remove_one": dp_accounting.NeighboringRelation.ADD_OR_REMOVE_ONE,
               "replace_one": dp_accounting.NeighboringRelation.REPLACE_ONE}
+#: privfed's Skellam leaf as the pack names it (module, class).
+SKELLAM_LEAF = ("privfed.accounting.skellam", "SkellamDpEvent")
+#: The Skellam PMF's support, in standard deviations beyond the shift (privfed's ``_SUPPORT_DEVIATIONS``).
+SKELLAM_SUPPORT_DEVIATIONS = 30.0
+
+
+@dataclasses.dataclass(frozen=True)
+class SkellamDpEvent(dp_accounting.DpEvent):
+    """One integer coordinate moved by ``shift`` under Skellam noise of ``variance``: X₁ − X₂ with X₁, X₂ ~
+    Poisson(variance/2) (privfed's leaf event; dp-accounting has none). Its PLD: :func:`skellam_shift_pld`."""
+
+    variance: float
+    shift: int
+
+
+def skellam_log_pmf(values: np.ndarray, variance: float) -> np.ndarray:
+    """log Pr[X₁ − X₂ = k] for each k of ``values``, X₁, X₂ ~ Poisson(μ = variance/2) independent.
+
+    Pr[X₁ − X₂ = k] = Σ_j Pr[X₁ = j + |k|]·Pr[X₂ = j] (symmetric in k), summed in log space over the j where the
+    terms are within e^-800 of the largest (|j − (μ − |k|/2)| ≤ 40√μ + 60 around it; the rest is far below
+    float precision). Agrees with scipy's ``skellam.logpmf``, which privfed uses, to ~1e-13 within the support.
+    """
+    mu = variance / 2.0
+    magnitudes = np.abs(np.asarray(values, dtype=np.int64))
+    width = math.ceil(40.0 * math.sqrt(mu) + 60.0)
+    top = int(magnitudes.max(initial=0)) + math.ceil(mu) + 2 * width + 2
+    draws = np.arange(top + 1, dtype=float)
+    log_poisson = draws * math.log(mu) - mu - np.array([math.lgamma(j + 1.0) for j in draws])
+    out = np.empty(len(magnitudes))
+    for index, k in enumerate(magnitudes):
+        centre = max(0, int(round(mu - k / 2.0)))
+        low, high = max(0, centre - width), min(top - k, centre + width)
+        terms = log_poisson[low + k:high + k + 1] + log_poisson[low:high + 1]
+        peak = terms.max()
+        out[index] = peak + math.log(float(np.exp(terms - peak).sum()))
+    return out
+
+
+@functools.lru_cache(maxsize=64)
+def skellam_shift_pld(variance: float, shift: int,
+                      interval: float) -> privacy_loss_distribution.PrivacyLossDistribution:
+    """The pessimistic PLD of Sk(shift, variance) against Sk(0, variance), as privfed builds it
+    (privfed/accounting/skellam.py, ``_shift_pld``): the PMFs on ±(shift + ⌈30σ⌉ + 10), the mass of the shifted
+    distribution beyond it at loss +∞, dp-accounting's ``from_two_probability_mass_functions`` (symmetric)."""
+    half = shift + math.ceil(SKELLAM_SUPPORT_DEVIATIONS * math.sqrt(variance)) + 10
+    support = np.arange(-half, half + shift + 1)
+    lower = skellam_log_pmf(support, variance)
+    upper = skellam_log_pmf(support - shift, variance)
+    reach = max(2000, math.ceil(20 * math.sqrt(variance)))
+    beyond = np.concatenate([np.arange(-half - shift - 1 - reach, -half - shift), np.arange(half + 1, half + reach)])
+    tail = float(np.exp(skellam_log_pmf(beyond, variance)).sum())
+    log_lower = {int(k): float(v) for k, v in zip(support, lower)}
+    log_upper: dict = {int(k): float(v) for k, v in zip(support, upper)}
+    if tail > 0.0:
+        log_upper[None] = math.log(tail)
+    return privacy_loss_distribution.from_two_probability_mass_functions(
+        log_lower, log_upper, pessimistic_estimate=True, value_discretization_interval=interval, symmetric=True)
+
+
+def skellam_rdp(orders: list[float], *, variance: float, l1_sensitivity: float, l2_sensitivity: float,
+                count: int) -> list[float]:
+    """The Skellam mechanism's RDP at each order, ``count`` releases composed (privfed's ``SkellamMechanism.rdp``).
+
+    Agarwal, Kairouz & Liu, "The Skellam Mechanism for Differentially Private Federated Learning", NeurIPS 2021
+    (arXiv:2110.04995), §3, the multi-dimensional bound for noise Sk(μ, μ), here with v = 2μ the variance and
+    Δ₁, Δ₂ the move's ℓ1 and ℓ2 norms::
+
+        ε(α) ≤ α Δ₂²/(2v) + min( ((2α − 1) Δ₂² + 6 Δ₁)/(4v²),  3 Δ₁/(2v) )
+
+    per release, evaluated at ⌈α⌉ (Rényi divergence is non-decreasing in α), times ``count`` (RDP composition
+    adds; Mironov 2017, Prop. 1).
+    """
+    v, l1, l2 = float(variance), float(l1_sensitivity), float(l2_sensitivity)
+    alpha = np.ceil(np.asarray(orders, dtype=float) - 1e-12)
+    per_release = alpha * l2**2 / (2 * v) + np.minimum(((2 * alpha - 1) * l2**2 + 6 * l1) / (4 * v**2),
+                                                       3 * l1 / (2 * v))
+    return [float(r) for r in count * per_release]
+
+
+def skellam_rdp_epsilon(parameters: dict, delta: float) -> float:
+    """ε at ``delta`` of :func:`skellam_rdp` on the recorded orders, by dp-accounting's RDP → (ε, δ) conversion."""
+    orders = [float(a) for a in parameters["orders"]]
+    rdp = skellam_rdp(orders, variance=parameters["variance"], l1_sensitivity=parameters["l1_sensitivity"],
+                      l2_sensitivity=parameters["l2_sensitivity"], count=int(parameters["count"]))
+    return float(rdp_privacy_accountant.compute_epsilon(orders, rdp, delta)[0])
 
 
 def event_from_document(document: object) -> dp_accounting.DpEvent:
-    """A dp-accounting event from its ``to_named_tuple`` JSON form; ValueError for anything else."""
+    """A dp-accounting event from its ``to_named_tuple`` JSON form (or privfed's Skellam leaf); ValueError for
+    anything else."""
+    if isinstance(document, dict) and (document.get("module_name"), document.get("class_name")) == SKELLAM_LEAF:
+        variance, shift = document.get("variance"), document.get("shift")
+        if not (isinstance(variance, (int, float)) and math.isfinite(variance) and variance > 0
+                and isinstance(shift, int) and shift >= 1):
+            raise ValueError(f"a Skellam leaf needs a finite variance > 0 and an integer shift >= 1: {document}")
+        return SkellamDpEvent(float(variance), shift)
     if not isinstance(document, dict) or document.get("class_name") not in EVENT_CLASSES \
             or document.get("module_name") != "dp_accounting.dp_event":
         raise ValueError(f"not a dp-accounting event this script reads: {str(document)[:120]}")
@@ -64,6 +165,8 @@ def event_from_document(document: object) -> dp_accounting.DpEvent:
 
 def event_pld(event: dp_accounting.DpEvent, interval: float) -> privacy_loss_distribution.PrivacyLossDistribution:
     """The pessimistic PLD of ``event`` as privfed builds it (privfed/accounting/_dp_accounting.py, event_pld)."""
+    if isinstance(event, SkellamDpEvent):
+        return skellam_shift_pld(event.variance, event.shift, interval)
     if isinstance(event, dp_accounting.SelfComposedDpEvent):
         if isinstance(event.event, dp_accounting.GaussianDpEvent):
             return privacy_loss_distribution.from_gaussian_mechanism(
@@ -111,7 +214,10 @@ def pure_epsilon(event: dp_accounting.DpEvent) -> float:
 
 def recompute(row: dict) -> float:
     """The entry's ε from its event, by the accountant the pack names."""
-    event, delta = event_from_document(row["event"]), float(row["delta"])
+    delta = float(row["delta"])
+    if row["method"] == "rdp" and row.get("skellam_rdp") is not None:
+        return skellam_rdp_epsilon(row["skellam_rdp"], delta)
+    event = event_from_document(row["event"])
     if row["method"] == "pld":
         return float(event_pld(event, float(row["pld_interval"])).get_epsilon_for_delta(delta))
     if row["method"] == "pure":
@@ -120,6 +226,21 @@ def recompute(row: dict) -> float:
                                                       neighboring_relation=_RELATIONS[row["relation"]])
     accountant.compose(event)
     return float(accountant.get_epsilon(delta))
+
+
+def skellam_bound_problem(row: dict, recorded: float) -> str:
+    """For a Skellam entry: "" when the closed-form RDP bound's ε matches privfed's to 1e-9 and the entry's ε is
+    no larger than it (the tight ε is the smaller of the PLD's and the RDP's); else what is wrong."""
+    parameters = row.get("skellam_rdp")
+    if parameters is None:
+        return ""
+    claimed = float(parameters["epsilon"])
+    value = skellam_rdp_epsilon(parameters, float(row["delta"]))
+    if abs(value - claimed) > TOLERANCE * max(1.0, abs(claimed)):
+        return f"Skellam RDP bound: privfed's ε = {claimed!r}, recomputed {value!r}"
+    if recorded > value * (1.0 + TOLERANCE):
+        return f"the entry's ε = {recorded!r} exceeds its Skellam RDP bound {value!r}"
+    return ""
 
 
 def fingerprint(public_key: Path) -> str:
@@ -174,13 +295,18 @@ def main(argv: list[str] | None = None) -> int:
         recorded = float(row["epsilon"])
         try:
             value = recompute(row)
+            bound_problem = skellam_bound_problem(row, recorded)
         except (ValueError, KeyError, TypeError) as error:
             print(f"{where}: MISMATCH: could not recompute ({error})")
             ok = False
             continue
-        if abs(value - recorded) <= TOLERANCE * max(1.0, abs(recorded)):
+        if bound_problem:
+            ok = False
+            print(f"{where}: MISMATCH: {bound_problem}")
+        elif abs(value - recorded) <= TOLERANCE * max(1.0, abs(recorded)):
             matched += 1
-            print(f"{where}: MATCH ε = {value!r} ({row['method']}, δ = {row['delta']:g})")
+            also = " and its Skellam RDP bound" if row.get("skellam_rdp") is not None else ""
+            print(f"{where}: MATCH ε = {value!r} ({row['method']}, δ = {row['delta']:g}){also}")
         else:
             ok = False
             print(f"{where}: MISMATCH: recorded ε = {recorded!r}, recomputed {value!r} ({row['method']})")

@@ -165,3 +165,61 @@ def test_a_fedkt_run_is_recomputed_entry_by_entry(tmp_path):
     assert accounted and all(row["recomputable"] for row in accounted)
     assert done.stdout.count(": MATCH ε = ") == len(accounted)
     assert done.stdout.count("NOT RECOMPUTED: unaccounted release") == len(entries) - len(accounted)
+
+
+@pytest.fixture(scope="module")
+def skellam_pack(tmp_path_factory):
+    """FedKD over a secure sum with distributed Skellam noise (secret shares), its bundle and its unsigned pack."""
+    import warnings
+
+    from privfed.pipelines import FedKD
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.tree import DecisionTreeClassifier
+
+    from tests.conftest import digits_federation
+
+    parties, public, _ = digits_federation(3)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model = FedKD(LogisticRegression(max_iter=200), DecisionTreeClassifier(max_depth=4), gamma=None,
+                      aggregator="skellam", secure_aggregation=True, sigma=12.0, clip=4.0, quantization_scale=2,
+                      classes=np.arange(10), random_state=0).fit(parties, public[:40])
+    folder = tmp_path_factory.mktemp("skellam")
+    bundle = save_bundle(model, folder / "BUNDLE")
+    assert main(["evidence", str(bundle), "--out", str(folder / "E")]) == 0
+    return folder / "E", model
+
+
+def test_verify_recomputes_the_skellam_entries_without_privfed(skellam_pack):
+    """The Skellam PLD from numpy's PMF and the closed-form RDP bound, both to 1e-9 of privfed's numbers."""
+    pack, model = skellam_pack
+    done = _verify(pack)
+    assert done.returncode == 0, done.stdout + done.stderr
+    rows = [row for row in json.loads((pack / "events.json").read_text())["entries"] if row.get("mechanism")]
+    skellam = [row for row in rows if row["mechanism"] == "skellam"]
+    assert skellam and all(row["recomputable"] for row in skellam)
+    assert done.stdout.count("MATCH ε = ") == len(rows)
+    assert done.stdout.count("and its Skellam RDP bound") == len(skellam)
+    assert max(row["epsilon"] for row in skellam) == pytest.approx(model.ledger_.account(DELTA).epsilon, rel=1e-6)
+
+
+@pytest.mark.parametrize("change", ["epsilon", "variance", "rdp_epsilon", "shift"])
+def test_verify_refuses_a_tampered_skellam_entry(skellam_pack, tmp_path, change):
+    import shutil
+
+    pack, _ = skellam_pack
+    copy = tmp_path / "tampered"
+    shutil.copytree(pack, copy)
+    events = json.loads((copy / "events.json").read_text())
+    row = next(row for row in events["entries"] if row.get("mechanism") == "skellam")
+    if change == "epsilon":
+        row["epsilon"] *= 0.9  # a smaller ε than the ledger's
+    elif change == "variance":
+        row["skellam_rdp"]["variance"] *= 2.0
+    elif change == "rdp_epsilon":
+        row["skellam_rdp"]["epsilon"] *= 0.5
+    else:
+        row["event"]["event"]["shift"] = 1
+    (copy / "events.json").write_text(json.dumps(events))
+    done = _verify(copy)
+    assert done.returncode == 1 and "MISMATCH" in done.stdout, done.stdout
