@@ -190,3 +190,25 @@ def test_secaggplus_on_localhost_with_a_supernode_dropping_inside_it(tmp_path, d
     np.testing.assert_array_equal(model.predict(X_test), local.predict(X_test))
     assert "sum of 2 of 3 parties" in [e for e in ledger.entries if e.kind == "release"][-1].note
     assert_same_analyses(ledger, local.ledger_)
+
+
+def test_fedkd_secaggplus_on_localhost_reproduces_fit(tmp_path, digits_sites) -> None:
+    """FedKD with distributed Skellam noise on three SuperNodes: the parties' noisy logit levels go only through
+    Flower's SecAgg+; the bundle's model and ledger are those of ``fit``."""
+    from privfed.pipelines.fedkd import FedKD
+    from sklearn.linear_model import LogisticRegression
+
+    parties, public, (X_test, _) = digits_sites
+    local = FedKD(LogisticRegression(max_iter=300), DecisionTreeClassifier(max_depth=8), gamma=None,
+                  aggregator="skellam", secure_aggregation=True, sigma=12.0, clip=4.0, quantization_scale=2,
+                  classes=list(range(10)), random_state=7, noise_seed=11).fit(parties, public)
+    with localhost_federation(tmp_path, parties, public, OMP_NUM_THREADS="1") as federation:
+        output = federation.flwr_run(
+            f'output-bundle="{tmp_path / "bundle"}" timeout=120 algorithm="fedkd" aggregator="skellam" '
+            'secure-aggregation=true sigma=12.0 gamma=0 clip=4.0 quantization-scale=2 '
+            'classes="[0,1,2,3,4,5,6,7,8,9]" random-state=7 noise-seed=11', timeout=270)
+        assert (tmp_path / "bundle").is_dir(), output[-3000:] + federation.node_logs()
+    model, ledger = privfed.load_bundle(tmp_path / "bundle")
+    np.testing.assert_array_equal(model.predict(X_test), local.predict(X_test))
+    assert [e.description for e in ledger.entries] == [e.description for e in local.ledger_.entries]
+    assert_same_analyses(ledger, local.ledger_)

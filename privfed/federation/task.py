@@ -157,6 +157,9 @@ def estimator_from_config(config: Mapping[str, Any]) -> Any:
             clip=optional.get("clip"),
             weighting=str(config.get("weighting", "auto")),
             multilabel=bool(config.get("multilabel", False)),
+            aggregator=str(config.get("aggregator", "laplace")),
+            secure_aggregation=bool(config.get("secure-aggregation", False)),
+            sigma=optional.get("sigma"),
             **common,
         )
     from privfed.pipelines.fedkt import FedKT
