@@ -48,7 +48,9 @@ FIXES = (
     ("no noise is added at all", "privacy='rr' with labels='hard' (randomized response on the client)"),
     ("client-side selectors", "DP selectors (dp_selector=True, the default with DP-SGD clients)"),
     ("trained on its raw data", "DP-SGD client models (dp=DPConfig(..., sample_rate=...))"),
-    ("not at party level", "none yet: the DP selector and DP-SGD are analysed per example only"),
+    ("not at party level", "none: the DP selector's noise is calibrated to one example; at party level its bound is "
+     "group privacy over the client's whole data set, whose size classes= withholds (and at hundreds of examples "
+     "the bound is vacuous)"),
     ("students' predictions", "FedKT: privacy='L1' with aggregator='skellam', secure_aggregation=True"),
     ("no noise", "a noisy aggregator (FedKT privacy='L1' or 'L2')"),
 )
@@ -56,7 +58,9 @@ FIXES = (
 
 def _fix(reason: str, *, unit: str, dp_trained: bool) -> str:
     if unit == "party" and dp_trained and "trained on its raw data" in reason:
-        return "none yet: its DP-SGD training is analysed per example only"
+        return ("none: the published model is client 0's own, trained on its data alone; at party level DP-SGD's "
+                "bound is group privacy over all of client 0's examples (its size withheld under classes=; vacuous "
+                "at hundreds of examples)")
     for phrase, setting in FIXES:
         if phrase in reason:
             return setting
