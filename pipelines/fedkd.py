@@ -43,7 +43,8 @@ multiplies the cost by the number of epochs — available as
 **The coordinator's view.** ``aggregator="skellam", secure_aggregation=True, sigma=σ`` removes the
 trusted server: each party adds its Skellam share to its integer logit levels and the coordinator
 receives only their noisy sum (:mod:`privfed.pipelines.fedkd_secure`; over Flower through SecAgg+), so the same
-Skellam ε bounds the coordinator and the public. ``classes=`` (the public label set) makes every party
+Skellam mechanism bounds the coordinator (at the shares of the parties not colluding with it, ``collusion``)
+and the public. ``classes=`` (the public label set) makes every party
 withhold its size and labels in the schema exchange, its class counts (``weighting="auto"`` is then
 uniform) and its model's parameter count. With both (and a DP-SGD sampling rate that does not depend on
 the party's size, ``DPConfig(sample_rate=...)``, if the local models are DP-trained), nothing reaches
@@ -161,6 +162,12 @@ class FedKD(ClassifierMixin, BaseEstimator):
     sigma : float, default=None
         The Skellam noise's standard deviation in grid steps (Z/S each) on the sum of the parties'
         levels; required with ``aggregator="skellam"``, refused otherwise.
+    collusion : int, default=None
+        With ``secure_aggregation=True`` only: the number c of parties assumed to collude with the coordinator,
+        in 0..n − 1. The colluders subtract their own Skellam shares, so the coordinator's ε is computed at the
+        variance of the other contributors' shares; the public's at every contributor's. None: the worst
+        coalition, every other party (c = n − 1), which leaves a party only its own share σ²/n (as FedKT's
+        ``collusion``; :mod:`privfed.pipelines.secure_sum`).
     clip : float or None, default=10.0
         Z, the public bound the logits are clipped to before quantization (FedKD
         takes z_max from the data, which voids the guarantee; here Z is fixed in
@@ -258,6 +265,7 @@ class FedKD(ClassifierMixin, BaseEstimator):
         aggregator: str = "laplace",
         secure_aggregation: bool = False,
         sigma: float | None = None,
+        collusion: int | None = None,
         clip: float | None = 10.0,
         weighting: str = "auto",
         loss: str = "l2",
@@ -281,6 +289,7 @@ class FedKD(ClassifierMixin, BaseEstimator):
         self.aggregator = aggregator
         self.secure_aggregation = secure_aggregation
         self.sigma = sigma
+        self.collusion = collusion
         self.clip = clip
         self.weighting = weighting
         self.loss = loss

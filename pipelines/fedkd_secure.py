@@ -19,8 +19,10 @@ The exchange replaces FedKD's logits message (:mod:`privfed.pipelines.fedkd_step
 change its whole local model) moves each of its C levels on a public example anywhere in [−S, S]: by at
 most 2S per coordinate, on all C coordinates, so ℓ1 ≤ 2SC and ℓ2 ≤ 2S√C per public example; the n_public
 examples compose (``count``). The release is :class:`~privfed.accounting.skellam.SkellamMechanism` with
-those sensitivities, party and example level, for both observers: the coordinator receives only the noisy
-sum, the public the server model distilled from it (post-processing).
+those sensitivities, party and example level: the public (the server model distilled from the sum,
+post-processing) at the variance of every contributor's share; the coordinator (the noisy sum itself) at the
+variance of the shares of the parties not colluding with it (``FedKD(collusion=c)``, default c = n − 1: a target
+keeps only its own share σ²/n), as for FedKT (:mod:`privfed.pipelines.secure_sum`).
 
 Over Flower the sum is Flower's own SecAgg+ (``privfed.federation.secure_aggregation``, the adapter FedKT's
 vote histograms use too): each party keeps its noisy levels until SecAgg+ asks for them masked, and the server
@@ -107,10 +109,15 @@ def secure_level_sum(tasks: Sequence[Any], records: Sequence[Sequence[Record]], 
     return FedKDLevelSum(level_sum=total, n_parties=len(tasks), n_contributors=len(tasks))
 
 
-def skellam_logit_releases(model: Any, level_sum: FedKDLevelSum) -> dict[str, SkellamMechanism]:
+def skellam_logit_releases(model: Any, level_sum: FedKDLevelSum, *,
+                           contributors: int | None = None) -> dict[str, SkellamMechanism]:
     """The Skellam release of the noisy level sum, party and example level, at the realised variance
-    σ²·(contributors)/n, one release per public example (:func:`level_sensitivity`)."""
+    σ²·(contributors)/n, one release per public example (:func:`level_sensitivity`).
+
+    ``contributors``: how many parties' shares protect the target (default: every contributor's; against the
+    coordinator and its colluders, :func:`~privfed.pipelines.secure_sum.honest_contributors`)."""
     n_public, n_outputs = level_sum.level_sum.shape
-    variance = float(model.sigma) ** 2 * level_sum.n_contributors / level_sum.n_parties
+    contributors = level_sum.n_contributors if contributors is None else contributors
+    variance = float(model.sigma) ** 2 * contributors / level_sum.n_parties
     move = level_sensitivity(model.quantization_scale, n_outputs)
     return {unit: SkellamMechanism(variance, unit=unit, count=int(n_public), **move) for unit in ("party", "example")}

@@ -33,7 +33,7 @@ from ._models import fit_classifier, is_torch_classifier, with_seed
 from .fedkd_secure import FedKDLevelSum, skellam_logit_releases
 from .fedkd_steps import SECURE_AGGREGATOR, FedKDLogits, resolved_weighting
 from .party_schema import PartySchema, check_public_classes, record_schema_exchange
-from .secure_sum import secure_value_bound, skellam_share_variance
+from .secure_sum import colluding_parties, honest_contributors, secure_value_bound, skellam_share_variance
 from .progress import check_progress
 
 __all__ = [
@@ -133,7 +133,12 @@ def _check_secure_settings(model: Any) -> None:
         if model.sigma is not None:
             raise ValueError(f"sigma applies to aggregator='skellam' only; got sigma={model.sigma!r} with "
                              f"aggregator={model.aggregator!r}")
+        if model.collusion is not None:
+            raise ValueError(f"collusion applies to secure_aggregation=True only (the parties colluding with the "
+                             f"coordinator against secure aggregation); got collusion={model.collusion!r}")
         return
+    if model.collusion is not None:
+        check_int_at_least("collusion", model.collusion, 0)
     if model.sigma is None:
         raise ValueError("sigma is required with aggregator='skellam' (the Skellam noise's standard deviation, in "
                          "grid steps Z/S), got None")
@@ -439,18 +444,31 @@ def _ledger(model: Any, public: np.ndarray, n_parties: int, n_outputs: int, seed
     derived = record_local_training(ledger, trainings, what="FedKD local models")
     if level_sum is not None:
         releases = skellam_logit_releases(model, level_sum)
+        what = (
+            f"secure aggregation of the parties' quantized logit levels on {len(public)} public examples "
+            f"(S = {model.quantization_scale}, Z = {model.clip:g}), each with its Skellam share "
+            f"(σ²/n = {skellam_share_variance(model.sigma, n_parties):g} grid steps²); the coordinator receives "
+            f"only the sum of {level_sum.n_contributors} of {n_parties} parties' levels, carrying Skellam noise "
+            f"of realised variance {releases['party'].variance:g}; uniform weights 1/n; one party moves each of "
+            f"its {n_outputs} levels by at most 2S per public example (ℓ1 2SC, ℓ2 2S√C); example level = party "
+            "level (one example may change a whole local model)"
+        )
+        ledger.record(releases, note=f"{what}; the public sees the server model distilled from it (post-processing)",
+                      derived_from_training=derived, observers=("public",))
+        colluders, honest = colluding_parties(model, n_parties), honest_contributors(model, level_sum)
+        guarded = skellam_logit_releases(model, level_sum, contributors=honest)
         ledger.record(
-            releases,
-            note=(
-                f"secure aggregation of the parties' quantized logit levels on {len(public)} public examples "
-                f"(S = {model.quantization_scale}, Z = {model.clip:g}), each with its Skellam share "
-                f"(σ²/n = {skellam_share_variance(model.sigma, n_parties):g} grid steps²); the coordinator receives "
-                f"only the sum of {level_sum.n_contributors} of {n_parties} parties' levels, carrying Skellam noise "
-                f"of realised variance {releases['party'].variance:g}; uniform weights 1/n; one party moves each of "
-                f"its {n_outputs} levels by at most 2S per public example (ℓ1 2SC, ℓ2 2S√C); example level = party "
-                "level (one example may change a whole local model)"
+            guarded,
+            note=(f"{what}; against the coordinator: assumes the coordinator colludes with at most {colluders} of "
+                  f"the {n_parties} parties (the colluders subtract their own shares, leaving "
+                  + ("the target's own share" if honest == 1 else f"the shares of {honest} honest contributors")
+                  + f", variance {guarded['party'].variance:g})"),
+            derived_from_training=derived, observers=("coordinator",),
+            assumptions=(
+                f"the coordinator colludes with at most {colluders} of the {n_parties} parties",
+                "secure aggregation reveals only the sum of the shares to the coordinator (Flower's SecAgg+ over "
+                "the network; in process, a function standing in for it)",
             ),
-            derived_from_training=derived,
         )
         record_schema_exchange(ledger, schemas)
         ledger.record_noise_source(noise)

@@ -39,7 +39,7 @@ from .fedkd_secure import FedKDNoisyLevels
 from .messages import ArraySpec, MessageError, Record, WireMessage
 from .party_data import class_codes
 from .preflight import warn_if_noise_drowns_votes
-from .secure_sum import add_skellam_share, skellam_share_variance
+from .secure_sum import add_skellam_share, check_collusion, skellam_share_variance
 from .silo_gate import planned_dp_training
 
 __all__ = [
@@ -330,8 +330,10 @@ def fedkd_tasks(model: Any, public: np.ndarray, classes: np.ndarray, party_seeds
     """One :class:`FedKDTask` per party, from the validated estimator ``model`` and the federation's ``classes``.
 
     ``noise_seeds`` (:func:`party_noise_seeds`; None: secret noise for every party) go into the tasks.
-    Warns first when the noise drowns even the best top-class margin (single-label only; :mod:`.preflight`).
+    Refuses a ``collusion`` beyond n − 1 parties; warns first when the noise drowns even the best top-class margin
+    (single-label only; :mod:`.preflight`).
     """
+    check_collusion(model, n_parties)
     if model.gamma is not None and not model.multilabel:  # pre-flight: the best margin is 2Z (+Z against −Z)
         warn_if_noise_drowns_votes(
             "FedKD", votes=2 * float(model.clip), n_classes=len(classes), aggregator="laplace",

@@ -56,7 +56,14 @@ from ..accounting.noise_source import NoiseSource
 from ..accounting.skellam import SkellamMechanism
 from ._dp_ledger import DPTrainingReport, training_report
 from .messages import ArraySpec, MessageError, WireMessage
-from .secure_sum import add_skellam_share, secure_value_bound, skellam_share_variance
+from .secure_sum import (
+    add_skellam_share,
+    check_collusion,
+    colluding_parties,
+    honest_contributors,
+    secure_value_bound,
+    skellam_share_variance,
+)
 from .voting import consistent_votes
 
 __all__ = [
@@ -149,28 +156,6 @@ def secure_sum(tasks: Any, records: Any, names: Any, *, max_bytes: int) -> FedKT
         votes = FedKTNoisyVotes.from_record(mine[0], sender=name, shapes={"noisy_votes": shape}, max_bytes=max_bytes)
         total = votes.noisy_votes.astype(np.int64) if total is None else total + votes.noisy_votes
     return FedKTVoteSum(vote_sum=total, n_parties=len(tasks), n_contributors=len(tasks))
-
-
-def check_collusion(model: Any, n_parties: int) -> None:
-    """Refuse a ``collusion`` that is not a number of other parties, 0..n − 1 (one line, before any training)."""
-    collusion = model.collusion
-    if collusion is not None and collusion > n_parties - 1:
-        raise ValueError(f"collusion must be a number of parties colluding with the coordinator in 0..{n_parties - 1} "
-                         f"(the other parties of {n_parties}), got {collusion!r}")
-
-
-def colluding_parties(model: Any, n_parties: int) -> int:
-    """c: the parties assumed to collude with the coordinator (``collusion``; None: every other party, n − 1)."""
-    return n_parties - 1 if model.collusion is None else int(model.collusion)
-
-
-def honest_contributors(model: Any, vote_sum: FedKTVoteSum) -> int:
-    """The contributors whose shares still protect a target against the coordinator and its c colluders.
-
-    The colluders may all be among the contributors, and the target is an honest contributor: received − c,
-    at least 1 (its own share).
-    """
-    return max(1, vote_sum.n_contributors - colluding_parties(model, vote_sum.n_parties))
 
 
 def skellam_releases(model: Any, n_queries: int, vote_sum: FedKTVoteSum, *,

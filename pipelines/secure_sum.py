@@ -10,16 +10,20 @@ from its own :class:`~privfed.accounting.NoiseSource` — never from ``random_st
 
 The share's variance (:func:`skellam_share_variance`) and the integer bound secure aggregation's modulus is
 sized from (:func:`secure_value_bound`) live here too, for every pipeline that sums shares (FedKT's vote
-histograms, FedKD's logit levels).
+histograms, FedKD's logit levels), and so does the collusion the coordinator's ε assumes (``collusion=c`` on
+either estimator: :func:`check_collusion`, :func:`colluding_parties`, :func:`honest_contributors`): parties that
+collude with the coordinator subtract their own shares, so only the honest contributors' shares protect a target.
 """
 
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 
-__all__ = ["add_skellam_share", "secure_value_bound", "skellam_share_variance"]
+__all__ = ["add_skellam_share", "check_collusion", "colluding_parties", "honest_contributors", "secure_value_bound",
+           "skellam_share_variance"]
 
 _BOUND_DEVIATIONS = 40.0
 
@@ -58,3 +62,26 @@ def add_skellam_share(values: np.ndarray, share_variance: float, *, value_bound:
     if np.abs(noisy).max(initial=0) > bound:
         raise ValueError(f"{party}'s noisy vector left [-{bound}, {bound}]; nothing was sent")
     return noisy
+
+
+def check_collusion(model: Any, n_parties: int) -> None:
+    """Refuse a ``collusion`` that is not a number of other parties, 0..n − 1 (one line, before any training)."""
+    collusion = model.collusion
+    if collusion is not None and collusion > n_parties - 1:
+        raise ValueError(f"collusion must be a number of parties colluding with the coordinator in 0..{n_parties - 1} "
+                         f"(the other parties of {n_parties}), got {collusion!r}")
+
+
+def colluding_parties(model: Any, n_parties: int) -> int:
+    """c: the parties assumed to collude with the coordinator (``collusion``; None: every other party, n − 1)."""
+    return n_parties - 1 if model.collusion is None else int(model.collusion)
+
+
+def honest_contributors(model: Any, total: Any) -> int:
+    """The contributors whose shares still protect a target against the coordinator and its c colluders.
+
+    ``total`` is the secure sum (its ``n_contributors`` of ``n_parties``: FedKT's vote sum, FedKD's level sum).
+    The colluders may all be among the contributors, and the target is an honest contributor: received − c,
+    at least 1 (its own share).
+    """
+    return max(1, total.n_contributors - colluding_parties(model, total.n_parties))

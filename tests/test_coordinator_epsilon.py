@@ -144,14 +144,23 @@ def test_fedkd_secure_aggregation_gives_the_coordinator_only_the_noisy_sum(digit
     kinds = [record.kind for record in wire]
     assert "fedkd-logits" not in kinds and kinds.count("fedkd-noisy-levels") == len(parties)
     assert_nothing_tells_a_party_size_or_labels(wire, parties)
-    expected = account(SkellamMechanism(12.0 ** 2, unit="party", count=len(public), **level_sensitivity(2, 10)),
+    def expected(variance):
+        return account(SkellamMechanism(variance, unit="party", count=len(public), **level_sensitivity(2, 10)),
                        delta=model.delta).epsilon
-    for observer in ("coordinator", "public"):
+
+    # The public: every share (σ²); the coordinator colluding with the 2 other parties: the target's own, σ²/3.
+    for observer, variance in (("public", 12.0 ** 2), ("coordinator", 12.0 ** 2 / 3)):
         report = model.ledger_.account(observer=observer)
         assert report.uncovered == ()
-        assert report.epsilon == pytest.approx(expected, rel=1e-9)
+        assert report.epsilon == pytest.approx(expected(variance), rel=1e-9)
+    assert "the coordinator colludes with at most 2 of the 3 parties" in model.ledger_.account(
+        observer="coordinator").assumptions
     assert model.ledger_.unaccounted == ()
     assert model.weighting_ == "uniform"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        honest = secure_fedkd(collusion=0).fit(parties, public)
+    assert honest.ledger_.account(observer="coordinator").epsilon == pytest.approx(expected(12.0 ** 2), rel=1e-9)
 
 
 def test_the_coordinator_cannot_regenerate_the_skellam_shares(digits, wire) -> None:
@@ -193,11 +202,15 @@ def test_secure_fedkd_settings_are_checked(digits) -> None:
         ({"weighting": "class-count"}, "secure_aggregation=True needs weighting='uniform' or 'auto'"),
         ({"quantizer": "paper"}, "secure_aggregation=True needs quantizer='public'"),
         ({"secure_aggregation": False}, "secure_aggregation=True and aggregator='skellam' go together"),
+        ({"collusion": 3}, r"collusion must be a number of parties colluding with the coordinator in 0\.\.2"),
+        ({"collusion": -1}, "collusion"),
     ]:
         with pytest.raises(ValueError, match=message):
             secure_fedkd(**options).fit(parties, public)
     with pytest.raises(ValueError, match="sigma applies to aggregator='skellam' only"):
         FedKD(LogisticRegression(), DecisionTreeClassifier(), sigma=3.0).fit(parties, public)
+    with pytest.raises(ValueError, match="collusion applies to secure_aggregation=True only"):
+        FedKD(LogisticRegression(), DecisionTreeClassifier(), collusion=1).fit(parties, public)
     with pytest.raises(ValueError, match="fit_logits quantizes"):
         secure_fedkd().fit_logits([np.zeros((len(public), 10))] * 3, np.zeros((3, 10)), public)
 

@@ -134,8 +134,9 @@ def test_the_coordinator_receives_only_the_sum(federation, task_identity, monkey
 def test_a_party_dropping_inside_secaggplus_is_accounted_at_the_realised_variance(federation, task_identity):
     _, paths, public, _ = federation
     flower = run(DroppingGrid(paths, 98), secure(), public)
-    [(_, analyses)] = releases(flower)
-    assert analyses["party"]["parameters"]["variance"] == pytest.approx(12.0 ** 2 * 2 / 3)
+    [(_, to_public), (_, to_coordinator)] = releases(flower)
+    assert to_public["party"]["parameters"]["variance"] == pytest.approx(12.0 ** 2 * 2 / 3)
+    assert to_coordinator["party"]["parameters"]["variance"] == pytest.approx(12.0 ** 2 / 3)  # 2 colluders
     assert "sum of 2 of 3 parties" in [e for e in flower.ledger_.entries if e.kind == "release"][-1].note
 
 

@@ -160,6 +160,7 @@ def estimator_from_config(config: Mapping[str, Any]) -> Any:
             aggregator=str(config.get("aggregator", "laplace")),
             secure_aggregation=bool(config.get("secure-aggregation", False)),
             sigma=optional.get("sigma"),
+            collusion=None if int(config.get("collusion", -1)) < 0 else int(config["collusion"]),
             **common,
         )
     from privfed.pipelines.fedkt import FedKT
