@@ -254,4 +254,4 @@ def test_verify_recomputes_every_accounted_entry_of_the_pipelines_default_and_pr
                 value, recorded = evidence_verify.recompute(row), float(row["epsilon"])
                 matched += (abs(value - recorded) <= 1e-9 * max(1.0, recorded)
                             and not evidence_verify.skellam_bound_problem(row, recorded))
-    assert accounted == 18 and matched == accounted
+    assert accounted == 20 and matched == accounted
