@@ -45,8 +45,8 @@ from privfed.accounting.dp_event_release import event_relation
 from privfed.accounting.interop import BOUNDS, data_independent_event
 from privfed.accounting.observers import OBSERVERS
 from privfed.accounting.registry import public_mechanism_from_record
-from privfed.accounting.skellam import SkellamDpEvent, SkellamMechanism
 from privfed.accounting.report import PrivacyReport, round_up
+from privfed.accounting.skellam import SkellamDpEvent, SkellamMechanism
 from privfed.accounting.tradeoff import check_false_positive_rates
 
 __all__ = ["DEFAULT_FALSE_POSITIVE_RATES", "PACK_SCHEMA", "event_document", "ledger_entry_epsilons",

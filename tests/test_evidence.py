@@ -234,7 +234,6 @@ def test_verify_recomputes_every_accounted_entry_of_the_pipelines_default_and_pr
     import warnings
 
     from bench.observers import _configurations, _digits
-
     from privfed import evidence_verify
     from privfed.evidence import ledger_entry_epsilons
 
