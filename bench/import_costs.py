@@ -9,7 +9,8 @@ seconds and peak resident memory) from two trees, alternately:
 
 Entry points: ``import privfed``, ``privfed --help``, ``privfed audit --help``, ``import privfed.accounting``,
 ``privfed audit BUNDLE`` on a small scikit-learn tree bundle (written by this tree's ``save_bundle``), and the
-modules of the Flower ClientApp and ServerApp. What stands below them is measured the same way, from this tree
+modules of the Flower ClientApp and ServerApp; from this tree only, ``privfed audit --no-model-load BUNDLE``
+(every check but opening the model). What stands below them is measured the same way, from this tree
 only (the *floor*): the bare interpreter, numpy, ``scipy.stats``, dp-accounting, ``sklearn.ensemble``, skops
 (through privfed's torch-free import) and model-signing's verifier. CPU seconds do not grow when other
 processes share the cores; wall seconds do (the load is recorded). Usage::
@@ -41,6 +42,10 @@ ENTRY_POINTS = {
     "privfed audit BUNDLE (trees)": ["-m", "privfed", "audit", "{bundle}"],
     "Flower ClientApp module": ["-c", "import privfed.federation.client_app"],
     "Flower ServerApp module": ["-c", "import privfed.federation.server_app"],
+}
+#: Entry points only this tree has, measured from it alone.
+NEW_ENTRY_POINTS = {
+    "privfed audit --no-model-load BUNDLE (trees)": ["-m", "privfed", "audit", "--no-model-load", "{bundle}"],
 }
 #: What the entry points stand on, each imported alone from this tree.
 FLOOR = {
@@ -115,6 +120,11 @@ def main(argv: list[str] | None = None) -> int:
                     record = {"side": side, "entry": name, "repeat": repeat, **_timed(trees[side], command)}
                     print(record, flush=True)
                     records.append(record)
+            for name, command in NEW_ENTRY_POINTS.items():
+                command = [part.format(bundle=bundle) for part in command]
+                record = {"side": "after", "entry": name, "repeat": repeat, **_timed(ROOT, command)}
+                print(record, flush=True)
+                records.append(record)
             for name, code in FLOOR.items():
                 record = {"side": "floor", "entry": name, "repeat": repeat, **_timed(ROOT, ["-c", code])}
                 print(record, flush=True)
@@ -122,7 +132,7 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         _git("worktree", "remove", "--force", str(old_tree))
     summary = {}
-    for side, names in (("before", ENTRY_POINTS), ("after", ENTRY_POINTS), ("floor", FLOOR)):
+    for side, names in (("before", ENTRY_POINTS), ("after", {**ENTRY_POINTS, **NEW_ENTRY_POINTS}), ("floor", FLOOR)):
         for name in names:
             rows = [r for r in records if r["side"] == side and r["entry"] == name]
             summary.setdefault(name, {})[side] = {"cpu_s_median": _median(rows, "cpu_s"),

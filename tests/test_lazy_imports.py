@@ -59,3 +59,36 @@ def test_the_flower_apps_load_neither_torch_nor_skops_nor_ray():
                     "print(json.dumps(sorted(m for m in ('torch', 'skops', 'ray', 'opacus', 'xgboost') "
                     "if m in sys.modules)))")
     assert loaded == []
+
+
+def test_an_audit_that_does_not_open_the_model_runs_every_other_check_without_its_library(tmp_path):
+    """``privfed audit --no-model-load``: the same table but for *safe loading* (a warning that says the model was
+    not opened), and neither scikit-learn nor skops is imported; the membership check, which needs the model, is
+    refused without it."""
+    import numpy as np
+    import pytest
+
+    sklearn_ensemble = pytest.importorskip("sklearn.ensemble")
+    from privfed import LaplaceNoisyMax, Ledger, audit, save_bundle
+    from privfed.audit.report import AuditInputError
+
+    votes = np.random.default_rng(1).integers(0, 10, size=(20, 2))
+    ledger = Ledger(delta=1e-5, description="lazy audit")
+    ledger.record({"party": LaplaceNoisyMax(votes, 0.05, 1, unit="party")})
+    features = np.random.default_rng(0).normal(size=(40, 3))
+    forest = sklearn_ensemble.RandomForestClassifier(n_estimators=2, max_depth=2, random_state=0).fit(
+        features, features[:, 0] > 0)
+    bundle = save_bundle(forest, tmp_path / "bundle", ledger)
+    opened, unopened = audit(bundle), audit(bundle, load_model=False)
+    assert [c.name for c in opened.checks] == [c.name for c in unopened.checks]
+    differing = {c.name for c, d in zip(opened.checks, unopened.checks) if (c.status, c.detail) != (d.status, d.detail)}
+    assert differing == {"safe loading"}
+    assert opened.check("safe loading").status == "pass" and unopened.check("safe loading").status == "warn"
+    assert "not opened" in unopened.check("safe loading").detail and unopened.exit_code == opened.exit_code
+    samples = (features, features[:, 0] > 0)
+    with pytest.raises(AuditInputError, match="need load_model=True"):
+        audit(bundle, load_model=False, members=samples, non_members=samples)
+    prelude = ("import contextlib, io\nfrom privfed.cli import main\n"
+               "with contextlib.redirect_stdout(io.StringIO()):\n"
+               f"    assert main(['audit', '--no-model-load', {str(bundle)!r}]) == 0")
+    assert not {"sklearn", "skops", "torch", "xgboost", "pandas"} & set(_loaded(prelude))
