@@ -85,6 +85,10 @@ def write_inputs(folder: Path) -> None:
     member.write(b"\0" * 64)
     with zipfile.ZipFile(folder / "header.npz", "w") as archive:
         archive.writestr("votes.npy", member.getvalue())
+    from privfed.pipelines.party_schema import PartySchema
+
+    record = PartySchema(np.array([3]), np.arange(10**6, dtype=np.int32), 10**6).to_record()
+    np.savez(folder / "schema.npz", **record.arrays)
     ledger = Ledger(delta=DELTA, description="probe")
     votes = np.random.default_rng(1).integers(0, 10, size=(20, 2))
     ledger.record({"party": LaplaceNoisyMax(votes, 0.05, 1, unit="party"),
@@ -189,6 +193,21 @@ def _npz(name: str) -> Callable[[Path], str]:
     return probe
 
 
+def _party_schema(folder: Path) -> str:
+    import numpy as np
+    from privfed.pipelines.messages import MessageError, Record
+    from privfed.pipelines.party_schema import PartySchema, describe_party, federation_classes
+
+    with np.load(folder / "schema.npz", allow_pickle=False) as arrays:  # the probe's own input, written above
+        record = Record("party-schema", dict(arrays), {"n_examples": 10**6})
+    honest = describe_party(np.zeros((4, 3)), np.array([0, 1, 0, 1]))
+    try:
+        federation_classes([honest, PartySchema.from_record(record, sender="site-b")], (3,), ["site-a", "site-b"])
+    except MessageError as error:
+        raise ValueError(str(error)) from None
+    return "accepted"
+
+
 def _secure_sum(folder: Path) -> str:
     import numpy as np
 
@@ -239,6 +258,7 @@ PROBES: dict[str, tuple[str, str, Callable[[Path], str]]] = {
     "TOML nested 5000 deep": ("values", "deep.toml", _mechanisms("deep.toml")),
     "malformed TOML": ("values", "malformed.toml", _mechanisms("malformed.toml")),
     "secure sum: NaN and 1e30": ("values", "", _secure_sum),
+    "party schema: 10⁶ classes (4 MB)": ("memory", "schema.npz", _party_schema),
     "unsigned bundle's headline": ("unsigned", "BUNDLE", _unsigned),
 }
 

@@ -27,6 +27,7 @@ a mixture, and a save killed at any point leaves one of them.
 from __future__ import annotations
 
 import importlib
+import io
 import json
 import os
 import re

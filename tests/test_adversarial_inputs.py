@@ -226,11 +226,11 @@ def _header_bomb_npz(path: Path) -> None:
 
 def test_every_npz_reader_refuses_a_header_bomb(tmp_path):
     """Party data, the public set, audit samples, datasets and checkpoints go through the one bounded reader."""
-    from privfed.federation.task import load_party_data, load_public
     from privfed.pipelines.checkpoint import RoundCheckpoint
     from privfed.pipelines.datasets import _load_npz
 
     from privfed.audit.membership import read_samples
+    from privfed.federation.task import load_party_data, load_public
 
     bomb = tmp_path / "bomb.npz"
     _header_bomb_npz(bomb)
