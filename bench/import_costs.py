@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -131,6 +132,7 @@ def main(argv: list[str] | None = None) -> int:
                 records.append(record)
     finally:
         _git("worktree", "remove", "--force", str(old_tree))
+        shutil.rmtree(scratch, ignore_errors=True)
     summary = {}
     for side, names in (("before", ENTRY_POINTS), ("after", {**ENTRY_POINTS, **NEW_ENTRY_POINTS}), ("floor", FLOOR)):
         for name in names:
