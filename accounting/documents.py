@@ -25,14 +25,20 @@ way: one ``ValueError`` naming the file or key, what is wrong and what is valid.
   event nodes (each one is a privacy-loss distribution or an RDP curve to build) and
   :data:`MAX_DECLARED_RECORDS` mechanism records, so that a small file cannot make
   a reader work for minutes.
+* :func:`read_npz` is the one ``.npz`` reader (bundle evidence, party and public data, audit samples, datasets,
+  checkpoints): without pickle, and within a memory budget computed from the archive's declared sizes before
+  anything is decompressed or allocated.
 """
 
 from __future__ import annotations
 
 import difflib
+import io
 import json
 import math
+import os
 import tomllib
+import zipfile
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -51,7 +57,11 @@ __all__ = [
     "MAX_DECLARED_EVENTS",
     "MAX_DECLARED_RECORDS",
     "MAX_JSON_DEPTH",
+    "NPZ_ALLOWANCE",
+    "NPZ_EXPANSION",
+    "NPZ_MAX_MEMBERS",
     "load_npy",
+    "read_npz",
     "not_a_file",
     "parse_json",
     "parse_toml",
@@ -93,6 +103,8 @@ def load_npy(path: str | Path, name: str) -> np.ndarray:
                                  "save the array with numpy.save)")
             handle.seek(0)
             try:
+                _check_npy_header(handle)
+                handle.seek(0)
                 return np.lib.format.read_array(handle, allow_pickle=False)
             except ValueError as error:
                 if "pickle" in str(error).lower():
@@ -105,6 +117,107 @@ def load_npy(path: str | Path, name: str) -> np.ndarray:
                                  f"{error})") from None
     except OSError as error:
         raise ValueError(f"{name} {str(path)!r} could not be read: {error.strerror or error}") from None
+
+
+#: What an ``.npz`` may unpack to: :data:`NPZ_EXPANSION` times its own size plus :data:`NPZ_ALLOWANCE` bytes.
+#: np.savez stores arrays uncompressed (ratio 1); a compressed archive of votes rarely exceeds 20, the shipped
+#: datasets' compact copies at most 36.
+NPZ_EXPANSION = 64
+NPZ_ALLOWANCE = 16 << 20
+#: Most arrays an ``.npz`` read by privfed may hold.
+NPZ_MAX_MEMBERS = 4096
+
+
+def _first_line(error: BaseException) -> str:
+    text = str(error).strip()
+    return f"{type(error).__name__}: {text.splitlines()[0]}" if text else type(error).__name__
+
+
+def read_npz(source: bytes | str | Path, what: str) -> dict[str, np.ndarray]:
+    """The arrays of an ``.npz`` (bytes in memory, or a path), read without pickle and within a memory budget.
+
+    The budget is checked on the archive's declared sizes before anything is decompressed: at most
+    :data:`NPZ_MAX_MEMBERS` arrays, together unpacking to at most ``NPZ_EXPANSION × size + NPZ_ALLOWANCE``
+    bytes (``size``: the archive's), and each array's header (shape × item size) no larger than its member
+    (numpy allocates what the header declares before reading): a small archive cannot make the reader
+    allocate gigabytes. An archive written by ``numpy.savez`` (uncompressed) is always within it.
+
+    Parameters
+    ----------
+    source : bytes, str or Path
+        The archive's bytes, or its path.
+    what : str
+        How messages name the archive (e.g. ``"evidence.npz"``, ``"data-path '/x.npz'"``).
+
+    Returns
+    -------
+    dict of str to ndarray
+        The arrays by name.
+
+    Raises
+    ------
+    ValueError
+        One line: the archive is over the budget, holds a member that is not a ``.npy`` array or an array
+        that would need unpickling, or is not a readable ``.npz``.
+    """
+    try:
+        if isinstance(source, bytes):
+            size, opened = len(source), zipfile.ZipFile(io.BytesIO(source))
+        else:
+            size, opened = os.stat(source).st_size, zipfile.ZipFile(source)
+        budget = NPZ_EXPANSION * size + NPZ_ALLOWANCE
+        with opened as archive:
+            members = archive.infolist()
+            if len(members) > NPZ_MAX_MEMBERS:
+                raise _Refused(f"{what} holds {len(members)} arrays; at most {NPZ_MAX_MEMBERS} are read")
+            declared = sum(member.file_size for member in members)
+            if declared > budget:
+                raise _Refused(f"{what} declares {declared} bytes of arrays in a {size}-byte archive, over the "
+                               f"reader's budget of {budget} bytes; refused (a compression bomb? numpy.savez, "
+                               "uncompressed, is always read)")
+            arrays = {}
+            for member in members:
+                if not member.filename.endswith(".npy"):
+                    raise _Refused(f"{what} holds {member.filename!r}, which is not a .npy array")
+                with archive.open(member) as stream:
+                    version = np.lib.format.read_magic(stream)
+                    read_header = (np.lib.format.read_array_header_1_0 if version == (1, 0)
+                                   else np.lib.format.read_array_header_2_0)
+                    shape, _, dtype = read_header(stream)
+                    if dtype.hasobject:
+                        raise ValueError("Object arrays cannot be loaded when allow_pickle=False")
+                    declared = int(np.prod(shape, dtype=object)) * dtype.itemsize
+                    if declared > member.file_size:
+                        raise _Refused(f"{what}: array {member.filename!r} declares {declared} bytes in a "
+                                       f"{member.file_size}-byte member; refused")
+                with archive.open(member) as stream:
+                    arrays[member.filename[:-4]] = np.lib.format.read_array(stream, allow_pickle=False)
+            return arrays
+    except _Refused:
+        raise
+    except ValueError as error:
+        if "pickle" in str(error).lower():
+            raise _Refused(f"{what} holds Python objects (an object array), which would need unpickling; "
+                           "privfed never unpickles: save numeric arrays with numpy.savez") from None
+        raise _Refused(f"{what} is not a readable .npz: {_first_line(error)}") from None
+    except (OSError, EOFError, zipfile.BadZipFile, zipfile.LargeZipFile, AttributeError, SyntaxError,
+            TypeError, NotImplementedError, RuntimeError) as error:
+        raise _Refused(f"{what} is not a readable .npz: {_first_line(error)}") from None
+
+
+class _Refused(ValueError):
+    """:func:`read_npz`'s own one-line refusal, told apart from numpy's ``ValueError`` while reading."""
+
+
+def _check_npy_header(handle: Any) -> None:
+    """Refuse a ``.npy`` whose header declares more data than the file holds (numpy allocates what it declares)."""
+    version = np.lib.format.read_magic(handle)
+    read_header = np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
+    shape, _, dtype = read_header(handle)
+    declared = int(np.prod(shape, dtype=object)) * dtype.itemsize
+    held = os.fstat(handle.fileno()).st_size - handle.tell()
+    if not dtype.hasobject and declared > held:
+        raise ValueError(f"its header declares {declared} bytes of data, the file holds {held}")
 
 
 def not_a_file(path: Path) -> str:

@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from ..accounting.documents import parse_json
+from ..accounting.documents import parse_json, read_npz
 
 FORMAT = "privfed-round-checkpoint"
 VERSION = 1
@@ -93,9 +93,9 @@ class RoundCheckpoint:
         if not self.path.exists():
             return None
         try:
-            with np.load(self.path, allow_pickle=False) as stored:
-                header = parse_json(str(stored[_HEADER][()]), "its header")
-                arrays = {name: stored[name] for name in stored.files if name != _HEADER}
+            stored = read_npz(self.path, "the file")
+            header = parse_json(str(stored[_HEADER][()]), "its header")
+            arrays = {name: array for name, array in stored.items() if name != _HEADER}
         except (OSError, ValueError, KeyError) as error:
             raise ValueError(f"checkpoint {str(self.path)!r} is not a privfed round checkpoint ({error})") from None
         if header.get("format") != FORMAT or header.get("version") != VERSION:

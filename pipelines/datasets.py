@@ -46,6 +46,7 @@ from typing import Any
 import numpy as np
 
 from ..accounting._checks import check_choice, check_int_at_least, check_positive_finite
+from ..accounting.documents import read_npz
 from ._random import RandomState, as_generator
 from .partition import dirichlet_partition, homogeneous_partition
 
@@ -182,11 +183,7 @@ def load_dataset(name: str, folder: str | Path, *, source: str = "auto") -> Benc
 
 
 def _load_npz(name: str, path: Path) -> BenchmarkDataset:
-    try:
-        with np.load(path, allow_pickle=False) as archive:
-            arrays = {key: archive[key] for key in archive.files}
-    except ValueError as error:
-        raise ValueError(f"{str(path)!r} could not be read without unpickling objects; refused: {error}") from error
+    arrays = read_npz(path, repr(str(path)))
     missing = {"X", "y"} - arrays.keys()
     if missing:
         raise ValueError(f"{str(path)!r} lacks the required key(s) {sorted(missing)}; it has {sorted(arrays)}")

@@ -26,12 +26,15 @@ from ..accounting import Ledger
 from .messages import ArraySpec, MessageError, WireMessage
 
 __all__ = [
-    "WITHHELD_SIZE", "PartySchema", "check_public_classes", "describe_party", "federation_classes",
+    "MAX_CLASSES", "WITHHELD_SIZE", "PartySchema", "check_public_classes", "describe_party", "federation_classes",
     "local_schema_exchange", "record_schema_exchange",
 ]
 
 #: ``n_examples`` of a party that withholds its size (it was given the public label set).
 WITHHELD_SIZE = -1
+#: The most classes a party's schema, and the federation's class union, may declare. The server allocates
+#: public-set × classes arrays from the union, so the bound is checked before anything is allocated.
+MAX_CLASSES = 10_000
 
 
 @dataclass(frozen=True, eq=False)
@@ -95,8 +98,13 @@ def federation_classes(
     Raises :class:`MessageError` naming the first party whose feature shape differs, whose label type
     (numeric or text) differs from the first party's, or which holds no example, and a federation
     whose labels hold a single class. ``multilabel=True``: every party must hold the first party's
-    label indices 0..L−1 (the same L).
+    label indices 0..L−1 (the same L). A party declaring more than :data:`MAX_CLASSES` classes, or a union
+    of more, is refused before any array is built from them.
     """
+    for schema, name in zip(schemas, names):
+        if len(schema.classes) > MAX_CLASSES:
+            raise MessageError(f"{name} declares {len(schema.classes)} classes; a schema may declare at most "
+                               f"{MAX_CLASSES}")
     for schema, name in zip(schemas, names):
         if multilabel and not np.array_equal(schema.classes, schemas[0].classes):
             raise MessageError(f"{name} has {len(schema.classes)} labels, {names[0]} has {len(schemas[0].classes)}")
@@ -111,6 +119,9 @@ def federation_classes(
         if family != first:
             raise MessageError(f"{name} has {family} labels {schema.classes[:5]}, {names[0]} has {first} labels")
     classes = np.unique(np.concatenate([schema.classes for schema in schemas]))
+    if len(classes) > MAX_CLASSES:
+        raise MessageError(f"parties: the labels hold {len(classes)} classes together; a federation may have at "
+                           f"most {MAX_CLASSES}")
     if len(classes) < 2:
         raise MessageError(
             f"parties: the labels hold a single class {classes[0].item()!r} across all parties; "

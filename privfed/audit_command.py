@@ -145,7 +145,8 @@ def _audit_command(args: argparse.Namespace) -> int:
         return _claims_table(claims, args)
     report = audit(args.target, claims=None if claims is None else claims[0], evidence=args.evidence,
                    members=args.members, non_members=args.non_members, protected_units=args.protected_units,
-                   random_state=args.seed, public_key=args.public_key, signature=args.signature)
+                   random_state=args.seed, public_key=args.public_key, signature=args.signature,
+                   load_model=not args.no_model_load)
     print(report.to_json() if args.json else report.table())
     return report.exit_code
 
@@ -185,6 +186,9 @@ def add_audit_command(subparsers: Any) -> argparse.ArgumentParser:
     parser.add_argument("--signature",
                         help="with an elliptic-curve --public-key: the model-signing signature file (default: "
                              "BUNDLE.sig beside the bundle folder)")
+    parser.add_argument("--no-model-load", dest="no_model_load", action="store_true",
+                        help="run every check but safe loading: the model is not opened (nor scikit-learn, skops or "
+                             "xgboost imported), and safe loading warns so; not with --members")
     parser.add_argument("--seed", type=integer_at_least(0), default=0,
                         help="seed of the empirical check's split, >= 0 (default 0)")
     parser.add_argument("--json", action="store_true", help="print the report as JSON")

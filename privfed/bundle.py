@@ -35,14 +35,13 @@ import secrets
 import shutil
 import sys
 import warnings
-import zipfile
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from privfed.accounting.documents import check_declared_work, parse_json
+from privfed.accounting.documents import check_declared_work, parse_json, read_npz
 from privfed.accounting.fingerprint import sha256_hex
 from privfed.accounting.ledger import Ledger
 from privfed.accounting.ledger_entry import load_json
@@ -597,60 +596,16 @@ def bundle_ledger(files: Mapping[str, bytes]) -> Ledger:
     return ledger
 
 
-#: What an ``.npz`` may unpack to: :data:`NPZ_EXPANSION` times its own size plus :data:`NPZ_ALLOWANCE` bytes.
-#: np.savez stores arrays uncompressed (ratio 1); a compressed archive of votes rarely exceeds 20.
-NPZ_EXPANSION = 64
-NPZ_ALLOWANCE = 16 << 20
-#: Most arrays an ``.npz`` read by privfed may hold.
-NPZ_MAX_MEMBERS = 4096
-
-
 def read_evidence(data: bytes, *, what: str = EVIDENCE_FILE) -> dict[str, np.ndarray]:
     """The arrays of an ``.npz`` held in memory, read without pickle, within a memory budget; BundleError otherwise.
 
-    The budget is checked on the archive's declared sizes before anything is decompressed: at most
-    :data:`NPZ_MAX_MEMBERS` arrays, together unpacking to at most ``NPZ_EXPANSION × len(data) + NPZ_ALLOWANCE``
-    bytes, and each array's header (shape × item size) no larger than its member (numpy allocates what the
-    header declares before reading): a small archive cannot make the reader allocate gigabytes.
+    :func:`privfed.accounting.documents.read_npz`: the budget is checked on the archive's declared sizes before
+    anything is decompressed, so a small archive cannot make the reader allocate gigabytes.
     """
-    budget = NPZ_EXPANSION * len(data) + NPZ_ALLOWANCE
     try:
-        with zipfile.ZipFile(io.BytesIO(data)) as archive:
-            members = archive.infolist()
-            if len(members) > NPZ_MAX_MEMBERS:
-                raise BundleError(f"{what} holds {len(members)} arrays; at most {NPZ_MAX_MEMBERS} are read")
-            declared = sum(member.file_size for member in members)
-            if declared > budget:
-                raise BundleError(f"{what} declares {declared} bytes of arrays in a {len(data)}-byte archive, over "
-                                  f"the reader's budget of {budget} bytes; refused (a compression bomb?)")
-            arrays = {}
-            for member in members:
-                if not member.filename.endswith(".npy"):
-                    raise BundleError(f"{what} holds {member.filename!r}, which is not a .npy array")
-                with archive.open(member) as stream:
-                    version = np.lib.format.read_magic(stream)
-                    read_header = (np.lib.format.read_array_header_1_0 if version == (1, 0)
-                                   else np.lib.format.read_array_header_2_0)
-                    shape, _, dtype = read_header(stream)
-                    if dtype.hasobject:
-                        raise ValueError("Object arrays cannot be loaded when allow_pickle=False")
-                    size = int(np.prod(shape, dtype=object)) * dtype.itemsize
-                    if size > member.file_size:
-                        raise BundleError(f"{what}: array {member.filename!r} declares {size} bytes in a "
-                                          f"{member.file_size}-byte member; refused")
-                with archive.open(member) as stream:
-                    arrays[member.filename[:-4]] = np.lib.format.read_array(stream, allow_pickle=False)
-            return arrays
-    except BundleError:
-        raise
+        return read_npz(data, what)
     except ValueError as error:
-        if "pickle" in str(error).lower():
-            raise BundleError(f"{what} holds arrays that would need unpickling ({_first_line(error)}); "
-                              "refused") from None
-        raise BundleError(f"{what} is not a readable .npz: {_first_line(error)}") from None
-    except (OSError, EOFError, zipfile.BadZipFile, zipfile.LargeZipFile, AttributeError, SyntaxError,
-            TypeError, NotImplementedError, RuntimeError) as error:
-        raise BundleError(f"{what} is not a readable .npz: {_first_line(error)}") from None
+        raise BundleError(str(error)) from None
 
 
 def open_bundle_files(

@@ -212,6 +212,77 @@ def test_an_npz_array_header_larger_than_its_member_is_refused():
     assert peak < 20 << 20
 
 
+def _header_bomb_npz(path: Path) -> None:
+    """An ``.npz`` whose one 100-byte member's header declares 8 GB of int64."""
+    import zipfile
+
+    member = io.BytesIO()
+    np.lib.format.write_array_header_1_0(member, {"descr": "<i8", "fortran_order": False, "shape": (10**9,)})
+    member.write(b"\0" * 64)
+    with zipfile.ZipFile(path, "w") as archive:
+        archive.writestr("X.npy", member.getvalue())
+        archive.writestr("y.npy", member.getvalue())
+
+
+def test_every_npz_reader_refuses_a_header_bomb(tmp_path):
+    """Party data, the public set, audit samples, datasets and checkpoints go through the one bounded reader."""
+    from privfed.pipelines.checkpoint import RoundCheckpoint
+    from privfed.pipelines.datasets import _load_npz
+
+    from privfed.audit.membership import read_samples
+    from privfed.federation.task import load_party_data, load_public
+
+    bomb = tmp_path / "bomb.npz"
+    _header_bomb_npz(bomb)
+    readers = {"party data": lambda: load_party_data(bomb), "public set": lambda: load_public(bomb),
+               "audit samples": lambda: read_samples(bomb, "members"),
+               "dataset": lambda: _load_npz("bomb", bomb),
+               "checkpoint": lambda: RoundCheckpoint(bomb, "fingerprint").load()}
+    tracemalloc.start()
+    try:
+        for what, read in readers.items():
+            with _Timed(), pytest.raises(ValueError, match="declares 8000000000 bytes") as refused:
+                read()
+            assert "\n" not in str(refused.value), what
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 20 << 20
+
+
+def test_an_npy_header_declaring_more_than_the_file_holds_is_refused(tmp_path, capsys):
+    votes = tmp_path / "votes.npy"
+    with votes.open("wb") as handle:
+        np.lib.format.write_array_header_1_0(handle, {"descr": "<i8", "fortran_order": False, "shape": (10**9,)})
+        handle.write(b"\0" * 64)
+    tracemalloc.start()
+    try:
+        with _Timed():
+            code = main(["account", str(votes), "--gamma", "0.1", "--delta", "1e-5"])
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    error = capsys.readouterr().err
+    assert code == 2 and error.count("\n") == 1 and "declares 8000000000 bytes of data, the file holds 64" in error
+    assert peak < 20 << 20
+
+
+def test_a_schema_declaring_a_million_classes_is_refused_before_allocation():
+    """One party listing 10⁶ classes made the server allocate 29.8 GiB of public-set × class arrays."""
+    from privfed.pipelines.party_schema import MAX_CLASSES, PartySchema, describe_party, federation_classes
+
+    honest = describe_party(np.zeros((4, 3)), np.array([0, 1, 0, 1]))
+    huge = PartySchema.from_record(PartySchema(np.array([3]), np.arange(10**6), 10**6).to_record(), sender="site-b")
+    with _Timed(), pytest.raises(MessageError, match=f"site-b declares 1000000 classes; a schema may declare at "
+                                                      f"most {MAX_CLASSES}"):
+        federation_classes([honest, huge], (3,), ["site-a", "site-b"])
+    # Each party within the bound, their union over it: refused as well.
+    halves = [PartySchema(np.array([3]), np.arange(start, start + MAX_CLASSES), 10) for start in (0, MAX_CLASSES)]
+    with pytest.raises(MessageError, match=f"{2 * MAX_CLASSES} classes together"):
+        federation_classes(halves, (3,), ["site-a", "site-b"])
+    assert len(federation_classes([honest, halves[0]], (3,), ["site-a", "site-b"])) == MAX_CLASSES
+
+
 def test_reading_a_bundle_reserves_no_more_than_its_files(tmp_path, forest):
     """Under a 1 GiB address-space limit above what the interpreter uses, a bundle still reads (it asked for 4 GiB)."""
     bundle = save_bundle(forest, tmp_path / "B", _ledger())

@@ -37,9 +37,9 @@ def test_bad_party_files_are_named(tmp_path) -> None:
     np.savez(tmp_path / "site.npz", features=np.zeros((2, 2)))
     with pytest.raises(ValueError, match=r"must hold arrays 'X' and 'y', has \['features'\]"):
         load_party_data(tmp_path / "site.npz")
-    # An object array would need unpickling: refused by numpy's allow_pickle=False.
+    # An object array would need unpickling: refused by privfed's .npz reader (never unpickles).
     np.savez(tmp_path / "objects.npz", X=np.array([{"a": 1}], dtype=object), y=np.zeros(1))
-    with pytest.raises(ValueError, match="allow_pickle"):
+    with pytest.raises(ValueError, match="never unpickles"):
         load_party_data(tmp_path / "objects.npz")
     pytest.importorskip("pandas", reason="CSV party data needs pandas")
     (tmp_path / "site.csv").write_text("a,b\n1,2\n")

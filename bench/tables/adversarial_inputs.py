@@ -4,27 +4,27 @@ from __future__ import annotations
 
 from bench.tables import table
 
-_OUTCOMES = ("clear", "accepted", "hang", "memory", "traceback")
+#: Issue 45's target for any input of at most 1 MB, in a fresh process.
+TARGET_SECONDS = 2.0
+TARGET_MB = 200.0
 
 
 def markdown(document: dict) -> str:
-    """One row per category: outcomes, worst times, peak memory and the largest input."""
+    """One row per probe: outcome, fresh-process wall and CPU seconds, peak memory, and whether it meets the target."""
     records = document["records"]
-    lines = ["| category | probes | clear / accepted / hang / memory / traceback | worst work s (after imports) | "
-             "worst wall s (fresh process) | worst peak RSS MB | worst RSS added by the work MB | largest input "
-             "bytes |", "|---|---|---|---|---|---|---|---|"]
-    categories = list(dict.fromkeys(record["category"] for record in records))
-    for category in categories:
-        rows = [record for record in records if record["category"] == category]
-        counts = " / ".join(str(sum(r["outcome"] == outcome for r in rows)) for outcome in _OUTCOMES)
-        work = max(r.get("work_seconds", float("nan")) for r in rows)
-        wall = max(r["wall_seconds"] for r in rows)
-        rss = max(r.get("maxrss_mb", 0.0) for r in rows)
-        added = max(r.get("work_mb", 0.0) for r in rows)
-        largest = max(r["input_bytes"] for r in rows)
-        lines.append(f"| {category} | {len(rows)} | {counts} | {work:.3f} | {wall:.1f} | {rss:.0f} | {added:.1f} | "
-                     f"{largest} |")
-    lines += ["", "Probes: " + "; ".join(f"{r['probe']} ({r['outcome']})" for r in records) + "."]
+    lines = ["| category | probe | outcome | input bytes | wall s (fresh process) | CPU s (fresh process) | "
+             "probe s (call → answer) | peak RSS MB | ≤ 2 CPU s and ≤ 200 MB |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for r in records:
+        cpu, rss = r.get("cpu_seconds", float("nan")), r.get("maxrss_mb", float("nan"))
+        met = "yes" if cpu <= TARGET_SECONDS and rss <= TARGET_MB else "**no**"
+        lines.append(f"| {r['category']} | {r['probe']} | {r['outcome']} | {r['input_bytes']} | "
+                     f"{r['wall_seconds']:.1f} | {cpu:.2f} | {r.get('probe_seconds', float('nan')):.2f} | {rss:.0f} | "
+                     f"{met} |")
+    within = sum(r.get("cpu_seconds", float("inf")) <= TARGET_SECONDS and r.get("maxrss_mb", float("inf")) <= TARGET_MB
+                 for r in records)
+    lines += ["", f"{within} of {len(records)} probes within ≤ {TARGET_SECONDS:g} CPU s and ≤ {TARGET_MB:g} MB; "
+              f"outcomes: {sum(r['outcome'] == 'clear' for r in records)} clear of {len(records)}."]
     return "\n".join(lines)
 
 

@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from privfed.accounting.documents import read_npz
 from privfed.audit.hygiene import Statement
 from privfed.audit.report import AuditInputError, Check, format_epsilon
 from privfed.empirical import membership_epsilon_lower_bound, true_label_scores
@@ -32,12 +33,9 @@ def read_samples(value: object, name: str) -> tuple[np.ndarray, np.ndarray]:
             raise AuditInputError(f"{name} file {str(path)!r} is not a NumPy .npz file (save X and y with "
                                   "numpy.savez)")
         try:
-            arrays = _load_npz(path)
-        except ValueError:
-            raise AuditInputError(f"{name} file {str(path)!r} holds Python objects (an object array), not numeric "
-                                  "arrays; privfed never unpickles: save X and y with numpy.savez") from None
-        except (OSError, zipfile.BadZipFile, EOFError) as error:
-            raise AuditInputError(f"{name} file {str(path)!r} is not a readable .npz: {error}") from None
+            arrays = read_npz(path, f"{name} file {str(path)!r}")
+        except ValueError as error:
+            raise AuditInputError(str(error)) from None
         if not {"X", "y"} <= set(arrays):
             raise AuditInputError(f"{name} file {str(path)!r} must hold arrays 'X' and 'y', got {sorted(arrays)}")
         X, y = arrays["X"], arrays["y"]
@@ -50,12 +48,6 @@ def read_samples(value: object, name: str) -> tuple[np.ndarray, np.ndarray]:
             f"{name} must hold X of shape (n, features...) and y of shape (n,), got {X.shape}, {y.shape}"
         )
     return X, y
-
-
-def _load_npz(path: Path) -> dict[str, np.ndarray]:
-    """Arrays of an ``.npz`` read without pickle; ValueError when an array would need unpickling."""
-    with np.load(path, allow_pickle=False) as archive:
-        return {key: archive[key] for key in archive.files}
 
 
 def empirical_claim(statement: Statement) -> float | None:

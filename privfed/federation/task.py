@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from privfed.accounting.documents import parse_json
+from privfed.accounting.documents import parse_json, read_npz
 from privfed.pipelines.messages import MessageError, Record
 
 __all__ = [
@@ -357,10 +357,10 @@ def load_party_data(
     if not path.is_file():
         raise ValueError(f"data-path {str(path)!r} is not a file on this SuperNode")
     if suffix == ".npz":
-        with np.load(path, allow_pickle=False) as arrays:
-            if not {"X", "y"} <= set(arrays.files):
-                raise ValueError(f"data-path {str(path)!r} must hold arrays 'X' and 'y', has {arrays.files}")
-            return arrays["X"], arrays["y"]
+        arrays = read_npz(path, f"data-path {str(path)!r}")
+        if not {"X", "y"} <= set(arrays):
+            raise ValueError(f"data-path {str(path)!r} must hold arrays 'X' and 'y', has {sorted(arrays)}")
+        return arrays["X"], arrays["y"]
     if suffix in (".svm", ".libsvm"):
         from sklearn.datasets import load_svmlight_file
 
@@ -389,10 +389,10 @@ def load_public(path: str | Path) -> np.ndarray:
     if path.suffix.lower() not in (".npz", ".csv", ".parquet") or not path.is_file():
         raise ValueError(f"public-path {str(path)!r} must be an existing .npz, .csv or .parquet file")
     if path.suffix.lower() == ".npz":
-        with np.load(path, allow_pickle=False) as arrays:
-            if "X" not in arrays.files:
-                raise ValueError(f"public-path {str(path)!r} must hold an array 'X', has {arrays.files}")
-            return arrays["X"]
+        arrays = read_npz(path, f"public-path {str(path)!r}")
+        if "X" not in arrays:
+            raise ValueError(f"public-path {str(path)!r} must hold an array 'X', has {sorted(arrays)}")
+        return arrays["X"]
     import pandas as pd
 
     frame = pd.read_csv(path) if path.suffix.lower() == ".csv" else pd.read_parquet(path)

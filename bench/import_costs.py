@@ -1,0 +1,151 @@
+"""What a fresh process pays before it does anything: CPU seconds, wall seconds and peak RSS of privfed's entry points.
+
+Each entry point runs in a fresh interpreter (``/usr/bin/time`` reports the child's user + system CPU seconds, wall
+seconds and peak resident memory) from two trees, alternately:
+
+* before: the code at ``--before`` (default: the merge base with ``main``), checked out with
+  ``git worktree add --detach`` at a temporary path and removed at the end;
+* after: this tree.
+
+Entry points: ``import privfed``, ``privfed --help``, ``privfed audit --help``, ``import privfed.accounting``,
+``privfed audit BUNDLE`` on a small scikit-learn tree bundle (written by this tree's ``save_bundle``), and the
+modules of the Flower ClientApp and ServerApp; from this tree only, ``privfed audit --no-model-load BUNDLE``
+(every check but opening the model). What stands below them is measured the same way, from this tree
+only (the *floor*): the bare interpreter, numpy, ``scipy.stats``, dp-accounting, ``sklearn.ensemble``, skops
+(through privfed's torch-free import) and model-signing's verifier. CPU seconds do not grow when other
+processes share the cores; wall seconds do (the load is recorded). Usage::
+
+    python -m bench.import_costs [--repeats 3] [--json bench/results/import_costs.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from bench import provenance
+
+ROOT = provenance.ROOT
+RESULTS = ROOT / "bench" / "results" / "import_costs.json"
+
+#: name → arguments after ``python`` (``{bundle}``: the bundle's path), run from each tree.
+ENTRY_POINTS = {
+    "import privfed": ["-c", "import privfed"],
+    "privfed --help": ["-m", "privfed", "--help"],
+    "privfed audit --help": ["-m", "privfed", "audit", "--help"],
+    "import privfed.accounting": ["-c", "import privfed.accounting"],
+    "privfed audit BUNDLE (trees)": ["-m", "privfed", "audit", "{bundle}"],
+    "Flower ClientApp module": ["-c", "import privfed.federation.client_app"],
+    "Flower ServerApp module": ["-c", "import privfed.federation.server_app"],
+}
+#: Entry points only this tree has, measured from it alone.
+NEW_ENTRY_POINTS = {
+    "privfed audit --no-model-load BUNDLE (trees)": ["-m", "privfed", "audit", "--no-model-load", "{bundle}"],
+}
+#: What the entry points stand on, each imported alone from this tree.
+FLOOR = {
+    "bare interpreter": "pass",
+    "numpy": "import numpy",
+    "scipy.stats": "import scipy.stats",
+    "dp_accounting": "import dp_accounting",
+    "sklearn.ensemble": "import sklearn.ensemble",
+    "sklearn.ensemble + skops.io (torch-free)": "import sklearn.ensemble\n"
+                                                "from privfed.skops_import import import_skops_io; import_skops_io()",
+    "model_signing.verifying": "import model_signing.verifying",
+}
+#: Writes the audited bundle: a 2-tree forest and a Laplace noisy-max ledger (the adversarial probes' bundle).
+_WRITE_BUNDLE = """
+import sys
+import numpy as np
+from sklearn.ensemble import RandomForestClassifier
+from privfed import LaplaceNoisyMax, Ledger, NoiseSource, save_bundle
+votes = np.random.default_rng(1).integers(0, 10, size=(20, 2))
+ledger = Ledger(delta=1e-5, description="import costs")
+ledger.record({"party": LaplaceNoisyMax(votes, 0.05, 1, unit="party"),
+               "example": LaplaceNoisyMax(votes, 0.05, 2, unit="example")})
+ledger.record_noise_source(NoiseSource.secret())
+features = np.random.default_rng(0).normal(size=(40, 3)).astype(np.float32)
+forest = RandomForestClassifier(n_estimators=2, max_depth=2, random_state=0).fit(features, features[:, 0] > 0)
+save_bundle(forest, sys.argv[1], ledger)
+"""
+
+
+def _git(*arguments: str) -> str:
+    return subprocess.run(["git", *arguments], cwd=ROOT, capture_output=True, text=True, check=True).stdout.strip()
+
+
+def _timed(tree: Path, arguments: list[str]) -> dict:
+    """Run ``python ARGUMENTS`` with ``tree``'s code in a fresh interpreter; its CPU, wall, peak RSS and exit code."""
+    environment = {**os.environ, "PYTHONPATH": str(tree), "OMP_NUM_THREADS": "1"}
+    with tempfile.NamedTemporaryFile("r", suffix=".time") as report:
+        done = subprocess.run(["/usr/bin/time", "-f", "%e %U %S %M", "-o", report.name, sys.executable, *arguments],
+                              cwd=tree, env=environment, capture_output=True, text=True, check=False)
+        wall, user, system, peak_kb = report.read().split()[-4:]
+    return {"cpu_s": round(float(user) + float(system), 3), "wall_s": float(wall),
+            "peak_rss_mb": round(int(peak_kb) / 1024, 1), "exit_code": done.returncode,
+            "load": [round(value, 2) for value in os.getloadavg()]}
+
+
+def _median(records: list[dict], key: str) -> float:
+    return round(statistics.median(record[key] for record in records), 3)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.import_costs", description=__doc__.splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--before", default=None, help="the commit to compare with (default: merge base with main)")
+    parser.add_argument("--json", type=Path, default=RESULTS, help="where the raw results go")
+    arguments = parser.parse_args(argv)
+    before_commit = arguments.before or _git("merge-base", "HEAD", "main")
+    run = provenance.start(command="python -m bench.import_costs " + " ".join(argv or sys.argv[1:]), seeds=None,
+                           settings={"repeats": arguments.repeats, "before": before_commit})
+    scratch = Path(tempfile.mkdtemp(prefix="privfed-import-costs-"))
+    old_tree = scratch / "before"
+    _git("worktree", "add", "--detach", str(old_tree), before_commit)
+    records = []
+    try:
+        bundle = scratch / "BUNDLE"
+        subprocess.run([sys.executable, "-c", _WRITE_BUNDLE, str(bundle)], cwd=ROOT, check=True,
+                       env={**os.environ, "PYTHONPATH": str(ROOT)})
+        trees = {"before": old_tree, "after": ROOT}
+        for repeat in range(arguments.repeats):
+            for name, command in ENTRY_POINTS.items():
+                command = [part.format(bundle=bundle) for part in command]
+                for side in (("before", "after") if repeat % 2 == 0 else ("after", "before")):
+                    record = {"side": side, "entry": name, "repeat": repeat, **_timed(trees[side], command)}
+                    print(record, flush=True)
+                    records.append(record)
+            for name, command in NEW_ENTRY_POINTS.items():
+                command = [part.format(bundle=bundle) for part in command]
+                record = {"side": "after", "entry": name, "repeat": repeat, **_timed(ROOT, command)}
+                print(record, flush=True)
+                records.append(record)
+            for name, code in FLOOR.items():
+                record = {"side": "floor", "entry": name, "repeat": repeat, **_timed(ROOT, ["-c", code])}
+                print(record, flush=True)
+                records.append(record)
+    finally:
+        _git("worktree", "remove", "--force", str(old_tree))
+        shutil.rmtree(scratch, ignore_errors=True)
+    summary = {}
+    for side, names in (("before", ENTRY_POINTS), ("after", {**ENTRY_POINTS, **NEW_ENTRY_POINTS}), ("floor", FLOOR)):
+        for name in names:
+            rows = [r for r in records if r["side"] == side and r["entry"] == name]
+            summary.setdefault(name, {})[side] = {"cpu_s_median": _median(rows, "cpu_s"),
+                                                  "wall_s_median": _median(rows, "wall_s"),
+                                                  "peak_rss_mb_median": _median(rows, "peak_rss_mb"),
+                                                  "exit_codes": sorted({r["exit_code"] for r in rows})}
+    provenance.write_json(arguments.json, {"provenance": provenance.finish(run), "before_commit": before_commit,
+                                           "summary": summary, "records": records})
+    print(f"wrote {arguments.json}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

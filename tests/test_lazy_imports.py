@@ -1,0 +1,94 @@
+"""What a fresh process imports: ``import privfed`` and the command line's help load no heavy library, and every
+public name still resolves (``from privfed import X`` for each X in ``privfed.__all__``, all listed by ``dir``).
+
+Each check runs in a fresh interpreter, so that nothing another test imported hides an eager import.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+#: Libraries that neither ``import privfed`` nor ``privfed … --help`` may load: each costs a second or more.
+HEAVY = ("torch", "skops", "ray", "flwr", "sklearn", "xgboost", "opacus", "scipy", "dp_accounting", "pandas",
+         "model_signing")
+
+
+def _fresh(code: str) -> dict:
+    """Run ``code`` in a fresh interpreter; the JSON it prints last."""
+    result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=False)
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+def _loaded(prelude: str) -> list[str]:
+    return _fresh(f"{prelude}\nimport json, sys\n"
+                  f"print(json.dumps(sorted(m for m in {HEAVY!r} if m in sys.modules)))")
+
+
+def test_import_privfed_loads_no_heavy_library():
+    assert _loaded("import privfed") == []
+
+
+def test_privfed_audit_help_loads_no_heavy_library():
+    prelude = ("import contextlib, io\nfrom privfed.cli import main\n"
+               "with contextlib.redirect_stdout(io.StringIO()):\n"
+               "    assert main(['audit', '--help']) == 0\n"
+               "    assert main(['--help']) == 0")
+    assert _loaded(prelude) == []
+
+
+def test_every_public_name_imports_from_privfed_and_dir_lists_it():
+    seen = _fresh("import json, privfed\n"
+                  "names = list(privfed.__all__)\n"
+                  "namespace = {}\n"
+                  "exec('from privfed import ' + ', '.join(names), namespace)\n"
+                  "unresolved = [n for n in names if namespace.get(n) is None]\n"
+                  "print(json.dumps({'names': len(names), 'unresolved': unresolved,\n"
+                  "                  'unlisted': sorted(set(names) - set(dir(privfed)))}))")
+    assert seen["names"] > 80 and seen["unresolved"] == [] and seen["unlisted"] == []
+
+
+def test_the_flower_apps_load_neither_torch_nor_skops_nor_ray():
+    """A ClientApp or ServerApp process that trains trees loads what trees need; torch, skops (the bundle's
+    serialiser, loaded when the model is saved), Ray (the simulation engine) and Opacus are not among it."""
+    loaded = _fresh("import json, sys\nimport privfed.federation.client_app, privfed.federation.server_app\n"
+                    "print(json.dumps(sorted(m for m in ('torch', 'skops', 'ray', 'opacus', 'xgboost') "
+                    "if m in sys.modules)))")
+    assert loaded == []
+
+
+def test_an_audit_that_does_not_open_the_model_runs_every_other_check_without_its_library(tmp_path):
+    """``privfed audit --no-model-load``: the same table but for *safe loading* (a warning that says the model was
+    not opened), and neither scikit-learn nor skops is imported; the membership check, which needs the model, is
+    refused without it."""
+    import numpy as np
+    import pytest
+
+    sklearn_ensemble = pytest.importorskip("sklearn.ensemble")
+    from privfed import LaplaceNoisyMax, Ledger, audit, save_bundle
+    from privfed.audit.report import AuditInputError
+
+    votes = np.random.default_rng(1).integers(0, 10, size=(20, 2))
+    ledger = Ledger(delta=1e-5, description="lazy audit")
+    ledger.record({"party": LaplaceNoisyMax(votes, 0.05, 1, unit="party")})
+    features = np.random.default_rng(0).normal(size=(40, 3))
+    forest = sklearn_ensemble.RandomForestClassifier(n_estimators=2, max_depth=2, random_state=0).fit(
+        features, features[:, 0] > 0)
+    bundle = save_bundle(forest, tmp_path / "bundle", ledger)
+    opened, unopened = audit(bundle), audit(bundle, load_model=False)
+    assert [c.name for c in opened.checks] == [c.name for c in unopened.checks]
+    differing = {c.name for c, d in zip(opened.checks, unopened.checks) if (c.status, c.detail) != (d.status, d.detail)}
+    assert differing == {"safe loading"}
+    assert opened.check("safe loading").status == "pass" and unopened.check("safe loading").status == "warn"
+    assert "not opened" in unopened.check("safe loading").detail and unopened.exit_code == opened.exit_code
+    samples = (features, features[:, 0] > 0)
+    with pytest.raises(AuditInputError, match="need load_model=True"):
+        audit(bundle, load_model=False, members=samples, non_members=samples)
+    prelude = ("import contextlib, io\nfrom privfed.cli import main\n"
+               "with contextlib.redirect_stdout(io.StringIO()):\n"
+               f"    assert main(['audit', '--no-model-load', {str(bundle)!r}]) == 0")
+    assert not {"sklearn", "skops", "torch", "xgboost", "pandas"} & set(_loaded(prelude))
