@@ -32,6 +32,7 @@ from typing import Any
 import numpy as np
 
 from privfed.pipelines.fedkt_secure import FedKTNoisyVotes, FedKTVoteSum, secure_value_bound
+from privfed.federation.secaggplus_neighbourhood import secaggplus_neighbourhood
 from privfed.pipelines.messages import MessageError
 
 __all__ = ["MODULUS_RANGE", "is_vote_request", "noisy_votes_reply", "secaggplus_vote_sum", "secure_aggregation_mod",
@@ -155,15 +156,16 @@ def _strategy(proxies: Mapping[int, Any], bound: int) -> Any:
     return _VoteSumStrategy()
 
 
-def secaggplus_vote_sum(grid: Any, tasks: Mapping[int, Any], *, n_parties: int, timeout: float | None) -> FedKTVoteSum:
+def secaggplus_vote_sum(grid: Any, tasks: Mapping[int, Any], *, n_parties: int, timeout: float | None,
+                        colluders: int | None = None) -> FedKTVoteSum:
     """Run Flower's ``SecAggPlusWorkflow`` over the nodes in ``tasks`` (node → its FedKTTask) and return the sum.
 
-    The reconstruction threshold is n − 1 of the n nodes (at least 2): one party may drop out during the
-    protocol and the sum of the others is still recovered; ``n_parties`` is the number of parties the noise
-    shares were planned for. The coordinator and up to n − 2 colluding parties learn at most the sum of the
-    other parties' histograms, and n − 1 colluders the last party's own noisy histogram: the ledger's
-    coordinator entry, computed for ``FedKT(collusion=c)`` colluders at the honest shares' variance
-    (:mod:`privfed.pipelines.fedkt_secure`), holds for every c up to n − 1.
+    ``n_parties`` is the number of parties the noise shares were planned for; ``colluders`` the parties the
+    ledger's coordinator entry assumes collude with the coordinator (FedKT's ``collusion``; None: every other
+    party). Each party shares with a window of about 2·log₂ n neighbours sized so that those colluders learn at
+    most the sum of the honest parties' histograms (:func:`~privfed.federation.secaggplus_neighbourhood.
+    secaggplus_neighbourhood`, which states the dropouts it survives): the ledger's coordinator entry, computed at
+    the honest shares' variance (:mod:`privfed.pipelines.fedkt_secure`), holds for every c up to n − 1.
     """
     from flwr.app import ArrayRecord, ConfigRecord, Context, RecordDict
     from flwr.server.compat.grid_client_proxy import GridClientProxy
@@ -185,13 +187,14 @@ def secaggplus_vote_sum(grid: Any, tasks: Mapping[int, Any], *, n_parties: int, 
                             strategy=strategy)
     context.state.config_records[MAIN_CONFIGS_RECORD] = ConfigRecord({Key.CURRENT_ROUND: 1})
     context.state.array_records[MAIN_PARAMS_RECORD] = ArrayRecord()
-    # Fractions of the n nodes: every node shares with all others; n − 1 shares (Flower: at least 2) rebuild a secret.
+    window = secaggplus_neighbourhood(len(nodes), colluders=n_parties - 1 if colluders is None else colluders)
     workflow = SecAggPlusWorkflow(
-        num_shares=1.0, reconstruction_threshold=(len(nodes) - 1) / len(nodes), max_weight=1.0,
+        **window.workflow_arguments(), max_weight=1.0,
         clipping_range=float(bound), quantization_range=2 * bound, modulus_range=MODULUS_RANGE, timeout=timeout,
     )
     workflow(grid, context)
     if strategy.vote_sum is None:
-        raise MessageError("SecAgg+ halted before the sum was recovered (fewer parties than its reconstruction "
-                           f"threshold {max(2, len(nodes) - 1)} of {len(nodes)} took part); nothing was written")
+        raise MessageError("SecAgg+ halted before the sum was recovered (a party's window of "
+                           f"{window.shares} kept fewer than its reconstruction threshold {window.threshold}); "
+                           "nothing was written")
     return FedKTVoteSum(vote_sum=strategy.vote_sum, n_parties=n_parties, n_contributors=strategy.contributors)

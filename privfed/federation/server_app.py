@@ -288,7 +288,7 @@ def _secure_vote_sum(grid, job, tasks, order, names, specs) -> tuple[Any, list, 
                                f"at most its {DPTrainingReport.KIND!r} report")
     by_node = dict(zip(order, tasks))
     vote_sum = secaggplus_vote_sum(grid, {node: by_node[node] for node in present}, n_parties=len(order),
-                                   timeout=job.timeout)
+                                   timeout=job.timeout, colluders=job.estimator.collusion)
     if vote_sum.vote_sum.shape != (tasks[0].n_final_queries, len(tasks[0].classes)):
         raise MessageError(f"SecAgg+ returned a vote sum of shape {vote_sum.vote_sum.shape}, expected "
                            f"{(tasks[0].n_final_queries, len(tasks[0].classes))}")
