@@ -10,7 +10,9 @@ Three sides, alternating within each party count, each a full ``run_server`` ove
   privfed ran before), up to ``--everyone-up-to`` parties (it grows as n²).
 
 Each party holds ``--rows`` Adult rows (so the plain run grows linearly in n); CPU seconds of this process (the
-apps all run in it) and bytes sent per party (median). Ratios are to the plain run of the same repeat.
+apps all run in it) and bytes sent per party (median). Ratios are to the plain run of the same repeat. Beside each
+party count, the CPU that Flower's own cryptography costs one party with that window (:func:`crypto_floor`): what
+SecAgg+ adds per party whatever privfed does around it.
 
 Usage::
 
@@ -67,6 +69,53 @@ def run_side(side: str, cal: dict, paths: list[str], public: np.ndarray, classes
     return {"cpu_seconds": cpu, "wall_seconds": wall, "bytes_per_party": float(np.median(sent))}
 
 
+def crypto_floor(shares: int, threshold: int, values: int, repeats: int = 3) -> dict:
+    """CPU seconds of the cryptography SecAgg+ does for one party with a window of ``shares`` (Flower's own
+    primitives, as ``secaggplus_mod`` and the workflow call them): two key pairs; two Shamir splits into ``shares``;
+    per neighbour two key agreements (bytes → key objects included), one encryption and one decryption, one mask of
+    ``values`` entries; the server's reconstruction of the party's mask seed from its window's ``shares`` shares. Best of ``repeats``."""
+    import os as _os
+
+    from flwr.common.secure_aggregation.crypto.shamir import combine_shares, create_shares
+    from flwr.common.secure_aggregation.crypto.symmetric_encryption import decrypt, encrypt, generate_shared_key
+    from flwr.common.secure_aggregation.secaggplus_utils import pseudo_rand_gen
+    from flwr.supercore.primitives.asymmetric import (bytes_to_private_key, bytes_to_public_key, generate_key_pairs,
+                                                       private_key_to_bytes, public_key_to_bytes)
+
+    neighbours = shares - 1
+    peer_secret, peer_public = generate_key_pairs()
+    peer = public_key_to_bytes(peer_public)
+    stages = {"key_pairs": 0.0, "shamir_split": 0.0, "key_agreements": 0.0, "encrypt_decrypt": 0.0, "masks": 0.0,
+              "server_reconstruction": 0.0}
+    best = dict.fromkeys(stages, float("inf"))
+    for _ in range(repeats):
+        start = time.process_time()
+        pairs = [generate_key_pairs() for _ in range(2)]
+        secret = private_key_to_bytes(pairs[0][0])
+        stages["key_pairs"] = time.process_time() - start
+        start = time.process_time()
+        split = [create_shares(secret, threshold, shares), create_shares(_os.urandom(32), threshold, shares)]
+        stages["shamir_split"] = time.process_time() - start
+        start = time.process_time()
+        keys = [generate_shared_key(bytes_to_private_key(secret), bytes_to_public_key(peer))
+                for _ in range(2 * neighbours)]
+        stages["key_agreements"] = time.process_time() - start
+        start = time.process_time()
+        for key in keys[:neighbours]:
+            decrypt(key, encrypt(key, split[0][0] + split[1][0]))
+        stages["encrypt_decrypt"] = time.process_time() - start
+        start = time.process_time()
+        for key in keys[: neighbours + 1]:
+            pseudo_rand_gen(key, 2**32, [(values,)])
+        stages["masks"] = time.process_time() - start
+        start = time.process_time()
+        combine_shares(split[1])  # a surviving party's mask seed, from every share its window returns
+        stages["server_reconstruction"] = time.process_time() - start
+        best = {name: min(best[name], seconds) for name, seconds in stages.items()}
+    del peer_secret
+    return {**best, "total": sum(best.values())}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", default=str(Path(__file__).resolve().parents[2] / "shared" / "datasets" / "adult.npz"))
@@ -101,7 +150,10 @@ def main() -> None:
             row[f"{side}_cpu_median"] = float(np.median([r["cpu_seconds"] for r in row["sides"][side]]))
             row[f"{side}_over_plain"] = [r["cpu_seconds"] / p for r, p in zip(row["sides"][side], plain)]
             row[f"{side}_bytes_per_party"] = row["sides"][side][0]["bytes_per_party"]
-        print(n, {side: f"{row[f'{side}_cpu_median']:.2f} s ×{np.median(row[f'{side}_over_plain']):.2f} "
+        row["crypto_floor_per_party"] = crypto_floor(window.shares, window.threshold, args.queries * len(classes))
+        if "everyone" in sides:
+            row["crypto_floor_per_party_everyone"] = crypto_floor(n, max(2, n - 1), args.queries * len(classes))
+        print(n, f"floor per party {1e3 * row['crypto_floor_per_party']['total']:.1f} ms", {side: f"{row[f'{side}_cpu_median']:.2f} s ×{np.median(row[f'{side}_over_plain']):.2f} "
                         f"{row[f'{side}_bytes_per_party']:.0f} B" for side in sides}, flush=True)
         rows.append(row)
     document = {"rows": rows, "provenance": provenance.finish(run)}
