@@ -24,7 +24,6 @@ Usage::
 from __future__ import annotations
 
 import argparse
-import math
 import os
 import sys
 import time

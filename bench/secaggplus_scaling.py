@@ -35,10 +35,9 @@ import numpy as np  # noqa: E402
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import privfed.federation.secure_aggregation as secure_aggregation  # noqa: E402
-from privfed.federation.secaggplus_neighbourhood import Neighbourhood, secaggplus_neighbourhood  # noqa: E402
-
 from bench import provenance  # noqa: E402
 from bench.secure_aggregation import calibrate, estimators, wire_bytes  # noqa: E402
+from privfed.federation.secaggplus_neighbourhood import Neighbourhood, secaggplus_neighbourhood  # noqa: E402
 
 
 def everyone(n_nodes: int, *, colluders: int) -> Neighbourhood:
@@ -73,14 +72,20 @@ def crypto_floor(shares: int, threshold: int, values: int, repeats: int = 3) -> 
     """CPU seconds of the cryptography SecAgg+ does for one party with a window of ``shares`` (Flower's own
     primitives, as ``secaggplus_mod`` and the workflow call them): two key pairs; two Shamir splits into ``shares``;
     per neighbour two key agreements (bytes → key objects included), one encryption and one decryption, one mask of
-    ``values`` entries; the server's reconstruction of the party's mask seed from its window's ``shares`` shares. Best of ``repeats``."""
+    ``values`` entries; the server's reconstruction of the party's mask seed from its window's ``shares`` shares.
+    Best of ``repeats``."""
     import os as _os
 
     from flwr.common.secure_aggregation.crypto.shamir import combine_shares, create_shares
     from flwr.common.secure_aggregation.crypto.symmetric_encryption import decrypt, encrypt, generate_shared_key
     from flwr.common.secure_aggregation.secaggplus_utils import pseudo_rand_gen
-    from flwr.supercore.primitives.asymmetric import (bytes_to_private_key, bytes_to_public_key, generate_key_pairs,
-                                                       private_key_to_bytes, public_key_to_bytes)
+    from flwr.supercore.primitives.asymmetric import (
+        bytes_to_private_key,
+        bytes_to_public_key,
+        generate_key_pairs,
+        private_key_to_bytes,
+        public_key_to_bytes,
+    )
 
     neighbours = shares - 1
     peer_secret, peer_public = generate_key_pairs()
@@ -118,7 +123,8 @@ def crypto_floor(shares: int, threshold: int, values: int, repeats: int = 3) -> 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data", default=str(Path(__file__).resolve().parents[2] / "shared" / "datasets" / "adult.npz"))
+    parser.add_argument("--data",
+                        default=str(Path(__file__).resolve().parents[2] / "shared" / "datasets" / "adult.npz"))
     parser.add_argument("--parties", type=int, nargs="+", default=[5, 10, 20, 50, 100, 200])
     parser.add_argument("--everyone-up-to", type=int, default=50)
     parser.add_argument("--rows", type=int, default=100, help="Adult rows per party")
@@ -153,8 +159,9 @@ def main() -> None:
         row["crypto_floor_per_party"] = crypto_floor(window.shares, window.threshold, args.queries * len(classes))
         if "everyone" in sides:
             row["crypto_floor_per_party_everyone"] = crypto_floor(n, max(2, n - 1), args.queries * len(classes))
-        print(n, f"floor per party {1e3 * row['crypto_floor_per_party']['total']:.1f} ms", {side: f"{row[f'{side}_cpu_median']:.2f} s ×{np.median(row[f'{side}_over_plain']):.2f} "
-                        f"{row[f'{side}_bytes_per_party']:.0f} B" for side in sides}, flush=True)
+        summary = {side: f"{row[f'{side}_cpu_median']:.2f} s ×{np.median(row[f'{side}_over_plain']):.2f} "
+                         f"{row[f'{side}_bytes_per_party']:.0f} B" for side in sides}
+        print(n, f"floor per party {1e3 * row['crypto_floor_per_party']['total']:.1f} ms", summary, flush=True)
         rows.append(row)
     document = {"rows": rows, "provenance": provenance.finish(run)}
     if args.json:

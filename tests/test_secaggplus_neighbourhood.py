@@ -14,6 +14,7 @@ import math
 
 import numpy as np
 import pytest
+
 from privfed.federation.secaggplus_neighbourhood import Neighbourhood, secaggplus_neighbourhood
 
 

@@ -26,8 +26,8 @@ set C colludes with the coordinator (honest-but-curious: everyone follows the pr
 (:mod:`privfed.pipelines.fedkt_secure`) accounts the noise of the ``received − c`` honest contributors' shares for
 ``FedKT(collusion=c)``; that holds under both conditions above. With ``collusion=None`` (c = n − 1), or any c that
 leaves a single honest contributor, the entry keeps the target's own share only, which holds whatever SecAgg+
-reveals, and the window is sized for the coordinator alone (c = 0). Where m would reach n the graph is complete (every party
-shares with every other, t = n − 1: one dropout; any c < n − 1 colluders learn only the honest sum).
+reveals, and the window is sized for the coordinator alone (c = 0). Where m would reach n the graph is complete
+(every party shares with every other, t = n − 1: one dropout; any c < n − 1 colluders learn only the honest sum).
 """
 
 from __future__ import annotations

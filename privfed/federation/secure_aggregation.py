@@ -31,8 +31,8 @@ from typing import Any
 
 import numpy as np
 
-from privfed.pipelines.fedkt_secure import FedKTNoisyVotes, FedKTVoteSum, secure_value_bound
 from privfed.federation.secaggplus_neighbourhood import secaggplus_neighbourhood
+from privfed.pipelines.fedkt_secure import FedKTNoisyVotes, FedKTVoteSum, secure_value_bound
 from privfed.pipelines.messages import MessageError
 
 __all__ = ["MODULUS_RANGE", "is_vote_request", "noisy_votes_reply", "secaggplus_vote_sum", "secure_aggregation_mod",
