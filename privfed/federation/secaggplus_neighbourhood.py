@@ -11,7 +11,8 @@ What a choice (m, t) guarantees, for n parties of which a set D drops out (never
 set C colludes with the coordinator (honest-but-curious: everyone follows the protocol):
 
 * **Dropouts.** Flower completes the sum only while every party's window keeps at least t parties taking part;
-  ``dropouts`` = m − t parties may drop anywhere (more if they are spread around the ring).
+  ``dropouts`` = m − t parties may drop anywhere (more if they are spread around the ring), once their key
+  shares are out (Flower 1.41 halts on a party lost in the setup or key-sharing stage: docs/federation.md).
 * **Collusion.** (a) A coalition of fewer than t parties holds fewer than t shares of any other party's secrets, so
   it can rebuild none. (b) What the coordinator and C learn about the parties outside C ∪ D is the sum over each
   connected part of them in the ring graph: each party's masked vector carries pairwise masks with its
