@@ -564,7 +564,9 @@ def main() -> None:
     parser.add_argument("--model-seeds", type=int, nargs="+", default=None,
                         help="FedKT random_state values to run on each seed's split (default: the seed itself); "
                              "measures the spread due to the models' randomness on fixed rows")
-    parser.add_argument("--n-jobs", type=int, default=2)
+    parser.add_argument("--n-jobs", type=int, default=1,
+                        help="party workers (default 1, as FedKT's own; 2 pays only on a free second core and "
+                             "triples the peak memory: docs/results.md, *FedKT's memory and workers*)")
     parser.add_argument("--no-baselines", action="store_true", help="skip SOLO and centralized PATE")
     parser.add_argument("--official-labels", action="store_true",
                         help="on the official rows, code labels as the official code does (row 0's label = 1)")

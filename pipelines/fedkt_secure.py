@@ -32,9 +32,10 @@ with up to ``c`` parties (``FedKT(collusion=c)``): the noise left is that of the
 honest contributors' shares, (received − c)·σ²/n, and never less than the target's own share σ²/n.
 The default, ``collusion=None``, is the worst coalition a party can face, every other party
 (c = n − 1): the target keeps only its own share σ²/n. This holds whatever secure-aggregation
-protocol runs: Flower's SecAgg+ (reconstruction threshold n − 1 of n in ``privfed.federation``)
-reveals to the coordinator and c < n − 1 colluders at most the sum of the honest parties'
-histograms, and to n − 1 colluders the target's histogram, which carries its own share. The
+protocol runs: Flower's SecAgg+ (in ``privfed.federation``, each party's window sized for the c the
+ledger assumes: :mod:`privfed.federation.secaggplus_neighbourhood`) reveals to the coordinator and
+c < n − 1 colluders at most the sum of the honest parties' histograms, and to n − 1 colluders the
+target's histogram, which carries its own share. The
 public (the argmax labels and the final model) is accounted at the full realised variance: it
 sees only what the coordinator computes from the whole sum and holds no party's share.
 

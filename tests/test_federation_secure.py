@@ -200,3 +200,46 @@ def test_secaggplus_on_the_ray_simulation_equals_fit(federation) -> None:
     local = secure().fit(parties, public)
     flower = simulate(secure(random_state=None), paths, public, timeout=120, random_state=5)
     assert_same_secure_fit(flower, local, X_test)
+
+
+def test_twelve_parties_share_with_a_logarithmic_window_and_three_may_drop(tmp_path, task_identity):
+    """12 parties: each shares with the 8 nearest of its shuffled ring (num_shares 9, threshold 6, not all 11
+    others); the sum equals fit's, and with 3 parties gone at the masked-vectors stage it is the 9 others' sum."""
+    from conftest import digits_federation
+    from flower_sites import write_sites
+    from flwr.common.secure_aggregation.secaggplus_constants import RECORD_KEY_CONFIGS, Key, Stage
+
+    from privfed.federation.server_app import ServerJob, run_server
+
+    parties, public, (X_test, _) = digits_federation(12)
+    paths = write_sites(tmp_path, parties, public)
+    grid, keys_sent = CopyingGrid(paths), []
+    original = grid.send_and_receive
+
+    def recording(messages, *, timeout=None):
+        for message in messages:
+            configs = message.content.config_records.get(RECORD_KEY_CONFIGS, {})
+            if configs.get(Key.STAGE) == Stage.SETUP:
+                keys_sent.append((configs[Key.SHARE_NUMBER], configs[Key.THRESHOLD]))
+            elif configs.get(Key.STAGE) == Stage.SHARE_KEYS:
+                keys_sent.append(len(configs) - 1)  # one public-key pair per window member, and the stage
+        return original(messages, timeout=timeout)
+
+    grid.send_and_receive = recording
+    settings = dict(n_teachers=2, query_fraction=0.25, n_partitions=1)
+    flower = run_server(grid, ServerJob(secure(**settings), public, num_supernodes=12, timeout=5))
+    assert_same_secure_fit(flower, secure(**settings).fit(parties, public), X_test)
+    assert keys_sent == [(9, 6)] * 12 + [9] * 12
+
+    class ThreeDropping(CopyingGrid):
+        def send_and_receive(self, messages, *, timeout=None):
+            def dropped(message):
+                configs = message.content.config_records.get(RECORD_KEY_CONFIGS, {})
+                return message.metadata.dst_node_id in (89, 93, 97) and configs.get(Key.STAGE) in (
+                    Stage.COLLECT_MASKED_VECTORS, Stage.UNMASK)
+
+            return super().send_and_receive([m for m in messages if not dropped(m)], timeout=timeout)
+
+    survived = run_server(ThreeDropping(paths), ServerJob(secure(**settings), public, num_supernodes=12, timeout=5))
+    note = [entry for entry in survived.ledger_.entries if entry.kind == "release"][-1].note
+    assert "sum of 9 of 12 parties" in note and "3 dropped out" in note

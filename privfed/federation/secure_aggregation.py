@@ -35,6 +35,7 @@ from typing import Any
 
 import numpy as np
 
+from privfed.federation.secaggplus_neighbourhood import secaggplus_neighbourhood
 from privfed.pipelines.fedkd_secure import FedKDLevelSum, FedKDNoisyLevels
 from privfed.pipelines.fedkd_steps import FedKDTask
 from privfed.pipelines.fedkt_secure import SECURE_AGGREGATOR, FedKTNoisyVotes, FedKTVoteSum
@@ -176,7 +177,8 @@ def _strategy(proxies: Mapping[int, Any], bound: int) -> Any:
     return _SecureSumStrategy()
 
 
-def secaggplus_vote_sum(grid: Any, tasks: Mapping[int, Any], *, n_parties: int, timeout: float | None) -> FedKTVoteSum:
+def secaggplus_vote_sum(grid: Any, tasks: Mapping[int, Any], *, n_parties: int, timeout: float | None,
+                        colluders: int | None = None) -> FedKTVoteSum:
     """FedKT: :func:`secaggplus_sum` over the nodes in ``tasks`` (node → its FedKTTask), as a :class:`FedKTVoteSum`.
 
     ``n_parties`` is the number of parties the noise shares were planned for. The coordinator and up to
@@ -187,12 +189,12 @@ def secaggplus_vote_sum(grid: Any, tasks: Mapping[int, Any], *, n_parties: int, 
     first = next(iter(tasks.values()))
     total, contributors = secaggplus_sum(grid, sorted(tasks), bound=secure_value_bound(first.n_partitions,
                                                                                        first.noise_scale),
-                                         timeout=timeout)
+                                         n_parties=n_parties, colluders=colluders, timeout=timeout)
     return FedKTVoteSum(vote_sum=total, n_parties=n_parties, n_contributors=contributors)
 
 
-def secaggplus_level_sum(grid: Any, tasks: Mapping[int, Any], *, n_parties: int,
-                         timeout: float | None) -> FedKDLevelSum:
+def secaggplus_level_sum(grid: Any, tasks: Mapping[int, Any], *, n_parties: int, timeout: float | None,
+                         colluders: int | None = None) -> FedKDLevelSum:
     """FedKD: :func:`secaggplus_sum` over the nodes in ``tasks`` (node → its FedKDTask), as a :class:`FedKDLevelSum`.
 
     Each party's noisy levels lie within ±B, B = :func:`secure_value_bound` of its grid (S) and its share's
@@ -202,16 +204,22 @@ def secaggplus_level_sum(grid: Any, tasks: Mapping[int, Any], *, n_parties: int,
     """
     first = next(iter(tasks.values()))
     bound = secure_value_bound(first.quantization_scale, first.skellam_share_variance)
-    total, contributors = secaggplus_sum(grid, sorted(tasks), bound=bound, timeout=timeout)
+    total, contributors = secaggplus_sum(grid, sorted(tasks), bound=bound, n_parties=n_parties,
+                                         colluders=colluders, timeout=timeout)
     return FedKDLevelSum(level_sum=total, n_parties=n_parties, n_contributors=contributors)
 
 
-def secaggplus_sum(grid: Any, nodes: Sequence[int], *, bound: int, timeout: float | None) -> tuple[np.ndarray, int]:
+def secaggplus_sum(grid: Any, nodes: Sequence[int], *, bound: int, n_parties: int, colluders: int | None,
+                   timeout: float | None) -> tuple[np.ndarray, int]:
     """Run Flower's ``SecAggPlusWorkflow`` over ``nodes``, each holding a stored noisy integer vector within
     ±``bound`` (:func:`store_noisy_votes`); return the integer sum and how many vectors it adds.
 
-    The reconstruction threshold is n − 1 of the n nodes (at least 2): one party may drop out during the
-    protocol and the sum of the others is still recovered.
+    ``n_parties`` is the number of parties the noise shares were planned for; ``colluders`` the parties the
+    ledger's coordinator entry assumes collude with the coordinator (the pipeline's ``collusion``; None: every
+    other party). Each party shares with a window of about 2·log₂ n neighbours sized so that those colluders
+    learn at most the sum of the honest parties' vectors (:func:`~privfed.federation.secaggplus_neighbourhood.
+    secaggplus_neighbourhood`, which states the dropouts it survives): the ledger's coordinator entry, computed
+    at the honest shares' variance, holds for every c up to n − 1.
     """
     from flwr.app import ArrayRecord, ConfigRecord, Context, RecordDict
     from flwr.server.compat.grid_client_proxy import GridClientProxy
@@ -231,13 +239,14 @@ def secaggplus_sum(grid: Any, nodes: Sequence[int], *, bound: int, timeout: floa
                             strategy=strategy)
     context.state.config_records[MAIN_CONFIGS_RECORD] = ConfigRecord({Key.CURRENT_ROUND: 1})
     context.state.array_records[MAIN_PARAMS_RECORD] = ArrayRecord()
-    # Fractions of the n nodes: every node shares with all others; n − 1 shares (Flower: at least 2) rebuild a secret.
+    window = secaggplus_neighbourhood(len(nodes), colluders=n_parties - 1 if colluders is None else colluders)
     workflow = SecAggPlusWorkflow(
-        num_shares=1.0, reconstruction_threshold=(len(nodes) - 1) / len(nodes), max_weight=1.0,
+        **window.workflow_arguments(), max_weight=1.0,
         clipping_range=float(bound), quantization_range=2 * bound, modulus_range=MODULUS_RANGE, timeout=timeout,
     )
     workflow(grid, context)
     if strategy.vote_sum is None:
-        raise MessageError("SecAgg+ halted before the sum was recovered (fewer parties than its reconstruction "
-                           f"threshold {max(2, len(nodes) - 1)} of {len(nodes)} took part); nothing was written")
+        raise MessageError("SecAgg+ halted before the sum was recovered (a party's window of "
+                           f"{window.shares} kept fewer than its reconstruction threshold {window.threshold}); "
+                           "nothing was written")
     return strategy.vote_sum, strategy.contributors

@@ -296,7 +296,7 @@ def _secure_vote_sum(grid, job, model, tasks, order, names, specs) -> tuple[Any,
     present, sent = _secure_train(grid, job, model, tasks, order, names, [specs] * len(order))
     by_node = dict(zip(order, tasks))
     vote_sum = secaggplus_vote_sum(grid, {node: by_node[node] for node in present}, n_parties=len(order),
-                                   timeout=job.timeout)
+                                   timeout=job.timeout, colluders=job.estimator.collusion)
     if vote_sum.vote_sum.shape != (tasks[0].n_final_queries, len(tasks[0].classes)):
         raise MessageError(f"SecAgg+ returned a vote sum of shape {vote_sum.vote_sum.shape}, expected "
                            f"{(tasks[0].n_final_queries, len(tasks[0].classes))}")
@@ -342,7 +342,7 @@ def _secure_level_sum(grid, job, model, tasks, order, names, configs, models, sc
         raise RefusedRunError(model.refused_, "FedKD cannot run: no party took part")
     by_node = {node: (task, local, schema) for node, task, local, schema in zip(order, tasks, models, schemas)}
     level_sum = secaggplus_level_sum(grid, {node: by_node[node][0] for node in present}, n_parties=len(order),
-                                     timeout=job.timeout)
+                                     timeout=job.timeout, colluders=job.estimator.collusion)
     expected = (len(tasks[0].public), len(tasks[0].classes))
     if level_sum.level_sum.shape != expected:
         raise MessageError(f"SecAgg+ returned a level sum of shape {level_sum.level_sum.shape}, expected {expected}")

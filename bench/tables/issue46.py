@@ -1,0 +1,92 @@
+"""docs/results.md, "Secure aggregation that scales, accounting targets, FedKT's memory (issue 46)"."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from bench.tables import table
+
+SCALING = "bench/results/secaggplus_scaling.json"
+ACCOUNTING = "bench/results/accounting_targets.json"
+MEMORY = "bench/results/fedkt_memory.json"
+IDEAL_NS = 7.0  # issue 46's estimate of the ideal classic Laplace cost per query
+
+
+def _ratios(values: list[float]) -> str:
+    return ", ".join(f"×{value:.2f}" for value in values)
+
+
+@table("secaggplus-scaling", raw=[SCALING])
+def secaggplus_scaling(documents: list[Any]) -> str:
+    lines = ["| parties n | window m / threshold t (dropouts) | plain CPU s | window CPU s (× plain, per repeat) "
+             "| every party with every other: CPU s (× plain) | bytes per party: plain / window / everyone "
+             "| Flower's cryptography per party: window (everyone) |", "|---|---|---|---|---|---|---|"]
+    for row in documents[0]["rows"]:
+        everyone, everyone_bytes, everyone_floor = "not run", "—", ""
+        if "everyone_cpu_median" in row:
+            everyone = f"{row['everyone_cpu_median']:.2f} ({_ratios(row['everyone_over_plain'])})"
+            everyone_bytes = f"{row['everyone_bytes_per_party']:.0f}"
+            everyone_floor = f" ({1e3 * row['crypto_floor_per_party_everyone']['total']:.1f} ms)"
+        lines.append(
+            f"| {row['parties']} | {row['num_shares']} / {row['threshold']} ({row['dropouts']}) "
+            f"| {row['plain_cpu_median']:.2f} | {row['window_cpu_median']:.2f} ({_ratios(row['window_over_plain'])}) "
+            f"| {everyone} | {row['plain_bytes_per_party']:.0f} / {row['window_bytes_per_party']:.0f} / "
+            f"{everyone_bytes} | {1e3 * row['crypto_floor_per_party']['total']:.1f} ms{everyone_floor} |")
+    return "\n".join(lines) + ("\n\nCPU seconds: medians of the repeats; m = n where every party shares with every "
+                               "other.")
+
+
+@table("accounting-targets", raw=[ACCOUNTING])
+def accounting_targets(documents: list[Any]) -> str:
+    document = documents[0]
+    per_query, repeated = document["per_query"], document["gnmax_tight_repeated_parameters"]
+    today = [row for row in document["ledgers"] if "today_s" in row]
+    laplace = per_query["laplace_classic_cpu_ns_per_query"]
+    rows = [
+        ("classic Laplace ≤ 5× the estimated ideal (≈ 7 ns/query)",
+         f"{laplace:.0f} ns/query CPU (×{laplace / IDEAL_NS:.1f}; one read of the votes: "
+         f"{per_query['read_votes_cpu_ns_per_query']:.1f} ns)", "no" if laplace > 5 * IDEAL_NS else "yes"),
+        ("GNMax classic ≥ 10 M queries/s",
+         f"{per_query['gnmax_classic_queries_per_cpu_second'] / 1e6:.2f} M queries per CPU second "
+         f"({per_query['gnmax_classic_cpu_ns_per_query']:.0f} ns/query)",
+         "no" if per_query["gnmax_classic_queries_per_cpu_second"] < 1e7 else "yes"),
+        ("GNMax tight: no fresh PLD when the parameters repeat",
+         f"first `account()` {repeated['first_s']:.2f} s, second (other votes, same σ, count, δ) "
+         f"{repeated['second_s']:.3f} s", "yes (the PLD memo, issue 34)"),
+        ("1,000 distinct mechanisms in a ledger ≤ 5 s",
+         ", ".join(str(row["entries"]) for row in today) + " distinct GNMax entries: "
+         + ", ".join(f"{row['today_s']:.1f}" for row in today) + " s (one PLD per entry, composed)", "no"),
+    ]
+    lines = ["| target | today (this run) | met? |", "|---|---|---|"]
+    lines += [f"| {target} | {measured} | {met} |" for target, measured, met in rows]
+    return "\n".join(lines)
+
+
+@table("accounting-distinct-ledgers", raw=[ACCOUNTING])
+def accounting_distinct_ledgers(documents: list[Any]) -> str:
+    lines = ["| entries | today's ε (PLD of the composed per-entry PLDs) | RDP alone | one PLD of the exactly composed "
+             "Gaussian |", "|---|---|---|---|"]
+    for row in documents[0]["ledgers"]:
+        today = (f"{row['today_epsilon']:.9f} ({row['today_s']:.1f} s)" if "today_s" in row
+                 else "not run (≈ 1 s per entry at this load)")
+        lines.append(f"| {row['entries']:,} | {today} | {row['rdp_only_epsilon']:.4f} ({row['rdp_only_s']:.2g} s) "
+                     f"| {row['merged_gaussian_epsilon']:.9f} ({row['merged_gaussian_s']:.1f} s) |")
+    return "\n".join(lines)
+
+
+@table("fedkt-memory", raw=[MEMORY])
+def fedkt_memory(documents: list[Any]) -> str:
+    names = {"imports": "imports only (numpy, scikit-learn, privfed)", "data": "+ the split loaded",
+             "fit-1": "+ `FedKT.fit`, `n_jobs=1` (the library's default)", "fit-2": "+ `FedKT.fit`, `n_jobs=2`"}
+    records = documents[0]["records"]
+    lines = ["| side | process peak (MiB) | process tree peak (MiB) | rows loaded (MiB) | kept by the fitted model, "
+             "pickled (MiB) |", "|---|---|---|---|---|"]
+    for side, name in names.items():
+        mine = [record for record in records if record["side"] == side]
+        kept = mine[0].get("kept_mib", {})
+        kept_text = ", ".join(f"`{attribute}` {size:.2f}" for attribute, size in kept.items() if size >= 0.05) or "—"
+        data = f"{mine[0]['data_mib']:.1f}" if "data_mib" in mine[0] else "—"
+        process = ", ".join(f"{record['process_peak_mib']:.1f}" for record in mine)
+        tree = ", ".join(f"{record['tree_peak_mib']:.1f}" for record in mine)
+        lines.append(f"| {name} | {process} | {tree} | {data} | {kept_text} |")
+    return "\n".join(lines)
