@@ -42,7 +42,7 @@ import math
 import os
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import IO, Any
@@ -60,6 +60,7 @@ from .privacy_filter import FILTER_ORDERS, RenyiFilter
 from .registry import public_mechanism_from_record
 from .silo_ledger import (
     BUDGET_UNITS,
+    line_links,
     BudgetRefusedError,
     Policy,
     Scan,
@@ -71,8 +72,10 @@ from .silo_ledger import (
     encoded_values,
     now,
     parse_header,
+    public_key_hex,
     scan_appended,
     scan_file,
+    signature_problem,
     total_member,
 )
 
@@ -181,6 +184,11 @@ class SiloBudget:
         With ``unit="person"``: the most rows any one person has (group privacy, see the module docstring).
     orders:
         The filter's Rényi orders, fixed for the file's life (default :data:`~accounting.privacy_filter.FILTER_ORDERS`).
+    signing_key:
+        The silo's Ed25519 private key (``cryptography``'s ``Ed25519PrivateKey``), or None. Given when the file is
+        created, its header names the public key and every line carries an Ed25519 signature (its last line's
+        covers the whole chain); a signed ledger is charged only by a budget holding that key, and every check
+        verifies the last line's signature. None on a signed ledger: it can be read and checked, not charged.
 
     Examples
     --------
@@ -195,32 +203,45 @@ class SiloBudget:
     """
 
     def __init__(self, path: str | os.PathLike[str], *, epsilon: float, delta: float, unit: str = "example",
-                 max_records_per_person: int | None = None, orders: Sequence[float] = FILTER_ORDERS) -> None:
+                 max_records_per_person: int | None = None, orders: Sequence[float] = FILTER_ORDERS,
+                 signing_key: Any = None) -> None:
         self.path = Path(path)
         policy = checked_policy(epsilon, delta, unit, max_records_per_person, orders)
+        if signing_key is not None:
+            from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+            if not isinstance(signing_key, Ed25519PrivateKey):
+                raise TypeError(f"signing_key must be None or an Ed25519 private key (cryptography's "
+                                f"Ed25519PrivateKey), got {type(signing_key).__name__}")
+            policy = replace(policy, public_key=public_key_hex(signing_key))
+        self._signer = signing_key
         self._scan: Scan | None = None
         with self._locked(exclusive=True, create=True) as stream:
             if os.fstat(stream.fileno()).st_size == 0:
-                line, _ = encode_line(policy.header(restarted_from=None), GENESIS_SHA256)
+                line, _ = encode_line(policy.header(restarted_from=None), GENESIS_SHA256, signing_key)
                 self._append(stream, line)
                 found = policy
             else:
                 found, _ = parse_header(stream.readline().rstrip(b"\n"), self.path)
+        if signing_key is None:  # a reader: the file says whether it is signed, and by whom
+            policy = replace(policy, public_key=found.public_key)
         if found != policy:
             raise ValueError(f"{self.path} holds a budget with a different policy ({_describe(found)}) than the one "
                              f"given ({_describe(policy)}); open it with SiloBudget.open(path)")
         self._policy = policy
 
     @classmethod
-    def open(cls, path: str | os.PathLike[str]) -> SiloBudget:
-        """The budget an existing ledger file holds, with the policy its header states."""
+    def open(cls, path: str | os.PathLike[str], *, signing_key: Any = None) -> SiloBudget:
+        """The budget an existing ledger file holds, with the policy its header states (``signing_key``: the
+        silo's key, to charge a signed ledger)."""
         path = Path(path)
         if not path.is_file():
             raise ValueError(f"budget file {str(path)!r} does not exist (create it with privfed budget init)")
         with open(path, "rb") as stream:
             policy, _ = parse_header(stream.readline().rstrip(b"\n"), path)
         return cls(path, epsilon=policy.epsilon, delta=policy.delta, unit=policy.unit,
-                   max_records_per_person=policy.max_records_per_person, orders=policy.orders)
+                   max_records_per_person=policy.max_records_per_person, orders=policy.orders,
+                   signing_key=signing_key)
 
     # --- the policy ---------------------------------------------------------------------------------------
     @property
@@ -242,6 +263,11 @@ class SiloBudget:
     def max_records_per_person(self) -> int | None:
         """The most rows one person has (``unit="person"`` only)."""
         return self._policy.max_records_per_person
+
+    @property
+    def public_key(self) -> str | None:
+        """The hex Ed25519 public key the ledger's lines are signed with (None: unsigned)."""
+        return self._policy.public_key
 
     @property
     def filter(self) -> RenyiFilter:
@@ -293,6 +319,7 @@ class SiloBudget:
         mechanism, cost = release_cost(release, self._policy.orders, unit=self.unit,
                                        max_records_per_person=self.max_records_per_person)
         observers = check_observers(observers)
+        self._check_signer()
         described = {"kind": mechanism.kind, "unit": mechanism.unit,
                      "parameters": to_json_value(mechanism.parameters(), f"{type(mechanism).__name__}.parameters()")}
         with self._locked(exclusive=True) as stream:
@@ -314,7 +341,7 @@ class SiloBudget:
                       "mechanism": described, "unit": self.unit, "observers": list(observers), "time": time,
                       "rdp": encoded_values(cost[:-1]), "pure_epsilon": encoded_values(cost[-1:])[0],
                       "total": total_member(index + 1, spent)}
-            line, digest = encode_line(record, head)
+            line, digest = encode_line(record, head, self._signer)
             self._append(stream, prefix + line)
             self._remember(scan, stream, start=scan.size + len(scan.torn_tail) + len(prefix), line=line,
                            head=digest, spent=spent, added=prefix.count(b"\n") + 1)
@@ -330,13 +357,17 @@ class SiloBudget:
                            spent, None, stamp=(status.st_dev, status.st_ino, status.st_size, status.st_mtime_ns,
                                                status.st_ctime_ns))
 
-    @staticmethod
-    def _sealed(scan: Scan) -> tuple[bytes, str]:
+    def _sealed(self, scan: Scan) -> tuple[bytes, str]:
         """The bytes that terminate a torn tail and the torn record after it, and the new chain head."""
         torn, digest = encode_line({"type": "torn", "torn_sha256": sha256_hex(scan.torn_tail),
-                              "torn_bytes": len(scan.torn_tail), "time": now(),
-                              "total": total_member(scan.count, scan.spent)}, scan.head)
+                                    "torn_bytes": len(scan.torn_tail), "time": now(),
+                                    "total": total_member(scan.count, scan.spent)}, scan.head, self._signer)
         return b"\n" + torn + b"\n", digest
+
+    def _check_signer(self) -> None:
+        if self._policy.public_key is not None and self._signer is None:
+            raise ValueError(f"{self.path} is a signed ledger: charging it needs the silo's signing_key "
+                             "(SiloBudget.open(path, signing_key=...))")
 
     # --- reporting ----------------------------------------------------------------------------------------
     @property
@@ -382,18 +413,41 @@ class SiloBudget:
                            "dp_event": event})
         return events
 
-    def verify(self, *, head: str | None = None) -> LedgerCheck:
-        """Check the whole chain (and, given ``head``, that the last line's sha256 is that one)."""
+    def verify(self, *, head: str | None = None, public_key: Any = None) -> LedgerCheck:
+        """Check the whole chain (and, given ``head``, that the last line's sha256 is that one); on a signed ledger
+        every line's signature too. ``public_key`` (the silo's Ed25519 public key, or its hex), given: the ledger
+        must be signed with that key (what an attacker who can write the file cannot forge)."""
+        expected = None if public_key is None else public_key_hex(public_key)
         try:
+            problem = self._signature_problems(expected)  # first: it names the first line edited after signing
+            if problem is not None:
+                return LedgerCheck(False, 0, "", problem, 0)
             scan = self._read(fresh=True, full=True)
         except TamperedLedgerError as error:
             return LedgerCheck(False, 0, "", str(error), 0)
-        problem = None
-        if head is not None and head != scan.head:
+        if problem is None and head is not None and head != scan.head:
             problem = (f"{self.path}: the last line's sha256 is {scan.head}, not the expected {head} (lines were "
                        "dropped from the end, or the ledger was replaced)")
         return LedgerCheck(problem is None, scan.count, scan.head, problem,
                            0 if scan.tail_is_record else len(scan.torn_tail))
+
+    def _signature_problems(self, expected: str | None) -> str | None:
+        """What is wrong with the file's signatures (None: every record line verifies, or the ledger is unsigned
+        and no key was expected)."""
+        key = self._policy.public_key
+        if expected is not None and key != expected:
+            return (f"{self.path}: the ledger is not signed with the expected public key (its header names "
+                    f"{key or 'none'}): it was re-keyed or replaced")
+        if key is None:
+            return None
+        with self._locked(exclusive=False) as stream:
+            data = stream.read()
+        for number, line in enumerate(data.split(b"\n"), start=1):
+            if line and line_links(line) is not None:
+                problem = signature_problem(line, key)
+                if problem is not None:
+                    return f"{self.path}: line {number}: {problem} (edited after it was signed)"
+        return None
 
     def reset(self, *, acknowledge: bool, reason: str) -> Path:
         """Archive a ledger that fails verification and start a new one that carries its spending over.
@@ -409,6 +463,7 @@ class SiloBudget:
             raise ValueError("acknowledge must be True: resetting a tampered ledger is a person's decision")
         if not isinstance(reason, str) or not reason.strip():
             raise ValueError(f"reason must be a non-empty string saying what was checked, got {reason!r}")
+        self._check_signer()
         with self._locked(exclusive=True) as stream:
             data = stream.read()
             try:
@@ -422,7 +477,7 @@ class SiloBudget:
             carried = carried_over(data, len(self._policy.orders))
             header, head = encode_line(self._policy.header(
                 restarted_from={"archive": archive.name, "file_sha256": sha256_hex(data), "reason": reason.strip()}),
-                sha256_hex(data))
+                sha256_hex(data), self._signer)
             lines = [header]
             spent = {o: np.zeros(len(self._policy.orders) + 1) for o in OBSERVERS}
             for index, (observer, curve) in enumerate(item for item in carried.items() if item[1].any()):
@@ -432,7 +487,7 @@ class SiloBudget:
                     "mechanism": {"kind": "carried_over", "unit": self.unit, "parameters": {"archive": archive.name}},
                     "unit": self.unit, "observers": [observer], "time": now(), "rdp": encoded_values(curve[:-1]),
                     "pure_epsilon": encoded_values(curve[-1:])[0], "total": total_member(index + 1, spent)}
-                line, head = encode_line(carried_charge, head)
+                line, head = encode_line(carried_charge, head, self._signer)
                 lines.append(line)
             replacement = self.path.with_name(self.path.name + ".new")
             with open(replacement, "wb") as out:
@@ -483,6 +538,12 @@ class SiloBudget:
             scan = scan_file(stream.read(), self.path, full=full)
         if scan.policy != self._policy:
             raise TamperedLedgerError(f"{self.path}: the header's policy changed since the budget was opened")
+        if self._policy.public_key is not None:  # the last record's signature covers the chain before it
+            stream.seek(scan.last_start)
+            last = scan.torn_tail if scan.tail_is_record else stream.read(scan.size - scan.last_start - 1)
+            problem = signature_problem(last, self._policy.public_key)
+            if problem is not None:
+                raise TamperedLedgerError(f"{self.path}: the last record: {problem} (the ledger was edited)")
         scan.stamp = stamp
         self._scan = None if scan.torn_tail else scan  # a torn tail is re-read whole until a charge seals it
         return scan

@@ -278,3 +278,72 @@ def test_a_budget_held_open_sees_what_another_process_charged_and_an_edit_made_s
     _write(budget.path, [lines[0], lines[1].replace(b'"study":"a"', b'"study":"abc"'), *lines[2:]])
     with pytest.raises(TamperedLedgerError, match="line 2"):  # the file changed under it: checked whole again
         budget.fits(RELEASE)
+
+
+# --- signed records -------------------------------------------------------------------------------------------
+def _rechained(path: Path, edit) -> None:
+    """Apply ``edit`` to the parsed records and recompute every line's two hashes (an attacker without the key)."""
+    from privfed.accounting.fingerprint import sha256_hex
+    from privfed.accounting.ledger_entry import GENESIS_SHA256
+
+    previous, lines = GENESIS_SHA256, []
+    for number, line in enumerate(path.read_bytes().splitlines()):
+        record = json.loads(line)
+        record.pop("sha256")
+        record["previous_sha256"] = previous
+        edit(number, record)
+        body = json.dumps(record, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
+        body = b'{"previous_sha256":"' + previous.encode() + b'",' + body[1:].replace(
+            b'"previous_sha256":"' + previous.encode() + b'",', b"")
+        previous = sha256_hex(body)
+        lines.append(body[:-1] + b',"sha256":"' + previous.encode() + b'"}')
+    path.write_bytes(b"\n".join(lines) + b"\n")
+
+
+def test_signed_records_an_edit_rechained_passes_the_hash_chain_and_fails_the_signature(tmp_path: Path) -> None:
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+    from privfed.accounting.silo_ledger import scan_file
+
+    key = Ed25519PrivateKey.generate()
+    path = tmp_path / "signed.jsonl"
+    budget = SiloBudget(path, epsilon=8.0, delta=1e-5, signing_key=key)
+    for study in ("a", "b", "c"):
+        budget.charge(DPSGD(1.1, 0.01, 100), study=study, pipeline="fedkd")
+    assert all("signature" in json.loads(line) for line in path.read_bytes().splitlines())
+    assert budget.verify(public_key=key.public_key()).intact
+    assert SiloBudget.open(path).fits(DPSGD(1.1, 0.01, 100))  # a reader checks the last line's signature
+    with pytest.raises(ValueError, match="signed ledger: charging it needs the silo's signing_key"):
+        SiloBudget.open(path).charge(DPSGD(1.1, 0.01, 100), study="d", pipeline="fedkd")
+
+    # The attack: rename study "b" and re-chain every hash after it. The hash chain alone passes ...
+    _rechained(path, lambda number, record: record.update(study="other") if record.get("study") == "b" else None)
+    scan = scan_file(path.read_bytes(), path, full=True)
+    assert [c.study for c in scan.charges] == ["a", "other", "c"]
+    # ... the signatures fail: every check of the budget, a new reader's, and verify with the public key.
+    check = SiloBudget.open(path).verify(public_key=key.public_key())
+    assert not check.intact and "line 3" in check.problem and "signature does not verify" in check.problem
+    with pytest.raises(TamperedLedgerError, match="signature does not verify"):
+        SiloBudget.open(path).fits(DPSGD(1.1, 0.01, 100))
+    with pytest.raises(TamperedLedgerError, match="signature does not verify"):
+        SiloBudget.open(path, signing_key=key).charge(DPSGD(1.1, 0.01, 100), study="d", pipeline="fedkd")
+
+
+def test_stripping_the_signatures_and_the_key_is_caught_against_the_silos_key(tmp_path: Path) -> None:
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+    key = Ed25519PrivateKey.generate()
+    path = tmp_path / "signed.jsonl"
+    SiloBudget(path, epsilon=8.0, delta=1e-5, signing_key=key).charge(DPSGD(1.1, 0.01, 100), study="a",
+                                                                       pipeline="fedkd")
+    _rechained(path, lambda number, record: (record.pop("signature"), record.pop("public_key", None)))
+    assert SiloBudget.open(path).verify().intact  # now an unsigned ledger, consistent in itself
+    check = SiloBudget.open(path).verify(public_key=key.public_key())
+    assert not check.intact and "not signed with the expected public key" in check.problem
+    with pytest.raises(ValueError, match="different policy"):
+        SiloBudget.open(path, signing_key=key)
+    # Re-signing with another key is caught the same way.
+    other = Ed25519PrivateKey.generate()
+    assert not SiloBudget(tmp_path / "o.jsonl", epsilon=8.0, delta=1e-5, signing_key=other).verify(
+        public_key=key.public_key().public_bytes_raw().hex()).intact
+    with pytest.raises(TypeError, match="Ed25519"):
+        SiloBudget(tmp_path / "x.jsonl", epsilon=8.0, delta=1e-5, signing_key="not a key")
