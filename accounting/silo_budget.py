@@ -87,6 +87,7 @@ __all__ = [
     "SiloBudgetExceededError",
     "SiloCharge",
     "TamperedLedgerError",
+    "load_key",
     "release_cost",
 ]
 
@@ -165,6 +166,24 @@ def release_cost(release: object, orders: Sequence[float], *, unit: str,
         raise ValueError(f"release {mechanism.kind!r} has no data-independent privacy bound (its cost depends on the "
                          "private data), so a silo cannot charge it before touching its data")
     return mechanism, np.append(cost, pure_cost)
+
+
+def load_key(path: str | os.PathLike[str], *, private: bool) -> Any:
+    """The silo's Ed25519 key from a PEM file (unencrypted PKCS#8 private key, or SubjectPublicKeyInfo public key);
+    a one-line ``ValueError`` naming the file otherwise."""
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
+
+    what = "private" if private else "public"
+    try:
+        data = Path(path).read_bytes()
+        key = (serialization.load_pem_private_key(data, password=None) if private
+               else serialization.load_pem_public_key(data))
+    except (OSError, ValueError, TypeError) as error:
+        raise ValueError(f"{str(path)!r} is not a readable, unencrypted PEM {what} key: {error}") from None
+    if not isinstance(key, Ed25519PrivateKey if private else Ed25519PublicKey):
+        raise ValueError(f"{str(path)!r} holds a {type(key).__name__}, not an Ed25519 {what} key")
+    return key
 
 
 # --- the budget --------------------------------------------------------------------------------------------

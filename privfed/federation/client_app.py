@@ -123,15 +123,17 @@ _TASKS = {
 
 
 def silo_budget(context: Any) -> tuple[Any, str]:
-    """This SuperNode's own budget (node config ``budget-path``, opened with the policy its file states) and the
-    study it charges (node config ``study``, default ``"flower run <run id>"``); (None, "") without a budget."""
+    """This SuperNode's own budget (node config ``budget-path``, opened with the policy its file states, and the
+    key of a signed ledger from ``budget-signing-key``, a PEM file) and the study it charges (node config
+    ``study``, default ``"flower run <run id>"``); (None, "") without a budget."""
     node = context.node_config
     if "budget-path" not in node:
         return None, ""
-    from privfed.accounting.silo_budget import SiloBudget
+    from privfed.accounting.silo_budget import SiloBudget, load_key
 
     study = str(node.get("study", "")).strip() or f"flower run {getattr(context, 'run_id', '?')}"
-    return SiloBudget.open(str(node["budget-path"])), study
+    key = str(node.get("budget-signing-key", "")).strip()
+    return SiloBudget.open(str(node["budget-path"]), signing_key=load_key(key, private=True) if key else None), study
 
 
 def _selective_fd_release(records: list, config: dict, state: Any, party: str) -> Any:
