@@ -73,10 +73,12 @@ from .silo_ledger import (
     now,
     parse_header,
     public_key_hex,
+    read_checked_state,
     scan_appended,
     scan_file,
     signature_problem,
     total_member,
+    write_checked_state,
 )
 
 __all__ = [
@@ -375,6 +377,7 @@ class SiloBudget:
         self._scan = Scan(scan.policy, start + len(line) + 1, start, scan.lines + added, head, scan.count + 1,
                            spent, None, stamp=(status.st_dev, status.st_ino, status.st_size, status.st_mtime_ns,
                                                status.st_ctime_ns))
+        write_checked_state(self.path, self._scan)
 
     def _sealed(self, scan: Scan) -> tuple[bytes, str]:
         """The bytes that terminate a torn tail and the torn record after it, and the new chain head."""
@@ -546,6 +549,12 @@ class SiloBudget:
         status = os.fstat(stream.fileno())
         stamp = (status.st_dev, status.st_ino, status.st_size, status.st_mtime_ns, status.st_ctime_ns)
         previous = None if full or fresh else self._scan
+        if previous is None and not (full or fresh):  # a new object: start where the last check left the file
+            previous = read_checked_state(self.path, self._policy, stamp, lambda start, size: _read_at(stream, start,
+                                                                                                       size))
+            if previous is not None:
+                self._check_last_signature(previous, stream)
+                self._scan = previous
         if previous is not None and previous.stamp == stamp:  # nobody wrote since: nothing to check again
             return previous
         scan = None
@@ -557,18 +566,32 @@ class SiloBudget:
             scan = scan_file(stream.read(), self.path, full=full)
         if scan.policy != self._policy:
             raise TamperedLedgerError(f"{self.path}: the header's policy changed since the budget was opened")
-        if self._policy.public_key is not None:  # the last record's signature covers the chain before it
-            stream.seek(scan.last_start)
-            last = scan.torn_tail if scan.tail_is_record else stream.read(scan.size - scan.last_start - 1)
-            problem = signature_problem(last, self._policy.public_key)
-            if problem is not None:
-                raise TamperedLedgerError(f"{self.path}: the last record: {problem} (the ledger was edited)")
+        self._check_last_signature(scan, stream)
         scan.stamp = stamp
         self._scan = None if scan.torn_tail else scan  # a torn tail is re-read whole until a charge seals it
+        if self._scan is not None:
+            write_checked_state(self.path, scan)
         return scan
+
+    def _check_last_signature(self, scan: Scan, stream: IO[bytes]) -> None:
+        """On a signed ledger, the last record's signature (it covers the chain before it)."""
+        if self._policy.public_key is None:
+            return
+        last = scan.torn_tail if scan.tail_is_record else _read_at(stream, scan.last_start,
+                                                                    scan.size - scan.last_start - 1)
+        problem = signature_problem(last, self._policy.public_key)
+        if problem is not None:
+            raise TamperedLedgerError(f"{self.path}: the last record: {problem} (the ledger was edited)")
 
     def _charges(self) -> list[SiloCharge]:
         return self._read(full=True).charges or []
+
+
+def _read_at(stream: IO[bytes], start: int, size: int) -> bytes:
+    stream.seek(start)
+    data = stream.read(size)
+    stream.seek(0)
+    return data
 
 
 def _describe(policy: Policy) -> str:

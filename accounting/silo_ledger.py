@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
@@ -45,10 +46,12 @@ __all__ = [
     "now",
     "parse_header",
     "public_key_hex",
+    "read_checked_state",
     "scan_appended",
     "scan_file",
     "signature_problem",
     "total_member",
+    "write_checked_state",
 ]
 
 #: The file's schema version (the header's ``schema``).
@@ -443,6 +446,54 @@ def read_total(scan: Scan, line: bytes, where: str) -> None:
         scan.count, scan.spent = total_of(parse_record(line, where), len(scan.policy.orders))
     except ValueError as error:
         raise TamperedLedgerError(f"{where} is not a valid record: {error}") from None
+
+
+# --- the checked state a new process starts from --------------------------------------------------------------
+def checked_state_path(path: Path) -> Path:
+    """Where the state of the ledger's last check is kept: ``<ledger>.checked``, beside it."""
+    return path.with_name(path.name + ".checked")
+
+
+def write_checked_state(path: Path, scan: Scan) -> None:
+    """Keep ``scan``'s place in the file (its end, last line, chain head, count) and the file's stamp after the
+    check, for the next process (:func:`read_checked_state`). Written atomically by whoever holds the ledger's lock;
+    a cache: a file system that refuses it only costs the next process a full scan."""
+    state = {"size": scan.size, "last_start": scan.last_start, "lines": scan.lines, "head": scan.head,
+             "count": scan.count, "stamp": list(scan.stamp)}
+    target = checked_state_path(path)
+    temporary = target.with_name(target.name + f".{os.getpid()}")
+    try:
+        temporary.write_bytes(canonical_json(state))
+        os.replace(temporary, target)
+    except OSError:
+        temporary.unlink(missing_ok=True)
+
+
+def read_checked_state(path: Path, policy: Policy, stamp: tuple[int, ...], data_at: Any) -> Scan | None:
+    """The scan a check left (:func:`write_checked_state`), when the file's stamp (device, inode, size, mtime,
+    ctime) is still the one it recorded — nobody wrote the file since — and its last line is still there, intact,
+    at its place with the recorded sha256; None otherwise (the caller scans the file).
+
+    ``data_at(start, size)`` reads the file's bytes. The totals come from that last line, as a quick scan's do.
+    """
+    try:
+        state = json.loads(checked_state_path(path).read_bytes())
+        size, start, head = int(state["size"]), int(state["last_start"]), str(state["head"])
+        if tuple(state["stamp"]) != tuple(stamp) or size != stamp[2] or not 0 <= start < size:
+            return None
+        line = data_at(start, size - start)
+    except (OSError, ValueError, TypeError, KeyError):
+        return None
+    links = line_links(line[:-1]) if line.endswith(b"\n") else None
+    if links is None or links[1] != head:
+        return None
+    zeros = np.zeros(len(policy.orders) + 1)
+    scan = Scan(policy, size, start, int(state["lines"]), head, 0, {o: zeros for o in OBSERVERS}, None)
+    read_total(scan, line[:-1], f"{path}: line {scan.lines}")
+    if scan.count != state["count"]:
+        return None
+    scan.stamp = tuple(stamp)
+    return scan
 
 
 def carried_over(data: bytes, size: int) -> dict[str, np.ndarray]:

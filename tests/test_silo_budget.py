@@ -347,3 +347,38 @@ def test_stripping_the_signatures_and_the_key_is_caught_against_the_silos_key(tm
         public_key=key.public_key().public_bytes_raw().hex()).intact
     with pytest.raises(TypeError, match="Ed25519"):
         SiloBudget(tmp_path / "x.jsonl", epsilon=8.0, delta=1e-5, signing_key="not a key")
+
+
+# --- a new process starts from the state the last check left ---------------------------------------------------
+def test_a_new_budget_object_starts_from_the_checked_state_without_rescanning(budget, monkeypatch) -> None:
+    import time
+
+    from privfed.accounting import silo_budget as module
+
+    for study in ("a", "b", "c"):
+        budget.charge(RELEASE, study=study, pipeline="privatekt")
+    spent = budget.spent()
+    assert (budget.path.parent / "budget.jsonl.checked").is_file()
+    scan_file = module.scan_file
+    monkeypatch.setattr(module, "scan_file", lambda *a, **k: pytest.fail("the whole file was scanned"))
+    fresh = SiloBudget.open(budget.path)
+    assert fresh.spent() == spent and fresh.fits(RELEASE)
+    fresh.charge(RELEASE, study="d", pipeline="privatekt")  # and its own charge moves the state on
+    assert SiloBudget.open(budget.path).spent() == fresh.spent()
+    monkeypatch.setattr(module, "scan_file", scan_file)
+
+    # An in-place edit that keeps the file's size changes its stamp (mtime, ctime): a new object scans it all.
+    time.sleep(0.02)
+    lines = _lines(budget.path)
+    lines[2] = lines[2].replace(b'"study":"b"', b'"study":"x"')
+    _write(budget.path, lines)
+    with pytest.raises(TamperedLedgerError, match="line 3"):
+        SiloBudget.open(budget.path).fits(RELEASE)
+
+
+def test_a_damaged_or_stale_checked_state_only_costs_a_full_scan(budget) -> None:
+    budget.charge(RELEASE, study="a", pipeline="privatekt")
+    state = budget.path.parent / "budget.jsonl.checked"
+    for content in (b"not json", b'{"size": 1}', state.read_bytes().replace(b'"count":1', b'"count":0')):
+        state.write_bytes(content)
+        assert SiloBudget.open(budget.path).spent() == budget.spent()
