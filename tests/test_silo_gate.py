@@ -187,3 +187,23 @@ def test_selective_fd_budgets_and_checkpoint_are_not_combined(digits, tmp_path) 
     parties, public = digits
     with pytest.raises(ValueError, match="checkpoint cannot be combined with budgets"):
         rr_fd().fit(parties, public, budgets=budgets(tmp_path, [1.0, 1.0, 1.0]), checkpoint=tmp_path / "c.npz")
+
+
+@pytest.mark.slow  # DP-SGD and the DP selector: about 35 s on the shared 2 cores
+def test_selective_fd_dp_models_charge_the_dp_selector_once_and_each_rounds_dp_sgd(digits, tmp_path,
+                                                                                   one_torch_thread) -> None:
+    pytest.importorskip("opacus")
+    parties, public = digits
+    dp = privfed.DPConfig(noise_multiplier=1.0, max_grad_norm=1.0, delta=1e-3, sample_rate=0.5)
+    silos = [None, *budgets(tmp_path, [1000.0, 1000.0])]
+    model = privfed.SelectiveFD(privfed.TorchMLP(hidden=(16,), batch_size=32, lr=0.05, optimizer="sgd", dp=dp),
+                                rounds=2, proxy_batch=40, local_steps=2, distill_steps=2, client=1, random_state=0)
+    model.fit([(X / 16, y) for X, y in parties], public[:100] / 16, budgets=silos)
+    assert model.refused_ == []
+    charges = silos[1].charges
+    # Setup: the DP selector's Gaussian sum (one full-batch step); each round: one Poisson epoch of DP-SGD, whose
+    # predictions reach the coordinator in the clear; publishing client 1's model adds nothing (post-processing).
+    assert [(c.mechanism["kind"], c.mechanism["parameters"]["sample_rate"], c.mechanism["parameters"]["steps"])
+            for c in charges] == [("dpsgd", 1.0, 1), ("dpsgd", 0.5, 2), ("dpsgd", 0.5, 2)]
+    assert charges[0].mechanism["parameters"]["noise_multiplier"] == model.selectors_[1].noise_multiplier
+    assert len(silos[2].charges) == 3
