@@ -295,6 +295,28 @@ class SiloBudget:
         """The privacy filter the budget enforces."""
         return RenyiFilter(epsilon=self.epsilon, delta=self.delta, orders=self._policy.orders)
 
+    def person_rows(self, person_ids: Sequence[Any] | np.ndarray) -> np.ndarray:
+        """The rows a person-level budget's data may use: each person's first ``max_records_per_person`` rows, in
+        the order given (row indices, sorted).
+
+        The group-privacy cost this budget charges holds only when no person has more than k rows; this bounds each
+        person's contribution to k before the data is used. The choice of one person's rows depends on that
+        person's rows alone, so adding or removing a person changes at most k rows of the result.
+
+        Raises a one-line ``ValueError`` when the budget is not person-level or ``person_ids`` is not one id per row.
+        """
+        if self.unit != "person":
+            raise ValueError(f"person_rows needs a person-level budget (unit='person'), this one is {self.unit!r}")
+        ids = np.asarray(person_ids)
+        if ids.ndim != 1:
+            raise ValueError(f"person_ids must hold one id per row (1-D), got shape {ids.shape}")
+        _, first, inverse = np.unique(ids, return_index=True, return_inverse=True)
+        order = np.argsort(inverse, kind="stable")  # rows grouped by person, each person's rows in the given order
+        starts = np.searchsorted(inverse[order], np.arange(len(first)))
+        rank = np.empty(len(ids), dtype=np.int64)
+        rank[order] = np.arange(len(ids)) - np.repeat(starts, np.diff(np.append(starts, len(ids))))
+        return np.flatnonzero(rank < int(self.max_records_per_person or 1))
+
     # --- checking and charging ----------------------------------------------------------------------------
     def cost(self, release: object) -> np.ndarray:
         """The release's RDP at the filter's orders, then its pure ε, for this budget's unit (public parameters

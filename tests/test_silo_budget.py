@@ -382,3 +382,18 @@ def test_a_damaged_or_stale_checked_state_only_costs_a_full_scan(budget) -> None
     for content in (b"not json", b'{"size": 1}', state.read_bytes().replace(b'"count":1', b'"count":0')):
         state.write_bytes(content)
         assert SiloBudget.open(budget.path).spent() == budget.spent()
+
+
+def test_person_rows_keeps_each_persons_first_k_rows_so_group_privacy_holds(tmp_path: Path) -> None:
+    budget = SiloBudget(tmp_path / "p.jsonl", epsilon=4.0, delta=1e-5, unit="person", max_records_per_person=2)
+    ids = np.array(["ann", "bob", "ann", "cy", "ann", "bob", "bob", "dee"])
+    rows = budget.person_rows(ids)
+    assert rows.tolist() == [0, 1, 2, 3, 5, 7]  # ann's rows 0 and 2, bob's 1 and 5, cy's 3, dee's 7
+    assert max(np.unique(ids[rows], return_counts=True)[1]) == 2
+    # One person's rows do not move another's: without ann, the others keep the same rows.
+    others = ids != "ann"
+    assert ids[others][budget.person_rows(ids[others])].tolist() == [i for i in ids[rows] if i != "ann"]
+    with pytest.raises(ValueError, match="person-level budget"):
+        SiloBudget(tmp_path / "e.jsonl", epsilon=4.0, delta=1e-5).person_rows(ids)
+    with pytest.raises(ValueError, match="one id per row"):
+        budget.person_rows(ids.reshape(2, 4))
