@@ -397,3 +397,11 @@ def test_person_rows_keeps_each_persons_first_k_rows_so_group_privacy_holds(tmp_
         SiloBudget(tmp_path / "e.jsonl", epsilon=4.0, delta=1e-5).person_rows(ids)
     with pytest.raises(ValueError, match="one id per row"):
         budget.person_rows(ids.reshape(2, 4))
+
+
+def test_the_person_level_example_in_docs_budget_runs_as_written(tmp_path: Path, monkeypatch, capsys) -> None:
+    text = (Path(__file__).resolve().parents[1] / "docs" / "budget.md").read_text()
+    code = text.split("```python\n")[2].split("```", 1)[0]
+    monkeypatch.chdir(tmp_path)
+    exec(compile(code, "docs/budget.md", "exec"), {})
+    assert capsys.readouterr().out.strip() == "[0 1 2 4]"
