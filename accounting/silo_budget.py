@@ -60,7 +60,6 @@ from .privacy_filter import FILTER_ORDERS, RenyiFilter
 from .registry import public_mechanism_from_record
 from .silo_ledger import (
     BUDGET_UNITS,
-    line_links,
     BudgetRefusedError,
     Policy,
     Scan,
@@ -70,6 +69,7 @@ from .silo_ledger import (
     checked_policy,
     encode_line,
     encoded_values,
+    line_links,
     now,
     parse_header,
     public_key_hex,

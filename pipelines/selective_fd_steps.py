@@ -53,8 +53,8 @@ from typing import Any, ClassVar
 import numpy as np
 
 from ..accounting import DPSGD, RandomizedResponse, compose_dpsgd, randomized_response_estimate
-from ..accounting.mechanism import Mechanism
 from ..accounting.documents import parse_json
+from ..accounting.mechanism import Mechanism
 from ..accounting.noise_source import NoiseSource
 from ._dp_ledger import training_report
 from ._models import fit_classifier, is_dp_trained, with_noise_seed, with_seed
@@ -774,9 +774,11 @@ class LocalClients:
         refusal of the publishing party's silo as a :class:`~privfed.pipelines.silo_gate.RefusedRunError`."""
         if self.budgets[client] is not None:
             party = self.clients[client]
-            refusal = (self._gate(client, planned_publish_release(party.setup, local_model=self.local_models[client],
-                                                                  trainings=party.trainings))
-                       if party is not None else [BudgetRefusal("its silo refused the setup: it has no model").to_record()])
+            if party is None:
+                raise RefusedRunError([Refusal(client, "its silo refused the setup: it has no model")],
+                                      f"client {client}'s model cannot be published")
+            refusal = self._gate(client, planned_publish_release(party.setup, local_model=self.local_models[client],
+                                                                 trainings=party.trainings))
             if refusal is not None:
                 reason = BudgetRefusal.from_record(refusal[0], sender=f"party {client}").reason
                 raise RefusedRunError([Refusal(client, reason)], f"client {client}'s model cannot be published")

@@ -18,10 +18,10 @@ import numpy as np
 import pytest
 from conftest import digits_federation
 from flower_sites import APP, localhost_federation
-
-import privfed
 from privfed.pipelines.party_schema import WITHHELD_SIZE, PartySchema
 from privfed.pipelines.silo_gate import BudgetRefusal
+
+import privfed
 
 pytestmark = [
     pytest.mark.slow,
