@@ -241,6 +241,8 @@ class _FederatedDistillation(ClassifierMixin, BaseEstimator):
             if checkpoint is not None:  # after the callback: a resumed run repeats an interrupted callback's round
                 checkpoint.save(*server.state(clients))
         fitted = server.finish(clients)
+        stopped_at = {refusal.party: refusal.round for refusal in self.refused_}
+        self.participation_ = np.array([stopped_at.get(party, protocol.rounds + 1) - 1 for party in range(n_parties)])
         self.models_, self.n_rounds_, self.bandwidth_ = fitted.models, fitted.n_rounds, fitted.bandwidth
         self.ledger_, self.evidence_ = fitted.ledger, fitted.evidence
         return self
@@ -413,6 +415,11 @@ class SelectiveFD(_FederatedDistillation):
     ledger_ : accounting.Ledger
     evidence_ : dict of ndarray
         ``server_votes`` under GNMax (private).
+    refused_ : list of Refusal
+        The parties whose silo budgets (``fit(..., budgets=...)``) refused, with the round (1 for the setup) and
+        their reasons; each stopped taking part there.
+    participation_ : ndarray of int, shape (n_clients,)
+        Rounds each party took part in (fewer for a party whose silo stopped it).
 
     Examples
     --------

@@ -116,6 +116,7 @@ def test_selective_fd_silo_stops_at_the_round_that_would_exceed_over_flower(fede
     flower = run_server(grid, ServerJob(model, public, num_supernodes=3, timeout=5))
     # As in process (tests/test_silo_gate.py): ε 0.40, 0.57 after 1, 2 rounds; a budget of 0.5 stops at round 2.
     assert [(r.party, r.round) for r in flower.refused_] == [(1, 2)]
+    assert flower.participation_.tolist() == [3, 1, 3]
     assert [c.pipeline for c in privfed.SiloBudget.open(budgets[1]).charges] == ["selective-fd"]
     assert [c.mechanism["kind"] for c in privfed.SiloBudget.open(budgets[2]).charges] == ["randomized_response"] * 3
     to_party_1 = [(m, r) for m, r in replies

@@ -151,6 +151,7 @@ def test_selective_fd_charges_each_round_and_a_silo_stops_at_the_round_that_woul
     assert [(r.party, r.round) for r in model.refused_] == [(2, 2)]
     assert "refused" in model.refused_[0].reason and "0.5" in model.refused_[0].reason
     assert len(ran) == 3 + 3 + 1  # party 2's step ran in round 1 only
+    assert model.participation_.tolist() == [3, 3, 1]
     assert [c.mechanism["kind"] for c in silos[1].charges] == ["randomized_response"] * 3
     assert {(c.study, c.pipeline) for c in silos[1].charges} == {("icu-2027", "selective-fd")}
     assert silos[1].charges[0].mechanism["parameters"]["labels_per_report"] == 40
