@@ -105,10 +105,14 @@ def test_privatekt_silo_stops_at_the_round_that_would_exceed_over_flower(federat
 
 
 def test_selective_fd_silo_stops_at_the_round_that_would_exceed_over_flower(federation, task_identity,
-                                                                            tmp_path) -> None:
+                                                                            tmp_path, monkeypatch) -> None:
+    from privfed.federation import client_app
     from privfed.federation.server_app import ServerJob, run_server
 
     _, paths, public, _ = federation
+    read = []
+    load = client_app.load_party_data
+    monkeypatch.setattr(client_app, "load_party_data", lambda path, **kw: read.append(str(path)) or load(path, **kw))
     budgets = [None, silo(tmp_path / "b.jsonl", 0.5), silo(tmp_path / "c.jsonl", 1000.0)]
     grid, replies = budgeted_grid(paths, budgets)
     model = privfed.SelectiveFD(DecisionTreeClassifier(max_depth=4), rounds=3, proxy_batch=40, labels="hard",
@@ -122,6 +126,7 @@ def test_selective_fd_silo_stops_at_the_round_that_would_exceed_over_flower(fede
     to_party_1 = [(m, r) for m, r in replies
                   if m.metadata.message_type == "train.selective_fd" and m.metadata.dst_node_id == 99]
     assert len(to_party_1) == 4  # setup, round 1 share and distillation, the refused round 2; nothing after it
+    assert read.count(str(paths[1])) == 4  # the schema, setup, round 1's two steps: not the refused round
     refusal = to_party_1[-1][1]
     assert all(len(record) == 0 for record in dict(refusal.content.array_records).values())
     assert BudgetRefusal.KIND in json.dumps({k: dict(v) for k, v in dict(refusal.content.config_records).items()},
