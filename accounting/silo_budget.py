@@ -42,7 +42,7 @@ import math
 import os
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import IO, Any
@@ -69,11 +69,16 @@ from .silo_ledger import (
     checked_policy,
     encode_line,
     encoded_values,
+    line_links,
     now,
     parse_header,
+    public_key_hex,
+    read_checked_state,
     scan_appended,
     scan_file,
+    signature_problem,
     total_member,
+    write_checked_state,
 )
 
 __all__ = [
@@ -84,6 +89,7 @@ __all__ = [
     "SiloBudgetExceededError",
     "SiloCharge",
     "TamperedLedgerError",
+    "load_key",
     "release_cost",
 ]
 
@@ -164,6 +170,24 @@ def release_cost(release: object, orders: Sequence[float], *, unit: str,
     return mechanism, np.append(cost, pure_cost)
 
 
+def load_key(path: str | os.PathLike[str], *, private: bool) -> Any:
+    """The silo's Ed25519 key from a PEM file (unencrypted PKCS#8 private key, or SubjectPublicKeyInfo public key);
+    a one-line ``ValueError`` naming the file otherwise."""
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
+
+    what = "private" if private else "public"
+    try:
+        data = Path(path).read_bytes()
+        key = (serialization.load_pem_private_key(data, password=None) if private
+               else serialization.load_pem_public_key(data))
+    except (OSError, ValueError, TypeError) as error:
+        raise ValueError(f"{str(path)!r} is not a readable, unencrypted PEM {what} key: {error}") from None
+    if not isinstance(key, Ed25519PrivateKey if private else Ed25519PublicKey):
+        raise ValueError(f"{str(path)!r} holds a {type(key).__name__}, not an Ed25519 {what} key")
+    return key
+
+
 # --- the budget --------------------------------------------------------------------------------------------
 class SiloBudget:
     """A silo's privacy budget across every study it joins: check, charge and report, on the silo's machine.
@@ -181,6 +205,11 @@ class SiloBudget:
         With ``unit="person"``: the most rows any one person has (group privacy, see the module docstring).
     orders:
         The filter's Rényi orders, fixed for the file's life (default :data:`~accounting.privacy_filter.FILTER_ORDERS`).
+    signing_key:
+        The silo's Ed25519 private key (``cryptography``'s ``Ed25519PrivateKey``), or None. Given when the file is
+        created, its header names the public key and every line carries an Ed25519 signature (its last line's
+        covers the whole chain); a signed ledger is charged only by a budget holding that key, and every check
+        verifies the last line's signature. None on a signed ledger: it can be read and checked, not charged.
 
     Examples
     --------
@@ -195,32 +224,45 @@ class SiloBudget:
     """
 
     def __init__(self, path: str | os.PathLike[str], *, epsilon: float, delta: float, unit: str = "example",
-                 max_records_per_person: int | None = None, orders: Sequence[float] = FILTER_ORDERS) -> None:
+                 max_records_per_person: int | None = None, orders: Sequence[float] = FILTER_ORDERS,
+                 signing_key: Any = None) -> None:
         self.path = Path(path)
         policy = checked_policy(epsilon, delta, unit, max_records_per_person, orders)
+        if signing_key is not None:
+            from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+            if not isinstance(signing_key, Ed25519PrivateKey):
+                raise TypeError(f"signing_key must be None or an Ed25519 private key (cryptography's "
+                                f"Ed25519PrivateKey), got {type(signing_key).__name__}")
+            policy = replace(policy, public_key=public_key_hex(signing_key))
+        self._signer = signing_key
         self._scan: Scan | None = None
         with self._locked(exclusive=True, create=True) as stream:
             if os.fstat(stream.fileno()).st_size == 0:
-                line, _ = encode_line(policy.header(restarted_from=None), GENESIS_SHA256)
+                line, _ = encode_line(policy.header(restarted_from=None), GENESIS_SHA256, signing_key)
                 self._append(stream, line)
                 found = policy
             else:
                 found, _ = parse_header(stream.readline().rstrip(b"\n"), self.path)
+        if signing_key is None:  # a reader: the file says whether it is signed, and by whom
+            policy = replace(policy, public_key=found.public_key)
         if found != policy:
             raise ValueError(f"{self.path} holds a budget with a different policy ({_describe(found)}) than the one "
                              f"given ({_describe(policy)}); open it with SiloBudget.open(path)")
         self._policy = policy
 
     @classmethod
-    def open(cls, path: str | os.PathLike[str]) -> SiloBudget:
-        """The budget an existing ledger file holds, with the policy its header states."""
+    def open(cls, path: str | os.PathLike[str], *, signing_key: Any = None) -> SiloBudget:
+        """The budget an existing ledger file holds, with the policy its header states (``signing_key``: the
+        silo's key, to charge a signed ledger)."""
         path = Path(path)
         if not path.is_file():
             raise ValueError(f"budget file {str(path)!r} does not exist (create it with privfed budget init)")
         with open(path, "rb") as stream:
             policy, _ = parse_header(stream.readline().rstrip(b"\n"), path)
         return cls(path, epsilon=policy.epsilon, delta=policy.delta, unit=policy.unit,
-                   max_records_per_person=policy.max_records_per_person, orders=policy.orders)
+                   max_records_per_person=policy.max_records_per_person, orders=policy.orders,
+                   signing_key=signing_key)
 
     # --- the policy ---------------------------------------------------------------------------------------
     @property
@@ -244,9 +286,36 @@ class SiloBudget:
         return self._policy.max_records_per_person
 
     @property
+    def public_key(self) -> str | None:
+        """The hex Ed25519 public key the ledger's lines are signed with (None: unsigned)."""
+        return self._policy.public_key
+
+    @property
     def filter(self) -> RenyiFilter:
         """The privacy filter the budget enforces."""
         return RenyiFilter(epsilon=self.epsilon, delta=self.delta, orders=self._policy.orders)
+
+    def person_rows(self, person_ids: Sequence[Any] | np.ndarray) -> np.ndarray:
+        """The rows a person-level budget's data may use: each person's first ``max_records_per_person`` rows, in
+        the order given (row indices, sorted).
+
+        The group-privacy cost this budget charges holds only when no person has more than k rows; this bounds each
+        person's contribution to k before the data is used. The choice of one person's rows depends on that
+        person's rows alone, so adding or removing a person changes at most k rows of the result.
+
+        Raises a one-line ``ValueError`` when the budget is not person-level or ``person_ids`` is not one id per row.
+        """
+        if self.unit != "person":
+            raise ValueError(f"person_rows needs a person-level budget (unit='person'), this one is {self.unit!r}")
+        ids = np.asarray(person_ids)
+        if ids.ndim != 1:
+            raise ValueError(f"person_ids must hold one id per row (1-D), got shape {ids.shape}")
+        _, first, inverse = np.unique(ids, return_index=True, return_inverse=True)
+        order = np.argsort(inverse, kind="stable")  # rows grouped by person, each person's rows in the given order
+        starts = np.searchsorted(inverse[order], np.arange(len(first)))
+        rank = np.empty(len(ids), dtype=np.int64)
+        rank[order] = np.arange(len(ids)) - np.repeat(starts, np.diff(np.append(starts, len(ids))))
+        return np.flatnonzero(rank < int(self.max_records_per_person or 1))
 
     # --- checking and charging ----------------------------------------------------------------------------
     def cost(self, release: object) -> np.ndarray:
@@ -293,6 +362,7 @@ class SiloBudget:
         mechanism, cost = release_cost(release, self._policy.orders, unit=self.unit,
                                        max_records_per_person=self.max_records_per_person)
         observers = check_observers(observers)
+        self._check_signer()
         described = {"kind": mechanism.kind, "unit": mechanism.unit,
                      "parameters": to_json_value(mechanism.parameters(), f"{type(mechanism).__name__}.parameters()")}
         with self._locked(exclusive=True) as stream:
@@ -314,7 +384,7 @@ class SiloBudget:
                       "mechanism": described, "unit": self.unit, "observers": list(observers), "time": time,
                       "rdp": encoded_values(cost[:-1]), "pure_epsilon": encoded_values(cost[-1:])[0],
                       "total": total_member(index + 1, spent)}
-            line, digest = encode_line(record, head)
+            line, digest = encode_line(record, head, self._signer)
             self._append(stream, prefix + line)
             self._remember(scan, stream, start=scan.size + len(scan.torn_tail) + len(prefix), line=line,
                            head=digest, spent=spent, added=prefix.count(b"\n") + 1)
@@ -329,14 +399,19 @@ class SiloBudget:
         self._scan = Scan(scan.policy, start + len(line) + 1, start, scan.lines + added, head, scan.count + 1,
                            spent, None, stamp=(status.st_dev, status.st_ino, status.st_size, status.st_mtime_ns,
                                                status.st_ctime_ns))
+        write_checked_state(self.path, self._scan)
 
-    @staticmethod
-    def _sealed(scan: Scan) -> tuple[bytes, str]:
+    def _sealed(self, scan: Scan) -> tuple[bytes, str]:
         """The bytes that terminate a torn tail and the torn record after it, and the new chain head."""
         torn, digest = encode_line({"type": "torn", "torn_sha256": sha256_hex(scan.torn_tail),
-                              "torn_bytes": len(scan.torn_tail), "time": now(),
-                              "total": total_member(scan.count, scan.spent)}, scan.head)
+                                    "torn_bytes": len(scan.torn_tail), "time": now(),
+                                    "total": total_member(scan.count, scan.spent)}, scan.head, self._signer)
         return b"\n" + torn + b"\n", digest
+
+    def _check_signer(self) -> None:
+        if self._policy.public_key is not None and self._signer is None:
+            raise ValueError(f"{self.path} is a signed ledger: charging it needs the silo's signing_key "
+                             "(SiloBudget.open(path, signing_key=...))")
 
     # --- reporting ----------------------------------------------------------------------------------------
     @property
@@ -382,18 +457,41 @@ class SiloBudget:
                            "dp_event": event})
         return events
 
-    def verify(self, *, head: str | None = None) -> LedgerCheck:
-        """Check the whole chain (and, given ``head``, that the last line's sha256 is that one)."""
+    def verify(self, *, head: str | None = None, public_key: Any = None) -> LedgerCheck:
+        """Check the whole chain (and, given ``head``, that the last line's sha256 is that one); on a signed ledger
+        every line's signature too. ``public_key`` (the silo's Ed25519 public key, or its hex), given: the ledger
+        must be signed with that key (what an attacker who can write the file cannot forge)."""
+        expected = None if public_key is None else public_key_hex(public_key)
         try:
+            problem = self._signature_problems(expected)  # first: it names the first line edited after signing
+            if problem is not None:
+                return LedgerCheck(False, 0, "", problem, 0)
             scan = self._read(fresh=True, full=True)
         except TamperedLedgerError as error:
             return LedgerCheck(False, 0, "", str(error), 0)
-        problem = None
-        if head is not None and head != scan.head:
+        if problem is None and head is not None and head != scan.head:
             problem = (f"{self.path}: the last line's sha256 is {scan.head}, not the expected {head} (lines were "
                        "dropped from the end, or the ledger was replaced)")
         return LedgerCheck(problem is None, scan.count, scan.head, problem,
                            0 if scan.tail_is_record else len(scan.torn_tail))
+
+    def _signature_problems(self, expected: str | None) -> str | None:
+        """What is wrong with the file's signatures (None: every record line verifies, or the ledger is unsigned
+        and no key was expected)."""
+        key = self._policy.public_key
+        if expected is not None and key != expected:
+            return (f"{self.path}: the ledger is not signed with the expected public key (its header names "
+                    f"{key or 'none'}): it was re-keyed or replaced")
+        if key is None:
+            return None
+        with self._locked(exclusive=False) as stream:
+            data = stream.read()
+        for number, line in enumerate(data.split(b"\n"), start=1):
+            if line and line_links(line) is not None:
+                problem = signature_problem(line, key)
+                if problem is not None:
+                    return f"{self.path}: line {number}: {problem} (edited after it was signed)"
+        return None
 
     def reset(self, *, acknowledge: bool, reason: str) -> Path:
         """Archive a ledger that fails verification and start a new one that carries its spending over.
@@ -409,6 +507,7 @@ class SiloBudget:
             raise ValueError("acknowledge must be True: resetting a tampered ledger is a person's decision")
         if not isinstance(reason, str) or not reason.strip():
             raise ValueError(f"reason must be a non-empty string saying what was checked, got {reason!r}")
+        self._check_signer()
         with self._locked(exclusive=True) as stream:
             data = stream.read()
             try:
@@ -422,7 +521,7 @@ class SiloBudget:
             carried = carried_over(data, len(self._policy.orders))
             header, head = encode_line(self._policy.header(
                 restarted_from={"archive": archive.name, "file_sha256": sha256_hex(data), "reason": reason.strip()}),
-                sha256_hex(data))
+                sha256_hex(data), self._signer)
             lines = [header]
             spent = {o: np.zeros(len(self._policy.orders) + 1) for o in OBSERVERS}
             for index, (observer, curve) in enumerate(item for item in carried.items() if item[1].any()):
@@ -432,7 +531,7 @@ class SiloBudget:
                     "mechanism": {"kind": "carried_over", "unit": self.unit, "parameters": {"archive": archive.name}},
                     "unit": self.unit, "observers": [observer], "time": now(), "rdp": encoded_values(curve[:-1]),
                     "pure_epsilon": encoded_values(curve[-1:])[0], "total": total_member(index + 1, spent)}
-                line, head = encode_line(carried_charge, head)
+                line, head = encode_line(carried_charge, head, self._signer)
                 lines.append(line)
             replacement = self.path.with_name(self.path.name + ".new")
             with open(replacement, "wb") as out:
@@ -472,6 +571,12 @@ class SiloBudget:
         status = os.fstat(stream.fileno())
         stamp = (status.st_dev, status.st_ino, status.st_size, status.st_mtime_ns, status.st_ctime_ns)
         previous = None if full or fresh else self._scan
+        if previous is None and not (full or fresh):  # a new object: start where the last check left the file
+            previous = read_checked_state(self.path, self._policy, stamp, lambda start, size: _read_at(stream, start,
+                                                                                                       size))
+            if previous is not None:
+                self._check_last_signature(previous, stream)
+                self._scan = previous
         if previous is not None and previous.stamp == stamp:  # nobody wrote since: nothing to check again
             return previous
         scan = None
@@ -483,12 +588,32 @@ class SiloBudget:
             scan = scan_file(stream.read(), self.path, full=full)
         if scan.policy != self._policy:
             raise TamperedLedgerError(f"{self.path}: the header's policy changed since the budget was opened")
+        self._check_last_signature(scan, stream)
         scan.stamp = stamp
         self._scan = None if scan.torn_tail else scan  # a torn tail is re-read whole until a charge seals it
+        if self._scan is not None:
+            write_checked_state(self.path, scan)
         return scan
+
+    def _check_last_signature(self, scan: Scan, stream: IO[bytes]) -> None:
+        """On a signed ledger, the last record's signature (it covers the chain before it)."""
+        if self._policy.public_key is None:
+            return
+        last = scan.torn_tail if scan.tail_is_record else _read_at(stream, scan.last_start,
+                                                                    scan.size - scan.last_start - 1)
+        problem = signature_problem(last, self._policy.public_key)
+        if problem is not None:
+            raise TamperedLedgerError(f"{self.path}: the last record: {problem} (the ledger was edited)")
 
     def _charges(self) -> list[SiloCharge]:
         return self._read(full=True).charges or []
+
+
+def _read_at(stream: IO[bytes], start: int, size: int) -> bytes:
+    stream.seek(start)
+    data = stream.read(size)
+    stream.seek(0)
+    return data
 
 
 def _describe(policy: Policy) -> str:

@@ -14,9 +14,11 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import os
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -40,11 +42,16 @@ __all__ = [
     "cost_of",
     "encode_line",
     "encoded_values",
+    "line_links",
     "now",
     "parse_header",
+    "public_key_hex",
+    "read_checked_state",
     "scan_appended",
     "scan_file",
+    "signature_problem",
     "total_member",
+    "write_checked_state",
 ]
 
 #: The file's schema version (the header's ``schema``).
@@ -80,19 +87,22 @@ class SiloCharge:
 
 @dataclass(frozen=True)
 class Policy:
-    """A budget's policy, as its header states it: (ε, δ), the unit, k rows per person, the filter's orders."""
+    """A budget's policy, as its header states it: (ε, δ), the unit, k rows per person, the filter's orders, and
+    the hex Ed25519 public key every line is signed with (None: an unsigned ledger)."""
 
     epsilon: float
     delta: float
     unit: str
     max_records_per_person: int | None
     orders: tuple[float, ...]
+    public_key: str | None = None
 
     def header(self, *, restarted_from: dict[str, Any] | None) -> dict[str, Any]:
         """The header line's members (``restarted_from``: the archive a reset started this file from)."""
+        signed = {} if self.public_key is None else {"public_key": self.public_key}
         return {"type": "budget", "schema": SCHEMA, "epsilon": self.epsilon, "delta": self.delta, "unit": self.unit,
                 "max_records_per_person": self.max_records_per_person, "orders": list(self.orders),
-                "created": now(), "restarted_from": restarted_from}
+                "created": now(), "restarted_from": restarted_from, **signed}
 
 
 def now() -> str:
@@ -122,12 +132,68 @@ def checked_policy(epsilon: object, delta: object, unit: object, max_records_per
 _PREVIOUS = b'{"previous_sha256":"'
 
 
-def encode_line(record: dict[str, Any], previous: str) -> tuple[bytes, str]:
+def _signed_body(record: Mapping[str, Any], previous: str) -> bytes:
+    return _PREVIOUS + previous.encode() + b'",' + canonical_json(record)[1:]
+
+
+def encode_line(record: dict[str, Any], previous: str, signer: Any = None) -> tuple[bytes, str]:
     """``record`` as one JSON line: ``{"previous_sha256": previous, ...record, "sha256": own}``, ``own`` the
-    sha256 of the line without its ``"sha256"`` member; returns the line and ``own``."""
-    body = _PREVIOUS + previous.encode() + b'",' + canonical_json(record)[1:]
+    sha256 of the line without its ``"sha256"`` member; returns the line and ``own``.
+
+    ``signer`` (an Ed25519 private key of the ``cryptography`` package): the line also carries ``"signature"``, the
+    hex Ed25519 signature of the line without its ``"signature"`` and ``"sha256"`` members — which hold the previous
+    line's sha256, so the last line's signature covers the whole chain."""
+    body = _signed_body(record, previous)
+    if signer is not None:
+        body = _signed_body({**record, "signature": signer.sign(body).hex()}, previous)
     digest = sha256_hex(body)
     return body[:-1] + b',"sha256":"' + digest.encode() + b'"}', digest
+
+
+def public_key_hex(key: Any) -> str:
+    """The hex of an Ed25519 key's raw public bytes (``key``: a private or public key of the ``cryptography``
+    package, or that hex already); a one-line ``TypeError``/``ValueError`` otherwise."""
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
+
+    if isinstance(key, str):
+        return _public_key(key).public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw).hex()
+    if isinstance(key, Ed25519PrivateKey):
+        key = key.public_key()
+    if not isinstance(key, Ed25519PublicKey):
+        raise TypeError(f"the key must be an Ed25519 key of the cryptography package (or its public key's hex), got "
+                        f"{type(key).__name__}")
+    return key.public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw).hex()
+
+
+@lru_cache(maxsize=8)
+def _public_key(hex_key: str) -> Any:
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+
+    try:
+        return Ed25519PublicKey.from_public_bytes(bytes.fromhex(hex_key))
+    except ValueError:
+        raise ValueError(f"public_key must be the hex of 32 raw Ed25519 public-key bytes, got {hex_key!r}") from None
+
+
+def signature_problem(line: bytes, public_key: str) -> str | None:
+    """None when ``line`` carries an Ed25519 signature (:func:`encode_line`) that verifies under ``public_key``
+    (hex), else what is wrong."""
+    from cryptography.exceptions import InvalidSignature
+
+    try:
+        record = json.loads(line)
+        previous, signature = record.pop("previous_sha256"), record.pop("signature", None)
+        record.pop("sha256")
+    except (ValueError, TypeError, KeyError, AttributeError):
+        return "it is not a ledger record"
+    if not isinstance(signature, str) or not isinstance(previous, str):
+        return "it is not signed"
+    try:
+        _public_key(public_key).verify(bytes.fromhex(signature), _signed_body(record, previous))
+    except (InvalidSignature, ValueError):
+        return "its Ed25519 signature does not verify under the silo's public key"
+    return None
 
 
 def line_links(line: bytes) -> tuple[str, str] | None:
@@ -224,6 +290,8 @@ def parse_header(line: bytes, path: Path) -> tuple[Policy, str]:
             raise ValueError("not a privfed silo budget header of schema 1")
         policy = checked_policy(header["epsilon"], header["delta"], header["unit"],
                                 header["max_records_per_person"], header["orders"])
+        if header.get("public_key") is not None:
+            policy = replace(policy, public_key=public_key_hex(str(header["public_key"])))
     except (ValueError, TypeError, KeyError) as error:
         raise TamperedLedgerError(f"{path}: line 1 (the header) is not valid: {error}") from None
     return policy, links[1]
@@ -378,6 +446,54 @@ def read_total(scan: Scan, line: bytes, where: str) -> None:
         scan.count, scan.spent = total_of(parse_record(line, where), len(scan.policy.orders))
     except ValueError as error:
         raise TamperedLedgerError(f"{where} is not a valid record: {error}") from None
+
+
+# --- the checked state a new process starts from --------------------------------------------------------------
+def checked_state_path(path: Path) -> Path:
+    """Where the state of the ledger's last check is kept: ``<ledger>.checked``, beside it."""
+    return path.with_name(path.name + ".checked")
+
+
+def write_checked_state(path: Path, scan: Scan) -> None:
+    """Keep ``scan``'s place in the file (its end, last line, chain head, count) and the file's stamp after the
+    check, for the next process (:func:`read_checked_state`). Written atomically by whoever holds the ledger's lock;
+    a cache: a file system that refuses it only costs the next process a full scan."""
+    state = {"size": scan.size, "last_start": scan.last_start, "lines": scan.lines, "head": scan.head,
+             "count": scan.count, "stamp": list(scan.stamp)}
+    target = checked_state_path(path)
+    temporary = target.with_name(target.name + f".{os.getpid()}")
+    try:
+        temporary.write_bytes(canonical_json(state))
+        os.replace(temporary, target)
+    except OSError:
+        temporary.unlink(missing_ok=True)
+
+
+def read_checked_state(path: Path, policy: Policy, stamp: tuple[int, ...], data_at: Any) -> Scan | None:
+    """The scan a check left (:func:`write_checked_state`), when the file's stamp (device, inode, size, mtime,
+    ctime) is still the one it recorded — nobody wrote the file since — and its last line is still there, intact,
+    at its place with the recorded sha256; None otherwise (the caller scans the file).
+
+    ``data_at(start, size)`` reads the file's bytes. The totals come from that last line, as a quick scan's do.
+    """
+    try:
+        state = json.loads(checked_state_path(path).read_bytes())
+        size, start, head = int(state["size"]), int(state["last_start"]), str(state["head"])
+        if tuple(state["stamp"]) != tuple(stamp) or size != stamp[2] or not 0 <= start < size:
+            return None
+        line = data_at(start, size - start)
+    except (OSError, ValueError, TypeError, KeyError):
+        return None
+    links = line_links(line[:-1]) if line.endswith(b"\n") else None
+    if links is None or links[1] != head:
+        return None
+    zeros = np.zeros(len(policy.orders) + 1)
+    scan = Scan(policy, size, start, int(state["lines"]), head, 0, {o: zeros for o in OBSERVERS}, None)
+    read_total(scan, line[:-1], f"{path}: line {scan.lines}")
+    if scan.count != state["count"]:
+        return None
+    scan.stamp = tuple(stamp)
+    return scan
 
 
 def carried_over(data: bytes, size: int) -> dict[str, np.ndarray]:

@@ -99,7 +99,7 @@ from .party_data import check_parties, check_party_data
 from .party_schema import PartySchema, check_public_classes, local_schema_exchange
 from .progress import check_progress, progress_bar
 from .selective_fd_server import FDServer
-from .silo_gate import Refusal, RefusedRunError, check_budgets
+from .silo_gate import check_budgets, study_name
 from .selective_fd_steps import (
     SERVER_NOISE_MODES,
     FDProtocol,
@@ -166,7 +166,7 @@ class _FederatedDistillation(ClassifierMixin, BaseEstimator):
 
     def fit(self, parties: Sequence[tuple[np.ndarray, np.ndarray]], public: np.ndarray | None = None, *,
             checkpoint: str | os.PathLike[str] | None = None,
-            budgets: Sequence[SiloBudget | None] | None = None):
+            budgets: Sequence[SiloBudget | None] | None = None, study: str | None = None):
         """Run the protocol on the clients' private ``(X, y)`` data and the unlabeled proxy set ``public``.
 
         A driver over the party steps of :mod:`privfed.pipelines.selective_fd_steps` and the server of
@@ -182,18 +182,23 @@ class _FederatedDistillation(ClassifierMixin, BaseEstimator):
         refused. DP-SGD-trained client models keep
         their rounds' releases in it, so a resumed run's ledger counts every round's training.
 
-        ``budgets``: one :class:`~privfed.SiloBudget` (or None) per party. No Selective-FD release is charged to
-        a silo yet, so a party with a budget refuses before touching its data (fail-closed) and, every party's
-        shares and model being part of the protocol, the run raises
-        :class:`~privfed.pipelines.silo_gate.RefusedRunError` naming it.
+        ``budgets``: one :class:`~privfed.SiloBudget` (or None) per party, charged under ``study`` (default
+        ``"<pipeline> fit"``). Before a party's step reads its data, the step's release is charged to its budget
+        from public parameters: at setup the DP selector's Gaussian sum (the raw-data selector has no bound: refused);
+        each round its randomized-response report (party level) or, without randomized response, its round of
+        DP-SGD (predictions in the clear from a model without DP-SGD have no bound: refused); when its model is
+        published, its rounds' DP-SGD unless every round already charged it (a model trained without DP-SGD:
+        refused). A party whose silo refuses stops taking part at that round (listed in ``refused_``; it shares
+        nothing from then on); the run raises :class:`~privfed.pipelines.silo_gate.RefusedRunError` when every
+        party has stopped or the published model's silo refuses. Budgets cannot be combined with ``checkpoint``.
         """
-        refused = [Refusal(index, f"{self._protocol().name}: this silo's budget cannot yet be charged for its "
-                                  "releases, so a silo with a budget does not take part")
-                   for index, budget in enumerate(check_budgets(budgets, len(parties))) if budget is not None]
-        if refused:
-            raise RefusedRunError(refused, f"{self._protocol().name} cannot run without every party")
-        self.refused_: list[Refusal] = []
+        budgets = check_budgets(budgets, len(parties))
         protocol = self._protocol()
+        pipeline = protocol.name.lower().replace(" ", "-")
+        study = study_name(study, pipeline)
+        if checkpoint is not None and any(budget is not None for budget in budgets):
+            raise ValueError("checkpoint cannot be combined with budgets: a resumed run would not know which silos "
+                             "stopped taking part; pass one or the other")
         if protocol.shares:
             if public is None:
                 raise ValueError(f"{type(self).__name__} needs the unlabeled proxy set: fit(parties, public)")
@@ -205,7 +210,8 @@ class _FederatedDistillation(ClassifierMixin, BaseEstimator):
         feature_shape = parties[0][0].shape[1:] if public is None else public.shape[1:]
         names, schemas, classes = local_schema_exchange(parties, feature_shape, public_classes=self.classes)
         clients = LocalClients(parties, self._client_models(len(parties)),
-                               feature_map=getattr(self, "feature_map", None), n_jobs=self.n_jobs)
+                               feature_map=getattr(self, "feature_map", None), n_jobs=self.n_jobs, budgets=budgets,
+                               study=study, pipeline=pipeline)
         return self._run(clients, protocol, classes, public, schemas, names, max_bytes=DEFAULT_MAX_BYTES,
                          checkpoint=saved)
 
@@ -223,6 +229,7 @@ class _FederatedDistillation(ClassifierMixin, BaseEstimator):
         server = FDServer(protocol, classes, public, schemas, names, models=self._client_models(n_parties),
                           client=self.client, delta=self.delta, random_state=self.random_state, max_bytes=max_bytes,
                           checkpoint=checkpoint, noise_seed=effective_noise_seed(self))
+        self.refused_ = server.refusals.refused
         server.start(clients)
         self.history_, self.selectors_ = server.history, clients.selectors()
         for round_index in progress_bar(range(server.rounds_done, protocol.rounds), progress=self.progress,
@@ -234,6 +241,8 @@ class _FederatedDistillation(ClassifierMixin, BaseEstimator):
             if checkpoint is not None:  # after the callback: a resumed run repeats an interrupted callback's round
                 checkpoint.save(*server.state(clients))
         fitted = server.finish(clients)
+        stopped_at = {refusal.party: refusal.round for refusal in self.refused_}
+        self.participation_ = np.array([stopped_at.get(party, protocol.rounds + 1) - 1 for party in range(n_parties)])
         self.models_, self.n_rounds_, self.bandwidth_ = fitted.models, fitted.n_rounds, fitted.bandwidth
         self.ledger_, self.evidence_ = fitted.ledger, fitted.evidence
         return self
@@ -406,6 +415,11 @@ class SelectiveFD(_FederatedDistillation):
     ledger_ : accounting.Ledger
     evidence_ : dict of ndarray
         ``server_votes`` under GNMax (private).
+    refused_ : list of Refusal
+        The parties whose silo budgets (``fit(..., budgets=...)``) refused, with the round (1 for the setup) and
+        their reasons; each stopped taking part there.
+    participation_ : ndarray of int, shape (n_clients,)
+        Rounds each party took part in (fewer for a party whose silo stopped it).
 
     Examples
     --------

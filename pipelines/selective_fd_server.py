@@ -52,10 +52,12 @@ from .selective_fd_steps import (
     FDProtocol,
     SelectiveFDEnsemble,
     SelectiveFDRound,
+    SelectiveFDShare,
     receive_shares,
     server_round,
     setup_messages,
 )
+from .silo_gate import RefusalLog, refusals_in
 
 __all__ = ["FDFit", "FDServer", "NoiseSeeds", "fd_ledger"]
 
@@ -159,13 +161,30 @@ class FDServer:
         self.schemas = list(schemas)  # what the schema exchange told the coordinator (the ledger records it)
         self.rounds_done = 0
         self._round_seeds = round_seeds.spawn(protocol.rounds)
+        self.refusals = RefusalLog(n_parties, protocol.name)
 
     def start(self, clients: Any) -> None:
-        """Set the parties up (setup messages), or put the checkpoint's state back into them and the server."""
+        """Set the parties up (setup messages), or put the checkpoint's state back into them and the server.
+
+        A party whose silo refuses (its reply a budget refusal alone) takes no further part: it is sent nothing
+        more and counts as sharing no example (:attr:`refusals`)."""
         if self._saved is None:
-            clients.setup(self.setups)
+            self.refusals.round = 1
+            self._note_refusals(clients.setup(self.setups))
         else:
             self._restore(self._saved, clients)
+
+    def _note_refusals(self, sent: Sequence[Sequence[Record]]) -> set[int]:
+        """Add the refusals among the parties' replies to :attr:`refusals`; return the parties that refused."""
+        refused = refusals_in(sent, self.names, round=self.refusals.round)
+        for refusal in refused:
+            self.refusals.add(refusal.party, refusal.reason)
+        return {refusal.party for refusal in refused}
+
+    def _active(self, messages: Sequence[Any]) -> list[Any]:
+        """``messages`` with None for the parties that stopped taking part."""
+        stopped = self.refusals.stopped
+        return [None if party in stopped else message for party, message in enumerate(messages)]
 
     def round(self, round_index: int, clients: Any) -> None:
         """One round: draw the proxy batch, collect the shares, aggregate and select, send the ensemble back."""
@@ -175,8 +194,14 @@ class FDServer:
                    else np.zeros(0, dtype=np.int64))
         messages = [SelectiveFDRound(indices, seed, noise_seed) for seed, noise_seed
                     in zip(spawn_seeds(share_seeds, n_parties), self.noise_seeds.rounds[round_index])]
-        records = clients.share(messages, round_index)
-        self.traffic.add([list(party_records) for party_records in records])
+        self.refusals.round = round_index + 1
+        records = [list(party_records) for party_records in clients.share(self._active(messages), round_index)]
+        self.traffic.add(records)
+        self._note_refusals(records)
+        empty = (SelectiveFDShare(np.zeros(len(indices), dtype=bool),
+                                  np.zeros((0, len(self.classes))) if protocol.labels == "soft"
+                                  else np.zeros(0, dtype=np.int64)).to_record(),) if protocol.shares else ()
+        records = [list(empty) if party in self.refusals.stopped else sent for party, sent in enumerate(records)]
         shares = receive_shares(messages, records, self.names, n_classes=len(self.classes), labels=protocol.labels,
                                 shares=protocol.shares, max_bytes=self.max_bytes)
         if protocol.shares:
@@ -188,8 +213,8 @@ class FDServer:
             self.history["sharers_per_example"].append(float(outcome.sharers.mean()))
             self.history["kept"].append(float(len(outcome.kept)))
             if len(outcome.kept):
-                clients.distill([SelectiveFDEnsemble(indices[outcome.kept], outcome.targets, seed)
-                                 for seed in spawn_seeds(distill_seeds, n_parties)], round_index)
+                clients.distill(self._active([SelectiveFDEnsemble(indices[outcome.kept], outcome.targets, seed)
+                                              for seed in spawn_seeds(distill_seeds, n_parties)]), round_index)
         self.rounds_done = round_index + 1
 
     def finish(self, clients: Any) -> FDFit:
@@ -211,8 +236,10 @@ class FDServer:
         if not any(is_dp_trained(model) for model in self.models):
             return [None] * len(self.names), {}
         reports = clients.trainings()
-        trainings = receive_trainings(reports, self.names, max_bytes=self.max_bytes, models=self.models,
-                                      epochs=self.protocol.rounds)
+        stopped_at = {refusal.party: refusal.round for refusal in self.refusals.refused}
+        trainings = [receive_trainings([sent], [name], max_bytes=self.max_bytes, models=[model],
+                                       epochs=stopped_at.get(party, self.protocol.rounds + 1) - 1)[0]
+                     for party, (sent, name, model) in enumerate(zip(reports, self.names, self.models))]
         return trainings, record_sizes(reports)
 
     # --- checkpoints ---------------------------------------------------------------------------------

@@ -52,16 +52,18 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from ..accounting import DPSGD, compose_dpsgd, randomized_response_estimate
+from ..accounting import DPSGD, RandomizedResponse, compose_dpsgd, randomized_response_estimate
 from ..accounting.documents import parse_json
+from ..accounting.mechanism import Mechanism
 from ..accounting.noise_source import NoiseSource
 from ._dp_ledger import training_report
 from ._models import fit_classifier, is_dp_trained, with_noise_seed, with_seed
-from .dp_selector import DPDensityRatioSelector
+from .dp_selector import DPDensityRatioSelector, selector_mechanism
 from .executor import PartyTask, run_party_tasks
 from .kulsif import DensityRatioSelector
 from .messages import ArraySpec, MessageError, Record, WireMessage
 from .party_data import class_codes
+from .silo_gate import BudgetRefusal, Refusal, RefusedRunError, admit
 from .voting import break_ties_at_random
 
 __all__ = [
@@ -80,6 +82,9 @@ __all__ = [
     "client_state",
     "confident_examples",
     "continues_training",
+    "planned_publish_release",
+    "planned_round_release",
+    "planned_setup_release",
     "distill_step",
     "randomized_codes",
     "receive_shares",
@@ -291,6 +296,68 @@ def setup_messages(
         )
         for seed, noise_seed in zip(seeds, [None] * len(seeds) if noise_seeds is None else noise_seeds, strict=True)
     ]
+
+
+# --- what a party's replies cost its silo's budget (public parameters only, before its data is touched) ---
+def planned_setup_release(setup: SelectiveFDSetup) -> Mechanism | str | None:
+    """What the setup step releases: the DP selector's one Gaussian-noised sum (example level; its share masks
+    in every round are post-processing of it), nothing without a client-side selector (None), or the reason no
+    silo can charge it (the raw-data KuLSIF selector releases its decisions without noise)."""
+    if not setup.shares or not setup.selects:
+        return None
+    if math.isnan(setup.selector_noise):
+        return ("Selective-FD's raw-data KuLSIF selector releases which proxy examples the party shares without "
+                "noise: no bound a silo could charge (use the DP selector, dp_selector=True)")
+    return selector_mechanism(setup.selector_noise)
+
+
+def _one_round_of_dp_sgd(local_model: Any) -> DPSGD | None:
+    """The DP-SGD release of one round's local training (one Poisson epoch) from the model's public configuration;
+    None when the model does not train with DP-SGD at a public sample rate."""
+    config = getattr(local_model, "dp", None)
+    if not continues_training(local_model) or config is None or not config.public_sample_rate:
+        return None
+    from .dp_training import plan_release  # torch: imported only for a DP-trained (torch) model
+
+    return plan_release(config, n=1, batch_size=local_model.batch_size, epochs=1)
+
+
+def planned_round_release(setup: SelectiveFDSetup, message: SelectiveFDRound, *, local_model: Any
+                          ) -> Mechanism | str | None:
+    """What the party's reply to a round message releases, from the setup's and the round's public parameters
+    and its own model's configuration.
+
+    Under randomized response (``keep_probability`` < 1) the round's report: K-ary randomized response of the
+    batch's labels, party level (it bounds the labels whatever model computed them; the share mask is the
+    selector's, charged at setup). Otherwise the predictions reach the coordinator in the clear and only the
+    round's DP-SGD training bounds them (example level); the reason no silo can charge the round when the model
+    does not train with DP-SGD. Nothing (None) when nothing is shared (independent learning).
+    """
+    if not setup.shares:
+        return None
+    if not math.isnan(setup.keep_probability):
+        if setup.keep_probability >= 1.0:
+            return "Selective-FD with keep probability 1 sends the labels un-randomized: no bound a silo could charge"
+        return RandomizedResponse(len(setup.classes), keep_probability=setup.keep_probability,
+                                  labels_per_report=max(1, len(message.batch)), unit="party")
+    training = _one_round_of_dp_sgd(local_model)
+    if training is None:
+        return ("Selective-FD sends the coordinator the party's predictions without randomized response, and its "
+                "model is not DP-trained with a public sample_rate: no bound for the coordinator")
+    return training
+
+
+def planned_publish_release(setup: SelectiveFDSetup, *, local_model: Any, trainings: Sequence[DPSGD]
+                            ) -> Mechanism | str | None:
+    """What sending the party's model to be published releases, its rounds' DP-SGD ``trainings`` (their public
+    parameters) done: nothing new (None) when every round was charged its DP-SGD training (the model is
+    post-processing of it), the trainings composed otherwise, or the reason no silo can charge a model trained
+    without DP-SGD."""
+    if _one_round_of_dp_sgd(local_model) is None:
+        return "the published model is trained on the party's data without DP-SGD: no bound a silo could charge"
+    if not trainings or (setup.shares and math.isnan(setup.keep_probability)):
+        return None
+    return compose_dpsgd(trainings)
 
 
 # --- the party: its state and its steps ---------------------------------------------------------------
@@ -636,38 +703,85 @@ def _distill_task(task: PartyTask) -> FDClient:
 class LocalClients:
     """The parties of an in-process run: their states in memory, their steps through the executor.
 
-    The server's round loop talks to the parties through four calls — :meth:`setup`, :meth:`share`
+    The server's round loop talks to the parties through four calls — :meth:`setup` and :meth:`share`
     (returning the records each party sent), :meth:`distill`, :meth:`final_models` — which the Flower
-    app implements over its SuperNodes.
+    app implements over its SuperNodes. A message of None is not sent (the party stopped taking part).
+
+    ``budgets`` (one :class:`~privfed.SiloBudget` or None per party): before a party's setup, round or publish
+    step reads its data, the step's planned release (:func:`planned_setup_release`, :func:`planned_round_release`,
+    :func:`planned_publish_release`) is charged to its budget under ``study``; a party whose silo refuses sends
+    its :class:`~privfed.pipelines.silo_gate.BudgetRefusal` alone and its step does not run.
     """
 
     def __init__(self, parties: Sequence[tuple[np.ndarray, np.ndarray]], local_models: Sequence[Any], *,
-                 feature_map: Callable | None, n_jobs: int) -> None:
+                 feature_map: Callable | None, n_jobs: int, budgets: Sequence[Any] | None = None,
+                 study: str = "", pipeline: str = "selective-fd") -> None:
         self.parties, self.local_models = list(parties), list(local_models)
         self.feature_map, self.n_jobs = feature_map, n_jobs
-        self.clients: list[FDClient] = []
+        self.budgets = list(budgets) if budgets is not None else [None] * len(self.parties)
+        self.study, self.pipeline = study, pipeline
+        self.clients: list[FDClient | None] = []
 
     def _run(self, fn: Callable, data: list) -> list:
         return run_party_tasks(fn, data, config=None, random_state=0, n_jobs=self.n_jobs, progress=False)
 
-    def setup(self, messages: Sequence[SelectiveFDSetup]) -> None:
-        self.clients = self._run(_setup_task, [(X, y, message, model, self.feature_map) for (X, y), message, model
-                                               in zip(self.parties, messages, self.local_models)])
+    def _gate(self, party: int, release: Mechanism | str | None) -> list[Record] | None:
+        """The refusal party ``party`` sends instead of its step's reply (None: charged, or nothing to charge)."""
+        refusal = admit(self.budgets[party], release, study=self.study, pipeline=self.pipeline)
+        return None if refusal is None else [refusal.to_record()]
 
-    def share(self, messages: Sequence[SelectiveFDRound], round_index: int) -> list[list[Record]]:
-        outputs = self._run(_share_task, list(zip(self.clients, messages)))
-        self.clients = [client for client, _ in outputs]
-        return [[] if share is None else [share.to_record()] for _, share in outputs]
+    def setup(self, messages: Sequence[SelectiveFDSetup]) -> list[list[Record]]:
+        refusals = [self._gate(p, planned_setup_release(m)) if self.budgets[p] is not None else None
+                    for p, m in enumerate(messages)]
+        admitted = [p for p, refusal in enumerate(refusals) if refusal is None]
+        fitted = self._run(_setup_task, [(*self.parties[p], messages[p], self.local_models[p], self.feature_map)
+                                         for p in admitted])
+        self.clients = [None] * len(messages)
+        for p, client in zip(admitted, fitted):
+            self.clients[p] = client
+        return [refusal or [] for refusal in refusals]
 
-    def distill(self, messages: Sequence[SelectiveFDEnsemble], round_index: int) -> None:
-        self.clients = self._run(_distill_task, list(zip(self.clients, messages)))
+    def share(self, messages: Sequence[SelectiveFDRound | None], round_index: int) -> list[list[Record]]:
+        sent: list[list[Record]] = [[] for _ in messages]
+        running = []
+        for p, message in enumerate(messages):
+            if message is None or self.clients[p] is None:
+                continue
+            if self.budgets[p] is not None:
+                refusal = self._gate(p, planned_round_release(self.clients[p].setup, message,
+                                                              local_model=self.local_models[p]))
+                if refusal is not None:
+                    sent[p] = refusal
+                    continue
+            running.append(p)
+        outputs = self._run(_share_task, [(self.clients[p], messages[p]) for p in running])
+        for p, (client, share) in zip(running, outputs):
+            self.clients[p] = client
+            sent[p] = [] if share is None else [share.to_record()]
+        return sent
+
+    def distill(self, messages: Sequence[SelectiveFDEnsemble | None], round_index: int) -> None:
+        running = [p for p, message in enumerate(messages) if message is not None and self.clients[p] is not None]
+        for p, client in zip(running, self._run(_distill_task, [(self.clients[p], messages[p]) for p in running])):
+            self.clients[p] = client
 
     def models(self) -> list[Any]:
-        """Every party's current model (the in-process run holds them all)."""
-        return [client.model for client in self.clients]
+        """Every party's current model (the in-process run holds them all; None for a party refused at setup)."""
+        return [None if client is None else client.model for client in self.clients]
 
     def final_models(self, client: int) -> tuple[list[Any], dict[str, list[int]]]:
-        """Every party's model, and the bytes of what crossed the wire to publish them (nothing here)."""
+        """Every party's model, and the bytes of what crossed the wire to publish them (nothing here); the
+        refusal of the publishing party's silo as a :class:`~privfed.pipelines.silo_gate.RefusedRunError`."""
+        if self.budgets[client] is not None:
+            party = self.clients[client]
+            if party is None:
+                raise RefusedRunError([Refusal(client, "its silo refused the setup: it has no model")],
+                                      f"client {client}'s model cannot be published")
+            refusal = self._gate(client, planned_publish_release(party.setup, local_model=self.local_models[client],
+                                                                 trainings=party.trainings))
+            if refusal is not None:
+                reason = BudgetRefusal.from_record(refusal[0], sender=f"party {client}").reason
+                raise RefusedRunError([Refusal(client, reason)], f"client {client}'s model cannot be published")
         return self.models(), {}
 
     def states(self) -> list[Record]:
@@ -681,9 +795,10 @@ class LocalClients:
                                                  in zip(self.parties, messages, states, self.local_models)])
 
     def selectors(self) -> list[DensityRatioSelector | DPDensityRatioSelector | None]:
-        return [client.selector for client in self.clients]
+        return [None if client is None else client.selector for client in self.clients]
 
     def trainings(self) -> list[list[Record]]:
-        """Every party's ``dp-training`` report (:func:`training_step`; empty for a model without DP-SGD)."""
-        return [training_step(client) for client in self.clients]
+        """Every party's ``dp-training`` report (:func:`training_step`; empty for a model without DP-SGD or a party
+        refused at setup)."""
+        return [[] if client is None else training_step(client) for client in self.clients]
 

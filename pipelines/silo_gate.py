@@ -92,15 +92,16 @@ def planned_dp_training(model: Any) -> DPSGD | None:
     return plan_release(config, n=1, batch_size=model.batch_size, epochs=model.epochs)
 
 
-def admit(budget: SiloBudget | None, release: Mechanism | str, *, study: str, pipeline: str,
+def admit(budget: SiloBudget | None, release: Mechanism | str | None, *, study: str, pipeline: str,
           observers: Sequence[str] = OBSERVERS) -> BudgetRefusal | None:
-    """Charge ``release`` to ``budget`` before the data is touched; None when charged (or no budget), else the
-    refusal to send.
+    """Charge ``release`` to ``budget`` before the data is touched; None when charged (or no budget, or nothing is
+    released), else the refusal to send.
 
     ``release`` is the mechanism the party's reply is accounted under, built from the task's public parameters,
-    or a one-line reason why the reply has no bound a silo could charge (it is then refused).
+    None when the reply releases nothing of the data, or a one-line reason why the reply has no bound a silo could
+    charge (it is then refused).
     """
-    if budget is None:
+    if budget is None or release is None:
         return None
     if isinstance(release, str):
         return BudgetRefusal(f"{pipeline}: {release}")

@@ -38,8 +38,11 @@ def _init_command(args: argparse.Namespace) -> int:
 
     if Path(args.path).exists():
         raise ValueError(f"PATH {args.path!r} exists; a silo budget is created once (privfed budget show {args.path})")
+    from privfed.accounting.silo_budget import load_key
+
+    signing_key = None if args.signing_key is None else load_key(args.signing_key, private=True)
     budget = SiloBudget(args.path, epsilon=args.epsilon, delta=args.delta, unit=args.unit,
-                        max_records_per_person=args.max_records_per_person)
+                        max_records_per_person=args.max_records_per_person, signing_key=signing_key)
     person = f", at most {budget.max_records_per_person} rows per person" if budget.unit == "person" else ""
     print(f"created {args.path}: ε = {budget.epsilon:g}, δ = {budget.delta:g} per observer, {budget.unit}-level"
           f"{person}; charges are checked by a Rényi filter at {len(budget.filter.orders)} fixed orders "
@@ -102,7 +105,10 @@ def _show_command(args: argparse.Namespace) -> int:
 
 
 def _verify_command(args: argparse.Namespace) -> int:
-    check = _open(args.path).verify(head=args.head)
+    from privfed.accounting.silo_budget import load_key
+
+    public_key = None if args.public_key is None else load_key(args.public_key, private=False)
+    check = _open(args.path).verify(head=args.head, public_key=public_key)
     if not check.intact:
         print(f"FAILED: {check.problem}")
         print(f"  the budget refuses every charge until a person decides: privfed budget reset {args.path} "
@@ -191,6 +197,8 @@ def add_budget_command(commands: Any) -> None:
     init.add_argument("--unit", choices=("example", "party", "person"), default="example",
                       help="what the policy protects: one row (example, default), the silo's whole data (party) or "
                            "all rows of one person (person; needs --max-records-per-person)")
+    init.add_argument("--signing-key", metavar="PEM", help="the silo's Ed25519 private key (unencrypted PEM): every "
+                      "line is signed, and charges need the key (node config budget-signing-key)")
     init.add_argument("--max-records-per-person", type=integer_at_least(1),
                       help="with --unit person: the most rows any one person has")
     init.set_defaults(handler=_init_command)
@@ -206,6 +214,8 @@ def add_budget_command(commands: Any) -> None:
                                         "invisible to the chain alone).")
     verify.add_argument("path", metavar="PATH", help="the ledger file")
     verify.add_argument("--head", help="the head sha256 noted from an earlier privfed budget show or verify")
+    verify.add_argument("--public-key", metavar="PEM", help="the silo's Ed25519 public key: the ledger must be signed "
+                        "with it, every line's signature verified")
     verify.set_defaults(handler=_verify_command)
     export = sub.add_parser("export", help="the charges as dp-accounting events, or the privacy statement",
                             description="Write the ledger's releases as dp-accounting DpEvents (JSON), or the silo's "

@@ -82,3 +82,30 @@ def test_bad_input_is_one_line_and_exit_2(ledger: Path, capsys, arguments, needl
     assert main(["budget", *[a.format(**names) for a in arguments]]) == 2
     error = capsys.readouterr().err
     assert error.count("\n") == 1 and needle in error and "Traceback" not in error
+
+
+def test_init_signs_with_the_silos_key_and_verify_checks_it(tmp_path: Path, capsys) -> None:
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+    from privfed.accounting.silo_budget import load_key
+
+    key = Ed25519PrivateKey.generate()
+    private, public = tmp_path / "silo.key", tmp_path / "silo.pub"
+    private.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                          serialization.NoEncryption()))
+    public.write_bytes(key.public_key().public_bytes(serialization.Encoding.PEM,
+                                                     serialization.PublicFormat.SubjectPublicKeyInfo))
+    path = tmp_path / "signed.jsonl"
+    assert main(["budget", "init", str(path), "--epsilon", "4", "--delta", "1e-6", "--signing-key", str(private)]) == 0
+    SiloBudget.open(path, signing_key=load_key(private, private=True)).charge(DPSGD(1.5, 0.01, 200), study="s",
+                                                                              pipeline="fedkd")
+    assert main(["budget", "verify", str(path), "--public-key", str(public)]) == 0
+    other = tmp_path / "other.pub"
+    other.write_bytes(Ed25519PrivateKey.generate().public_key().public_bytes(
+        serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo))
+    capsys.readouterr()
+    assert main(["budget", "verify", str(path), "--public-key", str(other)]) == 1
+    assert "not signed with the expected public key" in capsys.readouterr().out
+    with pytest.raises(ValueError, match="not a readable, unencrypted PEM private key"):
+        load_key(public, private=True)

@@ -102,3 +102,32 @@ def test_privatekt_silo_stops_at_the_round_that_would_exceed_over_flower(federat
     assert len(privfed.SiloBudget.open(budgets[1]).charges) == 2
     sent_to_party_1 = [m for m, _ in replies if m.metadata.message_type == "train" and m.metadata.dst_node_id == 99]
     assert len(sent_to_party_1) == 3  # rounds 1-2 and the refused round 3; nothing after it stopped
+
+
+def test_selective_fd_silo_stops_at_the_round_that_would_exceed_over_flower(federation, task_identity,
+                                                                            tmp_path, monkeypatch) -> None:
+    from privfed.federation import client_app
+    from privfed.federation.server_app import ServerJob, run_server
+
+    _, paths, public, _ = federation
+    read = []
+    load = client_app.load_party_data
+    monkeypatch.setattr(client_app, "load_party_data", lambda path, **kw: read.append(str(path)) or load(path, **kw))
+    budgets = [None, silo(tmp_path / "b.jsonl", 0.5), silo(tmp_path / "c.jsonl", 1000.0)]
+    grid, replies = budgeted_grid(paths, budgets)
+    model = privfed.SelectiveFD(DecisionTreeClassifier(max_depth=4), rounds=3, proxy_batch=40, labels="hard",
+                                privacy="rr", epsilon_per_round=1.0, tau_client=None, random_state=0)
+    flower = run_server(grid, ServerJob(model, public, num_supernodes=3, timeout=5))
+    # As in process (tests/test_silo_gate.py): ε 0.40, 0.57 after 1, 2 rounds; a budget of 0.5 stops at round 2.
+    assert [(r.party, r.round) for r in flower.refused_] == [(1, 2)]
+    assert flower.participation_.tolist() == [3, 1, 3]
+    assert [c.pipeline for c in privfed.SiloBudget.open(budgets[1]).charges] == ["selective-fd"]
+    assert [c.mechanism["kind"] for c in privfed.SiloBudget.open(budgets[2]).charges] == ["randomized_response"] * 3
+    to_party_1 = [(m, r) for m, r in replies
+                  if m.metadata.message_type == "train.selective_fd" and m.metadata.dst_node_id == 99]
+    assert len(to_party_1) == 4  # setup, round 1 share and distillation, the refused round 2; nothing after it
+    assert read.count(str(paths[1])) == 4  # the schema, setup, round 1's two steps: not the refused round
+    refusal = to_party_1[-1][1]
+    assert all(len(record) == 0 for record in dict(refusal.content.array_records).values())
+    assert BudgetRefusal.KIND in json.dumps({k: dict(v) for k, v in dict(refusal.content.config_records).items()},
+                                            default=str)

@@ -61,7 +61,7 @@ def fit_watched(estimator, digits, monkeypatch) -> Coordinator:
     class Watched(LocalClients):
         def setup(self, messages):
             seen.setups = [SelectiveFDSetup.from_record(m.to_record(), sender="t") for m in messages]
-            super().setup(messages)
+            return super().setup(messages)
 
         def share(self, messages, round_index):
             seen.rounds.append([SelectiveFDRound.from_record(m.to_record(), sender="t") for m in messages])

@@ -278,3 +278,130 @@ def test_a_budget_held_open_sees_what_another_process_charged_and_an_edit_made_s
     _write(budget.path, [lines[0], lines[1].replace(b'"study":"a"', b'"study":"abc"'), *lines[2:]])
     with pytest.raises(TamperedLedgerError, match="line 2"):  # the file changed under it: checked whole again
         budget.fits(RELEASE)
+
+
+# --- signed records -------------------------------------------------------------------------------------------
+def _rechained(path: Path, edit) -> None:
+    """Apply ``edit`` to the parsed records and recompute every line's two hashes (an attacker without the key)."""
+    from privfed.accounting.fingerprint import sha256_hex
+    from privfed.accounting.ledger_entry import GENESIS_SHA256
+
+    previous, lines = GENESIS_SHA256, []
+    for number, line in enumerate(path.read_bytes().splitlines()):
+        record = json.loads(line)
+        record.pop("sha256")
+        record["previous_sha256"] = previous
+        edit(number, record)
+        body = json.dumps(record, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
+        body = b'{"previous_sha256":"' + previous.encode() + b'",' + body[1:].replace(
+            b'"previous_sha256":"' + previous.encode() + b'",', b"")
+        previous = sha256_hex(body)
+        lines.append(body[:-1] + b',"sha256":"' + previous.encode() + b'"}')
+    path.write_bytes(b"\n".join(lines) + b"\n")
+
+
+def test_signed_records_an_edit_rechained_passes_the_hash_chain_and_fails_the_signature(tmp_path: Path) -> None:
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+    from privfed.accounting.silo_ledger import scan_file
+
+    key = Ed25519PrivateKey.generate()
+    path = tmp_path / "signed.jsonl"
+    budget = SiloBudget(path, epsilon=8.0, delta=1e-5, signing_key=key)
+    for study in ("a", "b", "c"):
+        budget.charge(DPSGD(1.1, 0.01, 100), study=study, pipeline="fedkd")
+    assert all("signature" in json.loads(line) for line in path.read_bytes().splitlines())
+    assert budget.verify(public_key=key.public_key()).intact
+    assert SiloBudget.open(path).fits(DPSGD(1.1, 0.01, 100))  # a reader checks the last line's signature
+    with pytest.raises(ValueError, match="signed ledger: charging it needs the silo's signing_key"):
+        SiloBudget.open(path).charge(DPSGD(1.1, 0.01, 100), study="d", pipeline="fedkd")
+
+    # The attack: rename study "b" and re-chain every hash after it. The hash chain alone passes ...
+    _rechained(path, lambda number, record: record.update(study="other") if record.get("study") == "b" else None)
+    scan = scan_file(path.read_bytes(), path, full=True)
+    assert [c.study for c in scan.charges] == ["a", "other", "c"]
+    # ... the signatures fail: every check of the budget, a new reader's, and verify with the public key.
+    check = SiloBudget.open(path).verify(public_key=key.public_key())
+    assert not check.intact and "line 3" in check.problem and "signature does not verify" in check.problem
+    with pytest.raises(TamperedLedgerError, match="signature does not verify"):
+        SiloBudget.open(path).fits(DPSGD(1.1, 0.01, 100))
+    with pytest.raises(TamperedLedgerError, match="signature does not verify"):
+        SiloBudget.open(path, signing_key=key).charge(DPSGD(1.1, 0.01, 100), study="d", pipeline="fedkd")
+
+
+def test_stripping_the_signatures_and_the_key_is_caught_against_the_silos_key(tmp_path: Path) -> None:
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+    key = Ed25519PrivateKey.generate()
+    path = tmp_path / "signed.jsonl"
+    SiloBudget(path, epsilon=8.0, delta=1e-5, signing_key=key).charge(DPSGD(1.1, 0.01, 100), study="a",
+                                                                       pipeline="fedkd")
+    _rechained(path, lambda number, record: (record.pop("signature"), record.pop("public_key", None)))
+    assert SiloBudget.open(path).verify().intact  # now an unsigned ledger, consistent in itself
+    check = SiloBudget.open(path).verify(public_key=key.public_key())
+    assert not check.intact and "not signed with the expected public key" in check.problem
+    with pytest.raises(ValueError, match="different policy"):
+        SiloBudget.open(path, signing_key=key)
+    # Re-signing with another key is caught the same way.
+    other = Ed25519PrivateKey.generate()
+    assert not SiloBudget(tmp_path / "o.jsonl", epsilon=8.0, delta=1e-5, signing_key=other).verify(
+        public_key=key.public_key().public_bytes_raw().hex()).intact
+    with pytest.raises(TypeError, match="Ed25519"):
+        SiloBudget(tmp_path / "x.jsonl", epsilon=8.0, delta=1e-5, signing_key="not a key")
+
+
+# --- a new process starts from the state the last check left ---------------------------------------------------
+def test_a_new_budget_object_starts_from_the_checked_state_without_rescanning(budget, monkeypatch) -> None:
+    import time
+
+    from privfed.accounting import silo_budget as module
+
+    for study in ("a", "b", "c"):
+        budget.charge(RELEASE, study=study, pipeline="privatekt")
+    spent = budget.spent()
+    assert (budget.path.parent / "budget.jsonl.checked").is_file()
+    scan_file = module.scan_file
+    monkeypatch.setattr(module, "scan_file", lambda *a, **k: pytest.fail("the whole file was scanned"))
+    fresh = SiloBudget.open(budget.path)
+    assert fresh.spent() == spent and fresh.fits(RELEASE)
+    fresh.charge(RELEASE, study="d", pipeline="privatekt")  # and its own charge moves the state on
+    assert SiloBudget.open(budget.path).spent() == fresh.spent()
+    monkeypatch.setattr(module, "scan_file", scan_file)
+
+    # An in-place edit that keeps the file's size changes its stamp (mtime, ctime): a new object scans it all.
+    time.sleep(0.02)
+    lines = _lines(budget.path)
+    lines[2] = lines[2].replace(b'"study":"b"', b'"study":"x"')
+    _write(budget.path, lines)
+    with pytest.raises(TamperedLedgerError, match="line 3"):
+        SiloBudget.open(budget.path).fits(RELEASE)
+
+
+def test_a_damaged_or_stale_checked_state_only_costs_a_full_scan(budget) -> None:
+    budget.charge(RELEASE, study="a", pipeline="privatekt")
+    state = budget.path.parent / "budget.jsonl.checked"
+    for content in (b"not json", b'{"size": 1}', state.read_bytes().replace(b'"count":1', b'"count":0')):
+        state.write_bytes(content)
+        assert SiloBudget.open(budget.path).spent() == budget.spent()
+
+
+def test_person_rows_keeps_each_persons_first_k_rows_so_group_privacy_holds(tmp_path: Path) -> None:
+    budget = SiloBudget(tmp_path / "p.jsonl", epsilon=4.0, delta=1e-5, unit="person", max_records_per_person=2)
+    ids = np.array(["ann", "bob", "ann", "cy", "ann", "bob", "bob", "dee"])
+    rows = budget.person_rows(ids)
+    assert rows.tolist() == [0, 1, 2, 3, 5, 7]  # ann's rows 0 and 2, bob's 1 and 5, cy's 3, dee's 7
+    assert max(np.unique(ids[rows], return_counts=True)[1]) == 2
+    # One person's rows do not move another's: without ann, the others keep the same rows.
+    others = ids != "ann"
+    assert ids[others][budget.person_rows(ids[others])].tolist() == [i for i in ids[rows] if i != "ann"]
+    with pytest.raises(ValueError, match="person-level budget"):
+        SiloBudget(tmp_path / "e.jsonl", epsilon=4.0, delta=1e-5).person_rows(ids)
+    with pytest.raises(ValueError, match="one id per row"):
+        budget.person_rows(ids.reshape(2, 4))
+
+
+def test_the_person_level_example_in_docs_budget_runs_as_written(tmp_path: Path, monkeypatch, capsys) -> None:
+    text = (Path(__file__).resolve().parents[1] / "docs" / "budget.md").read_text()
+    code = text.split("```python\n")[2].split("```", 1)[0]
+    monkeypatch.chdir(tmp_path)
+    exec(compile(code, "docs/budget.md", "exec"), {})
+    assert capsys.readouterr().out.strip() == "[0 1 2 4]"

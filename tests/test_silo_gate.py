@@ -130,11 +130,81 @@ def test_fedkd_silo_charges_its_models_dp_sgd_or_refuses(tmp_path, one_torch_thr
     assert model.predict(public[:5]).shape == (5,)  # the run went on with party 0
 
 
-@pytest.mark.parametrize("estimator", ["SelectiveFD", "FedMD", "IndependentLearning"])
-def test_selective_fd_family_refuses_a_budget_before_touching_data(digits, tmp_path, estimator) -> None:
+def rr_fd(tau_client=None, **kwargs):
+    return privfed.SelectiveFD(DecisionTreeClassifier(max_depth=4), rounds=3, proxy_batch=40, labels="hard",
+                               privacy="rr", epsilon_per_round=1.0, tau_client=tau_client, random_state=0, **kwargs)
+
+
+def test_selective_fd_charges_each_round_and_a_silo_stops_at_the_round_that_would_exceed(
+        digits, tmp_path, monkeypatch) -> None:
+    from privfed.pipelines import selective_fd_steps
+
     parties, public = digits
-    silos = [None, privfed.SiloBudget(tmp_path / "silo.jsonl", epsilon=1000.0, delta=1e-5), None]
-    model = getattr(privfed, estimator)(DecisionTreeClassifier(max_depth=4))
-    with pytest.raises(RefusedRunError, match=r"cannot run without every party.*party 1 \(round 1\)"):
-        model.fit(parties, public, budgets=silos)
-    assert silos[1].charges == () and not hasattr(model, "models_")
+    ran = []
+    step = selective_fd_steps.share_step
+    monkeypatch.setattr(selective_fd_steps, "share_step",
+                        lambda client, message: ran.append(client.setup.seed) or step(client, message))
+    silos = [None, *budgets(tmp_path, [1000.0, 0.5])]
+    model = rr_fd().fit(parties, public, budgets=silos, study="icu-2027")
+    # ε0 = 1 per round over 40 labels (randomized response, party level): the filter's ε after 1, 2 rounds is
+    # 0.40, 0.57, so a budget of 0.5 fits one round, not two.
+    assert [(r.party, r.round) for r in model.refused_] == [(2, 2)]
+    assert "refused" in model.refused_[0].reason and "0.5" in model.refused_[0].reason
+    assert len(ran) == 3 + 3 + 1  # party 2's step ran in round 1 only
+    assert model.participation_.tolist() == [3, 3, 1]
+    assert [c.mechanism["kind"] for c in silos[1].charges] == ["randomized_response"] * 3
+    assert {(c.study, c.pipeline) for c in silos[1].charges} == {("icu-2027", "selective-fd")}
+    assert silos[1].charges[0].mechanism["parameters"]["labels_per_report"] == 40
+    assert len(silos[2].charges) == 1 and silos[2].spent() <= 0.5
+    assert model.predict(public[:5]).shape == (5,)
+
+
+def test_selective_fd_refuses_the_raw_data_selector_at_setup(digits, tmp_path) -> None:
+    parties, public = digits
+    silos = [None, *budgets(tmp_path, [1000.0, 1000.0])]
+    model = rr_fd(tau_client=0.25).fit(parties, public, budgets=[None, silos[1], None])
+    assert [(r.party, r.round) for r in model.refused_] == [(1, 1)] and "KuLSIF" in model.refused_[0].reason
+    assert silos[1].charges == ()  # the setup never ran: nothing charged, the data never read
+    assert model.selectors_[1] is None
+
+
+@pytest.mark.parametrize("estimator", ["FedMD", "IndependentLearning"])
+def test_fedmd_and_independent_learning_charge_where_they_release(digits, tmp_path, estimator) -> None:
+    parties, public = digits
+    silos = budgets(tmp_path, [1000.0, 1000.0])
+    model = getattr(privfed, estimator)(DecisionTreeClassifier(max_depth=4), rounds=2, random_state=0)
+    model.fit(parties, public, budgets=[None, silos[1], None])
+    if estimator == "FedMD":  # predictions in the clear from a model without DP-SGD: no bound, refused at round 1
+        assert [(r.party, r.round) for r in model.refused_] == [(1, 1)] and "DP-trained" in model.refused_[0].reason
+    else:  # nothing leaves a party that does not publish: nothing charged, nothing refused
+        assert model.refused_ == []
+    assert silos[1].charges == ()
+    with pytest.raises(RefusedRunError, match="client 0's model cannot be published.*without DP-SGD"):
+        getattr(privfed, estimator)(DecisionTreeClassifier(max_depth=4), rounds=2, random_state=0).fit(
+            parties, public, budgets=[silos[0], None, None])
+
+
+def test_selective_fd_budgets_and_checkpoint_are_not_combined(digits, tmp_path) -> None:
+    parties, public = digits
+    with pytest.raises(ValueError, match="checkpoint cannot be combined with budgets"):
+        rr_fd().fit(parties, public, budgets=budgets(tmp_path, [1.0, 1.0, 1.0]), checkpoint=tmp_path / "c.npz")
+
+
+@pytest.mark.slow  # DP-SGD and the DP selector: about 35 s on the shared 2 cores
+def test_selective_fd_dp_models_charge_the_dp_selector_once_and_each_rounds_dp_sgd(digits, tmp_path,
+                                                                                   one_torch_thread) -> None:
+    pytest.importorskip("opacus")
+    parties, public = digits
+    dp = privfed.DPConfig(noise_multiplier=1.0, max_grad_norm=1.0, delta=1e-3, sample_rate=0.5)
+    silos = [None, *budgets(tmp_path, [1000.0, 1000.0])]
+    model = privfed.SelectiveFD(privfed.TorchMLP(hidden=(16,), batch_size=32, lr=0.05, optimizer="sgd", dp=dp),
+                                rounds=2, proxy_batch=40, local_steps=2, distill_steps=2, client=1, random_state=0)
+    model.fit([(X / 16, y) for X, y in parties], public[:100] / 16, budgets=silos)
+    assert model.refused_ == []
+    charges = silos[1].charges
+    # Setup: the DP selector's Gaussian sum (one full-batch step); each round: one Poisson epoch of DP-SGD, whose
+    # predictions reach the coordinator in the clear; publishing client 1's model adds nothing (post-processing).
+    assert [(c.mechanism["kind"], c.mechanism["parameters"]["sample_rate"], c.mechanism["parameters"]["steps"])
+            for c in charges] == [("dpsgd", 1.0, 1), ("dpsgd", 0.5, 2), ("dpsgd", 0.5, 2)]
+    assert charges[0].mechanism["parameters"]["noise_multiplier"] == model.selectors_[1].noise_multiplier
+    assert len(silos[2].charges) == 3

@@ -19,6 +19,8 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
+from privfed.accounting.documents import parse_json
+from privfed.accounting.dpsgd import DPSGD
 from privfed.federation.secure_aggregation import (
     is_vote_request,
     noisy_votes_reply,
@@ -47,12 +49,15 @@ from privfed.pipelines.selective_fd_steps import (
     SelectiveFDSetup,
     client_state,
     distill_step,
+    planned_publish_release,
+    planned_round_release,
+    planned_setup_release,
     restore_client,
     setup_client,
     share_step,
     training_step,
 )
-from privfed.pipelines.silo_gate import BudgetRefusal, admit
+from privfed.pipelines.silo_gate import admit
 
 # `app` (built on first access, see __getattr__) is listed: Flower checks the component statically, in __all__.
 __all__ = ["app", "make_client_app", "party_data_path", "silo_budget"]  # noqa: F822
@@ -118,15 +123,38 @@ _TASKS = {
 
 
 def silo_budget(context: Any) -> tuple[Any, str]:
-    """This SuperNode's own budget (node config ``budget-path``, opened with the policy its file states) and the
-    study it charges (node config ``study``, default ``"flower run <run id>"``); (None, "") without a budget."""
+    """This SuperNode's own budget (node config ``budget-path``, opened with the policy its file states, and the
+    key of a signed ledger from ``budget-signing-key``, a PEM file) and the study it charges (node config
+    ``study``, default ``"flower run <run id>"``); (None, "") without a budget."""
     node = context.node_config
     if "budget-path" not in node:
         return None, ""
-    from privfed.accounting.silo_budget import SiloBudget
+    from privfed.accounting.silo_budget import SiloBudget, load_key
 
     study = str(node.get("study", "")).strip() or f"flower run {getattr(context, 'run_id', '?')}"
-    return SiloBudget.open(str(node["budget-path"])), study
+    key = str(node.get("budget-signing-key", "")).strip()
+    return SiloBudget.open(str(node["budget-path"]), signing_key=load_key(key, private=True) if key else None), study
+
+
+def _selective_fd_release(records: list, config: dict, state: Any, party: str) -> Any:
+    """What this party's reply to a Selective-FD message releases (the ``planned_*_release`` functions of
+    :mod:`~privfed.pipelines.selective_fd_steps`), from the message, the setup it stored and its model's
+    configuration — never its data. None for the distillation and DP-training-report steps (nothing new leaves)."""
+    if len(records) != 1 or records[0].kind not in (SelectiveFDSetup.KIND, SelectiveFDRound.KIND, PUBLISH_REQUEST):
+        return None
+    max_bytes = int(config.get("max-message-bytes", DEFAULT_MAX_BYTES))
+    if records[0].kind == SelectiveFDSetup.KIND:
+        return planned_setup_release(SelectiveFDSetup.from_record(records[0], sender="the server", max_bytes=max_bytes))
+    stored = {record.kind: record for record in from_recorddict(state, sender=f"{party}'s own stored state")[0]}
+    if SelectiveFDSetup.KIND not in stored:
+        return f"{party} took no part: its silo refused the setup"
+    setup = SelectiveFDSetup.from_record(stored[SelectiveFDSetup.KIND], sender=f"{party}'s own stored state")
+    local_model = build_model(str(config.get("local-model", "")), name="local_model")
+    if records[0].kind == SelectiveFDRound.KIND:
+        message = SelectiveFDRound.from_record(records[0], sender="the server", max_bytes=max_bytes)
+        return planned_round_release(setup, message, local_model=local_model)
+    trainings = parse_json(str(stored[STATE_KIND].scalars.get("dp-trainings", "[]")), f"{party}'s dp-trainings")
+    return planned_publish_release(setup, local_model=local_model, trainings=[DPSGD(**t) for t in trainings])
 
 
 def _selective_fd_step(records: list, config: dict, X: Any, y: Any, state: Any, party: str) -> list:
@@ -151,6 +179,8 @@ def _selective_fd_step(records: list, config: dict, X: Any, y: Any, state: Any, 
         client, sent = setup_client(setup, X, y, local_model=local_model, party=party), []
     else:
         stored, _ = from_recorddict(state, sender=f"{party}'s own stored state")
+        if records[0].kind == DP_TRAINING_REQUEST and not stored:
+            return []  # its silo refused the setup: it never trained
         client = restore_client([r for r in stored if r.kind in (SelectiveFDSetup.KIND, STATE_KIND)], X, y,
                                 local_model=local_model, party=party)
         if records[0].kind == PUBLISH_REQUEST:
@@ -226,13 +256,16 @@ def make_client_app(data_paths: Sequence[str] | None = None) -> Any:
 
     @client.train("selective_fd")
     def selective_fd(message: Any, context: Any) -> Any:
-        if silo_budget(context)[0] is not None:  # fail closed: no Selective-FD release is charged to a silo yet
-            refusal = BudgetRefusal("selective-fd: this silo's budget cannot yet be charged for Selective-FD's "
-                                    "releases, so a silo with a budget does not take part")
-            return Message(to_recorddict([refusal.to_record()]), reply_to=message)
-        X, y = party_data(context)
         records, config = from_recorddict(message.content, sender="the server")
-        sent = _selective_fd_step(records, config, X, y, context.state, f"party {_party_index(context)}")
+        party = f"party {_party_index(context)}"
+        budget, study = silo_budget(context)
+        if budget is not None:  # charged from the messages' public parameters, before the data is read
+            refusal = admit(budget, _selective_fd_release(records, config, context.state, party), study=study,
+                            pipeline=str(config.get("pipeline", "selective-fd")))
+            if refusal is not None:
+                return Message(to_recorddict([refusal.to_record()]), reply_to=message)
+        X, y = party_data(context)
+        sent = _selective_fd_step(records, config, X, y, context.state, party)
         return Message(to_recorddict(sent), reply_to=message)
 
     return client

@@ -391,7 +391,9 @@ def selective_fd_configs(model: Any, n_parties: int) -> list[dict]:
     if getattr(model, "feature_map", None) is not None:
         raise ValueError("feature_map must be None on Flower: a callable cannot travel to the parties")
     local_models = model._client_models(n_parties)
-    return [{"local-model": model_spec(m, name=f"model[{i}]")} for i, m in enumerate(local_models)]
+    pipeline = model._protocol().name.lower().replace(" ", "-")  # what a party's silo budget records
+    return [{"local-model": model_spec(m, name=f"model[{i}]"), "pipeline": pipeline}
+            for i, m in enumerate(local_models)]
 
 
 class _SuperNodeClients:
@@ -403,29 +405,36 @@ class _SuperNodeClients:
         self.configs = {node: {**config, "max-message-bytes": int(job.max_message_bytes)}
                         for node, config in zip(order, configs)}
 
-    def _send(self, records: dict[int, Record], step: str, *, replies: bool) -> list[list[Record]]:
-        contents = {node: to_recorddict([record], self.configs[node]) for node, record in records.items()}
+    def _send(self, records: dict[int, Record | None], step: str, *, replies: bool,
+              refusable: bool = False) -> list[list[Record]]:
+        """Send each party its record (none to a party whose record is None: it stopped taking part) and return
+        what each sent ([] for those sent nothing). A silo's refusal is returned when ``refusable`` (the server
+        goes on without that party), and raises :class:`RefusedRunError` otherwise."""
+        contents = {node: to_recorddict([record], self.configs[node]) for node, record in records.items()
+                    if record is not None}
         results = _exchange(self.grid, contents, "train.selective_fd", self.names, self.job.timeout, step)
-        sent = [results[node][0] for node in records]
+        sent = [results[node][0] if node in contents else [] for node in records]
         refused = refusals_in(sent, [self.names[node] for node in records])
-        if refused:  # every party's share and model is part of the protocol: it cannot go on without one
+        if refused and not refusable:
             raise RefusedRunError(refused, f"Selective-FD cannot go on at the {step} step")
-        for node, party_sent in zip(records, sent):
-            if not replies and party_sent:
+        refusing = {refusal.party for refusal in refused}
+        for index, (node, party_sent) in enumerate(zip(records, sent)):
+            if not replies and party_sent and index not in refusing:
                 raise MessageError(f"{self.names[node]} sent {len(party_sent)} messages to the {step} step, "
                                    "expected none")
         return sent
 
-    def setup(self, messages: list) -> None:
-        self._send({node: m.to_record() for node, m in zip(self.order, messages)}, "setup", replies=False)
+    def _records(self, messages: list) -> dict[int, Record | None]:
+        return {node: None if m is None else m.to_record() for node, m in zip(self.order, messages)}
+
+    def setup(self, messages: list) -> list[list[Record]]:
+        return self._send(self._records(messages), "setup", replies=False, refusable=True)
 
     def share(self, messages: list, round_index: int) -> list[list[Record]]:
-        return self._send({node: m.to_record() for node, m in zip(self.order, messages)},
-                          f"round {round_index + 1} share", replies=True)
+        return self._send(self._records(messages), f"round {round_index + 1} share", replies=True, refusable=True)
 
     def distill(self, messages: list, round_index: int) -> None:
-        self._send({node: m.to_record() for node, m in zip(self.order, messages)},
-                   f"round {round_index + 1} distillation", replies=False)
+        self._send(self._records(messages), f"round {round_index + 1} distillation", replies=False)
 
     def models(self) -> list[Any]:
         raise ValueError("the client models stay on the parties during a Flower run")
