@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any, ClassVar, cast
 
 import numpy as np
 
@@ -113,7 +113,7 @@ def training_report(training: Mechanism | None) -> DPTrainingReport | None:
     if isinstance(training, SequentialComposition) and all(
             isinstance(member, ParallelComposition) for member in training.mechanisms):
         releases = [(group, _as_dpsgd(m)) for group, member in enumerate(training.mechanisms)
-                    for m in member.mechanisms]
+                    for m in cast(ParallelComposition, member).mechanisms]
         grouped = True
     else:
         releases, grouped = [(0, _as_dpsgd(training))], False

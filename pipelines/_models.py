@@ -42,7 +42,7 @@ def dp_release(model: Any) -> Any:
     return getattr(estimator, "dp_mechanism_", None)
 
 
-def with_seed(prototype: Any, seed: int) -> Any:
+def with_seed(prototype: Any, seed: int | np.integer) -> Any:
     """An unfitted clone of ``prototype`` whose ``random_state`` (if it has one) is ``seed``."""
     from sklearn.base import clone
 
@@ -92,7 +92,8 @@ class FittedClassifier:
         return proba
 
 
-def fit_classifier(prototype: Any, X: np.ndarray, y: np.ndarray, *, n_classes: int, seed: int) -> FittedClassifier:
+def fit_classifier(prototype: Any, X: np.ndarray, y: np.ndarray, *, n_classes: int,
+                   seed: int | np.integer) -> FittedClassifier:
     """Fit a clone of ``prototype`` on global class codes ``y`` (integers in 0..n_classes−1).
 
     A DP-trained prototype must have a public sampling rate (:func:`~pipelines._dp_ledger.require_public_sample_rate`):

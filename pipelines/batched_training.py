@@ -141,7 +141,7 @@ def _start(estimator: TorchClassifier, X: np.ndarray, classes: np.ndarray, seeds
         start = {name: value.detach() for name, value in module.named_parameters()}
         return module, [start] * len(seeds), estimator.device_
     device = resolve_device(estimator.device)
-    starts, module = [], None
+    starts: list[dict[str, torch.Tensor]] = []  # seeds: one per copy, at least one (train_copies)
     for seed in seeds:
         with seeded_torch(device, seed):
             module = new_network(estimator._build_module, X, n_classes=len(classes), device=device)

@@ -22,7 +22,7 @@ import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -108,8 +108,8 @@ class RoundCheckpoint:
 
     def save(self, state: Mapping[str, Any], arrays: Mapping[str, np.ndarray]) -> None:
         """Write atomically: a temporary file in the same folder renamed over the previous checkpoint."""
-        if any(name.startswith("__") for name in arrays):
-            raise ValueError(f"array names must not start with '__', got {sorted(arrays)!r}")
+        if any(name.startswith("__") or name == "allow_pickle" for name in arrays):  # np.savez's own keyword
+            raise ValueError(f"array names must not start with '__' nor be 'allow_pickle', got {sorted(arrays)!r}")
         arrays = {name: np.asarray(array) for name, array in arrays.items()}
         if any(array.dtype.kind not in "biuf" for array in arrays.values()):
             raise TypeError(f"checkpoint arrays must be numeric (never objects, which need pickle), got "
@@ -119,7 +119,7 @@ class RoundCheckpoint:
         handle, temporary = tempfile.mkstemp(prefix=self.path.name, suffix=".tmp.npz", dir=self.path.parent)
         try:
             with os.fdopen(handle, "wb") as file:
-                np.savez(file, **{_HEADER: np.array(header)}, **arrays)
+                np.savez(file, **cast(dict[str, Any], {_HEADER: np.array(header), **arrays}))
             os.replace(temporary, self.path)
         except BaseException:
             Path(temporary).unlink(missing_ok=True)

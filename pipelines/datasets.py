@@ -536,6 +536,7 @@ def federated_split(
     else:
         if class_order is None and protocol == "reference-code":
             class_order = reference_class_order(y)
+        assert isinstance(beta, float)  # _check_beta: "homogeneous" or a float
         shares = dirichlet_partition(
             y[pool], n_parties, beta, min_size=min_size, class_order=class_order, random_state=rng
         )
@@ -544,6 +545,7 @@ def federated_split(
         X_test, y_test = X[test_indices], y[test_indices]
         held_out_test: np.ndarray | None = test_indices
     else:
+        assert y_test is not None  # given with X_test (checked above)
         held_out_test = None
     return FederatedSplit(
         parties=tuple((X[rows], y[rows]) for rows in party_indices),

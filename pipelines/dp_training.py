@@ -67,6 +67,7 @@ def plan_release(config: DPConfig, *, n: int, batch_size: int, epochs: int) -> D
     steps = epochs * config.steps_per_epoch(sample_rate)
     sigma = config.noise_multiplier
     if sigma is None:
+        assert config.target_epsilon is not None  # DPConfig sets one of noise_multiplier and target_epsilon
         sigma = dpsgd_noise_multiplier(
             target_epsilon=config.target_epsilon, delta=config.delta, sample_rate=sample_rate, steps=steps
         )

@@ -61,7 +61,7 @@ reproductions only: the ledger then records the seed and every ε is ∞ for its
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 from scipy.special import expit
@@ -74,7 +74,7 @@ from ..accounting.silo_budget import SiloBudget
 from ._dp_ledger import effective_noise_seed, receive_trainings
 from ._random import as_seed_sequence
 from .executor import PartyTask, run_party_tasks
-from .fedkd_secure import secure_level_sum
+from .fedkd_secure import FedKDLevelSum, secure_level_sum
 from .fedkd_server import (
     BandwidthReport,
     FedKDFit,
@@ -85,6 +85,7 @@ from .fedkd_server import (
 )
 from .fedkd_steps import (
     PROBABILITY_FLOOR,
+    FedKDLogits,
     FedKDPartyOutcome,
     _positive_probabilities,
     fedkd_party_step,
@@ -359,13 +360,15 @@ class FedKD(ClassifierMixin, BaseEstimator):
             schemas = [schemas[index] for index in kept]
         names = [f"party {index}" for index in kept]
         sent = [[message.to_record() for message in outcome.sent()] for outcome in outcomes]
+        replies: list[FedKDLogits] | FedKDLevelSum
         if self.secure_aggregation:  # the server step sees only the sum of the parties' noisy levels
             replies = secure_level_sum(tasks, sent, names, max_bytes=DEFAULT_MAX_BYTES)
         else:
             replies = receive_fedkd_replies(tasks, sent, names, max_bytes=DEFAULT_MAX_BYTES)
         trainings = receive_trainings(sent, names, max_bytes=DEFAULT_MAX_BYTES, models=models)
-        return self._set_fitted(fedkd_server_step(self, replies, public, server_seeds, int(seed_sequence.entropy),
-                                                  trainings, noise=noise, schemas=schemas))
+        return self._set_fitted(fedkd_server_step(self, replies, public, server_seeds,
+                                                  int(cast(int, seed_sequence.entropy)), trainings, noise=noise,
+                                                  schemas=schemas))
 
     def fit_logits(self, party_logits: Sequence[np.ndarray], class_counts: np.ndarray, public: np.ndarray, *,
                    classes: np.ndarray | None = None, parameter_counts: Sequence[int | None] | None = None) -> FedKD:
@@ -396,7 +399,7 @@ class FedKD(ClassifierMixin, BaseEstimator):
                                                parameter_counts=parameter_counts)
         seed_sequence = as_seed_sequence(self.random_state)
         return self._set_fitted(fedkd_server_step(self, results, public, seed_sequence.spawn(2)[1],
-                                                  int(seed_sequence.entropy), noise=self._noise_source()))
+                                                  int(cast(int, seed_sequence.entropy)), noise=self._noise_source()))
 
     def _set_fitted(self, fitted: FedKDFit) -> FedKD:
         """Set the fitted attributes from the server step's result (shared with ``privfed.federation``)."""

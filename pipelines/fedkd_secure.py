@@ -74,7 +74,7 @@ class FedKDLevelSum(WireMessage):
     n_contributors: int
 
 
-def level_sensitivity(quantization_scale: int, n_outputs: int) -> dict[str, float]:
+def level_sensitivity(quantization_scale: int, n_outputs: int) -> dict[str, Any]:
     """One party's largest move of its level vector on one public example: 2S on each of the C coordinates.
 
     Returns the :class:`SkellamMechanism` keywords ``l1_sensitivity`` (2SC), ``l2_sensitivity`` (2S√C),
@@ -92,7 +92,7 @@ def secure_level_sum(tasks: Sequence[Any], records: Sequence[Sequence[Record]], 
     Each party must send one :class:`FedKDNoisyLevels` of shape (n_public, C) within the bound its share
     allows (and at most its DP training report); only the sum goes on to the server step.
     """
-    total = None
+    total: np.ndarray | None = None
     for task, sent, name in zip(tasks, records, names):
         mine = [record for record in sent if record.kind == FedKDNoisyLevels.KIND]
         others = [record.kind for record in sent if record.kind not in (FedKDNoisyLevels.KIND, DPTrainingReport.KIND)]
@@ -106,6 +106,7 @@ def secure_level_sum(tasks: Sequence[Any], records: Sequence[Sequence[Record]], 
         if np.abs(levels).max(initial=0) > bound:
             raise MessageError(f"{name} sent noisy levels outside [-{bound}, {bound}]")
         total = levels.astype(np.int64) if total is None else total + levels
+    assert total is not None  # at least one party (the caller refuses a run without one)
     return FedKDLevelSum(level_sum=total, n_parties=len(tasks), n_contributors=len(tasks))
 
 

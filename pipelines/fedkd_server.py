@@ -338,6 +338,7 @@ def fedkd_server_step(model: Any, results: list[FedKDLogits] | FedKDLevelSum, pu
     )
     ledger = _ledger(model, public, n_parties, n_outputs, seed, trainings or [None] * n_parties,
                      weighting=weighting, weights=weights, draws_per_example=noisy.draws, noise=noise, schemas=schemas)
+    assert noisy.latest is not None  # the distillation read the noisy ensemble (epochs >= 1)
     return FedKDFit(
         weighting=weighting, z_max=z_max, weights=weights, server_model=server_model, server_classes=server_classes,
         distillation=distillation, noisy_ensemble=noisy.latest, draws_per_example=noisy.draws, bandwidth=bandwidth,
@@ -363,6 +364,7 @@ def _secure_server_step(model: Any, level_sum: FedKDLevelSum, public: np.ndarray
     ledger = _ledger(model, public, n_parties, n_outputs, seed, trainings or [None] * n_parties,
                      weighting="uniform", weights=weights, draws_per_example=1, noise=noise, schemas=schemas,
                      level_sum=level_sum)
+    assert noisy.latest is not None  # the distillation read the noisy ensemble (epochs >= 1)
     return FedKDFit(
         weighting="uniform", z_max=None, weights=weights, server_model=server_model, server_classes=server_classes,
         distillation=distillation, noisy_ensemble=noisy.latest, draws_per_example=1, bandwidth=bandwidth,

@@ -160,6 +160,8 @@ def party_logits(fitted: FittedClassifier | Any, X: np.ndarray, *, clip: float |
         The number of labels (multi-label only).
     """
     if multilabel:
+        if n_outputs is None:
+            raise TypeError("party_logits: multilabel=True needs n_outputs (the number of labels), got None")
         if hasattr(fitted, "decision_function"):
             scores = np.asarray(fitted.decision_function(X), dtype=float)
             if scores.shape == (len(X), n_outputs):

@@ -50,10 +50,11 @@ from ._dp_ledger import effective_noise_seed, receive_trainings
 from ._models import fit_classifier, with_noise_seed
 from ._random import as_seed_sequence
 from .executor import PartyTask, run_party_tasks
-from .fedkt_secure import SECURE_AGGREGATOR, secure_sum
+from .fedkt_secure import SECURE_AGGREGATOR, FedKTSecureOutcome, FedKTVoteSum, secure_sum
 from .fedkt_steps import (
     FedKTFit,
     FedKTPartyOutcome,
+    FedKTVotes,
     fedkt_noise,
     fedkt_party_step,
     fedkt_planned_release,
@@ -384,7 +385,7 @@ class FedKT(ClassifierMixin, BaseEstimator):
         if self.target_epsilon is not None:
             self._check_budget_allows_a_query([task.n_teachers for task in tasks], len(classes))
         student = self.teacher if self.student is None else self.student
-        answers: list[FedKTPartyOutcome | BudgetRefusal] = run_party_tasks(
+        answers: list[FedKTPartyOutcome | FedKTSecureOutcome | BudgetRefusal] = run_party_tasks(
             _party_step, [(X, y, task, budget, study) for (X, y), task, budget in zip(parties, tasks, budgets)],
             config=(self.teacher, student), random_state=party_seeds, n_jobs=self.n_jobs, progress=self.progress,
         )
@@ -393,8 +394,11 @@ class FedKT(ClassifierMixin, BaseEstimator):
         if not kept:
             raise RefusedRunError(self.refused_, "FedKT cannot run: no party took part")
         outcomes: list[FedKTPartyOutcome] = [answers[index] for index in kept]  # type: ignore[misc]
-        tasks, names, schemas = ([items[index] for index in kept] for items in (tasks, names, schemas))
+        tasks = [tasks[index] for index in kept]
+        names = [names[index] for index in kept]
+        schemas = [schemas[index] for index in kept]
         sent = [[message.to_record() for message in outcome.sent()] for outcome in outcomes]
+        replies: list[FedKTVotes] | FedKTVoteSum
         if self.secure_aggregation:  # the server step sees only the sum of the parties' noisy histograms
             replies = secure_sum(tasks, sent, names, max_bytes=DEFAULT_MAX_BYTES)
         else:
@@ -432,6 +436,7 @@ class FedKT(ClassifierMixin, BaseEstimator):
         budget, no answer fits, whatever the teachers would have voted.
         """
         noise = fedkt_noise(self)
+        assert noise is not None and self.target_epsilon is not None  # called for L1 and L2 with a budget
         if self.privacy == "L1":
             checks = [("a single server query", len(teacher_counts) * self.n_partitions, self.n_partitions, "party", 1)]
         else:  # L2: each party answers one local query in each of its s partitions
@@ -466,7 +471,7 @@ class FedKT(ClassifierMixin, BaseEstimator):
         return proba
 
 
-def _party_step(task: PartyTask) -> FedKTPartyOutcome | BudgetRefusal:
+def _party_step(task: PartyTask) -> FedKTPartyOutcome | FedKTSecureOutcome | BudgetRefusal:
     """One party's work in the in-process run (a joblib task): its silo's budget charged first (or a refusal),
     then the party step on its own data."""
     X, y, message, budget, study = task.data
@@ -482,7 +487,10 @@ def _party_step(task: PartyTask) -> FedKTPartyOutcome | BudgetRefusal:
 class CentralizedPATE(FedKT):
     """Centralised PATE baseline: one party holding all the parties' data, same s and t (FedKT §5)."""
 
-    def fit(self, parties: Sequence[tuple[np.ndarray, np.ndarray]], public: np.ndarray) -> CentralizedPATE:
+    # The baseline pools the parties into one: it takes no per-silo budgets (FedKT.fit's keywords).
+    def fit(  # type: ignore[override]
+        self, parties: Sequence[tuple[np.ndarray, np.ndarray]], public: np.ndarray
+    ) -> CentralizedPATE:
         checked, public = check_parties(parties, public)
         pooled = (np.concatenate([X for X, _ in checked]), np.concatenate([y for _, y in checked]))
         return super().fit([pooled], public)

@@ -146,7 +146,7 @@ def secure_sum(tasks: Any, records: Any, names: Any, *, max_bytes: int) -> FedKT
 
     Only the sum goes on to the server step (as Flower's SecAgg+ gives only the sum in a federation).
     """
-    total = None
+    total: np.ndarray | None = None
     for task, sent, name in zip(tasks, records, names):
         mine = [record for record in sent if record.kind == FedKTNoisyVotes.KIND]
         others = [record.kind for record in sent if record.kind not in (FedKTNoisyVotes.KIND, DPTrainingReport.KIND)]
@@ -156,6 +156,7 @@ def secure_sum(tasks: Any, records: Any, names: Any, *, max_bytes: int) -> FedKT
         shape = (task.n_final_queries, len(task.classes))
         votes = FedKTNoisyVotes.from_record(mine[0], sender=name, shapes={"noisy_votes": shape}, max_bytes=max_bytes)
         total = votes.noisy_votes.astype(np.int64) if total is None else total + votes.noisy_votes
+    assert total is not None  # at least one party (the caller refuses a run without one)
     return FedKTVoteSum(vote_sum=total, n_parties=len(tasks), n_contributors=len(tasks))
 
 
@@ -171,7 +172,7 @@ def skellam_releases(model: Any, n_queries: int, vote_sum: FedKTVoteSum, *,
     s = int(model.n_partitions)
     contributors = vote_sum.n_contributors if contributors is None else contributors
     variance = skellam_share_variance(model.sigma, vote_sum.n_parties) * contributors
-    move = {"l1_sensitivity": 2.0 * s, "l2_sensitivity": math.sqrt(2.0) * s, "count": int(n_queries),
+    move: dict[str, Any] = {"l1_sensitivity": 2.0 * s, "l2_sensitivity": math.sqrt(2.0) * s, "count": int(n_queries),
             "coordinate_sensitivity": s, "moved_coordinates": 2}
     return {unit: SkellamMechanism(variance, unit=unit, **move) for unit in ("party", "example")}
 

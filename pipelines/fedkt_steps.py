@@ -33,7 +33,7 @@ import math
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any, ClassVar, cast
 
 import numpy as np
 
@@ -109,6 +109,7 @@ class NoisyArgmax:
 
     def answered(self, votes: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         """Confident GNMax's threshold step: which queries are answered (max_j n_j + N(0, σ₁²) ≥ T)."""
+        assert self.sigma_threshold is not None  # set for "confident-gnmax" (fedkt_noise)
         top = np.asarray(votes, dtype=float).max(axis=1)
         return top + rng.normal(0.0, self.sigma_threshold, size=top.shape) >= self.threshold
 
@@ -127,6 +128,7 @@ class NoisyArgmax:
         """The privfed mechanism that accounts these answers (``answered``: Confident GNMax's public ⊥ pattern;
         None charges the GNMax step on every query, a bound whatever was answered)."""
         if self.confident:
+            assert self.threshold is not None and self.sigma_threshold is not None
             return ConfidentGNMax(votes, threshold=self.threshold, sigma_threshold=self.sigma_threshold,
                                   sigma=self.scale, votes_per_unit=votes_per_unit, answered=answered, unit=unit,
                                   data_independent_votes_per_unit=data_independent_votes_per_unit)
@@ -242,11 +244,13 @@ def _answerable_local_queries(votes: np.ndarray, task: FedKTTask) -> int:
     """Largest n such that answering the first n local queries of every partition stays within budget."""
     if math.isnan(task.target_epsilon):
         return votes.shape[1]
+    noise = task.noise
+    assert noise is not None  # called only for party-side noise (L2)
 
     def fits(n: int) -> bool:
         ledger = Ledger(target_epsilon=task.target_epsilon, delta=task.delta, primary_unit="example")
         stacked = votes[:, :n].reshape(-1, votes.shape[2])
-        return ledger.fits(task.noise.mechanism(stacked, 1, "example"), unit="example")
+        return ledger.fits(noise.mechanism(stacked, 1, "example"), unit="example")
 
     return largest_fitting(votes.shape[1], fits)
 
@@ -342,7 +346,8 @@ def fedkt_party_step(
         affected_partitions_gap_1=gaps[0],
         affected_partitions_gap_2=gaps[1],
     )
-    teacher_training = None if None in partition_trainings else compose_sequential(partition_trainings)
+    teacher_training = (None if None in partition_trainings
+                        else compose_sequential(cast(list[Mechanism], partition_trainings)))
     return FedKTPartyOutcome(sent, tuple(students), answered_votes, teacher_training)
 
 
@@ -550,8 +555,7 @@ def fedkt_server_step(
     student = model.teacher if model.student is None else model.student
     final = student if model.final is None else model.final
     X_final = public[: query_count(model.query_fraction, len(public))]
-    secure = isinstance(replies, FedKTVoteSum)
-    if secure:
+    if isinstance(replies, FedKTVoteSum):
         server_votes = replies.vote_sum
         n_parties = replies.n_contributors
         local_answered = [query_count(model.local_query_fraction, len(public))] * n_parties
@@ -570,7 +574,7 @@ def fedkt_server_step(
         target_epsilon=None if model.target_epsilon is None else {primary_unit: model.target_epsilon},
         delta=model.delta,
         primary_unit=primary_unit,
-        seeds={"random_state": int(seed_sequence.entropy)},
+        seeds={"random_state": int(cast(int, seed_sequence.entropy))},
         public_data_sha256=data_fingerprint({"public": public}),
         description=(
             f"FedKT-{model.privacy} final model: {n_parties} parties, s = {model.n_partitions} partitions, "
@@ -586,7 +590,7 @@ def fedkt_server_step(
     server_noise = server_source.generator
     # Confident GNMax's threshold step runs first (its ⊥ pattern is public and accounted).
     confident = noise.answered(server_votes, server_noise) if (noise is not None and noise.confident) else None
-    if secure:
+    if isinstance(replies, FedKTVoteSum):
         n_answered, example_level = record_secure_votes(ledger, model, replies, derived=derived), None
     else:
         n_answered, example_level = _account(model, ledger, replies, server_votes, noise, evidence, derived, confident)
@@ -600,7 +604,8 @@ def fedkt_server_step(
             "query more public examples (query_fraction) or raise target_epsilon"
         )
     # L1's noisy max draws from the server's noise source; un-noised ties (L0, L2's post-processing) from random_state.
-    labels = noise.labels(answered, server_noise) if model.privacy == "L1" else noisy_labels(answered, server_rng)
+    labels = (noise.labels(answered, server_noise) if model.privacy == "L1" and noise is not None
+              else noisy_labels(answered, server_rng))
     if len(np.unique(labels)) < 2:
         raise ValueError(
             "the server's voted labels hold a single class: the final model cannot be trained; "
@@ -644,6 +649,7 @@ def _account(
         )
         evidence["server_votes"] = server_votes
         return len(server_votes), None
+    assert noise is not None  # L1 and L2 have noise (fedkt_noise)
 
     if model.privacy == "L2":
         n_classes = server_votes.shape[1]

@@ -23,7 +23,8 @@ array([0, 1])
 from __future__ import annotations
 
 import numbers
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
+from typing import Any, cast
 
 import numpy as np
 
@@ -71,7 +72,7 @@ def _check_labels(value: object, name: str) -> np.ndarray:
     y = np.asarray(value)
     if y.dtype.kind in "OUS" and not (isinstance(value, np.ndarray) and y.dtype.kind in "US"):
         # Object arrays, and Python sequences numpy turned into strings ([1, "a"] becomes ["1", "a"]).
-        items = y.tolist() if y.dtype.kind == "O" else list(value)
+        items = y.tolist() if y.dtype.kind == "O" else list(cast(Iterable[Any], value))  # a Python sequence
         kinds = {_label_kind(item) for item in items}
         if "missing" in kinds:
             raise ValueError(f"{name} has missing labels (None or NaN); every example needs a label")
@@ -145,7 +146,7 @@ def check_multilabel_parties(parties: object, public: object) -> tuple[list[tupl
 
     Returns the parties with Y as int64 indicators, and the public set (checked as :func:`check_parties` does).
     """
-    checked = []
+    checked: list[tuple[np.ndarray, np.ndarray]] = []
     if isinstance(parties, (str, bytes)) or not isinstance(parties, Sequence) or len(parties) == 0:
         raise ValueError(f"parties must be a non-empty sequence of (X, Y) pairs, got {type(parties).__name__}")
     for index, party in enumerate(parties):

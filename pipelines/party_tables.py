@@ -225,6 +225,7 @@ def _read_table(source: Any, argument: str) -> tuple[str, Any]:
 def _party_tables(source: Any, party_column: str | None) -> list[tuple[str, Any]]:
     """``[(party name, DataFrame), ...]`` from any accepted ``source``."""
     pd = _pandas()
+    name: str | None  # a party's name; None in a list of tables until read from the file name
     if isinstance(source, (str, Path)) and Path(source).is_dir():
         files = sorted(p for p in Path(source).iterdir() if p.suffix.lower() in CSV_SUFFIXES + PARQUET_SUFFIXES)
         if not files:
@@ -248,7 +249,7 @@ def _party_tables(source: Any, party_column: str | None) -> list[tuple[str, Any]
     if party_column is not None:
         raise ValueError("party_column applies to one table holding every party; leave it out with one table per party")
     if isinstance(source, Mapping):
-        items = [(str(name), table) for name, table in source.items()]
+        items: list[tuple[str | None, Any]] = [(str(name), table) for name, table in source.items()]
     elif isinstance(source, Sequence) and not isinstance(source, (str, bytes)):
         items = [(None, table) for table in source]
     else:

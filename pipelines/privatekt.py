@@ -301,6 +301,7 @@ class PrivateKT(ClassifierMixin, BaseEstimator):
                     refusals.add(client, refusal.reason)
             clients, tasks = [client for client, _ in admitted], [task for _, task in admitted]
             data = [parties[client] for client in clients]
+            messages: list[list[WireMessage]]
             if batched:
                 messages = [[report] for report in batched_party_steps(tasks, data, model=self.model)]
             else:

@@ -27,7 +27,7 @@ import math
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 from scipy.special import softmax
@@ -307,7 +307,7 @@ class PrivateKTServer:
                                                         keep_probability=self.keep_probability, rng=self.rng))
             self.global_ = server_update(model, global_, self.buffer, public, n_classes, self.rng, self.init_seed,
                                          self.warm)
-        record = {"round": round_index + 1, "clients": len(reports),
+        record: dict[str, Any] = {"round": round_index + 1, "clients": len(reports),
                   "buffer_examples": len(self.buffer.contents()[0]) if len(self.buffer) else 0}
         if eval_set is not None and self.global_ is not None:
             predicted = self.classes[self.global_.predict(np.asarray(eval_set[0]))]
@@ -385,7 +385,7 @@ class PrivateKTServer:
         ledger = Ledger(
             delta=model.delta,
             primary_unit="party",
-            seeds={"random_state": int(self.seed_sequence.entropy)},
+            seeds={"random_state": int(cast(int, self.seed_sequence.entropy))},
             public_data_sha256=data_fingerprint({"public": self.public}),
             description=(
                 f"PrivateKT global model: {len(self.participation)} clients, {model.rounds} rounds, "

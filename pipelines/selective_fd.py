@@ -166,7 +166,7 @@ class _FederatedDistillation(ClassifierMixin, BaseEstimator):
 
     def fit(self, parties: Sequence[tuple[np.ndarray, np.ndarray]], public: np.ndarray | None = None, *,
             checkpoint: str | os.PathLike[str] | None = None,
-            budgets: Sequence[SiloBudget | None] | None = None, study: str | None = None):
+            budgets: Sequence[SiloBudget | None] | None = None, study: str | None = None) -> _FederatedDistillation:
         """Run the protocol on the clients' private ``(X, y)`` data and the unlabeled proxy set ``public``.
 
         A driver over the party steps of :mod:`privfed.pipelines.selective_fd_steps` and the server of

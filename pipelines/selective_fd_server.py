@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -38,6 +38,7 @@ from ..accounting import (
     WithheldVotesNoisyMax,
 )
 from ..accounting.fingerprint import data_fingerprint
+from ..accounting.mechanism import Mechanism
 from ..accounting.noise_source import NoiseSource
 from ._dp_ledger import receive_trainings, record_local_training
 from ._models import is_dp_trained
@@ -135,6 +136,7 @@ class FDServer:
         self.models, self.client, self.delta, self.max_bytes = list(models), client, delta, max_bytes
         n_parties, n_classes = len(schemas), len(classes)
         if protocol.privacy in ("gnmax", "confident-gnmax"):  # pre-flight: every client shares and agrees
+            assert protocol.sigma is not None  # GNMax's σ is set (FDProtocol)
             warn_if_noise_drowns_votes(
                 protocol.name, votes=n_parties, n_classes=n_classes, aggregator="gaussian", scale=float(protocol.sigma),
                 what=f"each proxy example has at most {n_parties} votes (one per client)",
@@ -146,7 +148,7 @@ class FDServer:
         self.server_rng = np.random.default_rng(server_seeds)
         self.noise_source = NoiseSource.for_task(noise_seed)
         self.noise_seeds = NoiseSeeds.of(self.noise_source, n_parties=n_parties, rounds=protocol.rounds)
-        self.batch = min(protocol.proxy_batch, len(public)) if protocol.shares else 0
+        self.batch = min(protocol.proxy_batch, len(cast(np.ndarray, public))) if protocol.shares else 0
         self.keep_probability = None
         if protocol.privacy == "rr":
             self.keep_probability = RandomizedResponse(
@@ -190,7 +192,8 @@ class FDServer:
         """One round: draw the proxy batch, collect the shares, aggregate and select, send the ensemble back."""
         protocol, n_parties = self.protocol, len(self.setups)
         share_seeds, distill_seeds = self._round_seeds[round_index].spawn(2)
-        indices = (np.sort(self.server_rng.choice(len(self.public), size=self.batch, replace=False)) if self.batch
+        indices = (np.sort(self.server_rng.choice(len(cast(np.ndarray, self.public)), size=self.batch,
+                                                  replace=False)) if self.batch
                    else np.zeros(0, dtype=np.int64))
         messages = [SelectiveFDRound(indices, seed, noise_seed) for seed, noise_seed
                     in zip(spawn_seeds(share_seeds, n_parties), self.noise_seeds.rounds[round_index])]
@@ -205,7 +208,8 @@ class FDServer:
         shares = receive_shares(messages, records, self.names, n_classes=len(self.classes), labels=protocol.labels,
                                 shares=protocol.shares, max_bytes=self.max_bytes)
         if protocol.shares:
-            outcome = server_round(shares, len(self.classes), protocol, self.keep_probability, self.server_rng,
+            outcome = server_round(cast(list[SelectiveFDShare], shares), len(self.classes), protocol,
+                                   self.keep_probability, self.server_rng,
                                    noise=NoiseSource.for_task(self.noise_seeds.server[round_index]))
             if outcome.released is not None:
                 self.released_votes.append(outcome.released)
@@ -224,7 +228,7 @@ class FDServer:
         ledger, evidence = fd_ledger(self.protocol, n_classes=len(self.classes), public=self.public,
                                      batch=self.batch, released_votes=self.released_votes, trainings=trainings,
                                      models=self.models, client=self.client, delta=self.delta,
-                                     seed=int(self.seed_sequence.entropy), noise=self.noise_source,
+                                     seed=int(cast(int, self.seed_sequence.entropy)), noise=self.noise_source,
                                      schemas=self.schemas)
         return FDFit(models=models, n_rounds=self.protocol.rounds,
                      bandwidth={**self.traffic.totals(), **published, **reported}, ledger=ledger, evidence=evidence)
@@ -379,7 +383,10 @@ def _record_server_noise(ledger: Ledger, evidence: dict[str, np.ndarray], protoc
     if len(votes) == 0:
         raise ValueError("no client shared any proxy example: nothing was released by GNMax; "
                          "raise tau_client's share or the proxy batch")
+    assert protocol.sigma is not None  # GNMax's σ is set (FDProtocol)
+    release: dict[str, Mechanism]
     if protocol.privacy == "confident-gnmax":
+        assert protocol.threshold is not None and protocol.sigma_threshold is not None
         passed = np.concatenate([p for _, p in released_votes])
         release = {unit: ConfidentGNMax(votes, threshold=protocol.threshold,
                                         sigma_threshold=protocol.sigma_threshold, sigma=protocol.sigma,

@@ -270,8 +270,8 @@ def setup_messages(
     """One :class:`SelectiveFDSetup` per party (``seeds``: one per party; ``noise_seeds``: one per party, None
     each by default — every party draws its noise from its own secret source)."""
     selector = protocol.selector
-    selector_settings = dict(selects=False, quantile=0.0, validation_fraction=0.0, kernel_width="median",
-                             regularization=0.0, n_auxiliary=0, max_known=0)
+    selector_settings: dict[str, Any] = dict(selects=False, quantile=0.0, validation_fraction=0.0,
+                                             kernel_width="median", regularization=0.0, n_auxiliary=0, max_known=0)
     if selector is not None:
         selector_settings = dict(
             selects=True, quantile=float(selector.quantile),
@@ -466,14 +466,15 @@ def share_step(client: FDClient, message: SelectiveFDRound) -> tuple[FDClient, S
     if client.selector is None:
         shared = np.ones(len(X_batch), dtype=bool)
     else:  # r̂ is computed once per proxy example, the first time the server draws it
+        assert client.proxy_scores is not None  # set with the selector
         scores = client.proxy_scores.copy()
         batch_scores = scores[message.batch]
         new = np.isnan(batch_scores)
         if new.any():
             batch_scores[new] = client.selector.score_samples(X_batch[new])
         scores[message.batch] = batch_scores
-        client = replace(client, proxy_scores=scores)
         shared = batch_scores > client.selector.threshold_
+        client = replace(client, proxy_scores=scores)
     if setup.labels == "soft":
         tempered = probabilities ** (1.0 / setup.temperature)
         return client, SelectiveFDShare(shared, (tempered / tempered.sum(axis=1, keepdims=True))[shared])
@@ -532,8 +533,10 @@ def client_state(client: FDClient) -> list[Record]:
     }
     if client.selector is not None:
         arrays.update({f"selector.{k}": v for k, v in client.selector.fitted_arrays().items()})
+        assert client.proxy_scores is not None  # set with the selector
         arrays["proxy-scores"] = client.proxy_scores
     if client.distilled_rows is not None:
+        assert client.distilled_codes is not None  # set with the rows
         arrays["distilled-rows"], arrays["distilled-codes"] = client.distilled_rows, client.distilled_codes
     if client.fit_seed is not None:
         scalars["fit-seed"] = client.fit_seed
@@ -579,6 +582,7 @@ def client_from_state(
     client = replace(client, trainings=tuple(DPSGD(**release) for release in trainings))
     if int(scalars["fit-seed"]) >= 0:
         client = replace(client, fit_seed=int(scalars["fit-seed"]))
+        assert client.fit_seed is not None
         client = replace(client, model=_refit(client, client.fit_seed))
     if scalars["model-spec"]:
         tensors = {k.removeprefix("model."): v for k, v in arrays.items() if k.startswith("model.")}
@@ -661,9 +665,11 @@ def server_round(
     released = None
     if protocol.privacy in SERVER_NOISE_MODES:
         gaussian = (NoiseSource.secret() if noise is None else noise).generator
+        assert protocol.sigma is not None  # GNMax's σ is set (FDProtocol)
         released_votes = votes[answered]
         passed = np.ones(len(answered), dtype=bool)
         if protocol.privacy == "confident-gnmax":  # PATE 2018 Algorithm 1: the threshold step first
+            assert protocol.sigma_threshold is not None and protocol.threshold is not None
             top = released_votes.max(axis=1) + gaussian.normal(0.0, protocol.sigma_threshold, size=len(answered))
             passed = top >= protocol.threshold
         released = (released_votes, passed)

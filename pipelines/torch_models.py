@@ -28,7 +28,7 @@ from __future__ import annotations
 import math
 import numbers
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 import numpy as np
 import torch
@@ -68,7 +68,7 @@ InputSize = int | tuple[int, ...]
 def _check_nonnegative_finite(name: str, value: object) -> float:
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
         raise TypeError(f"{name} must be a real number >= 0, got {value!r}")
-    if not (math.isfinite(value) and value >= 0):
+    if not (math.isfinite(value) and float(value) >= 0):
         raise ValueError(f"{name} must be finite and >= 0, got {value!r}")
     return float(value)
 
@@ -439,6 +439,7 @@ class TorchClassifier(ClassifierMixin, BaseEstimator):
         self.loss_curve_.extend(run.losses)
         self._optimizer_state = run.optimizer_state
         if run.release is not None:
+            assert noise is not None  # a DP-SGD release comes from a DP run
             self.dp_releases_ = (*getattr(self, "dp_releases_", ()), run.release)
             self.dp_mechanism_ = compose_dpsgd(self.dp_releases_)
             self.dp_noise_ = (*getattr(self, "dp_noise_", ()), noise.provenance())
@@ -450,7 +451,7 @@ class TorchClassifier(ClassifierMixin, BaseEstimator):
         if noise_seed is None:
             return NoiseSource.secret()
         calls_done = len(getattr(self, "dp_releases_", ()))
-        return NoiseSource.seeded(NoiseSource.seeded(noise_seed).child_seeds(calls_done + 1)[-1])
+        return NoiseSource.seeded(cast(int, NoiseSource.seeded(noise_seed).child_seeds(calls_done + 1)[-1]))
 
     def _training_settings(self) -> TrainingSettings:
         return TrainingSettings(batch_size=self.batch_size, optimizer=self.optimizer, lr=self.lr,
@@ -840,7 +841,7 @@ def _image_shape(input_shape: tuple[int, ...]) -> tuple[int, int, int]:
     if len(input_shape) == 2:
         return 1, *input_shape
     if len(input_shape) == 3:
-        return input_shape  # type: ignore[return-value]
+        return input_shape
     raise ValueError(f"TorchCNN needs examples of shape (d,), (H, W) or (C, H, W); got {input_shape}")
 
 

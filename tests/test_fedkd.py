@@ -46,6 +46,14 @@ def mlp(**options):
 
 
 # --- logits ---------------------------------------------------------------------------------------
+def test_multilabel_logits_without_the_label_count_are_refused():
+    X = np.random.default_rng(0).normal(size=(20, 3))
+    fitted = RandomForestClassifier(n_estimators=2, random_state=0).fit(X, (X[:, :2] > 0).astype(np.int64))
+    with pytest.raises(TypeError, match="multilabel=True needs n_outputs"):
+        party_logits(fitted, X, clip=4.0, multilabel=True)
+    assert party_logits(fitted, X, clip=4.0, multilabel=True, n_outputs=2).shape == (20, 2)
+
+
 def test_forest_logits_are_centred_log_probabilities(digits):
     parties, public, _ = digits
     X, y = parties[0]

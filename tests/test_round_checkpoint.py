@@ -153,6 +153,15 @@ def test_object_arrays_are_never_saved(tmp_path):
     assert not list(tmp_path.iterdir())
 
 
+@pytest.mark.parametrize("name", ["__header__", "allow_pickle"])
+def test_array_names_numpy_would_not_store_are_refused(tmp_path, name):
+    # np.savez takes an array named allow_pickle for its own keyword and silently drops it.
+    checkpoint = RoundCheckpoint.at(tmp_path / "c.npz", "f")
+    with pytest.raises(ValueError, match="allow_pickle"):
+        checkpoint.save({}, {name: np.zeros(3)})
+    assert not list(tmp_path.iterdir())
+
+
 def test_fingerprint_names_functions_not_their_addresses():
     def make():
         def module_fn(input_size, n_classes):  # a new function object, at a new address, each call
