@@ -751,10 +751,11 @@ class LocalClients:
         sent: list[list[Record]] = [[] for _ in messages]
         running = []
         for p, message in enumerate(messages):
-            if message is None or self.clients[p] is None:
+            client = self.clients[p]
+            if message is None or client is None:
                 continue
             if self.budgets[p] is not None:
-                refusal = self._gate(p, planned_round_release(self.clients[p].setup, message,
+                refusal = self._gate(p, planned_round_release(client.setup, message,
                                                               local_model=self.local_models[p]))
                 if refusal is not None:
                     sent[p] = refusal
@@ -791,8 +792,11 @@ class LocalClients:
         return self.models(), {}
 
     def states(self) -> list[Record]:
-        """Every party's between-rounds state (:func:`client_state`'s state record), for a round checkpoint."""
-        return [client_state(client)[1] for client in self.clients]
+        """Every party's between-rounds state (:func:`client_state`'s state record), for a round checkpoint
+        (budgets, and so refused parties, are never combined with a checkpoint: ``fit`` refuses that)."""
+        if any(client is None for client in self.clients):
+            raise RuntimeError("a round checkpoint holds every party's state; a party refused at setup has none")
+        return [client_state(client)[1] for client in self.clients if client is not None]
 
     def restore(self, messages: Sequence[SelectiveFDSetup], states: Sequence[Record]) -> None:
         """Instead of :meth:`setup`: the parties as :meth:`states` left them, under the same setup messages."""
