@@ -14,14 +14,15 @@ from pathlib import Path
 import pytest
 from privfed.accounting.conversion import rdp_to_epsilon
 from privfed.accounting.report import round_up
-from privfed.cli import main
 
 import privfed
+from privfed.cli import main
 
 ROOT = Path(__file__).resolve().parents[1]
 AUDIT_PAGE = ROOT / "docs" / "audit.md"
 ACCOUNTING_PAGE = ROOT / "docs" / "accounting.md"
-AUDIT_BLOCK = re.compile(r"^```\n\$ privfed audit --claims (\S+)\n(.*?)\[exit code (\d)\]\n```", re.MULTILINE | re.DOTALL)
+AUDIT_BLOCK = re.compile(r"^```\n\$ privfed audit --claims (\S+)\n(.*?)\[exit code (\d)\]\n```",
+                         re.MULTILINE | re.DOTALL)
 
 
 def run_privfed(arguments: list[str]) -> tuple[int, str]:
