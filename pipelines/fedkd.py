@@ -360,7 +360,7 @@ class FedKD(ClassifierMixin, BaseEstimator):
         names = [f"party {index}" for index in kept]
         sent = [[message.to_record() for message in outcome.sent()] for outcome in outcomes]
         if self.secure_aggregation:  # the server step sees only the sum of the parties' noisy levels
-            replies = secure_level_sum(tasks, sent, names, max_bytes=DEFAULT_MAX_BYTES)
+            replies = secure_level_sum(tasks, sent, names, max_bytes=DEFAULT_MAX_BYTES, n_parties=len(parties))
         else:
             replies = receive_fedkd_replies(tasks, sent, names, max_bytes=DEFAULT_MAX_BYTES)
         trainings = receive_trainings(sent, names, max_bytes=DEFAULT_MAX_BYTES, models=models)

@@ -396,7 +396,7 @@ class FedKT(ClassifierMixin, BaseEstimator):
         tasks, names, schemas = ([items[index] for index in kept] for items in (tasks, names, schemas))
         sent = [[message.to_record() for message in outcome.sent()] for outcome in outcomes]
         if self.secure_aggregation:  # the server step sees only the sum of the parties' noisy histograms
-            replies = secure_sum(tasks, sent, names, max_bytes=DEFAULT_MAX_BYTES)
+            replies = secure_sum(tasks, sent, names, max_bytes=DEFAULT_MAX_BYTES, n_parties=len(parties))
         else:
             replies = receive_fedkt_replies(tasks, sent, names, max_bytes=DEFAULT_MAX_BYTES)
         self.students_ = [[] if isinstance(a, BudgetRefusal) else list(a.students) for a in answers]
