@@ -37,13 +37,13 @@ def budgets(tmp_path, epsilons, unit="example"):
 
 def secure_fedkt(**kwargs):
     return privfed.FedKT(DecisionTreeClassifier(max_depth=4), n_partitions=2, n_teachers=2, privacy="L1",
-                         aggregator="skellam", secure_aggregation=True, sigma=40.0, query_fraction=0.2, classes=np.arange(10),
-                         random_state=0, **kwargs)
+                         aggregator="skellam", secure_aggregation=True, sigma=40.0, query_fraction=0.2,
+                         classes=np.arange(10), random_state=0, **kwargs)
 
 
 def secure_fedkd(**kwargs):
     return privfed.FedKD(LogisticRegression(max_iter=100), DecisionTreeClassifier(max_depth=4), gamma=None,
-                         aggregator="skellam", secure_aggregation=True, sigma=400.0, clip=4.0, quantization_scale=2,
+                         aggregator="skellam", secure_aggregation=True, sigma=40.0, clip=4.0, quantization_scale=1,
                          classes=np.arange(10), random_state=0, **kwargs)
 
 
@@ -119,6 +119,7 @@ def test_fedkt_secure_over_budget_silo_refuses_and_the_sum_is_accounted_without_
 def test_fedkd_secure_silo_charges_its_own_share_at_least_what_the_ledger_records(digits, tmp_path, unit) -> None:
     parties, public = digits
     silos = budgets(tmp_path, [1000.0] * 3, unit=unit)
+    public = public[:40]
     model = secure_fedkd().fit(parties, public, budgets=silos)
     assert model.refused_ == []
     recorded = ledger_epsilons(model, unit)
@@ -127,9 +128,9 @@ def test_fedkd_secure_silo_charges_its_own_share_at_least_what_the_ledger_record
         (charge,) = silo.charges
         parameters = charge.mechanism["parameters"]
         assert charge.mechanism["kind"] == "skellam" and charge.mechanism["unit"] == "party"
-        # Levels in [−S, S]: 2S on each of the C = 10 coordinates per public example, whatever the data.
-        assert parameters["variance"] == pytest.approx(400.0 ** 2 / 3) and parameters["count"] == len(public)
-        assert (parameters["l1_sensitivity"], parameters["coordinate_sensitivity"]) == (40.0, 4)
+        # Levels in [−S, S], S = 1: 2S on each of the C = 10 coordinates per public example, whatever the data.
+        assert parameters["variance"] == pytest.approx(40.0 ** 2 / 3) and parameters["count"] == len(public)
+        assert (parameters["l1_sensitivity"], parameters["coordinate_sensitivity"]) == (20.0, 2)
         for observer, epsilon in recorded.items():
             assert silo.spent(observer=observer) >= epsilon
 
@@ -141,11 +142,11 @@ def test_fedkd_secure_over_budget_silo_refuses_and_the_run_goes_on(digits, tmp_p
     monkeypatch.setattr(fedkd_module, "fedkd_party_step",
                         lambda task, X, y, **kw: ran.append(kw["party"]) or step(task, X, y, **kw))
     silos = budgets(tmp_path, [1000.0, 1000.0, 0.1])
-    model = secure_fedkd().fit(parties, public, budgets=silos)
+    model = secure_fedkd().fit(parties, public[:40], budgets=silos)
     assert ran == ["party 0", "party 1"] and [r.party for r in model.refused_] == [2]
     assert silos[2].charges == ()
-    assert skellam_variances(model) == {"public": pytest.approx(2 * 400.0 ** 2 / 3),
-                                        "coordinator": pytest.approx(400.0 ** 2 / 3)}
+    assert skellam_variances(model) == {"public": pytest.approx(2 * 40.0 ** 2 / 3),
+                                        "coordinator": pytest.approx(40.0 ** 2 / 3)}
     assert model.predict(public[:5]).shape == (5,)
 
 
