@@ -324,7 +324,8 @@ class FedKD(ClassifierMixin, BaseEstimator):
         Flower run (``privfed.federation``).
 
         ``budgets``: one :class:`~privfed.SiloBudget` (or None) per party. A party with a budget charges its
-        reply's release (:func:`~privfed.pipelines.fedkd_steps.fedkd_planned_release`: its local model's DP-SGD)
+        reply's release (:func:`~privfed.pipelines.fedkd_steps.fedkd_planned_release`: its local model's DP-SGD;
+        under secure aggregation its own Skellam share)
         under ``study`` (default ``"FedKD fit"``) before touching its data, or refuses (listed in ``refused_``);
         the others go on, and a run every party refused raises :class:`~privfed.pipelines.silo_gate.RefusedRunError`.
         """
