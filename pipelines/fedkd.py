@@ -325,7 +325,8 @@ class FedKD(ClassifierMixin, BaseEstimator):
         Flower run (``privfed.federation``).
 
         ``budgets``: one :class:`~privfed.SiloBudget` (or None) per party. A party with a budget charges its
-        reply's release (:func:`~privfed.pipelines.fedkd_steps.fedkd_planned_release`: its local model's DP-SGD)
+        reply's release (:func:`~privfed.pipelines.fedkd_steps.fedkd_planned_release`: its local model's DP-SGD;
+        under secure aggregation its own Skellam share)
         under ``study`` (default ``"FedKD fit"``) before touching its data, or refuses (listed in ``refused_``);
         the others go on, and a run every party refused raises :class:`~privfed.pipelines.silo_gate.RefusedRunError`.
         """
@@ -362,7 +363,7 @@ class FedKD(ClassifierMixin, BaseEstimator):
         sent = [[message.to_record() for message in outcome.sent()] for outcome in outcomes]
         replies: list[FedKDLogits] | FedKDLevelSum
         if self.secure_aggregation:  # the server step sees only the sum of the parties' noisy levels
-            replies = secure_level_sum(tasks, sent, names, max_bytes=DEFAULT_MAX_BYTES)
+            replies = secure_level_sum(tasks, sent, names, max_bytes=DEFAULT_MAX_BYTES, n_parties=len(parties))
         else:
             replies = receive_fedkd_replies(tasks, sent, names, max_bytes=DEFAULT_MAX_BYTES)
         trainings = receive_trainings(sent, names, max_bytes=DEFAULT_MAX_BYTES, models=models)

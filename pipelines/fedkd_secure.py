@@ -47,6 +47,7 @@ __all__ = [
     "FedKDLevelSum",
     "FedKDNoisyLevels",
     "level_sensitivity",
+    "own_share_release",
     "secure_level_sum",
     "skellam_logit_releases",
 ]
@@ -86,11 +87,13 @@ def level_sensitivity(quantization_scale: int, n_outputs: int) -> dict[str, Any]
 
 
 def secure_level_sum(tasks: Sequence[Any], records: Sequence[Sequence[Record]], names: Sequence[str], *,
-                     max_bytes: int) -> FedKDLevelSum:
+                     max_bytes: int, n_parties: int | None = None) -> FedKDLevelSum:
     """The in-process stand-in for secure aggregation: each party's noisy levels checked for form, summed.
 
     Each party must send one :class:`FedKDNoisyLevels` of shape (n_public, C) within the bound its share
-    allows (and at most its DP training report); only the sum goes on to the server step.
+    allows (and at most its DP training report); only the sum goes on to the server step. ``n_parties``: how many
+    parties were sent tasks (each share is σ²/n of them; default ``len(tasks)``) when only ``tasks`` of them
+    contribute (the others refused).
     """
     total: np.ndarray | None = None
     for task, sent, name in zip(tasks, records, names):
@@ -107,7 +110,8 @@ def secure_level_sum(tasks: Sequence[Any], records: Sequence[Sequence[Record]], 
             raise MessageError(f"{name} sent noisy levels outside [-{bound}, {bound}]")
         total = levels.astype(np.int64) if total is None else total + levels
     assert total is not None  # at least one party (the caller refuses a run without one)
-    return FedKDLevelSum(level_sum=total, n_parties=len(tasks), n_contributors=len(tasks))
+    return FedKDLevelSum(level_sum=total, n_parties=len(tasks) if n_parties is None else int(n_parties),
+                         n_contributors=len(tasks))
 
 
 def skellam_logit_releases(model: Any, level_sum: FedKDLevelSum, *,
@@ -122,3 +126,21 @@ def skellam_logit_releases(model: Any, level_sum: FedKDLevelSum, *,
     variance = float(model.sigma) ** 2 * contributors / level_sum.n_parties
     move = level_sensitivity(model.quantization_scale, n_outputs)
     return {unit: SkellamMechanism(variance, unit=unit, count=int(n_public), **move) for unit in ("party", "example")}
+
+
+def own_share_release(task: Any) -> SkellamMechanism | str:
+    """What one party's noisy levels cost it at worst, from its ``FedKDTask`` alone: the Skellam mechanism at its own
+    share's variance σ²/n (``task.skellam_share_variance``), one release per public example
+    (:func:`level_sensitivity`: the levels lie in [−S, S] whatever the data, so the bound holds at party level, and
+    for its examples too); the reason no silo can charge it when the task has no public grid (clip Z, scale S).
+
+    It bounds every observer the ledger accounts whoever contributes: the coordinator's entry is at the shares of
+    the parties not colluding with it, at least the target's own, and the public's at every contributor's share; the
+    other shares only add independent noise. It is the coordinator's entry when the coordinator colludes with every
+    other party (``collusion=None``, c = n − 1).
+    """
+    if math.isnan(task.clip) or not task.quantization_scale:
+        return (f"FedKD under secure aggregation without a public grid (clip {task.clip!r}, quantization scale "
+                f"{task.quantization_scale!r}): the levels have no public bound")
+    move = level_sensitivity(task.quantization_scale, len(task.classes))
+    return SkellamMechanism(float(task.skellam_share_variance), unit="party", count=len(task.public), **move)

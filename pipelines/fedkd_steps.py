@@ -35,7 +35,7 @@ from ..accounting import Mechanism, NoiseSource, quantize_logits
 from ._dp_ledger import training_report, without_trainings
 from ._models import FittedClassifier, dp_release, fit_classifier, is_torch_classifier, with_noise_seed, with_seed
 from ._random import spawn_seeds
-from .fedkd_secure import FedKDNoisyLevels
+from .fedkd_secure import FedKDNoisyLevels, own_share_release
 from .messages import ArraySpec, MessageError, Record, WireMessage
 from .party_data import class_codes
 from .preflight import warn_if_noise_drowns_votes
@@ -224,12 +224,12 @@ class FedKDPartyOutcome:
 
 def fedkd_planned_release(task: FedKDTask, *, local_model: Any) -> Mechanism | str:
     """What a party's FedKD reply is accounted under, from the task's public parameters and its own model's
-    configuration (before its data is touched): its local model's DP-SGD, of which the logits are post-processing;
-    else the reason no silo can charge it (un-noised logits or class counts reach the coordinator; secure
-    aggregation's Skellam variance depends on who contributes)."""
+    configuration (before its data is touched): under secure aggregation its own Skellam share on its quantized
+    logit levels (:func:`~privfed.pipelines.fedkd_secure.own_share_release`); otherwise its local model's DP-SGD, of
+    which the logits are post-processing; else the reason no silo can charge it (un-noised logits or class counts
+    reach the coordinator)."""
     if task.skellam_share_variance is not None:
-        return ("FedKD under secure aggregation: the Skellam release's variance depends on which parties "
-                "contribute, so a silo cannot charge it beforehand")
+        return own_share_release(task)
     if task.send_class_counts:
         return "FedKD with class-count weights sends the coordinator the party's class counts in clear: no bound"
     training = planned_dp_training(local_model)

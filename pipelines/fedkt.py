@@ -400,7 +400,7 @@ class FedKT(ClassifierMixin, BaseEstimator):
         sent = [[message.to_record() for message in outcome.sent()] for outcome in outcomes]
         replies: list[FedKTVotes] | FedKTVoteSum
         if self.secure_aggregation:  # the server step sees only the sum of the parties' noisy histograms
-            replies = secure_sum(tasks, sent, names, max_bytes=DEFAULT_MAX_BYTES)
+            replies = secure_sum(tasks, sent, names, max_bytes=DEFAULT_MAX_BYTES, n_parties=len(parties))
         else:
             replies = receive_fedkt_replies(tasks, sent, names, max_bytes=DEFAULT_MAX_BYTES)
         self.students_ = [[] if isinstance(a, BudgetRefusal) else list(a.students) for a in answers]

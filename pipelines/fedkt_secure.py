@@ -74,6 +74,7 @@ __all__ = [
     "FedKTVoteSum",
     "check_collusion",
     "honest_contributors",
+    "own_share_release",
     "record_secure_votes",
     "secure_party_outcome",
     "secure_sum",
@@ -141,10 +142,13 @@ def secure_party_outcome(task: Any, plain: Any, *, party: str) -> FedKTSecureOut
                               plain.teacher_training)
 
 
-def secure_sum(tasks: Any, records: Any, names: Any, *, max_bytes: int) -> FedKTVoteSum:
+def secure_sum(tasks: Any, records: Any, names: Any, *, max_bytes: int,
+               n_parties: int | None = None) -> FedKTVoteSum:
     """The in-process stand-in for secure aggregation: each party's noisy histogram checked for form, summed.
 
     Only the sum goes on to the server step (as Flower's SecAgg+ gives only the sum in a federation).
+    ``n_parties``: how many parties were sent tasks (each share is σ²/n of them; default ``len(tasks)``) when only
+    ``tasks`` of them contribute (the others refused).
     """
     total: np.ndarray | None = None
     for task, sent, name in zip(tasks, records, names):
@@ -157,7 +161,16 @@ def secure_sum(tasks: Any, records: Any, names: Any, *, max_bytes: int) -> FedKT
         votes = FedKTNoisyVotes.from_record(mine[0], sender=name, shapes={"noisy_votes": shape}, max_bytes=max_bytes)
         total = votes.noisy_votes.astype(np.int64) if total is None else total + votes.noisy_votes
     assert total is not None  # at least one party (the caller refuses a run without one)
-    return FedKTVoteSum(vote_sum=total, n_parties=len(tasks), n_contributors=len(tasks))
+    return FedKTVoteSum(vote_sum=total, n_parties=len(tasks) if n_parties is None else int(n_parties),
+                        n_contributors=len(tasks))
+
+
+def _histogram_move(n_partitions: int, n_queries: int) -> dict[str, Any]:
+    """One party's largest move of its consistent-vote histograms: per query its s votes move between two classes
+    (or appear, or vanish): ℓ1 ≤ 2s, ℓ2 ≤ √2·s, 2 coordinates by s each; ``n_queries`` queries compose."""
+    s = int(n_partitions)
+    return {"l1_sensitivity": 2.0 * s, "l2_sensitivity": math.sqrt(2.0) * s, "count": int(n_queries),
+            "coordinate_sensitivity": s, "moved_coordinates": 2}
 
 
 def skellam_releases(model: Any, n_queries: int, vote_sum: FedKTVoteSum, *,
@@ -169,12 +182,24 @@ def skellam_releases(model: Any, n_queries: int, vote_sum: FedKTVoteSum, *,
     ``contributors``: how many parties' shares protect the target (default: every contributor's; against
     the coordinator and its colluders, :func:`honest_contributors`).
     """
-    s = int(model.n_partitions)
     contributors = vote_sum.n_contributors if contributors is None else contributors
     variance = skellam_share_variance(model.sigma, vote_sum.n_parties) * contributors
-    move: dict[str, Any] = {"l1_sensitivity": 2.0 * s, "l2_sensitivity": math.sqrt(2.0) * s, "count": int(n_queries),
-            "coordinate_sensitivity": s, "moved_coordinates": 2}
+    move = _histogram_move(model.n_partitions, n_queries)
     return {unit: SkellamMechanism(variance, unit=unit, **move) for unit in ("party", "example")}
+
+
+def own_share_release(task: Any) -> SkellamMechanism:
+    """What one party's noisy histograms cost it at worst, from its ``FedKTTask`` alone: the Skellam mechanism at
+    its own share's variance σ²/n (``task.noise_scale``) on its final queries, party level (k = s; a party-level
+    bound covers its examples too).
+
+    It bounds every observer the ledger accounts whoever contributes: the coordinator's entry is at the shares of
+    the honest contributors, at least the target's own, and the public's at every contributor's share; the other
+    shares only add independent noise. It is the coordinator's entry when the coordinator colludes with every other
+    party (``collusion=None``, c = n − 1).
+    """
+    return SkellamMechanism(float(task.noise_scale), unit="party",
+                            **_histogram_move(task.n_partitions, task.n_final_queries))
 
 
 def record_secure_votes(ledger: Ledger, model: Any, vote_sum: FedKTVoteSum, *, derived: bool) -> int:

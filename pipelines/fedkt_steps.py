@@ -60,6 +60,7 @@ from .fedkt_secure import (
     FedKTSecureOutcome,
     FedKTVoteSum,
     check_collusion,
+    own_share_release,
     record_secure_votes,
     secure_party_outcome,
     skellam_share_variance,
@@ -258,15 +259,14 @@ def _answerable_local_queries(votes: np.ndarray, task: FedKTTask) -> int:
 def fedkt_planned_release(task: FedKTTask, *, budget_unit: str) -> Mechanism | str:
     """What a party's FedKT reply is accounted under, from the task's public parameters alone (before its data is
     touched): L2's party-side noisy labels on every local query of its s partitions (an upper bound on the ones it
-    answers), at example level k = 1 or, for a party-level budget, k = t; else the reason no silo can charge it
-    (L0 and L1 send the coordinator un-noised predictions; secure aggregation's Skellam variance depends on who
-    contributes)."""
+    answers), at example level k = 1 or, for a party-level budget, k = t; under secure aggregation its own Skellam
+    share on its vote histograms (:func:`own_share_release`); else the reason no silo can charge it (L0 and L1 send
+    the coordinator un-noised predictions)."""
     if not task.party_noise:
         return ("FedKT sends the coordinator the students' un-noised predictions (L0/L1): no bound for the "
                 "coordinator, so a silo with a budget cannot take part")
     if task.party_noise == SECURE_AGGREGATOR:
-        return ("FedKT-L1 under secure aggregation: the Skellam release's variance depends on which parties "
-                "contribute, so a silo cannot charge it beforehand")
+        return own_share_release(task)
     party_level = budget_unit == "party"
     return WithheldVotesNoisyMax(
         task.party_noise, task.noise_scale, num_answered=task.n_partitions * task.n_local_queries,

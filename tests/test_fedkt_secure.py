@@ -54,9 +54,9 @@ def test_the_server_step_sees_only_the_sum(digits, monkeypatch):
     seen = {}
     original_sum, original_step = fedkt_module.secure_sum, fedkt_module.fedkt_server_step
 
-    def spy_sum(tasks, sent, names, *, max_bytes):
+    def spy_sum(tasks, sent, names, **options):
         seen["sent"] = sent
-        return original_sum(tasks, sent, names, max_bytes=max_bytes)
+        return original_sum(tasks, sent, names, **options)
 
     def spy_step(model, replies, *args, **options):
         seen["replies"] = replies
