@@ -436,6 +436,59 @@ def _dp_sgd(size: int, alpha: float) -> _Outcome:
     return _gaussian_difference(fit() - fit(), lr * sigma * clip / batch, alpha, "DP-SGD parameters")
 
 
+class _LabelRecorder:
+    """A student that keeps the labels it is trained on (the L2 party step's noisy labels) and predicts class 0."""
+
+    seen: list[np.ndarray] = []
+
+    def __init__(self, random_state: int | None = None) -> None:
+        self.random_state = random_state
+
+    def get_params(self, deep: bool = True) -> dict[str, Any]:
+        return {"random_state": self.random_state}
+
+    def set_params(self, **params: Any) -> _LabelRecorder:
+        self.random_state = params.get("random_state", self.random_state)
+        return self
+
+    def fit(self, X: np.ndarray, y: np.ndarray) -> _LabelRecorder:
+        _LabelRecorder.seen.append(np.asarray(y))
+        return self
+
+    def predict(self, X: np.ndarray) -> np.ndarray:
+        return np.zeros(len(X), dtype=np.int64)
+
+
+def _fedkt_l2_party_labels(size: int, alpha: float) -> _Outcome:
+    """FedKT-L2's party step end to end (fedkt_party_step): t = 4 single-class teachers vote unanimously for class 0
+    on every local query; the labels its student is trained on must follow the Laplace noisy max of (4, 0, 0) at
+    the task's γ — every one of them noised (a clean label leaking into the student's training set shows here)."""
+    from sklearn.tree import DecisionTreeClassifier
+
+    from privfed.pipelines.fedkt_steps import FedKTTask, fedkt_party_step
+
+    gamma, teachers = 0.5, 4
+    task = FedKTTask(queries=np.zeros((size, 1)), classes=np.arange(3), n_local_queries=size, n_final_queries=1,
+                     n_partitions=1, n_teachers=teachers, seed=0, party_noise="laplace", noise_scale=gamma,
+                     target_epsilon=math.nan, delta=1e-5)
+    _LabelRecorder.seen.clear()
+    fedkt_party_step(task, np.arange(100.0)[:, None], np.zeros(100, dtype=np.int64),  # distinct rows: 4 teachers
+                     teacher=DecisionTreeClassifier(), student=_LabelRecorder(), party="selftest")
+    if len(_LabelRecorder.seen) != 1 or len(_LabelRecorder.seen[0]) != size:
+        raise _Failure(f"the student must be trained once on all {size} noisy labels, got "
+                       f"{[len(labels) for labels in _LabelRecorder.seen]}")
+    labels = _LabelRecorder.seen.pop()
+    votes = np.array([teachers, 0.0, 0.0])
+    counts = np.bincount(labels, minlength=3)[:3]
+    expected = _winner_probabilities(votes, stats.laplace(scale=1 / gamma))
+    power = _smallest_deviation(lambda factor: _chi2_power(
+        expected, _winner_probabilities(votes, stats.laplace(scale=factor / gamma)), size, alpha))
+    leak = next((f"{d:.0%}" for d in _DEVIATIONS  # a fraction d of the labels is the clean vote's, class 0
+                 if _chi2_power(expected, (1 - d) * expected + d * np.eye(3)[0], size, alpha) >= POWER), "> 100%")
+    return _Outcome([_gof_p(counts, expected)], f"noise scale off by {power}; a clean-label leak of {leak}",
+                    f"unanimous (4, 0, 0): {np.round(counts / size, 3).tolist()} vs {np.round(expected, 3).tolist()}")
+
+
 def _party_sources(size: int, alpha: float) -> _Outcome:
     """fedkt_noise_seeds: a secret root sends no seed; a seeded root gives each party and the server distinct seeds,
     and the parties' draws are uncorrelated."""
@@ -481,6 +534,8 @@ _SPECS = (
     _Spec("dp-selector", "pipelines.dp_selector.DPDensityRatioSelector.fit", 2, _dp_selector, 40_000, ("sklearn",)),
     _Spec("dp-sgd", "pipelines.dp_training.train_dp_sgd (TorchMLP, white box)", 2, _dp_sgd, 40_000,
           ("torch", "opacus", "sklearn")),
+    _Spec("fedkt-l2-party-labels", "pipelines.fedkt_steps.fedkt_party_step (L2, its student's training labels)", 1,
+          _fedkt_l2_party_labels, 20_000, ("sklearn",)),
     _Spec("party-noise-sources", "pipelines.fedkt_steps.fedkt_noise_seeds; NoiseSource.for_task", 2, _party_sources,
           100_000),
 )

@@ -8,7 +8,8 @@ from bench.tables import table
 def _mutations(documents: list) -> str:
     from bench.mutation_testing import table as render  # the script's renderer (docs/audit.md prints it too)
 
-    return render(documents[0]["records"])
+    return render(documents)
 
 
-table("mutation-testing", raw=["bench/results/mutation_testing.json"])(_mutations)
+table("mutation-testing", raw=["bench/results/mutation_testing_correct.json", "bench/results/mutation_testing.json",
+                               "bench/results/mutation_parameters.json"])(_mutations)
