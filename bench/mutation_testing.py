@@ -5,15 +5,18 @@ what), none of which touches the accounting: the ledger's ε is unchanged. For t
 this script copies the tracked files of the checkout into a temporary folder (never the real tree), applies the
 patch there with ``git apply``, and runs, in that copy,
 
-* ``privfed selftest --json`` (every conformance check; the copy's own code is imported: privfed adds the checkout
-  it is run from to its path), and
+* ``privfed.selftest()`` ``--repeats`` times (every conformance check, in one process; the copy's own code is
+  imported: the copy is first on the path), for each check's catch rate; ``--correct-repeats`` times on the
+  unpatched tree, for the suite's false-alarm rate (with a 95 % Clopper–Pearson upper bound);
+* with ``--parameter-check``, ``python -m bench.parameter_fits``: every pipeline's noised configurations fitted
+  and their run parameters compared with the ledger (:mod:`privfed.audit.parameters`; deterministic, so once), and
 * with ``--audits``, the cheap audits: ``privfed audit`` of a freshly saved FedKT-L1 bundle (integrity and
   arithmetic) and ``privfed audit --empirical examples/audit_fedkt_l1.toml`` (the one-run canary audit).
 
 It records which checks failed for each mutation, and raw JSON with provenance in
 bench/results/mutation_testing.json::
 
-    nice -n 10 python -m bench.mutation_testing --audits 01-fedkt-laplace-scale-halved
+    nice -n 10 python -m bench.mutation_testing --parameter-check --repeats 10 --correct-repeats 20
 """
 
 from __future__ import annotations
@@ -87,6 +90,18 @@ def _selftest(tree: Path, repeats: int) -> dict[str, Any]:
             "per_check": per_check, "failed": sorted(per_check), "seconds": seconds}
 
 
+def _parameter_check(tree: Path) -> dict[str, Any]:
+    """``python -m bench.parameter_fits`` in the copy: every noised configuration's parameter consistency check."""
+    code, out, err, seconds = _run([sys.executable, "-m", "bench.parameter_fits"], tree, 1800)
+    try:
+        results = json.loads(out.strip().splitlines()[-1])
+    except (json.JSONDecodeError, IndexError):
+        return {"exit": code, "failed": ["(crashed)"], "error": err[-2000:], "seconds": seconds}
+    return {"exit": code, "failed": sorted(name for name, result in results.items() if result["status"] == "fail"),
+            "crashed": sorted(name for name, result in results.items() if result["status"] == "crashed"),
+            "results": results, "seconds": seconds}
+
+
 def _empirical_audit(tree: Path) -> dict[str, Any]:
     code, out, err, seconds = _run([sys.executable, "-m", "privfed", "audit", "--empirical",
                                     "examples/audit_fedkt_l1.toml", "--json"], tree, 900)
@@ -135,6 +150,14 @@ def _merged(documents: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return correct + [merged[name] for name in sorted(merged)]
 
 
+def _parameters_cell(parameters: dict[str, Any] | None) -> str:
+    if parameters is None:
+        return "—"
+    if not parameters["failed"]:
+        return "pass" + (f" ({', '.join(parameters.get('crashed', []))} crashed)" if parameters.get("crashed") else "")
+    return f"FAIL: {', '.join(parameters['failed'])}"
+
+
 def _rate(caught: int, runs: int) -> str:
     return f"{caught}/{runs}"
 
@@ -152,7 +175,7 @@ def table(documents: list[dict[str, Any]]) -> str:
         bundle, empirical = record.get("bundle_audit"), record.get("empirical_audit")
         what = record.get("what", "none: privfed's code as committed")
         lines.append(f"| `{record['mutation']}`: {what} | {_rate(selftest['failing_runs'], selftest['repeats'])} | "
-                     f"{checks} | {'—' if parameters is None else 'FAIL' if parameters['failed'] else 'pass'} | "
+                     f"{checks} | {_parameters_cell(parameters)} | "
                      f"{'—' if bundle is None else 'FAIL' if not bundle['passed'] else 'pass'} | "
                      f"{'—' if empirical is None else 'FAIL' if empirical['violation'] else 'pass'} |")
     mutants = [record for record in records if record["mutation"] != CORRECT]
@@ -172,7 +195,7 @@ def table(documents: list[dict[str, Any]]) -> str:
 CORRECT = "none (correct code)"
 
 
-def run_one(patch: Path | None, *, audits: bool, repeats: int) -> dict[str, Any]:
+def run_one(patch: Path | None, *, audits: bool, repeats: int, parameters: bool) -> dict[str, Any]:
     """Copy the tree, apply ``patch`` (None: the correct code), run the checks; one record."""
     with tempfile.TemporaryDirectory(prefix="privfed-mutant-") as folder:
         tree = Path(folder)
@@ -184,6 +207,8 @@ def run_one(patch: Path | None, *, audits: bool, repeats: int) -> dict[str, Any]
             if applied.returncode != 0:
                 raise RuntimeError(f"{patch.name} does not apply: {applied.stderr.strip()}")
         record["selftest"] = _selftest(tree, repeats)
+        if parameters:
+            record["parameter_check"] = _parameter_check(tree)
         if audits:
             record["empirical_audit"] = _empirical_audit(tree)
             record["bundle_audit"] = _bundle_audit(tree)
@@ -201,6 +226,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=10, help="selftest runs per planted bug (default 10)")
     parser.add_argument("--correct-repeats", type=int, default=20,
                         help="selftest runs on the correct code, for its false-alarm rate (default 20)")
+    parser.add_argument("--parameter-check", action="store_true",
+                        help="also fit every pipeline's noised configurations and run the parameter check (once: it "
+                             "is deterministic)")
     parser.add_argument("--out", default=str(OUT))
     args = parser.parse_args(argv)
     patches = sorted(MUTATIONS.glob("*.patch"))
@@ -213,7 +241,8 @@ def main(argv: list[str] | None = None) -> int:
     audited = None if args.audits is None else set(args.audits or [patch.stem for patch in patches])
     for patch in targets:
         record = run_one(patch, audits=audited is not None and (patch is None or patch.stem in audited),
-                         repeats=args.correct_repeats if patch is None else args.repeats)
+                         repeats=args.correct_repeats if patch is None else args.repeats,
+                         parameters=args.parameter_check)
         records.append(record)
         print(f"{record['mutation']:45} selftest failing runs {record['selftest']['failing_runs']}/"
               f"{record['selftest']['repeats']}; caught by: {', '.join(record['caught_by']) or 'NOTHING'}", flush=True)

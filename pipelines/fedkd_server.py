@@ -33,8 +33,9 @@ from ._models import fit_classifier, is_torch_classifier, with_seed
 from .fedkd_secure import FedKDLevelSum, skellam_logit_releases
 from .fedkd_steps import SECURE_AGGREGATOR, FedKDLogits, resolved_weighting
 from .party_schema import PartySchema, check_public_classes, record_schema_exchange
-from .secure_sum import secure_value_bound, skellam_share_variance
 from .progress import check_progress
+from .run_parameters import record_draw
+from .secure_sum import secure_value_bound, skellam_share_variance
 
 __all__ = [
     "COUNT_BYTES",
@@ -321,7 +322,10 @@ def fedkd_server_step(model: Any, results: list[FedKDLogits] | FedKDLevelSum, pu
                else np.full((n_parties, n_outputs), 1.0 / n_parties))
     ensemble = np.einsum("kc,knc->nc", weights, np.stack([r.quantized_logits for r in results]))
     server_rng = np.random.default_rng(server_seeds)
-    noisy = NoisyLogitEnsemble(ensemble, gamma=model.gamma, rng=server_noise_source(noise).generator,
+    gamma = model.gamma
+    if gamma is not None:
+        record_draw("FedKD server ensemble noise", "laplace", scale=1.0 / gamma)
+    noisy = NoisyLogitEnsemble(ensemble, gamma=gamma, rng=server_noise_source(noise).generator,
                                redraw=model.redraw_noise_per_batch)
     server_model, server_classes, distillation = _distill(model, noisy, public, server_rng)
     bandwidth = BandwidthReport(

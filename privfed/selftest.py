@@ -279,9 +279,8 @@ def _skellam_share(size: int, alpha: float) -> _Outcome:
 def _secure_sum(size: int, alpha: float) -> _Outcome:
     """Four parties' add_skellam_share from their own sources, summed: the ledger's variance, no cross-party
     correlation (two parties given the same noise would show ρ = 1)."""
-    from privfed.pipelines.secure_sum import add_skellam_share, skellam_share_variance
-
     from privfed.pipelines.fedkd_secure import skellam_logit_releases
+    from privfed.pipelines.secure_sum import add_skellam_share, skellam_share_variance
 
     sigma, n_parties = 4.0, 4
     share_variance = skellam_share_variance(sigma, n_parties)
