@@ -80,7 +80,7 @@ def recording() -> Iterator[RunParameters]:
 
 
 def records_run_parameters(fit: Any) -> Any:
-    """Decorate an estimator's ``fit``: its draws are recorded into ``run_parameters_`` (:meth:`RunParameters.to_list`)."""
+    """Decorate an estimator's ``fit``: its draws are recorded into ``run_parameters_`` (``RunParameters.to_list``)."""
 
     @functools.wraps(fit)
     def recorded_fit(self: Any, *args: Any, **kwargs: Any) -> Any:
