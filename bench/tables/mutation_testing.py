@@ -11,5 +11,5 @@ def _mutations(documents: list) -> str:
     return render(documents)
 
 
-table("mutation-testing", raw=["bench/results/mutation_testing_correct.json", "bench/results/mutation_testing.json",
-                               "bench/results/mutation_parameters.json"])(_mutations)
+table("mutation-testing", raw=["bench/results/mutation_testing_correct.json",
+                               "bench/results/mutation_testing.json"])(_mutations)
