@@ -37,6 +37,11 @@ from bench import provenance
 ROOT = Path(__file__).resolve().parents[1]
 MUTATIONS = ROOT / "bench" / "mutations"
 OUT = ROOT / "bench" / "results" / "mutation_testing.json"
+#: The raw results the table renders (repository-relative): the correct code's runs, then the planted bugs' (run in
+#: parts: one runner per file, each file its own provenance).
+RAW_FILES = ("bench/results/mutation_testing_correct.json", "bench/results/mutation_testing.json",
+             "bench/results/mutation_testing_02.json", "bench/results/mutation_testing_10.json",
+             "bench/results/mutation_testing_16.json")
 
 
 def _copy_tree(destination: Path) -> None:
@@ -66,28 +71,36 @@ _REPEATED_SELFTEST = ("import json, sys\nfrom privfed.selftest import selftest\n
                       "for _ in range(int(sys.argv[1])):\n    print(json.dumps(selftest().to_dict()), flush=True)\n")
 
 
-def _selftest(tree: Path, repeats: int) -> dict[str, Any]:
-    """``repeats`` runs of the whole suite in the copy: per run, the checks that failed; per check, how often."""
-    code, out, err, seconds = _run([sys.executable, "-c", _REPEATED_SELFTEST, str(repeats)], tree, 300 * repeats)
-    runs = []
-    for line in out.splitlines():
-        try:
-            report = json.loads(line)
-        except json.JSONDecodeError:
-            continue
-        runs.append({"failed": [c["name"] for c in report["checks"] if c["status"] == "fail"],
-                     "skipped": [c["name"] for c in report["checks"] if c["status"] == "skipped"],
-                     "details": {c["name"]: c["detail"] for c in report["checks"] if c["status"] == "fail"},
-                     "seconds": report["seconds"]})
-    if len(runs) < repeats:  # a crash of the suite itself counts as a failing run, said as such
-        runs += [{"failed": ["(crashed)"], "skipped": [], "details": {"(crashed)": err[-2000:]}, "seconds": None}
-                 for _ in range(repeats - len(runs))]
+def _summary(runs: list[dict[str, Any]], seconds: float, code: int | None) -> dict[str, Any]:
     per_check: dict[str, int] = {}
     for run in runs:
         for name in run["failed"]:
             per_check[name] = per_check.get(name, 0) + 1
-    return {"exit": code, "runs": runs, "repeats": repeats, "failing_runs": sum(bool(run["failed"]) for run in runs),
+    return {"exit": code, "runs": runs, "repeats": len(runs), "failing_runs": sum(bool(run["failed"]) for run in runs),
             "per_check": per_check, "failed": sorted(per_check), "seconds": seconds}
+
+
+def _selftest(tree: Path, repeats: int, progress: Any = None) -> dict[str, Any]:
+    """``repeats`` runs of the whole suite in the copy: per run, the checks that failed; per check, how often.
+
+    ``progress(summary)`` is called after every run (the caller writes what was measured so far)."""
+    env = {**os.environ, "PYTHONPATH": str(tree), "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+    start, runs = time.perf_counter(), []
+    with subprocess.Popen([sys.executable, "-c", _REPEATED_SELFTEST, str(repeats)], cwd=tree, env=env, text=True,
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE) as process:
+        for line in process.stdout:
+            report = json.loads(line)
+            runs.append({"failed": [c["name"] for c in report["checks"] if c["status"] == "fail"],
+                         "skipped": [c["name"] for c in report["checks"] if c["status"] == "skipped"],
+                         "details": {c["name"]: c["detail"] for c in report["checks"] if c["status"] == "fail"},
+                         "seconds": report["seconds"]})
+            if progress is not None:
+                progress(_summary(runs, time.perf_counter() - start, None))
+        err = process.stderr.read()
+    if len(runs) < repeats:  # a crash of the suite itself counts as a failing run, said as such
+        runs += [{"failed": ["(crashed)"], "skipped": [], "details": {"(crashed)": err[-2000:]}, "seconds": None}
+                 for _ in range(repeats - len(runs))]
+    return _summary(runs, time.perf_counter() - start, process.returncode)
 
 
 def _parameter_check(tree: Path) -> dict[str, Any]:
@@ -195,7 +208,8 @@ def table(documents: list[dict[str, Any]]) -> str:
 CORRECT = "none (correct code)"
 
 
-def run_one(patch: Path | None, *, audits: bool, repeats: int, parameters: bool) -> dict[str, Any]:
+def run_one(patch: Path | None, *, audits: bool, repeats: int, parameters: bool,
+            progress: Any = None) -> dict[str, Any]:
     """Copy the tree, apply ``patch`` (None: the correct code), run the checks; one record."""
     with tempfile.TemporaryDirectory(prefix="privfed-mutant-") as folder:
         tree = Path(folder)
@@ -206,7 +220,8 @@ def run_one(patch: Path | None, *, audits: bool, repeats: int, parameters: bool)
             applied = subprocess.run(["git", "apply", str(patch)], cwd=tree, capture_output=True, text=True)
             if applied.returncode != 0:
                 raise RuntimeError(f"{patch.name} does not apply: {applied.stderr.strip()}")
-        record["selftest"] = _selftest(tree, repeats)
+        record["selftest"] = _selftest(tree, repeats, None if progress is None else
+                                       lambda summary: progress({**record, "selftest": summary}))
         if parameters:
             record["parameter_check"] = _parameter_check(tree)
         if audits:
@@ -239,10 +254,13 @@ def main(argv: list[str] | None = None) -> int:
                            seeds=None, settings=vars(args))
     records = []
     audited = None if args.audits is None else set(args.audits or [patch.stem for patch in patches])
+    def write(partial: dict[str, Any]) -> None:  # after every selftest run: a run cut short keeps what it measured
+        provenance.write_json(args.out, {"provenance": provenance.finish(dict(run)), "records": [*records, partial]})
+
     for patch in targets:
         record = run_one(patch, audits=audited is not None and (patch is None or patch.stem in audited),
                          repeats=args.correct_repeats if patch is None else args.repeats,
-                         parameters=args.parameter_check)
+                         parameters=args.parameter_check, progress=write)
         records.append(record)
         print(f"{record['mutation']:45} selftest failing runs {record['selftest']['failing_runs']}/"
               f"{record['selftest']['repeats']}; caught by: {', '.join(record['caught_by']) or 'NOTHING'}", flush=True)
