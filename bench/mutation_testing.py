@@ -37,9 +37,11 @@ from bench import provenance
 ROOT = Path(__file__).resolve().parents[1]
 MUTATIONS = ROOT / "bench" / "mutations"
 OUT = ROOT / "bench" / "results" / "mutation_testing.json"
-#: The raw results the table renders (repository-relative): the correct code's runs, then the planted bugs' (run in
-#: parts: one runner per file, each file its own provenance).
-RAW_FILES = ("bench/results/mutation_testing_correct.json", "bench/results/mutation_testing.json",
+#: The raw results the table renders (repository-relative): the correct code's parameter check and its selftest
+#: runs (merged by mutation: a later file's checks replace an earlier one's), then the planted bugs' (run in parts:
+#: one runner per file, each file its own provenance).
+RAW_FILES = ("bench/results/mutation_testing_correct_parameters.json", "bench/results/mutation_testing_correct.json",
+             "bench/results/mutation_testing.json",
              "bench/results/mutation_testing_02.json", "bench/results/mutation_testing_10.json",
              "bench/results/mutation_testing_16.json")
 
