@@ -11,5 +11,10 @@ def _mutations(documents: list) -> str:
     return render(documents)
 
 
-table("mutation-testing", raw=["bench/results/mutation_testing_correct.json",
-                               "bench/results/mutation_testing.json"])(_mutations)
+def _raw_files() -> list[str]:
+    from bench.mutation_testing import RAW_FILES
+
+    return list(RAW_FILES)
+
+
+table("mutation-testing", raw=_raw_files())(_mutations)
