@@ -110,7 +110,7 @@ def test_the_mutation_tables_are_the_rendering_of_the_committed_raw_results():
 
 
 def test_fedkt_l2_party_labels_sees_a_tenth_of_clean_labels(monkeypatch):
-    """bench/mutations/16: a tenth of the L2 student's labels are the clean teacher vote — the party-step check fails."""
+    """bench/mutations/16: a tenth of the L2 student's labels are the clean teacher vote: the party-step check fails."""
     from privfed.pipelines import fedkt_steps
 
     honest = fedkt_steps.NoisyArgmax.labels

@@ -17,8 +17,8 @@ DOC = Path(__file__).resolve().parents[1] / "docs" / "audit.md"
 
 
 def test_the_documented_example_runs_as_written_and_passes():
-    example = re.search(r"<!-- selftest-adapter-example -->\n```python\n(.*?)```\n<!-- end selftest-adapter-example -->",
-                        DOC.read_text(encoding="utf-8"), re.S).group(1)
+    example = re.search(r"<!-- selftest-adapter-example -->\n```python\n(.*?)```\n"
+                        r"<!-- end selftest-adapter-example -->", DOC.read_text(encoding="utf-8"), re.S).group(1)
     printed = io.StringIO()
     with contextlib.redirect_stdout(printed):
         exec(compile(example, str(DOC), "exec"), {"__name__": "docs_audit_example"})  # noqa: S102
