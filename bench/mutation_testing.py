@@ -5,15 +5,18 @@ what), none of which touches the accounting: the ledger's ε is unchanged. For t
 this script copies the tracked files of the checkout into a temporary folder (never the real tree), applies the
 patch there with ``git apply``, and runs, in that copy,
 
-* ``privfed selftest --json`` (every conformance check; the copy's own code is imported: privfed adds the checkout
-  it is run from to its path), and
+* ``privfed.selftest()`` ``--repeats`` times (every conformance check, in one process; the copy's own code is
+  imported: the copy is first on the path), for each check's catch rate; ``--correct-repeats`` times on the
+  unpatched tree, for the suite's false-alarm rate (with a 95 % Clopper–Pearson upper bound);
+* with ``--parameter-check``, ``python -m bench.parameter_fits``: every pipeline's noised configurations fitted
+  and their run parameters compared with the ledger (:mod:`privfed.audit.parameters`; deterministic, so once), and
 * with ``--audits``, the cheap audits: ``privfed audit`` of a freshly saved FedKT-L1 bundle (integrity and
   arithmetic) and ``privfed audit --empirical examples/audit_fedkt_l1.toml`` (the one-run canary audit).
 
 It records which checks failed for each mutation, and raw JSON with provenance in
 bench/results/mutation_testing.json::
 
-    nice -n 10 python -m bench.mutation_testing --audits 01-fedkt-laplace-scale-halved
+    nice -n 10 python -m bench.mutation_testing --parameter-check --repeats 10 --correct-repeats 20
 """
 
 from __future__ import annotations
@@ -34,6 +37,13 @@ from bench import provenance
 ROOT = Path(__file__).resolve().parents[1]
 MUTATIONS = ROOT / "bench" / "mutations"
 OUT = ROOT / "bench" / "results" / "mutation_testing.json"
+#: The raw results the table renders (repository-relative): the correct code's parameter check and its selftest
+#: runs (merged by mutation: a later file's checks replace an earlier one's), then the planted bugs' (run in parts:
+#: one runner per file, each file its own provenance).
+RAW_FILES = ("bench/results/mutation_testing_correct_parameters.json", "bench/results/mutation_testing_correct.json",
+             "bench/results/mutation_testing.json",
+             "bench/results/mutation_testing_02.json", "bench/results/mutation_testing_10.json",
+             "bench/results/mutation_testing_16.json")
 
 
 def _copy_tree(destination: Path) -> None:
@@ -58,16 +68,53 @@ def _run(command: list[str], cwd: Path, timeout: float) -> tuple[int, str, str, 
     return done.returncode, done.stdout, done.stderr, time.perf_counter() - start
 
 
-def _selftest(tree: Path) -> dict[str, Any]:
-    code, out, err, seconds = _run([sys.executable, "-m", "privfed", "selftest", "--json"], tree, 900)
+#: One process runs the suite ``repeats`` times (the import is paid once) and prints one JSON report per line.
+_REPEATED_SELFTEST = ("import json, sys\nfrom privfed.selftest import selftest\n"
+                      "for _ in range(int(sys.argv[1])):\n    print(json.dumps(selftest().to_dict()), flush=True)\n")
+
+
+def _summary(runs: list[dict[str, Any]], seconds: float, code: int | None) -> dict[str, Any]:
+    per_check: dict[str, int] = {}
+    for run in runs:
+        for name in run["failed"]:
+            per_check[name] = per_check.get(name, 0) + 1
+    return {"exit": code, "runs": runs, "repeats": len(runs), "failing_runs": sum(bool(run["failed"]) for run in runs),
+            "per_check": per_check, "failed": sorted(per_check), "seconds": seconds}
+
+
+def _selftest(tree: Path, repeats: int, progress: Any = None) -> dict[str, Any]:
+    """``repeats`` runs of the whole suite in the copy: per run, the checks that failed; per check, how often.
+
+    ``progress(summary)`` is called after every run (the caller writes what was measured so far)."""
+    env = {**os.environ, "PYTHONPATH": str(tree), "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+    start, runs = time.perf_counter(), []
+    with subprocess.Popen([sys.executable, "-c", _REPEATED_SELFTEST, str(repeats)], cwd=tree, env=env, text=True,
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE) as process:
+        for line in process.stdout:
+            report = json.loads(line)
+            runs.append({"failed": [c["name"] for c in report["checks"] if c["status"] == "fail"],
+                         "skipped": [c["name"] for c in report["checks"] if c["status"] == "skipped"],
+                         "details": {c["name"]: c["detail"] for c in report["checks"] if c["status"] == "fail"},
+                         "seconds": report["seconds"]})
+            if progress is not None:
+                progress(_summary(runs, time.perf_counter() - start, None))
+        err = process.stderr.read()
+    if len(runs) < repeats:  # a crash of the suite itself counts as a failing run, said as such
+        runs += [{"failed": ["(crashed)"], "skipped": [], "details": {"(crashed)": err[-2000:]}, "seconds": None}
+                 for _ in range(repeats - len(runs))]
+    return _summary(runs, time.perf_counter() - start, process.returncode)
+
+
+def _parameter_check(tree: Path) -> dict[str, Any]:
+    """``python -m bench.parameter_fits`` in the copy: every noised configuration's parameter consistency check."""
+    code, out, err, seconds = _run([sys.executable, "-m", "bench.parameter_fits"], tree, 1800)
     try:
-        report = json.loads(out)
-    except json.JSONDecodeError:
+        results = json.loads(out.strip().splitlines()[-1])
+    except (json.JSONDecodeError, IndexError):
         return {"exit": code, "failed": ["(crashed)"], "error": err[-2000:], "seconds": seconds}
-    return {"exit": code, "failed": [c["name"] for c in report["checks"] if c["status"] == "fail"],
-            "skipped": [c["name"] for c in report["checks"] if c["status"] == "skipped"],
-            "details": {c["name"]: c["detail"] for c in report["checks"] if c["status"] == "fail"},
-            "seconds": seconds}
+    return {"exit": code, "failed": sorted(name for name, result in results.items() if result["status"] == "fail"),
+            "crashed": sorted(name for name, result in results.items() if result["status"] == "crashed"),
+            "results": results, "seconds": seconds}
 
 
 def _empirical_audit(tree: Path) -> dict[str, Any]:
@@ -91,7 +138,9 @@ def _bundle_audit(tree: Path) -> dict[str, Any]:
 
 
 def _caught_by(record: dict[str, Any]) -> list[str]:
-    caught = [f"selftest:{name}" for name in record["selftest"]["failed"]]
+    caught = [f"selftest:{name}" for name in record["selftest"]["failed"]] if "selftest" in record else []
+    if record.get("parameter_check", {}).get("failed"):
+        caught.append("parameter check")
     if record.get("empirical_audit", {}).get("violation"):
         caught.append("audit --empirical")
     if "bundle_audit" in record and not record["bundle_audit"]["passed"]:
@@ -99,39 +148,86 @@ def _caught_by(record: dict[str, Any]) -> list[str]:
     return caught
 
 
-def table(records: list[dict[str, Any]]) -> str:
-    """The Markdown table of docs/audit.md and docs/results.md: each mutation, what catches it."""
-    lines = ["| planted bug (bench/mutations/) | `privfed selftest` fails | `audit BUNDLE` | "
-             "`audit --empirical` (FedKT-L1) |",
-             "|---|---|---|---|"]
+def upper_bound(failures: int, runs: int, confidence: float = 0.95) -> float:
+    """One-sided Clopper–Pearson upper confidence bound on a rate seen ``failures`` times in ``runs``."""
+    from scipy import stats
+
+    return 1.0 if failures >= runs else float(stats.beta.ppf(confidence, failures + 1, runs - failures))
+
+
+def _merged(documents: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The records of every raw file, merged by mutation (a later file adds the checks an earlier one lacks)."""
+    merged: dict[str, dict[str, Any]] = {}
+    for document in documents:
+        for record in document["records"]:
+            merged.setdefault(record["mutation"], {}).update(record)
+    correct = [merged.pop(CORRECT)] if CORRECT in merged else []
+    return correct + [merged[name] for name in sorted(merged)]
+
+
+def _parameters_cell(parameters: dict[str, Any] | None) -> str:
+    if parameters is None:
+        return "—"
+    if not parameters["failed"]:
+        return "pass" + (f" ({', '.join(parameters.get('crashed', []))} crashed)" if parameters.get("crashed") else "")
+    return f"FAIL: {', '.join(parameters['failed'])}"
+
+
+def _rate(caught: int, runs: int) -> str:
+    return f"{caught}/{runs}"
+
+
+def table(documents: list[dict[str, Any]]) -> str:
+    """The Markdown table of docs/audit.md and docs/results.md: each planted bug, how often each check catches it."""
+    records = _merged(documents)
+    audited = any("bundle_audit" in record or "empirical_audit" in record for record in records)
+    header = ["planted bug (bench/mutations/)", "`privfed selftest`: runs failing", "checks that failed (runs)",
+              "parameter check", *(["`audit BUNDLE`", "`audit --empirical` (FedKT-L1)"] if audited else [])]
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for record in records:
-        failed = record["selftest"]["failed"]
-        bundle = record.get("bundle_audit")
-        empirical = record.get("empirical_audit")
+        selftest = record["selftest"]
+        checks = ", ".join(f"{name} ({count})" for name, count in sorted(selftest["per_check"].items())) or "—"
+        bundle, empirical = record.get("bundle_audit"), record.get("empirical_audit")
         what = record.get("what", "none: privfed's code as committed")
-        lines.append(f"| `{record['mutation']}`: {what} | {', '.join(failed) or '—'} | "
-                     f"{'—' if bundle is None else 'FAIL' if not bundle['passed'] else 'pass'} | "
-                     f"{'—' if empirical is None else 'FAIL' if empirical['violation'] else 'pass'} |")
-    caught = sum(bool(record["caught_by"]) for record in records[1:])
+        cells = [f"`{record['mutation']}`: {what}", _rate(selftest["failing_runs"], selftest["repeats"]), checks,
+                 _parameters_cell(record.get("parameter_check"))]
+        if audited:
+            cells += ["—" if bundle is None else "FAIL" if not bundle["passed"] else "pass",
+                      "—" if empirical is None else "FAIL" if empirical["violation"] else "pass"]
+        lines.append("| " + " | ".join(cells) + " |")
+    mutants = [record for record in records if record["mutation"] != CORRECT]
+    nine_in_ten = [record for record in mutants if bool(record.get("parameter_check", {}).get("failed"))
+                   or record["selftest"]["failing_runs"] >= 0.9 * record["selftest"]["repeats"]]
     lines.append("")
-    lines.append(f"{caught} of {len(records) - 1} planted bugs caught, "
-                 f"{sum(bool(r['selftest']['failed']) for r in records[1:])} by `privfed selftest`; "
-                 f"correct code: {'flagged' if records[0]['caught_by'] else 'no check fails'}.")
+    lines.append(f"{len(nine_in_ten)} of {len(mutants)} planted bugs caught in ≥ 90 % of runs by `privfed selftest` "
+                 f"or the parameter check (a parameter check is deterministic: one run).")
+    if records and records[0]["mutation"] == CORRECT:
+        selftest = records[0]["selftest"]
+        lines.append(f"Correct code: `privfed selftest` failed {selftest['failing_runs']} of {selftest['repeats']} "
+                     f"runs, false-alarm rate ≤ {upper_bound(selftest['failing_runs'], selftest['repeats']):.1%} "
+                     f"(95 % one-sided Clopper–Pearson upper bound; the suite's design: ≤ 1 %).")
     return "\n".join(lines)
 
 
-def run_one(patch: Path | None, audits: bool) -> dict[str, Any]:
+CORRECT = "none (correct code)"
+
+
+def run_one(patch: Path | None, *, audits: bool, repeats: int, parameters: bool,
+            progress: Any = None) -> dict[str, Any]:
     """Copy the tree, apply ``patch`` (None: the correct code), run the checks; one record."""
     with tempfile.TemporaryDirectory(prefix="privfed-mutant-") as folder:
         tree = Path(folder)
         _copy_tree(tree)
-        record: dict[str, Any] = {"mutation": "none (correct code)" if patch is None else patch.stem}
+        record: dict[str, Any] = {"mutation": CORRECT if patch is None else patch.stem}
         if patch is not None:
             record["what"] = patch.read_text(encoding="utf-8").splitlines()[0]
             applied = subprocess.run(["git", "apply", str(patch)], cwd=tree, capture_output=True, text=True)
             if applied.returncode != 0:
                 raise RuntimeError(f"{patch.name} does not apply: {applied.stderr.strip()}")
-        record["selftest"] = _selftest(tree)
+        record["selftest"] = _selftest(tree, repeats, None if progress is None else
+                                       lambda summary: progress({**record, "selftest": summary}))
+        if parameters:
+            record["parameter_check"] = _parameter_check(tree)
         if audits:
             record["empirical_audit"] = _empirical_audit(tree)
             record["bundle_audit"] = _bundle_audit(tree)
@@ -144,26 +240,40 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--audits", nargs="*", metavar="PATCH",
                         help="also run the bundle audit and the empirical audit: on the correct code and the patches "
                              "named (stems; none named: every patch)")
-    parser.add_argument("--only", nargs="+", help="patch names (stems) to run; default all")
+    parser.add_argument("--only", nargs="+", help="patch names (stems) to run, 'correct' for the correct code; "
+                                                  "default all and the correct code")
+    parser.add_argument("--repeats", type=int, default=10, help="selftest runs per planted bug (default 10)")
+    parser.add_argument("--correct-repeats", type=int, default=20,
+                        help="selftest runs on the correct code, for its false-alarm rate (default 20)")
+    parser.add_argument("--parameter-check", action="store_true",
+                        help="also fit every pipeline's noised configurations and run the parameter check (once: it "
+                             "is deterministic)")
     parser.add_argument("--out", default=str(OUT))
     args = parser.parse_args(argv)
     patches = sorted(MUTATIONS.glob("*.patch"))
     if args.only:
         patches = [patch for patch in patches if patch.stem in args.only]
+    targets = [*([None] if not args.only or "correct" in args.only else []), *patches]
     run = provenance.start(command=" ".join(["python -m bench.mutation_testing", *(argv or sys.argv[1:])]),
                            seeds=None, settings=vars(args))
     records = []
     audited = None if args.audits is None else set(args.audits or [patch.stem for patch in patches])
-    for patch in [None, *patches]:
-        record = run_one(patch, audited is not None and (patch is None or patch.stem in audited))
+    def write(partial: dict[str, Any]) -> None:  # after every selftest run: a run cut short keeps what it measured
+        provenance.write_json(args.out, {"provenance": provenance.finish(dict(run)), "records": [*records, partial]})
+
+    for patch in targets:
+        record = run_one(patch, audits=audited is not None and (patch is None or patch.stem in audited),
+                         repeats=args.correct_repeats if patch is None else args.repeats,
+                         parameters=args.parameter_check, progress=write)
         records.append(record)
-        print(f"{record['mutation']:45} caught by: {', '.join(record['caught_by']) or 'NOTHING'}", flush=True)
-    provenance.write_json(args.out, {"provenance": provenance.finish(run), "records": records})
-    missed = [r["mutation"] for r in records[1:] if not r["caught_by"]]
-    false_alarm = bool(records[0]["caught_by"])
-    print(f"{len(patches) - len(missed)} of {len(patches)} mutations caught; correct code "
-          f"{'FLAGGED' if false_alarm else 'passes'}")
-    return 1 if missed or false_alarm else 0
+        print(f"{record['mutation']:45} selftest failing runs {record['selftest']['failing_runs']}/"
+              f"{record['selftest']['repeats']}; caught by: {', '.join(record['caught_by']) or 'NOTHING'}", flush=True)
+        # Written after every target: a run cut short keeps what it measured.
+        provenance.write_json(args.out, {"provenance": provenance.finish(dict(run)), "records": records})
+    missed = [r["mutation"] for r in records if r["mutation"] != CORRECT and not r["caught_by"]]
+    print(f"{len(records) - len(missed) - (patches != targets)} of {len(patches)} mutations caught; "
+          f"{', '.join(missed) or 'none'} missed")
+    return 1 if missed else 0
 
 
 if __name__ == "__main__":

@@ -23,6 +23,7 @@ from torch import nn
 from ..accounting.dpsgd import DPSGD, dpsgd_noise_multiplier
 from ..accounting.noise_source import NoiseSource
 from .dp_config import DPConfig
+from .run_parameters import record_draw
 
 __all__ = ["check_dp_module", "plan_release", "poisson_batches", "run_dp_epochs", "train_dp_sgd"]
 
@@ -149,6 +150,9 @@ def train_dp_sgd(
     private_optimizer = _secret_noise_optimizer(
         optimizer, release=release, max_grad_norm=max_grad_norm, generator=noise.generator,
         expected_batch_size=release.sample_rate * n if expected_batch_size is None else expected_batch_size)
+    sample_rate = release.sample_rate
+    record_draw("DP-SGD training", "dp-sgd", noise_multiplier=private_optimizer.noise_multiplier,
+                sample_rate=sample_rate)
     losses = []
     try:
         with warnings.catch_warnings():
@@ -156,7 +160,7 @@ def train_dp_sgd(
             private_module.train()
             for _ in range(epochs):
                 total, count = 0.0, 0
-                for batch in poisson_batches(n, release.sample_rate, steps_per_epoch, noise.generator):
+                for batch in poisson_batches(n, sample_rate, steps_per_epoch, noise.generator):
                     index = torch.from_numpy(batch).to(inputs.device)
                     batch_inputs, batch_targets = inputs[index], targets[index]
                     private_optimizer.zero_grad()

@@ -95,13 +95,14 @@ from .fedkd_steps import (
     local_models,
     logit_replies,
     party_logits,
-    party_noise_seeds,
     party_message,
+    party_noise_seeds,
     receive_fedkd_replies,
 )
 from .messages import DEFAULT_MAX_BYTES
 from .party_data import check_multilabel_parties, check_parties
 from .party_schema import local_schema_exchange
+from .run_parameters import records_run_parameters
 from .silo_gate import BudgetRefusal, RefusedRunError, admit, check_budgets, refusals_in, study_name
 
 __all__ = [
@@ -316,6 +317,7 @@ class FedKD(ClassifierMixin, BaseEstimator):
         return NoiseSource.for_task(effective_noise_seed(self))
 
     # --- fitting ----------------------------------------------------------------------------------------
+    @records_run_parameters
     def fit(self, parties: Sequence[tuple[np.ndarray, np.ndarray]], public: np.ndarray, *,
             budgets: Sequence[SiloBudget | None] | None = None, study: str | None = None) -> FedKD:
         """Run FedKD on the parties' private data and the unlabeled public set.
@@ -371,6 +373,7 @@ class FedKD(ClassifierMixin, BaseEstimator):
                                                   int(cast(int, seed_sequence.entropy)), trainings, noise=noise,
                                                   schemas=schemas))
 
+    @records_run_parameters
     def fit_logits(self, party_logits: Sequence[np.ndarray], class_counts: np.ndarray, public: np.ndarray, *,
                    classes: np.ndarray | None = None, parameter_counts: Sequence[int | None] | None = None) -> FedKD:
         """Run FedKD from the parties' logits on the public set, computed elsewhere (a federated runtime, a cache).

@@ -6,7 +6,8 @@ per class (FedKD Eq. 3), sums them, adds Laplace(1/γ) noise per public example 
 (:class:`NoisyLogitEnsemble`, Eq. 4) and distils its own model on the public set from that noisy ensemble
 (Eq. 6–7). Under secure aggregation (``aggregator="skellam"``, :mod:`privfed.pipelines.fedkd_secure`) it
 receives only the sum of the parties' noisy integer levels, a :class:`~privfed.pipelines.fedkd_secure.FedKDLevelSum`,
-and its ensemble is that sum on the logit scale over the n parties, with no noise of its own. The Laplace noise comes from the server's own :class:`~privfed.accounting.NoiseSource`
+and its ensemble is that sum on the logit scale over the n parties, with no noise of its own. The Laplace noise
+comes from the server's own :class:`~privfed.accounting.NoiseSource`
 (:func:`server_noise_source`: secret unless the run opted in with ``noise_seed=``), never from
 ``random_state``, which keeps setting the distillation's initialisation and shuffles.
 :func:`fedkd_server_step` does all of it and returns the fitted attributes as a
@@ -33,8 +34,9 @@ from ._models import fit_classifier, is_torch_classifier, with_seed
 from .fedkd_secure import FedKDLevelSum, skellam_logit_releases
 from .fedkd_steps import SECURE_AGGREGATOR, FedKDLogits, resolved_weighting
 from .party_schema import PartySchema, check_public_classes, record_schema_exchange
-from .secure_sum import colluding_parties, honest_contributors, secure_value_bound, skellam_share_variance
 from .progress import check_progress
+from .run_parameters import record_draw
+from .secure_sum import colluding_parties, honest_contributors, secure_value_bound, skellam_share_variance
 
 __all__ = [
     "COUNT_BYTES",
@@ -326,7 +328,10 @@ def fedkd_server_step(model: Any, results: list[FedKDLogits] | FedKDLevelSum, pu
                else np.full((n_parties, n_outputs), 1.0 / n_parties))
     ensemble = np.einsum("kc,knc->nc", weights, np.stack([r.quantized_logits for r in results]))
     server_rng = np.random.default_rng(server_seeds)
-    noisy = NoisyLogitEnsemble(ensemble, gamma=model.gamma, rng=server_noise_source(noise).generator,
+    gamma = model.gamma
+    if gamma is not None:
+        record_draw("FedKD server ensemble noise", "laplace", scale=1.0 / gamma)
+    noisy = NoisyLogitEnsemble(ensemble, gamma=gamma, rng=server_noise_source(noise).generator,
                                redraw=model.redraw_noise_per_batch)
     server_model, server_classes, distillation = _distill(model, noisy, public, server_rng)
     bandwidth = BandwidthReport(

@@ -39,6 +39,7 @@ from .fedkd_secure import FedKDNoisyLevels, own_share_release
 from .messages import ArraySpec, MessageError, Record, WireMessage
 from .party_data import class_codes
 from .preflight import warn_if_noise_drowns_votes
+from .run_parameters import record_draw
 from .secure_sum import add_skellam_share, check_collusion, skellam_share_variance
 from .silo_gate import planned_dp_training
 
@@ -273,6 +274,7 @@ def fedkd_party_step(
                                f"{task.clip!r}, quantization scale {task.quantization_scale!r})")
         levels = np.rint(quantized * scale / clip).astype(np.int64)
         share = NoiseSource.for_task(task.noise_seed).spawn(1)[0]  # independent of the DP-SGD noise's stream
+        record_draw(f"FedKD {party}'s Skellam share", "skellam-share", variance=task.skellam_share_variance)
         noisy = add_skellam_share(levels, task.skellam_share_variance, value_bound=scale,
                                   generator=share.generator, party=party)
         return FedKDPartyOutcome(FedKDNoisyLevels(noisy), dp_release(model))

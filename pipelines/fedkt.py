@@ -67,6 +67,7 @@ from .messages import DEFAULT_MAX_BYTES, record_sizes
 from .party_data import check_parties, check_party_data, party_classes
 from .party_schema import PartySchema, describe_party, federation_classes
 from .progress import check_progress, progress_bar
+from .run_parameters import records_run_parameters
 from .silo_gate import BudgetRefusal, RefusedRunError, admit, check_budgets, refusals_in, study_name
 
 __all__ = ["CentralizedPATE", "FedKT", "Solo", "query_count"]
@@ -353,6 +354,7 @@ class FedKT(ClassifierMixin, BaseEstimator):
                 raise ValueError(f"secure_aggregation=True needs {needed}; got {given}")
 
     # --- fitting ----------------------------------------------------------------------------------
+    @records_run_parameters
     def fit(self, parties: Sequence[tuple[np.ndarray, np.ndarray]], public: np.ndarray, *,
             budgets: Sequence[SiloBudget | None] | None = None, study: str | None = None) -> FedKT:
         """Run FedKT on the parties' private data and the unlabeled public set.

@@ -57,6 +57,7 @@ from ..accounting.noise_source import NoiseSource
 from ..accounting.skellam import SkellamMechanism
 from ._dp_ledger import DPTrainingReport, training_report
 from .messages import ArraySpec, MessageError, WireMessage
+from .run_parameters import record_draw
 from .secure_sum import (
     add_skellam_share,
     check_collusion,
@@ -136,6 +137,7 @@ def secure_party_outcome(task: Any, plain: Any, *, party: str) -> FedKTSecureOut
     predictions = plain.votes.predictions  # (s, final queries): never sent
     histogram = consistent_votes(predictions[None], len(task.classes))
     # The party's own noise source (secret unless the task carries a noise_seed); the plain step drew nothing from it.
+    record_draw(f"FedKT {party}'s Skellam share", "skellam-share", variance=task.noise_scale)
     noisy = add_skellam_share(histogram, task.noise_scale, value_bound=task.n_partitions,
                               generator=NoiseSource.for_task(task.noise_seed).generator, party=party)
     return FedKTSecureOutcome(FedKTNoisyVotes(noisy), tuple(plain.students), plain.teacher_votes,

@@ -69,6 +69,7 @@ from .messages import ArraySpec, MessageError, Record, WireMessage
 from .partition import keyed_teacher_subsets
 from .party_schema import WITHHELD_SIZE, PartySchema, record_schema_exchange
 from .preflight import warn_if_noise_drowns_votes
+from .run_parameters import record_draw
 from .voting import break_ties_at_random, consistent_votes, noisy_labels, prediction_votes
 
 __all__ = [
@@ -112,6 +113,7 @@ class NoisyArgmax:
         """Confident GNMax's threshold step: which queries are answered (max_j n_j + N(0, σ₁²) ≥ T)."""
         assert self.sigma_threshold is not None  # set for "confident-gnmax" (fedkt_noise)
         top = np.asarray(votes, dtype=float).max(axis=1)
+        record_draw("FedKT Confident GNMax threshold step", "gaussian-threshold", sigma=self.sigma_threshold)
         return top + rng.normal(0.0, self.sigma_threshold, size=top.shape) >= self.threshold
 
     def labels(self, votes: np.ndarray, rng: np.random.Generator) -> np.ndarray:
@@ -119,8 +121,12 @@ class NoisyArgmax:
         if self.aggregator == SECURE_AGGREGATOR:
             return break_ties_at_random(votes, rng)
         if self.aggregator == "laplace":
-            return noisy_labels(votes, rng, gamma=self.scale)
-        return noisy_labels(votes, rng, sigma=self.scale)
+            gamma = self.scale
+            record_draw("FedKT noisy max", "laplace", scale=1.0 / gamma)
+            return noisy_labels(votes, rng, gamma=gamma)
+        sigma = self.scale
+        record_draw("FedKT noisy max", "gaussian", sigma=sigma)
+        return noisy_labels(votes, rng, sigma=sigma)
 
     def mechanism(
         self, votes: np.ndarray, votes_per_unit: int, unit: str, *, data_independent_votes_per_unit: int | None = None,

@@ -90,6 +90,7 @@ from .privatekt_steps import (
     privatekt_planned_release,
 )
 from .progress import progress_bar
+from .run_parameters import records_run_parameters
 from .silo_gate import RefusalLog, admit, check_budgets, study_name
 
 __all__ = ["KnowledgeBuffer", "PrivateKT", "RoundExchange", "importance_sample", "perturb_labels", "predictive_entropy"]
@@ -256,6 +257,7 @@ class PrivateKT(ClassifierMixin, BaseEstimator):
         check_public_classes(self.classes)
 
     # --- fitting ---------------------------------------------------------------------------------------
+    @records_run_parameters
     def fit(self, parties: Sequence[tuple[np.ndarray, np.ndarray]], public: np.ndarray, *,
             eval_set: tuple[np.ndarray, np.ndarray] | None = None,
             checkpoint: str | os.PathLike[str] | None = None,

@@ -320,7 +320,8 @@ class PrivateKTServer:
         """The server's state after the rounds done, as (JSON state, arrays) for a round checkpoint.
 
         ``rng`` and ``client_sampler`` are the ``random_state`` generators' states (sampling, tie-breaks,
-        training seeds; the clients of each round); no noise source's state is ever saved (the clients hold theirs; a seeded run's follow from ``noise_seed``).
+        training seeds; the clients of each round); no noise source's state is ever saved (the clients hold theirs;
+        a seeded run's follow from ``noise_seed``).
         """
         state = {
             "rounds_done": self.rounds_done, "entropy": str(self.seed_sequence.entropy),

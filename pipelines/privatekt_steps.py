@@ -40,6 +40,7 @@ from ._models import fit_classifier, is_torch_classifier, with_noise_seed
 from ._random import spawn_seeds
 from .messages import ArraySpec, MessageError, Record, WireMessage
 from .party_data import class_codes
+from .run_parameters import record_draw
 from .voting import break_ties_at_random
 
 __all__ = [
@@ -159,8 +160,11 @@ def _local_seed(task: PrivateKTTask, rng: np.random.Generator) -> int:
 
 def _report(task: PrivateKTTask, predictions: np.ndarray, noise: NoiseSource) -> PrivateKTReport:
     """Randomized response on the client, coins from its own noise source, then the message it sends."""
-    return PrivateKTReport(perturb_labels(predictions, keep_probability=task.keep_probability,
-                                          num_classes=len(task.classes), rng=noise.generator))
+    keep_probability, num_classes = task.keep_probability, len(task.classes)
+    record_draw("PrivateKT client randomized response", "randomized-response", keep_probability=keep_probability,
+                num_classes=num_classes)
+    return PrivateKTReport(perturb_labels(predictions, keep_probability=keep_probability,
+                                          num_classes=num_classes, rng=noise.generator))
 
 
 def privatekt_planned_release(task: PrivateKTTask) -> RandomizedResponse | str:

@@ -98,8 +98,8 @@ from .messages import DEFAULT_MAX_BYTES
 from .party_data import check_parties, check_party_data
 from .party_schema import PartySchema, check_public_classes, local_schema_exchange
 from .progress import check_progress, progress_bar
+from .run_parameters import records_run_parameters
 from .selective_fd_server import FDServer
-from .silo_gate import check_budgets, study_name
 from .selective_fd_steps import (
     SERVER_NOISE_MODES,
     FDProtocol,
@@ -108,6 +108,7 @@ from .selective_fd_steps import (
     confident_examples,
     training_rows,
 )
+from .silo_gate import check_budgets, study_name
 
 __all__ = [
     "FedMD",
@@ -164,6 +165,7 @@ class _FederatedDistillation(ClassifierMixin, BaseEstimator):
             return list(self.model)
         return [self.model] * n_clients
 
+    @records_run_parameters
     def fit(self, parties: Sequence[tuple[np.ndarray, np.ndarray]], public: np.ndarray | None = None, *,
             checkpoint: str | os.PathLike[str] | None = None,
             budgets: Sequence[SiloBudget | None] | None = None, study: str | None = None) -> _FederatedDistillation:

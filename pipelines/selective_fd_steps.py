@@ -63,6 +63,7 @@ from .executor import PartyTask, run_party_tasks
 from .kulsif import DensityRatioSelector
 from .messages import ArraySpec, MessageError, Record, WireMessage
 from .party_data import class_codes
+from .run_parameters import record_draw
 from .silo_gate import BudgetRefusal, Refusal, RefusedRunError, admit
 from .voting import break_ties_at_random
 
@@ -481,6 +482,8 @@ def share_step(client: FDClient, message: SelectiveFDRound) -> tuple[FDClient, S
     codes = probabilities.argmax(axis=1)
     if not math.isnan(setup.keep_probability):
         coins = NoiseSource.for_task(coins_seed).generator
+        record_draw("Selective-FD client randomized response", "randomized-response",
+                    keep_probability=setup.keep_probability, num_classes=len(classes))
         codes = randomized_codes(codes, setup.keep_probability, len(classes), coins)
     return client, SelectiveFDShare(shared, codes[shared].astype(np.int64))
 
@@ -664,6 +667,9 @@ def server_round(
     answered = np.flatnonzero(sharers > 0)
     released = None
     if protocol.privacy in SERVER_NOISE_MODES:
+        record_draw("Selective-FD server GNMax", "gaussian", sigma=protocol.sigma)
+        if protocol.privacy == "confident-gnmax":
+            record_draw("Selective-FD server threshold step", "gaussian-threshold", sigma=protocol.sigma_threshold)
         gaussian = (NoiseSource.secret() if noise is None else noise).generator
         assert protocol.sigma is not None  # GNMax's σ is set (FDProtocol)
         released_votes = votes[answered]

@@ -63,7 +63,7 @@ _FROM_ACCOUNTING = (
     "randomized_response_variance",
     "release_epsilon",
 )
-_FROM_AUDIT = ("audit", "load_claims")
+_FROM_AUDIT = ("audit", "audit_parameters", "load_claims")
 _FROM_AUDIT_REPORT = ("AuditInputError", "AuditReport", "Check")
 _FROM_BUNDLE = ("BundleError", "BundleIntegrityError", "LegacyBundleWarning", "bundle_digest", "load_bundle",
                 "save_bundle")

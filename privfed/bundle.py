@@ -10,6 +10,7 @@ A bundle is a folder::
     model.safetensors  torch models: tensors in safetensors, plus
     architecture.json  the architecture spec (JSON) needed to rebuild the module
     evidence.npz       optional, PRIVATE: the evidence of data-dependent entries (np.savez)
+    run_parameters.json  optional: the parameters each step passed to its noise function, as run (public)
     card.json          what the card states beyond the ledger: metrics, data description, intended use
     MODEL_CARD.md      the ledger and card.json rendered for people
 
@@ -71,6 +72,7 @@ __all__ = [
 
 LEDGER_FILE = "ledger.json"
 EVIDENCE_FILE = "evidence.npz"
+RUN_PARAMETERS_FILE = "run_parameters.json"
 MODEL_CARD_FILE = "MODEL_CARD.md"
 ARCHITECTURE_FILE = "architecture.json"
 
@@ -99,8 +101,8 @@ _FAMILY_FILES = {
     "torch-module": (ARCHITECTURE_FILE, "model.safetensors"),
 }
 #: Every name save_bundle writes; overwrite=True replaces only a folder holding nothing else.
-_BUNDLE_FILES = (MANIFEST_FILE, SIGNATURE_FILE, LEDGER_FILE, EVIDENCE_FILE, MODEL_CARD_FILE, CARD_DATA_FILE,
-                 ARCHITECTURE_FILE, "model.ubj", "model.skops", "model.safetensors")
+_BUNDLE_FILES = (MANIFEST_FILE, SIGNATURE_FILE, LEDGER_FILE, EVIDENCE_FILE, RUN_PARAMETERS_FILE, MODEL_CARD_FILE,
+                 CARD_DATA_FILE, ARCHITECTURE_FILE, "model.ubj", "model.skops", "model.safetensors")
 
 
 class LegacyBundleWarning(UserWarning):
@@ -337,6 +339,7 @@ def save_bundle(
     data: Mapping[str, Any] | None = None,
     intended_use: str | None = None,
     audit_result: Any = None,
+    run_parameters: list[Mapping[str, Any]] | None = None,
 ) -> Path:
     """Write ``model`` with its privacy ledger as a bundle folder, atomically.
 
@@ -381,6 +384,11 @@ def save_bundle(
         The :class:`~privfed.accounting.auditing.AuditResult` of an empirical audit of the pipeline
         (``privfed.empirical_audit``), recorded in ``card.json`` and on the card (covered by the manifest and any
         signature). Default: the card says none was run.
+    run_parameters:
+        The parameters each step passed to its noise function, as run (a pipeline's ``run_parameters_``:
+        :mod:`privfed.pipelines.run_parameters`), written to ``run_parameters.json`` for ``privfed audit``'s
+        parameter-consistency check. Public parameters, never noise. Default: a fitted pipeline's own
+        ``run_parameters_``, else none.
 
     Returns
     -------
@@ -391,6 +399,7 @@ def save_bundle(
     if hasattr(model, "final_model_") and hasattr(model, "ledger_"):
         ledger = model.ledger_ if ledger is None else ledger
         refused = getattr(model, "refused_", None)
+        run_parameters = getattr(model, "run_parameters_", None) if run_parameters is None else run_parameters
         model = model.final_model_
     family = _model_family(model)
     if ledger is None:
@@ -432,6 +441,9 @@ def save_bundle(
             write_file(staging / EVIDENCE_FILE, buffer.getvalue())
             bundle_ledger.evidence_fingerprint = {"file": EVIDENCE_FILE, "sha256": sha256_hex(buffer.getvalue())}
         write_file(staging / LEDGER_FILE, bundle_ledger.to_json().encode())
+        if run_parameters is not None:
+            write_file(staging / RUN_PARAMETERS_FILE,
+                       (json.dumps(list(run_parameters), indent=1, allow_nan=False) + "\n").encode())
         write_file(staging / CARD_DATA_FILE, (json.dumps(card_data, indent=2, ensure_ascii=False) + "\n").encode())
         write_file(staging / MODEL_CARD_FILE, render_model_card(bundle_ledger, card=card_data).encode())
         for name in fingerprint["files"]:  # written by the model libraries, which do not fsync

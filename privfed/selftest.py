@@ -16,13 +16,20 @@ test's law at that α (normal approximation for moments, non-central χ² for go
 
 Optional parts: the DP-SGD check needs torch and opacus, the DP selector and Selective-FD checks scikit-learn;
 a check whose dependency is missing is reported as skipped, never as passed.
+
+Another project's noise code. :class:`MechanismUnderTest` is the adapter: a name, a callable that runs the
+user's own mechanism on a zero input and returns ``size`` outputs, the law it claims (``"laplace"``,
+``"gaussian"``, ``"skellam"`` or ``"randomized-response"``) and that law's parameters. ``selftest(only=[],
+mechanisms=[...])`` runs the same statistics on it: the law (KS or χ²), its scale or variance or keep
+probability (with the check's power), integrality for Skellam, and independence — within one call (lag-1
+correlation) and between two calls (noise reused across queries shows as ρ = 1).
 """
 
 from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from types import SimpleNamespace
 from typing import Any
@@ -32,7 +39,7 @@ from scipy import integrate, stats
 
 from privfed.accounting.noise_source import NoiseSource
 
-__all__ = ["CHECK_NAMES", "SelftestCheck", "SelftestReport", "selftest"]
+__all__ = ["CHECK_NAMES", "LAWS", "MechanismUnderTest", "SelftestCheck", "SelftestReport", "selftest"]
 
 #: The power every check reports: the smallest deviation detected with at least this probability.
 POWER = 0.9
@@ -279,9 +286,8 @@ def _skellam_share(size: int, alpha: float) -> _Outcome:
 def _secure_sum(size: int, alpha: float) -> _Outcome:
     """Four parties' add_skellam_share from their own sources, summed: the ledger's variance, no cross-party
     correlation (two parties given the same noise would show ρ = 1)."""
-    from privfed.pipelines.secure_sum import add_skellam_share, skellam_share_variance
-
     from privfed.pipelines.fedkd_secure import skellam_logit_releases
+    from privfed.pipelines.secure_sum import add_skellam_share, skellam_share_variance
 
     sigma, n_parties = 4.0, 4
     share_variance = skellam_share_variance(sigma, n_parties)
@@ -320,9 +326,9 @@ def _fedkt_secure_share(size: int, alpha: float) -> _Outcome:
     return _Outcome(p_values, power, detail)
 
 
-def _rr_check(perturb: Callable[[np.ndarray, float, int], np.ndarray], size: int, alpha: float) -> _Outcome:
+def _rr_check(perturb: Callable[[np.ndarray, float, int], np.ndarray], size: int, alpha: float, *,
+              beta: float = 0.6, classes: int = 4) -> _Outcome:
     """Randomized response on label 0: χ² against (β + (1 − β)/C, (1 − β)/C, …); its power on β."""
-    beta, classes = 0.6, 4
     reports = perturb(np.zeros(size, dtype=np.int64), beta, classes)
     counts = np.bincount(reports, minlength=classes)
 
@@ -436,6 +442,59 @@ def _dp_sgd(size: int, alpha: float) -> _Outcome:
     return _gaussian_difference(fit() - fit(), lr * sigma * clip / batch, alpha, "DP-SGD parameters")
 
 
+class _LabelRecorder:
+    """A student that keeps the labels it is trained on (the L2 party step's noisy labels) and predicts class 0."""
+
+    seen: list[np.ndarray] = []
+
+    def __init__(self, random_state: int | None = None) -> None:
+        self.random_state = random_state
+
+    def get_params(self, deep: bool = True) -> dict[str, Any]:
+        return {"random_state": self.random_state}
+
+    def set_params(self, **params: Any) -> _LabelRecorder:
+        self.random_state = params.get("random_state", self.random_state)
+        return self
+
+    def fit(self, X: np.ndarray, y: np.ndarray) -> _LabelRecorder:
+        _LabelRecorder.seen.append(np.asarray(y))
+        return self
+
+    def predict(self, X: np.ndarray) -> np.ndarray:
+        return np.zeros(len(X), dtype=np.int64)
+
+
+def _fedkt_l2_party_labels(size: int, alpha: float) -> _Outcome:
+    """FedKT-L2's party step end to end (fedkt_party_step): t = 4 single-class teachers vote unanimously for class 0
+    on every local query; the labels its student is trained on must follow the Laplace noisy max of (4, 0, 0) at
+    the task's γ — every one of them noised (a clean label leaking into the student's training set shows here)."""
+    from sklearn.tree import DecisionTreeClassifier
+
+    from privfed.pipelines.fedkt_steps import FedKTTask, fedkt_party_step
+
+    gamma, teachers = 0.5, 4
+    task = FedKTTask(queries=np.zeros((size, 1)), classes=np.arange(3), n_local_queries=size, n_final_queries=1,
+                     n_partitions=1, n_teachers=teachers, seed=0, party_noise="laplace", noise_scale=gamma,
+                     target_epsilon=math.nan, delta=1e-5)
+    _LabelRecorder.seen.clear()
+    fedkt_party_step(task, np.arange(100.0)[:, None], np.zeros(100, dtype=np.int64),  # distinct rows: 4 teachers
+                     teacher=DecisionTreeClassifier(), student=_LabelRecorder(), party="selftest")
+    if len(_LabelRecorder.seen) != 1 or len(_LabelRecorder.seen[0]) != size:
+        raise _Failure(f"the student must be trained once on all {size} noisy labels, got "
+                       f"{[len(labels) for labels in _LabelRecorder.seen]}")
+    labels = _LabelRecorder.seen.pop()
+    votes = np.array([teachers, 0.0, 0.0])
+    counts = np.bincount(labels, minlength=3)[:3]
+    expected = _winner_probabilities(votes, stats.laplace(scale=1 / gamma))
+    power = _smallest_deviation(lambda factor: _chi2_power(
+        expected, _winner_probabilities(votes, stats.laplace(scale=factor / gamma)), size, alpha))
+    leak = next((f"{d:.0%}" for d in _DEVIATIONS  # a fraction d of the labels is the clean vote's, class 0
+                 if _chi2_power(expected, (1 - d) * expected + d * np.eye(3)[0], size, alpha) >= POWER), "> 100%")
+    return _Outcome([_gof_p(counts, expected)], f"noise scale off by {power}; a clean-label leak of {leak}",
+                    f"unanimous (4, 0, 0): {np.round(counts / size, 3).tolist()} vs {np.round(expected, 3).tolist()}")
+
+
 def _party_sources(size: int, alpha: float) -> _Outcome:
     """fedkt_noise_seeds: a secret root sends no seed; a seeded root gives each party and the server distinct seeds,
     and the parties' draws are uncorrelated."""
@@ -452,6 +511,86 @@ def _party_sources(size: int, alpha: float) -> _Outcome:
     return _Outcome([_correlation_p(*draws), _correlation_p(*secret)],
                     f"a correlation of {_z_detectable(1 / math.sqrt(size), alpha):.3f} between two parties' noise",
                     "seeds distinct; secret root sends none")
+
+
+#: The laws a :class:`MechanismUnderTest` may claim, and the parameters each one needs.
+LAWS: dict[str, tuple[str, ...]] = {"laplace": ("scale",), "gaussian": ("sigma",), "skellam": ("variance",),
+                                    "randomized-response": ("keep_probability", "num_classes")}
+
+
+@dataclass(frozen=True)
+class MechanismUnderTest:
+    """A noise function of your own, with the law it claims, for :func:`selftest` (``mechanisms=``).
+
+    Parameters
+    ----------
+    name : str
+        The check's name in the report.
+    sample : callable
+        ``sample(size)`` runs your mechanism on a zero input and returns ``size`` outputs (an array): the noise
+        itself for ``"laplace"``, ``"gaussian"`` and ``"skellam"`` (integers), the reported labels of ``size``
+        true labels 0 for ``"randomized-response"``. Each call must draw fresh noise, as each query would.
+    law : {"laplace", "gaussian", "skellam", "randomized-response"}
+        The law the mechanism claims (its ledger's).
+    parameters : mapping
+        That law's parameters (:data:`LAWS`): ``scale`` (Laplace b), ``sigma`` (Gaussian σ), ``variance``
+        (Skellam σ²), ``keep_probability`` and ``num_classes`` (randomized response).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from privfed.selftest import MechanismUnderTest, selftest
+    >>> rng = np.random.default_rng()
+    >>> mine = MechanismUnderTest("my-laplace", lambda size: rng.laplace(0.0, 2.0, size), "laplace", {"scale": 2.0})
+    >>> selftest(only=[], mechanisms=[mine]).passed  # doctest: +SKIP
+    True
+    """
+
+    name: str
+    sample: Callable[[int], np.ndarray]
+    law: str
+    parameters: Mapping[str, float]
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str) or not self.name:
+            raise ValueError(f"name must be a non-empty string, got {self.name!r}")
+        if not callable(self.sample):
+            raise TypeError(f"sample must be a callable sample(size) -> array, got {type(self.sample).__name__}")
+        if self.law not in LAWS:
+            raise ValueError(f"law must be one of {', '.join(LAWS)}, got {self.law!r}")
+        if not isinstance(self.parameters, Mapping) or set(self.parameters) != set(LAWS[self.law]):
+            got = sorted(self.parameters) if isinstance(self.parameters, Mapping) else self.parameters
+            raise ValueError(f"parameters of a {self.law} mechanism must be {', '.join(LAWS[self.law])}, got {got!r}")
+
+    def check(self, size: int, alpha: float) -> _Outcome:
+        """Run the conformance statistics of the claimed law on ``size`` outputs of two calls."""
+        first, second = (np.asarray(self.sample(size)) for _ in range(2))
+        if first.shape != (size,) or second.shape != (size,):
+            raise _Failure(f"sample({size}) must return {size} outputs, got shapes {first.shape}, {second.shape}")
+        if self.law == "randomized-response":
+            beta, classes = float(self.parameters["keep_probability"]), int(self.parameters["num_classes"])
+            outcome = _rr_check(lambda labels, b, c: first.astype(np.int64), size, alpha, beta=beta, classes=classes)
+            outcome.p_values.append(_correlation_p(first == 0, second == 0))
+            return outcome
+        if self.law == "skellam":
+            variance = float(self.parameters["variance"])
+            p_values, power, detail = _skellam_moments(first, variance, alpha, self.name)
+        else:
+            scale = float(self.parameters["scale" if self.law == "laplace" else "sigma"])
+            law = stats.laplace(scale=scale) if self.law == "laplace" else stats.norm(scale=scale)
+            spread = np.abs(first).mean() if self.law == "laplace" else first.std()
+            relative_se = 1 / math.sqrt(size) if self.law == "laplace" else math.sqrt(1 / (2 * size))
+            z = (spread / scale - 1.0) / relative_se  # |Laplace(b)| is Exp(b); a normal's sd has se σ/√(2n)
+            p_values = [float(stats.kstest(first, law.cdf).pvalue), _z_p(z)]
+            power = f"scale off by {_z_detectable(relative_se, alpha):.1%}"
+            detail = f"{self.name}: {'mean |noise|' if self.law == 'laplace' else 'sd'} {spread:.4f} vs {scale:g}"
+        p_values += [_correlation_p(first[:-1], first[1:]), _correlation_p(first, second)]
+        return _Outcome(p_values, power + f"; a correlation of {_z_detectable(1 / math.sqrt(size), alpha):.3f} "
+                        "within or between calls", detail)
+
+    @property
+    def n_p_values(self) -> int:
+        return 3 if self.law == "randomized-response" else 5 if self.law == "skellam" else 4
 
 
 @dataclass(frozen=True)
@@ -481,9 +620,13 @@ _SPECS = (
     _Spec("dp-selector", "pipelines.dp_selector.DPDensityRatioSelector.fit", 2, _dp_selector, 40_000, ("sklearn",)),
     _Spec("dp-sgd", "pipelines.dp_training.train_dp_sgd (TorchMLP, white box)", 2, _dp_sgd, 40_000,
           ("torch", "opacus", "sklearn")),
+    _Spec("fedkt-l2-party-labels", "pipelines.fedkt_steps.fedkt_party_step (L2, its student's training labels)", 1,
+          _fedkt_l2_party_labels, 20_000, ("sklearn",)),
     _Spec("party-noise-sources", "pipelines.fedkt_steps.fedkt_noise_seeds; NoiseSource.for_task", 2, _party_sources,
           100_000),
 )
+#: Outputs per call of a :class:`MechanismUnderTest` at ``size_factor=1``.
+_USER_SIZE = 20_000
 #: The checks :func:`selftest` runs, in order.
 CHECK_NAMES: tuple[str, ...] = tuple(spec.name for spec in _SPECS)
 
@@ -494,8 +637,8 @@ def _missing(modules: Sequence[str]) -> list[str]:
     return [module for module in modules if importlib.util.find_spec(module) is None]
 
 
-def selftest(*, family_alpha: float = 0.01, only: Sequence[str] | None = None, size_factor: float = 1.0
-             ) -> SelftestReport:
+def selftest(*, family_alpha: float = 0.01, only: Sequence[str] | None = None, size_factor: float = 1.0,
+             mechanisms: Sequence[MechanismUnderTest] = ()) -> SelftestReport:
     """Run privfed's noise conformance checks on this installation.
 
     Parameters
@@ -506,6 +649,10 @@ def selftest(*, family_alpha: float = 0.01, only: Sequence[str] | None = None, s
         Names from :data:`CHECK_NAMES` to run (default: all). α per p-value stays that of the whole suite.
     size_factor : float, default=1.0
         Multiplies every check's sample size (power grows as its square root), in (0, 100].
+    mechanisms : sequence of MechanismUnderTest, default=()
+        Your own noise functions, each checked against the law it claims (20,000 outputs per call, times
+        ``size_factor``), after privfed's checks; ``only=[]`` runs yours alone. Their p-values join the
+        Bonferroni family.
 
     Returns
     -------
@@ -520,12 +667,19 @@ def selftest(*, family_alpha: float = 0.01, only: Sequence[str] | None = None, s
     unknown = sorted(set(names) - set(CHECK_NAMES))
     if unknown:
         raise ValueError(f"only must name checks among {', '.join(CHECK_NAMES)}; got {', '.join(unknown)}")
-    n_p_values = sum(spec.n_p_values for spec in _SPECS)
+    if isinstance(mechanisms, MechanismUnderTest) or not all(isinstance(m, MechanismUnderTest) for m in mechanisms):
+        raise TypeError(f"mechanisms must be a sequence of MechanismUnderTest, got {mechanisms!r}")
+    clashes = sorted({m.name for m in mechanisms} & set(CHECK_NAMES)) or sorted(
+        {m.name for m in mechanisms if [n.name for n in mechanisms].count(m.name) > 1})
+    if clashes:
+        raise ValueError(f"mechanisms need distinct names other than privfed's checks; got {', '.join(clashes)} twice")
+    n_p_values = sum(spec.n_p_values for spec in _SPECS) + sum(m.n_p_values for m in mechanisms)
     alpha = family_alpha / n_p_values
     start, checks = time.perf_counter(), []
-    for spec in _SPECS:
-        if spec.name not in names:
-            continue
+    specs = [*(spec for spec in _SPECS if spec.name in names),
+             *(_Spec(m.name, f"{m.law} {dict(m.parameters)} (your mechanism)", m.n_p_values, m.check, _USER_SIZE)
+               for m in mechanisms)]
+    for spec in specs:
         began = time.perf_counter()
         missing = _missing(spec.needs)
         if missing:

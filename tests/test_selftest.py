@@ -18,7 +18,7 @@ def test_the_cheap_checks_pass_on_privfeds_code_and_state_alpha_and_power():
     report = selftest(only=CHEAP)
     assert report.passed, report.to_dict()
     assert [check.name for check in report.checks] == [name for name in CHECK_NAMES if name in CHEAP]
-    assert report.n_p_values == 42 and all(check.alpha == pytest.approx(0.01 / 42) for check in report.checks)
+    assert report.n_p_values == 43 and all(check.alpha == pytest.approx(0.01 / 43) for check in report.checks)
     assert all(check.power and min(check.p_values) >= check.alpha for check in report.checks)
     assert privfed.selftest is selftest
 
@@ -69,7 +69,7 @@ def test_bad_arguments_are_refused_in_one_line():
         selftest(family_alpha=1.0)
     with pytest.raises(ValueError, match="size_factor must be in"):
         selftest(size_factor=0)
-    assert len(CHECK_NAMES) == 13
+    assert len(CHECK_NAMES) == 14
 
 
 def test_every_planted_bug_applies_to_the_code_and_leaves_the_accounting_alone(tmp_path):
@@ -95,9 +95,32 @@ def test_every_planted_bug_applies_to_the_code_and_leaves_the_accounting_alone(t
 def test_the_mutation_tables_are_the_rendering_of_the_committed_raw_results():
     from pathlib import Path
 
-    from bench.mutation_testing import table
+    from bench.mutation_testing import CORRECT, RAW_FILES, table
 
     root = Path(__file__).resolve().parents[1]
-    records = json.loads((root / "bench" / "results" / "mutation_testing.json").read_text(encoding="utf-8"))["records"]
-    assert table(records) in (root / "docs" / "audit.md").read_text(encoding="utf-8")
-    assert len(records) == 16 and not records[0]["caught_by"] and all(record["caught_by"] for record in records[1:])
+    documents = [json.loads((root / path).read_text(encoding="utf-8")) for path in RAW_FILES]
+    assert table(documents) in (root / "docs" / "audit.md").read_text(encoding="utf-8")
+    (parameters,), (correct,) = documents[0]["records"], documents[1]["records"]
+    assert parameters["mutation"] == correct["mutation"] == CORRECT and correct["selftest"]["repeats"] >= 1
+    assert parameters["parameter_check"]["results"] and not parameters["parameter_check"]["failed"]
+    mutants = [record for document in documents[2:] for record in document["records"]]
+    patches = {patch.stem for patch in (root / "bench" / "mutations").glob("*.patch")}
+    assert mutants and {record["mutation"] for record in mutants} <= patches
+    assert all(record["caught_by"] for record in mutants if "caught_by" in record)  # a run cut short has none
+
+
+def test_fedkt_l2_party_labels_sees_a_tenth_of_clean_labels(monkeypatch):
+    """bench/mutations/16: a tenth of the L2 student's labels are the clean teacher vote: the party-step check fails."""
+    from privfed.pipelines import fedkt_steps
+
+    honest = fedkt_steps.NoisyArgmax.labels
+
+    def leaking(self, votes, rng):
+        labels = honest(self, votes, rng)
+        labels[: len(labels) // 10] = np.asarray(votes)[: len(labels) // 10].argmax(axis=1)
+        return labels
+
+    assert selftest(only=["fedkt-l2-party-labels"]).passed
+    monkeypatch.setattr(fedkt_steps.NoisyArgmax, "labels", leaking)
+    check = selftest(only=["fedkt-l2-party-labels"]).checks[0]
+    assert check.status == "fail" and "a clean-label leak of 10%" in check.power

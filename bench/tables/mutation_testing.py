@@ -8,7 +8,13 @@ from bench.tables import table
 def _mutations(documents: list) -> str:
     from bench.mutation_testing import table as render  # the script's renderer (docs/audit.md prints it too)
 
-    return render(documents[0]["records"])
+    return render(documents)
 
 
-table("mutation-testing", raw=["bench/results/mutation_testing.json"])(_mutations)
+def _raw_files() -> list[str]:
+    from bench.mutation_testing import RAW_FILES
+
+    return list(RAW_FILES)
+
+
+table("mutation-testing", raw=_raw_files())(_mutations)

@@ -29,6 +29,7 @@ One module per kind of check, and a driver:
 * :mod:`~privfed.audit.claims` — claims files (:func:`load_claims`);
 * :mod:`~privfed.audit.claims_recomputation` — a claims file's claim against its stated mechanisms;
 * :mod:`~privfed.audit.card` — the model card and its privacy statement against the ledger;
+* :mod:`~privfed.audit.parameters` — the parameters each noise call ran with, against the ledger's;
 * :mod:`~privfed.audit.provenance` — where the noise came from (secret, or regenerable by the bundle's holder);
 * :mod:`~privfed.audit.sizes` — public ledger values derived from private sizes or labels;
 * :mod:`~privfed.audit.assumptions` — the relation and assumptions of every observer's ε;
@@ -41,6 +42,7 @@ One module per kind of check, and a driver:
 
 from privfed.audit.claims import CLAIMS_TYPE, load_claims
 from privfed.audit.driver import audit
+from privfed.audit.parameters import audit_parameters
 from privfed.audit.recomputation import RTOL
 
-__all__ = ["CLAIMS_TYPE", "RTOL", "audit", "load_claims"]
+__all__ = ["CLAIMS_TYPE", "RTOL", "audit", "audit_parameters", "load_claims"]

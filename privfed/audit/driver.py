@@ -1,7 +1,8 @@
 """The audit's driver: :func:`audit` checks its arguments, runs the checks in table order, returns the verdict.
 
 A bundle: integrity, recomputation, the card, the guarantee as implemented (noise provenance, size-revealing
-parameters, relations and assumptions), claim hygiene, safe loading and the empirical check (a bundle that fails an
+parameters, the parameters its noise calls ran with when it ships ``run_parameters.json``, relations and
+assumptions), claim hygiene, safe loading and the empirical check (a bundle that fails an
 earlier check, other than those of its guarantee as implemented, is never loaded). A claims file, with or without
 its model: the file, the model file, recomputation, hygiene, safe loading and the empirical check. Each kind of
 check is a module of this package; :class:`~privfed.audit.report.AuditReport` renders the verdict.
@@ -31,6 +32,7 @@ from privfed.audit.integrity import (
 )
 from privfed.audit.loading import load_bundle_model, load_foreign_model
 from privfed.audit.membership import empirical_check, empirical_claim, read_samples
+from privfed.audit.parameters import parameters_check
 from privfed.audit.provenance import noise_headline, noise_provenance_check
 from privfed.audit.recomputation import budget_check, entry_checks, ledger_statement, totals_check
 from privfed.audit.report import (
@@ -42,7 +44,7 @@ from privfed.audit.report import (
     unsigned_headline,
 )
 from privfed.audit.sizes import size_check
-from privfed.bundle import LEDGER_FILE, BundleError
+from privfed.bundle import LEDGER_FILE, RUN_PARAMETERS_FILE, BundleError
 from privfed.manifest import read_bundle_files
 
 __all__ = ["audit"]
@@ -54,6 +56,15 @@ def _headline(provenance: Check, signing: Check, ledger: Any) -> str:
     if provenance.status == "fail":
         return noise
     return " ".join(line for line in (noise, unsigned_headline(signing, ledger)) if line)
+
+
+def _run_parameters_check(content: bytes, document: Mapping[str, Any]) -> Check:
+    """The bundle's run record (``run_parameters.json``) against its ledger; an unreadable record fails."""
+    try:
+        record = load_json(content, RUN_PARAMETERS_FILE)
+    except LedgerFormatError as error:
+        return Check("parameter consistency", "fail", str(error), INTEGRITY_MEANING, "parameter-consistency")
+    return parameters_check(document, record)
 
 
 def audit(
@@ -219,6 +230,8 @@ def _audit_bundle(directory: Path, *, evidence, samples, given_units, module, mo
     untrustworthy = any(check.status == "fail" for check in checks)
     provenance = noise_provenance_check(ledger, document["schema_version"])
     checks += [provenance, size_check(ledger, document["budget"].get("target_epsilon"))]
+    if RUN_PARAMETERS_FILE in files:
+        checks.append(_run_parameters_check(files[RUN_PARAMETERS_FILE], document))
     relations = assumptions_check(ledger)
     if relations is not None:
         checks.append(relations)
