@@ -22,8 +22,8 @@ import numpy as np
 
 from ._dp_ledger import require_public_sample_rate
 
-__all__ = ["FittedClassifier", "dp_release", "fit_classifier", "is_dp_trained", "is_torch_classifier", "with_noise_seed",
-           "with_seed"]
+__all__ = ["FittedClassifier", "dp_release", "fit_classifier", "is_dp_trained", "is_torch_classifier",
+           "with_noise_seed", "with_seed"]
 
 
 def is_torch_classifier(model: Any) -> bool:

@@ -151,7 +151,7 @@ def train_dp_sgd(
         optimizer, release=release, max_grad_norm=max_grad_norm, generator=noise.generator,
         expected_batch_size=release.sample_rate * n if expected_batch_size is None else expected_batch_size)
     sample_rate = release.sample_rate
-    record_draw("DP-SGD training", "dp-sgd", noise_multiplier=private_optimizer.noise_multiplier,
+    record_draw("DP-SGD training", "dp-sgd", noise_multiplier=float(getattr(private_optimizer, "noise_multiplier")),
                 sample_rate=sample_rate)
     losses = []
     try:

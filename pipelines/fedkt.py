@@ -490,9 +490,7 @@ class CentralizedPATE(FedKT):
     """Centralised PATE baseline: one party holding all the parties' data, same s and t (FedKT §5)."""
 
     # The baseline pools the parties into one: it takes no per-silo budgets (FedKT.fit's keywords).
-    def fit(  # type: ignore[override]
-        self, parties: Sequence[tuple[np.ndarray, np.ndarray]], public: np.ndarray
-    ) -> CentralizedPATE:
+    def fit(self, parties: Sequence[tuple[np.ndarray, np.ndarray]], public: np.ndarray) -> CentralizedPATE:
         checked, public = check_parties(parties, public)
         pooled = (np.concatenate([X for X, _ in checked]), np.concatenate([y for _, y in checked]))
         return super().fit([pooled], public)

@@ -667,11 +667,12 @@ def server_round(
     answered = np.flatnonzero(sharers > 0)
     released = None
     if protocol.privacy in SERVER_NOISE_MODES:
+        assert protocol.sigma is not None  # GNMax's σ is set (FDProtocol)
         record_draw("Selective-FD server GNMax", "gaussian", sigma=protocol.sigma)
         if protocol.privacy == "confident-gnmax":
+            assert protocol.sigma_threshold is not None  # Confident GNMax's σ₁ is set (FDProtocol)
             record_draw("Selective-FD server threshold step", "gaussian-threshold", sigma=protocol.sigma_threshold)
         gaussian = (NoiseSource.secret() if noise is None else noise).generator
-        assert protocol.sigma is not None  # GNMax's σ is set (FDProtocol)
         released_votes = votes[answered]
         passed = np.ones(len(answered), dtype=bool)
         if protocol.privacy == "confident-gnmax":  # PATE 2018 Algorithm 1: the threshold step first
