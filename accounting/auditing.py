@@ -167,6 +167,9 @@ class AuditResult:
     ``max_lower_bound``: the largest bound this design can reach (every guess right, at each guess count tried,
     with the same m, δ and confidence split); :attr:`can_refute` is False when even that does not exceed the
     claim, so the audit could never report a violation, whatever the mechanism does (NaN: not computed).
+    ``expected_lower_bound`` (± ``expected_lower_bound_sd``): the mean (and standard deviation) of the bound that the
+    *stated* mechanism gives on the same canary design, over a few simulated runs; an observed bound well above it
+    shows a shift even below the claim (NaN: the design has no simulator).
     """
 
     epsilon_lower: float
@@ -184,6 +187,8 @@ class AuditResult:
     runs: int = 1
     details: dict[str, Any] = field(default_factory=dict)
     max_lower_bound: float = math.nan
+    expected_lower_bound: float = math.nan
+    expected_lower_bound_sd: float = math.nan
 
     @property
     def can_refute(self) -> bool:
