@@ -45,7 +45,6 @@ from privfed.accounting import NoiseSource, RandomizedResponse, account, randomi
 from privfed.accounting._checks import check_int_at_least, check_probability
 from privfed.accounting.auditing import AuditResult, audit_release, audit_scores
 from privfed.empirical import plant_canaries, true_label_scores
-from privfed.gradient_canaries import dpsgd_gradient_design
 from privfed.mechanism_canaries import CanaryDesign, fedkt_noisy_max_design, privatekt_rr_design
 from privfed.pipelines import FedKT, PrivateKT
 from privfed.pipelines._random import as_seed_sequence, spawn_seeds
@@ -314,6 +313,8 @@ def _canary_design(design: str, estimator: Any, parties: list, public: np.ndarra
         return CanaryDesign(*_AUDITS[design](estimator, parties, public, num_canaries, seeds))
     rng = np.random.default_rng(seeds)
     if design == "dpsgd-gradient":
+        from privfed.gradient_canaries import dpsgd_gradient_design  # imports torch: only for this design
+
         return dpsgd_gradient_design(estimator, parties, num_canaries, delta=delta, confidence=confidence, rng=rng)
     classes = np.unique(np.concatenate([np.asarray(y) for _, y in parties]))
     build = fedkt_noisy_max_design if design == "fedkt-l1-queries" else privatekt_rr_design
@@ -349,8 +350,8 @@ def _expected_bounds(canaries: CanaryDesign, num_canaries: int, *, claim: float,
     for _ in range(repeats):
         included = rng.random(num_canaries) < 0.5
         bounds.append(audit_scores(canaries.stated(included, rng), included, claimed_epsilon=claim, delta=delta,
-                                   confidence=confidence, num_guesses=canaries.num_guesses,
-                                   random_state=rng).epsilon_lower)
+                                   confidence=confidence, num_guesses=canaries.num_guesses, random_state=rng,
+                                   guess_in_only=canaries.guess_in_only).epsilon_lower)
     return float(np.mean(bounds)), float(np.std(bounds, ddof=1)) if repeats > 1 else math.nan
 
 
@@ -447,7 +448,7 @@ def empirical_audit(estimator: Any, parties: Sequence[tuple[np.ndarray, np.ndarr
     # The FedKT-L2 and DP-SGD claims come from the audited run's own ledger: the run comes first, the verdict after.
     result = audit_release(release, num_canaries, claimed_epsilon=0.0 if math.isnan(claim) else claim, delta=delta,
                            confidence=confidence, num_guesses=canaries.num_guesses, random_state=int(audit_seed),
-                           unit=_UNITS[design])
+                           unit=_UNITS[design], guess_in_only=canaries.guess_in_only)
     ledger = details.pop("ledger", {})
     ledger_epsilon = ledger.get("epsilon", claim_at_delta)
     claimed = ledger_epsilon if math.isnan(claim) else claim

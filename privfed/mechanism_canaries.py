@@ -36,7 +36,7 @@ from typing import Any
 import numpy as np
 
 from privfed.accounting import NoiseSource, RandomizedResponse, account, randomized_response_keep_probability
-from privfed.accounting.auditing import audit_scores, max_lower_bound
+from privfed.accounting.auditing import epsilon_lower_bound, max_lower_bound
 from privfed.pipelines.fedkt_steps import FedKTVotes, fedkt_noise, fedkt_server_step
 from privfed.pipelines.privatekt_steps import perturb_labels
 
@@ -47,7 +47,7 @@ TUNING_FRACTIONS: tuple[float, ...] = (1 / 512, 1 / 256, 1 / 128, 1 / 64, 1 / 32
 #: Simulated runs of the stated mechanism per candidate when tuning.
 TUNING_REPEATS = 4
 #: Fewest guesses a tuned design makes (fewer: the best of many noisy simulated bounds is mostly luck).
-MIN_TUNED_GUESSES = 100
+MIN_TUNED_GUESSES = 250
 
 
 @dataclass
@@ -55,30 +55,38 @@ class CanaryDesign:
     """One audit's canaries: ``release(included)`` runs the code under audit and returns one score per canary;
     ``claim`` is the ledger's ε for what one canary can change (NaN: known only after the run, in
     ``details["ledger"]["epsilon"]``); ``stated(included, rng)`` the same scores from the stated mechanism (None:
-    no simulator); ``num_guesses`` the guess count fixed in advance (None: the default fractions)."""
+    no simulator); ``num_guesses`` the guess count fixed in advance (None: the default fractions);
+    ``guess_in_only``: every guess is *in* (:func:`privfed.accounting.auditing.audit_scores`)."""
 
     release: Callable[[np.ndarray], np.ndarray]
     claim: float
     details: dict[str, Any] = field(default_factory=dict)
     stated: Callable[[np.ndarray, np.random.Generator], np.ndarray] | None = None
     num_guesses: int | None = None
+    guess_in_only: bool = False
 
 
 def _simulated_bounds(stated, num_canaries: int, counts: list[int], *, delta: float, confidence: float,
-                      rng: np.random.Generator, repeats: int) -> np.ndarray:
+                      rng: np.random.Generator, repeats: int, guess_in_only: bool = False) -> np.ndarray:
     """Mean ε lower bound of the stated mechanism at each guess count (each audited at full confidence)."""
     bounds = np.zeros(len(counts))
     for _ in range(repeats):
         included = rng.random(num_canaries) < 0.5
         scores = stated(included, rng)
+        # count_correct_guesses for every r from one sort: ascending score, random among ties
+        ranked = included[np.lexsort((rng.random(num_canaries), scores))]
+        right_in = np.concatenate([[0], np.cumsum(ranked[::-1])])  # right among the k highest, k = 0..m
+        right_out = np.concatenate([[0], np.cumsum(~ranked)])  # right among the k lowest
         for index, r in enumerate(counts):
-            bounds[index] += audit_scores(scores, included, claimed_epsilon=0.0, delta=delta, confidence=confidence,
-                                          num_guesses=r, random_state=rng).epsilon_lower / repeats
+            guesses_in = r if guess_in_only else (r + 1) // 2
+            correct = int(right_in[guesses_in] + right_out[r - guesses_in])
+            bounds[index] += epsilon_lower_bound(correct, r, num_canaries, delta=delta,
+                                                 confidence=confidence) / repeats
     return bounds
 
 
 def choose_guesses(stated, num_canaries: int, *, delta: float, confidence: float, rng: np.random.Generator,
-                   claim: float = 0.0, repeats: int = TUNING_REPEATS) -> tuple[int, float]:
+                   claim: float = 0.0, repeats: int = TUNING_REPEATS, guess_in_only: bool = False) -> tuple[int, float]:
     """The guess count r (among :data:`TUNING_FRACTIONS` · m) with the largest simulated bound, and that bound.
 
     Only the counts whose every-guess-right bound exceeds ``claim`` are considered (when any does), so that the audit
@@ -89,8 +97,9 @@ def choose_guesses(stated, num_canaries: int, *, delta: float, confidence: float
     refuting = [r for r in counts if max_lower_bound(num_canaries, delta=delta, confidence=confidence,
                                                      num_guesses=r) > claim]
     counts = refuting or counts
-    bounds = _simulated_bounds(stated, num_canaries, counts, delta=delta, confidence=confidence, rng=rng,
-                               repeats=repeats)
+    # The simulated bounds are compared at δ = 0 (closed form, fast): δ ≤ 1/m hardly moves the best count.
+    bounds = _simulated_bounds(stated, num_canaries, counts, delta=0.0, confidence=confidence, rng=rng,
+                               repeats=repeats, guess_in_only=guess_in_only)
     best = int(np.argmax(bounds))
     return counts[best], float(bounds[best])
 
@@ -142,13 +151,18 @@ def fedkt_noisy_max_design(model: Any, classes: np.ndarray, num_canaries: int, *
 
     mechanism = fedkt_noise(model).mechanism(histogram(np.zeros(m, dtype=bool), 0)[:1], s, "party")
     claim = float(account(mechanism, delta=delta).epsilon)
-    tried = []
-    for gap in range(0, int(np.ceil(6.0 * scale / s)) + 1):
-        r, bound = choose_guesses(stated_at(gap), m, delta=_audit_delta(mechanism, delta), confidence=confidence,
-                                  rng=rng)
-        tried.append((bound, -gap, r))
-    _, neg_gap, num_guesses = max(tried)
-    gap = -neg_gap
+    tried: dict[int, tuple[float, int]] = {}
+
+    def best(gaps) -> int:  # the gap (of those tried so far) with the largest simulated bound; smaller on ties
+        for gap in gaps:
+            if gap not in tried and gap >= 0:
+                tried[gap] = choose_guesses(stated_at(gap), m, delta=_audit_delta(mechanism, delta),
+                                            confidence=confidence, rng=rng)[::-1]
+        return max(tried, key=lambda gap: (tried[gap][0], -gap))
+
+    coarse = best(range(0, int(np.ceil(6.0 * scale / s)) + 1, 2))  # every other gap, then its neighbours
+    gap = best((coarse - 1, coarse + 1))
+    num_guesses = tried[gap][1]
     queries = np.zeros((m, 1))  # the final model never trains (it only records the labels): any public rows do
     fillers = []
     for party in range(2 * base + gap):  # filler parties: `base + gap` vote the leader, `base` the runner-up
