@@ -27,6 +27,11 @@ quantity the ledger accounts; :func:`privfed.audit_release` seals the coins, gue
   data (:func:`privfed.empirical.insert_canaries`'s design); the model trains once with DP-SGD; score =
   log-probability of the canary's label (:func:`privfed.empirical.true_label_scores`): a black-box audit of
   the final model. Claim: the model's DP-SGD ε (example level).
+
+``design="mechanism"`` (FedKT-L1's server noisy max, PrivateKT's randomized response:
+:mod:`privfed.mechanism_canaries`) and ``design="gradient"`` (white-box Dirac gradient canaries in DP-SGD:
+:mod:`privfed.gradient_canaries`) spend each canary on one noisy answer or one gradient; they fix their guess
+count in advance by simulating the stated mechanism, which also gives ``expected_lower_bound``.
 """
 
 from __future__ import annotations
