@@ -46,7 +46,8 @@ __all__ = ["CanaryDesign", "choose_guesses", "fedkt_noisy_max_design", "privatek
 TUNING_FRACTIONS: tuple[float, ...] = (1 / 512, 1 / 256, 1 / 128, 1 / 64, 1 / 32, 1 / 16, 1 / 8, 1 / 4, 1 / 2, 1.0)
 #: Simulated runs of the stated mechanism per candidate when tuning.
 TUNING_REPEATS = 4
-#: Fewest guesses a tuned design makes (fewer: the best of many noisy simulated bounds is mostly luck).
+#: Fewest guesses a tuned design makes, or m/8 if fewer (fewer: the best of many noisy simulated bounds is mostly
+#: luck).
 MIN_TUNED_GUESSES = 250
 
 
@@ -92,8 +93,8 @@ def choose_guesses(stated, num_canaries: int, *, delta: float, confidence: float
     Only the counts whose every-guess-right bound exceeds ``claim`` are considered (when any does), so that the audit
     can refute the claim at all. Runs the *stated* mechanism only, with ``rng``'s randomness: the choice is made
     before the audited run, so the audit uses r at its full confidence."""
-    counts = sorted({max(min(MIN_TUNED_GUESSES, num_canaries), round(fraction * num_canaries))
-                     for fraction in TUNING_FRACTIONS})
+    fewest = max(1, min(MIN_TUNED_GUESSES, num_canaries // 8))
+    counts = sorted({max(fewest, round(fraction * num_canaries)) for fraction in TUNING_FRACTIONS})
     refuting = [r for r in counts if max_lower_bound(num_canaries, delta=delta, confidence=confidence,
                                                      num_guesses=r) > claim]
     counts = refuting or counts
