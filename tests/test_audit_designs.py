@@ -83,14 +83,14 @@ def test_gradient_canaries_refute_noise_divided_by_the_batch_size(digits, monkey
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        correct = empirical_audit(_dpsgd(2.0), *digits, num_canaries=300, random_state=0, design="gradient",
+        correct = empirical_audit(_dpsgd(1.0), *digits, num_canaries=300, random_state=0, design="gradient",
                                   expected_repeats=2)
         monkeypatch.setattr(dp_training, "_secret_noise_optimizer", over_batch_size)
-        broken = empirical_audit(_dpsgd(2.0), *digits, num_canaries=300, random_state=0, design="gradient",
+        broken = empirical_audit(_dpsgd(1.0), *digits, num_canaries=300, random_state=0, design="gradient",
                                  expected_repeats=0)
     assert correct.details["design"] == "dpsgd-gradient" and correct.unit == "example"
     assert correct.can_refute and not correct.violation and math.isfinite(correct.expected_lower_bound)
-    assert broken.violation and broken.epsilon_lower > 2.0
+    assert broken.violation and broken.epsilon_lower > 1.0
 
 
 def test_gradient_canary_score_is_the_likelihood_ratio():
