@@ -167,6 +167,9 @@ class AuditResult:
     ``max_lower_bound``: the largest bound this design can reach (every guess right, at each guess count tried,
     with the same m, δ and confidence split); :attr:`can_refute` is False when even that does not exceed the
     claim, so the audit could never report a violation, whatever the mechanism does (NaN: not computed).
+    ``expected_lower_bound`` (± ``expected_lower_bound_sd``): the mean (and standard deviation) of the bound that the
+    *stated* mechanism gives on the same canary design, over a few simulated runs; an observed bound well above it
+    shows a shift even below the claim (NaN: the design has no simulator).
     """
 
     epsilon_lower: float
@@ -184,6 +187,8 @@ class AuditResult:
     runs: int = 1
     details: dict[str, Any] = field(default_factory=dict)
     max_lower_bound: float = math.nan
+    expected_lower_bound: float = math.nan
+    expected_lower_bound_sd: float = math.nan
 
     @property
     def can_refute(self) -> bool:
@@ -244,12 +249,16 @@ def max_lower_bound(num_canaries: int, *, delta: float = 0.0, confidence: float 
 
 def audit_scores(scores: np.ndarray, included: np.ndarray, *, claimed_epsilon: float, delta: float = 0.0,
                  confidence: float = 0.95, num_guesses: int | None = None, random_state: Any = None,
-                 unit: str = "example", threat_model: str = "", runs: int = 1) -> AuditResult:
+                 unit: str = "example", threat_model: str = "", runs: int = 1,
+                 guess_in_only: bool = False) -> AuditResult:
     """The guessing and the bound of :func:`audit_release`, on scores already computed from the sealed coins.
 
     ``scores`` must have been computed without looking at ``included`` (beyond running the mechanism with it):
     the caller answers for that. With ``num_guesses`` None, each guess count of :data:`GUESS_FRACTIONS` · m is
     tried at confidence 1 − (1 − ``confidence``)/(number tried) and the largest bound is kept (union bound).
+    ``guess_in_only``: all r guesses are *in*, for the r highest scores (Steinke et al. allow any split of the
+    guesses fixed in advance; this one suits designs whose low scores say little, e.g. a subsampled canary that
+    was never drawn).
     """
     scores = np.asarray(scores, dtype=float)
     included = np.asarray(included)
@@ -267,7 +276,8 @@ def audit_scores(scores: np.ndarray, included: np.ndarray, *, claimed_epsilon: f
     rng = np.random.default_rng(random_state)
     best = (-1.0, 0, 0)
     for r in counts:
-        v = count_correct_guesses(scores, included, guesses_in=(r + 1) // 2, guesses_out=r // 2, rng=rng)
+        v = count_correct_guesses(scores, included, guesses_in=r if guess_in_only else (r + 1) // 2,
+                                  guesses_out=0 if guess_in_only else r // 2, rng=rng)
         bound = epsilon_lower_bound(v, r, m, delta=delta, confidence=each)
         if bound > best[0]:
             best = (bound, r, v)
@@ -282,7 +292,7 @@ def audit_scores(scores: np.ndarray, included: np.ndarray, *, claimed_epsilon: f
 
 def audit_release(release: Callable[[np.ndarray], Any], num_canaries: int, *, claimed_epsilon: float,
                   delta: float = 0.0, confidence: float = 0.95, num_guesses: int | None = None,
-                  random_state: Any = None, unit: str = "example") -> AuditResult:
+                  random_state: Any = None, unit: str = "example", guess_in_only: bool = False) -> AuditResult:
     """Audit any mechanism in one run: seal m fair coins, run it once, guess, bound ε.
 
     Parameters
@@ -305,6 +315,8 @@ def audit_release(release: Callable[[np.ndarray], Any], num_canaries: int, *, cl
         Seeds the coins and the tie-breaks.
     unit : {"example", "party"}, default="example"
         What one canary is, recorded in the result.
+    guess_in_only : bool, default=False
+        Guess *in* for the r highest scores and never *out* (:func:`audit_scores`).
 
     Returns
     -------
@@ -331,4 +343,4 @@ def audit_release(release: Callable[[np.ndarray], Any], num_canaries: int, *, cl
     if scores.shape != (num_canaries,):
         raise ValueError(f"release must return one score per canary, shape ({num_canaries},), got {scores.shape}")
     return audit_scores(scores, included, claimed_epsilon=claimed_epsilon, delta=delta, confidence=confidence,
-                        num_guesses=num_guesses, random_state=rng, unit=unit)
+                        num_guesses=num_guesses, random_state=rng, unit=unit, guess_in_only=guess_in_only)

@@ -101,7 +101,7 @@ def _empirical_command(args: argparse.Namespace) -> int:
     estimator = config.estimator()
     parties, public = config.data()
     result = empirical_audit(estimator, parties, public, num_canaries=config.num_canaries,
-                             confidence=config.confidence, random_state=config.seed)
+                             confidence=config.confidence, random_state=config.seed, design=config.design)
     if args.json:
         print(json.dumps({"config": str(args.empirical), **result.to_dict()}, indent=2, default=str))
         return EXIT_CHECK_FAILED if result.violation else EXIT_OK
@@ -120,6 +120,11 @@ def _empirical_command(args: argparse.Namespace) -> int:
         ("lower bound", f"{_floor(result.epsilon_lower)} at {result.confidence:.0%} confidence "
                         f"({result.num_correct} of {result.num_guesses} guesses right; at most "
                         f"{_floor(result.max_lower_bound)} with every guess right)"),
+        ("expected", "no simulator for this design (design = \"mechanism\" or \"gradient\" has one)"
+                     if math.isnan(result.expected_lower_bound) else
+                     f"{_floor(result.expected_lower_bound)} ± {_floor(result.expected_lower_bound_sd)} from the "
+                     "stated mechanism on the same canaries (simulated); an observed bound far from it means the code "
+                     "does not run the stated mechanism, even below the claim"),
         ("threat model", result.threat_model),
         ("verdict", verdict),
     ]

@@ -7,6 +7,7 @@ table::
     [audit]
     num_canaries = 800      # required, >= 2
     confidence = 0.95       # optional, in (0, 1)
+    design = "pipeline"     # optional: "pipeline", "mechanism" or "gradient" (privfed.empirical_audit)
 
 :func:`load_audit_config` validates everything before any data is loaded or any model trained.
 """
@@ -18,11 +19,12 @@ from pathlib import Path
 from typing import Any
 
 from privfed.accounting._checks import check_int_at_least, check_probability
+from privfed.empirical_audit import DESIGN_CHOICES
 from privfed.reports.config import SPLIT_KEYS, ConfigError, SweepConfig, init_parameters, parse_config, read_toml
 
 __all__ = ["AuditConfig", "load_audit_config"]
 
-_AUDIT_KEYS = ("num_canaries", "confidence")
+_AUDIT_KEYS = ("num_canaries", "confidence", "design")
 
 
 @dataclass(frozen=True)
@@ -32,6 +34,7 @@ class AuditConfig:
     run: SweepConfig
     num_canaries: int
     confidence: float
+    design: str = "pipeline"
 
     @property
     def seed(self) -> int:
@@ -92,4 +95,7 @@ def load_audit_config(path: str | Path) -> AuditConfig:
         confidence = check_probability("audit.confidence", audit.get("confidence", 0.95))
     except TypeError as error:
         raise ConfigError(str(error)) from None
-    return AuditConfig(run=run, num_canaries=num_canaries, confidence=confidence)
+    design = audit.get("design", "pipeline")
+    if design not in DESIGN_CHOICES:
+        raise ConfigError(f"audit.design: must be one of {list(DESIGN_CHOICES)}, got {design!r}")
+    return AuditConfig(run=run, num_canaries=num_canaries, confidence=confidence, design=design)

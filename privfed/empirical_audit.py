@@ -27,6 +27,11 @@ quantity the ledger accounts; :func:`privfed.audit_release` seals the coins, gue
   data (:func:`privfed.empirical.insert_canaries`'s design); the model trains once with DP-SGD; score =
   log-probability of the canary's label (:func:`privfed.empirical.true_label_scores`): a black-box audit of
   the final model. Claim: the model's DP-SGD ε (example level).
+
+``design="mechanism"`` (FedKT-L1's server noisy max, PrivateKT's randomized response:
+:mod:`privfed.mechanism_canaries`) and ``design="gradient"`` (white-box Dirac gradient canaries in DP-SGD:
+:mod:`privfed.gradient_canaries`) spend each canary on one noisy answer or one gradient; they fix their guess
+count in advance by simulating the stated mechanism, which also gives ``expected_lower_bound``.
 """
 
 from __future__ import annotations
@@ -43,8 +48,9 @@ from sklearn.base import BaseEstimator, ClassifierMixin, clone
 
 from privfed.accounting import NoiseSource, RandomizedResponse, account, randomized_response_keep_probability
 from privfed.accounting._checks import check_int_at_least, check_probability
-from privfed.accounting.auditing import AuditResult, audit_release
+from privfed.accounting.auditing import AuditResult, audit_release, audit_scores
 from privfed.empirical import plant_canaries, true_label_scores
+from privfed.mechanism_canaries import CanaryDesign, fedkt_noisy_max_design, privatekt_rr_design
 from privfed.pipelines import FedKT, PrivateKT
 from privfed.pipelines._random import as_seed_sequence, spawn_seeds
 from privfed.pipelines.fedkt_secure import (
@@ -77,7 +83,20 @@ THREAT_MODELS = {
                   "randomized report, the quantity the ledger accounts (local DP, replace-one)"),
     "dpsgd": ("a black-box adversary who inserts mislabelled canary examples and sees the final model's "
               "predicted probabilities only, not the DP-SGD iterates the ledger accounts"),
+    "fedkt-l1-queries": ("an adversary who controls one party per canary query (its students' predictions) and "
+                         "the other parties' votes there, and sees the server's noisy labels: the server's noisy "
+                         "max as the ledger accounts it, one answer per canary"),
+    "privatekt-reports": ("an adversary who chooses what a canary client's model predicts (one class or "
+                          "another) and sees its randomized report: the clients' randomized response, one "
+                          "report per canary"),
+    "dpsgd-gradient": ("a white-box adversary who inserts gradient canaries of norm C (one coordinate each) and "
+                       "sees every privatized gradient, the iterates the ledger accounts"),
 }
+#: The canary designs ``empirical_audit(design=...)`` offers: whole pipelines, or one mechanism's own queries
+#: (:mod:`privfed.mechanism_canaries`), or DP-SGD's gradients (:mod:`privfed.gradient_canaries`).
+DESIGN_CHOICES = ("pipeline", "mechanism", "gradient")
+#: Simulated runs of the stated mechanism behind ``expected_lower_bound``.
+EXPECTED_REPEATS = 5
 
 
 class _ReleasedLabels(ClassifierMixin, BaseEstimator):
@@ -288,7 +307,57 @@ def _dpsgd_release(model: Any, parties: list, public: np.ndarray, num_canaries: 
 
 _AUDITS = {"fedkt-l1": _fedkt_party_release, "fedkt-l2": _fedkt_example_release, "privatekt": _privatekt_release,
            "dpsgd": _dpsgd_release}
-_UNITS = {"fedkt-l1": "party", "fedkt-l2": "example", "privatekt": "party", "dpsgd": "example"}
+_UNITS = {"fedkt-l1": "party", "fedkt-l2": "example", "privatekt": "party", "dpsgd": "example",
+          "fedkt-l1-queries": "party", "privatekt-reports": "party", "dpsgd-gradient": "example"}
+
+
+def _canary_design(design: str, estimator: Any, parties: list, public: np.ndarray, num_canaries: int,
+                   seeds: np.random.SeedSequence, *, delta: float, confidence: float) -> CanaryDesign:
+    """The canaries of ``design``: a pipeline design of :data:`_AUDITS`, or a mechanism-level or gradient one."""
+    if design in _AUDITS:
+        return CanaryDesign(*_AUDITS[design](estimator, parties, public, num_canaries, seeds))
+    rng = np.random.default_rng(seeds)
+    if design == "dpsgd-gradient":
+        from privfed.gradient_canaries import dpsgd_gradient_design  # imports torch: only for this design
+
+        return dpsgd_gradient_design(estimator, parties, num_canaries, delta=delta, confidence=confidence, rng=rng)
+    classes = np.unique(np.concatenate([np.asarray(y) for _, y in parties]))
+    build = fedkt_noisy_max_design if design == "fedkt-l1-queries" else privatekt_rr_design
+    return build(estimator, classes, num_canaries, delta=delta, confidence=confidence, rng=rng)
+
+
+def _chosen_design(estimator: Any, design: str) -> str:
+    """The canary design for ``estimator`` under ``design`` ("pipeline", "mechanism" or "gradient")."""
+    if design not in DESIGN_CHOICES:
+        raise ValueError(f"design must be one of {list(DESIGN_CHOICES)}, got {design!r}")
+    pipeline = _design(estimator)
+    if design == "pipeline":
+        return pipeline
+    chosen = {("mechanism", "fedkt-l1"): "fedkt-l1-queries", ("mechanism", "privatekt"): "privatekt-reports",
+              ("gradient", "dpsgd"): "dpsgd-gradient"}.get((design, pipeline))
+    if chosen is None:
+        raise ValueError(f"design={design!r} audits FedKT-L1's server noisy max (aggregator 'laplace' or 'gaussian') "
+                         "or PrivateKT's randomized response ('mechanism'), or a TorchClassifier's DP-SGD "
+                         f"('gradient'); got {type(estimator).__name__} ({pipeline})")
+    if chosen == "fedkt-l1-queries" and estimator.aggregator == SECURE_AGGREGATOR:
+        raise ValueError("design='mechanism' audits the server's noisy max: aggregator 'laplace' or 'gaussian', got "
+                         f"{estimator.aggregator!r} (its noise is the parties' Skellam shares: design='pipeline')")
+    return chosen
+
+
+def _expected_bounds(canaries: CanaryDesign, num_canaries: int, *, claim: float, delta: float, confidence: float,
+                     seed: int, repeats: int) -> tuple[float, float]:
+    """Mean and standard deviation of the bound of the stated mechanism on the same design (NaN without one)."""
+    if canaries.stated is None or repeats < 1:
+        return math.nan, math.nan
+    rng = np.random.default_rng(seed)
+    bounds = []
+    for _ in range(repeats):
+        included = rng.random(num_canaries) < 0.5
+        bounds.append(audit_scores(canaries.stated(included, rng), included, claimed_epsilon=claim, delta=delta,
+                                   confidence=confidence, num_guesses=canaries.num_guesses, random_state=rng,
+                                   guess_in_only=canaries.guess_in_only).epsilon_lower)
+    return float(np.mean(bounds)), float(np.std(bounds, ddof=1)) if repeats > 1 else math.nan
 
 
 def _design(estimator: Any) -> str:
@@ -313,7 +382,8 @@ def _design(estimator: Any) -> str:
 
 
 def empirical_audit(estimator: Any, parties: Sequence[tuple[np.ndarray, np.ndarray]], X_public: np.ndarray, *,
-                    num_canaries: int, confidence: float = 0.95, random_state: Any = None) -> AuditResult:
+                    num_canaries: int, confidence: float = 0.95, random_state: Any = None,
+                    design: str = "pipeline", expected_repeats: int = EXPECTED_REPEATS) -> AuditResult:
     """An empirical ε lower bound for a pipeline, from one run with canaries, beside its claimed ε.
 
     Parameters
@@ -330,6 +400,16 @@ def empirical_audit(estimator: Any, parties: Sequence[tuple[np.ndarray, np.ndarr
         m ≥ 2; each in or out by a sealed fair coin.
     confidence : float, default=0.95
     random_state : int or None
+    design : {"pipeline", "mechanism", "gradient"}, default="pipeline"
+        ``"pipeline"``: the canaries above, through a whole fit. ``"mechanism"``: one canary per noisy answer of
+        FedKT-L1's server noisy max or of PrivateKT's randomized response, m of them through the pipeline's own
+        noise step in one call (:mod:`privfed.mechanism_canaries`; the claim is one answer's ε). ``"gradient"``:
+        white-box Dirac gradient canaries in one DP-SGD training run of a ``TorchClassifier(dp=...)``
+        (:mod:`privfed.gradient_canaries`; the claim is the run's DP-SGD ε). These two fix their guess count and
+        free parameters in advance by simulating the stated mechanism.
+    expected_repeats : int, default=5
+        Simulated runs of the stated mechanism on the same design behind ``expected_lower_bound`` (0: none; the
+        "pipeline" designs have no simulator and give NaN).
 
     Returns
     -------
@@ -343,23 +423,25 @@ def empirical_audit(estimator: Any, parties: Sequence[tuple[np.ndarray, np.ndarr
         loose each design is). FedKT with ``aggregator="skellam"`` is audited through the parties' Skellam shares
         and their secure sum, against the Skellam release's claim.
     """
-    design = _design(estimator)
+    design = _chosen_design(estimator, design)
     num_canaries = check_int_at_least("num_canaries", num_canaries, 2)
     check_probability("confidence", confidence)
-    if design == "dpsgd":
+    expected_repeats = check_int_at_least("expected_repeats", expected_repeats, 0)
+    if design in ("dpsgd", "dpsgd-gradient"):
         if not parties:
             raise ValueError("parties must hold at least one (X, y) pair")
         X_public = np.asarray(X_public)
     else:
         parties, X_public = check_parties(parties, X_public)
-    if design != "privatekt" and num_canaries > len(X_public):  # canary points and queries come from the public set
+    if design in ("fedkt-l1", "fedkt-l2", "dpsgd") and num_canaries > len(X_public):  # drawn from the public set
         raise ValueError(f"num_canaries must be at most the public set's size {len(X_public)}, got {num_canaries}")
     start = time.perf_counter()
     seeds = as_seed_sequence(random_state)
     build_seeds, audit_seed = spawn_seeds(seeds, 2)
-    release, claim, details = _AUDITS[design](estimator, list(parties), X_public, num_canaries,
-                                              np.random.SeedSequence(int(build_seeds)))
-    delta = float(estimator.dp.delta if design == "dpsgd" else estimator.delta)
+    delta = float(estimator.dp.delta if design in ("dpsgd", "dpsgd-gradient") else estimator.delta)
+    canaries = _canary_design(design, estimator, list(parties), X_public, num_canaries,
+                              np.random.SeedSequence(int(build_seeds)), delta=delta, confidence=confidence)
+    release, claim, details = canaries.release, canaries.claim, canaries.details
     # A pure ε-DP canary release (randomized response, the Laplace noisy max) is audited as such: δ = 0 against its
     # pure ε (a δ > 0 only weakens the bound; the (ε, δ) claim at the estimator's δ stays in details).
     pure = details.get("ledger", {}).get("pure_epsilon")
@@ -370,12 +452,16 @@ def empirical_audit(estimator: Any, parties: Sequence[tuple[np.ndarray, np.ndarr
         claim, delta = pure, 0.0
     # The FedKT-L2 and DP-SGD claims come from the audited run's own ledger: the run comes first, the verdict after.
     result = audit_release(release, num_canaries, claimed_epsilon=0.0 if math.isnan(claim) else claim, delta=delta,
-                           confidence=confidence, random_state=int(audit_seed), unit=_UNITS[design])
+                           confidence=confidence, num_guesses=canaries.num_guesses, random_state=int(audit_seed),
+                           unit=_UNITS[design], guess_in_only=canaries.guess_in_only)
     ledger = details.pop("ledger", {})
     ledger_epsilon = ledger.get("epsilon", claim_at_delta)
     claimed = ledger_epsilon if math.isnan(claim) else claim
+    expected, expected_sd = _expected_bounds(canaries, num_canaries, claim=claimed, delta=delta, confidence=confidence,
+                                             seed=int(audit_seed) + 1, repeats=expected_repeats)
     return dataclasses.replace(
         result, claimed_epsilon=claimed, violation=result.epsilon_lower > claimed, threat_model=THREAT_MODELS[design],
+        expected_lower_bound=expected, expected_lower_bound_sd=expected_sd,
 
         details={"design": design, "ledger_epsilon": ledger_epsilon, "seconds": time.perf_counter() - start,
                  **details},

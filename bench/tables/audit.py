@@ -38,3 +38,5 @@ def _empirical_audit(documents: list[Any]) -> str:
 
 table("audit-claims", raw=["bench/results/audit_claims.json"])(lambda documents: claims_markdown(documents[0]))
 table("audit-empirical-one-run", raw=["bench/results/empirical_audit.json"])(_empirical_audit)
+table("audit-designs", raw=["bench/results/audit_designs.json", "bench/results/audit_designs_planted.json"])(
+    lambda documents: __import__("bench.audit_designs", fromlist=["table"]).table(documents))
