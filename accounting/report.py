@@ -64,8 +64,13 @@ class MechanismReport:
     #: :data:`~privfed.accounting.mechanism.RELATIONS`); ``None`` where not stated (reports built before).
     relations: tuple[str, ...] | None = None
 
+    @property
+    def epsilon_is_data_dependent(self) -> bool:
+        """Whether :attr:`epsilon` depends on private data (:attr:`PrivacyReport.epsilon_is_data_dependent`)."""
+        return self.data_dependent and self.epsilon < self.epsilon_data_independent
+
     def __repr__(self) -> str:
-        dependence = "DATA-DEPENDENT" if self.data_dependent else "data-independent"
+        dependence = "DATA-DEPENDENT" if self.epsilon_is_data_dependent else "data-independent"
         relations = "" if self.relations is None else f", relations = {list(self.relations)}"
         return (
             f"MechanismReport({self.kind}, {self.num_queries} queries, unit = {self.unit!r}{relations}, "
@@ -104,8 +109,9 @@ class PrivacyReport:
         The composed curve per order: RDP ε(α) and the papers' log-moments
         α(λ) = λ · RDP(α) with λ = α − 1.
     data_dependent:
-        ``True`` when ε was computed from private statistics (vote counts): the
-        number itself then depends on the private data and must be labelled so.
+        ``True`` when the analysis used private statistics (vote counts). Whether the ε printed depends
+        on them is :attr:`epsilon_is_data_dependent`: where the data-dependent bound is not smaller, ε is
+        the data-independent one (∞ included) and holds for every data set.
     epsilon_data_independent:
         ε from the same analysis using only data-independent bounds; safe to publish.
     analysis, conversion:
@@ -254,6 +260,16 @@ class PrivacyReport:
         profile = self._profile
         return None if profile is None else profile.gdp_mu()
 
+    @property
+    def epsilon_is_data_dependent(self) -> bool:
+        """Whether :attr:`epsilon` itself depends on private data, and so must be labelled DATA-DEPENDENT.
+
+        True only where the analysis used private statistics (:attr:`data_dependent`) and its ε is below
+        :attr:`epsilon_data_independent`; an ε equal to the data-independent one (∞ included) is that
+        number, the same for every data set.
+        """
+        return self.data_dependent and self.epsilon < self.epsilon_data_independent
+
     def summary(self) -> str:
         """One line: ε, δ, unit, analysis, whether ε is data-dependent, the relation analysed, the assumptions,
         and whether some release is not covered."""
@@ -272,7 +288,7 @@ class PrivacyReport:
                 "; SANITISED: a noisy estimate of the data-dependent bound, safe to publish; worst-case "
                 f"data-independent ε = {round_up(self.epsilon_data_independent)}"
             )
-        elif self.data_dependent:
+        elif self.epsilon_is_data_dependent:
             text += (
                 "; DATA-DEPENDENT: this ε was computed from the private votes and is itself private; "
                 f"data-independent ε = {round_up(self.epsilon_data_independent)}"
@@ -297,7 +313,7 @@ class PrivacyReport:
         analysis = f"{self.analysis}, PLD" if self.method == "pld" else self.analysis
         dependence = (
             f"DATA-DEPENDENT, data-independent ε = {round_up(self.epsilon_data_independent)}"
-            if self.data_dependent else "data-independent"
+            if self.epsilon_is_data_dependent else "data-independent"
         )
         observer = "" if self.observer is None else f", observer = {self.observer!r}"
         figure = (f"ε ≈ {round_up(self.epsilon)} (ESTIMATE)" if self.method == "smooth_sensitivity"

@@ -150,6 +150,7 @@ def test_the_summary_reports_epsilon_per_unit_and_per_observer_where_the_ledger_
         epsilon: float
         data_dependent: bool = False
         epsilon_data_independent: float = math.inf
+        epsilon_is_data_dependent: bool = False
 
     class ObservedLedger:
         units, delta = ("party",), 1e-5

@@ -85,7 +85,7 @@ def test_privacy_reports_print_as_one_line_and_keep_their_curves(digits):
     line = repr(report)
     assert "\n" not in line and len(line) < 200
     assert line.startswith("PrivacyReport(ε = ") and "unit = 'party'" in line and "δ = 1e-05" in line
-    assert ("DATA-DEPENDENT" if report.data_dependent else "data-independent") in line
+    assert ("DATA-DEPENDENT" if report.epsilon_is_data_dependent else "data-independent") in line
     printed = str(report.other_units)
     assert printed.count("PrivacyReport(") == len(report.other_units) == 1 and len(printed) < 300
     assert "unit = 'example'" in printed

@@ -45,7 +45,7 @@ def _epsilons(ledger: Any) -> dict[str, Any]:
             report = ledger.account(unit=unit) if observer is None else ledger.account(unit=unit, observer=observer)
             table["units"].setdefault(unit, {})[observer or "all"] = {
                 "epsilon": report.epsilon if math.isfinite(report.epsilon) else "inf",
-                "data_dependent": bool(report.data_dependent),
+                "data_dependent": bool(report.epsilon_is_data_dependent),  # the figure, not the analysis
                 "epsilon_data_independent": (report.epsilon_data_independent
                                              if math.isfinite(report.epsilon_data_independent) else "inf"),
             }
