@@ -66,6 +66,80 @@ def test_bad_input_of_local_and_a_missing_config(tmp_path, flwr_home, capsys) ->
     assert "num-supernodes = 3, but --sites is 1" in capsys.readouterr().err
 
 
+@pytest.fixture
+def fake_flwr(tmp_path, monkeypatch):
+    """A ``flwr`` on PATH that records its arguments and the run configuration it was given, then fails."""
+    folder = tmp_path / "bin"
+    folder.mkdir()
+    script = folder / "flwr"
+    record = tmp_path / "flwr-called.json"
+    script.write_text(f"""#!{sys.executable}
+import json, pathlib, sys
+arguments = sys.argv[1:]
+config = arguments[arguments.index("--run-config") + 1]
+pathlib.Path({str(record)!r}).write_text(json.dumps({{"arguments": arguments,
+                                                     "config": pathlib.Path(config).read_text()}}))
+sys.exit(1)
+""")
+    script.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{folder}{os.pathsep}{os.environ['PATH']}")
+    return record
+
+
+def test_a_bundle_already_in_output_bundle_is_refused_before_submission(tmp_path, flwr_home, fake_flwr,
+                                                                        capsys) -> None:
+    """Issue 45, item 6: rerunning into the same output folder exits 2 with one line, before flwr run; --overwrite
+    submits the run with overwrite = true (a real run-config key: flwr run takes one TOML file, so a copy)."""
+    bundle = tmp_path / "fedkt-bundle"
+    bundle.mkdir()
+    (bundle / "ledger.json").write_text("{}")
+    config = tmp_path / "fedkt.toml"
+    config.write_text(f'output-bundle = "{bundle}"\ngamma = 1.0\n')
+    assert main(["federation", "run", str(config), "--log", str(tmp_path / "run.log")]) == 2
+    error = capsys.readouterr().err
+    assert error == (f"privfed federation: error: APP_CONFIG {str(config)!r}: output-bundle {str(bundle)!r} exists and "
+                     "is not empty; pass --overwrite (or set overwrite = true in APP_CONFIG) to replace its contents; "
+                     "nothing was submitted\n"), error
+    assert not fake_flwr.exists() and not (tmp_path / "run.log").exists()
+    assert main(["federation", "run", str(config), "--log", str(tmp_path / "run.log"), "--overwrite"]) == 1
+    submitted = json.loads(fake_flwr.read_text())
+    assert submitted["config"] == f'output-bundle = "{bundle}"\ngamma = 1.0\noverwrite = true\n'
+    config.write_text(f'output-bundle = "{bundle}"\noverwrite = true\n')  # the run-config key alone
+    assert main(["federation", "run", str(config), "--log", str(tmp_path / "run.log")]) == 1
+    assert json.loads(fake_flwr.read_text())["arguments"][-1] == str(config.resolve())
+
+
+def test_a_remote_server_checks_its_output_bundle_itself_before_asking_any_supernode(tmp_path, flwr_home,
+                                                                                     fake_flwr) -> None:
+    """This machine cannot see a remote server's folders: the run is submitted, and the server refuses it before
+    its first message to a SuperNode."""
+    import numpy as np
+
+    from privfed.federation.server_app import ServerJob, run_server
+    from privfed.pipelines.fedkt import FedKT
+
+    (flwr_home / "config.toml").write_text('[superlink]\ndefault = "far"\n\n[superlink.far]\n'
+                                           'address = "server.example.org:8000"\ninsecure = true\n')
+    bundle = tmp_path / "fedkt-bundle"
+    bundle.mkdir()
+    (bundle / "ledger.json").write_text("{}")
+    config = tmp_path / "fedkt.toml"
+    config.write_text(f'output-bundle = "{bundle}"\n')
+    assert main(["federation", "run", str(config), "--log", str(tmp_path / "run.log")]) == 1
+    assert fake_flwr.exists()  # submitted: only the server sees its folder
+
+    class Grid:
+        def get_node_ids(self):
+            raise AssertionError("a SuperNode was asked")
+
+    from sklearn.tree import DecisionTreeClassifier
+
+    job = ServerJob(estimator=FedKT(DecisionTreeClassifier()), public=np.zeros((4, 2)), num_supernodes=3, output_bundle=str(bundle))
+    with pytest.raises(ValueError, match=r"output-bundle .* exists and is not empty; set overwrite = true in the run "
+                                         r"configuration \(privfed federation run --overwrite\)"):
+        run_server(Grid(), job)
+
+
 def privfed_command(*arguments: str) -> list[str]:
     return [sys.executable, "-m", "privfed", "federation", *arguments]
 
