@@ -169,7 +169,7 @@ def _log_path(given: str | None) -> Path:
 
 def follow_run(config_path: str, connection: str, env: dict[str, str], log: Path, *, name: str) -> int:
     """Submit the run, follow it into ``log``, print the summary or the failure; the exit code."""
-    from privfed.federation.summary import FAILURE_PREFIX, SUMMARY_PREFIX, summary_lines
+    from privfed.federation.summary import FAILURE_PREFIX, SUMMARY_PREFIX, WAITING_PREFIX, summary_lines
 
     flwr = shutil.which("flwr", path=env.get("PATH"))
     if flwr is None:
@@ -192,6 +192,8 @@ def follow_run(config_path: str, connection: str, env: dict[str, str], log: Path
                     summary = json.loads(line.split(SUMMARY_PREFIX, 1)[1])
                 elif FAILURE_PREFIX in line:
                     failure = json.loads(line.split(FAILURE_PREFIX, 1)[1])
+                elif WAITING_PREFIX in line:
+                    print(f"{name}: {line.split(WAITING_PREFIX, 1)[1].strip()}", file=sys.stderr)
                 elif _WARNING.search(line):
                     print(f"{name}: {_WARNING.split(line.strip(), 1)[-1]}", file=sys.stderr)
             process.wait()

@@ -140,6 +140,37 @@ def test_a_remote_server_checks_its_output_bundle_itself_before_asking_any_super
         run_server(Grid(), job)
 
 
+def test_the_server_says_who_is_connected_while_it_waits_and_how_long_it_will(monkeypatch, capsys) -> None:
+    """Issue 45, item 7: a site down at submission is named as missing at once (then on each change and every
+    30 s), with the run-config key that bounds the wait; a run with every site connected says nothing."""
+    import privfed.federation.server_app as server_app
+    from privfed.federation.summary import WAITING_PREFIX, waiting_line
+
+    assert waiting_line([11, 22], 3, 12.3, 600.0) == (
+        "waiting for SuperNodes: 2 of 3 connected (node 11, node 22), 1 missing after 12 s; the run stops if they "
+        "have not all connected 600 s after it started (the run-config key timeout: a smaller one gives up sooner; "
+        "Ctrl-C stops the run now)")
+    assert waiting_line([], 2, 0.0, None).startswith("waiting for SuperNodes: 0 of 2 connected, 2 missing after 0 s; "
+                                                     "no timeout is set")
+    monkeypatch.setattr(server_app, "_POLL_SECONDS", 0.0)
+    answers = iter([[7], [7], [7], [7, 9], [7, 9, 12]])
+
+    class Grid:
+        def get_node_ids(self):
+            return next(answers)
+
+    assert server_app._wait_for_nodes(Grid(), 3, 600.0, announce=True) == [7, 9, 12]
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == 2 and all(line.startswith(WAITING_PREFIX) for line in lines)
+    assert "1 of 3 connected (node 7), 2 missing" in lines[0] and "2 of 3 connected (node 7, node 9), 1 missing" in \
+        lines[1]
+    everyone = type("Everyone", (), {"get_node_ids": lambda self: [1, 2]})()
+    assert server_app._wait_for_nodes(everyone, 2, 1.0, announce=True) == [1, 2]
+    assert capsys.readouterr().out == ""
+    with pytest.raises(server_app.FederationError, match=r"only 1 of 2 SuperNodes connected after"):
+        server_app._wait_for_nodes(type("One", (), {"get_node_ids": lambda self: [5]})(), 2, 0.05)
+
+
 def privfed_command(*arguments: str) -> list[str]:
     return [sys.executable, "-m", "privfed", "federation", *arguments]
 
@@ -159,6 +190,10 @@ def test_a_killed_supernode_fails_the_run_in_one_line_and_ctrl_c_stops_it(tmp_pa
         assert done.returncode == 1, done.stdout + done.stderr
         (failed,) = [line for line in done.stderr.splitlines() if "failed:" in line]
         assert "SuperNodes connected after" in failed and f"traceback in {log}" in failed, done.stderr
+        waiting = [line for line in done.stderr.splitlines() if "waiting for SuperNodes" in line]
+        assert waiting and waiting[0].startswith("privfed federation run: waiting for SuperNodes: 2 of 3 connected (node")
+        assert "1 missing after" in waiting[0] and "connected 20 s after it started (the run-config key timeout" in \
+            waiting[0], done.stderr
         assert "Traceback" not in done.stdout + done.stderr and "Traceback" in log.read_text()
         assert not (tmp_path / "bundle").exists()
 

@@ -91,19 +91,34 @@ SHIP_EVIDENCE_WARNING = (
 )
 
 
-def _wait_for_nodes(grid: Any, count: int, timeout: float | None) -> list[int]:
-    """The first ``count`` SuperNodes to connect (sorted ids); waits at most ``timeout`` seconds."""
+#: Seconds between two "waiting for SuperNodes" lines when nobody connects or leaves.
+_WAITING_EVERY = 30.0
+
+
+def _wait_for_nodes(grid: Any, count: int, timeout: float | None, *, announce: bool = False) -> list[int]:
+    """The first ``count`` SuperNodes to connect (sorted ids); waits at most ``timeout`` seconds.
+
+    ``announce``: while some are missing, print who is connected (:func:`~privfed.federation.summary.waiting_line`)
+    at once, whenever that changes, and every :data:`_WAITING_EVERY` seconds.
+    """
     started = time.monotonic()
     deadline = None if timeout is None else started + timeout
+    said: tuple[list[int], float] | None = None
     while True:
         nodes = sorted(grid.get_node_ids())
         if len(nodes) >= count:
             return nodes[:count]
-        if deadline is not None and time.monotonic() > deadline:
+        now = time.monotonic()
+        if deadline is not None and now > deadline:
             raise FederationError(
-                f"only {len(nodes)} of {count} SuperNodes connected after {time.monotonic() - started:.1f} s "
+                f"only {len(nodes)} of {count} SuperNodes connected after {now - started:.1f} s "
                 f"(timeout={timeout} s); nothing was written"
             )
+        if announce and (said is None or said[0] != nodes or now - said[1] >= _WAITING_EVERY):
+            from privfed.federation.summary import WAITING_PREFIX, waiting_line
+
+            print(WAITING_PREFIX + waiting_line(nodes, count, now - started, timeout), flush=True)
+            said = (nodes, now)
         time.sleep(_POLL_SECONDS)
 
 
@@ -169,7 +184,7 @@ def run_server(grid: Any, job: ServerJob) -> Any:
 
         check_output_folder(job.output_bundle, "output-bundle", overwrite=job.overwrite, how_to_overwrite=(
             "set overwrite = true in the run configuration (privfed federation run --overwrite)"))
-    nodes = _wait_for_nodes(grid, job.num_supernodes, job.timeout)
+    nodes = _wait_for_nodes(grid, job.num_supernodes, job.timeout, announce=job.announce)
 
     # 1. Schemas: every party describes its data; the server orders the parties and checks them.
     names = {node: f"node {node}" for node in nodes}
