@@ -150,6 +150,8 @@ def test_the_server_says_who_is_connected_while_it_waits_and_how_long_it_will(mo
         "waiting for SuperNodes: 2 of 3 connected (node 11, node 22), 1 missing after 12 s; the run stops if they "
         "have not all connected 600 s after it started (the run-config key timeout: a smaller one gives up sooner; "
         "Ctrl-C stops the run now)")
+    page = " ".join((Path(__file__).resolve().parents[1] / "docs" / "federation.md").read_text().split())
+    assert f"(`privfed federation run: {waiting_line([5830, 9121], 3, 0.0, 600.0)}`)" in page  # quoted as printed
     assert waiting_line([], 2, 0.0, None).startswith("waiting for SuperNodes: 0 of 2 connected, 2 missing after 0 s; "
                                                      "no timeout is set")
     monkeypatch.setattr(server_app, "_POLL_SECONDS", 0.0)
