@@ -150,7 +150,8 @@ def check_output_folder(path: str | os.PathLike[str], argument: str, *, overwrit
     if path.exists() and not path.is_dir():
         raise ValueError(f"{argument} {str(path)!r} is a file; it must name a folder")
     if overwrite is False and path.is_dir() and any(path.iterdir()):
-        raise ValueError(f"{argument} {str(path)!r} exists and is not empty; {how_to_overwrite} to replace its contents")
+        raise ValueError(f"{argument} {str(path)!r} exists and is not empty; {how_to_overwrite} to replace its "
+                         "contents")
     ancestor = _nearest_existing(path)
     if not ancestor.is_dir():
         raise ValueError(f"{argument} {str(path)!r} cannot be created: {str(ancestor)!r} is a file")

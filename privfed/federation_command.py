@@ -115,7 +115,8 @@ def _overwrite(config: dict[str, Any], args: argparse.Namespace) -> bool:
     return bool(args.overwrite or config.get("overwrite", False))
 
 
-def check_bundle_folder(config_path: str, config: dict[str, Any], *, overwrite: bool, server_folder: Path | None) -> None:
+def check_bundle_folder(config_path: str, config: dict[str, Any], *, overwrite: bool,
+                        server_folder: Path | None) -> None:
     """Refuse, before submission, an ``output-bundle`` the server could not write (ValueError, exit 2).
 
     Only where this machine sees the server's files: an absolute path, or one relative to ``server_folder``

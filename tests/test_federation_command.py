@@ -114,9 +114,9 @@ def test_a_remote_server_checks_its_output_bundle_itself_before_asking_any_super
     """This machine cannot see a remote server's folders: the run is submitted, and the server refuses it before
     its first message to a SuperNode."""
     import numpy as np
+    from privfed.pipelines.fedkt import FedKT
 
     from privfed.federation.server_app import ServerJob, run_server
-    from privfed.pipelines.fedkt import FedKT
 
     (flwr_home / "config.toml").write_text('[superlink]\ndefault = "far"\n\n[superlink.far]\n'
                                            'address = "server.example.org:8000"\ninsecure = true\n')
@@ -134,7 +134,8 @@ def test_a_remote_server_checks_its_output_bundle_itself_before_asking_any_super
 
     from sklearn.tree import DecisionTreeClassifier
 
-    job = ServerJob(estimator=FedKT(DecisionTreeClassifier()), public=np.zeros((4, 2)), num_supernodes=3, output_bundle=str(bundle))
+    job = ServerJob(estimator=FedKT(DecisionTreeClassifier()), public=np.zeros((4, 2)), num_supernodes=3,
+                    output_bundle=str(bundle))
     with pytest.raises(ValueError, match=r"output-bundle .* exists and is not empty; set overwrite = true in the run "
                                          r"configuration \(privfed federation run --overwrite\)"):
         run_server(Grid(), job)
@@ -193,7 +194,8 @@ def test_a_killed_supernode_fails_the_run_in_one_line_and_ctrl_c_stops_it(tmp_pa
         (failed,) = [line for line in done.stderr.splitlines() if "failed:" in line]
         assert "SuperNodes connected after" in failed and f"traceback in {log}" in failed, done.stderr
         waiting = [line for line in done.stderr.splitlines() if "waiting for SuperNodes" in line]
-        assert waiting and waiting[0].startswith("privfed federation run: waiting for SuperNodes: 2 of 3 connected (node")
+        assert waiting, done.stderr
+        assert waiting[0].startswith("privfed federation run: waiting for SuperNodes: 2 of 3 connected (node")
         assert "1 missing after" in waiting[0] and "connected 20 s after it started (the run-config key timeout" in \
             waiting[0], done.stderr
         assert "Traceback" not in done.stdout + done.stderr and "Traceback" in log.read_text()
