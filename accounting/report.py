@@ -46,6 +46,11 @@ def round_up(value: float, digits: int = 4) -> str:
     return f"{rounded:.{max(digits - 1 - exponent, 0)}f}" if -4 <= exponent < 6 else f"{rounded:.{digits - 1}e}"
 
 
+def _below(epsilon: float, epsilon_data_independent: float) -> bool:
+    """Whether a data-dependent ε is below the data-independent one by more than floating-point error."""
+    return epsilon < epsilon_data_independent * (1 - 1e-12)
+
+
 @dataclass(frozen=True)
 class MechanismReport:
     """One mechanism's share of a composition, accounted on its own."""
@@ -67,7 +72,7 @@ class MechanismReport:
     @property
     def epsilon_is_data_dependent(self) -> bool:
         """Whether :attr:`epsilon` depends on private data (:attr:`PrivacyReport.epsilon_is_data_dependent`)."""
-        return self.data_dependent and self.epsilon < self.epsilon_data_independent
+        return _below(self.epsilon, self.epsilon_data_independent) and self.data_dependent
 
     def __repr__(self) -> str:
         dependence = "DATA-DEPENDENT" if self.epsilon_is_data_dependent else "data-independent"
@@ -265,10 +270,10 @@ class PrivacyReport:
         """Whether :attr:`epsilon` itself depends on private data, and so must be labelled DATA-DEPENDENT.
 
         True only where the analysis used private statistics (:attr:`data_dependent`) and its ε is below
-        :attr:`epsilon_data_independent`; an ε equal to the data-independent one (∞ included) is that
-        number, the same for every data set.
+        :attr:`epsilon_data_independent` (by more than floating-point error); an ε equal to the
+        data-independent one (∞ included) is that number, the same for every data set.
         """
-        return self.data_dependent and self.epsilon < self.epsilon_data_independent
+        return _below(self.epsilon, self.epsilon_data_independent) and self.data_dependent
 
     def summary(self) -> str:
         """One line: ε, δ, unit, analysis, whether ε is data-dependent, the relation analysed, the assumptions,

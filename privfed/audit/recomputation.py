@@ -151,7 +151,7 @@ def epsilon_table(ledger: Ledger, document: dict[str, Any]) -> dict[str, Any]:
         for unit in ledger.units:
             epsilon = decode_epsilon(fresh_totals[unit]["epsilon"])
             independent = decode_epsilon(fresh_totals[unit]["epsilon_data_independent"])
-            dependent = fresh_totals[unit]["data_dependent"] and epsilon < independent
+            dependent = fresh_totals[unit]["data_dependent"] and epsilon < independent * (1 - 1e-12)
             row[unit] = format_epsilon(epsilon) + (
                 f" (data-dependent; data-independent {format_epsilon(independent)})" if dependent else "")
     return {"analysis": ledger.analysis, "delta": ledger.delta, "units": list(ledger.units), "observers": observers}
