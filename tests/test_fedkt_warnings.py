@@ -45,6 +45,24 @@ def _walkthrough_digits():
     return [(X[400 * i:400 * (i + 1)], y[400 * i:400 * (i + 1)]) for i in range(3)], X[1200:1500]
 
 
+def test_the_walkthrough_numbers_draw_no_warning_and_a_hopeless_gamma_does():
+    """docs/federation.md's settings: 60 answered queries (a fifth of 300) over 10 classes, at most 6 votes per query
+    under Laplace noise of scale 1 — the criteria alone (the run below does the whole fit, slowly)."""
+    from privfed.pipelines.fedkt_steps import preflight_fedkt, warn_if_too_little_to_learn
+
+    documented = privfed.FedKT(DecisionTreeClassifier(), privacy="L1", gamma=1.0, query_fraction=0.2)
+    labels = np.arange(60) % 10  # 6 per class: the old "10 per class" rule called this close to guessing
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)
+        preflight_fedkt(documented, n_parties=3, n_classes=10)
+        warn_if_too_little_to_learn(labels, 10, None)
+    with pytest.warns(UserWarning, match="each server query has at most 6 votes.*NEAR CHANCE"):
+        preflight_fedkt(documented.set_params(gamma=0.1), n_parties=3, n_classes=10)
+    with pytest.warns(UserWarning, match="hold only 3 of 10 classes"):
+        warn_if_too_little_to_learn(labels % 3, 10, None)
+
+
+@pytest.mark.slow
 def test_the_walkthrough_settings_draw_no_warning_and_a_hopeless_gamma_does():
     """docs/federation.md's documented settings (0.859 test accuracy) warn of nothing; its gamma = 0.1 (noise of
     scale 10 on at most 6 votes) is near chance, and the pre-flight check says so before training."""
