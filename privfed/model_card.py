@@ -296,12 +296,20 @@ def render_model_card(ledger: Ledger, *, card: Mapping[str, Any] | None = None) 
     lines += _card_lines(card or {})
     lines += ["## Releases of private data it depends on", "", *_release_lines(ledger), ""]
     uncovered = uncovered_releases(ledger)
-    if uncovered:
+    unaccounted = [entry for entry in ledger.entries if entry.kind == "unaccounted"]
+    if uncovered:  # the privacy statement below describes each, once
         labels = ", ".join(uncovered_label(index) for index in range(len(uncovered)))
         lines += ["### Not covered by any guarantee", "",
                   f"{len(uncovered)} release(s) ({labels}) reach an observer with no mechanism accounting for them; "
                   "an observer who sees one has ε = ∞ (unless it is post-processing of recorded DP training). Each "
                   "is described once, under \"not covered\" in the privacy statement below.", ""]
+    elif unaccounted:  # no δ, so no statement: described here
+        lines += ["### Not covered by any guarantee", "",
+                  "These releases are recorded but no mechanism accounts for them; an observer who sees one has "
+                  "ε = ∞ (unless it is post-processing of recorded DP training):",
+                  "", *[f"- seen by {', '.join(entry.observers)}"
+                        + ("" if entry.units is None else f" ({'/'.join(entry.units)} level)")
+                        + f": {entry.description}" for entry in unaccounted], ""]
     lines += ["## Privacy guarantee", "", *_epsilon_lines(ledger), ""]
     if ledger.target_epsilon:
         targets = ", ".join(f"{unit}: ε ≤ {value:g}" for unit, value in ledger.target_epsilon.items())

@@ -85,6 +85,9 @@ def test_the_card_names_each_uncovered_release_once_and_never_says_none_beside_o
     assert card.count(first) == card.count(second) == 1 and "none recorded" not in card
     assert "| coordinator | party | ∞ | ∞ | no | U1, U2 |" in card and "| public | party |" in card
     assert "2 release(s) (U1, U2) reach an observer with no mechanism accounting for them" in card
+    undeclared = Ledger()  # no δ, so no statement: the card's own section describes the release
+    undeclared.record_unaccounted(first, observers=("coordinator",))
+    assert render_model_card(undeclared).count(f"- seen by coordinator: {first}") == 1
     assert "No differential-privacy guarantee" in render_privacy_statement(Ledger(delta=DELTA))
 
 
