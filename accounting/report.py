@@ -46,6 +46,11 @@ def round_up(value: float, digits: int = 4) -> str:
     return f"{rounded:.{max(digits - 1 - exponent, 0)}f}" if -4 <= exponent < 6 else f"{rounded:.{digits - 1}e}"
 
 
+def _below(epsilon: float, epsilon_data_independent: float) -> bool:
+    """Whether a data-dependent ε is below the data-independent one by more than floating-point error."""
+    return epsilon < epsilon_data_independent * (1 - 1e-12)
+
+
 @dataclass(frozen=True)
 class MechanismReport:
     """One mechanism's share of a composition, accounted on its own."""
@@ -64,8 +69,13 @@ class MechanismReport:
     #: :data:`~privfed.accounting.mechanism.RELATIONS`); ``None`` where not stated (reports built before).
     relations: tuple[str, ...] | None = None
 
+    @property
+    def epsilon_is_data_dependent(self) -> bool:
+        """Whether :attr:`epsilon` depends on private data (:attr:`PrivacyReport.epsilon_is_data_dependent`)."""
+        return _below(self.epsilon, self.epsilon_data_independent) and self.data_dependent
+
     def __repr__(self) -> str:
-        dependence = "DATA-DEPENDENT" if self.data_dependent else "data-independent"
+        dependence = "DATA-DEPENDENT" if self.epsilon_is_data_dependent else "data-independent"
         relations = "" if self.relations is None else f", relations = {list(self.relations)}"
         return (
             f"MechanismReport({self.kind}, {self.num_queries} queries, unit = {self.unit!r}{relations}, "
@@ -104,8 +114,9 @@ class PrivacyReport:
         The composed curve per order: RDP ε(α) and the papers' log-moments
         α(λ) = λ · RDP(α) with λ = α − 1.
     data_dependent:
-        ``True`` when ε was computed from private statistics (vote counts): the
-        number itself then depends on the private data and must be labelled so.
+        ``True`` when the analysis used private statistics (vote counts). Whether the ε printed depends
+        on them is :attr:`epsilon_is_data_dependent`: where the data-dependent bound is not smaller, ε is
+        the data-independent one (∞ included) and holds for every data set.
     epsilon_data_independent:
         ε from the same analysis using only data-independent bounds; safe to publish.
     analysis, conversion:
@@ -254,6 +265,16 @@ class PrivacyReport:
         profile = self._profile
         return None if profile is None else profile.gdp_mu()
 
+    @property
+    def epsilon_is_data_dependent(self) -> bool:
+        """Whether :attr:`epsilon` itself depends on private data, and so must be labelled DATA-DEPENDENT.
+
+        True only where the analysis used private statistics (:attr:`data_dependent`) and its ε is below
+        :attr:`epsilon_data_independent` (by more than floating-point error); an ε equal to the
+        data-independent one (∞ included) is that number, the same for every data set.
+        """
+        return _below(self.epsilon, self.epsilon_data_independent) and self.data_dependent
+
     def summary(self) -> str:
         """One line: ε, δ, unit, analysis, whether ε is data-dependent, the relation analysed, the assumptions,
         and whether some release is not covered."""
@@ -272,7 +293,7 @@ class PrivacyReport:
                 "; SANITISED: a noisy estimate of the data-dependent bound, safe to publish; worst-case "
                 f"data-independent ε = {round_up(self.epsilon_data_independent)}"
             )
-        elif self.data_dependent:
+        elif self.epsilon_is_data_dependent:
             text += (
                 "; DATA-DEPENDENT: this ε was computed from the private votes and is itself private; "
                 f"data-independent ε = {round_up(self.epsilon_data_independent)}"
@@ -297,7 +318,7 @@ class PrivacyReport:
         analysis = f"{self.analysis}, PLD" if self.method == "pld" else self.analysis
         dependence = (
             f"DATA-DEPENDENT, data-independent ε = {round_up(self.epsilon_data_independent)}"
-            if self.data_dependent else "data-independent"
+            if self.epsilon_is_data_dependent else "data-independent"
         )
         observer = "" if self.observer is None else f", observer = {self.observer!r}"
         figure = (f"ε ≈ {round_up(self.epsilon)} (ESTIMATE)" if self.method == "smooth_sensitivity"

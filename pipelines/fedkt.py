@@ -367,8 +367,8 @@ class FedKT(ClassifierMixin, BaseEstimator):
         A driver over the party and server steps of :mod:`privfed.pipelines.fedkt_steps`: every message
         goes through its wire form, exactly as in a Flower run (``privfed.federation``).
 
-        Warns (``UserWarning``) when fewer than 10 queries per class were answered, or when 95 % or more
-        of the voted labels are one class: the final model then has too little to learn from.
+        Warns (``UserWarning``) when the voted labels hold so few classes that the final model is near chance
+        on a balanced test set whatever it learns, or when 95 % or more of them are one class.
         """
         self._validate()
         parties, public = check_parties(parties, public)

@@ -68,7 +68,7 @@ from .fedkt_secure import (
 from .messages import ArraySpec, MessageError, Record, WireMessage
 from .partition import keyed_teacher_subsets
 from .party_schema import WITHHELD_SIZE, PartySchema, record_schema_exchange
-from .preflight import warn_if_noise_drowns_votes
+from .preflight import is_near_chance, warn_if_noise_drowns_votes
 from .run_parameters import record_draw
 from .voting import break_ties_at_random, consistent_votes, noisy_labels, prediction_votes
 
@@ -368,24 +368,35 @@ def _with_noise_seed(prototype: Any, noise_seed: int | None) -> Any:
 
 # --- server steps -----------------------------------------------------------------------------------
 
-#: Fewer answered queries per class than this, or one class holding this share of the voted labels, draws a warning.
-MIN_QUERIES_PER_CLASS = 10
+#: One class holding this share of the voted labels or more draws a warning.
 MAX_MAJORITY_SHARE = 0.95
 
 
 def warn_if_too_little_to_learn(labels: np.ndarray, n_classes: int, local_answered: list[int] | None) -> None:
-    """Warn when the final model (or, under L2, a party's students) would learn from too few or too uniform labels."""
+    """Warn when the final model (or, under L2, a party's students) cannot do better than near chance.
+
+    A classifier predicts only the classes it was trained on, so one trained on labels of k of C classes answers
+    at most k/C of a test set with balanced classes right: near chance (:func:`.preflight.is_near_chance`) when k/C
+    is. That is a bound, whatever the data; how many labels per class a model needs beyond it depends on the data
+    (6 per class give 0.86 accuracy on digits), so a count per class is no criterion. Noise that drowns the votes
+    is the pre-flight check's (:func:`preflight_fedkt`); one class holding :data:`MAX_MAJORITY_SHARE` of the
+    labels draws its own warning.
+    """
     advice = "query more public examples (query_fraction), add less noise (gamma, sigma) or raise target_epsilon"
-    if local_answered is not None and min(local_answered) < MIN_QUERIES_PER_CLASS * n_classes:
+    if local_answered is not None and is_near_chance(min(min(local_answered), n_classes) / n_classes, 1 / n_classes):
+        fewest = min(local_answered)
         warnings.warn(
-            f"FedKT: a party answered only {min(local_answered)} local queries for {n_classes} classes (fewer than "
-            f"{MIN_QUERIES_PER_CLASS} per class): its students have little to learn from; {advice}",
+            f"FedKT: a party answered only {fewest} local queries for {n_classes} classes: its students can "
+            f"predict at most {fewest} classes, so they answer at most {fewest / n_classes:.0%} of a balanced test "
+            f"set right, near chance; {advice}",
             UserWarning, stacklevel=4,
         )
-    if len(labels) < MIN_QUERIES_PER_CLASS * n_classes:
+    covered = len(np.unique(labels))
+    if is_near_chance(covered / n_classes, 1 / n_classes):
         warnings.warn(
-            f"FedKT: only {len(labels)} server queries were answered for {n_classes} classes (fewer than "
-            f"{MIN_QUERIES_PER_CLASS} per class): the final model will be close to guessing; {advice}",
+            f"FedKT: the server's {len(labels)} voted labels hold only {covered} of {n_classes} classes: the final "
+            f"model can predict no other class, so it answers at most {covered / n_classes:.0%} of a balanced test "
+            f"set right, near chance; {advice}",
             UserWarning, stacklevel=4,
         )
     share = np.bincount(labels, minlength=n_classes).max() / len(labels)
@@ -395,6 +406,7 @@ def warn_if_too_little_to_learn(labels: np.ndarray, n_classes: int, local_answer
             f"else (the noise may drown the votes); {advice}",
             UserWarning, stacklevel=4,
         )
+
 
 def fedkt_noise(model: Any) -> NoisyArgmax | None:
     if model.privacy == "L0":

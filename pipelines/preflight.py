@@ -15,10 +15,16 @@ import warnings
 
 import numpy as np
 
-__all__ = ["NEAR_CHANCE_FRACTION", "unanimous_accuracy", "warn_if_noise_drowns_votes"]
+__all__ = ["NEAR_CHANCE_FRACTION", "is_near_chance", "unanimous_accuracy", "warn_if_noise_drowns_votes"]
 
 #: "Near chance": closing less than this fraction of the gap from the chance rate to a perfect score.
 NEAR_CHANCE_FRACTION = 0.25
+
+def is_near_chance(accuracy: float, majority_class_rate: float) -> bool:
+    """Whether ``accuracy`` closes less than :data:`NEAR_CHANCE_FRACTION` of the gap from ``majority_class_rate``
+    (always answering the most frequent class; 1/C for C balanced classes) to 1."""
+    return accuracy < majority_class_rate + NEAR_CHANCE_FRACTION * (1.0 - majority_class_rate)
+
 
 #: Monte Carlo draws of the noise (standard error of the estimate below 0.008).
 _SAMPLES = 4000
@@ -47,7 +53,7 @@ def warn_if_noise_drowns_votes(algorithm: str, *, votes: float, n_classes: int, 
     accuracy. ``what`` states the votes (``"each server query has at most 6 votes"``), ``advice`` what to change."""
     accuracy = unanimous_accuracy(votes, n_classes, aggregator=aggregator, scale=scale)
     chance = 1.0 / max(int(n_classes), 1)
-    if accuracy < chance + NEAR_CHANCE_FRACTION * (1.0 - chance):
+    if is_near_chance(accuracy, chance):
         noise = f"Laplace noise of scale {scale:g} (1/gamma)" if aggregator == "laplace" else \
             f"Gaussian noise of standard deviation {scale:g} (sigma)"
         warnings.warn(

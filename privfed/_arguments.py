@@ -136,11 +136,13 @@ def _nearest_existing(path: Path) -> Path:
     return path
 
 
-def check_output_folder(path: str | os.PathLike[str], argument: str, *, overwrite: bool | None = None) -> Path:
+def check_output_folder(path: str | os.PathLike[str], argument: str, *, overwrite: bool | None = None,
+                        how_to_overwrite: str = "pass --overwrite") -> Path:
     """Check, before any work, that ``path`` can become an output folder; nothing is created.
 
     ``path`` must not be a file; with ``overwrite=False`` an existing folder must be
-    empty (``overwrite=None``: an existing folder is reused, as a resumed sweep does);
+    empty (``overwrite=None``: an existing folder is reused, as a resumed sweep does;
+    ``how_to_overwrite`` is what the refusal tells the user to do);
     the folder, or its nearest existing ancestor, must be writable (a file is created
     and removed there to find out).
     """
@@ -148,7 +150,8 @@ def check_output_folder(path: str | os.PathLike[str], argument: str, *, overwrit
     if path.exists() and not path.is_dir():
         raise ValueError(f"{argument} {str(path)!r} is a file; it must name a folder")
     if overwrite is False and path.is_dir() and any(path.iterdir()):
-        raise ValueError(f"{argument} {str(path)!r} exists and is not empty; pass --overwrite to replace its contents")
+        raise ValueError(f"{argument} {str(path)!r} exists and is not empty; {how_to_overwrite} to replace its "
+                         "contents")
     ancestor = _nearest_existing(path)
     if not ancestor.is_dir():
         raise ValueError(f"{argument} {str(path)!r} cannot be created: {str(ancestor)!r} is a file")

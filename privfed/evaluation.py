@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from privfed.pipelines.preflight import NEAR_CHANCE_FRACTION
+from privfed.pipelines.preflight import NEAR_CHANCE_FRACTION, is_near_chance
 
 __all__ = ["NEAR_CHANCE_FRACTION", "accuracy_line", "evaluate_accuracy", "is_near_chance"]
 
@@ -30,12 +30,6 @@ def evaluate_accuracy(model: Any, X: Any, y: Any) -> dict[str, float]:
     _, counts = np.unique(y, return_counts=True)
     return {"test_accuracy": float(np.mean(predictions == y)),
             "test_majority_class_rate": float(counts.max() / len(y)), "test_examples": float(len(y))}
-
-
-def is_near_chance(accuracy: float, majority_class_rate: float) -> bool:
-    """Whether ``accuracy`` closes less than :data:`NEAR_CHANCE_FRACTION` of the gap from the majority-class rate
-    to 1."""
-    return accuracy < majority_class_rate + NEAR_CHANCE_FRACTION * (1.0 - majority_class_rate)
 
 
 def accuracy_line(metrics: Mapping[str, float]) -> str | None:

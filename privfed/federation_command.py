@@ -1,7 +1,8 @@
 """``privfed federation run`` and ``privfed federation local``: Flower runs with an answer at the end.
 
-``privfed federation run APP_CONFIG [--connection NAME]`` checks the run configuration (a TOML file of the
-app's keys, ``docs/federation.md``) and the connection, submits the run with ``flwr run <app> NAME --stream
+``privfed federation run APP_CONFIG [--connection NAME] [--overwrite]`` checks the run configuration (a TOML file
+of the app's keys, ``docs/federation.md``), the connection and, where this machine sees the server's folders, that
+``output-bundle`` can be written (empty, or ``--overwrite``), submits the run with ``flwr run <app> NAME --stream
 --run-config APP_CONFIG``, follows it (Flower's full output goes to a log file; privfed's warnings are
 echoed) and prints one summary: the algorithm, the parties that took part, ε per unit (per observer where
 the ledger accounts observers), the test accuracy when ``test-path`` names a labelled test file, and the
@@ -17,15 +18,19 @@ stops them, else it keeps them until Ctrl-C (exit 0) and prints how to submit ru
 from __future__ import annotations
 
 import argparse
+import contextlib
 import difflib
 import json
+import math
 import os
 import re
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 import tomllib
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -75,8 +80,9 @@ def read_app_config(path: str) -> dict[str, Any]:
     return config
 
 
-def _connection(name: str | None, env: dict[str, str]) -> str:
-    """The SuperLink connection to use, checked in ``$FLWR_HOME/config.toml`` (default ``~/.flwr``)."""
+def _connection(name: str | None, env: dict[str, str]) -> tuple[str, str]:
+    """The SuperLink connection to use and its address, checked in ``$FLWR_HOME/config.toml`` (default
+    ``~/.flwr``)."""
     home = Path(env.get("FLWR_HOME") or Path.home() / ".flwr")
     file = home / "config.toml"
     connections: dict[str, Any] = {}
@@ -96,7 +102,61 @@ def _connection(name: str | None, env: dict[str, str]) -> str:
         hint = f"; did you mean {close[0]!r}?" if close else ""
         raise ValueError(f"--connection {chosen!r} is not a [superlink.{chosen}] section of {file} "
                          f"(connections there: {names or 'none'}){hint}")
-    return chosen
+    return chosen, str(connections[chosen].get("address", ""))
+
+
+def _on_this_machine(address: str) -> bool:
+    """Whether a SuperLink ``address`` (``host:port``) is this machine, so that the server's files are ours."""
+    host = address.rsplit(":", 1)[0].strip("[]") if ":" in address else address
+    return host in ("localhost", "::1") or host.startswith("127.")
+
+
+def _overwrite(config: dict[str, Any], args: argparse.Namespace) -> bool:
+    return bool(args.overwrite or config.get("overwrite", False))
+
+
+def check_bundle_folder(config_path: str, config: dict[str, Any], *, overwrite: bool,
+                        server_folder: Path | None) -> None:
+    """Refuse, before submission, an ``output-bundle`` the server could not write (ValueError, exit 2).
+
+    Only where this machine sees the server's files: an absolute path, or one relative to ``server_folder``
+    (the server's working folder, known for ``privfed federation local``). Elsewhere the server checks it itself
+    before asking any SuperNode (:func:`privfed.federation.server_app.run_server`).
+    """
+    from privfed._arguments import check_output_folder
+
+    bundle = Path(str(config.get("output-bundle", app_config_keys()["output-bundle"])))
+    if not bundle.is_absolute():
+        if server_folder is None:
+            return
+        bundle = server_folder / bundle
+    try:
+        check_output_folder(bundle, "output-bundle", overwrite=overwrite,
+                            how_to_overwrite="pass --overwrite (or set overwrite = true in APP_CONFIG)")
+    except ValueError as error:
+        raise ValueError(f"APP_CONFIG {config_path!r}: {error}; nothing was submitted") from None
+
+
+@contextlib.contextmanager
+def _submitted_config(config_path: str, config: dict[str, Any], overwrite: bool) -> Iterator[str]:
+    """APP_CONFIG, or (``--overwrite`` where it does not set ``overwrite = true``) a copy that does, while used."""
+    if not overwrite or config.get("overwrite", False):
+        yield config_path
+        return
+    with tempfile.TemporaryDirectory(prefix="privfed-run-") as folder:
+        copy = Path(folder) / Path(config_path).name
+        lines = [f"{key} = {_toml_value(value)}" for key, value in {**config, "overwrite": True}.items()]
+        copy.write_text("\n".join(lines) + "\n", encoding="utf-8")
+        yield str(copy)
+
+
+def _toml_value(value: Any) -> str:
+    """A run-configuration value (bool, int, float, str) as TOML."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float) and not math.isfinite(value):
+        return "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")
+    return json.dumps(value) if isinstance(value, str) else repr(value)
 
 
 def _log_path(given: str | None) -> Path:
@@ -110,7 +170,7 @@ def _log_path(given: str | None) -> Path:
 
 def follow_run(config_path: str, connection: str, env: dict[str, str], log: Path, *, name: str) -> int:
     """Submit the run, follow it into ``log``, print the summary or the failure; the exit code."""
-    from privfed.federation.summary import FAILURE_PREFIX, SUMMARY_PREFIX, summary_lines
+    from privfed.federation.summary import FAILURE_PREFIX, SUMMARY_PREFIX, WAITING_PREFIX, summary_lines
 
     flwr = shutil.which("flwr", path=env.get("PATH"))
     if flwr is None:
@@ -133,6 +193,8 @@ def follow_run(config_path: str, connection: str, env: dict[str, str], log: Path
                     summary = json.loads(line.split(SUMMARY_PREFIX, 1)[1])
                 elif FAILURE_PREFIX in line:
                     failure = json.loads(line.split(FAILURE_PREFIX, 1)[1])
+                elif WAITING_PREFIX in line:
+                    print(f"{name}: {line.split(WAITING_PREFIX, 1)[1].strip()}", file=sys.stderr)
                 elif _WARNING.search(line):
                     print(f"{name}: {_WARNING.split(line.strip(), 1)[-1]}", file=sys.stderr)
             process.wait()
@@ -159,10 +221,15 @@ def follow_run(config_path: str, connection: str, env: dict[str, str], log: Path
 
 
 def _run_command(args: argparse.Namespace) -> int:
-    read_app_config(args.config)
+    config = read_app_config(args.config)
     env = dict(os.environ)
-    return follow_run(args.config, _connection(args.connection, env), env, _log_path(args.log),
-                      name="privfed federation run")
+    connection, address = _connection(args.connection, env)
+    overwrite = _overwrite(config, args)
+    if _on_this_machine(address):
+        check_bundle_folder(args.config, config, overwrite=overwrite, server_folder=None)
+    log = _log_path(args.log)
+    with _submitted_config(args.config, config, overwrite) as submitted:
+        return follow_run(submitted, connection, env, log, name="privfed federation run")
 
 
 def _local_command(args: argparse.Namespace) -> int:
@@ -170,21 +237,26 @@ def _local_command(args: argparse.Namespace) -> int:
 
     if len(args.data) != args.sites:
         raise ValueError(f"--data: {len(args.data)} files for --sites {args.sites}; give one file per site")
+    folder = Path(args.workdir)
+    config: dict[str, Any] = {}
     if args.config is not None:
         config = read_app_config(args.config)
         wanted = config.get("num-supernodes", app_config_keys()["num-supernodes"])
         if wanted != args.sites:
             raise ValueError(f"APP_CONFIG {args.config!r}: num-supernodes = {wanted}, but --sites is {args.sites}")
+        check_bundle_folder(args.config, config, overwrite=_overwrite(config, args), server_folder=folder)
+    elif args.overwrite:
+        raise ValueError("--overwrite applies to a run: give --run APP_CONFIG")
     log = _log_path(args.log)
     name = "privfed federation local"
-    folder = Path(args.workdir)
     folder.mkdir(parents=True, exist_ok=True)
     try:
         with local_federation(args.data, folder=folder) as sites:
             print(f"{name}: SuperLink on 127.0.0.1:{sites.link_port} with {args.sites} SuperNodes (logs in {folder})",
                   file=sys.stderr)
             if args.config is not None:
-                return follow_run(args.config, sites.connection, sites.env, log, name=name)
+                with _submitted_config(args.config, config, _overwrite(config, args)) as submitted:
+                    return follow_run(submitted, sites.connection, sites.env, log, name=name)
             print(f"{name}: submit runs with FLWR_HOME={sites.env['FLWR_HOME']} privfed federation run APP_CONFIG "
                   f"--connection {sites.connection}; Ctrl-C stops the SuperLink and the SuperNodes", file=sys.stderr)
             while True:
@@ -217,6 +289,8 @@ def add_federation_command(commands: Any) -> None:
     run.add_argument("--connection", help="a [superlink.NAME] connection of $FLWR_HOME/config.toml "
                                           "(default: its [superlink] default)")
     run.add_argument("--log", help="file for Flower's full output (default: privfed-federation-TIME.log here)")
+    run.add_argument("--overwrite", action="store_true",
+                     help="replace a bundle already in output-bundle (sets the run config's overwrite = true)")
     run.set_defaults(handler=_run_command)
     local = sub.add_parser(
         "local", help="a trial federation on 127.0.0.1: a SuperLink and N SuperNodes",
@@ -229,4 +303,6 @@ def add_federation_command(commands: Any) -> None:
     local.add_argument("--workdir", default="privfed-local", help="folder for the processes' logs (default "
                                                                   "./privfed-local)")
     local.add_argument("--log", help="file for Flower's full output of the run (default: privfed-federation-TIME.log)")
+    local.add_argument("--overwrite", action="store_true",
+                       help="with --run: replace a bundle already in output-bundle (the run config's overwrite = true)")
     local.set_defaults(handler=_local_command)

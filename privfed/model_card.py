@@ -36,7 +36,7 @@ from privfed.accounting.noise_source import NOISE_SECRET, NOISE_SEEDED, noise_pr
 from privfed.accounting.observers import OBSERVERS, describe_observer
 from privfed.accounting.report import round_up
 from privfed.evaluation import accuracy_line
-from privfed.privacy_statement import render_privacy_statement
+from privfed.privacy_statement import render_privacy_statement, uncovered_label, uncovered_releases
 
 __all__ = ["CARD_DATA_FILE", "card_data_document", "noise_notice", "render_model_card"]
 
@@ -124,6 +124,7 @@ def _epsilon_lines(ledger: Ledger) -> list[str]:
              "rounded up; ∞ where a release no mechanism covers is seen.", "",
              "| unit | analysis | ε | data-independent ε | data-dependent? | optimal order |",
              "|---|---|---|---|---|---|"]
+    dependent = False
     for unit in ledger.units:
         for analysis in ("tight", "classic"):
             try:
@@ -131,12 +132,13 @@ def _epsilon_lines(ledger: Ledger) -> list[str]:
             except ValueError as error:  # an entry without a curve for this analysis
                 lines.append(f"| {unit} | {analysis} | not available: {error} | | | |")
                 continue
+            dependent = dependent or report.epsilon_is_data_dependent
             lines.append(
                 f"| {unit} | {analysis} | {_epsilon_text(report.epsilon)} | "
                 f"{_epsilon_text(report.epsilon_data_independent)} "
-                f"| {'**yes**' if report.data_dependent else 'no'} | {report.order:g} |"
+                f"| {'**yes**' if report.epsilon_is_data_dependent else 'no'} | {report.order:g} |"
             )
-    if any(member.data_dependent for entry in ledger.entries for member in entry.analyses.values()):
+    if dependent:
         lines += ["", "**Data-dependent ε**: computed from the private votes, so the number itself depends on "
                       "private data and is not protected; the data-independent ε holds whatever the data."]
     lines += ["", "Neighbouring relations:", *[f"- {relation_for_unit(unit, ledger.relations(unit))}"
@@ -153,11 +155,12 @@ def _observer_lines(ledger: Ledger) -> list[str]:
              *[f"- {describe_observer(observer)}" for observer in OBSERVERS], "",
              "| observer | unit | ε | data-independent ε | data-dependent? | not covered |",
              "|---|---|---|---|---|---|"]
+    labels = {text: uncovered_label(index) for index, text in enumerate(uncovered_releases(ledger))}
     for report in ledger.observer_table(analysis="tight"):
         lines.append(f"| {report.observer} | {report.unit} | {_epsilon_text(report.epsilon)} | "
                      f"{_epsilon_text(report.epsilon_data_independent)} | "
-                     f"{'**yes**' if report.data_dependent else 'no'} | "
-                     f"{'; '.join(report.uncovered) if report.uncovered else 'nothing'} |")
+                     f"{'**yes**' if report.epsilon_is_data_dependent else 'no'} | "
+                     f"{', '.join(labels.get(text, text) for text in report.uncovered) or 'nothing'} |")
     return lines
 
 
@@ -292,8 +295,15 @@ def render_model_card(ledger: Ledger, *, card: Mapping[str, Any] | None = None) 
               f"- Files: {', '.join(f'`{name}`' for name in sorted(model.get('files', {})))}", ""]
     lines += _card_lines(card or {})
     lines += ["## Releases of private data it depends on", "", *_release_lines(ledger), ""]
+    uncovered = uncovered_releases(ledger)
     unaccounted = [entry for entry in ledger.entries if entry.kind == "unaccounted"]
-    if unaccounted:
+    if uncovered:  # the privacy statement below describes each, once
+        labels = ", ".join(uncovered_label(index) for index in range(len(uncovered)))
+        lines += ["### Not covered by any guarantee", "",
+                  f"{len(uncovered)} release(s) ({labels}) reach an observer with no mechanism accounting for them; "
+                  "an observer who sees one has ε = ∞ (unless it is post-processing of recorded DP training). Each "
+                  "is described once, under \"not covered\" in the privacy statement below.", ""]
+    elif unaccounted:  # no δ, so no statement: described here
         lines += ["### Not covered by any guarantee", "",
                   "These releases are recorded but no mechanism accounts for them; an observer who sees one has "
                   "ε = ∞ (unless it is post-processing of recorded DP training):",

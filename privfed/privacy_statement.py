@@ -23,9 +23,10 @@ from typing import Any
 from privfed.accounting.ledger import Ledger
 from privfed.accounting.mechanism import relation_for_unit
 from privfed.accounting.noise_source import noise_provenance_problem
+from privfed.accounting.observers import OBSERVERS
 from privfed.accounting.report import PrivacyReport, round_up
 
-__all__ = ["STATEMENT_HEADING", "card_statement", "render_privacy_statement"]
+__all__ = ["STATEMENT_HEADING", "card_statement", "render_privacy_statement", "uncovered_releases"]
 
 #: The card section holding the statement (``privfed audit`` reads it back).
 STATEMENT_HEADING = "## Privacy statement"
@@ -35,11 +36,38 @@ _CONVENTION = ('Reported following the reporting checklist of Ponomareva et al.,
                'still matches.')
 
 
+def uncovered_releases(ledger: Ledger) -> dict[str, dict[str, list[str]]]:
+    """Every release some observer sees with no mechanism covering it, once, in ledger order (numbered U1, U2, ...
+    by :func:`uncovered_label`): its description → {observer: the units it leaves uncovered for that observer}."""
+    found: dict[str, dict[str, list[str]]] = {}
+    if ledger.delta is None:
+        return found
+    for observer in OBSERVERS:
+        for unit in ledger.units:
+            for text in ledger.account(unit=unit, observer=observer).uncovered:
+                found.setdefault(text, {}).setdefault(observer, []).append(unit)
+    return found
+
+
+def uncovered_label(index: int) -> str:
+    """The name of the ``index``-th (from 0) of :func:`uncovered_releases`: ``U1``, ``U2``, ..."""
+    return f"U{index + 1}"
+
+
+def uncovered_where(seen: dict[str, list[str]]) -> str:
+    """``"the public and the coordinator at example and party level"``: who sees an uncovered release, where."""
+    by_units: dict[tuple[str, ...], list[str]] = {}
+    for observer, units in seen.items():
+        by_units.setdefault(tuple(units), []).append(f"the {observer}")
+    return ", ".join(f"{' and '.join(observers)} at {' and '.join(units)} level"
+                     for units, observers in by_units.items())
+
+
 def _unit_rows(ledger: Ledger, unit: str, report: PrivacyReport) -> list[tuple[str, str]]:
     releases = sum(1 for entry in ledger.entries if entry.kind in ("release", "training") and unit in entry.analyses)
     guarantee = (f"({round_up(report.epsilon_data_independent)}, {ledger.delta:g})-DP at {unit} level, whatever the "
                  "data (data-independent ε)")
-    if report.data_dependent and report.epsilon < report.epsilon_data_independent:
+    if report.epsilon_is_data_dependent:
         guarantee += (f"; data-dependent ε = {round_up(report.epsilon)}, computed from the private votes (an "
                       "estimate for this data set, itself not protected)")
     if report.uncovered:
@@ -80,18 +108,21 @@ def render_privacy_statement(ledger: Ledger) -> str:
     reports = {primary.unit: primary, **primary.other_units}
     for unit in ledger.units:
         rows += _unit_rows(ledger, unit, reports[unit])
+    uncovered = uncovered_releases(ledger)
+    labels = {text: uncovered_label(index) for index, text in enumerate(uncovered)}
     for unit in ledger.units:
         coordinator = ledger.account(unit=unit, observer="coordinator")
         rows.append((f"against the coordinator ({unit})", (
-            f"ε = inf: it receives {len(coordinator.uncovered)} release(s) no mechanism covers: "
-            + "; ".join(coordinator.uncovered)) if coordinator.uncovered else (
+            f"ε = inf: it receives {len(coordinator.uncovered)} release(s) no mechanism covers "
+            f"({', '.join(labels[text] for text in coordinator.uncovered)}, under \"not covered\")")
+            if coordinator.uncovered else (
             f"(ε = {round_up(coordinator.epsilon)}, δ = {coordinator.delta:g})-DP, "
-            f"{'data-dependent' if coordinator.data_dependent else 'data-independent'}")))
-    uncovered = list(dict.fromkeys(text for unit in ledger.units for text in reports[unit].uncovered))
+            f"{'data-dependent' if coordinator.epsilon_is_data_dependent else 'data-independent'}")))
     rows += [
         ("data accesses covered", "the releases recorded in the ledger (listed above), and everything computed from "
                                   "them (post-processing)"),
-        ("not covered", "; ".join(uncovered) or "none recorded"),
+        ("not covered", "; ".join(f"{labels[text]}, seen by {uncovered_where(seen)}: {text}"
+                                  for text, seen in uncovered.items()) or "none recorded"),
         ("hyper-parameter tuning", "not accounted: no tuning run on private data is recorded; if hyper-parameters "
                                    "were tuned on the private data, that cost is not in ε"),
         ("budget", ", ".join(f"{unit}: ε ≤ {value:g} enforced ({ledger.budget_basis.replace('_', '-')} ε)"

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -105,12 +106,16 @@ def _report_command(args: argparse.Namespace) -> int:
     config = load_config(args.config, data_folder=args.data_folder)
     save = save_final_model_bundle if args.save == "bundle" else save_ledger
     try:
-        results = run_sweep(config, out, save_model=save, n_jobs=args.n_jobs,
-                            progress=False if args.no_progress else None,
-                            log=lambda line: print(f"privfed report: {line}", file=sys.stderr))
+        with warnings.catch_warnings(record=True) as caught:  # the runs' warnings, each once, after the bar
+            warnings.simplefilter("always")
+            results = run_sweep(config, out, save_model=save, n_jobs=args.n_jobs,
+                                progress=False if args.no_progress else None,
+                                log=lambda line: print(f"privfed report: {line}", file=sys.stderr))
     except SweepInterrupted as interrupted:
         print(f"privfed report: {interrupted}", file=sys.stderr)
         return EXIT_INTERRUPTED
+    for warning in caught:
+        print(f"privfed report: warning: {warning.message}", file=sys.stderr)
     files = render_report(out / RESULTS_FILE, out)
     print(f"wrote {files.html}, {files.markdown}, {files.png} and {files.svg}")
     failures = failure_lines(results)

@@ -35,7 +35,7 @@ from ..accounting.mechanism import UNITS
 from ..accounting.report import round_up
 from .sweep import SWEEP_FILE, load_results
 
-__all__ = ["PLOT_NAME", "ReportFiles", "plot_epsilon_accuracy", "render_report", "summarize"]
+__all__ = ["PLOT_NAME", "ReportFiles", "plot_epsilon_accuracy", "render_report", "summarize", "varying_along_lines"]
 
 PLOT_NAME = "epsilon_accuracy"
 _MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")
@@ -94,7 +94,9 @@ def summarize(results: pd.DataFrame) -> pd.DataFrame:
             row[f"epsilon_{unit}_min"] = group[f"epsilon_{unit}_tight"].min()
             row[f"epsilon_{unit}_classic"] = group[f"epsilon_{unit}_classic"].max()
             row[f"epsilon_{unit}_data_independent"] = group[f"epsilon_{unit}_tight_data_independent"].max()
-            row[f"data_dependent_{unit}"] = bool(group[f"data_dependent_{unit}"].astype(str).eq("True").any())
+            below = group[f"epsilon_{unit}_tight"] < group[f"epsilon_{unit}_tight_data_independent"]
+            # data-dependent where some seed's ε depends on the data: below the data-independent ε
+            row[f"data_dependent_{unit}"] = bool((group[f"data_dependent_{unit}"].astype(str).eq("True") & below).any())
             row[f"method_{unit}"] = ", ".join(sorted(set(group[f"method_{unit}"].astype(str))))
         linked = references.loc[references.index.intersection(list(set(runs["reference_key"]) - {""}))]
         row["reference_accuracy_mean"] = linked["accuracy"].mean() if len(linked) else math.nan
@@ -118,8 +120,19 @@ def _references(summary: pd.DataFrame) -> dict[float, list[str]]:
 
 
 # --- plot ------------------------------------------------------------------------------------------------------
-def plot_epsilon_accuracy(summary: pd.DataFrame, *, delta: float | None = None) -> Any:
-    """The ε-versus-accuracy figure (a matplotlib ``Figure`` on the Agg canvas), one panel per unit."""
+def varying_along_lines(summary: pd.DataFrame) -> list[str]:
+    """The varied keys (``param_<key>`` columns, prefix dropped) that take several values within one plot line."""
+    columns = [column for column in summary.columns if column.startswith("param_")]
+    lines = summary.groupby("line", sort=False)
+    return [_short(column) for column in columns if (lines[column].nunique(dropna=False) > 1).any()]
+
+
+def plot_epsilon_accuracy(summary: pd.DataFrame, *, delta: float | None = None, n_classes: int | None = None) -> Any:
+    """The ε-versus-accuracy figure (a matplotlib ``Figure`` on the Agg canvas), one panel per unit.
+
+    Each point is labelled with its value of what varies along its line (its title names it); ``n_classes``
+    draws the chance line, random guessing's accuracy 1/C (whatever the classes' frequencies).
+    """
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
     from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
@@ -134,6 +147,10 @@ def plot_epsilon_accuracy(summary: pd.DataFrame, *, delta: float | None = None) 
         return figure
     settings = list(dict.fromkeys(summary["setting"]))
     colours = {setting: f"C{index % 10}" for index, setting in enumerate(settings)}
+    varying = varying_along_lines(summary)
+    if varying:
+        figure.suptitle(f"along each line {', '.join(varying)} {'varies' if len(varying) == 1 else 'vary'} "
+                        f"(each point labelled with its {varying[0]})", fontsize="medium")
     for axis, unit in zip(axes, units):
         column = f"epsilon_{unit}"
         plotted = summary[np.isfinite(summary[column])]
@@ -148,10 +165,17 @@ def plot_epsilon_accuracy(summary: pd.DataFrame, *, delta: float | None = None) 
                     color=colours[setting], marker=_MARKERS[index % len(_MARKERS)],
                     linestyle=_LINESTYLES[index % len(_LINESTYLES)], capsize=3, markersize=5, label=line,
                 )
+                if varying:
+                    for x_value, y_value, label in zip(x, y, points[f"param_{varying[0]}"]):
+                        axis.annotate(_value(label), (x_value, y_value), textcoords="offset points", xytext=(4, 4),
+                                      fontsize="x-small", color=colours[setting])
         for value, owners in _references(summary).items():
             colour = colours[owners[0]] if len(owners) == 1 else "0.35"
             axis.axhline(value, color=colour, linestyle=(0, (5, 3)), linewidth=1.2, alpha=0.8,
                          label=f"non-private (L0), {' / '.join(owners)}: {100 * value:.1f} %")
+        if n_classes is not None and n_classes >= 2:
+            axis.axhline(1.0 / n_classes, color="0.5", linestyle=":", linewidth=1.2,
+                         label=f"random guessing (1/{n_classes}): {100 / n_classes:.1f} %")
         finite = plotted[column][plotted[column] > 0]
         if len(finite) and finite.max() / finite.min() >= 10:
             axis.set_xscale("log")
@@ -315,7 +339,8 @@ def _sweep_description(results_path: Path | None) -> dict[str, Any]:
 def _environment_rows(environment: Mapping[str, Any]) -> list[list[str]]:
     rows = [[key, str(environment[key])] for key in ("created", "platform", "machine", "cpu_count", "git_commit")
             if key in environment]
-    rows += [[name, str(version)] for name, version in environment.get("software", {}).items()]
+    rows += [[name, "not installed" if version is None else str(version)]
+             for name, version in environment.get("software", {}).items()]
     return rows
 
 
@@ -361,7 +386,10 @@ def render_report(
     deltas = sorted(set(results.loc[results["status"] == "ok", "delta"].dropna()))
 
     summary = summarize(results)
-    figure = plot_epsilon_accuracy(summary, delta=deltas[0] if len(deltas) == 1 else None)
+    classes = sorted(set(results.loc[results["status"] == "ok", "n_classes"].dropna())) if "n_classes" in results \
+        else []
+    figure = plot_epsilon_accuracy(summary, delta=deltas[0] if len(deltas) == 1 else None,
+                                   n_classes=int(classes[0]) if len(classes) == 1 else None)
     png, svg = out_dir / f"{PLOT_NAME}.png", out_dir / f"{PLOT_NAME}.svg"
     figure.savefig(png, dpi=100)
     figure.savefig(svg)

@@ -420,6 +420,10 @@ def _privacy_columns(ledger: Ledger, delta: float | None) -> dict[str, Any]:
     return row
 
 
+#: A computed row's key (not a results column) holding the (category, message) of each warning its fit raised.
+_WARNINGS = "warnings"
+
+
 @dataclass(frozen=True)
 class _Task:
     point: SweepPoint
@@ -444,11 +448,14 @@ def _run_point(task: _Task) -> dict[str, Any]:
     model = _build_estimator(context.estimator, point.estimator_params, point.seed)
     start = time.perf_counter()
     try:
-        model.fit(list(split.parties), split.X_public)
+        with warnings.catch_warnings(record=True) as caught:  # said once per sweep, after its progress bar
+            warnings.simplefilter("always")
+            model.fit(list(split.parties), split.X_public)
     except ValueError as error:
         row.update(status="error", error=f"{type(error).__name__}: {error}", wall_time_s=time.perf_counter() - start)
         return row
     row["wall_time_s"] = time.perf_counter() - start
+    row[_WARNINGS] = tuple((warning.category, str(warning.message)) for warning in caught)
     row["accuracy"] = float(model.score(split.X_test, split.y_test))
     row["auc"] = _auc(model, split.X_test, split.y_test, n_classes)
     row["n_queries"] = float(getattr(model, "n_queries_answered_", math.nan))
@@ -587,23 +594,37 @@ def run_sweep(
     bar = progress_bar(total=len(points), progress=progress, desc=f"sweep {config.name}", unit="run", leave=True)
     bar.update(len(points) - len(pending))
     finished = len(points) - len(pending)
+    raised: dict[tuple[type[Warning], str], list[SweepPoint]] = {}
     try:
         for start in range(0, len(pending), workers):
             chunk = pending[start:start + workers]
             rows = executor.map(_run_point, [_Task(point, context) for point in chunk])
             pd.DataFrame(rows, columns=list(columns)).to_csv(csv_path, mode="a", header=False, index=False)
+            for point, row in zip(chunk, rows):
+                for warning in dict.fromkeys(row.get(_WARNINGS, ())):
+                    raised.setdefault(warning, []).append(point)
             finished += len(chunk)
             bar.update(len(chunk))
     except KeyboardInterrupt:
         raise SweepInterrupted(finished, len(points)) from None
     finally:
         bar.close()
+    for (category, message), raised_by in raised.items():
+        warnings.warn(f"{message} [{_runs_named(raised_by, len(pending))}]", category, stacklevel=2)
     results = load_results(csv_path)
     order = {point.key: index for index, point in enumerate(points)}
     results = results.sort_values("key", key=lambda keys: keys.map(order)).reset_index(drop=True)
     if _parquet_available():
         results.to_parquet(out_dir / PARQUET_FILE, index=False)
     return results
+
+
+def _runs_named(points: list[SweepPoint], n_runs: int) -> str:
+    """``"2 of 26 runs: FedKT-L1 gamma=0.1 query_fraction=0.1 seed=0, ..."``, naming at most three."""
+    named = [" ".join([point.setting, *(f"{key}={value}" for key, value in point.values.items()),
+                       f"seed={point.seed}"]) for point in points[:3]]
+    more = ", ..." if len(points) > 3 else ""
+    return f"{len(points)} of {n_runs} runs: {', '.join(named)}{more}"
 
 
 def _previous_rows(csv_path: Path, keys: set[str], columns: tuple[str, ...]) -> pd.DataFrame:

@@ -66,6 +66,114 @@ def test_bad_input_of_local_and_a_missing_config(tmp_path, flwr_home, capsys) ->
     assert "num-supernodes = 3, but --sites is 1" in capsys.readouterr().err
 
 
+@pytest.fixture
+def fake_flwr(tmp_path, monkeypatch):
+    """A ``flwr`` on PATH that records its arguments and the run configuration it was given, then fails."""
+    folder = tmp_path / "bin"
+    folder.mkdir()
+    script = folder / "flwr"
+    record = tmp_path / "flwr-called.json"
+    script.write_text(f"""#!{sys.executable}
+import json, pathlib, sys
+arguments = sys.argv[1:]
+config = arguments[arguments.index("--run-config") + 1]
+pathlib.Path({str(record)!r}).write_text(json.dumps({{"arguments": arguments,
+                                                     "config": pathlib.Path(config).read_text()}}))
+sys.exit(1)
+""")
+    script.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{folder}{os.pathsep}{os.environ['PATH']}")
+    return record
+
+
+def test_a_bundle_already_in_output_bundle_is_refused_before_submission(tmp_path, flwr_home, fake_flwr,
+                                                                        capsys) -> None:
+    """Issue 45, item 6: rerunning into the same output folder exits 2 with one line, before flwr run; --overwrite
+    submits the run with overwrite = true (a real run-config key: flwr run takes one TOML file, so a copy)."""
+    bundle = tmp_path / "fedkt-bundle"
+    bundle.mkdir()
+    (bundle / "ledger.json").write_text("{}")
+    config = tmp_path / "fedkt.toml"
+    config.write_text(f'output-bundle = "{bundle}"\ngamma = 1.0\n')
+    assert main(["federation", "run", str(config), "--log", str(tmp_path / "run.log")]) == 2
+    error = capsys.readouterr().err
+    assert error == (f"privfed federation: error: APP_CONFIG {str(config)!r}: output-bundle {str(bundle)!r} exists and "
+                     "is not empty; pass --overwrite (or set overwrite = true in APP_CONFIG) to replace its contents; "
+                     "nothing was submitted\n"), error
+    assert not fake_flwr.exists() and not (tmp_path / "run.log").exists()
+    assert main(["federation", "run", str(config), "--log", str(tmp_path / "run.log"), "--overwrite"]) == 1
+    submitted = json.loads(fake_flwr.read_text())
+    assert submitted["config"] == f'output-bundle = "{bundle}"\ngamma = 1.0\noverwrite = true\n'
+    config.write_text(f'output-bundle = "{bundle}"\noverwrite = true\n')  # the run-config key alone
+    assert main(["federation", "run", str(config), "--log", str(tmp_path / "run.log")]) == 1
+    assert json.loads(fake_flwr.read_text())["arguments"][-1] == str(config.resolve())
+
+
+def test_a_remote_server_checks_its_output_bundle_itself_before_asking_any_supernode(tmp_path, flwr_home,
+                                                                                     fake_flwr) -> None:
+    """This machine cannot see a remote server's folders: the run is submitted, and the server refuses it before
+    its first message to a SuperNode."""
+    import numpy as np
+    from privfed.pipelines.fedkt import FedKT
+
+    from privfed.federation.server_app import ServerJob, run_server
+
+    (flwr_home / "config.toml").write_text('[superlink]\ndefault = "far"\n\n[superlink.far]\n'
+                                           'address = "server.example.org:8000"\ninsecure = true\n')
+    bundle = tmp_path / "fedkt-bundle"
+    bundle.mkdir()
+    (bundle / "ledger.json").write_text("{}")
+    config = tmp_path / "fedkt.toml"
+    config.write_text(f'output-bundle = "{bundle}"\n')
+    assert main(["federation", "run", str(config), "--log", str(tmp_path / "run.log")]) == 1
+    assert fake_flwr.exists()  # submitted: only the server sees its folder
+
+    class Grid:
+        def get_node_ids(self):
+            raise AssertionError("a SuperNode was asked")
+
+    from sklearn.tree import DecisionTreeClassifier
+
+    job = ServerJob(estimator=FedKT(DecisionTreeClassifier()), public=np.zeros((4, 2)), num_supernodes=3,
+                    output_bundle=str(bundle))
+    with pytest.raises(ValueError, match=r"output-bundle .* exists and is not empty; set overwrite = true in the run "
+                                         r"configuration \(privfed federation run --overwrite\)"):
+        run_server(Grid(), job)
+
+
+def test_the_server_says_who_is_connected_while_it_waits_and_how_long_it_will(monkeypatch, capsys) -> None:
+    """Issue 45, item 7: a site down at submission is named as missing at once (then on each change and every
+    30 s), with the run-config key that bounds the wait; a run with every site connected says nothing."""
+    import privfed.federation.server_app as server_app
+    from privfed.federation.summary import WAITING_PREFIX, waiting_line
+
+    assert waiting_line([11, 22], 3, 12.3, 600.0) == (
+        "waiting for SuperNodes: 2 of 3 connected (node 11, node 22), 1 missing after 12 s; the run stops if they "
+        "have not all connected 600 s after it started (the run-config key timeout: a smaller one gives up sooner; "
+        "Ctrl-C stops the run now)")
+    page = " ".join((Path(__file__).resolve().parents[1] / "docs" / "federation.md").read_text().split())
+    assert f"(`privfed federation run: {waiting_line([5830, 9121], 3, 0.0, 600.0)}`)" in page  # quoted as printed
+    assert waiting_line([], 2, 0.0, None).startswith("waiting for SuperNodes: 0 of 2 connected, 2 missing after 0 s; "
+                                                     "no timeout is set")
+    monkeypatch.setattr(server_app, "_POLL_SECONDS", 0.0)
+    answers = iter([[7], [7], [7], [7, 9], [7, 9, 12]])
+
+    class Grid:
+        def get_node_ids(self):
+            return next(answers)
+
+    assert server_app._wait_for_nodes(Grid(), 3, 600.0, announce=True) == [7, 9, 12]
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == 2 and all(line.startswith(WAITING_PREFIX) for line in lines)
+    assert "1 of 3 connected (node 7), 2 missing" in lines[0] and "2 of 3 connected (node 7, node 9), 1 missing" in \
+        lines[1]
+    everyone = type("Everyone", (), {"get_node_ids": lambda self: [1, 2]})()
+    assert server_app._wait_for_nodes(everyone, 2, 1.0, announce=True) == [1, 2]
+    assert capsys.readouterr().out == ""
+    with pytest.raises(server_app.FederationError, match=r"only 1 of 2 SuperNodes connected after"):
+        server_app._wait_for_nodes(type("One", (), {"get_node_ids": lambda self: [5]})(), 2, 0.05)
+
+
 def privfed_command(*arguments: str) -> list[str]:
     return [sys.executable, "-m", "privfed", "federation", *arguments]
 
@@ -85,6 +193,11 @@ def test_a_killed_supernode_fails_the_run_in_one_line_and_ctrl_c_stops_it(tmp_pa
         assert done.returncode == 1, done.stdout + done.stderr
         (failed,) = [line for line in done.stderr.splitlines() if "failed:" in line]
         assert "SuperNodes connected after" in failed and f"traceback in {log}" in failed, done.stderr
+        waiting = [line for line in done.stderr.splitlines() if "waiting for SuperNodes" in line]
+        assert waiting, done.stderr
+        assert waiting[0].startswith("privfed federation run: waiting for SuperNodes: 2 of 3 connected (node")
+        assert "1 missing after" in waiting[0] and "connected 20 s after it started (the run-config key timeout" in \
+            waiting[0], done.stderr
         assert "Traceback" not in done.stdout + done.stderr and "Traceback" in log.read_text()
         assert not (tmp_path / "bundle").exists()
 
@@ -150,6 +263,7 @@ def test_the_summary_reports_epsilon_per_unit_and_per_observer_where_the_ledger_
         epsilon: float
         data_dependent: bool = False
         epsilon_data_independent: float = math.inf
+        epsilon_is_data_dependent: bool = False
 
     class ObservedLedger:
         units, delta = ("party",), 1e-5

@@ -4,16 +4,14 @@ The test substitutes only what the page says it may: ``server.example.org`` → 
 ``--host 127.0.0.1``, the folders ``/data``, ``/srv``, ``/analyst`` → temporary folders, the ports 8000, 9094–9096
 → free ports; the plain trial applies the page's own edits (``--insecure`` for the certificate flags, no
 authentication flags, no keys, ``insecure = true`` in the connection). The TLS run makes a CA and the SuperLink's
-certificate with ``cryptography``, the hospitals' keys with the page's ``ssh-keygen`` and registers them with the
+certificate with the page's step-1 block, the hospitals' keys with the page's ``ssh-keygen`` and registers them with the
 page's ``flwr supernode register``; a SuperNode with an unregistered key is refused. Each run takes one to two
 minutes on two shared cores (Flower starts a process per message).
 """
 
 from __future__ import annotations
 
-import datetime
 import importlib.util
-import ipaddress
 import re
 import shutil
 import subprocess
@@ -47,36 +45,6 @@ def deployment_blocks() -> list[tuple[str, str]]:
 def commands(block: str) -> list[str]:
     """The block's commands, continuation lines joined."""
     return [line for line in block.replace("\\\n", " ").splitlines() if line.strip()]
-
-
-def make_certificates(folder: Path) -> None:
-    """A CA (ca.crt) and the SuperLink's certificate for 127.0.0.1 (server.pem, server.key), as step 1 asks."""
-    from cryptography import x509
-    from cryptography.hazmat.primitives import hashes, serialization
-    from cryptography.hazmat.primitives.asymmetric import ec
-    from cryptography.x509.oid import NameOID
-
-    now = datetime.datetime.now(datetime.timezone.utc)
-
-    def certificate(subject: str, key, issuer: x509.Name, signer, *extensions) -> x509.Certificate:
-        name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, subject)])
-        builder = (x509.CertificateBuilder().subject_name(name).issuer_name(issuer).public_key(key.public_key())
-                   .serial_number(x509.random_serial_number()).not_valid_before(now - datetime.timedelta(minutes=5))
-                   .not_valid_after(now + datetime.timedelta(days=1)))
-        for extension, critical in extensions:
-            builder = builder.add_extension(extension, critical=critical)
-        return builder.sign(signer, hashes.SHA256())
-
-    ca_key, server_key = ec.generate_private_key(ec.SECP384R1()), ec.generate_private_key(ec.SECP384R1())
-    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "privfed test CA")])
-    ca = certificate("privfed test CA", ca_key, ca_name, ca_key,
-                     (x509.BasicConstraints(ca=True, path_length=None), True))
-    server = certificate("127.0.0.1", server_key, ca_name, ca_key, (x509.SubjectAlternativeName(
-        [x509.IPAddress(ipaddress.ip_address("127.0.0.1")), x509.DNSName("localhost")]), False))
-    (folder / "ca.crt").write_bytes(ca.public_bytes(serialization.Encoding.PEM))
-    (folder / "server.pem").write_bytes(server.public_bytes(serialization.Encoding.PEM))
-    (folder / "server.key").write_bytes(server_key.private_bytes(
-        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()))
 
 
 class Runbook:
@@ -124,15 +92,18 @@ class Runbook:
 def run_the_page(tmp_path: Path, *, tls: bool) -> None:
     blocks = deployment_blocks()
     languages = [language for language, _ in blocks]
-    assert languages == ["bash", "bash", "bash", "toml", "bash", "bash", "toml", "bash", "bash"], languages
-    files, keys, superlink, connection, register, supernodes, run_config, run, audit = (text for _, text in blocks)
+    assert languages == ["bash", "bash", "bash", "bash", "toml", "bash", "bash", "toml", "bash", "bash"], languages
+    files, certificates, keys, superlink, connection, register, supernodes, run_config, run, audit = (
+        text for _, text in blocks)
     book = Runbook(tmp_path, tls=tls)
     try:
         done = book.bash(files, timeout=120)  # 0. the sites' files, the public set, the test set
         assert done.returncode == 0, done.stderr
         assert sorted(p.name for p in book.folders["/data"].iterdir()) == [f"hospital-{s}.npz" for s in "abc"]
         if tls:
-            make_certificates(tmp_path)  # 1. certificates
+            done = book.bash(certificates, timeout=60)  # 1. certificates, made as the page makes them
+            assert done.returncode == 0, done.stderr
+            assert (tmp_path / "server.key").stat().st_mode & 0o777 == 0o600
             shutil.copy(tmp_path / "ca.crt", book.folders["/analyst"] / "ca.crt")
             done = book.bash(keys, timeout=60)  # 2. the hospitals' keys
             assert done.returncode == 0, done.stderr

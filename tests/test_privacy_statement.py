@@ -59,8 +59,35 @@ def test_an_uncovered_release_makes_the_statement_say_epsilon_is_infinite():
     rows = _rows(render_privacy_statement(ledger))
     assert rows["formal guarantee (party)"].startswith("ε = inf for the model as released: 2 release(s)")
     assert rows["formal guarantee (example)"].startswith("ε = inf for the model as released: 2 release(s)")
-    assert rows["not covered"].startswith("class counts of every party, sent in clear; ")
-    assert "entry 2 is analysed at example level only, not at party level" in rows["not covered"]
+    assert rows["not covered"].startswith("U1, seen by the public and the coordinator at example and party level: "
+                                          "class counts of every party, sent in clear; U2, ")
+    assert ("U3, seen by the public and the coordinator at party level: entry 2 is analysed at example level only, "
+            "not at party level") in rows["not covered"]
+    assert rows["against the coordinator (party)"] == ('ε = inf: it receives 2 release(s) no mechanism covers (U1, U3, '
+                                                      'under "not covered")')
+
+
+def test_the_card_names_each_uncovered_release_once_and_never_says_none_beside_one():
+    """Issue 45, item 10: releases only the coordinator sees are "not covered" too, and each long description is
+    written once in the card; the tables name it U1, U2."""
+    from privfed.model_card import render_model_card
+
+    ledger = Ledger(delta=DELTA)
+    ledger.record(LaplaceNoisyMax(np.ones((5, 2), dtype=int), 0.5, 1, unit="party"))
+    first = "the students' predictions each party sends to the coordinator, counted before any noise is added"
+    second = "the schema exchange: each party's number of examples and its labels, in clear"
+    for description in (first, second):
+        ledger.record_unaccounted(description, observers=("coordinator",))
+    rows = _rows(render_privacy_statement(ledger))
+    assert rows["not covered"] == (f"U1, seen by the coordinator at party level: {first}; "
+                                   f"U2, seen by the coordinator at party level: {second}")
+    card = render_model_card(ledger)
+    assert card.count(first) == card.count(second) == 1 and "none recorded" not in card
+    assert "| coordinator | party | ∞ | ∞ | no | U1, U2 |" in card and "| public | party |" in card
+    assert "2 release(s) (U1, U2) reach an observer with no mechanism accounting for them" in card
+    undeclared = Ledger()  # no δ, so no statement: the card's own section describes the release
+    undeclared.record_unaccounted(first, observers=("coordinator",))
+    assert render_model_card(undeclared).count(f"- seen by coordinator: {first}") == 1
     assert "No differential-privacy guarantee" in render_privacy_statement(Ledger(delta=DELTA))
 
 
@@ -93,3 +120,25 @@ def test_card_carries_the_statement_and_audit_checks_it(tmp_path):
 
 def _ledger_of(bundle):
     return Ledger.from_json((bundle / "ledger.json").read_text())
+
+
+def test_audit_prints_epsilon_per_observer_as_one_table_once(tmp_path):
+    """Issue 45, items 9 and 10: one table, a row per observer, below the verdict table; an ∞ that holds for every
+    data set is not called data-dependent."""
+    rng = np.random.default_rng(0)
+    features = rng.normal(size=(40, 3))
+    model = sklearn_linear.LogisticRegression().fit(features, (features[:, 0] > 0).astype(int))
+    ledger = Ledger(delta=DELTA, description="a student of 10 parties")
+    ledger.record(LaplaceNoisyMax(np.tile([[9, 1], [6, 4]], (5, 1)), 0.05, 1, unit="party"), note="student labels")
+    ledger.record_unaccounted("class counts of every party, sent in clear", observers=("coordinator",))
+    report = audit(save_bundle(model, tmp_path / "bundle", ledger))
+    text = report.table()
+    assert report.check("recorded totals").detail == ("the totals recorded for public and coordinator equal those "
+                                                      "recomputed from the entries (tight analysis, δ = 1e-05); the "
+                                                      "ε per observer table is below")
+    public = round_up(ledger.account(unit="party").epsilon)
+    table = text[text.index("\nε per observer"):text.rindex("\n\n")].strip().splitlines()
+    assert [line.split() for line in table[1:]] == [
+        ["observer", "ε", "(party", "level)"], ["-" * 11, "-" * 15], ["public", public], ["coordinator", "inf"]]
+    assert text.count("ε per observer, recomputed") == 1 and "data-dependent" not in "\n".join(table)
+    assert report.to_dict()["epsilons"]["observers"] == {"public": {"party": public}, "coordinator": {"party": "inf"}}

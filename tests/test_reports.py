@@ -20,7 +20,7 @@ import privfed.reports.sweep as sweep_module  # noqa: E402
 from privfed.accounting import Ledger  # noqa: E402
 from privfed.accounting.report import round_up  # noqa: E402
 from privfed.reports.config import ConfigError, parse_config  # noqa: E402
-from privfed.reports.render import plot_epsilon_accuracy, render_report, summarize  # noqa: E402
+from privfed.reports.render import plot_epsilon_accuracy, render_report, summarize, varying_along_lines  # noqa: E402
 from privfed.reports.sweep import (  # noqa: E402
     RESULTS_FILE,
     load_results,
@@ -239,6 +239,28 @@ def test_epsilon_axis_is_logarithmic_only_when_it_spans_a_decade(swept) -> None:
     assert scales == ["linear", "log"]  # one panel per unit: example, party
 
 
+def test_the_plot_says_what_varies_along_a_line_and_draws_chance(swept) -> None:
+    _, results, _ = swept
+    summary = summarize(results)
+    assert varying_along_lines(summary) == []  # one query_fraction: each line is a single point
+    merged = summary.assign(line=summary["setting"])  # one line per setting: gamma varies along it
+    assert varying_along_lines(merged) == ["gamma"]
+    figure = plot_epsilon_accuracy(merged, n_classes=10)
+    assert figure.get_suptitle() == "along each line gamma varies (each point labelled with its gamma)"
+    for axis in figure.axes:
+        assert {text.get_text() for text in axis.texts} == {"0.5", "2"}
+        chance = [line for line in axis.get_lines() if line.get_label() == "random guessing (1/10): 10.0 %"]
+        assert len(chance) == 1 and chance[0].get_ydata()[0] == pytest.approx(0.1)
+
+
+def test_the_environment_table_says_not_installed(swept, tmp_path) -> None:
+    _, results, _ = swept
+    environment = {"software": {"xgboost": None, "numpy": "2.0.0"}}
+    files = render_report(results, tmp_path, environment=environment)
+    text = files.markdown.read_text(encoding="utf-8")
+    assert "| xgboost | not installed |" in text and "| numpy | 2.0.0 |" in text and "None" not in text
+
+
 # --- configuration --------------------------------------------------------------------------------------
 @pytest.mark.parametrize(
     ("change", "message"),
@@ -355,3 +377,17 @@ def test_sweep_runs_other_pipelines_and_bundles_their_final_model(tmp_path):
     for run in sorted((out / "runs").iterdir()):
         model, ledger = privfed.load_bundle(run)
         assert type(model).__name__ == "DecisionTreeClassifier" and ledger.account(delta=1e-5).epsilon > 0
+
+
+def test_the_runs_warnings_are_printed_once_after_the_sweep(tmp_path, capsys) -> None:
+    """A warning every noisy run raises (the pre-flight check at gamma = 0.05) is one line, naming the runs, and is
+    not printed through the progress bar run by run."""
+    config = tmp_path / "hopeless.toml"
+    config.write_text(TOML.replace("gamma = [1.0]", "gamma = [0.05]"), encoding="utf-8")
+    assert main(["report", str(config), "--out", str(tmp_path / "out")]) == 0
+    err = capsys.readouterr().err
+    lines = [line for line in err.splitlines() if "NEAR CHANCE" in line]
+    assert len(lines) == 1 and err.count("NEAR CHANCE") == 1, err
+    assert lines[0].startswith("privfed report: warning: FedKT pre-flight: each server query has at most 3 votes")
+    assert lines[0].endswith("[2 of 3 runs: default gamma=0.05 query_fraction=0.2 seed=3, "
+                             "default gamma=0.05 query_fraction=0.4 seed=3]"), lines[0]

@@ -34,7 +34,7 @@ from privfed.audit.loading import load_bundle_model, load_foreign_model
 from privfed.audit.membership import empirical_check, empirical_claim, read_samples
 from privfed.audit.parameters import parameters_check
 from privfed.audit.provenance import noise_headline, noise_provenance_check
-from privfed.audit.recomputation import budget_check, entry_checks, ledger_statement, totals_check
+from privfed.audit.recomputation import budget_check, entry_checks, epsilon_table, ledger_statement, totals_check
 from privfed.audit.report import (
     INTEGRITY_MEANING,
     RECOMPUTE_MEANING,
@@ -211,6 +211,7 @@ def _audit_bundle(directory: Path, *, evidence, samples, given_units, module, mo
     checks += entry_checks(ledger, verified)
     try:  # totals are recomputed from untrusted parameters: a malformed entry fails here, never as a traceback
         totals = totals_check(ledger, document)
+        epsilons = epsilon_table(ledger, document) if totals.status == "pass" else {}
         budget = budget_check(ledger, document)
         statement, claim = ledger_statement(ledger, document.get("spent"), given_units)
     except (ValueError, TypeError, KeyError, ArithmeticError) as error:
@@ -254,7 +255,7 @@ def _audit_bundle(directory: Path, *, evidence, samples, given_units, module, mo
                                            confidence=confidence, random_state=random_state)
         checks.append(check)
     return AuditReport(str(directory), tuple(checks), claim, empirical,
-                       headline=_headline(provenance, signing, ledger))
+                       headline=_headline(provenance, signing, ledger), epsilons=epsilons)
 
 
 def _audit_claims(model_path: Path | None, claims_path: Path, *, samples, given_units, module,

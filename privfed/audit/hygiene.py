@@ -133,7 +133,7 @@ def _data_dependence(statement: Statement) -> Check:
                "the training data and is not covered by any guarantee; the data-independent ε is the safe figure "
                "to publish.")
     report = statement.reports.get(statement.unit)
-    if report is not None and report.data_dependent and report.epsilon < report.epsilon_data_independent * (1 - 1e-12):
+    if report is not None and report.epsilon_is_data_dependent:
         return Check(name, "warn",
                      f"{statement.unit}-level ε = {format_epsilon(report.epsilon)} is data-dependent "
                      f"(data-independent ε = {format_epsilon(report.epsilon_data_independent)}); no "

@@ -89,22 +89,30 @@ def entry_checks(ledger: Ledger, evidence: Mapping[str, dict[str, np.ndarray]]) 
     return checks
 
 
-def totals_check(ledger: Ledger, document: dict[str, Any]) -> Check:
-    """The recorded totals (``spent``, and ``spent_by_observer`` from schema 2 on) against the entries."""
-    name = "recorded totals"
-    version = document.get("schema_version", SCHEMA_VERSION)
-    recorded_totals = [("public", document.get("spent"))]  # (observer, its recorded totals)
-    if version >= 2:
+def _recorded_observers(document: dict[str, Any]) -> list[tuple[str, Any]]:
+    """(observer, its recorded totals): ``spent`` for the public, ``spent_by_observer`` from schema 2 on."""
+    recorded_totals = [("public", document.get("spent"))]
+    if document.get("schema_version", SCHEMA_VERSION) >= 2:
         by_observer = document.get("spent_by_observer")
         recorded_totals += (list(by_observer.items()) if isinstance(by_observer, dict)
                             else [("coordinator", by_observer)])
+    return recorded_totals
+
+
+def totals_check(ledger: Ledger, document: dict[str, Any]) -> Check:
+    """The recorded totals (``spent``, and ``spent_by_observer`` from schema 2 on) against the entries.
+
+    The ε themselves are :func:`epsilon_table`'s, printed once below the verdict table.
+    """
+    name = "recorded totals"
+    version = document.get("schema_version", SCHEMA_VERSION)
+    recorded_totals = _recorded_observers(document)
     if ledger.delta is None:
         if any(value is not None for _, value in recorded_totals):
             return Check(name, "fail", "totals are recorded but the ledger states no δ", RECOMPUTE_MEANING,
                          "recomputation")
         return Check(name, "pass", "no δ, so no totals are recorded")
-    summaries = []
-    for index, (observer, recorded) in enumerate(recorded_totals):
+    for observer, recorded in recorded_totals:
         if observer not in OBSERVERS:
             return Check(name, "fail", f"the ledger records totals for an unknown observer {observer!r}",
                          RECOMPUTE_MEANING, "recomputation")
@@ -122,12 +130,31 @@ def totals_check(ledger: Ledger, document: dict[str, Any]) -> Check:
                     return Check(name, "fail", f"{unit}-level {key.replace('_', ' ')} against the {observer} is "
                                  f"recorded as {shown!r} but the entries give {fresh!r} ({ledger.analysis} analysis, "
                                  f"δ = {ledger.delta:g})", RECOMPUTE_MEANING, "recomputation")
+    observers = " and ".join(dict.fromkeys(observer for observer, _ in recorded_totals))
+    return Check(name, "pass", f"the totals recorded for {observers} equal those recomputed from the entries "
+                 f"({ledger.analysis} analysis, δ = {ledger.delta:g}); the ε per observer table is below")
+
+
+def epsilon_table(ledger: Ledger, document: dict[str, Any]) -> dict[str, Any]:
+    """ε per observer and unit, recomputed from the entries (after :func:`totals_check` passed), as printed below
+    the verdict table: ``{"analysis", "delta", "units", "observers": {observer: {unit: text}}}``; {} without δ.
+
+    A figure is labelled data-dependent only where it depends on the private data: below the data-independent ε.
+    """
+    if ledger.delta is None:
+        return {}
+    version = document.get("schema_version", SCHEMA_VERSION)
+    observers: dict[str, dict[str, str]] = {}
+    for observer, _ in _recorded_observers(document):
+        fresh_totals = ledger.totals(observer, schema_version=version)
+        row = observers.setdefault(observer, {})
+        for unit in ledger.units:
             epsilon = decode_epsilon(fresh_totals[unit]["epsilon"])
-            if index > 0 or version < 2:  # the observer × unit table (schema 2: spent repeats the public)
-                summaries.append(f"{observer}, {unit}: ε = {format_epsilon(epsilon)}"
-                                 + (" (data-dependent)" if fresh_totals[unit]["data_dependent"] else ""))
-    return Check(name, "pass", f"recomputed from the entries ({ledger.analysis} analysis, δ = {ledger.delta:g}): "
-                 + "; ".join(summaries))
+            independent = decode_epsilon(fresh_totals[unit]["epsilon_data_independent"])
+            dependent = fresh_totals[unit]["data_dependent"] and epsilon < independent * (1 - 1e-12)
+            row[unit] = format_epsilon(epsilon) + (
+                f" (data-dependent; data-independent {format_epsilon(independent)})" if dependent else "")
+    return {"analysis": ledger.analysis, "delta": ledger.delta, "units": list(ledger.units), "observers": observers}
 
 
 def budget_check(ledger: Ledger, document: Mapping[str, Any]) -> Check | None:

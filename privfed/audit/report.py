@@ -101,6 +101,10 @@ class AuditReport:
     headline:
         What the reader must know before the table ("" when nothing): a bundle whose noise its holder can
         regenerate, or whose noise provenance is not recorded (:mod:`privfed.audit.provenance`).
+    epsilons:
+        ε per observer and unit, recomputed from the entries
+        (:func:`privfed.audit.recomputation.epsilon_table`; {} when not computed): printed once, as one
+        table with a row per observer, below the verdict table.
     """
 
     target: str
@@ -108,6 +112,7 @@ class AuditReport:
     claim: dict[str, Any] = field(default_factory=dict)
     empirical: dict[str, Any] | None = None
     headline: str = ""
+    epsilons: dict[str, Any] = field(default_factory=dict)
 
     @property
     def failed(self) -> tuple[Check, ...]:
@@ -160,8 +165,23 @@ class AuditReport:
             if check.status != "pass" and check.meaning:
                 note = wrap.wrap(f"What this means: {check.meaning} See {check.reference}.")
                 lines.extend(indent + line for line in note)
+        lines += self._epsilon_lines()
         lines += ["", self.verdict()]
         return "\n".join(lines)
+
+    def _epsilon_lines(self) -> list[str]:
+        """The ε per observer table: a row per observer, a column per unit."""
+        if not self.epsilons:
+            return []
+        units = self.epsilons["units"]
+        rows = [["observer", *(f"ε ({unit} level)" for unit in units)]]
+        rows += [[observer, *(by_unit[unit] for unit in units)]
+                 for observer, by_unit in self.epsilons["observers"].items()]
+        widths = [max(len(row[column]) for row in rows) for column in range(len(rows[0]))]
+        table = ["  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip() for row in rows]
+        table.insert(1, "  ".join("-" * width for width in widths))
+        return ["", f"ε per observer, recomputed from the entries ({self.epsilons['analysis']} analysis, "
+                    f"δ = {self.epsilons['delta']:g}; inf: an observer sees a release no mechanism covers):", *table]
 
     def to_dict(self) -> dict[str, Any]:
         return _json_safe({
@@ -173,6 +193,7 @@ class AuditReport:
             "claim": self.claim,
             "empirical": self.empirical,
             "checks": [check.to_dict() for check in self.checks],
+            "epsilons": self.epsilons,
         })
 
     def to_json(self) -> str:

@@ -77,6 +77,7 @@ class ServerJob:
     timeout: float | None = None
     max_message_bytes: int = DEFAULT_MAX_BYTES
     output_bundle: str | None = None
+    overwrite: bool = False  # replace a bundle already in output_bundle (else the run stops before any message)
     ship_evidence: bool = False
     test: tuple[np.ndarray, np.ndarray] | None = None  # labelled (X, y) held out on the server: test accuracy
     announce: bool = False  # print the summary line for `privfed federation run` (privfed.federation.summary)
@@ -90,19 +91,34 @@ SHIP_EVIDENCE_WARNING = (
 )
 
 
-def _wait_for_nodes(grid: Any, count: int, timeout: float | None) -> list[int]:
-    """The first ``count`` SuperNodes to connect (sorted ids); waits at most ``timeout`` seconds."""
+#: Seconds between two "waiting for SuperNodes" lines when nobody connects or leaves.
+_WAITING_EVERY = 30.0
+
+
+def _wait_for_nodes(grid: Any, count: int, timeout: float | None, *, announce: bool = False) -> list[int]:
+    """The first ``count`` SuperNodes to connect (sorted ids); waits at most ``timeout`` seconds.
+
+    ``announce``: while some are missing, print who is connected (:func:`~privfed.federation.summary.waiting_line`)
+    at once, whenever that changes, and every :data:`_WAITING_EVERY` seconds.
+    """
     started = time.monotonic()
     deadline = None if timeout is None else started + timeout
+    said: tuple[list[int], float] | None = None
     while True:
         nodes = sorted(grid.get_node_ids())
         if len(nodes) >= count:
             return nodes[:count]
-        if deadline is not None and time.monotonic() > deadline:
+        now = time.monotonic()
+        if deadline is not None and now > deadline:
             raise FederationError(
-                f"only {len(nodes)} of {count} SuperNodes connected after {time.monotonic() - started:.1f} s "
+                f"only {len(nodes)} of {count} SuperNodes connected after {now - started:.1f} s "
                 f"(timeout={timeout} s); nothing was written"
             )
+        if announce and (said is None or said[0] != nodes or now - said[1] >= _WAITING_EVERY):
+            from privfed.federation.summary import WAITING_PREFIX, waiting_line
+
+            print(WAITING_PREFIX + waiting_line(nodes, count, now - started, timeout), flush=True)
+            said = (nodes, now)
         time.sleep(_POLL_SECONDS)
 
 
@@ -163,7 +179,12 @@ def run_server(grid: Any, job: ServerJob) -> Any:
     public = np.asarray(job.public)
     if public.ndim < 2 or len(public) == 0:
         raise ValueError(f"public must be a non-empty array of shape (n, features...), got shape {public.shape}")
-    nodes = _wait_for_nodes(grid, job.num_supernodes, job.timeout)
+    if job.output_bundle:  # a bundle that could not be written stops the run now, before any SuperNode is asked
+        from privfed._arguments import check_output_folder
+
+        check_output_folder(job.output_bundle, "output-bundle", overwrite=job.overwrite, how_to_overwrite=(
+            "set overwrite = true in the run configuration (privfed federation run --overwrite)"))
+    nodes = _wait_for_nodes(grid, job.num_supernodes, job.timeout, announce=job.announce)
 
     # 1. Schemas: every party describes its data; the server orders the parties and checks them.
     names = {node: f"node {node}" for node in nodes}
@@ -197,7 +218,7 @@ def run_server(grid: Any, job: ServerJob) -> Any:
             warnings.warn(SHIP_EVIDENCE_WARNING, UserWarning, stacklevel=2)
         data = {"public": public} if job.test is None else {"public": public, "test": job.test[0]}
         save_bundle(model, job.output_bundle, evidence=True if job.ship_evidence else None, metrics=metrics,
-                    data=data, intended_use=job.intended_use)
+                    data=data, intended_use=job.intended_use, overwrite=job.overwrite)
     if job.announce:
         from privfed.federation.summary import run_summary, summary_line
 
@@ -518,6 +539,7 @@ def job_from_config(config: Any) -> ServerJob:
         timeout=timeout,
         max_message_bytes=int(config.get("max-message-bytes", DEFAULT_MAX_BYTES)),
         output_bundle=str(config.get("output-bundle", "")) or None,
+        overwrite=_flag(config, "overwrite"),
         ship_evidence=_flag(config, "ship-evidence"),
         test=test,
         announce=True,

@@ -17,10 +17,24 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-__all__ = ["FAILURE_PREFIX", "SUMMARY_PREFIX", "failure_record", "run_summary", "summary_line", "summary_lines"]
+__all__ = ["FAILURE_PREFIX", "SUMMARY_PREFIX", "WAITING_PREFIX", "failure_record", "run_summary", "summary_line",
+           "summary_lines", "waiting_line"]
 
 SUMMARY_PREFIX = "privfed-summary: "
 FAILURE_PREFIX = "privfed-failed: "
+#: A line the ServerApp prints while it waits for SuperNodes to connect; ``privfed federation run`` echoes it.
+WAITING_PREFIX = "privfed-waiting: "
+
+
+def waiting_line(connected: Sequence[int], count: int, waited: float, timeout: float | None) -> str:
+    """Who is connected while the server waits for ``count`` SuperNodes, and how long it will wait."""
+    nodes = ", ".join(f"node {node}" for node in connected)
+    limit = (f"the run stops if they have not all connected {timeout:g} s after it started (the run-config key "
+             "timeout: a smaller one gives up sooner; Ctrl-C stops the run now)" if timeout else
+             "no timeout is set, so it waits until they connect or Ctrl-C (the run-config key timeout bounds the "
+             "wait)")
+    return (f"waiting for SuperNodes: {len(connected)} of {count} connected{f' ({nodes})' if nodes else ''}, "
+            f"{count - len(connected)} missing after {waited:.0f} s; {limit}")
 
 
 def _algorithm(model: Any) -> str:
@@ -45,7 +59,7 @@ def _epsilons(ledger: Any) -> dict[str, Any]:
             report = ledger.account(unit=unit) if observer is None else ledger.account(unit=unit, observer=observer)
             table["units"].setdefault(unit, {})[observer or "all"] = {
                 "epsilon": report.epsilon if math.isfinite(report.epsilon) else "inf",
-                "data_dependent": bool(report.data_dependent),
+                "data_dependent": bool(report.epsilon_is_data_dependent),  # the figure, not the analysis
                 "epsilon_data_independent": (report.epsilon_data_independent
                                              if math.isfinite(report.epsilon_data_independent) else "inf"),
             }
