@@ -285,7 +285,7 @@ class PrivateKT(ClassifierMixin, BaseEstimator):
         saved = self._checkpoint(checkpoint, parties, public, eval_set)
         names, schemas, classes = local_schema_exchange(parties, public.shape[1:], public_classes=self.classes)
         batched = self._batched(public, classes)
-        budgets = check_budgets(budgets, len(parties))
+        budgets = check_budgets(budgets, len(parties), public_classes=self.classes)
         study = study_name(study, "PrivateKT")
         refusals = RefusalLog(len(parties), "PrivateKT")
 
