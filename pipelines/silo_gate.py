@@ -59,7 +59,7 @@ class RefusedRunError(RuntimeError):
 
 
 #: Why a silo with a budget refuses a study without a public label set (in process and over Flower).
-SCHEMA_NOT_WITHHELD = ("without the study's public label set (classes=, run config public-classes) the schema step "
+SCHEMA_NOT_WITHHELD = ("without the study's public label set (classes=, run config classes) the schema step "
                        "sends each party's size and label set to the coordinator in the clear (ε = ∞ against it), "
                        "which no silo budget can admit")
 
