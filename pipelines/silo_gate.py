@@ -24,8 +24,8 @@ from ..accounting.silo_budget import BudgetRefusedError, SiloBudget
 from .messages import MessageError, Record, WireMessage
 
 __all__ = [
-    "SCHEMA_NOT_WITHHELD", "BudgetRefusal", "Refusal", "RefusalLog", "RefusedRunError", "admit", "check_budgets", "is_refusal",
-    "planned_dp_training", "refusals_in", "study_name",
+    "SCHEMA_NOT_WITHHELD", "BudgetRefusal", "Refusal", "RefusalLog", "RefusedRunError", "admit", "check_budgets",
+    "is_refusal", "planned_dp_training", "refusals_in", "study_name",
 ]
 
 

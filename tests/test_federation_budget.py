@@ -137,3 +137,29 @@ def test_selective_fd_silo_stops_at_the_round_that_would_exceed_over_flower(fede
     assert all(len(record) == 0 for record in dict(refusal.content.array_records).values())
     assert BudgetRefusal.KIND in json.dumps({k: dict(v) for k, v in dict(refusal.content.config_records).items()},
                                             default=str)
+
+
+def test_a_budgeted_silo_refuses_a_study_without_public_classes_at_the_schema_step(
+        federation, task_identity, tmp_path, monkeypatch) -> None:
+    # The attack: without run config `classes` the server's schema query carries no `public-classes`, and each
+    # party's schema reply would hand the coordinator its size and label set in the clear (ε = ∞). The guard: the
+    # budgeted SuperNode refuses before reading its data and its reply carries no schema; the server stops.
+    from privfed.federation import client_app
+    from privfed.federation.server_app import FederationError, ServerJob, run_server
+
+    _, paths, public, _ = federation
+    read = []
+    load = client_app.load_party_data
+    monkeypatch.setattr(client_app, "load_party_data", lambda path, **kw: read.append(str(path)) or load(path, **kw))
+    budgets = [None, silo(tmp_path / "b.jsonl", 1000.0), None]
+    grid, replies = budgeted_grid(paths, budgets)
+    with pytest.raises(FederationError, match="failed at the schema step: this silo's budget refuses the study: "
+                                              "without the study's public label set"):
+        run_server(grid, ServerJob(fedkt_l2().set_params(classes=None), public, num_supernodes=3, timeout=5))
+    (query, reply), = [(m, r) for m, r in replies
+                       if m.metadata.message_type == "query.schema" and m.metadata.dst_node_id == 99]
+    assert "public-classes" not in json.dumps({k: dict(v) for k, v in dict(query.content.config_records).items()},
+                                              default=str)
+    assert reply.has_error() and not reply.has_content()  # no schema record: neither its size nor its labels
+    assert str(paths[1]) not in read  # refused before its data file was read
+    assert privfed.SiloBudget.open(budgets[1]).charges == ()

@@ -216,3 +216,47 @@ def test_selective_fd_dp_models_charge_the_dp_selector_once_and_each_rounds_dp_s
             for c in charges] == [("dpsgd", 1.0, 1), ("dpsgd", 0.5, 2), ("dpsgd", 0.5, 2)]
     assert charges[0].mechanism["parameters"]["noise_multiplier"] == model.selectors_[1].noise_multiplier
     assert len(silos[2].charges) == 3
+
+
+def public_classes_withheld(estimator):
+    """Each pipeline taking ``budgets=``, without its public label set (``classes``)."""
+    tree = DecisionTreeClassifier(max_depth=4)
+    return {
+        "FedKT": lambda: FedKT(tree, n_partitions=1, n_teachers=2, privacy="L2", gamma=0.5, random_state=0),
+        "FedKD": lambda: privfed.FedKD(tree, tree, gamma=1.0, clip=4.0, quantization_scale=20, random_state=0),
+        "PrivateKT": lambda: PrivateKT(tree, epsilon_per_round=2.0, queries_per_round=20, buffer_rounds=4,
+                                       self_training_size=40, rounds=1, client_fraction=1.0, random_state=0),
+        "SelectiveFD": lambda: privfed.SelectiveFD(tree, rounds=1, proxy_batch=40, labels="hard", privacy="rr",
+                                                   epsilon_per_round=1.0, tau_client=None, random_state=0),
+        "FedMD": lambda: privfed.FedMD(tree, rounds=1, random_state=0),
+        "IndependentLearning": lambda: privfed.IndependentLearning(tree, rounds=1, random_state=0),
+    }[estimator]()
+
+
+@pytest.mark.parametrize("estimator", ["FedKT", "FedKD", "PrivateKT", "SelectiveFD", "FedMD", "IndependentLearning"])
+def test_a_budget_refuses_a_study_without_public_classes_before_any_party_describes_its_data(
+        digits, tmp_path, monkeypatch, estimator) -> None:
+    # The attack: without classes= the schema step hands the coordinator each party's size and label set in the
+    # clear (ε = ∞). The guard: fit refuses before any party describes its data, and nothing is charged.
+    from privfed.pipelines import party_schema
+
+    parties, public = digits
+    described = []
+
+    def spy(X, y, **kwargs):
+        described.append(len(y))
+        raise LookupError("a party described its data")
+
+    monkeypatch.setattr(party_schema, "describe_party", spy)
+    monkeypatch.setattr(fedkt_module, "describe_party", spy)
+    silo = privfed.SiloBudget(tmp_path / "silo.jsonl", epsilon=1000.0, delta=1e-5)
+    ledger = (tmp_path / "silo.jsonl").read_bytes()
+    with pytest.raises(ValueError, match="^budgets need classes=: .*size and label set.*ε = ∞") as refused:
+        public_classes_withheld(estimator).fit(parties, public, budgets=[silo, None, None], study="icu-2027")
+    assert "\n" not in str(refused.value)
+    assert described == []  # no party's schema was built: its size and labels went nowhere
+    assert silo.spent() == 0 and silo.charges == () and (tmp_path / "silo.jsonl").read_bytes() == ledger
+    # The spy sees the schema step of the same study without budgets (where the parties do describe their data).
+    with pytest.raises(LookupError, match="a party described its data"):
+        public_classes_withheld(estimator).fit(parties, public)
+    assert described
