@@ -333,6 +333,7 @@ class FedKD(ClassifierMixin, BaseEstimator):
         the others go on, and a run every party refused raises :class:`~privfed.pipelines.silo_gate.RefusedRunError`.
         """
         self._validate()
+        budgets = check_budgets(budgets, len(parties), public_classes=self.classes)
         schemas = None
         if self.multilabel:
             parties, public = check_multilabel_parties(parties, public)
@@ -346,7 +347,6 @@ class FedKD(ClassifierMixin, BaseEstimator):
         noise = self._noise_source()
         tasks = fedkd_tasks(self, public, self.classes_, party_seeds, len(parties),
                             noise_seeds=party_noise_seeds(noise, len(parties)))
-        budgets = check_budgets(budgets, len(parties))
         study = study_name(study, "FedKD")
         answers: list[FedKDPartyOutcome | BudgetRefusal] = run_party_tasks(
             _party_step, [(X, y, task, m, budget, study)

@@ -372,7 +372,7 @@ class FedKT(ClassifierMixin, BaseEstimator):
         """
         self._validate()
         parties, public = check_parties(parties, public)
-        budgets = check_budgets(budgets, len(parties))
+        budgets = check_budgets(budgets, len(parties), public_classes=self.classes)
         study = study_name(study, "FedKT")
         names = [f"party {index}" for index in range(len(parties))]
         schemas = [

@@ -284,10 +284,10 @@ class PrivateKT(ClassifierMixin, BaseEstimator):
         """
         parties, public = check_parties(parties, public)
         self._validate(len(public))
+        budgets = check_budgets(budgets, len(parties), public_classes=self.classes)
         saved = self._checkpoint(checkpoint, parties, public, eval_set)
         names, schemas, classes = local_schema_exchange(parties, public.shape[1:], public_classes=self.classes)
         batched = self._batched(public, classes)
-        budgets = check_budgets(budgets, len(parties))
         study = study_name(study, "PrivateKT")
         refusals = RefusalLog(len(parties), "PrivateKT")
 

@@ -194,7 +194,7 @@ class _FederatedDistillation(ClassifierMixin, BaseEstimator):
         nothing from then on); the run raises :class:`~privfed.pipelines.silo_gate.RefusedRunError` when every
         party has stopped or the published model's silo refuses. Budgets cannot be combined with ``checkpoint``.
         """
-        budgets = check_budgets(budgets, len(parties))
+        budgets = check_budgets(budgets, len(parties), public_classes=self.classes)
         protocol = self._protocol()
         pipeline = protocol.name.lower().replace(" ", "-")
         study = study_name(study, pipeline)

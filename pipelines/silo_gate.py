@@ -24,8 +24,8 @@ from ..accounting.silo_budget import BudgetRefusedError, SiloBudget
 from .messages import MessageError, Record, WireMessage
 
 __all__ = [
-    "BudgetRefusal", "Refusal", "RefusalLog", "RefusedRunError", "admit", "check_budgets", "is_refusal",
-    "planned_dp_training", "refusals_in", "study_name",
+    "SCHEMA_NOT_WITHHELD", "BudgetRefusal", "Refusal", "RefusalLog", "RefusedRunError", "admit", "check_budgets",
+    "is_refusal", "planned_dp_training", "refusals_in", "study_name",
 ]
 
 
@@ -58,8 +58,19 @@ class RefusedRunError(RuntimeError):
         super().__init__(f"{why}; refused by their silos' budgets: {named}")
 
 
-def check_budgets(budgets: Sequence[SiloBudget | None] | None, n_parties: int) -> list[SiloBudget | None]:
-    """One budget (or None) per party; ``None`` for all when ``budgets`` is None."""
+#: Why a silo with a budget refuses a study without a public label set (in process and over Flower).
+SCHEMA_NOT_WITHHELD = ("without the study's public label set (classes=, run config classes) the schema step "
+                       "sends each party's size and label set to the coordinator in the clear (ε = ∞ against it), "
+                       "which no silo budget can admit")
+
+
+def check_budgets(budgets: Sequence[SiloBudget | None] | None, n_parties: int, *,
+                  public_classes: object = None) -> list[SiloBudget | None]:
+    """One budget (or None) per party; ``None`` for all when ``budgets`` is None.
+
+    ``public_classes``: the estimator's ``classes`` (None when the parties' schemas reveal their labels and sizes).
+    A budget is refused without them: the schema exchange would release what no budget can charge.
+    """
     if budgets is None:
         return [None] * n_parties
     budgets = list(budgets)
@@ -68,6 +79,8 @@ def check_budgets(budgets: Sequence[SiloBudget | None] | None, n_parties: int) -
     for index, budget in enumerate(budgets):
         if budget is not None and not isinstance(budget, SiloBudget):
             raise TypeError(f"budgets[{index}] must be a privfed.SiloBudget or None, got {type(budget).__name__}")
+    if public_classes is None and any(budget is not None for budget in budgets):
+        raise ValueError(f"budgets need classes=: {SCHEMA_NOT_WITHHELD}")
     return budgets
 
 

@@ -16,6 +16,10 @@ from test_federation import LocalGrid
 
 import privfed
 
+#: The study's public label set (the server sends it as run config ``public-classes``): a silo's budget refuses a
+#: study without one (the schema step would send its size and labels in the clear).
+CLASSES = np.arange(10)
+
 pytestmark = [
     pytest.mark.skipif(importlib.util.find_spec("flwr") is None,
                        reason="flwr is not installed: pip install 'privfed[federation]'"),
@@ -41,7 +45,7 @@ def silo(path, epsilon):
 
 def fedkt_l2():
     return FedKT(DecisionTreeClassifier(max_depth=4), n_partitions=1, n_teachers=2, privacy="L2", gamma=0.5,
-                 query_fraction=0.3, local_query_fraction=0.1, random_state=5)
+                 query_fraction=0.3, local_query_fraction=0.1, classes=CLASSES, random_state=5)
 
 
 def test_an_over_budget_silo_refuses_and_the_others_finish(federation, task_identity, tmp_path, monkeypatch) -> None:
@@ -94,7 +98,8 @@ def test_privatekt_silo_stops_at_the_round_that_would_exceed_over_flower(federat
     budgets = [None, silo(tmp_path / "b.jsonl", 1.8), None]
     grid, replies = budgeted_grid(paths, budgets)
     model = PrivateKT(DecisionTreeClassifier(max_depth=6), epsilon_per_round=2.0, queries_per_round=20,
-                      buffer_rounds=4, self_training_size=40, rounds=4, client_fraction=1.0, random_state=0)
+                      buffer_rounds=4, self_training_size=40, rounds=4, client_fraction=1.0, classes=CLASSES,
+                      random_state=0)
     flower = run_server(grid, ServerJob(model, public, num_supernodes=3, timeout=5))
     # As in process (tests/test_silo_gate.py): ε 1.20, 1.66, 2.01 after 1, 2, 3 rounds; a budget of 1.8 stops at 3.
     assert [(r.party, r.round) for r in flower.refused_] == [(1, 3)]
@@ -116,7 +121,8 @@ def test_selective_fd_silo_stops_at_the_round_that_would_exceed_over_flower(fede
     budgets = [None, silo(tmp_path / "b.jsonl", 0.5), silo(tmp_path / "c.jsonl", 1000.0)]
     grid, replies = budgeted_grid(paths, budgets)
     model = privfed.SelectiveFD(DecisionTreeClassifier(max_depth=4), rounds=3, proxy_batch=40, labels="hard",
-                                privacy="rr", epsilon_per_round=1.0, tau_client=None, random_state=0)
+                                privacy="rr", epsilon_per_round=1.0, tau_client=None, classes=CLASSES,
+                                random_state=0)
     flower = run_server(grid, ServerJob(model, public, num_supernodes=3, timeout=5))
     # As in process (tests/test_silo_gate.py): ε 0.40, 0.57 after 1, 2 rounds; a budget of 0.5 stops at round 2.
     assert [(r.party, r.round) for r in flower.refused_] == [(1, 2)]
@@ -131,3 +137,29 @@ def test_selective_fd_silo_stops_at_the_round_that_would_exceed_over_flower(fede
     assert all(len(record) == 0 for record in dict(refusal.content.array_records).values())
     assert BudgetRefusal.KIND in json.dumps({k: dict(v) for k, v in dict(refusal.content.config_records).items()},
                                             default=str)
+
+
+def test_a_budgeted_silo_refuses_a_study_without_public_classes_at_the_schema_step(
+        federation, task_identity, tmp_path, monkeypatch) -> None:
+    # The attack: without run config `classes` the server's schema query carries no `public-classes`, and each
+    # party's schema reply would hand the coordinator its size and label set in the clear (ε = ∞). The guard: the
+    # budgeted SuperNode refuses before reading its data and its reply carries no schema; the server stops.
+    from privfed.federation import client_app
+    from privfed.federation.server_app import FederationError, ServerJob, run_server
+
+    _, paths, public, _ = federation
+    read = []
+    load = client_app.load_party_data
+    monkeypatch.setattr(client_app, "load_party_data", lambda path, **kw: read.append(str(path)) or load(path, **kw))
+    budgets = [None, silo(tmp_path / "b.jsonl", 1000.0), None]
+    grid, replies = budgeted_grid(paths, budgets)
+    with pytest.raises(FederationError, match="failed at the schema step: this silo's budget refuses the study: "
+                                              "without the study's public label set"):
+        run_server(grid, ServerJob(fedkt_l2().set_params(classes=None), public, num_supernodes=3, timeout=5))
+    (query, reply), = [(m, r) for m, r in replies
+                       if m.metadata.message_type == "query.schema" and m.metadata.dst_node_id == 99]
+    assert "public-classes" not in json.dumps({k: dict(v) for k, v in dict(query.content.config_records).items()},
+                                              default=str)
+    assert reply.has_error() and not reply.has_content()  # no schema record: neither its size nor its labels
+    assert str(paths[1]) not in read  # refused before its data file was read
+    assert privfed.SiloBudget.open(budgets[1]).charges == ()

@@ -70,7 +70,8 @@ def test_the_silo_budget_walkthrough_runs_as_written(federation, task_identity, 
                                 "budget-path": config["budget-path"].replace("/data", str(tmp_path))})
     before = len(privfed.SiloBudget.open(tmp_path / "budget.jsonl").charges)
     model = privfed.FedKT(DecisionTreeClassifier(max_depth=4), n_partitions=1, n_teachers=2,
-                          privacy="L2", gamma=0.1, local_query_fraction=0.05, query_fraction=0.3, random_state=0)
+                          privacy="L2", gamma=0.1, local_query_fraction=0.05, query_fraction=0.3,
+                          classes=list(range(10)), random_state=0)
     run_server(grid, ServerJob(model, public, num_supernodes=3, timeout=5))
     charges = privfed.SiloBudget.open(tmp_path / "budget.jsonl").charges
     assert len(charges) == before + 1 and charges[-1].study == "icu-2027"

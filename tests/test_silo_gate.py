@@ -14,6 +14,10 @@ from sklearn.tree import DecisionTreeClassifier
 
 import privfed
 
+#: The study's public label set (digits): a silo's budget refuses a study without one (the schema step would
+#: send its size and labels in the clear).
+CLASSES = np.arange(10)
+
 pytestmark = pytest.mark.filterwarnings("ignore:.*(NEAR CHANCE|little to learn):UserWarning")
 
 
@@ -30,7 +34,7 @@ def budgets(tmp_path, epsilons):
 
 def fedkt_l2(**kwargs):
     return FedKT(DecisionTreeClassifier(max_depth=6), n_partitions=2, n_teachers=2, privacy="L2", gamma=0.5,
-                 local_query_fraction=0.1, query_fraction=0.5, random_state=0, **kwargs)
+                 local_query_fraction=0.1, query_fraction=0.5, classes=CLASSES, random_state=0, **kwargs)
 
 
 def test_fedkt_silo_over_budget_refuses_before_its_data_is_touched(digits, tmp_path, monkeypatch) -> None:
@@ -70,7 +74,7 @@ def test_fedkt_l1_is_refused_by_a_silo_with_a_budget(digits, tmp_path) -> None:
     parties, public = digits
     silos = [None, privfed.SiloBudget(tmp_path / "silo.jsonl", epsilon=1000.0, delta=1e-5), None]
     model = FedKT(DecisionTreeClassifier(max_depth=6), n_partitions=2, n_teachers=2, privacy="L1", gamma=0.5,
-                  query_fraction=0.5, random_state=0).fit(parties, public, budgets=silos)
+                  query_fraction=0.5, classes=CLASSES, random_state=0).fit(parties, public, budgets=silos)
     assert [r.party for r in model.refused_] == [1] and "un-noised" in model.refused_[0].reason
     assert silos[1].charges == ()
 
@@ -83,7 +87,8 @@ def test_budgets_must_match_the_parties(digits) -> None:
 
 def privatekt(**kwargs):
     return PrivateKT(DecisionTreeClassifier(max_depth=6), epsilon_per_round=2.0, queries_per_round=20,
-                     buffer_rounds=4, self_training_size=40, rounds=4, client_fraction=1.0, random_state=0, **kwargs)
+                     buffer_rounds=4, self_training_size=40, rounds=4, client_fraction=1.0, classes=CLASSES,
+                     random_state=0, **kwargs)
 
 
 def test_privatekt_silo_stops_at_the_round_that_would_exceed(digits, tmp_path, monkeypatch) -> None:
@@ -120,7 +125,7 @@ def test_fedkd_silo_charges_its_models_dp_sgd_or_refuses(tmp_path, one_torch_thr
 
     silos = budgets(tmp_path, [1000.0, 0.5, 1000.0])
     model = privfed.FedKD([mlp(), mlp(), mlp(dp=None)], mlp(dp=None), gamma=1.0, clip=4.0, quantization_scale=20,
-                          weighting="uniform", random_state=0).fit(parties, public, budgets=silos)
+                          weighting="uniform", classes=CLASSES, random_state=0).fit(parties, public, budgets=silos)
     # Party 1's DP-SGD does not fit ε = 0.5; party 2's model is not DP-trained: its logits would reach the
     # coordinator un-noised. Only party 0 took part, charged its training's public parameters.
     assert [r.party for r in model.refused_] == [1, 2] and "not DP-trained" in model.refused_[1].reason
@@ -132,7 +137,8 @@ def test_fedkd_silo_charges_its_models_dp_sgd_or_refuses(tmp_path, one_torch_thr
 
 def rr_fd(tau_client=None, **kwargs):
     return privfed.SelectiveFD(DecisionTreeClassifier(max_depth=4), rounds=3, proxy_batch=40, labels="hard",
-                               privacy="rr", epsilon_per_round=1.0, tau_client=tau_client, random_state=0, **kwargs)
+                               privacy="rr", epsilon_per_round=1.0, tau_client=tau_client, classes=CLASSES,
+                               random_state=0, **kwargs)
 
 
 def test_selective_fd_charges_each_round_and_a_silo_stops_at_the_round_that_would_exceed(
@@ -172,7 +178,7 @@ def test_selective_fd_refuses_the_raw_data_selector_at_setup(digits, tmp_path) -
 def test_fedmd_and_independent_learning_charge_where_they_release(digits, tmp_path, estimator) -> None:
     parties, public = digits
     silos = budgets(tmp_path, [1000.0, 1000.0])
-    model = getattr(privfed, estimator)(DecisionTreeClassifier(max_depth=4), rounds=2, random_state=0)
+    model = getattr(privfed, estimator)(DecisionTreeClassifier(max_depth=4), rounds=2, classes=CLASSES, random_state=0)
     model.fit(parties, public, budgets=[None, silos[1], None])
     if estimator == "FedMD":  # predictions in the clear from a model without DP-SGD: no bound, refused at round 1
         assert [(r.party, r.round) for r in model.refused_] == [(1, 1)] and "DP-trained" in model.refused_[0].reason
@@ -180,7 +186,8 @@ def test_fedmd_and_independent_learning_charge_where_they_release(digits, tmp_pa
         assert model.refused_ == []
     assert silos[1].charges == ()
     with pytest.raises(RefusedRunError, match="client 0's model cannot be published.*without DP-SGD"):
-        getattr(privfed, estimator)(DecisionTreeClassifier(max_depth=4), rounds=2, random_state=0).fit(
+        getattr(privfed, estimator)(DecisionTreeClassifier(max_depth=4), rounds=2, classes=CLASSES,
+                                    random_state=0).fit(
             parties, public, budgets=[silos[0], None, None])
 
 
@@ -198,7 +205,8 @@ def test_selective_fd_dp_models_charge_the_dp_selector_once_and_each_rounds_dp_s
     dp = privfed.DPConfig(noise_multiplier=1.0, max_grad_norm=1.0, delta=1e-3, sample_rate=0.5)
     silos = [None, *budgets(tmp_path, [1000.0, 1000.0])]
     model = privfed.SelectiveFD(privfed.TorchMLP(hidden=(16,), batch_size=32, lr=0.05, optimizer="sgd", dp=dp),
-                                rounds=2, proxy_batch=40, local_steps=2, distill_steps=2, client=1, random_state=0)
+                                rounds=2, proxy_batch=40, local_steps=2, distill_steps=2, client=1, classes=CLASSES,
+                                random_state=0)
     model.fit([(X / 16, y) for X, y in parties], public[:100] / 16, budgets=silos)
     assert model.refused_ == []
     charges = silos[1].charges
@@ -208,3 +216,47 @@ def test_selective_fd_dp_models_charge_the_dp_selector_once_and_each_rounds_dp_s
             for c in charges] == [("dpsgd", 1.0, 1), ("dpsgd", 0.5, 2), ("dpsgd", 0.5, 2)]
     assert charges[0].mechanism["parameters"]["noise_multiplier"] == model.selectors_[1].noise_multiplier
     assert len(silos[2].charges) == 3
+
+
+def public_classes_withheld(estimator):
+    """Each pipeline taking ``budgets=``, without its public label set (``classes``)."""
+    tree = DecisionTreeClassifier(max_depth=4)
+    return {
+        "FedKT": lambda: FedKT(tree, n_partitions=1, n_teachers=2, privacy="L2", gamma=0.5, random_state=0),
+        "FedKD": lambda: privfed.FedKD(tree, tree, gamma=1.0, clip=4.0, quantization_scale=20, random_state=0),
+        "PrivateKT": lambda: PrivateKT(tree, epsilon_per_round=2.0, queries_per_round=20, buffer_rounds=4,
+                                       self_training_size=40, rounds=1, client_fraction=1.0, random_state=0),
+        "SelectiveFD": lambda: privfed.SelectiveFD(tree, rounds=1, proxy_batch=40, labels="hard", privacy="rr",
+                                                   epsilon_per_round=1.0, tau_client=None, random_state=0),
+        "FedMD": lambda: privfed.FedMD(tree, rounds=1, random_state=0),
+        "IndependentLearning": lambda: privfed.IndependentLearning(tree, rounds=1, random_state=0),
+    }[estimator]()
+
+
+@pytest.mark.parametrize("estimator", ["FedKT", "FedKD", "PrivateKT", "SelectiveFD", "FedMD", "IndependentLearning"])
+def test_a_budget_refuses_a_study_without_public_classes_before_any_party_describes_its_data(
+        digits, tmp_path, monkeypatch, estimator) -> None:
+    # The attack: without classes= the schema step hands the coordinator each party's size and label set in the
+    # clear (ε = ∞). The guard: fit refuses before any party describes its data, and nothing is charged.
+    from privfed.pipelines import party_schema
+
+    parties, public = digits
+    described = []
+
+    def spy(X, y, **kwargs):
+        described.append(len(y))
+        raise LookupError("a party described its data")
+
+    monkeypatch.setattr(party_schema, "describe_party", spy)
+    monkeypatch.setattr(fedkt_module, "describe_party", spy)
+    silo = privfed.SiloBudget(tmp_path / "silo.jsonl", epsilon=1000.0, delta=1e-5)
+    ledger = (tmp_path / "silo.jsonl").read_bytes()
+    with pytest.raises(ValueError, match="^budgets need classes=: .*size and label set.*ε = ∞") as refused:
+        public_classes_withheld(estimator).fit(parties, public, budgets=[silo, None, None], study="icu-2027")
+    assert "\n" not in str(refused.value)
+    assert described == []  # no party's schema was built: its size and labels went nowhere
+    assert silo.spent() == 0 and silo.charges == () and (tmp_path / "silo.jsonl").read_bytes() == ledger
+    # The spy sees the schema step of the same study without budgets (where the parties do describe their data).
+    with pytest.raises(LookupError, match="a party described its data"):
+        public_classes_withheld(estimator).fit(parties, public)
+    assert described

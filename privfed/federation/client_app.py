@@ -57,7 +57,7 @@ from privfed.pipelines.selective_fd_steps import (
     share_step,
     training_step,
 )
-from privfed.pipelines.silo_gate import admit
+from privfed.pipelines.silo_gate import SCHEMA_NOT_WITHHELD, admit
 
 # `app` (built on first access, see __getattr__) is listed: Flower checks the component statically, in __all__.
 __all__ = ["app", "make_client_app", "party_data_path", "silo_budget"]  # noqa: F822
@@ -220,9 +220,11 @@ def make_client_app(data_paths: Sequence[str] | None = None) -> Any:
 
     @client.query("schema")
     def schema(message: Any, context: Any) -> Any:
-        X, y = party_data(context)
         _, config = from_recorddict(message.content, sender="the server")
         public_classes = json.loads(str(config["public-classes"])) if "public-classes" in config else None
+        if public_classes is None and silo_budget(context)[0] is not None:
+            raise ValueError(f"this silo's budget refuses the study: {SCHEMA_NOT_WITHHELD}")
+        X, y = party_data(context)
         described = describe_party(X, y, multilabel=bool(config.get("multilabel", False)),
                                    public_classes=public_classes)
         content = to_recorddict([described.to_record()], {"party-index": _party_index(context)})
