@@ -92,3 +92,23 @@ def test_an_audit_that_does_not_open_the_model_runs_every_other_check_without_it
                "with contextlib.redirect_stdout(io.StringIO()):\n"
                f"    assert main(['audit', '--no-model-load', {str(bundle)!r}]) == 0")
     assert not {"sklearn", "skops", "torch", "xgboost", "pandas"} & set(_loaded(prelude))
+
+
+def test_import_privfed_accounting_loads_neither_dp_accounting_nor_scipy():
+    """``import privfed.accounting`` loads each public name's module on first use: the package alone pays for no
+    ε curve (dp-accounting's init loads scipy.signal and scipy.stats, over a CPU second)."""
+    assert _loaded("import privfed.accounting") == []
+
+
+def test_every_accounting_name_resolves_and_account_stays_the_function():
+    """Every name in ``privfed.accounting.__all__`` resolves and ``dir`` lists it; ``account`` is the function even
+    after its submodule of the same name was imported by another (the ledger imports it)."""
+    seen = _fresh("import json, types\nimport privfed.accounting as accounting\n"
+                  "import privfed.accounting.ledger\n"
+                  "names = list(accounting.__all__)\n"
+                  "unresolved = [n for n in names if getattr(accounting, n, None) is None]\n"
+                  "print(json.dumps({'names': len(names), 'unresolved': unresolved,\n"
+                  "                  'unlisted': sorted(set(names) - set(dir(accounting))),\n"
+                  "                  'account_is_function': callable(accounting.account)\n"
+                  "                      and not isinstance(accounting.account, types.ModuleType)}))")
+    assert seen == {"names": 48, "unresolved": [], "unlisted": [], "account_is_function": True}
