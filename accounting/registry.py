@@ -17,6 +17,7 @@ module; ``privfed.accounting`` imports them all, which registers every kind.
 from __future__ import annotations
 
 import difflib
+import importlib
 import inspect
 import math
 import numbers
@@ -43,6 +44,11 @@ __all__ = [
 ]
 
 _REGISTRY: dict[str, type[Mechanism]] = {}
+#: The modules whose classes register a kind. The package imports its modules on first use, so every lookup
+#: imports these first: a record rebuilds whichever of them the process happened to import before.
+_MECHANISM_MODULES = ("confident_gnmax", "dp_event_release", "dpsgd", "gaussian_noisy_max", "laplace_noisy_max",
+                      "parallel", "quantized_laplace", "randomized_response", "release", "sequential", "shuffling",
+                      "skellam", "withheld_votes")
 
 M = TypeVar("M", bound=type[Mechanism])
 
@@ -55,15 +61,22 @@ def register(cls: M) -> M:
     return cls
 
 
+def _registry() -> dict[str, type[Mechanism]]:
+    """Every kind's class, once each module of :data:`_MECHANISM_MODULES` is imported."""
+    for module in _MECHANISM_MODULES:
+        importlib.import_module(f".{module}", __package__)
+    return _REGISTRY
+
+
 def mechanism_kinds() -> tuple[str, ...]:
     """The registered kinds, sorted."""
-    return tuple(sorted(_REGISTRY))
+    return tuple(sorted(_registry()))
 
 
 def mechanism_class(kind: str) -> type[Mechanism]:
     """The class registered for ``kind``."""
     try:
-        return _REGISTRY[kind]
+        return _registry()[kind]
     except KeyError:
         raise ValueError(f"kind must be one of {', '.join(mechanism_kinds())}; got {kind!r}") from None
 
@@ -227,7 +240,7 @@ RECORD_KEYS = ("kind", "parameters", "unit")
 
 
 def _constructor_names(kind: str) -> set[str]:
-    return set(inspect.signature(_REGISTRY[kind]).parameters) - {"self", "unit"}
+    return set(inspect.signature(_registry()[kind]).parameters) - {"self", "unit"}
 
 
 def _check_record(record: _ReadRecorder, rebuilt: Mapping[str, Any], where: str) -> None:
@@ -299,7 +312,7 @@ def checked_public_mechanism_from_record(record: Mapping[str, Any], *, where: st
     if not isinstance(record, Mapping):
         raise ValueError(f"{where} must be an object with kind, unit and parameters, got {record!r}")
     kind = record.get("kind")
-    if kind not in _REGISTRY:
+    if kind not in _registry():
         close = difflib.get_close_matches(str(kind), mechanism_kinds(), n=1)
         raise ValueError(f"{where}.kind must be one of {list(mechanism_kinds())}, got {kind!r}"
                          + (f"; did you mean {close[0]!r}?" if close else ""))

@@ -112,3 +112,16 @@ def test_every_accounting_name_resolves_and_account_stays_the_function():
                   "                  'account_is_function': callable(accounting.account)\n"
                   "                      and not isinstance(accounting.account, types.ModuleType)}))")
     assert seen == {"names": 48, "unresolved": [], "unlisted": [], "account_is_function": True}
+
+
+def test_a_record_of_every_kind_rebuilds_whichever_module_the_process_imported_first():
+    """Kinds register when their module is imported; with the package's names loaded on first use, a process that
+    imported only the silo budget still rebuilds every kind (the registry imports each kind's module)."""
+    seen = _fresh("import json\nfrom privfed.accounting.silo_budget import SiloBudget\n"
+                  "from privfed.accounting.registry import mechanism_class, mechanism_kinds\n"
+                  "kinds = mechanism_kinds()\n"
+                  "rr = mechanism_class('randomized_response').__name__\n"
+                  "import privfed.accounting as accounting\n"
+                  "[getattr(accounting, name) for name in accounting.__all__]\n"
+                  "print(json.dumps({'first': list(kinds), 'all': list(mechanism_kinds()), 'rr': rr}))")
+    assert seen["first"] == seen["all"] and len(seen["all"]) == 13 and seen["rr"] == "RandomizedResponse"
