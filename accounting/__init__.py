@@ -12,6 +12,8 @@ import sys
 import types
 from typing import TYPE_CHECKING, Any
 
+from .registry import set_kind_importer
+
 if TYPE_CHECKING:
     from .account import account
     from .auditing import AuditResult, audit_release, epsilon_lower_bound
@@ -147,6 +149,20 @@ __all__ = [
     "randomized_response_variance",
     "release_epsilon",
 ]
+
+
+#: The modules whose classes register a mechanism kind (:mod:`.registry`), each imported before a record is rebuilt.
+_KIND_MODULES = ("confident_gnmax", "dp_event_release", "dpsgd", "gaussian_noisy_max", "laplace_noisy_max", "parallel",
+                 "quantized_laplace", "randomized_response", "release", "sequential", "shuffling", "skellam",
+                 "withheld_votes")
+
+
+def _import_every_kind() -> None:
+    for module in _KIND_MODULES:
+        importlib.import_module(f".{module}", __name__)
+
+
+set_kind_importer(_import_every_kind)
 
 
 def __getattr__(name: str) -> Any:

@@ -17,19 +17,20 @@ module; ``privfed.accounting`` imports them all, which registers every kind.
 from __future__ import annotations
 
 import difflib
-import importlib
 import inspect
 import math
 import numbers
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
-import dp_accounting
 import numpy as np
 
 from .documents import check_answer_epsilon, unknown_key_message
 from .mechanism import Mechanism
+
+if TYPE_CHECKING:
+    import dp_accounting
 
 __all__ = [
     "checked_public_mechanism_from_record",
@@ -41,14 +42,14 @@ __all__ = [
     "mechanism_kinds",
     "public_mechanism_from_record",
     "register",
+    "set_kind_importer",
 ]
 
 _REGISTRY: dict[str, type[Mechanism]] = {}
-#: The modules whose classes register a kind. The package imports its modules on first use, so every lookup
-#: imports these first: a record rebuilds whichever of them the process happened to import before.
-_MECHANISM_MODULES = ("confident_gnmax", "dp_event_release", "dpsgd", "gaussian_noisy_max", "laplace_noisy_max",
-                      "parallel", "quantized_laplace", "randomized_response", "release", "sequential", "shuffling",
-                      "skellam", "withheld_votes")
+#: What imports every module whose classes register a kind (set by the package, which knows its modules): the
+#: package imports its modules on first use, so each lookup runs it first, and a record rebuilds whichever modules
+#: the process happened to import before.
+_IMPORT_EVERY_KIND: list[Callable[[], None]] = []
 
 M = TypeVar("M", bound=type[Mechanism])
 
@@ -61,10 +62,15 @@ def register(cls: M) -> M:
     return cls
 
 
+def set_kind_importer(import_every_kind: Callable[[], None]) -> None:
+    """Make every lookup call ``import_every_kind`` first (the package's import of its mechanism modules)."""
+    _IMPORT_EVERY_KIND[:] = [import_every_kind]
+
+
 def _registry() -> dict[str, type[Mechanism]]:
-    """Every kind's class, once each module of :data:`_MECHANISM_MODULES` is imported."""
-    for module in _MECHANISM_MODULES:
-        importlib.import_module(f".{module}", __package__)
+    """Every kind's class, once the package's mechanism modules are imported (:func:`set_kind_importer`)."""
+    for import_every_kind in _IMPORT_EVERY_KIND:
+        import_every_kind()
     return _REGISTRY
 
 
@@ -147,6 +153,8 @@ class PublicVoteView(Mechanism):
         return None if value is None else self.count * value
 
     def dp_event(self) -> dp_accounting.DpEvent | None:
+        import dp_accounting
+
         event = self.one_query.dp_event()
         if event is None:
             return None

@@ -125,3 +125,22 @@ def test_a_record_of_every_kind_rebuilds_whichever_module_the_process_imported_f
                   "[getattr(accounting, name) for name in accounting.__all__]\n"
                   "print(json.dumps({'first': list(kinds), 'all': list(mechanism_kinds()), 'rr': rr}))")
     assert seen["first"] == seen["all"] and len(seen["all"]) == 13 and seen["rr"] == "RandomizedResponse"
+
+
+def test_a_silo_budgets_reading_loads_neither_dp_accounting_nor_scipy(tmp_path):
+    """What a data officer's fresh process does with a silo's budget without a new release: open it, read what was
+    spent from the last line (``spent``, ``privfed budget show``), check the hash chain (``privfed budget verify``).
+    No ε curve is computed, so neither dp-accounting nor SciPy is imported; charging a release computes its RDP
+    curve and still does."""
+    from privfed.accounting import RandomizedResponse
+    from privfed.accounting.silo_budget import SiloBudget
+
+    path = tmp_path / "silo.jsonl"
+    budget = SiloBudget(path, epsilon=10.0, delta=1e-5)
+    budget.charge(RandomizedResponse(10, epsilon=0.5, reports=1, unit="example"), study="s", pipeline="p")
+    prelude = ("import contextlib, io\nfrom privfed.accounting.silo_budget import SiloBudget\nfrom privfed.cli import main\n"
+               f"assert SiloBudget.open({str(path)!r}).spent() == 0.5\n"
+               "with contextlib.redirect_stdout(io.StringIO()):\n"
+               f"    assert main(['budget', 'show', {str(path)!r}]) == 0\n"
+               f"    assert main(['budget', 'verify', {str(path)!r}]) == 0")
+    assert _loaded(prelude) == []
