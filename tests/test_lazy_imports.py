@@ -1,5 +1,6 @@
-"""What a fresh process imports: ``import privfed`` and the command line's help load no heavy library, and every
-public name still resolves (``from privfed import X`` for each X in ``privfed.__all__``, all listed by ``dir``).
+"""What a fresh process imports: ``import privfed``, ``import privfed.accounting``, the command line's help and a
+silo budget's reading load no heavy library, and every public name still resolves (``from privfed import X`` for
+each X in ``privfed.__all__``, all listed by ``dir``; the same for ``privfed.accounting``).
 
 Each check runs in a fresh interpreter, so that nothing another test imported hides an eager import.
 """
