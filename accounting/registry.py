@@ -47,7 +47,7 @@ __all__ = [
 
 _REGISTRY: dict[str, type[Mechanism]] = {}
 #: What imports every module whose classes register a kind (set by the package, which knows its modules): the
-#: package imports its modules on first use, so each lookup runs it first, and a record rebuilds whichever modules
+#: package imports its modules on first use, so the first lookup runs it, and a record rebuilds whichever modules
 #: the process happened to import before.
 _IMPORT_EVERY_KIND: list[Callable[[], None]] = []
 
@@ -63,14 +63,16 @@ def register(cls: M) -> M:
 
 
 def set_kind_importer(import_every_kind: Callable[[], None]) -> None:
-    """Make every lookup call ``import_every_kind`` first (the package's import of its mechanism modules)."""
+    """Make the first lookup call ``import_every_kind`` (the package's import of its mechanism modules)."""
     _IMPORT_EVERY_KIND[:] = [import_every_kind]
 
 
 def _registry() -> dict[str, type[Mechanism]]:
-    """Every kind's class, once the package's mechanism modules are imported (:func:`set_kind_importer`)."""
-    for import_every_kind in _IMPORT_EVERY_KIND:
-        import_every_kind()
+    """Every kind's class, once the package's mechanism modules are imported (:func:`set_kind_importer`; once per
+    process: a lookup that fails to import them leaves the importer for the next)."""
+    if _IMPORT_EVERY_KIND:
+        _IMPORT_EVERY_KIND[0]()
+        _IMPORT_EVERY_KIND.clear()
     return _REGISTRY
 
 
