@@ -1,39 +1,103 @@
 """privfed's accounting core: mechanisms, accountants, the ledger's data model and the secret noise source.
 
-Depends on numpy, scipy and dp-accounting only, plus randomgen (the secure random source).
+Depends on numpy, scipy and dp-accounting only, plus randomgen (the secure random source). Every public name
+loads its module on first use, so that what needs no ε curve (reading a ledger, a silo budget's check) imports
+neither dp-accounting nor scipy.stats.
 """
 
-from .account import account
-from .auditing import AuditResult, audit_release, epsilon_lower_bound
-from .confident_gnmax import ConfidentGNMax
-from .dp_event_release import DpEventRelease
-from .dpsgd import DPSGD, compose_dpsgd, dpsgd_noise_multiplier
-from .fingerprint import data_fingerprint
-from .gaussian_noisy_max import GaussianNoisyMax, gaussian_log_failure_bounds, gaussian_noisy_max_rdp
-from .interop import data_independent_event, flower_mechanism, opacus_mechanism
-from .laplace_noisy_max import LaplaceNoisyMax, laplace_failure_bounds
-from .ledger import BudgetExceededError, Ledger, LedgerFormatError, LedgerIntegrityError
-from .ledger_entry import LedgerEntry
-from .mechanism import Mechanism
-from .noise_source import NoiseSource
-from .observers import OBSERVERS
-from .orders import CLASSIC_ORDERS, TIGHT_ORDERS
-from .parallel import ParallelComposition, compose_parallel
-from .quantized_laplace import QuantizedLaplaceEnsemble, class_count_weights, quantize_logits
-from .randomized_response import (
-    RandomizedResponse,
-    randomized_response_epsilon,
-    randomized_response_estimate,
-    randomized_response_keep_probability,
-    randomized_response_variance,
-)
-from .release import SmoothSensitivityRelease, release_epsilon
-from .report import MechanismReport, PrivacyReport
-from .sequential import SequentialComposition, compose_sequential
-from .shuffling import ShuffledRandomizedResponse
-from .skellam import SkellamMechanism
-from .spec import load_mechanisms
-from .withheld_votes import WithheldVotesNoisyMax
+from __future__ import annotations
+
+import importlib
+import sys
+import types
+from typing import TYPE_CHECKING, Any
+
+from .registry import set_kind_importer
+
+if TYPE_CHECKING:
+    from .account import account
+    from .auditing import AuditResult, audit_release, epsilon_lower_bound
+    from .confident_gnmax import ConfidentGNMax
+    from .dp_event_release import DpEventRelease
+    from .dpsgd import DPSGD, compose_dpsgd, dpsgd_noise_multiplier
+    from .fingerprint import data_fingerprint
+    from .gaussian_noisy_max import GaussianNoisyMax, gaussian_log_failure_bounds, gaussian_noisy_max_rdp
+    from .interop import data_independent_event, flower_mechanism, opacus_mechanism
+    from .laplace_noisy_max import LaplaceNoisyMax, laplace_failure_bounds
+    from .ledger import BudgetExceededError, Ledger, LedgerFormatError, LedgerIntegrityError
+    from .ledger_entry import LedgerEntry
+    from .mechanism import Mechanism
+    from .noise_source import NoiseSource
+    from .observers import OBSERVERS
+    from .orders import CLASSIC_ORDERS, TIGHT_ORDERS
+    from .parallel import ParallelComposition, compose_parallel
+    from .quantized_laplace import QuantizedLaplaceEnsemble, class_count_weights, quantize_logits
+    from .randomized_response import (
+        RandomizedResponse,
+        randomized_response_epsilon,
+        randomized_response_estimate,
+        randomized_response_keep_probability,
+        randomized_response_variance,
+    )
+    from .release import SmoothSensitivityRelease, release_epsilon
+    from .report import MechanismReport, PrivacyReport
+    from .sequential import SequentialComposition, compose_sequential
+    from .shuffling import ShuffledRandomizedResponse
+    from .skellam import SkellamMechanism
+    from .spec import load_mechanisms
+    from .withheld_votes import WithheldVotesNoisyMax
+
+#: public name → the module (in this package) that defines it.
+_MODULES = {
+    "AuditResult": "auditing",
+    "CLASSIC_ORDERS": "orders",
+    "DPSGD": "dpsgd",
+    "TIGHT_ORDERS": "orders",
+    "BudgetExceededError": "ledger",
+    "ConfidentGNMax": "confident_gnmax",
+    "DpEventRelease": "dp_event_release",
+    "GaussianNoisyMax": "gaussian_noisy_max",
+    "LaplaceNoisyMax": "laplace_noisy_max",
+    "Ledger": "ledger",
+    "LedgerEntry": "ledger_entry",
+    "LedgerFormatError": "ledger",
+    "LedgerIntegrityError": "ledger",
+    "Mechanism": "mechanism",
+    "NoiseSource": "noise_source",
+    "MechanismReport": "report",
+    "OBSERVERS": "observers",
+    "ParallelComposition": "parallel",
+    "PrivacyReport": "report",
+    "QuantizedLaplaceEnsemble": "quantized_laplace",
+    "RandomizedResponse": "randomized_response",
+    "SequentialComposition": "sequential",
+    "ShuffledRandomizedResponse": "shuffling",
+    "SkellamMechanism": "skellam",
+    "SmoothSensitivityRelease": "release",
+    "WithheldVotesNoisyMax": "withheld_votes",
+    "account": "account",
+    "audit_release": "auditing",
+    "class_count_weights": "quantized_laplace",
+    "compose_dpsgd": "dpsgd",
+    "compose_parallel": "parallel",
+    "compose_sequential": "sequential",
+    "data_fingerprint": "fingerprint",
+    "data_independent_event": "interop",
+    "dpsgd_noise_multiplier": "dpsgd",
+    "epsilon_lower_bound": "auditing",
+    "flower_mechanism": "interop",
+    "gaussian_log_failure_bounds": "gaussian_noisy_max",
+    "gaussian_noisy_max_rdp": "gaussian_noisy_max",
+    "laplace_failure_bounds": "laplace_noisy_max",
+    "load_mechanisms": "spec",
+    "opacus_mechanism": "interop",
+    "quantize_logits": "quantized_laplace",
+    "randomized_response_epsilon": "randomized_response",
+    "randomized_response_estimate": "randomized_response",
+    "randomized_response_keep_probability": "randomized_response",
+    "randomized_response_variance": "randomized_response",
+    "release_epsilon": "release",
+}
 
 __all__ = [
     "AuditResult",
@@ -85,3 +149,51 @@ __all__ = [
     "randomized_response_variance",
     "release_epsilon",
 ]
+
+
+#: The modules whose classes register a mechanism kind (:mod:`.registry`), each imported before a record is rebuilt.
+_KIND_MODULES = ("confident_gnmax", "dp_event_release", "dpsgd", "gaussian_noisy_max", "laplace_noisy_max", "parallel",
+                 "quantized_laplace", "randomized_response", "release", "sequential", "shuffling", "skellam",
+                 "withheld_votes")
+
+
+def _import_every_kind() -> None:
+    for module in _KIND_MODULES:
+        importlib.import_module(f".{module}", __name__)
+
+
+set_kind_importer(_import_every_kind)
+
+
+def __getattr__(name: str) -> Any:
+    """Import the module that defines ``name`` on first use (PEP 562) and cache the name here."""
+    module = _MODULES.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))
+
+
+class _Package(types.ModuleType):
+    """This package, whose ``account`` stays the function although a submodule has the same name.
+
+    Importing ``privfed.accounting.account`` (as the ledger does) binds the submodule to the package's attribute
+    ``account``; eager imports used to rebind the function afterwards, and this property takes their place.
+    """
+
+    @property
+    def account(self) -> Any:
+        return importlib.import_module(".account", __name__).account
+
+    @account.setter
+    def account(self, value: Any) -> None:
+        if not isinstance(value, types.ModuleType):
+            raise AttributeError(f"{__name__}.account is the function account and cannot be rebound")
+
+
+sys.modules[__name__].__class__ = _Package

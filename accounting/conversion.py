@@ -16,7 +16,6 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from dp_accounting.rdp import rdp_privacy_accountant
 
 __all__ = ["classic_epsilon", "rdp_to_epsilon", "tight_epsilon"]
 
@@ -34,6 +33,8 @@ def classic_epsilon(orders: np.ndarray, rdp: np.ndarray, delta: float) -> tuple[
 
 def tight_epsilon(orders: np.ndarray, rdp: np.ndarray, delta: float) -> tuple[float, float]:
     """dp-accounting's RDP → (ε, δ) conversion, and the minimising order."""
+    from dp_accounting.rdp import rdp_privacy_accountant
+
     epsilon, order = rdp_privacy_accountant.compute_epsilon(
         [float(a) for a in orders], [float(r) for r in rdp], delta
     )

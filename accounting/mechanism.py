@@ -12,13 +12,15 @@ from __future__ import annotations
 import abc
 import inspect
 from collections.abc import Iterable, Mapping
-from typing import Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
-import dp_accounting
 import numpy as np
 
 from ._checks import check_choice
 from .conversion import rdp_to_epsilon
+
+if TYPE_CHECKING:
+    import dp_accounting
 
 __all__ = [
     "ALL_RELATIONS",

@@ -20,15 +20,17 @@ import difflib
 import inspect
 import math
 import numbers
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
-import dp_accounting
 import numpy as np
 
 from .documents import check_answer_epsilon, unknown_key_message
 from .mechanism import Mechanism
+
+if TYPE_CHECKING:
+    import dp_accounting
 
 __all__ = [
     "checked_public_mechanism_from_record",
@@ -40,9 +42,14 @@ __all__ = [
     "mechanism_kinds",
     "public_mechanism_from_record",
     "register",
+    "set_kind_importer",
 ]
 
 _REGISTRY: dict[str, type[Mechanism]] = {}
+#: What imports every module whose classes register a kind (set by the package, which knows its modules): the
+#: package imports its modules on first use, so the first lookup runs it, and a record rebuilds whichever modules
+#: the process happened to import before.
+_IMPORT_EVERY_KIND: list[Callable[[], None]] = []
 
 M = TypeVar("M", bound=type[Mechanism])
 
@@ -55,15 +62,29 @@ def register(cls: M) -> M:
     return cls
 
 
+def set_kind_importer(import_every_kind: Callable[[], None]) -> None:
+    """Make the first lookup call ``import_every_kind`` (the package's import of its mechanism modules)."""
+    _IMPORT_EVERY_KIND[:] = [import_every_kind]
+
+
+def _registry() -> dict[str, type[Mechanism]]:
+    """Every kind's class, once the package's mechanism modules are imported (:func:`set_kind_importer`; once per
+    process: a lookup that fails to import them leaves the importer for the next)."""
+    if _IMPORT_EVERY_KIND:
+        _IMPORT_EVERY_KIND[0]()
+        _IMPORT_EVERY_KIND.clear()
+    return _REGISTRY
+
+
 def mechanism_kinds() -> tuple[str, ...]:
     """The registered kinds, sorted."""
-    return tuple(sorted(_REGISTRY))
+    return tuple(sorted(_registry()))
 
 
 def mechanism_class(kind: str) -> type[Mechanism]:
     """The class registered for ``kind``."""
     try:
-        return _REGISTRY[kind]
+        return _registry()[kind]
     except KeyError:
         raise ValueError(f"kind must be one of {', '.join(mechanism_kinds())}; got {kind!r}") from None
 
@@ -134,6 +155,8 @@ class PublicVoteView(Mechanism):
         return None if value is None else self.count * value
 
     def dp_event(self) -> dp_accounting.DpEvent | None:
+        import dp_accounting
+
         event = self.one_query.dp_event()
         if event is None:
             return None
@@ -227,7 +250,7 @@ RECORD_KEYS = ("kind", "parameters", "unit")
 
 
 def _constructor_names(kind: str) -> set[str]:
-    return set(inspect.signature(_REGISTRY[kind]).parameters) - {"self", "unit"}
+    return set(inspect.signature(_registry()[kind]).parameters) - {"self", "unit"}
 
 
 def _check_record(record: _ReadRecorder, rebuilt: Mapping[str, Any], where: str) -> None:
@@ -299,7 +322,7 @@ def checked_public_mechanism_from_record(record: Mapping[str, Any], *, where: st
     if not isinstance(record, Mapping):
         raise ValueError(f"{where} must be an object with kind, unit and parameters, got {record!r}")
     kind = record.get("kind")
-    if kind not in _REGISTRY:
+    if kind not in _registry():
         close = difflib.get_close_matches(str(kind), mechanism_kinds(), n=1)
         raise ValueError(f"{where}.kind must be one of {list(mechanism_kinds())}, got {kind!r}"
                          + (f"; did you mean {close[0]!r}?" if close else ""))

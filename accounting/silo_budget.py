@@ -50,9 +50,7 @@ from typing import IO, Any
 import numpy as np
 
 from ._checks import check_choice
-from .dp_event_release import event_to_json
 from .fingerprint import sha256_hex
-from .interop import data_independent_event
 from .ledger_entry import GENESIS_SHA256, to_json_value
 from .mechanism import Mechanism
 from .observers import OBSERVERS, check_observers
@@ -446,6 +444,9 @@ class SiloBudget:
         person-level budget's group privacy is in the ledger's curve, not in the event) and ``dp_event``
         (``None`` for the carried-over totals of a reset ledger, which have a curve and no event).
         """
+        from .dp_event_release import event_to_json  # dp-accounting's events: imported by the one method using them
+        from .interop import data_independent_event
+
         events = []
         for charge in self._charges():
             event = None

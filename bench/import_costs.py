@@ -8,7 +8,9 @@ seconds and peak resident memory) from two trees, alternately:
 * after: this tree.
 
 Entry points: ``import privfed``, ``privfed --help``, ``privfed audit --help``, ``import privfed.accounting``,
-``privfed audit BUNDLE`` on a small scikit-learn tree bundle (written by this tree's ``save_bundle``), and the
+``privfed audit BUNDLE`` on a small scikit-learn tree bundle (written by this tree's ``save_bundle``),
+``privfed budget show SILO`` on a silo budget of three charges (written by this tree's ``SiloBudget``), a new
+process's check of a release against it (as ``bench/silo_budget.py``'s), and the
 modules of the Flower ClientApp and ServerApp; from this tree only, ``privfed audit --no-model-load BUNDLE``
 (every check but opening the model). What stands below them is measured the same way, from this tree
 only (the *floor*): the bare interpreter, numpy, ``scipy.stats``, dp-accounting, ``sklearn.ensemble``, skops
@@ -34,6 +36,13 @@ from bench import provenance
 ROOT = provenance.ROOT
 RESULTS = ROOT / "bench" / "results" / "import_costs.json"
 
+#: A new process checks one randomized-response release against SILO, as ``bench/silo_budget.py``'s new process.
+_CHECK_SILO = """
+import sys
+from privfed.accounting import RandomizedResponse
+from privfed.accounting.silo_budget import SiloBudget
+SiloBudget.open(sys.argv[1]).fits(RandomizedResponse(10, epsilon=1e-4, reports=1, unit="example"))
+"""
 #: name → arguments after ``python`` (``{bundle}``: the bundle's path), run from each tree.
 ENTRY_POINTS = {
     "import privfed": ["-c", "import privfed"],
@@ -41,6 +50,8 @@ ENTRY_POINTS = {
     "privfed audit --help": ["-m", "privfed", "audit", "--help"],
     "import privfed.accounting": ["-c", "import privfed.accounting"],
     "privfed audit BUNDLE (trees)": ["-m", "privfed", "audit", "{bundle}"],
+    "privfed budget show SILO": ["-m", "privfed", "budget", "show", "{silo}"],
+    "silo budget check of a release (bench/silo_budget.py's new process)": ["-c", _CHECK_SILO, "{silo}"],
     "Flower ClientApp module": ["-c", "import privfed.federation.client_app"],
     "Flower ServerApp module": ["-c", "import privfed.federation.server_app"],
 }
@@ -73,6 +84,15 @@ ledger.record_noise_source(NoiseSource.secret())
 features = np.random.default_rng(0).normal(size=(40, 3)).astype(np.float32)
 forest = RandomForestClassifier(n_estimators=2, max_depth=2, random_state=0).fit(features, features[:, 0] > 0)
 save_bundle(forest, sys.argv[1], ledger)
+"""
+#: Writes the silo budget that ``privfed budget show`` reads: three randomized-response charges.
+_WRITE_SILO = """
+import sys
+from privfed.accounting import RandomizedResponse
+from privfed.accounting.silo_budget import SiloBudget
+budget = SiloBudget(sys.argv[1], epsilon=10.0, delta=1e-5)
+for study in ("a", "b", "c"):
+    budget.charge(RandomizedResponse(10, epsilon=0.5, reports=1, unit="example"), study=study, pipeline="fedkt")
 """
 
 
@@ -113,16 +133,19 @@ def main(argv: list[str] | None = None) -> int:
         bundle = scratch / "BUNDLE"
         subprocess.run([sys.executable, "-c", _WRITE_BUNDLE, str(bundle)], cwd=ROOT, check=True,
                        env={**os.environ, "PYTHONPATH": str(ROOT)})
+        silo = scratch / "silo.jsonl"
+        subprocess.run([sys.executable, "-c", _WRITE_SILO, str(silo)], cwd=ROOT, check=True,
+                       env={**os.environ, "PYTHONPATH": str(ROOT)})
         trees = {"before": old_tree, "after": ROOT}
         for repeat in range(arguments.repeats):
             for name, command in ENTRY_POINTS.items():
-                command = [part.format(bundle=bundle) for part in command]
+                command = [part.format(bundle=bundle, silo=silo) for part in command]
                 for side in (("before", "after") if repeat % 2 == 0 else ("after", "before")):
                     record = {"side": side, "entry": name, "repeat": repeat, **_timed(trees[side], command)}
                     print(record, flush=True)
                     records.append(record)
             for name, command in NEW_ENTRY_POINTS.items():
-                command = [part.format(bundle=bundle) for part in command]
+                command = [part.format(bundle=bundle, silo=silo) for part in command]
                 record = {"side": "after", "entry": name, "repeat": repeat, **_timed(ROOT, command)}
                 print(record, flush=True)
                 records.append(record)

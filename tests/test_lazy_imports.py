@@ -1,5 +1,6 @@
-"""What a fresh process imports: ``import privfed`` and the command line's help load no heavy library, and every
-public name still resolves (``from privfed import X`` for each X in ``privfed.__all__``, all listed by ``dir``).
+"""What a fresh process imports: ``import privfed``, ``import privfed.accounting``, the command line's help and a
+silo budget's reading load no heavy library, and every public name still resolves (``from privfed import X`` for
+each X in ``privfed.__all__``, all listed by ``dir``; the same for ``privfed.accounting``).
 
 Each check runs in a fresh interpreter, so that nothing another test imported hides an eager import.
 """
@@ -92,3 +93,55 @@ def test_an_audit_that_does_not_open_the_model_runs_every_other_check_without_it
                "with contextlib.redirect_stdout(io.StringIO()):\n"
                f"    assert main(['audit', '--no-model-load', {str(bundle)!r}]) == 0")
     assert not {"sklearn", "skops", "torch", "xgboost", "pandas"} & set(_loaded(prelude))
+
+
+def test_import_privfed_accounting_loads_neither_dp_accounting_nor_scipy():
+    """``import privfed.accounting`` loads each public name's module on first use: the package alone pays for no
+    ε curve (dp-accounting's init loads scipy.signal and scipy.stats, over a CPU second)."""
+    assert _loaded("import privfed.accounting") == []
+
+
+def test_every_accounting_name_resolves_and_account_stays_the_function():
+    """Every name in ``privfed.accounting.__all__`` resolves and ``dir`` lists it; ``account`` is the function even
+    after its submodule of the same name was imported by another (the ledger imports it)."""
+    seen = _fresh("import json, types\nimport privfed.accounting as accounting\n"
+                  "import privfed.accounting.ledger\n"
+                  "names = list(accounting.__all__)\n"
+                  "unresolved = [n for n in names if getattr(accounting, n, None) is None]\n"
+                  "print(json.dumps({'names': len(names), 'unresolved': unresolved,\n"
+                  "                  'unlisted': sorted(set(names) - set(dir(accounting))),\n"
+                  "                  'account_is_function': callable(accounting.account)\n"
+                  "                      and not isinstance(accounting.account, types.ModuleType)}))")
+    assert seen == {"names": 48, "unresolved": [], "unlisted": [], "account_is_function": True}
+
+
+def test_a_record_of_every_kind_rebuilds_whichever_module_the_process_imported_first():
+    """Kinds register when their module is imported; with the package's names loaded on first use, a process that
+    imported only the silo budget still rebuilds every kind (the registry imports each kind's module)."""
+    seen = _fresh("import json\nfrom privfed.accounting.silo_budget import SiloBudget\n"
+                  "from privfed.accounting.registry import mechanism_class, mechanism_kinds\n"
+                  "kinds = mechanism_kinds()\n"
+                  "rr = mechanism_class('randomized_response').__name__\n"
+                  "import privfed.accounting as accounting\n"
+                  "[getattr(accounting, name) for name in accounting.__all__]\n"
+                  "print(json.dumps({'first': list(kinds), 'all': list(mechanism_kinds()), 'rr': rr}))")
+    assert seen["first"] == seen["all"] and len(seen["all"]) == 13 and seen["rr"] == "RandomizedResponse"
+
+
+def test_a_silo_budgets_reading_loads_neither_dp_accounting_nor_scipy(tmp_path):
+    """What a data officer's fresh process does with a silo's budget without a new release: open it, read what was
+    spent from the last line (``spent``, ``privfed budget show``), check the hash chain (``privfed budget verify``).
+    No ε curve is computed, so neither dp-accounting nor SciPy is imported; charging a release computes its RDP
+    curve and still does."""
+    from privfed.accounting import RandomizedResponse
+    from privfed.accounting.silo_budget import SiloBudget
+
+    path = tmp_path / "silo.jsonl"
+    budget = SiloBudget(path, epsilon=10.0, delta=1e-5)
+    budget.charge(RandomizedResponse(10, epsilon=0.5, reports=1, unit="example"), study="s", pipeline="p")
+    prelude = ("import contextlib, io\nfrom privfed.accounting.silo_budget import SiloBudget\nfrom privfed.cli import main\n"
+               f"assert SiloBudget.open({str(path)!r}).spent() == 0.5\n"
+               "with contextlib.redirect_stdout(io.StringIO()):\n"
+               f"    assert main(['budget', 'show', {str(path)!r}]) == 0\n"
+               f"    assert main(['budget', 'verify', {str(path)!r}]) == 0")
+    assert _loaded(prelude) == []
