@@ -60,7 +60,7 @@ def write_inputs(folder: Path) -> None:
     from sklearn.ensemble import RandomForestClassifier
 
     from privfed import save_bundle
-    from privfed.cli import main
+    from privfed.cli.main import main
 
     composed = {"event": "composed", "events": [_gaussian(i) for i in range(300)]}
     (folder / "claims-events.json").write_text(json.dumps(_claims([_dp_event(composed)])))
@@ -85,7 +85,7 @@ def write_inputs(folder: Path) -> None:
     member.write(b"\0" * 64)
     with zipfile.ZipFile(folder / "header.npz", "w") as archive:
         archive.writestr("votes.npy", member.getvalue())
-    from privfed.pipelines.party_schema import PartySchema
+    from privfed.pipelines.data.party_schema import PartySchema
 
     record = PartySchema(np.array([3]), np.arange(10**6, dtype=np.int32), 10**6).to_record()
     np.savez(folder / "schema.npz", **record.arrays)
@@ -117,8 +117,8 @@ def write_inputs(folder: Path) -> None:
 
 # --- the probes: each raises a one-line error (or returns a flag) when privfed answers clearly --------------------
 def _forged_bytes(folder: Path) -> str:
-    from privfed.manifest import read_bundle_files
-    from privfed.model_signature_verify import model_signing_verdict
+    from privfed.bundle.manifest import read_bundle_files
+    from privfed.bundle.model_signature_verify import model_signing_verdict
 
     forged = read_bundle_files(folder / "FORGED")
     verdict = model_signing_verdict(folder / "BUNDLE", folder / "KEY.pem.pub", files=forged)
@@ -150,7 +150,7 @@ def _claims_probe(name: str) -> Callable[[Path], str]:
 
 
 def _ledger_events(folder: Path) -> str:
-    from privfed.bundle import ledger_document
+    from privfed.bundle.folder import ledger_document
 
     ledger_document((folder / "ledger-events.json").read_bytes())
     return "accepted"
@@ -185,7 +185,7 @@ def _flower(name: str) -> Callable[[Path], str]:
 
 def _npz(name: str) -> Callable[[Path], str]:
     def probe(folder: Path) -> str:
-        from privfed.bundle import read_evidence
+        from privfed.bundle.folder import read_evidence
 
         read_evidence((folder / name).read_bytes())
         return "accepted"
@@ -195,8 +195,8 @@ def _npz(name: str) -> Callable[[Path], str]:
 
 def _party_schema(folder: Path) -> str:
     import numpy as np
-    from privfed.pipelines.messages import MessageError, Record
-    from privfed.pipelines.party_schema import PartySchema, describe_party, federation_classes
+    from privfed.pipelines.protocol.messages import MessageError, Record
+    from privfed.pipelines.data.party_schema import PartySchema, describe_party, federation_classes
 
     with np.load(folder / "schema.npz", allow_pickle=False) as arrays:  # the probe's own input, written above
         record = Record("party-schema", dict(arrays), {"n_examples": 10**6})
@@ -224,7 +224,7 @@ def _unsigned(folder: Path) -> str:
 
 
 def _bundle_read_under_limit(folder: Path) -> str:
-    from privfed.manifest import read_bundle_files
+    from privfed.bundle.manifest import read_bundle_files
 
     size = int(open("/proc/self/statm").read().split()[0]) * resource.getpagesize()
     hard = resource.getrlimit(resource.RLIMIT_AS)[1]

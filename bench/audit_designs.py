@@ -33,8 +33,8 @@ from sklearn.tree import DecisionTreeClassifier
 
 from bench import provenance
 from privfed import DPConfig, FedKT, PrivateKT, TorchMLP
-from privfed.empirical import clopper_pearson
-from privfed.empirical_audit import empirical_audit
+from privfed.audit.empirical import clopper_pearson
+from privfed.audit.empirical_pipelines import empirical_audit
 
 OUT = Path(__file__).resolve().parents[1] / "bench" / "results" / "audit_designs.json"
 DELTA = 1e-5

@@ -41,7 +41,7 @@ def _git(*arguments: str) -> str:
 
 #: Imports an audit of a scikit-learn bundle cannot do without, each timed alone in a fresh interpreter.
 FLOOR = {"python": "pass", "sklearn.ensemble": "import sklearn.ensemble",
-         "skops.io without torch": "from privfed.skops_import import import_skops_io; import_skops_io()",
+         "skops.io without torch": "from privfed.bundle.skops_import import import_skops_io; import_skops_io()",
          "privfed.audit": "from privfed import audit"}
 
 

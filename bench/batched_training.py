@@ -24,8 +24,8 @@ sys.path[:] = [str(Path(__file__).resolve().parents[1])] + [
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
-from privfed.pipelines.batched_training import train_copies  # noqa: E402
-from privfed.pipelines.torch_models import TorchCNN, TorchMLP  # noqa: E402
+from privfed.pipelines.models.batched_training import train_copies  # noqa: E402
+from privfed.pipelines.models.torch_models import TorchCNN, TorchMLP  # noqa: E402
 
 from bench import provenance  # noqa: E402
 

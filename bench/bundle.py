@@ -47,13 +47,13 @@ def main() -> None:
 
     import skops.io
     from privfed.accounting import Ledger
-    from privfed.pipelines.fedkt import FedKT
+    from privfed.pipelines.fedkt.estimator import FedKT
     from sklearn.datasets import load_digits
     from sklearn.tree import DecisionTreeClassifier
 
     import privfed
-    from privfed.manifest import read_bundle_files
-    from privfed.signing import signature_verdict
+    from privfed.bundle.manifest import read_bundle_files
+    from privfed.bundle.signing import signature_verdict
 
     X, y = load_digits(return_X_y=True)
     parties = [(X[i * 120:(i + 1) * 120], y[i * 120:(i + 1) * 120]) for i in range(10)]

@@ -2,7 +2,7 @@
 
 MNIST from ``../shared/datasets`` (skipped with a message when absent) is split
 as the reproductions split it (20 parties, Dirichlet α = 1, 10,000 public
-examples); party 0's share trains a :class:`~privfed.pipelines.torch_models.TorchCNN`
+examples); party 0's share trains a :class:`~privfed.pipelines.models.torch_models.TorchCNN`
 (2 × 5×5 conv, 120-84 MLP) for ``--epochs`` epochs, batch size 64, once without
 DP and once with ``dp=DPConfig(noise_multiplier=1.0, max_grad_norm=1.0)`` (Poisson
 sampling at q = 64/n, per-example clipping, noise), alternating the two
@@ -29,8 +29,8 @@ sys.path[:] = [str(_ROOT)] + [p for p in sys.path if Path(p or ".").resolve() no
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 from privfed.pipelines import DPConfig  # noqa: E402
-from privfed.pipelines.datasets import federated_split, load_dataset  # noqa: E402
-from privfed.pipelines.torch_models import TorchCNN  # noqa: E402
+from privfed.pipelines.data.datasets import federated_split, load_dataset  # noqa: E402
+from privfed.pipelines.models.torch_models import TorchCNN  # noqa: E402
 
 from bench import provenance  # noqa: E402
 

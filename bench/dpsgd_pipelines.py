@@ -1,7 +1,7 @@
 """Reproduction: FedKD, PrivateKT and Selective-FD on MNIST with DP-SGD local models (issue 15).
 
 For each pipeline, a non-private-training run (the seed mechanism alone) and runs whose
-local models (FedKT's small CNN, :class:`~privfed.pipelines.torch_models.TorchCNN`) train
+local models (FedKT's small CNN, :class:`~privfed.pipelines.models.torch_models.TorchCNN`) train
 with DP-SGD through Opacus at example-level ε ≈ 1, 4, 8 (δ = 1e-5). The noise
 multiplier of a run is the largest over parties of the σ that
 :func:`~privfed.accounting.dpsgd.dpsgd_noise_multiplier` gives for the party's sampling
@@ -46,11 +46,11 @@ import torch  # noqa: E402
 from privfed.accounting import dpsgd_noise_multiplier  # noqa: E402
 from privfed.accounting.report import round_up  # noqa: E402
 from privfed.pipelines import DPConfig  # noqa: E402
-from privfed.pipelines.datasets import federated_split, load_dataset  # noqa: E402
-from privfed.pipelines.fedkd import FedKD  # noqa: E402
-from privfed.pipelines.privatekt import PrivateKT  # noqa: E402
-from privfed.pipelines.selective_fd import SelectiveFD  # noqa: E402
-from privfed.pipelines.torch_models import TorchCNN  # noqa: E402
+from privfed.pipelines.data.datasets import federated_split, load_dataset  # noqa: E402
+from privfed.pipelines.fedkd.estimator import FedKD  # noqa: E402
+from privfed.pipelines.privatekt.estimator import PrivateKT  # noqa: E402
+from privfed.pipelines.selective_fd.estimator import SelectiveFD  # noqa: E402
+from privfed.pipelines.models.torch_models import TorchCNN  # noqa: E402
 
 from bench import provenance  # noqa: E402
 

@@ -8,10 +8,10 @@ This times one DP-SGD epoch both ways, side by side in one process: the same net
 optimizer, data and release (σ = 1, C = 1, q = 64/n, B = 64), the two paths alternating (their order swapped
 every repeat), ``--repeats`` times each, one torch thread.
 
-* ``before``: the previous :func:`~pipelines.dp_training.train_dp_sgd`, kept here verbatim for the comparison:
+* ``before``: the previous :func:`~pipelines.models.dp_training.train_dp_sgd`, kept here verbatim for the comparison:
   Opacus's ``PrivacyEngine.make_private`` over a ``DPDataLoader`` with a seeded ``torch.Generator`` and
   ``noise_generator`` seeded with the seed + 1.
-* ``now``: :func:`pipelines.dp_training.train_dp_sgd` with ``NoiseSource.secret()``.
+* ``now``: :func:`pipelines.models.dp_training.train_dp_sgd` with ``NoiseSource.secret()``.
 
 Models: FedKT's small CNN (2 × 5×5 conv, 120-84) and the paper's MLP (784-100-100-10, whose cheap steps make
 the noise draw the largest share), on party 0's MNIST share as ``bench/dpsgd.py`` splits it (20 parties,
@@ -41,9 +41,9 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 from privfed.accounting import NoiseSource  # noqa: E402
 from privfed.pipelines import DPConfig  # noqa: E402
-from privfed.pipelines.datasets import federated_split, load_dataset  # noqa: E402
-from privfed.pipelines.dp_training import plan_release, train_dp_sgd  # noqa: E402
-from privfed.pipelines.torch_models import TorchCNN, TorchMLP  # noqa: E402
+from privfed.pipelines.data.datasets import federated_split, load_dataset  # noqa: E402
+from privfed.pipelines.models.dp_training import plan_release, train_dp_sgd  # noqa: E402
+from privfed.pipelines.models.torch_models import TorchCNN, TorchMLP  # noqa: E402
 from torch.nn import functional  # noqa: E402
 
 from bench import provenance  # noqa: E402

@@ -82,7 +82,7 @@ def in_process(setting, split, n_jobs: int, backend: str | None) -> tuple[object
 
 def _party_process(queue, X, y, task, teacher, student) -> None:
     """Party 0's step alone, as a SuperNode runs it: its own data and its task, nothing else."""
-    from privfed.pipelines.fedkt_steps import fedkt_party_step
+    from privfed.pipelines.fedkt.steps import fedkt_party_step
 
     fedkt_party_step(task, X, y, teacher=teacher, student=student, party="party 0")
     queue.put(_peak_mib())
@@ -157,8 +157,8 @@ def main() -> None:
           f"{report['bytes_per_party']['median_by_message']}); its students in skops: median "
           f"{int(np.median(models)):,} (×{np.median(models) / np.median(sent):.0f})", flush=True)
 
-    from privfed.pipelines.fedkt_steps import fedkt_tasks
-    from privfed.pipelines.party_schema import describe_party
+    from privfed.pipelines.fedkt.steps import fedkt_tasks
+    from privfed.pipelines.data.party_schema import describe_party
 
     X, y = split.parties[0]
     classes = np.unique(np.concatenate([party[1] for party in split.parties]))

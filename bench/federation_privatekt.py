@@ -31,8 +31,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 
 def estimator(rounds: int):
-    from privfed.pipelines.privatekt import PrivateKT
-    from privfed.pipelines.torch_models import TorchMLP
+    from privfed.pipelines.privatekt.estimator import PrivateKT
+    from privfed.pipelines.models.torch_models import TorchMLP
 
     return PrivateKT(TorchMLP(hidden=(64,), lr=1e-2, batch_size=32, random_state=0), epsilon_per_round=5.0,
                      queries_per_round=2, buffer_rounds=25, self_training_size=200, rounds=rounds, client_fraction=0.5,
@@ -49,7 +49,7 @@ def main() -> None:
     args = parser.parse_args()
     from privfed.accounting.report import round_up
     from privfed.pipelines import dirichlet_partition
-    from privfed.pipelines.privatekt_steps import network_parameters
+    from privfed.pipelines.privatekt.steps import network_parameters
     from sklearn.datasets import load_digits
 
     X, y = load_digits(return_X_y=True)

@@ -4,7 +4,7 @@ Gong et al. (AAAI 2022) claim that accuracy is insensitive to the quantization
 scale S and degrades gracefully with the Laplace noise (their Fig. 2). Each
 Dirichlet split (α ∈ {1, 0.1}) trains the 20 local models once (FedKT's small
 CNN) and computes their logits on both public sets once; every (S, γ) point then
-runs FedKD's server side (:meth:`pipelines.fedkd.FedKD.fit_logits`: clip,
+runs FedKD's server side (:meth:`pipelines.fedkd.estimator.FedKD.fit_logits`: clip,
 quantize, class-count weights, noise drawn once, L2 distillation of a fresh
 small CNN) from those logits. Printed per point: test accuracy, the accuracy of
 the noisy ensemble's argmax on the in-domain public labels, and the honest
@@ -40,12 +40,12 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 from privfed.accounting import QuantizedLaplaceEnsemble  # noqa: E402
 from privfed.accounting.report import round_up  # noqa: E402
-from privfed.pipelines._models import fit_classifier  # noqa: E402
-from privfed.pipelines.datasets import federated_split, load_dataset  # noqa: E402
-from privfed.pipelines.fedkd import FedKD, party_logits  # noqa: E402
-from privfed.pipelines.fedkd_steps import parameter_count  # noqa: E402
-from privfed.pipelines.progress import progress_bar  # noqa: E402
-from privfed.pipelines.torch_models import TorchCNN  # noqa: E402
+from privfed.pipelines.models.fitting import fit_classifier  # noqa: E402
+from privfed.pipelines.data.datasets import federated_split, load_dataset  # noqa: E402
+from privfed.pipelines.fedkd.estimator import FedKD, party_logits  # noqa: E402
+from privfed.pipelines.fedkd.steps import parameter_count  # noqa: E402
+from privfed.pipelines.protocol.progress import progress_bar  # noqa: E402
+from privfed.pipelines.models.torch_models import TorchCNN  # noqa: E402
 
 from bench import provenance  # noqa: E402
 

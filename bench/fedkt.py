@@ -60,15 +60,15 @@ import numpy as np  # noqa: E402
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from privfed.pipelines import federated_split, fedkt_steps, load_dataset, teacher_subsets  # noqa: E402
-from privfed.pipelines.datasets import reference_class_order  # noqa: E402
-from privfed.pipelines.fedkt import CentralizedPATE, FedKT, Solo  # noqa: E402
-from privfed.pipelines.progress import progress_bar  # noqa: E402
-from privfed.pipelines.reference_rows import (  # noqa: E402
+from privfed.pipelines.data.datasets import reference_class_order  # noqa: E402
+from privfed.pipelines.fedkt.estimator import CentralizedPATE, FedKT, Solo  # noqa: E402
+from privfed.pipelines.protocol.progress import progress_bar  # noqa: E402
+from privfed.pipelines.data.reference_rows import (  # noqa: E402
     REFERENCE_ROWS_DATASETS,
     load_reference_rows,
     reference_rows_split,
 )
-from privfed.pipelines.voting import consistent_votes  # noqa: E402
+from privfed.pipelines.protocol.voting import consistent_votes  # noqa: E402
 from sklearn.base import clone  # noqa: E402
 
 from bench import provenance  # noqa: E402
@@ -211,7 +211,7 @@ def official_image_split(X: np.ndarray, y: np.ndarray, X_test: np.ndarray, y_tes
     second half; the whole training file is shared among the parties (Dirichlet β = 0.5). The
     parties are privfed's draw (``dirichlet_partition``), not the official code's rows.
     """
-    from privfed.pipelines.partition import dirichlet_partition
+    from privfed.pipelines.data.partition import dirichlet_partition
 
     indices = dirichlet_partition(y, parties, 0.5, random_state=seed)
     half = len(X_test) // 2

@@ -47,7 +47,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import fedkt as bench_fedkt  # noqa: E402  (bench/fedkt.py)
 from privfed.pipelines import load_dataset  # noqa: E402
-from privfed.pipelines.reference_rows import load_reference_rows  # noqa: E402
+from privfed.pipelines.data.reference_rows import load_reference_rows  # noqa: E402
 
 from bench import provenance  # noqa: E402
 

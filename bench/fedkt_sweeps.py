@@ -54,7 +54,7 @@ import numpy as np  # noqa: E402
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import fedkt as bench_fedkt  # noqa: E402  (bench/fedkt.py: a script's own folder is on sys.path)
-from privfed.pipelines.fedkt import CentralizedPATE, FedKT  # noqa: E402
+from privfed.pipelines.fedkt.estimator import CentralizedPATE, FedKT  # noqa: E402
 
 from bench import provenance  # noqa: E402
 

@@ -33,7 +33,7 @@ count of failed runs and the median of the trained runs beside.
 
 ``--teacher-assignment permutation`` is a measurement ablation: each party's teachers
 get equal shares of a random permutation (FedKT Algorithm 1 as written,
-``pipelines.partition.teacher_subsets``) instead of privfed's keyed hash of each
+``pipelines.data.partition.teacher_subsets``) instead of privfed's keyed hash of each
 example's contents (``keyed_teacher_subsets``, stable under adding or removing one
 example, with multinomial subset sizes and identical rows in one teacher). It runs
 the parties in this process (``n_jobs=1``) and must be written to its own ``--json``.
@@ -63,8 +63,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import fedkt as bench_fedkt  # noqa: E402  (bench/fedkt.py: a script's own folder is on sys.path)
 from privfed.pipelines import federated_split, load_dataset  # noqa: E402
-from privfed.pipelines.fedkt import FedKT  # noqa: E402
-from privfed.pipelines.reference_rows import load_reference_rows, reference_rows_split  # noqa: E402
+from privfed.pipelines.fedkt.estimator import FedKT  # noqa: E402
+from privfed.pipelines.data.reference_rows import load_reference_rows, reference_rows_split  # noqa: E402
 
 from bench import provenance  # noqa: E402
 

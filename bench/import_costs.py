@@ -67,7 +67,7 @@ FLOOR = {
     "dp_accounting": "import dp_accounting",
     "sklearn.ensemble": "import sklearn.ensemble",
     "sklearn.ensemble + skops.io (torch-free)": "import sklearn.ensemble\n"
-                                                "from privfed.skops_import import import_skops_io; import_skops_io()",
+                                                "from privfed.bundle.skops_import import import_skops_io; import_skops_io()",
     "model_signing.verifying": "import model_signing.verifying",
 }
 #: Writes the audited bundle: a 2-tree forest and a Laplace noisy-max ledger (the adversarial probes' bundle).

@@ -5,7 +5,7 @@ what), none of which touches the accounting: the ledger's ε is unchanged. For t
 this script copies the tracked files of the checkout into a temporary folder (never the real tree), applies the
 patch there with ``git apply``, and runs, in that copy,
 
-* ``privfed.selftest()`` ``--repeats`` times (every conformance check, in one process; the copy's own code is
+* ``privfed.audit.selftest()`` ``--repeats`` times (every conformance check, in one process; the copy's own code is
   imported: the copy is first on the path), for each check's catch rate; ``--correct-repeats`` times on the
   unpatched tree, for the suite's false-alarm rate (with a 95 % Clopper–Pearson upper bound);
 * with ``--parameter-check``, ``python -m bench.parameter_fits``: every pipeline's noised configurations fitted
@@ -69,7 +69,7 @@ def _run(command: list[str], cwd: Path, timeout: float) -> tuple[int, str, str, 
 
 
 #: One process runs the suite ``repeats`` times (the import is paid once) and prints one JSON report per line.
-_REPEATED_SELFTEST = ("import json, sys\nfrom privfed.selftest import selftest\n"
+_REPEATED_SELFTEST = ("import json, sys\nfrom privfed.audit.selftest import selftest\n"
                       "for _ in range(int(sys.argv[1])):\n    print(json.dumps(selftest().to_dict()), flush=True)\n")
 
 

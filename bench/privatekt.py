@@ -78,10 +78,10 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 from privfed.accounting import RandomizedResponse, account  # noqa: E402
 from privfed.accounting.report import round_up  # noqa: E402
-from privfed.pipelines.datasets import load_dataset  # noqa: E402
-from privfed.pipelines.partition import dirichlet_partition, label_mixture_partition  # noqa: E402
-from privfed.pipelines.privatekt import PrivateKT  # noqa: E402
-from privfed.pipelines.torch_models import KerasInitialised, TorchClassifier, TorchCNN  # noqa: E402
+from privfed.pipelines.data.datasets import load_dataset  # noqa: E402
+from privfed.pipelines.data.partition import dirichlet_partition, label_mixture_partition  # noqa: E402
+from privfed.pipelines.privatekt.estimator import PrivateKT  # noqa: E402
+from privfed.pipelines.models.torch_models import KerasInitialised, TorchClassifier, TorchCNN  # noqa: E402
 from torch import nn  # noqa: E402
 
 from bench import provenance  # noqa: E402
@@ -200,9 +200,9 @@ ROUND_MODES = {
 
 def clients_step(mode: str, data, tasks, model) -> np.ndarray:
     """The labels the round's clients report, computed as ``PrivateKT.fit`` does in ``mode`` (one row per client)."""
-    from privfed.pipelines.executor import run_party_tasks
-    from privfed.pipelines.privatekt import _party_step
-    from privfed.pipelines.privatekt_steps import batched_party_steps
+    from privfed.pipelines.protocol.executor import run_party_tasks
+    from privfed.pipelines.privatekt.estimator import _party_step
+    from privfed.pipelines.privatekt.steps import batched_party_steps
 
     batched, n_jobs = ROUND_MODES[mode]
     if batched:
@@ -219,7 +219,7 @@ def round_speed(clients, public, model, settings, repeats: int, modes: list[str]
     The clients' step alone: the round's 40 clients from one fitted global network, with the same
     tasks (seeds, queries) in every mode; whole rounds: ``PrivateKT(rounds=2)`` fits, per round.
     """
-    from privfed.pipelines.privatekt_steps import network_parameters, privatekt_tasks
+    from privfed.pipelines.privatekt.steps import network_parameters, privatekt_tasks
 
     warm = PrivateKT(model, rounds=1, **settings).fit(clients, public)  # a fitted global network, as from round 2 on
     rng = np.random.default_rng(1)

@@ -30,7 +30,7 @@ from sklearn.tree import DecisionTreeClassifier  # noqa: E402
 
 from bench import provenance  # noqa: E402
 from privfed.accounting import NoiseSource  # noqa: E402
-from privfed.pipelines.fedkt import FedKT  # noqa: E402
+from privfed.pipelines.fedkt.estimator import FedKT  # noqa: E402
 
 SETTINGS = {
     "L1": dict(privacy="L1", gamma=0.5),

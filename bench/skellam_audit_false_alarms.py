@@ -1,6 +1,6 @@
 """False alarms of the empirical audit of FedKT with Skellam noise under secure aggregation (issue 41).
 
-The audit draws every party's Skellam share with the parties' own code and sums them (privfed/empirical_audit.py);
+The audit draws every party's Skellam share with the parties' own code and sums them (privfed/audit/empirical_pipelines.py);
 on correct code it must not report a violation. One audit per seed, raw results with provenance::
 
     nice -n 10 python -m bench.skellam_audit_false_alarms --seeds 60
@@ -18,7 +18,7 @@ from sklearn.tree import DecisionTreeClassifier
 
 from bench import provenance
 from privfed import FedKT
-from privfed.empirical_audit import empirical_audit
+from privfed.audit.empirical_pipelines import empirical_audit
 
 OUT = Path(__file__).resolve().parents[1] / "bench" / "results" / "skellam_audit_false_alarms.json"
 

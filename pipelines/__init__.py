@@ -5,8 +5,7 @@ from __future__ import annotations
 from importlib import import_module
 from typing import Any
 
-from ._random import spawn_seeds
-from .datasets import (
+from .data.datasets import (
     DATASET_NAMES,
     BenchmarkDataset,
     FederatedSplit,
@@ -14,9 +13,7 @@ from .datasets import (
     load_dataset,
     read_idx,
 )
-from .dp_config import DPConfig
-from .executor import Executor, JoblibExecutor, PartyTask, SerialExecutor, run_party_tasks
-from .partition import (
+from .data.partition import (
     dirichlet_partition,
     homogeneous_partition,
     keyed_teacher_subsets,
@@ -24,30 +21,33 @@ from .partition import (
     split_indices,
     teacher_subsets,
 )
-from .reference_rows import load_reference_rows, reference_rows_split
+from .data.reference_rows import load_reference_rows, reference_rows_split
+from .models.dp_config import DPConfig
+from .protocol.executor import Executor, JoblibExecutor, PartyTask, SerialExecutor, run_party_tasks
+from .protocol.seeds import spawn_seeds
 
 # Estimators (and the table reader) load lazily, so that `import pipelines` imports neither torch, scikit-learn
 # nor pandas.
 _LAZY = {
-    "KerasInitialised": "torch_models",
-    "TorchCNN": "torch_models",
-    "TorchClassifier": "torch_models",
-    "TorchMLP": "torch_models",
-    "CentralizedPATE": "fedkt",
-    "FedKT": "fedkt",
-    "Solo": "fedkt",
-    "FedKD": "fedkd",
-    "PrivateKT": "privatekt",
-    "DensityRatioSelector": "kulsif",
-    "DPDensityRatioSelector": "dp_selector",
-    "KuLSIF": "kulsif",
-    "FedMD": "selective_fd",
-    "IndependentLearning": "selective_fd",
-    "SelectiveFD": "selective_fd",
-    "PartyData": "party_tables",
-    "load_parties": "party_tables",
-    "train_copies": "batched_training",
-    "batching_pays": "batched_training",
+    "KerasInitialised": "models.torch_models",
+    "TorchCNN": "models.torch_models",
+    "TorchClassifier": "models.torch_models",
+    "TorchMLP": "models.torch_models",
+    "CentralizedPATE": "fedkt.estimator",
+    "FedKT": "fedkt.estimator",
+    "Solo": "fedkt.estimator",
+    "FedKD": "fedkd.estimator",
+    "PrivateKT": "privatekt.estimator",
+    "DensityRatioSelector": "selective_fd.kulsif",
+    "DPDensityRatioSelector": "selective_fd.dp_selector",
+    "KuLSIF": "selective_fd.kulsif",
+    "FedMD": "selective_fd.estimator",
+    "IndependentLearning": "selective_fd.estimator",
+    "SelectiveFD": "selective_fd.estimator",
+    "PartyData": "data.party_tables",
+    "load_parties": "data.party_tables",
+    "train_copies": "models.batched_training",
+    "batching_pays": "models.batched_training",
 }
 
 __all__ = [

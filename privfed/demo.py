@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from privfed._arguments import EXIT_OK, check_gamma, check_output_folder, integer_at_least, number_in
+from privfed.cli.arguments import EXIT_OK, check_gamma, check_output_folder, integer_at_least, number_in
 
 __all__ = ["add_demo_command", "run_demo"]
 
@@ -33,10 +33,10 @@ def run_demo(out: Path, *, gamma: float = 0.5, query_fraction: float = 0.2, seed
     from sklearn.ensemble import RandomForestClassifier
     from sklearn.tree import DecisionTreeClassifier
 
-    from privfed.bundle import save_bundle
+    from privfed.bundle.folder import save_bundle
     from privfed.pipelines import federated_split
-    from privfed.pipelines.fedkt import FedKT, Solo
-    from privfed.pipelines.progress import progress_bar
+    from privfed.pipelines.fedkt.estimator import FedKT, Solo
+    from privfed.pipelines.protocol.progress import progress_bar
 
     X, y = load_digits(return_X_y=True)
     split = federated_split(X, y, n_parties=20, beta=1.0, public_size=PUBLIC_SIZE, test_size=297, min_size=20,

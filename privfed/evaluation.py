@@ -5,7 +5,7 @@ fitted model on a labelled test set and names the bar it must clear — the accu
 test set's most frequent class — and :func:`accuracy_line` says it in one line, with **near chance** when
 the model closes less than :data:`NEAR_CHANCE_FRACTION` of the gap between that bar and a perfect score.
 The metrics' names (``test_accuracy``, ``test_majority_class_rate``, ``test_examples``) are what the model
-card (:mod:`privfed.model_card`) reads to print the same verdict.
+card (:mod:`privfed.bundle.model_card`) reads to print the same verdict.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from privfed.pipelines.preflight import NEAR_CHANCE_FRACTION, is_near_chance
+from privfed.pipelines.protocol.preflight import NEAR_CHANCE_FRACTION, is_near_chance
 
 __all__ = ["NEAR_CHANCE_FRACTION", "accuracy_line", "evaluate_accuracy", "is_near_chance"]
 

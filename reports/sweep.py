@@ -40,13 +40,13 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+from privfed.pipelines.data.datasets import federated_split, load_dataset
+from privfed.pipelines.protocol.executor import JoblibExecutor, SerialExecutor
+from privfed.pipelines.protocol.progress import check_progress, progress_bar
 
 from ..accounting.fingerprint import data_fingerprint
 from ..accounting.ledger import Ledger, software_versions
 from ..accounting.mechanism import UNITS
-from ..pipelines.datasets import federated_split, load_dataset
-from ..pipelines.executor import JoblibExecutor, SerialExecutor
-from ..pipelines.progress import check_progress, progress_bar
 from .config import (
     SPLIT_KEYS,
     ConfigError,

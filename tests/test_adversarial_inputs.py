@@ -22,16 +22,16 @@ from privfed.accounting import LaplaceNoisyMax, Ledger, NoiseSource
 from privfed.accounting.documents import MAX_DECLARED_EVENTS, parse_toml
 from privfed.accounting.interop import flower_mechanism, opacus_mechanism
 from privfed.accounting.spec import load_mechanisms
-from privfed.pipelines.messages import MessageError
+from privfed.pipelines.protocol.messages import MessageError
 
 from privfed import audit, load_bundle, save_bundle
 from privfed.audit.claims import MAX_CLAIMS_MECHANISMS, MAX_MOMENT, load_claims
 from privfed.audit.integrity import read_ledger
 from privfed.audit.report import AuditInputError
-from privfed.bundle import BundleError, BundleIntegrityError, ledger_document, read_evidence
-from privfed.cli import main
+from privfed.bundle.folder import BundleError, BundleIntegrityError, ledger_document, read_evidence
+from privfed.bundle.manifest import read_bundle_files
+from privfed.cli.main import main
 from privfed.federation.secure_aggregation import vote_sum_from_average
-from privfed.manifest import read_bundle_files
 
 sklearn_ensemble = pytest.importorskip("sklearn.ensemble")
 pytest.importorskip("skops.io")
@@ -95,7 +95,7 @@ def ec_signed(tmp_path_factory, forest):
 
 def test_model_signing_judges_the_bytes_read_not_the_folder_read_again(ec_signed):
     """The race of issue 45: privfed read a forgery, then model-signing re-read the genuine folder and said PASS."""
-    from privfed.model_signature_verify import model_signing_verdict
+    from privfed.bundle.model_signature_verify import model_signing_verdict
 
     bundle, public, signature, forged = ec_signed
     genuine = read_bundle_files(bundle)
@@ -226,8 +226,8 @@ def _header_bomb_npz(path: Path) -> None:
 
 def test_every_npz_reader_refuses_a_header_bomb(tmp_path):
     """Party data, the public set, audit samples, datasets and checkpoints go through the one bounded reader."""
-    from privfed.pipelines.checkpoint import RoundCheckpoint
-    from privfed.pipelines.datasets import _load_npz
+    from privfed.pipelines.data.datasets import _load_npz
+    from privfed.pipelines.protocol.checkpoint import RoundCheckpoint
 
     from privfed.audit.membership import read_samples
     from privfed.federation.task import load_party_data, load_public
@@ -269,7 +269,7 @@ def test_an_npy_header_declaring_more_than_the_file_holds_is_refused(tmp_path, c
 
 def test_a_schema_declaring_a_million_classes_is_refused_before_allocation():
     """One party listing 10⁶ classes made the server allocate 29.8 GiB of public-set × class arrays."""
-    from privfed.pipelines.party_schema import MAX_CLASSES, PartySchema, describe_party, federation_classes
+    from privfed.pipelines.data.party_schema import MAX_CLASSES, PartySchema, describe_party, federation_classes
 
     honest = describe_party(np.zeros((4, 3)), np.array([0, 1, 0, 1]))
     huge = PartySchema.from_record(PartySchema(np.array([3]), np.arange(10**6), 10**6).to_record(), sender="site-b")
@@ -288,7 +288,7 @@ def test_reading_a_bundle_reserves_no_more_than_its_files(tmp_path, forest):
     bundle = save_bundle(forest, tmp_path / "B", _ledger())
     script = (
         "import resource, sys\n"
-        "from privfed.manifest import read_bundle_files\n"
+        "from privfed.bundle.manifest import read_bundle_files\n"
         "size = int(open('/proc/self/statm').read().split()[0]) * resource.getpagesize()\n"
         "resource.setrlimit(resource.RLIMIT_AS, (size + (1 << 30), resource.RLIM_INFINITY))\n"
         f"print(len(read_bundle_files({str(bundle)!r})))\n"
@@ -344,7 +344,7 @@ def test_secure_aggregation_checks_ranges_before_int64_arithmetic(average, needl
 
 
 def test_a_named_pipe_is_named_as_such_and_never_waited_on(tmp_path, ec_signed):
-    from privfed.model_signature_verify import read_signature_file
+    from privfed.bundle.model_signature_verify import read_signature_file
 
     fifo = tmp_path / "claims.json"
     os.mkfifo(fifo)
@@ -374,7 +374,7 @@ def test_an_unsigned_bundle_says_first_that_its_observer_table_cannot_be_trusted
 
 
 def test_a_signed_bundle_has_no_unsigned_headline(tmp_path, forest):
-    from privfed.signing import generate_signing_key
+    from privfed.bundle.signing import generate_signing_key
 
     private, public, _ = generate_signing_key(tmp_path / "key.pem")
     bundle = save_bundle(forest, tmp_path / "B", _ledger(), signing_key=private)

@@ -13,15 +13,15 @@ import pytest
 from privfed.accounting import LaplaceNoisyMax, Ledger, RandomizedResponse
 from privfed.accounting.fingerprint import file_sha256
 from privfed.accounting.ledger_entry import GENESIS_SHA256, LedgerEntry
-from privfed.pipelines.fedkt import FedKT
+from privfed.pipelines.fedkt.estimator import FedKT
 from sklearn.datasets import make_classification
 from sklearn.tree import DecisionTreeClassifier
 
 import privfed
 from privfed import AuditInputError, audit, save_bundle
-from privfed.cli import main
-from privfed.manifest import MANIFEST_FILE, build_manifest, read_bundle_files
-from privfed.model_card import render_model_card
+from privfed.bundle.manifest import MANIFEST_FILE, build_manifest, read_bundle_files
+from privfed.bundle.model_card import render_model_card
+from privfed.cli.main import main
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples" / "claims"
 INTEGRITY = ("ledger schema", "ledger chain", "model file")

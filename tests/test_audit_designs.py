@@ -15,9 +15,9 @@ from sklearn.datasets import load_digits
 from sklearn.tree import DecisionTreeClassifier
 
 from privfed import DPConfig, FedKT, PrivateKT, TorchMLP
-from privfed.empirical_audit import empirical_audit
-from privfed.gradient_canaries import gradient_canary_scores
-from privfed.mechanism_canaries import choose_guesses
+from privfed.audit.empirical_pipelines import empirical_audit
+from privfed.audit.gradient_canaries import gradient_canary_scores
+from privfed.audit.mechanism_canaries import choose_guesses
 
 
 @pytest.fixture(scope="module")
@@ -50,7 +50,7 @@ def test_privatekt_reports_reach_most_of_a_correct_claim(digits):
 
 
 def test_privatekt_reports_refute_a_keep_probability_bug(digits, monkeypatch):
-    import privfed.mechanism_canaries as canaries
+    import privfed.audit.mechanism_canaries as canaries
 
     original = canaries.perturb_labels
 
@@ -72,7 +72,7 @@ def test_fedkt_server_noisy_max_reaches_half_a_correct_claim(digits):
 
 @pytest.mark.slow  # two DP-SGD runs and their PLD accounting (imports dp-accounting, Opacus): ~40 s
 def test_gradient_canaries_refute_noise_divided_by_the_batch_size(digits, monkeypatch):
-    import privfed.pipelines.dp_training as dp_training
+    import privfed.pipelines.models.dp_training as dp_training
 
     original = dp_training._secret_noise_optimizer
 
@@ -122,8 +122,8 @@ def test_design_must_fit_the_estimator(digits, estimator, design):
 def test_the_cli_runs_a_mechanism_design_and_prints_the_expected_bound(tmp_path, capsys):
     from privfed.reports.config import ConfigError
 
-    from privfed.audit_config import load_audit_config
-    from privfed.cli import main
+    from privfed.audit.config import load_audit_config
+    from privfed.cli.main import main
 
     example = (Path(__file__).resolve().parents[1] / "examples" / "audit_fedkt_l1.toml").read_text()
     config = tmp_path / "audit.toml"

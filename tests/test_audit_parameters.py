@@ -12,13 +12,13 @@ import warnings
 
 import pytest
 from privfed.pipelines import dp_training, fedkt_steps, privatekt_steps
-from privfed.pipelines.run_parameters import record_draw, recording
-from privfed.pipelines.voting import noisy_labels
+from privfed.pipelines.protocol.run_parameters import record_draw, recording
+from privfed.pipelines.protocol.voting import noisy_labels
 
 from bench.parameter_fits import _digits, configurations
 from privfed import audit, audit_parameters, save_bundle
 from privfed.audit.parameters import parameters_check
-from privfed.bundle import RUN_PARAMETERS_FILE
+from privfed.bundle.folder import RUN_PARAMETERS_FILE
 
 pytest.importorskip("sklearn")
 pytest.importorskip("skops.io")

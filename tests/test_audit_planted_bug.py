@@ -1,6 +1,6 @@
 """A bug planted on purpose in a copy of a pipeline step: every arithmetic check passes, the empirical audit fails.
 
-The bug: FedKT's server-side noisy vote (the Laplace noisy argmax of :mod:`privfed.pipelines.voting`) is
+The bug: FedKT's server-side noisy vote (the Laplace noisy argmax of :mod:`privfed.pipelines.protocol.voting`) is
 replaced by a copy written for votes *averaged* over the parties and applied to summed votes, which divides
 the noise scale 1/γ by the number of parties twice. The ledger still records γ — its arithmetic is right
 about the mechanism it was told about, so ``Ledger.verify`` and ``privfed.audit`` pass — while the labels the
@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from privfed.pipelines import fedkt_steps
-from privfed.pipelines.voting import noisy_labels
+from privfed.pipelines.fedkt.estimator import steps as fedkt_steps
+from privfed.pipelines.protocol.voting import noisy_labels
 from sklearn.datasets import make_classification
 from sklearn.tree import DecisionTreeClassifier
 
@@ -68,7 +68,7 @@ def test_the_same_audit_of_the_correct_step_finds_no_violation(federation):
 def test_the_command_line_exits_1_on_the_planted_bug(monkeypatch, capsys):
     from pathlib import Path
 
-    from privfed.cli import main
+    from privfed.cli.main import main
 
     monkeypatch.setattr(fedkt_steps, "noisy_labels", _noisy_labels_divided_by_parties_twice)
     config = Path(__file__).resolve().parents[1] / "examples" / "audit_fedkt_l1.toml"

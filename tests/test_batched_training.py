@@ -9,9 +9,9 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from privfed.pipelines.batched_training import batching_pays, train_copies  # noqa: E402
-from privfed.pipelines.dp_config import DPConfig  # noqa: E402
-from privfed.pipelines.torch_models import TorchClassifier, TorchCNN, TorchMLP  # noqa: E402
+from privfed.pipelines.models.batched_training import batching_pays, train_copies  # noqa: E402
+from privfed.pipelines.models.dp_config import DPConfig  # noqa: E402
+from privfed.pipelines.models.torch_models import TorchClassifier, TorchCNN, TorchMLP  # noqa: E402
 from sklearn.datasets import load_digits  # noqa: E402
 from torch import nn  # noqa: E402
 
@@ -105,7 +105,7 @@ def test_batching_pays_on_a_cpu_only_without_convolutions(digits):
 
 
 def test_batching_pays_on_cuda(digits, monkeypatch):
-    from privfed.pipelines import batched_training
+    from privfed.pipelines.models import batched_training
 
     monkeypatch.setattr(batched_training, "resolve_device", lambda device: torch.device("cuda"))
     X, _ = digits

@@ -15,8 +15,8 @@ import pytest
 
 pytest.importorskip("torch")
 
-from privfed.pipelines.privatekt_steps import privatekt_tasks  # noqa: E402
-from privfed.pipelines.torch_models import TorchMLP  # noqa: E402
+from privfed.pipelines.models.torch_models import TorchMLP  # noqa: E402
+from privfed.pipelines.privatekt.steps import privatekt_tasks  # noqa: E402
 
 from tests.conftest import digits_federation  # noqa: E402
 

@@ -6,10 +6,10 @@ import json
 from pathlib import Path
 
 import pytest
-
 from privfed.accounting import DPSGD, RandomizedResponse
 from privfed.accounting.silo_budget import SiloBudget
-from privfed.cli import main
+
+from privfed.cli.main import main
 
 
 @pytest.fixture
@@ -87,7 +87,6 @@ def test_bad_input_is_one_line_and_exit_2(ledger: Path, capsys, arguments, needl
 def test_init_signs_with_the_silos_key_and_verify_checks_it(tmp_path: Path, capsys) -> None:
     from cryptography.hazmat.primitives import serialization
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
-
     from privfed.accounting.silo_budget import load_key
 
     key = Ed25519PrivateKey.generate()

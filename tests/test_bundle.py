@@ -15,7 +15,7 @@ from privfed.accounting.fingerprint import file_sha256
 
 import privfed
 from privfed import BundleError, BundleIntegrityError, load_bundle, save_bundle
-from privfed.manifest import MANIFEST_FILE, build_manifest, read_bundle_files
+from privfed.bundle.manifest import MANIFEST_FILE, build_manifest, read_bundle_files
 
 torch = pytest.importorskip("torch")
 sklearn_ensemble = pytest.importorskip("sklearn.ensemble")

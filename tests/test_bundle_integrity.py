@@ -18,8 +18,8 @@ from privfed.accounting.ledger_entry import GENESIS_SHA256, LedgerEntry
 
 import privfed
 from privfed import BundleError, BundleIntegrityError, audit, bundle_digest, load_bundle, save_bundle
-from privfed.cli import main
-from privfed.manifest import MANIFEST_FILE, build_manifest, read_bundle_files
+from privfed.bundle.manifest import MANIFEST_FILE, build_manifest, read_bundle_files
+from privfed.cli.main import main
 
 sklearn_ensemble = pytest.importorskip("sklearn.ensemble")
 pytest.importorskip("skops.io")
@@ -168,7 +168,7 @@ def test_cli_keygen_sign_and_audit(tmp_path, forest, capsys):
 
 def test_model_is_loaded_from_the_verified_bytes(bundle, tmp_path, data, monkeypatch):
     """TOCTOU: the probe swapped model.skops between the check and the load (31 of 60 loads got another model)."""
-    import privfed.bundle as bundle_module
+    import privfed.bundle.folder as bundle_module
 
     other = save_bundle(sklearn_ensemble.RandomForestClassifier(n_estimators=2, random_state=5).fit(*data),
                         tmp_path / "other", _ledger())
@@ -297,7 +297,7 @@ def test_overwrite_never_deletes_foreign_files(tmp_path, forest):
 
 
 def test_concurrent_writers_without_overwrite_one_wins(tmp_path, forest, monkeypatch):
-    import privfed.bundle as bundle_module
+    import privfed.bundle.folder as bundle_module
 
     barrier = threading.Barrier(4)
     real = bundle_module.publish_folder
@@ -374,8 +374,8 @@ def test_killed_saves_leave_the_old_or_the_new_bundle(tmp_path):
         with os.fdopen(reader, "rb") as stream:
             killed_mid_save += stream.read().endswith(b"s")
         files = read_bundle_files(path)  # always there, complete, and verified: the old bundle or the new one
-        privfed.manifest.verify_manifest(files)
-        model, _ = privfed.bundle.open_bundle_files(files, model_class=_Linear)
+        privfed.bundle.manifest.verify_manifest(files)
+        model, _ = privfed.bundle.folder.open_bundle_files(files, model_class=_Linear)
         assert np.all(model.weight == model.weight[0, 0])
     assert killed_mid_save >= 3  # the kills did land inside saves
 
@@ -426,7 +426,7 @@ def test_card_states_metrics_data_and_intended_use(tmp_path, forest, data):
 
 
 def test_pipeline_evidence_attribute_is_accepted(tmp_path):
-    from privfed.pipelines.fedkt import FedKT
+    from privfed.pipelines.fedkt.estimator import FedKT
     from sklearn.datasets import make_classification
     from sklearn.tree import DecisionTreeClassifier
 

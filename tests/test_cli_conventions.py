@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import privfed
-from privfed.cli import _parser, main
+from privfed.cli.main import _parser, main
 
 ROOT = Path(__file__).resolve().parents[1]
 COMMANDS = ("account", "examples", "demo", "audit", "report", "budget")
@@ -39,7 +39,7 @@ def test_version_prints_the_package_version(capsys) -> None:
 
 
 def test_help_imports_neither_numpy_nor_the_accounting_core() -> None:
-    code = ("import sys\nfrom privfed.cli import main\n"
+    code = ("import sys\nfrom privfed.cli.main import main\n"
             "for argv in (['--help'], *[[c, '--help'] for c in %r]):\n"
             "    assert main(argv) == 0\n"
             "heavy = {'numpy', 'scipy', 'dp_accounting', 'sklearn', 'pandas', 'privfed.accounting'}\n"
@@ -51,7 +51,7 @@ def test_help_imports_neither_numpy_nor_the_accounting_core() -> None:
 
 def test_import_privfed_is_lazy_and_names_still_resolve() -> None:
     code = ("import sys, privfed\nassert 'privfed.accounting' not in sys.modules\n"
-            "import privfed.audit_command\nfrom privfed.audit import load_claims\n"
+            "import privfed.cli.audit_command\nfrom privfed.audit import load_claims\n"
             "assert callable(privfed.audit) and privfed.audit.__name__ == 'audit'\n"
             "assert privfed.account.__module__.startswith('privfed.accounting')\n"
             "missing = [n for n in privfed.__all__ if not hasattr(privfed, n)]\nassert not missing, missing\n")

@@ -11,17 +11,17 @@ import warnings
 
 import numpy as np
 import pytest
+from privfed.accounting import account
+from privfed.accounting.skellam import SkellamMechanism
+from privfed.pipelines.data.party_schema import WITHHELD_SIZE
+from privfed.pipelines.fedkd.estimator import FedKD
+from privfed.pipelines.fedkd.secure import level_sensitivity
+from privfed.pipelines.privatekt.estimator import PrivateKT
+from privfed.pipelines.protocol.messages import WireMessage
+from privfed.pipelines.protocol.secure_sum import add_skellam_share
 from sklearn.linear_model import LogisticRegression
 from sklearn.tree import DecisionTreeClassifier
 
-from privfed.accounting import account
-from privfed.accounting.skellam import SkellamMechanism
-from privfed.pipelines.fedkd import FedKD
-from privfed.pipelines.fedkd_secure import level_sensitivity
-from privfed.pipelines.messages import WireMessage
-from privfed.pipelines.party_schema import WITHHELD_SIZE
-from privfed.pipelines.privatekt import PrivateKT
-from privfed.pipelines.secure_sum import add_skellam_share
 from tests.conftest import digits_federation
 
 CLASSES = np.arange(10)
@@ -227,9 +227,9 @@ def test_a_party_never_sends_its_levels_without_a_share() -> None:
 # --- 3. Selective-FD's private configuration ----------------------------------------------------------------
 def test_selective_fd_private_configuration_is_finite_for_both_observers(digits) -> None:
     pytest.importorskip("opacus")
-    from privfed.pipelines.dp_config import DPConfig
-    from privfed.pipelines.selective_fd import SelectiveFD
-    from privfed.pipelines.torch_models import TorchMLP
+    from privfed.pipelines.models.dp_config import DPConfig
+    from privfed.pipelines.models.torch_models import TorchMLP
+    from privfed.pipelines.selective_fd.estimator import SelectiveFD
 
     parties, public, _ = digits
     dp = DPConfig(noise_multiplier=1.0, max_grad_norm=1.0, delta=1e-5, sample_rate=0.2)
@@ -270,8 +270,8 @@ def test_fedkd_with_public_classes_over_the_apps_reproduces_fit(federation, task
 
 
 def test_a_party_refuses_a_share_without_a_public_grid(digits) -> None:
-    from privfed.pipelines.fedkd_steps import FedKDTask, fedkd_party_step
-    from privfed.pipelines.messages import MessageError
+    from privfed.pipelines.fedkd.steps import FedKDTask, fedkd_party_step
+    from privfed.pipelines.protocol.messages import MessageError
 
     parties, public, _ = digits
     task = FedKDTask(public=public, classes=CLASSES, multilabel=False, clip=math.nan, quantization_scale=0, seed=0,

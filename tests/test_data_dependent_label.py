@@ -56,7 +56,7 @@ def test_infinity_is_never_labelled_data_dependent(seeded_l1):
     lines = summary_lines(run_summary(seeded_l1, parties=["party 0"], bundle=None, metrics=None))
     epsilon_lines = [line for line in lines if line.startswith("epsilon (")]
     assert len(epsilon_lines) == 4 and all(line.endswith("): inf") for line in epsilon_lines), lines
-    from privfed.model_card import render_model_card
+    from privfed.bundle.model_card import render_model_card
 
     card = render_model_card(seeded_l1.ledger_)
     assert "**yes**" not in card  # no "data-dependent? yes" beside an ∞ that holds for every data set

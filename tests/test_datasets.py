@@ -7,7 +7,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from privfed.pipelines.datasets import federated_split, load_dataset, read_idx
+from privfed.pipelines.data.datasets import federated_split, load_dataset, read_idx
 
 
 def write_libsvm(path: Path, labels, rows: list[dict[int, float]]) -> None:

@@ -131,7 +131,7 @@ def test_selective_fd_raw_data_selector_is_not_covered_and_fedmd_is(federation):
 @pytest.fixture(scope="module")
 def dp_selective_fd(federation):
     """Selective-FD with DP-SGD clients calibrated to ε = 4 per round: the DP selectors by default."""
-    from privfed.pipelines.dp_selector import DPDensityRatioSelector
+    from privfed.pipelines.selective_fd.dp_selector import DPDensityRatioSelector
 
     parties, public, _ = federation
     fitted = []
@@ -144,7 +144,7 @@ def dp_selective_fd(federation):
     dp = DPConfig(target_epsilon=4.0, max_grad_norm=1.0, delta=DELTA, sample_rate=0.1)
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(DPDensityRatioSelector, "fit", spy)
-        patch.setattr("privfed.pipelines.kulsif.DensityRatioSelector.fit", lambda *a, **k: pytest.fail(
+        patch.setattr("privfed.pipelines.selective_fd.kulsif.DensityRatioSelector.fit", lambda *a, **k: pytest.fail(
             "the raw-data KuLSIF selector was fitted in a DP run"))
         model = SelectiveFD(mlp(dp=dp), rounds=2, distill_steps=5, proxy_batch=100, n_auxiliary=200,
                             random_state=0).fit(parties, public)
@@ -155,7 +155,7 @@ def test_selective_fd_with_dp_clients_has_a_meaningful_example_level_epsilon(fed
     """Issue 33 item 8: with DP-SGD clients the example-level ε covers everything (before: the raw-data selectors
     left the DP-SGD bound uncovered and the reported ε was the aggregation's)."""
     from privfed.accounting import compose_sequential
-    from privfed.pipelines.dp_selector import DPDensityRatioSelector, selector_mechanism
+    from privfed.pipelines.selective_fd.dp_selector import DPDensityRatioSelector, selector_mechanism
 
     parties, public, _ = federation
     model, fitted = dp_selective_fd
@@ -202,7 +202,7 @@ def test_selective_fd_dp_selector_settings_are_checked(federation):
 
 def test_selective_fd_without_dp_clients_keeps_the_raw_data_selector(federation):
     """Non-DP clients: the default is the raw-data KuLSIF selector, recorded as unaccounted, as before."""
-    from privfed.pipelines.kulsif import DensityRatioSelector
+    from privfed.pipelines.selective_fd.kulsif import DensityRatioSelector
 
     parties, public, _ = federation
     model = SelectiveFD(mlp(dp=None), rounds=1, distill_steps=2, proxy_batch=60, n_auxiliary=60, max_known=60,

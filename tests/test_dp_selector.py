@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 from privfed.accounting import account
-from privfed.pipelines.dp_selector import (
+from privfed.pipelines.selective_fd.dp_selector import (
     DPDensityRatioSelector,
     random_fourier_features,
     selector_mechanism,

@@ -173,7 +173,7 @@ def test_public_sample_rate_makes_every_dp_sgd_parameter_public(digits, monkeypa
     private training-set size: neighbours (n and n − 1 examples) run the same release with the same B."""
     import warnings
 
-    from privfed.pipelines import dp_training
+    from privfed.pipelines.models import dp_training
 
     seen = []
     original = dp_training.train_dp_sgd

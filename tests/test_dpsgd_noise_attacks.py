@@ -13,19 +13,19 @@ import numpy as np
 import pytest
 
 pytest.importorskip("opacus")
-from scipy import stats  # noqa: E402
-from sklearn.base import clone  # noqa: E402
-
-from privfed import DPSGD, DPConfig, FedKD, Ledger, NoiseSource, TorchMLP  # noqa: E402
 from privfed.accounting.registry import mechanism_from_record  # noqa: E402
-from privfed.pipelines._dp_ledger import (  # noqa: E402
+from privfed.pipelines.models.dp_training import poisson_batches  # noqa: E402
+from privfed.pipelines.models.torch_training import torch_seed  # noqa: E402
+from privfed.pipelines.protocol.dp_ledger import (  # noqa: E402
     pipeline_noise_source,
     receive_trainings,
     require_public_sample_rate,
     training_report,
 )
-from privfed.pipelines.dp_training import poisson_batches  # noqa: E402
-from privfed.pipelines.torch_training import torch_seed  # noqa: E402
+from scipy import stats  # noqa: E402
+from sklearn.base import clone  # noqa: E402
+
+from privfed import DPSGD, DPConfig, FedKD, Ledger, NoiseSource, TorchMLP  # noqa: E402
 
 DELTA = 1e-5
 
@@ -174,11 +174,11 @@ def test_a_pipeline_refuses_a_sample_rate_derived_from_a_partys_private_size(dat
 @pytest.mark.parametrize("pipeline", ["fedkt", "fedkd", "privatekt", "selective-fd"])
 def test_a_model_seeded_by_the_user_makes_every_pipeline_seeded(pipeline):
     """A prototype's own noise_seed is the pipeline's (effective_noise_seed): no ledger calls its noise secret."""
-    from privfed.pipelines._dp_ledger import effective_noise_seed
-    from privfed.pipelines.fedkd import FedKD
-    from privfed.pipelines.fedkt import FedKT
-    from privfed.pipelines.privatekt import PrivateKT
-    from privfed.pipelines.selective_fd import SelectiveFD
+    from privfed.pipelines.fedkd.estimator import FedKD
+    from privfed.pipelines.fedkt.estimator import FedKT
+    from privfed.pipelines.privatekt.estimator import PrivateKT
+    from privfed.pipelines.protocol.dp_ledger import effective_noise_seed
+    from privfed.pipelines.selective_fd.estimator import SelectiveFD
 
     model = TorchMLP((4,), noise_seed=21)
     estimator = {"fedkt": lambda: FedKT(model, privacy="L1", gamma=0.1),

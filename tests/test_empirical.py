@@ -6,11 +6,11 @@ import math
 
 import numpy as np
 import pytest
-from privfed.pipelines.fedkt import FedKT
+from privfed.pipelines.fedkt.estimator import FedKT
 from sklearn.datasets import make_classification
 from sklearn.tree import DecisionTreeClassifier
 
-from privfed.empirical import (
+from privfed.audit.empirical import (
     clopper_pearson,
     insert_canaries,
     membership_epsilon_lower_bound,

@@ -6,9 +6,8 @@ import time
 
 import numpy as np
 import pytest
-from privfed.pipelines._random import spawn_seeds
-from privfed.pipelines import executor as executor_module
-from privfed.pipelines.executor import (
+from privfed.pipelines.protocol import executor as executor_module
+from privfed.pipelines.protocol.executor import (
     Executor,
     JoblibExecutor,
     PartyTask,
@@ -16,6 +15,7 @@ from privfed.pipelines.executor import (
     idle_workers,
     run_party_tasks,
 )
+from privfed.pipelines.protocol.seeds import spawn_seeds
 
 
 def fit_bagged_least_squares(task: PartyTask) -> np.ndarray:

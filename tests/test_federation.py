@@ -11,9 +11,9 @@ import importlib.util
 
 import numpy as np
 import pytest
-from privfed.pipelines.fedkt import FedKT
-from privfed.pipelines.fedkt_steps import FedKTVotes
-from privfed.pipelines.messages import MessageError
+from privfed.pipelines.fedkt.estimator import FedKT
+from privfed.pipelines.fedkt.steps import FedKTVotes
+from privfed.pipelines.protocol.messages import MessageError
 from sklearn.tree import DecisionTreeClassifier
 
 pytestmark = pytest.mark.skipif(
@@ -137,7 +137,7 @@ def test_the_server_bundle_keeps_private_evidence_home_unless_asked(federation, 
 
 
 def test_fedkd_over_the_apps_reproduces_fit(federation, task_identity) -> None:
-    from privfed.pipelines.fedkd import FedKD
+    from privfed.pipelines.fedkd.estimator import FedKD
     from sklearn.linear_model import LogisticRegression
 
     from privfed.federation.server_app import ServerJob, run_server
@@ -159,7 +159,7 @@ def test_fedkd_over_the_apps_reproduces_fit(federation, task_identity) -> None:
 
 def test_multilabel_fedkd_over_the_apps_reproduces_fit(federation, task_identity, tmp_path) -> None:
     """FedKD with multilabel=True: each site's npz holds an (n, L) 0/1 y; the parties send L logits per example."""
-    from privfed.pipelines.fedkd import FedKD
+    from privfed.pipelines.fedkd.estimator import FedKD
     from sklearn.ensemble import RandomForestClassifier
 
     from privfed.federation.server_app import ServerJob, run_server
@@ -216,7 +216,7 @@ def test_dp_sgd_training_is_recorded_as_fit_records_it(federation, task_identity
     """DP-SGD teachers (FedKT L1) and local models (FedKD): the DPConfig travels in the spec, each party
     reports its releases' parameters, and the server's ledger equals fit's."""
     pytest.importorskip("opacus")
-    from privfed.pipelines.fedkd import FedKD
+    from privfed.pipelines.fedkd.estimator import FedKD
 
     from privfed.federation.server_app import ServerJob, run_server
 
@@ -290,7 +290,7 @@ def test_a_forged_dp_training_report_is_refused_naming_the_party(federation, tas
         if message.metadata.dst_node_id != 98 or message.metadata.message_type != "train":
             return reply
         from privfed.accounting import DPSGD
-        from privfed.pipelines._dp_ledger import training_report
+        from privfed.pipelines.protocol.dp_ledger import training_report
 
         records, _ = from_recorddict(reply.content, sender="test")
         return Message(to_recorddict([*records, training_report(DPSGD(1.0, 0.1, 10)).to_record()]), reply_to=message)
@@ -383,7 +383,7 @@ def test_model_specs_carry_hyper_parameters_and_refuse_untrusted_classes() -> No
     dp = DPConfig(target_epsilon=2.0, max_grad_norm=0.5, delta=1e-6, sample_rate=0.1)
     assert build_model(model_spec(TorchMLP(hidden=(8,), dp=dp))).dp == dp  # a DPConfig travels as its fields
     with pytest.raises(ValueError, match="the only object a spec carries is"):
-        build_model('{"class": "privfed.pipelines.torch_models.TorchMLP", "params": {"dp": {"os": "system"}}}')
+        build_model('{"class": "privfed.pipelines.models.torch_models.TorchMLP", "params": {"dp": {"os": "system"}}}')
     with pytest.raises(TypeError, match="parameter estimator=DecisionTreeClassifier"):
         from sklearn.ensemble import BaggingClassifier
 
@@ -392,8 +392,8 @@ def test_model_specs_carry_hyper_parameters_and_refuse_untrusted_classes() -> No
 
 # --- Selective-FD, FedMD, independent learning: stateful parties over several rounds -------------------
 def selective_fd(**changes):
-    from privfed.pipelines.selective_fd import SelectiveFD
-    from privfed.pipelines.torch_models import TorchMLP
+    from privfed.pipelines.models.torch_models import TorchMLP
+    from privfed.pipelines.selective_fd.estimator import SelectiveFD
 
     settings = dict(rounds=2, local_steps=2, distill_steps=4, proxy_batch=80, n_auxiliary=60, max_known=60,
                     tau_server=1.5, random_state=3)
@@ -406,7 +406,7 @@ def selective_fd_dp(**changes):
 
 
 def fedmd_rr(**changes):
-    from privfed.pipelines.selective_fd import FedMD
+    from privfed.pipelines.selective_fd.estimator import FedMD
     from sklearn.linear_model import LogisticRegression
 
     settings = dict(rounds=2, proxy_batch=80, labels="hard", privacy="rr", epsilon_per_round=4.0, random_state=4,
@@ -470,7 +470,8 @@ def test_selective_fd_over_the_apps_reproduces_fit(federation, task_identity, ma
 
 def test_selective_fd_party_state_survives_as_arrays(federation) -> None:
     """A party's state stored as records and rebuilt continues exactly as the one kept in memory."""
-    from privfed.pipelines.selective_fd_steps import (
+    from privfed.pipelines.models.torch_models import TorchMLP
+    from privfed.pipelines.selective_fd.steps import (
         SelectiveFDEnsemble,
         SelectiveFDRound,
         client_state,
@@ -480,7 +481,6 @@ def test_selective_fd_party_state_survives_as_arrays(federation) -> None:
         setup_messages,
         share_step,
     )
-    from privfed.pipelines.torch_models import TorchMLP
 
     torch = pytest.importorskip("torch")
     parties, _, public, _ = federation
@@ -503,7 +503,7 @@ def test_selective_fd_party_state_survives_as_arrays(federation) -> None:
 
 def test_a_malformed_selective_fd_share_is_refused_naming_the_party(federation, task_identity, tmp_path) -> None:
     from flwr.app import Message
-    from privfed.pipelines.selective_fd_steps import SelectiveFDShare
+    from privfed.pipelines.selective_fd.steps import SelectiveFDShare
 
     from privfed.federation.server_app import FederationError, ServerJob, run_server
     from privfed.federation.task import from_recorddict, to_recorddict
@@ -523,7 +523,7 @@ def test_a_malformed_selective_fd_share_is_refused_naming_the_party(federation, 
     job = ServerJob(fedmd_rr(), public, num_supernodes=3, timeout=5, output_bundle=str(tmp_path / "bundle"))
     with pytest.raises(ValueError, match="client 0's model LogisticRegression is refitted every round"):
         run_server(LocalGrid(paths), job)
-    from privfed.pipelines.torch_models import TorchMLP
+    from privfed.pipelines.models.torch_models import TorchMLP
 
     job = ServerJob(fedmd_rr(model=TorchMLP(hidden=(8,), batch_size=32)), public, num_supernodes=3, timeout=5,
                     output_bundle=str(tmp_path / "bundle"))
@@ -549,7 +549,7 @@ def test_simulation_on_ray_equals_fit_for_l1(federation) -> None:
 @pytest.mark.slow
 def test_selective_fd_simulation_on_ray_matches_fit(federation) -> None:
     """Selective-FD (KuLSIF selectors, server GNMax) on three Ray SuperNodes: the ledger and accuracy of fit."""
-    from privfed.pipelines.selective_fd import SelectiveFD
+    from privfed.pipelines.selective_fd.estimator import SelectiveFD
     from sklearn.linear_model import LogisticRegression
 
     from privfed.federation import simulate
@@ -571,7 +571,7 @@ def test_selective_fd_simulation_on_ray_matches_fit(federation) -> None:
 
 
 def test_simulate_refuses_bad_arguments_before_starting_anything(federation) -> None:
-    from privfed.pipelines.selective_fd import FedMD
+    from privfed.pipelines.selective_fd.estimator import FedMD
 
     from privfed.federation import simulate
 

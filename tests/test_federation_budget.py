@@ -8,9 +8,9 @@ import json
 
 import numpy as np
 import pytest
-from privfed.pipelines.fedkt import FedKT
-from privfed.pipelines.privatekt import PrivateKT
-from privfed.pipelines.silo_gate import BudgetRefusal, RefusedRunError
+from privfed.pipelines.fedkt.estimator import FedKT
+from privfed.pipelines.privatekt.estimator import PrivateKT
+from privfed.pipelines.protocol.silo_gate import BudgetRefusal, RefusedRunError
 from sklearn.tree import DecisionTreeClassifier
 from test_federation import LocalGrid
 

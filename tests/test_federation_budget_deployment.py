@@ -18,8 +18,8 @@ import numpy as np
 import pytest
 from conftest import digits_federation
 from flower_sites import APP, localhost_federation
-from privfed.pipelines.party_schema import WITHHELD_SIZE, PartySchema
-from privfed.pipelines.silo_gate import BudgetRefusal
+from privfed.pipelines.data.party_schema import WITHHELD_SIZE, PartySchema
+from privfed.pipelines.protocol.silo_gate import BudgetRefusal
 
 import privfed
 

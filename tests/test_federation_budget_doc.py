@@ -10,10 +10,10 @@ import re
 from pathlib import Path
 
 import pytest
-from privfed.cli import main
 from sklearn.tree import DecisionTreeClassifier
 
 import privfed
+from privfed.cli.main import main
 
 pytestmark = pytest.mark.filterwarnings("ignore:.*(NEAR CHANCE|little to learn):UserWarning")
 
@@ -58,8 +58,9 @@ def test_the_silo_budget_walkthrough_runs_as_written(federation, task_identity, 
 
     # Hospital A's SuperNode, with the node config the page gives it, over Flower's messages.
     pytest.importorskip("flwr")
-    from privfed.federation.server_app import ServerJob, run_server
     from test_federation import LocalGrid
+
+    from privfed.federation.server_app import ServerJob, run_server
 
     config = node_config(supernode)
     assert config["party-index"] == 0 and config["study"] == "icu-2027"

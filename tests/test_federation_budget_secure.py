@@ -10,8 +10,8 @@ import warnings
 
 import numpy as np
 import pytest
-from privfed.pipelines.fedkd import FedKD
-from privfed.pipelines.fedkt import FedKT
+from privfed.pipelines.fedkd.estimator import FedKD
+from privfed.pipelines.fedkt.estimator import FedKT
 from sklearn.linear_model import LogisticRegression
 from sklearn.tree import DecisionTreeClassifier
 from test_federation_secure import CopyingGrid

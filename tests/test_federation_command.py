@@ -18,7 +18,7 @@ import pytest
 from conftest import digits_federation
 from flower_sites import checkout_env, localhost_federation, stop, write_sites
 
-from privfed.cli import main
+from privfed.cli.main import main
 
 needs_flower = pytest.mark.skipif(
     importlib.util.find_spec("flwr") is None or shutil.which("flower-superlink") is None,
@@ -114,7 +114,7 @@ def test_a_remote_server_checks_its_output_bundle_itself_before_asking_any_super
     """This machine cannot see a remote server's folders: the run is submitted, and the server refuses it before
     its first message to a SuperNode."""
     import numpy as np
-    from privfed.pipelines.fedkt import FedKT
+    from privfed.pipelines.fedkt.estimator import FedKT
 
     from privfed.federation.server_app import ServerJob, run_server
 

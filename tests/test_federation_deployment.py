@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 from conftest import digits_federation
 from flower_sites import APP, checkout_env, free_ports, localhost_federation, stop, write_sites
-from privfed.pipelines.fedkt import FedKT
+from privfed.pipelines.fedkt.estimator import FedKT
 from sklearn.tree import DecisionTreeClassifier
 from threadpoolctl import threadpool_limits
 
@@ -66,11 +66,11 @@ def test_three_supernodes_on_localhost_reproduce_fit_and_a_killed_one_stops_the_
         assert_same_analyses(ledger, local.ledger_)  # every ε is ∞ (the noise seed is recorded): compare the entries
 
         # Selective-FD on the same SuperNodes: each party's state lives in its context between the messages.
-        from privfed.pipelines.selective_fd import SelectiveFD
-        from privfed.pipelines.torch_models import TorchMLP
+        from privfed.pipelines.models.torch_models import TorchMLP
+        from privfed.pipelines.selective_fd.estimator import SelectiveFD
 
         output = flwr_run("fd-bundle", timeout=120, extra=(
-            'algorithm="selective-fd" local-model="privfed.pipelines.torch_models.TorchMLP" '
+            'algorithm="selective-fd" local-model="privfed.pipelines.models.torch_models.TorchMLP" '
             "local-model-params='{\"hidden\": [16], \"batch_size\": 32}' rounds=2 local-steps=2 distill-steps=4 "
             "proxy-batch=80 n-auxiliary=60 max-known=60 tau-server=1.5"))
         assert (tmp_path / "fd-bundle").is_dir(), output[-3000:] + federation.node_logs()
@@ -148,8 +148,8 @@ def test_secaggplus_on_localhost_with_a_supernode_dropping_inside_it(tmp_path, d
     import re
     import time
 
-    import privfed.pipelines.fedkt as fedkt_module
-    from privfed.pipelines.fedkt_secure import FedKTVoteSum
+    import privfed.pipelines.fedkt.estimator as fedkt_module
+    from privfed.pipelines.fedkt.secure import FedKTVoteSum
 
     parties, public, (X_test, _) = digits_sites
     settings = dict(n_teachers=3, query_fraction=0.5, privacy="L1", aggregator="skellam", secure_aggregation=True,
@@ -195,7 +195,7 @@ def test_secaggplus_on_localhost_with_a_supernode_dropping_inside_it(tmp_path, d
 def test_fedkd_secaggplus_on_localhost_reproduces_fit(tmp_path, digits_sites) -> None:
     """FedKD with distributed Skellam noise on three SuperNodes: the parties' noisy logit levels go only through
     Flower's SecAgg+; the bundle's model and ledger are those of ``fit``."""
-    from privfed.pipelines.fedkd import FedKD
+    from privfed.pipelines.fedkd.estimator import FedKD
     from sklearn.linear_model import LogisticRegression
 
     parties, public, (X_test, _) = digits_sites

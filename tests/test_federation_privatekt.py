@@ -15,9 +15,9 @@ import json
 import numpy as np
 import pytest
 from privfed.accounting import RandomizedResponse, account, compose_parallel
-from privfed.pipelines.messages import MessageError
-from privfed.pipelines.privatekt import PrivateKT
-from privfed.pipelines.privatekt_steps import PrivateKTReport
+from privfed.pipelines.privatekt.estimator import PrivateKT
+from privfed.pipelines.privatekt.steps import PrivateKTReport
+from privfed.pipelines.protocol.messages import MessageError
 from sklearn.tree import DecisionTreeClassifier
 from test_federation import LocalGrid
 
@@ -37,7 +37,7 @@ def privatekt(model=None, **changes) -> PrivateKT:
 
 
 def torch_mlp():
-    from privfed.pipelines.torch_models import TorchMLP
+    from privfed.pipelines.models.torch_models import TorchMLP
 
     return TorchMLP(hidden=(16,), lr=1e-2, batch_size=32, random_state=0)
 
@@ -180,8 +180,8 @@ def test_a_malformed_report_stops_the_run_naming_the_party(federation, task_iden
 
 def test_a_report_claiming_dp_training_it_was_not_asked_for_is_refused() -> None:
     from privfed.accounting import DPSGD
-    from privfed.pipelines._dp_ledger import training_report
-    from privfed.pipelines.privatekt_steps import privatekt_tasks, receive_privatekt_replies
+    from privfed.pipelines.privatekt.steps import privatekt_tasks, receive_privatekt_replies
+    from privfed.pipelines.protocol.dp_ledger import training_report
 
     (task,) = privatekt_tasks(queries=np.zeros((4, 3)), classes=np.arange(3), parameters=np.zeros(0, np.float32),
                               keep_probability=0.5, local_epochs=1, init_seed=0,
@@ -196,7 +196,7 @@ def test_a_report_claiming_dp_training_it_was_not_asked_for_is_refused() -> None
 
 
 def test_a_task_with_the_wrong_number_of_parameters_is_refused_by_the_client(federation) -> None:
-    from privfed.pipelines.privatekt_steps import privatekt_party_step, privatekt_tasks
+    from privfed.pipelines.privatekt.steps import privatekt_party_step, privatekt_tasks
 
     parties, _, public, _ = federation
     X, y = parties[0]
@@ -269,8 +269,8 @@ def test_dp_sgd_clients_on_flower_reproduce_fit(federation, task_identity) -> No
 
 def test_a_dp_client_must_send_its_one_matching_release() -> None:
     from privfed.accounting import DPSGD, compose_parallel, compose_sequential
-    from privfed.pipelines._dp_ledger import training_report
-    from privfed.pipelines.privatekt_steps import privatekt_tasks, receive_privatekt_replies
+    from privfed.pipelines.privatekt.steps import privatekt_tasks, receive_privatekt_replies
+    from privfed.pipelines.protocol.dp_ledger import training_report
 
     from privfed import DPConfig
 

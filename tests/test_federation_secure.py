@@ -11,7 +11,7 @@ import importlib.util
 
 import numpy as np
 import pytest
-from privfed.pipelines.fedkt import FedKT
+from privfed.pipelines.fedkt.estimator import FedKT
 from sklearn.tree import DecisionTreeClassifier
 from test_federation import LocalGrid
 
@@ -127,9 +127,9 @@ def test_a_default_run_sends_nothing_noise_related_and_its_coordinator_epsilon_a
 
 def test_a_party_dropping_within_the_threshold_is_accounted_at_the_realised_variance(federation, task_identity):
     """Party 2 never answers: the two others' noisy histograms are summed; the ledger records variance σ²·2/3."""
-    import privfed.pipelines.fedkt as fedkt_module
-    from privfed.pipelines.fedkt_secure import FedKTVoteSum
-    from privfed.pipelines.fedkt_steps import fedkt_server_step
+    import privfed.pipelines.fedkt.estimator as fedkt_module
+    from privfed.pipelines.fedkt.secure import FedKTVoteSum
+    from privfed.pipelines.fedkt.steps import fedkt_server_step
 
     from privfed.federation.server_app import ServerJob, run_server
 
@@ -164,7 +164,7 @@ def test_a_party_dropping_within_the_threshold_is_accounted_at_the_realised_vari
 
 
 def test_two_parties_dropping_halt_secaggplus_and_nothing_is_written(federation, task_identity, tmp_path):
-    from privfed.pipelines.messages import MessageError
+    from privfed.pipelines.protocol.messages import MessageError
 
     from privfed.federation.server_app import ServerJob, run_server
 
@@ -181,7 +181,7 @@ def test_flower_1_41_secaggplus_cannot_lose_a_party_before_its_key_shares_are_ou
     """A limitation of Flower 1.41's SecAggPlusWorkflow, not of privfed: a node lost in stage 0 or 1 stays among
     the sampled nodes, so the unmask stage asks the survivors for key shares of it that they never received
     (``secaggplus_mod._unmask``: ``KeyError``); the protocol halts. privfed stops without writing anything."""
-    from privfed.pipelines.messages import MessageError
+    from privfed.pipelines.protocol.messages import MessageError
 
     from privfed.federation.server_app import ServerJob, run_server
 

@@ -13,7 +13,7 @@ import warnings
 
 import numpy as np
 import pytest
-from privfed.pipelines.fedkd import FedKD
+from privfed.pipelines.fedkd.estimator import FedKD
 from sklearn.linear_model import LogisticRegression
 from sklearn.tree import DecisionTreeClassifier
 from test_federation_secure import CopyingGrid, DroppingGrid
@@ -88,7 +88,7 @@ def test_the_coordinator_receives_only_the_sum(federation, task_identity, monkey
     while the sum the server ends with is exactly the sum of the parties' noisy levels."""
     from flwr.common import bytes_to_ndarray
     from flwr.common.secure_aggregation.secaggplus_constants import RECORD_KEY_CONFIGS, Key
-    from privfed.pipelines.secure_sum import secure_value_bound
+    from privfed.pipelines.protocol.secure_sum import secure_value_bound
 
     import privfed.federation.client_app as client_app
     from privfed.federation import secure_aggregation

@@ -16,8 +16,7 @@ from sklearn.neighbors import KNeighborsClassifier
 torch = pytest.importorskip("torch")
 
 from privfed.accounting import QuantizedLaplaceEnsemble, account, quantize_logits  # noqa: E402
-from privfed.pipelines._models import fit_classifier  # noqa: E402
-from privfed.pipelines.fedkd import (  # noqa: E402
+from privfed.pipelines.fedkd.estimator import (  # noqa: E402
     PROBABILITY_FLOOR,
     BandwidthReport,
     FedKD,
@@ -26,9 +25,10 @@ from privfed.pipelines.fedkd import (  # noqa: E402
     party_logits,
     party_message,
 )
-from privfed.pipelines.fedkd_steps import FedKDTask, fedkd_party_step, receive_fedkd_replies  # noqa: E402
-from privfed.pipelines.messages import MessageError  # noqa: E402
-from privfed.pipelines.torch_models import TorchMLP  # noqa: E402
+from privfed.pipelines.fedkd.steps import FedKDTask, fedkd_party_step, receive_fedkd_replies  # noqa: E402
+from privfed.pipelines.models.fitting import fit_classifier  # noqa: E402
+from privfed.pipelines.models.torch_models import TorchMLP  # noqa: E402
+from privfed.pipelines.protocol.messages import MessageError  # noqa: E402
 
 import privfed  # noqa: E402
 from tests.conftest import digits_federation  # noqa: E402

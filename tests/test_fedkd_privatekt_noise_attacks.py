@@ -23,14 +23,14 @@ import math
 import numpy as np
 import pytest
 from privfed.accounting import NoiseSource
-from privfed.pipelines import fedkd as fedkd_module
-from privfed.pipelines import privatekt as privatekt_module
-from privfed.pipelines._models import fit_classifier
-from privfed.pipelines.fedkd import FedKD, party_logits, party_message
-from privfed.pipelines.fedkd_steps import FedKDTask
-from privfed.pipelines.messages import MessageError
-from privfed.pipelines.privatekt import PrivateKT
-from privfed.pipelines.privatekt_steps import PrivateKTReport, PrivateKTTask
+from privfed.pipelines.fedkd.estimator import FedKD, party_logits, party_message
+from privfed.pipelines.fedkd.estimator import estimator as fedkd_module
+from privfed.pipelines.fedkd.steps import FedKDTask
+from privfed.pipelines.models.fitting import fit_classifier
+from privfed.pipelines.privatekt.estimator import PrivateKT
+from privfed.pipelines.privatekt.estimator import estimator as privatekt_module
+from privfed.pipelines.privatekt.steps import PrivateKTReport, PrivateKTTask
+from privfed.pipelines.protocol.messages import MessageError
 from sklearn.linear_model import LogisticRegression
 from sklearn.tree import DecisionTreeClassifier
 
@@ -213,7 +213,7 @@ def test_two_default_privatekt_fits_share_the_sampling_not_the_coins(digits, mon
 
 
 def test_privatekt_empirical_audit_follows_the_noise_seed(digits):
-    from privfed.empirical_audit import empirical_audit
+    from privfed.audit.empirical_pipelines import empirical_audit
 
     parties, public, _ = digits
 
@@ -227,8 +227,9 @@ def test_privatekt_empirical_audit_follows_the_noise_seed(digits):
 
 @pytest.mark.skipif(importlib.util.find_spec("flwr") is None, reason="flwr is not installed")
 def test_fedkd_over_the_apps_sends_no_noise_seed_by_default(federation, task_identity):
-    from privfed.federation.server_app import ServerJob, run_server
     from test_federation import LocalGrid
+
+    from privfed.federation.server_app import ServerJob, run_server
 
     class Recording(LocalGrid):
         def send_and_receive(self, messages, *, timeout=None):

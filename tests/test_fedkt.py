@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 from privfed.accounting import LaplaceNoisyMax, Ledger, account, compose_parallel
 from privfed.pipelines import dirichlet_partition
-from privfed.pipelines.fedkt import CentralizedPATE, FedKT, Solo, query_count
-from privfed.pipelines.voting import break_ties_at_random, consistent_votes, noisy_labels, prediction_votes
+from privfed.pipelines.fedkt.estimator import CentralizedPATE, FedKT, Solo, query_count
+from privfed.pipelines.protocol.voting import break_ties_at_random, consistent_votes, noisy_labels, prediction_votes
 from sklearn.datasets import load_digits
 from sklearn.ensemble import RandomForestClassifier
 from sklearn.tree import DecisionTreeClassifier

@@ -15,15 +15,14 @@ import math
 from collections.abc import Callable, Iterator
 
 import numpy as np
+import privfed.pipelines.fedkt.estimator as fedkt_module
+import privfed.pipelines.fedkt.steps as steps_module
 import pytest
 from privfed.accounting import NoiseSource
-from privfed.pipelines.fedkt import FedKT
-from privfed.pipelines.voting import consistent_votes
+from privfed.pipelines.fedkt.estimator import FedKT
+from privfed.pipelines.protocol.voting import consistent_votes
 from sklearn.datasets import load_digits
 from sklearn.tree import DecisionTreeClassifier
-
-import privfed.pipelines.fedkt as fedkt_module
-import privfed.pipelines.fedkt_steps as steps_module
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")  # near-chance noise on purpose: pre-flight warns
 
@@ -259,7 +258,7 @@ def test_a_bad_noise_seed_is_refused_before_any_training(digits, value, error, m
     parties, public = digits
     with pytest.raises(error, match=message):
         fedkt(privacy="L1", gamma=0.5, noise_seed=value).fit(parties, public)
-    from privfed.pipelines.fedkt import Solo
+    from privfed.pipelines.fedkt.estimator import Solo
 
     with pytest.raises(error, match=message):
         Solo(DecisionTreeClassifier(), noise_seed=value).fit(parties)

@@ -4,14 +4,14 @@ import math
 
 import numpy as np
 import pytest
-from privfed.pipelines.fedkt_secure import (
+from privfed.pipelines.fedkt.secure import (
     FedKTNoisyVotes,
     FedKTVoteSum,
     secure_party_outcome,
     secure_value_bound,
 )
-from privfed.pipelines.fedkt_steps import FedKTTask, FedKTVotes, fedkt_server_step
-from privfed.pipelines.voting import consistent_votes
+from privfed.pipelines.fedkt.steps import FedKTTask, FedKTVotes, fedkt_server_step
+from privfed.pipelines.protocol.voting import consistent_votes
 from sklearn.datasets import load_digits
 from sklearn.tree import DecisionTreeClassifier
 
@@ -49,7 +49,7 @@ def test_ledger_records_the_skellam_release_of_the_vote_sum(digits):
 
 def test_the_server_step_sees_only_the_sum(digits, monkeypatch):
     """fit's server step receives a FedKTVoteSum equal to the sum of the parties' noisy histograms."""
-    import privfed.pipelines.fedkt as fedkt_module
+    import privfed.pipelines.fedkt.estimator as fedkt_module
 
     seen = {}
     original_sum, original_step = fedkt_module.secure_sum, fedkt_module.fedkt_server_step
@@ -103,7 +103,7 @@ def test_each_party_adds_its_share_of_the_variance():
 
 @pytest.mark.parametrize("share", [0.0, -1.0, math.nan])
 def test_a_party_refuses_a_task_without_a_noise_share(share):
-    from privfed.pipelines.messages import MessageError
+    from privfed.pipelines.protocol.messages import MessageError
 
     with pytest.raises(MessageError, match="Skellam share with variance"):
         secure_party_outcome(_task(share_variance=share), _Plain(np.zeros((2, 400), dtype=np.int64)), party="p")

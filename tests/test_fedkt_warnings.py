@@ -48,7 +48,7 @@ def _walkthrough_digits():
 def test_the_walkthrough_numbers_draw_no_warning_and_a_hopeless_gamma_does():
     """docs/federation.md's settings: 60 answered queries (a fifth of 300) over 10 classes, at most 6 votes per query
     under Laplace noise of scale 1 — the criteria alone (the run below does the whole fit, slowly)."""
-    from privfed.pipelines.fedkt_steps import preflight_fedkt, warn_if_too_little_to_learn
+    from privfed.pipelines.fedkt.steps import preflight_fedkt, warn_if_too_little_to_learn
 
     documented = privfed.FedKT(DecisionTreeClassifier(), privacy="L1", gamma=1.0, query_fraction=0.2)
     labels = np.arange(60) % 10  # 6 per class: the old "10 per class" rule called this close to guessing
@@ -116,7 +116,7 @@ def test_privacy_reports_print_as_one_line_and_keep_their_curves(digits):
 def test_unanimous_accuracy_matches_the_two_class_closed_forms():
     """Two classes: Laplace, P(D < v) for D the difference of two Laplace(b) = 1 − ½e^(−v/b)(1 + v/(2b));
     Gaussian, Φ(v / (σ√2))."""
-    from privfed.pipelines.preflight import unanimous_accuracy
+    from privfed.pipelines.protocol.preflight import unanimous_accuracy
     from scipy.stats import norm
 
     for votes, scale in ((1, 1.0), (6, 10.0), (3, 0.5)):

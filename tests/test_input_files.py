@@ -16,7 +16,7 @@ from privfed.accounting.documents import load_npy
 from privfed.accounting.registry import checked_public_mechanism_from_record, mechanism_kinds
 
 from privfed import AuditInputError, load_claims, load_mechanisms
-from privfed.cli import main
+from privfed.cli.main import main
 
 ROOT = Path(__file__).resolve().parents[1]
 CLAIMS = json.loads((ROOT / "examples" / "claims" / "fedkt_l1_adult.json").read_text())
@@ -237,7 +237,7 @@ def test_member_samples_that_are_not_npz_are_refused_without_a_pickle_hint(tmp_p
 def test_one_answer_epsilon_beyond_700_is_refused_where_files_are_parsed(tmp_path: Path, capsys) -> None:
     from privfed.accounting.documents import MAX_EPSILON_PER_ANSWER as ACCOUNTING_MAX
 
-    from privfed._arguments import MAX_EPSILON_PER_ANSWER
+    from privfed.cli.arguments import MAX_EPSILON_PER_ANSWER
 
     assert MAX_EPSILON_PER_ANSWER == ACCOUNTING_MAX
     np.save(tmp_path / "votes.npy", np.array([[5, 1], [3, 3]]))
@@ -320,10 +320,10 @@ def test_a_duplicate_key_is_refused_in_every_json_privfed_reads(tmp_path: Path, 
 
 
 def test_a_duplicate_key_in_a_bundle_manifest_or_signature_is_refused(tmp_path: Path) -> None:
-    from privfed.manifest import verify_manifest
-    from privfed.signing import signature_verdict
+    from privfed.bundle.manifest import verify_manifest
+    from privfed.bundle.signing import signature_verdict
 
-    manifest = b'{"type": "privfed.manifest", "type": "privfed.manifest", "files": {}}'
+    manifest = b'{"type": "privfed.bundle.manifest", "type": "privfed.bundle.manifest", "files": {}}'
     with pytest.raises(ValueError, match="twice"):
         verify_manifest({"MANIFEST.json": manifest}, where="bundle")
     pytest.importorskip("cryptography")

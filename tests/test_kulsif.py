@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from privfed.pipelines.kulsif import DensityRatioSelector, KuLSIF, gaussian_kernel_sums, median_distance
+from privfed.pipelines.selective_fd.kulsif import DensityRatioSelector, KuLSIF, gaussian_kernel_sums, median_distance
 from scipy import stats
 from threadpoolctl import threadpool_limits
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from conftest import digits_federation
-from privfed.pipelines.fedkt import FedKT
-from privfed.pipelines.fedkt_steps import WITHHELD, FedKTTask, FedKTVotes, receive_fedkt_replies
-from privfed.pipelines.messages import MessageError, Record
-from privfed.pipelines.party_schema import PartySchema, describe_party, federation_classes
+from privfed.pipelines.data.party_schema import PartySchema, describe_party, federation_classes
+from privfed.pipelines.fedkt.estimator import FedKT
+from privfed.pipelines.fedkt.steps import WITHHELD, FedKTTask, FedKTVotes, receive_fedkt_replies
+from privfed.pipelines.protocol.messages import MessageError, Record
 from sklearn.tree import DecisionTreeClassifier
 
 

@@ -1,4 +1,4 @@
-"""Bundles signed with OpenSSF model signing (privfed/model_signature.py): verified by model-signing itself."""
+"""Bundles signed with OpenSSF model signing (privfed/bundle/model_signature.py): verified by model-signing itself."""
 
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ from privfed.accounting import LaplaceNoisyMax, Ledger
 
 import privfed
 from privfed import audit, bundle_digest, save_bundle
-from privfed.cli import main
-from privfed.model_signature import signed_statement
+from privfed.bundle.model_signature import signed_statement
+from privfed.cli.main import main
 
 sklearn_ensemble = pytest.importorskip("sklearn.ensemble")
 pytest.importorskip("skops.io")

@@ -5,7 +5,6 @@ import pickle
 
 import numpy as np
 import pytest
-
 from privfed.accounting import LaplaceNoisyMax, Ledger, NoiseSource
 from privfed.accounting.noise_source import check_noise_seed, noise_provenance_problem
 

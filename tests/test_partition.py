@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from privfed.pipelines.partition import (
+from privfed.pipelines.data.partition import (
     dirichlet_partition,
     homogeneous_partition,
     keyed_teacher_subsets,
@@ -283,7 +283,7 @@ def test_class_order_decides_which_class_meets_the_size_cap():
 
 
 def test_reference_protocol_deals_the_first_rows_label_last():
-    from privfed.pipelines.datasets import federated_split, reference_class_order
+    from privfed.pipelines.data.datasets import federated_split, reference_class_order
 
     rng = np.random.default_rng(0)
     y = (rng.random(2000) < 0.25).astype(int)

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from privfed.pipelines import FedKD, FedKT, FedMD, IndependentLearning, PrivateKT, SelectiveFD, Solo
-from privfed.pipelines.fedkt import CentralizedPATE
-from privfed.pipelines.party_data import check_parties, check_party_data, party_classes
+from privfed.pipelines.data.party_data import check_parties, check_party_data, party_classes
+from privfed.pipelines.fedkt.estimator import CentralizedPATE
 from sklearn.base import BaseEstimator, ClassifierMixin
 
 

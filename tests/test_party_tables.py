@@ -9,7 +9,7 @@ import pytest
 
 pd = pytest.importorskip("pandas")
 
-from privfed.pipelines.party_tables import PartyData, load_parties  # noqa: E402
+from privfed.pipelines.data.party_tables import PartyData, load_parties  # noqa: E402
 
 import privfed  # noqa: E402
 

@@ -42,7 +42,6 @@ def test_the_memo_gives_the_same_epsilon_and_builds_each_pld_once(counted, monke
 def test_a_release_with_the_same_public_parameters_builds_no_new_pld(counted) -> None:
     """GNMax's PLD depends only on σ, k and the number of queries: other votes of the same shape reuse it."""
     import numpy as np
-
     from privfed.accounting import account
 
     rng = np.random.default_rng(0)

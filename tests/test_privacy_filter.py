@@ -6,7 +6,6 @@ import math
 
 import numpy as np
 import pytest
-
 from privfed.accounting import RandomizedResponse
 from privfed.accounting.conversion import classic_epsilon
 from privfed.accounting.privacy_filter import FILTER_ORDERS, RenyiFilter, non_adaptive_epsilon

@@ -1,4 +1,4 @@
-"""The model card's standard privacy statement (privfed/privacy_statement.py) and its audit check."""
+"""The model card's standard privacy statement (privfed/bundle/privacy_statement.py) and its audit check."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from privfed.accounting import DPSGD, GaussianNoisyMax, LaplaceNoisyMax, Ledger
 from privfed.accounting.report import round_up
 
 from privfed import audit, save_bundle
-from privfed.manifest import MANIFEST_FILE, build_manifest, read_bundle_files
-from privfed.privacy_statement import STATEMENT_HEADING, card_statement, render_privacy_statement
+from privfed.bundle.manifest import MANIFEST_FILE, build_manifest, read_bundle_files
+from privfed.bundle.privacy_statement import STATEMENT_HEADING, card_statement, render_privacy_statement
 
 sklearn_linear = pytest.importorskip("sklearn.linear_model")
 pytest.importorskip("skops.io")
@@ -70,7 +70,7 @@ def test_an_uncovered_release_makes_the_statement_say_epsilon_is_infinite():
 def test_the_card_names_each_uncovered_release_once_and_never_says_none_beside_one():
     """Issue 45, item 10: releases only the coordinator sees are "not covered" too, and each long description is
     written once in the card; the tables name it U1, U2."""
-    from privfed.model_card import render_model_card
+    from privfed.bundle.model_card import render_model_card
 
     ledger = Ledger(delta=DELTA)
     ledger.record(LaplaceNoisyMax(np.ones((5, 2), dtype=int), 0.5, 1, unit="party"))

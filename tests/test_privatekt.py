@@ -22,14 +22,14 @@ from privfed.accounting import (  # noqa: E402
     randomized_response_keep_probability,
     randomized_response_variance,
 )
-from privfed.pipelines.privatekt import (  # noqa: E402
+from privfed.pipelines.models.torch_models import TorchCNN, TorchMLP  # noqa: E402
+from privfed.pipelines.privatekt.estimator import (  # noqa: E402
     KnowledgeBuffer,
     PrivateKT,
     importance_sample,
     perturb_labels,
     predictive_entropy,
 )
-from privfed.pipelines.torch_models import TorchCNN, TorchMLP  # noqa: E402
 
 import privfed  # noqa: E402
 from tests.conftest import digits_federation  # noqa: E402
@@ -146,7 +146,7 @@ def test_batched_clients_give_the_sequential_run(digits):
 def test_batch_clients_decides_whether_the_clients_train_together(digits, monkeypatch, model, batch_clients,
                                                                   expected):
     """"auto" batches an MLP on a CPU and trains a CNN's clients one after another; True and False are obeyed."""
-    from privfed.pipelines import batched_training
+    from privfed.pipelines.models import batched_training
 
     calls = []
     real = batched_training.train_copies

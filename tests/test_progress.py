@@ -8,8 +8,8 @@ import sys
 import numpy as np
 import pytest
 from privfed.pipelines import FedKD, FedKT, FedMD, IndependentLearning, PrivateKT, SelectiveFD, Solo
-from privfed.pipelines.fedkt import CentralizedPATE
-from privfed.pipelines.progress import check_progress, progress_bar, shows_progress
+from privfed.pipelines.fedkt.estimator import CentralizedPATE
+from privfed.pipelines.protocol.progress import check_progress, progress_bar, shows_progress
 from sklearn.datasets import load_digits
 from sklearn.linear_model import LogisticRegression
 from sklearn.tree import DecisionTreeClassifier
@@ -109,9 +109,9 @@ def test_a_sweep_shows_its_bar_as_progress_says(tmp_path, capsys):
 
 
 def test_the_demo_shows_its_bar_and_passes_progress_to_every_training(tmp_path, capsys, monkeypatch):
-    import privfed.pipelines.fedkt as fedkt
+    import privfed.pipelines.fedkt.estimator as fedkt
 
-    import privfed.bundle
+    import privfed.bundle.folder
     from privfed.demo import run_demo
 
     seen = []
@@ -127,7 +127,7 @@ def test_the_demo_shows_its_bar_and_passes_progress_to_every_training(tmp_path, 
 
     monkeypatch.setattr(fedkt, "FedKT", Recorded)
     monkeypatch.setattr(fedkt, "Solo", Recorded)
-    monkeypatch.setattr(privfed.bundle, "save_bundle", lambda *args, **kwargs: None)
+    monkeypatch.setattr(privfed.bundle.folder, "save_bundle", lambda *args, **kwargs: None)
     with pytest.raises(AttributeError):  # the stand-ins have no score: the run stops after training
         run_demo(tmp_path / "bundle", progress=True)
     assert seen == [True, True, True]

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from privfed.pipelines.reference_rows import load_reference_rows, reference_rows_split
+from privfed.pipelines.data.reference_rows import load_reference_rows, reference_rows_split
 
 
 def make_data(n: int = 40, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:

@@ -12,8 +12,6 @@ import dp_accounting
 import numpy as np
 import pytest
 from dp_accounting.pld.pld_privacy_accountant import PLDAccountant
-
-from privfed import Ledger
 from privfed.accounting import (
     DPSGD,
     DpEventRelease,
@@ -34,6 +32,8 @@ from privfed.accounting.ledger_entry import LedgerEntry
 from privfed.accounting.mechanism import ALL_RELATIONS, relation_for_unit
 from privfed.accounting.observers import DEFAULT_ASSUMPTIONS, OBSERVERS
 from privfed.accounting.registry import mechanism_from_record
+
+from privfed import Ledger
 
 DELTA = 1e-5
 ADD_REMOVE, REPLACE = ("add_or_remove_one",), ("replace_one",)

@@ -11,8 +11,9 @@ torch = pytest.importorskip("torch")
 
 from privfed.accounting import ConfidentGNMax, GaussianNoisyMax, RandomizedResponse, account  # noqa: E402
 from privfed.accounting.conversion import rdp_to_epsilon  # noqa: E402
-from privfed.pipelines._models import FittedClassifier  # noqa: E402
-from privfed.pipelines.selective_fd import (  # noqa: E402
+from privfed.pipelines.models.fitting import FittedClassifier  # noqa: E402
+from privfed.pipelines.models.torch_models import TorchMLP  # noqa: E402
+from privfed.pipelines.selective_fd.estimator import (  # noqa: E402
     FedMD,
     IndependentLearning,
     SelectiveFD,
@@ -20,8 +21,7 @@ from privfed.pipelines.selective_fd import (  # noqa: E402
     confident_examples,
     training_rows,
 )
-from privfed.pipelines.selective_fd_steps import FDClient, SelectiveFDRound, SelectiveFDSetup, share_step  # noqa: E402
-from privfed.pipelines.torch_models import TorchMLP  # noqa: E402
+from privfed.pipelines.selective_fd.steps import FDClient, SelectiveFDRound, SelectiveFDSetup, share_step  # noqa: E402
 from sklearn.datasets import load_digits  # noqa: E402
 from sklearn.linear_model import LogisticRegression  # noqa: E402
 from sklearn.tree import DecisionTreeClassifier  # noqa: E402

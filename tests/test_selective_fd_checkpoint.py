@@ -7,9 +7,8 @@ checkpoint holds no noise generator's state.
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import re
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -18,10 +17,10 @@ from sklearn.tree import DecisionTreeClassifier
 
 torch = pytest.importorskip("torch")
 
-from privfed.pipelines.dp_config import DPConfig  # noqa: E402
-from privfed.pipelines.selective_fd import FedMD, IndependentLearning, SelectiveFD  # noqa: E402
-from privfed.pipelines.selective_fd_steps import LocalClients  # noqa: E402
-from privfed.pipelines.torch_models import TorchMLP  # noqa: E402
+from privfed.pipelines.models.dp_config import DPConfig  # noqa: E402
+from privfed.pipelines.models.torch_models import TorchMLP  # noqa: E402
+from privfed.pipelines.selective_fd.estimator import FedMD, IndependentLearning, SelectiveFD  # noqa: E402
+from privfed.pipelines.selective_fd.steps import LocalClients  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 

@@ -10,18 +10,14 @@ By default every attempt fails; with ``noise_seed`` the regeneration succeeds, a
 from __future__ import annotations
 
 import numpy as np
+import privfed.pipelines.selective_fd.estimator as selective_fd_module
 import pytest
-from sklearn.base import BaseEstimator
-from sklearn.datasets import load_digits
-from sklearn.tree import DecisionTreeClassifier
-
-import privfed.pipelines.selective_fd as selective_fd_module
 from privfed.accounting import DPSGD, NoiseSource
-from privfed.pipelines._random import as_seed_sequence
-from privfed.pipelines.dp_selector import DPDensityRatioSelector, random_fourier_features
-from privfed.pipelines.selective_fd import FedMD, IndependentLearning, SelectiveFD
-from privfed.pipelines.selective_fd_server import NoiseSeeds
-from privfed.pipelines.selective_fd_steps import (
+from privfed.pipelines.protocol.seeds import as_seed_sequence
+from privfed.pipelines.selective_fd.dp_selector import DPDensityRatioSelector, random_fourier_features
+from privfed.pipelines.selective_fd.estimator import FedMD, IndependentLearning, SelectiveFD
+from privfed.pipelines.selective_fd.server import NoiseSeeds
+from privfed.pipelines.selective_fd.steps import (
     LocalClients,
     SelectiveFDRound,
     SelectiveFDSetup,
@@ -29,6 +25,9 @@ from privfed.pipelines.selective_fd_steps import (
     setup_client,
     share_step,
 )
+from sklearn.base import BaseEstimator
+from sklearn.datasets import load_digits
+from sklearn.tree import DecisionTreeClassifier
 
 N_CLASSES = 10
 SMALL = dict(rounds=2, proxy_batch=60, labels="hard", random_state=3)

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from privfed.selftest import MechanismUnderTest, selftest
+from privfed.audit.selftest import MechanismUnderTest, selftest
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "audit.md"
 

@@ -9,8 +9,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
-import privfed
 from privfed.accounting import DPSGD, GaussianNoisyMax, QuantizedLaplaceEnsemble, RandomizedResponse
 from privfed.accounting.privacy_filter import FILTER_ORDERS
 from privfed.accounting.silo_budget import (
@@ -19,6 +17,8 @@ from privfed.accounting.silo_budget import (
     TamperedLedgerError,
     release_cost,
 )
+
+import privfed
 
 RELEASE = RandomizedResponse(2, epsilon=0.5, unit="example")
 

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from privfed.pipelines import fedkt as fedkt_module
-from privfed.pipelines import privatekt as privatekt_module
-from privfed.pipelines.fedkt import FedKT
-from privfed.pipelines.privatekt import PrivateKT
-from privfed.pipelines.silo_gate import BudgetRefusal, RefusedRunError
+from privfed.pipelines.fedkt.estimator import FedKT
+from privfed.pipelines.fedkt.estimator import estimator as fedkt_module
+from privfed.pipelines.privatekt.estimator import PrivateKT
+from privfed.pipelines.privatekt.estimator import estimator as privatekt_module
+from privfed.pipelines.protocol.silo_gate import BudgetRefusal, RefusedRunError
 from sklearn.datasets import load_digits
 from sklearn.tree import DecisionTreeClassifier
 
@@ -143,7 +143,7 @@ def rr_fd(tau_client=None, **kwargs):
 
 def test_selective_fd_charges_each_round_and_a_silo_stops_at_the_round_that_would_exceed(
         digits, tmp_path, monkeypatch) -> None:
-    from privfed.pipelines import selective_fd_steps
+    from privfed.pipelines.selective_fd.estimator import steps as selective_fd_steps
 
     parties, public = digits
     ran = []
@@ -238,7 +238,7 @@ def test_a_budget_refuses_a_study_without_public_classes_before_any_party_descri
         digits, tmp_path, monkeypatch, estimator) -> None:
     # The attack: without classes= the schema step hands the coordinator each party's size and label set in the
     # clear (ε = ∞). The guard: fit refuses before any party describes its data, and nothing is charged.
-    from privfed.pipelines import party_schema
+    from privfed.pipelines.data import party_schema
 
     parties, public = digits
     described = []

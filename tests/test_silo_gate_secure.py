@@ -8,10 +8,10 @@ import math
 
 import numpy as np
 import pytest
-from privfed.pipelines import fedkd as fedkd_module
-from privfed.pipelines import fedkt as fedkt_module
-from privfed.pipelines.fedkd_secure import own_share_release as fedkd_own_share
-from privfed.pipelines.fedkt_secure import own_share_release as fedkt_own_share
+from privfed.pipelines.fedkd.estimator import estimator as fedkd_module
+from privfed.pipelines.fedkd.secure import own_share_release as fedkd_own_share
+from privfed.pipelines.fedkt.estimator import estimator as fedkt_module
+from privfed.pipelines.fedkt.secure import own_share_release as fedkt_own_share
 from sklearn.datasets import load_digits
 from sklearn.linear_model import LogisticRegression
 from sklearn.tree import DecisionTreeClassifier
@@ -88,7 +88,7 @@ def test_fedkt_secure_silo_charges_its_own_share_at_least_what_the_ledger_record
 
 def _fedkt_task(model, *, n_parties):
     """The public parameters of one party's secure FedKT task, as the fit sent them."""
-    from privfed.pipelines.fedkt_steps import FedKTTask
+    from privfed.pipelines.fedkt.steps import FedKTTask
 
     return FedKTTask(queries=np.zeros((1, 1)), classes=np.arange(10), n_local_queries=1,
                      n_final_queries=model.n_queries_answered_, n_partitions=2, n_teachers=2, seed=0,
@@ -151,7 +151,7 @@ def test_fedkd_secure_over_budget_silo_refuses_and_the_run_goes_on(digits, tmp_p
 
 
 def test_fedkd_secure_without_a_public_grid_is_refused_in_one_line() -> None:
-    from privfed.pipelines.fedkd_steps import FedKDTask
+    from privfed.pipelines.fedkd.steps import FedKDTask
 
     task = FedKDTask(public=np.zeros((3, 2)), classes=np.arange(2), multilabel=False, clip=math.nan,
                      quantization_scale=0, seed=0, send_class_counts=False, skellam_share_variance=1.0)

@@ -1,4 +1,4 @@
-"""Tests for the torch adapters in pipelines.torch_models (CPU, a few seconds in all)."""
+"""Tests for the torch adapters in pipelines.models.torch_models (CPU, a few seconds in all)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from privfed.pipelines.torch_models import (  # noqa: E402
+from privfed.pipelines.models.torch_models import (  # noqa: E402
     KerasInitialised,
     TorchClassifier,
     TorchCNN,

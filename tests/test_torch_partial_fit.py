@@ -9,7 +9,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from privfed.pipelines.torch_models import TorchCNN, TorchMLP  # noqa: E402
+from privfed.pipelines.models.torch_models import TorchCNN, TorchMLP  # noqa: E402
 from scipy.special import softmax  # noqa: E402
 from sklearn.datasets import load_digits  # noqa: E402
 from sklearn.model_selection import train_test_split  # noqa: E402

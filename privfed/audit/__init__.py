@@ -19,7 +19,7 @@ holder can regenerate it fails; public parameters derived from private sizes; th
 each observer's ε), claim hygiene, safe loading (only the
 bundle's safe formats; anything that would need unpickling is refused, never
 executed) and, with labelled member and non-member samples, an empirical lower
-bound on ε (:mod:`privfed.empirical`).
+bound on ε (:mod:`privfed.audit.empirical`).
 
 One module per kind of check, and a driver:
 

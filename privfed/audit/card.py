@@ -12,9 +12,9 @@ from collections.abc import Mapping
 from privfed.accounting.ledger import Ledger, _privfed_version
 from privfed.accounting.ledger_entry import load_json
 from privfed.audit.report import Check
-from privfed.bundle import LEDGER_FILE, MODEL_CARD_FILE
-from privfed.model_card import CARD_DATA_FILE, render_model_card
-from privfed.privacy_statement import card_statement, render_privacy_statement
+from privfed.bundle.folder import LEDGER_FILE, MODEL_CARD_FILE
+from privfed.bundle.model_card import CARD_DATA_FILE, render_model_card
+from privfed.bundle.privacy_statement import card_statement, render_privacy_statement
 
 __all__ = ["card_check", "statement_check"]
 

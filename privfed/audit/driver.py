@@ -44,8 +44,8 @@ from privfed.audit.report import (
     unsigned_headline,
 )
 from privfed.audit.sizes import size_check
-from privfed.bundle import LEDGER_FILE, RUN_PARAMETERS_FILE, BundleError
-from privfed.manifest import read_bundle_files
+from privfed.bundle.folder import LEDGER_FILE, RUN_PARAMETERS_FILE, BundleError
+from privfed.bundle.manifest import read_bundle_files
 
 __all__ = ["audit"]
 
@@ -116,7 +116,7 @@ def audit(
         object). The bundle must then carry a valid signature by it ("signed by
         …"); without it the verdict is "unsigned: integrity only against accidents".
         An elliptic-curve public key (PEM path) checks the OpenSSF model-signing
-        signature instead (:mod:`privfed.model_signature`): every file of the bundle
+        signature instead (:mod:`privfed.bundle.model_signature`): every file of the bundle
         against ``signature`` (default: ``BUNDLE.sig`` beside the folder).
     signature:
         The model-signing signature file, with an elliptic-curve ``public_key``.

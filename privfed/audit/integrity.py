@@ -2,7 +2,7 @@
 
 ``bundle manifest``, ``signature``, ``ledger schema``, ``ledger chain``, ``model file`` and ``evidence``
 (``docs/audit.md#integrity``): every file against ``MANIFEST.json``, the publisher's signature (Ed25519,
-:mod:`privfed.signing`, or OpenSSF model signing, :mod:`privfed.model_signature_verify`), the ledger read by its own
+:mod:`privfed.bundle.signing`, or OpenSSF model signing, :mod:`privfed.bundle.model_signature_verify`), the ledger read by its own
 verification (schema, then the chain of entries; its recorded totals are left to
 :mod:`privfed.audit.recomputation`), the model file's sha256 against the ledger or the claims file, and the
 evidence against the ledger's salted commitments.
@@ -22,10 +22,10 @@ from privfed.accounting.documents import check_declared_work, not_a_file
 from privfed.accounting.fingerprint import commit_evidence, file_sha256, sha256_hex
 from privfed.accounting.ledger import Ledger, LedgerFormatError, LedgerIntegrityError
 from privfed.audit.report import INTEGRITY_MEANING, UNSAFE_MEANING, AuditInputError, Check
-from privfed.bundle import EVIDENCE_FILE, BundleError, read_evidence
-from privfed.manifest import verify_manifest
-from privfed.model_signature_verify import is_elliptic_curve_key, model_signing_verdict
-from privfed.signing import signature_verdict
+from privfed.bundle.folder import EVIDENCE_FILE, BundleError, read_evidence
+from privfed.bundle.manifest import verify_manifest
+from privfed.bundle.model_signature_verify import is_elliptic_curve_key, model_signing_verdict
+from privfed.bundle.signing import signature_verdict
 
 __all__ = ["evidence_arrays", "foreign_model_file_check", "manifest_check", "model_file_check", "read_ledger",
            "signature_check"]

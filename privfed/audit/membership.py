@@ -1,7 +1,7 @@
 """The empirical check: a membership-inference lower bound on ε against the claim (``docs/audit.md#empirical``).
 
 With labelled samples that were (members) and were not (non-members) in the training data, a loss-threshold
-attack on the loaded model gives an ε lower bound (:func:`privfed.empirical.membership_epsilon_lower_bound`);
+attack on the loaded model gives an ε lower bound (:func:`privfed.audit.empirical.membership_epsilon_lower_bound`);
 one above the claimed ε fails.
 """
 
@@ -16,9 +16,9 @@ from typing import Any
 import numpy as np
 
 from privfed.accounting.documents import read_npz
+from privfed.audit.empirical import membership_epsilon_lower_bound, true_label_scores
 from privfed.audit.hygiene import Statement
 from privfed.audit.report import AuditInputError, Check, format_epsilon
-from privfed.empirical import membership_epsilon_lower_bound, true_label_scores
 
 __all__ = ["empirical_check", "empirical_claim", "read_samples"]
 

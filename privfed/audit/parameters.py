@@ -2,7 +2,7 @@
 (``docs/audit.md#parameter-consistency``).
 
 The ledger says what was accounted; the run record (a fitted pipeline's ``run_parameters_``, a bundle's
-``run_parameters.json``: :mod:`privfed.pipelines.run_parameters`) says what each party step and server step
+``run_parameters.json``: :mod:`privfed.pipelines.protocol.run_parameters`) says what each party step and server step
 passed to its noise function. Each recorded draw must match an accounted mechanism of the ledger, to a relative
 1e-9:
 
@@ -120,7 +120,7 @@ def _skellam_mismatch(draws: Sequence[Mapping[str, Any]], mechanisms: list[tuple
 
 
 def parameters_check(ledger_document: Mapping[str, Any], run_parameters: Sequence[Mapping[str, Any]]) -> Check:
-    """Compare a run record (:mod:`privfed.pipelines.run_parameters`) with a ledger document (``Ledger.to_dict()``).
+    """Compare a run record (:mod:`privfed.pipelines.protocol.run_parameters`) with a ledger document (``Ledger.to_dict()``).
 
     Parameters
     ----------

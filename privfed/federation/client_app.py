@@ -9,7 +9,7 @@ simulation engine, from the run config's ``data-paths``
 the schema step sends the shape of an example, the labels present and the number of examples, and the
 train step sends what the pipeline's party step releases (FedKT: the students' predictions).
 
-Every received message passes :meth:`~privfed.pipelines.messages.WireMessage.from_record` first; the
+Every received message passes :meth:`~privfed.pipelines.protocol.messages.WireMessage.from_record` first; the
 model classes a party trains are built from JSON specs of trusted packages only (nothing is unpickled).
 """
 
@@ -37,12 +37,13 @@ from privfed.federation.task import (
     model_to_record,
     to_recorddict,
 )
-from privfed.pipelines.fedkd_steps import FedKDTask, fedkd_party_step, fedkd_planned_release
-from privfed.pipelines.fedkt_steps import FedKTTask, fedkt_party_step, fedkt_planned_release
-from privfed.pipelines.messages import DEFAULT_MAX_BYTES, MessageError
-from privfed.pipelines.party_schema import describe_party
-from privfed.pipelines.privatekt_steps import PrivateKTTask, privatekt_party_step, privatekt_planned_release
-from privfed.pipelines.selective_fd_steps import (
+from privfed.pipelines.data.party_schema import describe_party
+from privfed.pipelines.fedkd.steps import FedKDTask, fedkd_party_step, fedkd_planned_release
+from privfed.pipelines.fedkt.steps import FedKTTask, fedkt_party_step, fedkt_planned_release
+from privfed.pipelines.privatekt.steps import PrivateKTTask, privatekt_party_step, privatekt_planned_release
+from privfed.pipelines.protocol.messages import DEFAULT_MAX_BYTES, MessageError
+from privfed.pipelines.protocol.silo_gate import SCHEMA_NOT_WITHHELD, admit
+from privfed.pipelines.selective_fd.steps import (
     STATE_KIND,
     SelectiveFDEnsemble,
     SelectiveFDRound,
@@ -57,7 +58,6 @@ from privfed.pipelines.selective_fd_steps import (
     share_step,
     training_step,
 )
-from privfed.pipelines.silo_gate import SCHEMA_NOT_WITHHELD, admit
 
 # `app` (built on first access, see __getattr__) is listed: Flower checks the component statically, in __all__.
 __all__ = ["app", "make_client_app", "party_data_path", "silo_budget"]  # noqa: F822
@@ -138,7 +138,7 @@ def silo_budget(context: Any) -> tuple[Any, str]:
 
 def _selective_fd_release(records: list, config: dict, state: Any, party: str) -> Any:
     """What this party's reply to a Selective-FD message releases (the ``planned_*_release`` functions of
-    :mod:`~privfed.pipelines.selective_fd_steps`), from the message, the setup it stored and its model's
+    :mod:`~privfed.pipelines.selective_fd.steps`), from the message, the setup it stored and its model's
     configuration — never its data. None for the distillation and DP-training-report steps (nothing new leaves)."""
     if len(records) != 1 or records[0].kind not in (SelectiveFDSetup.KIND, SelectiveFDRound.KIND, PUBLISH_REQUEST):
         return None
@@ -161,7 +161,7 @@ def _selective_fd_step(records: list, config: dict, X: Any, y: Any, state: Any, 
     """One Selective-FD message (setup, round, ensemble or publish) on this party's state, kept in ``state``.
 
     ``state`` is the SuperNode's ``context.state``: the party's model, selector and scores as arrays
-    (:func:`~privfed.pipelines.selective_fd_steps.client_state`), rebuilt for every message.
+    (:func:`~privfed.pipelines.selective_fd.steps.client_state`), rebuilt for every message.
     """
     kinds = (SelectiveFDSetup, SelectiveFDRound, SelectiveFDEnsemble)
     by_kind = {kind.KIND: kind for kind in kinds}

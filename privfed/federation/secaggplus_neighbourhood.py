@@ -24,7 +24,7 @@ set C colludes with the coordinator (honest-but-curious: everyone follows the pr
   the shuffle gives the colluders.
 
 :func:`secaggplus_neighbourhood` sizes (m, t) for the coalition the ledger relies on: FedKT's coordinator entry
-(:mod:`privfed.pipelines.fedkt_secure`) accounts the noise of the ``received − c`` honest contributors' shares for
+(:mod:`privfed.pipelines.fedkt.secure`) accounts the noise of the ``received − c`` honest contributors' shares for
 ``FedKT(collusion=c)``; that holds under both conditions above. With ``collusion=None`` (c = n − 1), or any c that
 leaves a single honest contributor, the entry keeps the target's own share only, which holds whatever SecAgg+
 reveals, and the window is sized for the coordinator alone (c = 0). Where m would reach n the graph is complete
@@ -87,7 +87,7 @@ def secaggplus_neighbourhood(n_nodes: int, *, colluders: int) -> Neighbourhood:
     """The SecAgg+ window for ``n_nodes`` parties that keeps the ledger's collusion assumption.
 
     ``colluders``: the parties the ledger assumes may collude with the coordinator (FedKT's
-    :func:`~privfed.pipelines.fedkt_secure.colluding_parties`). The ledger relies on SecAgg+ against them only while
+    :func:`~privfed.pipelines.fedkt.secure.colluding_parties`). The ledger relies on SecAgg+ against them only while
     at least two honest parties remain (c ≤ n − 2); otherwise the window is sized for the coordinator alone.
 
     The window: h = ⌈log₂ n⌉ + c neighbours on each side, m = 2h + 1 shares, t = h + 2 + c, so that c < t and

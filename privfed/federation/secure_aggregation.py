@@ -10,7 +10,7 @@ The exchange, after the schema step:
 
 1. ``train`` with each party's task (``FedKTTask`` with ``party_noise="skellam"``, or ``FedKDTask`` with a
    ``skellam_share_variance``): the party computes its integer vector (FedKT: its consistent-vote histogram;
-   FedKD: its quantized logit levels), adds its own Skellam share (:mod:`privfed.pipelines.secure_sum`) and
+   FedKD: its quantized logit levels), adds its own Skellam share (:mod:`privfed.pipelines.protocol.secure_sum`) and
    keeps the noisy vector in its ``context.state`` (:func:`store_noisy_votes`); it replies with its DP
    training report only (or nothing);
 2. ``SecAggPlusWorkflow`` (four ``train`` stages: setup, key sharing, masked vectors, unmasking): in the
@@ -21,7 +21,7 @@ The exchange, after the schema step:
 Exact integers: SecAgg+ clips each value to ±``clipping_range``, maps it to ``(x + c)·q/(2c)`` with
 ``q = quantization_range`` and a weight ``num_examples/max_weight``, sums modulo ``modulus_range``
 and returns the weighted average. With ``clipping_range = B`` (an integer bound the party checks its
-noisy values against, :func:`~privfed.pipelines.secure_sum.secure_value_bound`),
+noisy values against, :func:`~privfed.pipelines.protocol.secure_sum.secure_value_bound`),
 ``quantization_range = 2B``, ``num_examples = max_weight = 1``, each integer x maps to x + B exactly
 (stochastic rounding of an integer is the integer), the sum of n parties stays below
 ``modulus_range = 2³²`` while n·2B < 2³², and the average times the n contributors is the integer sum
@@ -36,12 +36,12 @@ from typing import Any
 import numpy as np
 
 from privfed.federation.secaggplus_neighbourhood import secaggplus_neighbourhood
-from privfed.pipelines.fedkd_secure import FedKDLevelSum, FedKDNoisyLevels
-from privfed.pipelines.fedkd_steps import FedKDTask
-from privfed.pipelines.fedkt_secure import SECURE_AGGREGATOR, FedKTNoisyVotes, FedKTVoteSum
-from privfed.pipelines.fedkt_steps import FedKTTask
-from privfed.pipelines.messages import MessageError
-from privfed.pipelines.secure_sum import secure_value_bound
+from privfed.pipelines.fedkd.secure import FedKDLevelSum, FedKDNoisyLevels
+from privfed.pipelines.fedkd.steps import FedKDTask
+from privfed.pipelines.fedkt.secure import SECURE_AGGREGATOR, FedKTNoisyVotes, FedKTVoteSum
+from privfed.pipelines.fedkt.steps import FedKTTask
+from privfed.pipelines.protocol.messages import MessageError
+from privfed.pipelines.protocol.secure_sum import secure_value_bound
 
 __all__ = ["MODULUS_RANGE", "SECURE_SUM_MESSAGES", "is_vote_request", "noisy_votes_reply", "secaggplus_level_sum",
            "secaggplus_sum", "secaggplus_vote_sum", "secure_aggregation_mod", "sends_through_secure_sum",
@@ -184,7 +184,7 @@ def secaggplus_vote_sum(grid: Any, tasks: Mapping[int, Any], *, n_parties: int, 
     ``n_parties`` is the number of parties the noise shares were planned for. The coordinator and up to
     n − 2 colluding parties learn at most the sum of the other parties' histograms, and n − 1 colluders the
     last party's own noisy histogram: the ledger's coordinator entry, computed for ``FedKT(collusion=c)``
-    colluders at the honest shares' variance (:mod:`privfed.pipelines.fedkt_secure`), holds for every c up to n − 1.
+    colluders at the honest shares' variance (:mod:`privfed.pipelines.fedkt.secure`), holds for every c up to n − 1.
     """
     first = next(iter(tasks.values()))
     total, contributors = secaggplus_sum(grid, sorted(tasks), bound=secure_value_bound(first.n_partitions,
@@ -200,7 +200,7 @@ def secaggplus_level_sum(grid: Any, tasks: Mapping[int, Any], *, n_parties: int,
     Each party's noisy levels lie within ±B, B = :func:`secure_value_bound` of its grid (S) and its share's
     variance; ``n_parties`` is the number of parties the noise shares were planned for. The coordinator receives
     the sum only; the ledger accounts it at the realised variance of the contributors' shares
-    (:mod:`privfed.pipelines.fedkd_secure`).
+    (:mod:`privfed.pipelines.fedkd.secure`).
     """
     first = next(iter(tasks.values()))
     bound = secure_value_bound(first.quantization_scale, first.skellam_share_variance)

@@ -45,14 +45,14 @@ from privfed.federation.task import (
     model_spec,
     to_recorddict,
 )
-from privfed.pipelines._dp_ledger import DPTrainingReport, effective_noise_seed, receive_trainings
-from privfed.pipelines._random import as_seed_sequence
-from privfed.pipelines.fedkd_server import fedkd_server_step
-from privfed.pipelines.fedkd_steps import fedkd_tasks, local_models, party_noise_seeds, receive_fedkd_replies
-from privfed.pipelines.fedkt_steps import FedKTTask, fedkt_server_step, fedkt_tasks, receive_fedkt_replies
-from privfed.pipelines.messages import DEFAULT_MAX_BYTES, MessageError, Record, record_sizes
-from privfed.pipelines.party_schema import PartySchema, federation_classes
-from privfed.pipelines.silo_gate import RefusalLog, RefusedRunError, is_refusal, refusals_in
+from privfed.pipelines.data.party_schema import PartySchema, federation_classes
+from privfed.pipelines.fedkd.server import fedkd_server_step
+from privfed.pipelines.fedkd.steps import fedkd_tasks, local_models, party_noise_seeds, receive_fedkd_replies
+from privfed.pipelines.fedkt.steps import FedKTTask, fedkt_server_step, fedkt_tasks, receive_fedkt_replies
+from privfed.pipelines.protocol.dp_ledger import DPTrainingReport, effective_noise_seed, receive_trainings
+from privfed.pipelines.protocol.messages import DEFAULT_MAX_BYTES, MessageError, Record, record_sizes
+from privfed.pipelines.protocol.seeds import as_seed_sequence
+from privfed.pipelines.protocol.silo_gate import RefusalLog, RefusedRunError, is_refusal, refusals_in
 
 # `app` (built on first access, see __getattr__) is listed: Flower checks the component statically, in __all__.
 __all__ = [  # noqa: F822
@@ -171,7 +171,7 @@ def _exchange(
 def run_server(grid: Any, job: ServerJob) -> Any:
     """Fit ``job.estimator`` (FedKT, FedKD, PrivateKT, SelectiveFD, FedMD, IndependentLearning) over the Grid's
     SuperNodes; return it fitted, as ``fit`` would."""
-    from privfed.pipelines.fedkd import FedKD
+    from privfed.pipelines.fedkd.estimator import FedKD
 
     model = job.estimator
     model._validate()
@@ -180,7 +180,7 @@ def run_server(grid: Any, job: ServerJob) -> Any:
     if public.ndim < 2 or len(public) == 0:
         raise ValueError(f"public must be a non-empty array of shape (n, features...), got shape {public.shape}")
     if job.output_bundle:  # a bundle that could not be written stops the run now, before any SuperNode is asked
-        from privfed._arguments import check_output_folder
+        from privfed.cli.arguments import check_output_folder
 
         check_output_folder(job.output_bundle, "output-bundle", overwrite=job.overwrite, how_to_overwrite=(
             "set overwrite = true in the run configuration (privfed federation run --overwrite)"))
@@ -212,7 +212,7 @@ def run_server(grid: Any, job: ServerJob) -> Any:
         metrics = evaluate_accuracy(model, *job.test)
         print(f"privfed: {accuracy_line(metrics)}", flush=True)
     if job.output_bundle:
-        from privfed.bundle import save_bundle
+        from privfed.bundle.folder import save_bundle
 
         if job.ship_evidence:  # save_bundle's default keeps private evidence at home; shipping it is explicit
             warnings.warn(SHIP_EVIDENCE_WARNING, UserWarning, stacklevel=2)
@@ -229,9 +229,9 @@ def run_server(grid: Any, job: ServerJob) -> Any:
 
 def _server_steps(model: Any) -> Callable[..., None]:
     """The function running ``model``'s server steps over the SuperNodes (below, one per pipeline)."""
-    from privfed.pipelines.fedkd import FedKD
-    from privfed.pipelines.privatekt import PrivateKT
-    from privfed.pipelines.selective_fd import _FederatedDistillation
+    from privfed.pipelines.fedkd.estimator import FedKD
+    from privfed.pipelines.privatekt.estimator import PrivateKT
+    from privfed.pipelines.selective_fd.estimator import _FederatedDistillation
 
     steps = ((FedKD, _train_fedkd), (PrivateKT, _train_privatekt), (_FederatedDistillation, _train_selective_fd))
     return next((function for kind, function in steps if isinstance(model, kind)), _train_fedkt)
@@ -418,7 +418,7 @@ def selective_fd_configs(model: Any, n_parties: int) -> list[dict]:
 
 
 class _SuperNodeClients:
-    """Selective-FD's parties as SuperNodes: the in-process :class:`~privfed.pipelines.selective_fd_steps.LocalClients`'
+    """Selective-FD's parties as SuperNodes: the in-process :class:`~privfed.pipelines.selective_fd.steps.LocalClients`'
     four calls, each a ``train.selective-fd`` message per party; the party keeps its state in ``context.state``."""
 
     def __init__(self, grid: Any, job: ServerJob, order: list[int], names: dict[int, str], configs: list[dict]):
@@ -483,7 +483,7 @@ class _SuperNodeClients:
 
 def _train_selective_fd(grid, job, model, public, schemas, classes, order, names) -> None:
     """Selective-FD, FedMD, independent learning: the estimator's own round loop over the SuperNodes."""
-    from privfed.pipelines.selective_fd_steps import continues_training
+    from privfed.pipelines.selective_fd.steps import continues_training
 
     configs = selective_fd_configs(model, len(order))
     published = model._client_models(len(order))[model.client] if model.client < len(order) else None

@@ -67,7 +67,7 @@ def _without_run_simulation_deprecation() -> Iterator[None]:
 def _party_files(parties: Any, folder: Path, check: Callable[[Any], list] | None = None) -> list[str]:
     """Each party's data file: the paths given, or ``(X, y)`` pairs written as ``party-<i>.npz`` in ``folder``.
 
-    ``check`` validates the pairs (default: :func:`~privfed.pipelines.party_data.check_party_data`).
+    ``check`` validates the pairs (default: :func:`~privfed.pipelines.data.party_data.check_party_data`).
     """
     if isinstance(parties, (str, bytes)) or not isinstance(parties, Sequence) or len(parties) == 0:
         raise ValueError(f"parties must be a non-empty sequence of (X, y) pairs or data files, got {parties!r}")
@@ -77,7 +77,7 @@ def _party_files(parties: Any, folder: Path, check: Callable[[Any], list] | None
             if path.suffix.lower() not in DATA_FORMATS or not path.is_file():
                 raise ValueError(f"parties[{index}] = {str(path)!r} must be an existing file ending in {DATA_FORMATS}")
         return [str(path.resolve()) for path in paths]
-    from privfed.pipelines.party_data import check_party_data
+    from privfed.pipelines.data.party_data import check_party_data
 
     paths = []
     for index, (X, y) in enumerate((check or check_party_data)(parties)):
@@ -129,11 +129,11 @@ def simulate(
         and selectors: only client ``client``'s model is published (``models_`` holds it at its position,
         ``None`` elsewhere; ``selectors_`` is all ``None``).
     """
-    from privfed.pipelines.fedkd import FedKD
-    from privfed.pipelines.fedkt import FedKT
-    from privfed.pipelines.party_data import check_multilabel_parties
-    from privfed.pipelines.privatekt import PrivateKT
-    from privfed.pipelines.selective_fd import _FederatedDistillation
+    from privfed.pipelines.data.party_data import check_multilabel_parties
+    from privfed.pipelines.fedkd.estimator import FedKD
+    from privfed.pipelines.fedkt.estimator import FedKT
+    from privfed.pipelines.privatekt.estimator import PrivateKT
+    from privfed.pipelines.selective_fd.estimator import _FederatedDistillation
 
     if not isinstance(estimator, (FedKT, FedKD, PrivateKT, _FederatedDistillation)):
         raise TypeError(

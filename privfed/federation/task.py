@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 
 from privfed.accounting.documents import parse_json, read_npz
-from privfed.pipelines.messages import MessageError, Record
+from privfed.pipelines.protocol.messages import MessageError, Record
 
 __all__ = [
     "DATA_FORMATS",
@@ -67,7 +67,7 @@ def model_spec(estimator: Any, *, name: str = "estimator") -> str:
     ``{"DPConfig": {"noise_multiplier": ..., ...}}``; every other parameter must be a JSON scalar or a
     list of them.
     """
-    from privfed.pipelines.dp_config import DPConfig
+    from privfed.pipelines.models.dp_config import DPConfig
 
     cls = type(estimator)
     params = estimator.get_params(deep=False)
@@ -109,7 +109,7 @@ def _dp_config(value: dict, name: str) -> Any:
     """The :class:`~privfed.DPConfig` of a spec's ``{"DPConfig": {...}}`` (its fields JSON scalars), or ValueError."""
     from dataclasses import fields
 
-    from privfed.pipelines.dp_config import DPConfig
+    from privfed.pipelines.models.dp_config import DPConfig
 
     allowed = {field.name for field in fields(DPConfig)}
     settings = value.get(_DP_CONFIG_KEY) if set(value) == {_DP_CONFIG_KEY} else None
@@ -147,7 +147,7 @@ def estimator_from_config(config: Mapping[str, Any]) -> Any:
     if algorithm in _FEDERATED_DISTILLATION:
         return _federated_distillation_from_config(config, algorithm, common)
     if algorithm == "fedkd":
-        from privfed.pipelines.fedkd import FedKD
+        from privfed.pipelines.fedkd.estimator import FedKD
 
         return FedKD(
             _model_from_config(config, "local-model"),
@@ -163,7 +163,7 @@ def estimator_from_config(config: Mapping[str, Any]) -> Any:
             collusion=None if int(config.get("collusion", -1)) < 0 else int(config["collusion"]),
             **common,
         )
-    from privfed.pipelines.fedkt import FedKT
+    from privfed.pipelines.fedkt.estimator import FedKT
 
     return FedKT(
         _model_from_config(config, "teacher"),
@@ -211,7 +211,7 @@ def _public_classes(config: Mapping[str, Any]) -> list | None:
 
 def _privatekt_from_config(config: Mapping[str, Any]) -> Any:
     """PrivateKT from the run config: the global ``model`` and PrivateKT's hyper-parameters (defaults as the class)."""
-    from privfed.pipelines.privatekt import PrivateKT
+    from privfed.pipelines.privatekt.estimator import PrivateKT
 
     seed = int(config.get("random-state", -1))
     integers = ("queries-per-round", "buffer-rounds", "self-training-size", "rounds", "local-epochs",
@@ -221,7 +221,7 @@ def _privatekt_from_config(config: Mapping[str, Any]) -> Any:
     settings |= {key.replace("-", "_"): float(config[key]) for key in floats if key in config}
     return PrivateKT(_model_from_config(config, "model"), **settings, classes=_public_classes(config),
                      random_state=None if seed < 0 else seed, noise_seed=_noise_seed(config))
-#: Run-config names of Selective-FD and its baselines (privfed.pipelines.selective_fd).
+#: Run-config names of Selective-FD and its baselines (privfed.pipelines.selective_fd.estimator).
 _FEDERATED_DISTILLATION = ("selective-fd", "fedmd", "independent-learning")
 #: The run config's ``dp-selector`` → SelectiveFD's ``dp_selector`` (auto: DP when the clients train with DP-SGD).
 _DP_SELECTOR = {"auto": None, "true": True, "false": False}
@@ -229,7 +229,7 @@ _DP_SELECTOR = {"auto": None, "true": True, "false": False}
 
 def _federated_distillation_from_config(config: Mapping[str, Any], algorithm: str, common: dict) -> Any:
     """SelectiveFD, FedMD or IndependentLearning from the run config (keys in ``docs/federation.md``)."""
-    from privfed.pipelines.selective_fd import FedMD, IndependentLearning, SelectiveFD
+    from privfed.pipelines.selective_fd.estimator import FedMD, IndependentLearning, SelectiveFD
 
     model = _model_from_config(config, "local-model")
     shared = dict(rounds=int(config.get("rounds", 10)), local_steps=int(config.get("local-steps", 10)),
@@ -273,11 +273,11 @@ DP_TRAINING_REQUEST = "dp-training-request"
 def model_to_record(model: Any) -> Record:
     """A fitted model in the bundle's safe formats: one uint8 array per file, the family and class as scalars.
 
-    A :class:`~privfed.pipelines._models.FittedClassifier` (a refitted client model over class codes)
+    A :class:`~privfed.pipelines.models.fitting.FittedClassifier` (a refitted client model over class codes)
     travels as its estimator plus its class codes (``fitted-classes``, JSON) and class count.
     """
-    from privfed.bundle import _model_family, _write_model
-    from privfed.pipelines._models import FittedClassifier
+    from privfed.bundle.folder import _model_family, _write_model
+    from privfed.pipelines.models.fitting import FittedClassifier
 
     scalars: dict[str, Any] = {"family": "", "class": "", "fitted-classes": "", "n-classes": 0}
     estimator = model
@@ -297,8 +297,8 @@ def model_to_record(model: Any) -> Record:
 
 def model_from_record(record: Record, *, sender: str, max_bytes: int) -> Any:
     """The model of :func:`model_to_record`, loaded as ``load_bundle`` loads one (MessageError names ``sender``)."""
-    from privfed.bundle import _FAMILY_FILES, BundleError, _read_model
-    from privfed.pipelines._models import FittedClassifier
+    from privfed.bundle.folder import _FAMILY_FILES, BundleError, _read_model
+    from privfed.pipelines.models.fitting import FittedClassifier
 
     where = f"{sender} sent a malformed {PUBLISHED_MODEL!r} message"
     if record.kind != PUBLISHED_MODEL:
