@@ -137,8 +137,8 @@ def test_a_party_dropping_within_the_threshold_is_accounted_at_the_realised_vari
     captured = {}
     original = fedkt_module.secure_sum
 
-    def drop_party_2(tasks, sent, names, *, max_bytes):
-        full = original(tasks[:2], sent[:2], names[:2], max_bytes=max_bytes)
+    def drop_party_2(tasks, sent, names, *, max_bytes, n_parties=None):
+        full = original(tasks[:2], sent[:2], names[:2], max_bytes=max_bytes, n_parties=n_parties)
         captured["sum"] = FedKTVoteSum(full.vote_sum, n_parties=3, n_contributors=2)
         return captured["sum"]
 
