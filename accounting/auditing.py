@@ -15,7 +15,7 @@ v still rejects at level 1 − confidence, so the claim "(ε, δ)-DP" is refuted
 that confidence, over the audit's own coins only.
 
 :func:`audit_release` runs the whole protocol against any mechanism given as a function of the coin
-flips; privfed's pipeline audits (``privfed.audit.empirical_pipelines``) are such functions. Nothing here knows
+flips; privfed's pipeline audits (``privfed.empirical_audit``) are such functions. Nothing here knows
 a pipeline: numpy and scipy only.
 """
 

@@ -59,7 +59,8 @@ import numpy as np  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from privfed.pipelines import federated_split, fedkt_steps, load_dataset, teacher_subsets  # noqa: E402
+from privfed.pipelines import federated_split, load_dataset, teacher_subsets  # noqa: E402
+from privfed.pipelines.fedkt import steps as fedkt_steps  # noqa: E402
 from privfed.pipelines.data.datasets import reference_class_order  # noqa: E402
 from privfed.pipelines.fedkt.estimator import CentralizedPATE, FedKT, Solo  # noqa: E402
 from privfed.pipelines.protocol.progress import progress_bar  # noqa: E402

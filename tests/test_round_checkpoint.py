@@ -9,9 +9,9 @@ from sklearn.tree import DecisionTreeClassifier
 
 torch = pytest.importorskip("torch")
 
-from privfed.pipelines import privatekt_server  # noqa: E402
 from privfed.pipelines.models.dp_config import DPConfig  # noqa: E402
 from privfed.pipelines.models.torch_models import TorchMLP  # noqa: E402
+from privfed.pipelines.privatekt import server as privatekt_server  # noqa: E402
 from privfed.pipelines.privatekt.estimator import PrivateKT  # noqa: E402
 from privfed.pipelines.protocol.checkpoint import RoundCheckpoint, run_fingerprint  # noqa: E402
 

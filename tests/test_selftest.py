@@ -4,7 +4,8 @@ import json
 
 import numpy as np
 import pytest
-from privfed.pipelines import privatekt_steps, secure_sum, voting
+from privfed.pipelines.privatekt import steps as privatekt_steps
+from privfed.pipelines.protocol import secure_sum, voting
 
 import privfed
 from privfed.audit.selftest import CHECK_NAMES, selftest
@@ -20,7 +21,7 @@ def test_the_cheap_checks_pass_on_privfeds_code_and_state_alpha_and_power():
     assert [check.name for check in report.checks] == [name for name in CHECK_NAMES if name in CHEAP]
     assert report.n_p_values == 43 and all(check.alpha == pytest.approx(0.01 / 43) for check in report.checks)
     assert all(check.power and min(check.p_values) >= check.alpha for check in report.checks)
-    assert privfed.audit.selftest is selftest
+    assert privfed.selftest is selftest
 
 
 def test_a_skellam_share_of_the_wrong_variance_fails(monkeypatch):
@@ -111,7 +112,7 @@ def test_the_mutation_tables_are_the_rendering_of_the_committed_raw_results():
 
 def test_fedkt_l2_party_labels_sees_a_tenth_of_clean_labels(monkeypatch):
     """bench/mutations/16: a tenth of the L2 student's labels are the clean teacher vote: the party-step check fails."""
-    from privfed.pipelines.fedkt.estimator import steps as fedkt_steps
+    from privfed.pipelines.fedkt import steps as fedkt_steps
 
     honest = fedkt_steps.NoisyArgmax.labels
 

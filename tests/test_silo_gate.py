@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from privfed.pipelines.fedkt.estimator import FedKT
-from privfed.pipelines.fedkt.estimator import estimator as fedkt_module
+from privfed.pipelines.fedkt import estimator as fedkt_module
 from privfed.pipelines.privatekt.estimator import PrivateKT
-from privfed.pipelines.privatekt.estimator import estimator as privatekt_module
+from privfed.pipelines.privatekt import estimator as privatekt_module
 from privfed.pipelines.protocol.silo_gate import BudgetRefusal, RefusedRunError
 from sklearn.datasets import load_digits
 from sklearn.tree import DecisionTreeClassifier
@@ -143,7 +143,7 @@ def rr_fd(tau_client=None, **kwargs):
 
 def test_selective_fd_charges_each_round_and_a_silo_stops_at_the_round_that_would_exceed(
         digits, tmp_path, monkeypatch) -> None:
-    from privfed.pipelines.selective_fd.estimator import steps as selective_fd_steps
+    from privfed.pipelines.selective_fd import steps as selective_fd_steps
 
     parties, public = digits
     ran = []

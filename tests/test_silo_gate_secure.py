@@ -8,9 +8,9 @@ import math
 
 import numpy as np
 import pytest
-from privfed.pipelines.fedkd.estimator import estimator as fedkd_module
+from privfed.pipelines.fedkd import estimator as fedkd_module
 from privfed.pipelines.fedkd.secure import own_share_release as fedkd_own_share
-from privfed.pipelines.fedkt.estimator import estimator as fedkt_module
+from privfed.pipelines.fedkt import estimator as fedkt_module
 from privfed.pipelines.fedkt.secure import own_share_release as fedkt_own_share
 from sklearn.datasets import load_digits
 from sklearn.linear_model import LogisticRegression

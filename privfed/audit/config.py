@@ -7,7 +7,7 @@ table::
     [audit]
     num_canaries = 800      # required, >= 2
     confidence = 0.95       # optional, in (0, 1)
-    design = "pipeline"     # optional: "pipeline", "mechanism" or "gradient" (privfed.audit.empirical_pipelines)
+    design = "pipeline"     # optional: "pipeline", "mechanism" or "gradient" (privfed.empirical_audit)
 
 :func:`load_audit_config` validates everything before any data is loaded or any model trained.
 """

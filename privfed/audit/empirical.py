@@ -363,7 +363,7 @@ def plant_canaries(
     """Append canary i to party ``owner[i]`` where ``included[i]``: the parties one audited run trains on.
 
     The coins (``included``) and owners are the auditor's, drawn before the run (:func:`insert_canaries`, or
-    :func:`privfed.audit_release`'s sealed coins in :func:`privfed.audit.empirical_pipelines`).
+    :func:`privfed.audit_release`'s sealed coins in :func:`privfed.empirical_audit`).
     """
     canary_X, canary_y = np.asarray(canary_X), np.asarray(canary_y)
     included, owner = np.asarray(included, dtype=bool), np.asarray(owner)

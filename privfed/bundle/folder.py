@@ -382,7 +382,7 @@ def save_bundle(
         What the model is for and not for, in a sentence or two, for the card.
     audit_result:
         The :class:`~privfed.accounting.auditing.AuditResult` of an empirical audit of the pipeline
-        (``privfed.audit.empirical_pipelines``), recorded in ``card.json`` and on the card (covered by the manifest and any
+        (``privfed.empirical_audit``), recorded in ``card.json`` and on the card (covered by the manifest and any
         signature). Default: the card says none was run.
     run_parameters:
         The parameters each step passed to its noise function, as run (a pipeline's ``run_parameters_``:

@@ -4,7 +4,7 @@ The manifest lists **every** file of a bundle folder (ledger, model files,
 evidence, card, card data: everything but the manifest itself and an optional
 ``SIGNATURE.json``) with its size and sha256::
 
-    {"type": "privfed.bundle.folder-manifest", "schema_version": 1,
+    {"type": "privfed.bundle-manifest", "schema_version": 1,
      "files": {"MODEL_CARD.md": {"sha256": "…", "size": 2817}, "ledger.json": {…}, …}}
 
 The **bundle digest** is the sha256 of ``MANIFEST.json``'s bytes. It pins every
@@ -54,7 +54,7 @@ __all__ = [
 
 MANIFEST_FILE = "MANIFEST.json"
 SIGNATURE_FILE = "SIGNATURE.json"
-MANIFEST_TYPE = "privfed.bundle.folder-manifest"
+MANIFEST_TYPE = "privfed.bundle-manifest"
 MANIFEST_SCHEMA_VERSION = 1
 #: At most this many entries in a bundle folder.
 MAX_BUNDLE_FILES = 32

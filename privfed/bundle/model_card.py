@@ -50,13 +50,13 @@ AUDIT_FIELDS = ("epsilon_lower", "claimed_epsilon", "violation", "num_guesses", 
 
 
 def _audit_record(result: object) -> dict[str, Any] | None:
-    """The card's record of an empirical audit (``privfed.audit.empirical_pipelines`` / ``privfed.audit_release``)."""
+    """The card's record of an empirical audit (``privfed.empirical_audit`` / ``privfed.audit_release``)."""
     from privfed.accounting.auditing import AuditResult
 
     if result is None:
         return None
     if not isinstance(result, AuditResult):
-        raise TypeError(f"audit_result must be the AuditResult of privfed.audit.empirical_pipelines or privfed.audit_release, "
+        raise TypeError(f"audit_result must be the AuditResult of privfed.empirical_audit or privfed.audit_release, "
                         f"or None; got {type(result).__name__}")
     record: dict[str, Any] = {name: getattr(result, name) for name in AUDIT_FIELDS}
     record["design"] = str(result.details.get("design", "custom"))

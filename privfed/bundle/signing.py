@@ -3,7 +3,7 @@
 The manifest pins every byte of a bundle (:mod:`privfed.bundle.manifest`), so one
 signature over it says who published the whole bundle. ``SIGNATURE.json``::
 
-    {"type": "privfed.bundle.folder-signature", "schema_version": 1, "algorithm": "ed25519",
+    {"type": "privfed.bundle-signature", "schema_version": 1, "algorithm": "ed25519",
      "public_key": "<base64 raw 32 bytes>", "public_key_fingerprint": "<sha256 hex of the raw key>",
      "signature": "<base64 64 bytes>"}
 
@@ -45,7 +45,7 @@ __all__ = [
     "verify_signature",
 ]
 
-SIGNATURE_TYPE = "privfed.bundle.folder-signature"
+SIGNATURE_TYPE = "privfed.bundle-signature"
 _CONTEXT = b"privfed-bundle-manifest-v1\0"
 
 
