@@ -60,7 +60,7 @@ def write_inputs(folder: Path) -> None:
     from sklearn.ensemble import RandomForestClassifier
 
     from privfed import save_bundle
-    from privfed.cli.main import main
+    from privfed.cli import main
 
     composed = {"event": "composed", "events": [_gaussian(i) for i in range(300)]}
     (folder / "claims-events.json").write_text(json.dumps(_claims([_dp_event(composed)])))

@@ -2,6 +2,6 @@
 
 import sys
 
-from privfed.cli.main import main
+from privfed.cli import main
 
 sys.exit(main())

@@ -30,7 +30,7 @@ from privfed.audit.integrity import read_ledger
 from privfed.audit.report import AuditInputError
 from privfed.bundle.folder import BundleError, BundleIntegrityError, ledger_document, read_evidence
 from privfed.bundle.manifest import read_bundle_files
-from privfed.cli.main import main
+from privfed.cli import main
 from privfed.federation.secure_aggregation import vote_sum_from_average
 
 sklearn_ensemble = pytest.importorskip("sklearn.ensemble")

@@ -21,7 +21,7 @@ import privfed
 from privfed import AuditInputError, audit, save_bundle
 from privfed.bundle.manifest import MANIFEST_FILE, build_manifest, read_bundle_files
 from privfed.bundle.model_card import render_model_card
-from privfed.cli.main import main
+from privfed.cli import main
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples" / "claims"
 INTEGRITY = ("ledger schema", "ledger chain", "model file")

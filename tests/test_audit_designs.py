@@ -123,7 +123,7 @@ def test_the_cli_runs_a_mechanism_design_and_prints_the_expected_bound(tmp_path,
     from privfed.reports.config import ConfigError
 
     from privfed.audit.config import load_audit_config
-    from privfed.cli.main import main
+    from privfed.cli import main
 
     example = (Path(__file__).resolve().parents[1] / "examples" / "audit_fedkt_l1.toml").read_text()
     config = tmp_path / "audit.toml"

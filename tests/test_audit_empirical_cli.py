@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from privfed.cli.main import main
+from privfed.cli import main
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIG = ROOT / "examples" / "audit_fedkt_l1.toml"

@@ -19,7 +19,7 @@ from privfed.audit.assumptions import assumptions_check
 from privfed.audit.sizes import size_check, size_findings
 from privfed.bundle.manifest import MANIFEST_FILE, build_manifest, read_bundle_files
 from privfed.bundle.privacy_statement import render_privacy_statement
-from privfed.cli.main import main
+from privfed.cli import main
 
 sklearn_linear = pytest.importorskip("sklearn.linear_model")
 pytest.importorskip("skops.io")

@@ -68,7 +68,7 @@ def test_the_same_audit_of_the_correct_step_finds_no_violation(federation):
 def test_the_command_line_exits_1_on_the_planted_bug(monkeypatch, capsys):
     from pathlib import Path
 
-    from privfed.cli.main import main
+    from privfed.cli import main
 
     monkeypatch.setattr(fedkt_steps, "noisy_labels", _noisy_labels_divided_by_parties_twice)
     config = Path(__file__).resolve().parents[1] / "examples" / "audit_fedkt_l1.toml"

@@ -9,7 +9,7 @@ import pytest
 from privfed.accounting import DPSGD, RandomizedResponse
 from privfed.accounting.silo_budget import SiloBudget
 
-from privfed.cli.main import main
+from privfed.cli import main
 
 
 @pytest.fixture

@@ -19,7 +19,7 @@ from privfed.accounting.ledger_entry import GENESIS_SHA256, LedgerEntry
 import privfed
 from privfed import BundleError, BundleIntegrityError, audit, bundle_digest, load_bundle, save_bundle
 from privfed.bundle.manifest import MANIFEST_FILE, build_manifest, read_bundle_files
-from privfed.cli.main import main
+from privfed.cli import main
 
 sklearn_ensemble = pytest.importorskip("sklearn.ensemble")
 pytest.importorskip("skops.io")

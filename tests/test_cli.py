@@ -12,7 +12,7 @@ import pytest
 from privfed.accounting import LaplaceNoisyMax, account
 
 from privfed import accounting
-from privfed.cli.main import main
+from privfed.cli import main
 
 EXAMPLE_VOTES = Path(__file__).resolve().parents[1] / "examples" / "votes.npy"
 

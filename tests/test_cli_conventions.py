@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import privfed
-from privfed.cli.main import _parser, main
+from privfed.cli.command_line import _parser, main
 
 ROOT = Path(__file__).resolve().parents[1]
 COMMANDS = ("account", "examples", "demo", "audit", "report", "budget")
@@ -39,7 +39,7 @@ def test_version_prints_the_package_version(capsys) -> None:
 
 
 def test_help_imports_neither_numpy_nor_the_accounting_core() -> None:
-    code = ("import sys\nfrom privfed.cli.main import main\n"
+    code = ("import sys\nfrom privfed.cli import main\n"
             "for argv in (['--help'], *[[c, '--help'] for c in %r]):\n"
             "    assert main(argv) == 0\n"
             "heavy = {'numpy', 'scipy', 'dp_accounting', 'sklearn', 'pandas', 'privfed.accounting'}\n"

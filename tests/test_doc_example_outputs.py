@@ -18,7 +18,7 @@ from privfed.accounting.conversion import rdp_to_epsilon
 from privfed.accounting.report import round_up
 
 import privfed
-from privfed.cli.main import main
+from privfed.cli import main
 
 ROOT = Path(__file__).resolve().parents[1]
 AUDIT_PAGE = ROOT / "docs" / "audit.md"

@@ -14,7 +14,7 @@ from privfed.accounting.auditing import audit_scores
 from sklearn.ensemble import RandomForestClassifier
 
 from privfed.bundle.folder import save_bundle
-from privfed.cli.main import main
+from privfed.cli import main
 
 DELTA = 1e-5
 

@@ -13,7 +13,7 @@ import pytest
 from sklearn.tree import DecisionTreeClassifier
 
 import privfed
-from privfed.cli.main import main
+from privfed.cli import main
 
 pytestmark = pytest.mark.filterwarnings("ignore:.*(NEAR CHANCE|little to learn):UserWarning")
 

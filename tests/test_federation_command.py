@@ -18,7 +18,7 @@ import pytest
 from conftest import digits_federation
 from flower_sites import checkout_env, localhost_federation, stop, write_sites
 
-from privfed.cli.main import main
+from privfed.cli import main
 
 needs_flower = pytest.mark.skipif(
     importlib.util.find_spec("flwr") is None or shutil.which("flower-superlink") is None,

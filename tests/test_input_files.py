@@ -16,7 +16,7 @@ from privfed.accounting.documents import load_npy
 from privfed.accounting.registry import checked_public_mechanism_from_record, mechanism_kinds
 
 from privfed import AuditInputError, load_claims, load_mechanisms
-from privfed.cli.main import main
+from privfed.cli import main
 
 ROOT = Path(__file__).resolve().parents[1]
 CLAIMS = json.loads((ROOT / "examples" / "claims" / "fedkt_l1_adult.json").read_text())

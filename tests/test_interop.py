@@ -331,7 +331,7 @@ def test_record_flower_refuses_other_states():
 
 
 def test_privfed_account_reads_dp_events_from_a_mechanism_file(tmp_path, capsys):
-    from privfed.cli.main import main
+    from privfed.cli import main
 
     (tmp_path / "events.toml").write_text(
         '[[mechanisms]]\nkind = "dp_event"\nunit = "example"\n'

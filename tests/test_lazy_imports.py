@@ -35,7 +35,7 @@ def test_import_privfed_loads_no_heavy_library():
 
 
 def test_privfed_audit_help_loads_no_heavy_library():
-    prelude = ("import contextlib, io\nfrom privfed.cli.main import main\n"
+    prelude = ("import contextlib, io\nfrom privfed.cli import main\n"
                "with contextlib.redirect_stdout(io.StringIO()):\n"
                "    assert main(['audit', '--help']) == 0\n"
                "    assert main(['--help']) == 0")
@@ -89,7 +89,7 @@ def test_an_audit_that_does_not_open_the_model_runs_every_other_check_without_it
     samples = (features, features[:, 0] > 0)
     with pytest.raises(AuditInputError, match="need load_model=True"):
         audit(bundle, load_model=False, members=samples, non_members=samples)
-    prelude = ("import contextlib, io\nfrom privfed.cli.main import main\n"
+    prelude = ("import contextlib, io\nfrom privfed.cli import main\n"
                "with contextlib.redirect_stdout(io.StringIO()):\n"
                f"    assert main(['audit', '--no-model-load', {str(bundle)!r}]) == 0")
     assert not {"sklearn", "skops", "torch", "xgboost", "pandas"} & set(_loaded(prelude))
@@ -139,7 +139,7 @@ def test_a_silo_budgets_reading_loads_neither_dp_accounting_nor_scipy(tmp_path):
     path = tmp_path / "silo.jsonl"
     budget = SiloBudget(path, epsilon=10.0, delta=1e-5)
     budget.charge(RandomizedResponse(10, epsilon=0.5, reports=1, unit="example"), study="s", pipeline="p")
-    prelude = ("import contextlib, io\nfrom privfed.accounting.silo_budget import SiloBudget\nfrom privfed.cli.main import main\n"
+    prelude = ("import contextlib, io\nfrom privfed.accounting.silo_budget import SiloBudget\nfrom privfed.cli import main\n"
                f"assert SiloBudget.open({str(path)!r}).spent() == 0.5\n"
                "with contextlib.redirect_stdout(io.StringIO()):\n"
                f"    assert main(['budget', 'show', {str(path)!r}]) == 0\n"

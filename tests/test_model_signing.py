@@ -14,7 +14,7 @@ from privfed.accounting import LaplaceNoisyMax, Ledger
 import privfed
 from privfed import audit, bundle_digest, save_bundle
 from privfed.bundle.model_signature import signed_statement
-from privfed.cli.main import main
+from privfed.cli import main
 
 sklearn_ensemble = pytest.importorskip("sklearn.ensemble")
 pytest.importorskip("skops.io")

@@ -30,7 +30,7 @@ from privfed.reports.sweep import (  # noqa: E402
 )
 
 from privfed import load_bundle  # noqa: E402
-from privfed.cli.main import main  # noqa: E402
+from privfed.cli import main  # noqa: E402
 
 TINY = {
     "name": "tiny-digits",
@@ -358,7 +358,7 @@ def test_report_opens_in_headless_chromium(swept, tmp_path) -> None:
 def test_sweep_runs_other_pipelines_and_bundles_their_final_model(tmp_path):
     """Reports are generic over privfed's estimators: FedKD with scikit-learn models, saved through final_model_."""
     import privfed
-    from privfed.cli.main import main
+    from privfed.cli import main
 
     config = tmp_path / "fedkd.toml"
     config.write_text(

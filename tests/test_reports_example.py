@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from privfed.cli.main import main
+from privfed.cli import main
 
 ROOT = Path(__file__).resolve().parents[1]
 RAW = ROOT / "bench" / "results" / "reports_adult_table8" / "results.csv"

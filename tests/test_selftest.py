@@ -9,7 +9,7 @@ from privfed.pipelines.protocol import secure_sum, voting
 
 import privfed
 from privfed.audit.selftest import CHECK_NAMES, selftest
-from privfed.cli.main import main
+from privfed.cli import main
 
 CHEAP = ["skellam-share", "secure-sum", "fedkt-skellam-share", "privatekt-randomized-response",
          "selective-fd-randomized-response", "fedkd-laplace", "party-noise-sources"]

@@ -17,7 +17,7 @@ def blocks(language: str) -> list[str]:
 
 def test_the_your_data_walkthrough_runs_and_prints_what_it_shows(tmp_path, monkeypatch, capsys):
     pytest.importorskip("pandas")
-    from privfed.cli.main import main
+    from privfed.cli import main
     from privfed.evaluation import is_near_chance
 
     monkeypatch.chdir(tmp_path)

@@ -1,4 +1,9 @@
-"""The ``privfed`` command line: ``main`` (the entry point and its sub-commands), ``arguments`` (shared argument
-checks) and one ``*_command`` module per sub-command, each imported only when its sub-command runs. The top of
-the layers: it may import everything below and nothing imports it.
+"""The ``privfed`` command line: :func:`main` (``command_line``: the entry point, its parser and the dispatch to
+the sub-commands), ``arguments`` (shared argument checks) and one ``*_command`` module per sub-command, each
+imported only when its sub-command runs. The top of the layers: it may import everything below and nothing but
+``privfed/__main__.py`` imports it.
 """
+
+from .command_line import main
+
+__all__ = ["main"]
