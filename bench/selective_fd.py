@@ -50,8 +50,9 @@ os.environ.setdefault("MKL_NUM_THREADS", "1")
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 from privfed.pipelines.data.datasets import load_dataset  # noqa: E402
-from privfed.pipelines.selective_fd.estimator import FedMD, IndependentLearning, SelectiveFD  # noqa: E402
 from privfed.pipelines.models.torch_models import TorchCNN  # noqa: E402
+from privfed.pipelines.selective_fd.baselines import FedMD, IndependentLearning  # noqa: E402
+from privfed.pipelines.selective_fd.estimator import SelectiveFD  # noqa: E402
 from sklearn.metrics import roc_auc_score  # noqa: E402
 
 from bench import provenance  # noqa: E402

@@ -406,7 +406,7 @@ def selective_fd_dp(**changes):
 
 
 def fedmd_rr(**changes):
-    from privfed.pipelines.selective_fd.estimator import FedMD
+    from privfed.pipelines.selective_fd.baselines import FedMD
     from sklearn.linear_model import LogisticRegression
 
     settings = dict(rounds=2, proxy_batch=80, labels="hard", privacy="rr", epsilon_per_round=4.0, random_state=4,
@@ -571,7 +571,7 @@ def test_selective_fd_simulation_on_ray_matches_fit(federation) -> None:
 
 
 def test_simulate_refuses_bad_arguments_before_starting_anything(federation) -> None:
-    from privfed.pipelines.selective_fd.estimator import FedMD
+    from privfed.pipelines.selective_fd.baselines import FedMD
 
     from privfed.federation import simulate
 

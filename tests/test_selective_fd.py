@@ -13,15 +13,16 @@ from privfed.accounting import ConfidentGNMax, GaussianNoisyMax, RandomizedRespo
 from privfed.accounting.conversion import rdp_to_epsilon  # noqa: E402
 from privfed.pipelines.models.fitting import FittedClassifier  # noqa: E402
 from privfed.pipelines.models.torch_models import TorchMLP  # noqa: E402
-from privfed.pipelines.selective_fd.estimator import (  # noqa: E402
-    FedMD,
-    IndependentLearning,
-    SelectiveFD,
-    aggregate_predictions,
-    confident_examples,
+from privfed.pipelines.selective_fd.aggregation import aggregate_predictions, confident_examples  # noqa: E402
+from privfed.pipelines.selective_fd.baselines import FedMD, IndependentLearning  # noqa: E402
+from privfed.pipelines.selective_fd.estimator import SelectiveFD  # noqa: E402
+from privfed.pipelines.selective_fd.steps import (  # noqa: E402
+    FDClient,
+    SelectiveFDRound,
+    SelectiveFDSetup,
+    share_step,
     training_rows,
 )
-from privfed.pipelines.selective_fd.steps import FDClient, SelectiveFDRound, SelectiveFDSetup, share_step  # noqa: E402
 from sklearn.datasets import load_digits  # noqa: E402
 from sklearn.linear_model import LogisticRegression  # noqa: E402
 from sklearn.tree import DecisionTreeClassifier  # noqa: E402

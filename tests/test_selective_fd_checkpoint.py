@@ -19,8 +19,9 @@ torch = pytest.importorskip("torch")
 
 from privfed.pipelines.models.dp_config import DPConfig  # noqa: E402
 from privfed.pipelines.models.torch_models import TorchMLP  # noqa: E402
-from privfed.pipelines.selective_fd.estimator import FedMD, IndependentLearning, SelectiveFD  # noqa: E402
-from privfed.pipelines.selective_fd.steps import LocalClients  # noqa: E402
+from privfed.pipelines.selective_fd.baselines import FedMD, IndependentLearning  # noqa: E402
+from privfed.pipelines.selective_fd.estimator import SelectiveFD  # noqa: E402
+from privfed.pipelines.selective_fd.local_clients import LocalClients  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 

@@ -10,15 +10,16 @@ By default every attempt fails; with ``noise_seed`` the regeneration succeeds, a
 from __future__ import annotations
 
 import numpy as np
-import privfed.pipelines.selective_fd.estimator as selective_fd_module
+import privfed.pipelines.selective_fd.driver as selective_fd_driver
 import pytest
 from privfed.accounting import DPSGD, NoiseSource
 from privfed.pipelines.protocol.seeds import as_seed_sequence
+from privfed.pipelines.selective_fd.baselines import FedMD, IndependentLearning
 from privfed.pipelines.selective_fd.dp_selector import DPDensityRatioSelector, random_fourier_features
-from privfed.pipelines.selective_fd.estimator import FedMD, IndependentLearning, SelectiveFD
+from privfed.pipelines.selective_fd.estimator import SelectiveFD
+from privfed.pipelines.selective_fd.local_clients import LocalClients
 from privfed.pipelines.selective_fd.server import NoiseSeeds
 from privfed.pipelines.selective_fd.steps import (
-    LocalClients,
     SelectiveFDRound,
     SelectiveFDSetup,
     SelectiveFDShare,
@@ -72,7 +73,7 @@ def fit_watched(estimator, digits, monkeypatch) -> Coordinator:
             seen.ensembles.append(list(messages))
             super().distill(messages, round_index)
 
-    monkeypatch.setattr(selective_fd_module, "LocalClients", Watched)
+    monkeypatch.setattr(selective_fd_driver, "LocalClients", Watched)
     parties, proxy = digits
     estimator.fit(parties, proxy)
     return seen

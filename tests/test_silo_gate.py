@@ -143,12 +143,12 @@ def rr_fd(tau_client=None, **kwargs):
 
 def test_selective_fd_charges_each_round_and_a_silo_stops_at_the_round_that_would_exceed(
         digits, tmp_path, monkeypatch) -> None:
-    from privfed.pipelines.selective_fd import steps as selective_fd_steps
+    import privfed.pipelines.selective_fd.local_clients as selective_fd_clients
 
     parties, public = digits
     ran = []
-    step = selective_fd_steps.share_step
-    monkeypatch.setattr(selective_fd_steps, "share_step",
+    step = selective_fd_clients.share_step
+    monkeypatch.setattr(selective_fd_clients, "share_step",
                         lambda client, message: ran.append(client.setup.seed) or step(client, message))
     silos = [None, *budgets(tmp_path, [1000.0, 0.5])]
     model = rr_fd().fit(parties, public, budgets=silos, study="icu-2027")

@@ -2,12 +2,12 @@
 
 The server sends every party its :class:`~privfed.pipelines.selective_fd.steps.SelectiveFDSetup`, then
 each round draws the proxy batch, collects the parties' shares
-(:func:`~privfed.pipelines.selective_fd.steps.receive_shares`), aggregates and selects them
-(:func:`~privfed.pipelines.selective_fd.steps.server_round`) and returns the ensemble for distillation.
+(:func:`~privfed.pipelines.selective_fd.aggregation.receive_shares`), aggregates and selects them
+(:func:`~privfed.pipelines.selective_fd.aggregation.server_round`) and returns the ensemble for distillation.
 After the last round it collects the published model and the parties' DP-SGD reports and records the
 ledger (:func:`fd_ledger`). :class:`FDServer` holds the server's state between rounds and saves and
 restores it for round checkpoints. The parties are reached through a ``clients`` object with the calls
-of :class:`~privfed.pipelines.selective_fd.steps.LocalClients` (the party steps in this process), which
+of :class:`~privfed.pipelines.selective_fd.local_clients.LocalClients` (the party steps in this process), which
 the Flower app implements over its SuperNodes; ``SelectiveFD.fit`` and the Flower app drive the same
 :class:`FDServer` round by round.
 
@@ -48,6 +48,7 @@ from ..protocol.messages import Record, Traffic, record_sizes
 from ..protocol.preflight import warn_if_noise_drowns_votes
 from ..protocol.seeds import as_seed_sequence, spawn_seeds
 from ..protocol.silo_gate import RefusalLog, refusals_in
+from .aggregation import receive_shares, server_round
 from .dp_selector import DPDensityRatioSelector, selector_mechanism
 from .steps import (
     STATE_KIND,
@@ -55,8 +56,6 @@ from .steps import (
     SelectiveFDEnsemble,
     SelectiveFDRound,
     SelectiveFDShare,
-    receive_shares,
-    server_round,
     setup_messages,
 )
 

@@ -371,7 +371,8 @@ def _selective_fd_rr(size: int, alpha: float) -> _Outcome:
 
 def _selective_fd_gnmax(size: int, alpha: float) -> _Outcome:
     """Selective-FD's server_round (GNMax): labels of unanimous (3, 0, 0) and tied (1, 1, 1) votes of 3 clients."""
-    from privfed.pipelines.selective_fd.steps import FDProtocol, SelectiveFDShare, server_round
+    from privfed.pipelines.selective_fd.aggregation import server_round
+    from privfed.pipelines.selective_fd.steps import FDProtocol, SelectiveFDShare
 
     sigma = 2.0
     protocol = FDProtocol(rounds=1, local_steps=1, distill_steps=1, proxy_batch=size, labels="hard", temperature=1.0,
@@ -616,7 +617,7 @@ _SPECS = (
           3, _privatekt_rr, 40_000),
     _Spec("selective-fd-randomized-response", "pipelines.selective_fd.steps.randomized_codes", 2, _selective_fd_rr,
           40_000),
-    _Spec("selective-fd-gnmax", "pipelines.selective_fd.steps.server_round(privacy='gnmax')", 2,
+    _Spec("selective-fd-gnmax", "pipelines.selective_fd.aggregation.server_round(privacy='gnmax')", 2,
           _selective_fd_gnmax, 20_000, ("sklearn",)),
     _Spec("dp-selector", "pipelines.selective_fd.dp_selector.DPDensityRatioSelector.fit", 2, _dp_selector, 40_000, ("sklearn",)),
     _Spec("dp-sgd", "pipelines.models.dp_training.train_dp_sgd (TorchMLP, white box)", 2, _dp_sgd, 40_000,

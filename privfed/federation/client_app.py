@@ -43,6 +43,11 @@ from privfed.pipelines.fedkt.steps import FedKTTask, fedkt_party_step, fedkt_pla
 from privfed.pipelines.privatekt.steps import PrivateKTTask, privatekt_party_step, privatekt_planned_release
 from privfed.pipelines.protocol.messages import DEFAULT_MAX_BYTES, MessageError
 from privfed.pipelines.protocol.silo_gate import SCHEMA_NOT_WITHHELD, admit
+from privfed.pipelines.selective_fd.planned_releases import (
+    planned_publish_release,
+    planned_round_release,
+    planned_setup_release,
+)
 from privfed.pipelines.selective_fd.steps import (
     STATE_KIND,
     SelectiveFDEnsemble,
@@ -50,9 +55,6 @@ from privfed.pipelines.selective_fd.steps import (
     SelectiveFDSetup,
     client_state,
     distill_step,
-    planned_publish_release,
-    planned_round_release,
-    planned_setup_release,
     restore_client,
     setup_client,
     share_step,
@@ -138,7 +140,7 @@ def silo_budget(context: Any) -> tuple[Any, str]:
 
 def _selective_fd_release(records: list, config: dict, state: Any, party: str) -> Any:
     """What this party's reply to a Selective-FD message releases (the ``planned_*_release`` functions of
-    :mod:`~privfed.pipelines.selective_fd.steps`), from the message, the setup it stored and its model's
+    :mod:`~privfed.pipelines.selective_fd.planned_releases`), from the message, the setup it stored and its model's
     configuration — never its data. None for the distillation and DP-training-report steps (nothing new leaves)."""
     if len(records) != 1 or records[0].kind not in (SelectiveFDSetup.KIND, SelectiveFDRound.KIND, PUBLISH_REQUEST):
         return None

@@ -231,7 +231,7 @@ def _server_steps(model: Any) -> Callable[..., None]:
     """The function running ``model``'s server steps over the SuperNodes (below, one per pipeline)."""
     from privfed.pipelines.fedkd.estimator import FedKD
     from privfed.pipelines.privatekt.estimator import PrivateKT
-    from privfed.pipelines.selective_fd.estimator import _FederatedDistillation
+    from privfed.pipelines.selective_fd.driver import _FederatedDistillation
 
     steps = ((FedKD, _train_fedkd), (PrivateKT, _train_privatekt), (_FederatedDistillation, _train_selective_fd))
     return next((function for kind, function in steps if isinstance(model, kind)), _train_fedkt)
@@ -418,8 +418,9 @@ def selective_fd_configs(model: Any, n_parties: int) -> list[dict]:
 
 
 class _SuperNodeClients:
-    """Selective-FD's parties as SuperNodes: the in-process :class:`~privfed.pipelines.selective_fd.steps.LocalClients`'
-    four calls, each a ``train.selective-fd`` message per party; the party keeps its state in ``context.state``."""
+    """Selective-FD's parties as SuperNodes: the in-process
+    :class:`~privfed.pipelines.selective_fd.local_clients.LocalClients`' four calls, each a ``train.selective-fd``
+    message per party; the party keeps its state in ``context.state``."""
 
     def __init__(self, grid: Any, job: ServerJob, order: list[int], names: dict[int, str], configs: list[dict]):
         self.grid, self.job, self.order, self.names = grid, job, order, names

@@ -133,7 +133,7 @@ def simulate(
     from privfed.pipelines.fedkd.estimator import FedKD
     from privfed.pipelines.fedkt.estimator import FedKT
     from privfed.pipelines.privatekt.estimator import PrivateKT
-    from privfed.pipelines.selective_fd.estimator import _FederatedDistillation
+    from privfed.pipelines.selective_fd.driver import _FederatedDistillation
 
     if not isinstance(estimator, (FedKT, FedKD, PrivateKT, _FederatedDistillation)):
         raise TypeError(

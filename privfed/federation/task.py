@@ -221,7 +221,7 @@ def _privatekt_from_config(config: Mapping[str, Any]) -> Any:
     settings |= {key.replace("-", "_"): float(config[key]) for key in floats if key in config}
     return PrivateKT(_model_from_config(config, "model"), **settings, classes=_public_classes(config),
                      random_state=None if seed < 0 else seed, noise_seed=_noise_seed(config))
-#: Run-config names of Selective-FD and its baselines (privfed.pipelines.selective_fd.estimator).
+#: Run-config names of Selective-FD and its baselines (privfed.pipelines.selective_fd.estimator, .baselines).
 _FEDERATED_DISTILLATION = ("selective-fd", "fedmd", "independent-learning")
 #: The run config's ``dp-selector`` → SelectiveFD's ``dp_selector`` (auto: DP when the clients train with DP-SGD).
 _DP_SELECTOR = {"auto": None, "true": True, "false": False}
@@ -229,7 +229,8 @@ _DP_SELECTOR = {"auto": None, "true": True, "false": False}
 
 def _federated_distillation_from_config(config: Mapping[str, Any], algorithm: str, common: dict) -> Any:
     """SelectiveFD, FedMD or IndependentLearning from the run config (keys in ``docs/federation.md``)."""
-    from privfed.pipelines.selective_fd.estimator import FedMD, IndependentLearning, SelectiveFD
+    from privfed.pipelines.selective_fd.baselines import FedMD, IndependentLearning
+    from privfed.pipelines.selective_fd.estimator import SelectiveFD
 
     model = _model_from_config(config, "local-model")
     shared = dict(rounds=int(config.get("rounds", 10)), local_steps=int(config.get("local-steps", 10)),
