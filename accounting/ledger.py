@@ -16,24 +16,17 @@ See ``docs/ledger.md`` for the JSON schema and the threat model.
 
 **Budget filter** (:mod:`~accounting.ledger_budget`). ``Ledger(target_epsilon=...,
 delta=...)`` refuses (raises :class:`BudgetExceededError` before appending) any
-release that would take a unit's spent ε past its target. By default the filter
-compares the *data-independent* ε (``budget_basis="data_independent"``) under the
-ledger's analysis (``"tight"`` by default): the point where a pipeline stops then
-depends only on public parameters, so the number of answered queries can be
-published. With ``budget_basis="data_dependent"`` the stopping point depends on
-the private votes and is itself private.
+release that would take a unit's spent ε past its target, by default comparing
+the *data-independent* ε, so that where a pipeline stops can be published.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
-import numbers
-import platform
 import warnings
 from collections.abc import Mapping
 from datetime import datetime, timezone
-from importlib import metadata
 from typing import Any
 
 import dp_accounting
@@ -43,6 +36,7 @@ from ._checks import check_choice, check_delta
 from .dp_event_release import DpEventRelease
 from .fingerprint import canonical_json, sha256_hex
 from .interop import flower_mechanism, ledger_dp_event, opacus_mechanism
+from .ledger_arguments import check_bool, check_description, check_seeds, check_str, mechanisms_per_unit
 from .ledger_budget import BUDGET_BASES, BudgetExceededError, check_budget, target_per_unit
 from .ledger_entry import (
     GENESIS_SHA256,
@@ -63,9 +57,11 @@ from .ledger_json import (
     check_header,
     check_totals,
     constructor_arguments,
+    installed_privfed_version,
     ledger_document,
     read_entries,
     read_provenance,
+    software_versions,
 )
 from .ledger_totals import releases, spent_totals, training_composition, unit_report, units_of
 from .mechanism import ANALYSES, UNITS, Mechanism, common_relations
@@ -86,33 +82,8 @@ __all__ = [
     "software_versions",
 ]
 
-#: Distributions whose versions a ledger records (read from package metadata, never by importing them).
-_TRACKED_DISTRIBUTIONS = ("numpy", "scipy", "dp-accounting", "torch", "scikit-learn", "xgboost", "skops", "safetensors")
-
-
-def software_versions() -> dict[str, str | None]:
-    """Python's version and the installed versions of the libraries a ledger depends on (None if absent)."""
-    versions: dict[str, str | None] = {"python": platform.python_version()}
-    for name in _TRACKED_DISTRIBUTIONS:
-        try:
-            versions[name] = metadata.version(name)
-        except metadata.PackageNotFoundError:
-            versions[name] = None
-    return versions
-
-
-def _privfed_version() -> str | None:
-    try:
-        return metadata.version("privfed")
-    except metadata.PackageNotFoundError:
-        return None
-
-
 def _now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
-
-
-
 
 
 class Ledger:
@@ -188,11 +159,11 @@ class Ledger:
         self.primary_unit = check_choice("primary_unit", primary_unit, UNITS)
         self.analysis = check_choice("analysis", analysis, ANALYSES)
         self.budget_basis = check_choice("budget_basis", budget_basis, BUDGET_BASES)
-        self.seeds = _check_seeds(seeds or {})
+        self.seeds = check_seeds(seeds or {})
         self.public_data_sha256 = require_sha256(public_data_sha256, "public_data_sha256", nullable=True)
-        self.description = _check_str("description", description)
+        self.description = check_str("description", description)
         self.created = _now()
-        self.privfed_version = _privfed_version()
+        self.privfed_version = installed_privfed_version()
         self.software = software_versions()
         self.model_fingerprint: dict[str, Any] | None = None
         self.evidence_fingerprint: dict[str, Any] | None = None
@@ -276,9 +247,9 @@ class Ledger:
         BudgetExceededError
             If the release would take a unit past its target; nothing is recorded.
         """
-        mechanisms = _mechanisms_per_unit(mechanism, unit)
-        note = _check_str("note", note)
-        derived_from_training = _check_bool("derived_from_training", derived_from_training)
+        mechanisms = mechanisms_per_unit(mechanism, unit)
+        note = check_str("note", note)
+        derived_from_training = check_bool("derived_from_training", derived_from_training)
         observers = check_observers(observers)
         assumptions = check_assumptions(assumptions)
         if any(m.data_dependent and m.num_queries == 1 for m in mechanisms.values()):
@@ -312,11 +283,11 @@ class Ledger:
         see :meth:`record`), which covers it in the DP-training bound of :meth:`account`.
         ``assumptions`` as in :meth:`record`.
         """
-        description = _check_str("description", description)
+        description = check_str("description", description)
         if not description.strip():
             raise ValueError("description must say what was released without a guarantee, got an empty string")
-        return self._append(kind="unaccounted", analyses={}, description=description, note=_check_str("note", note),
-                            derived_from_training=_check_bool("derived_from_training", derived_from_training),
+        return self._append(kind="unaccounted", analyses={}, description=description, note=check_str("note", note),
+                            derived_from_training=check_bool("derived_from_training", derived_from_training),
                             observers=check_observers(observers), units=units,
                             assumptions=check_assumptions(assumptions))
 
@@ -333,14 +304,14 @@ class Ledger:
         budget filter; :meth:`account` reports them as the alternative ``"dpsgd"`` bound.
         ``assumptions`` as in :meth:`record` (e.g. "the sample rate is public").
         """
-        mechanisms = _mechanisms_per_unit(mechanism, None)
+        mechanisms = mechanisms_per_unit(mechanism, None)
         analyses = {u: analyse_mechanism(m, evidence_sha256=None) for u, m in mechanisms.items()}
         for unit, analysis in analyses.items():
             if not is_training_record(analysis.record()):
                 raise ValueError(f"mechanism must be DP training (DPSGD, or a composition of DPSGD runs) to be "
                                  f"recorded as training, got a {analysis.kind!r} mechanism at {unit} level; record a "
                                  "release with record()")
-        return self._append(kind="training", analyses=analyses, description="", note=_check_str("note", note),
+        return self._append(kind="training", analyses=analyses, description="", note=check_str("note", note),
                             assumptions=check_assumptions(assumptions))
 
     def record_noise_source(self, source: NoiseSource) -> None:
@@ -367,7 +338,7 @@ class Ledger:
         on the number of queries, then record the answered ones as one entry.
         """
         analyses = {
-            u: analyse_mechanism(m, evidence_sha256=None) for u, m in _mechanisms_per_unit(mechanism, unit).items()
+            u: analyse_mechanism(m, evidence_sha256=None) for u, m in mechanisms_per_unit(mechanism, unit).items()
         }
         try:
             self._check_budget(analyses)
@@ -397,6 +368,8 @@ class Ledger:
     def _check_budget(self, analyses: Mapping[str, UnitAnalysis]) -> None:
         check_budget(self._entries, analyses, target_epsilon=self.target_epsilon, delta=self.delta,
                      analysis=self.analysis, basis=self.budget_basis)
+
+    # --- accounting (ledger_totals.py) -------------------------------------------------------------
 
 
     def account(self, delta: float | None = None, *, analysis: str = "tight", unit: str | None = None,
@@ -592,68 +565,18 @@ class Ledger:
     def record_dp_event(self, event: dp_accounting.DpEvent, *, description: str, unit: str = "example",
                         relation: str | None = None, observers: tuple[str, ...] = OBSERVERS) -> LedgerEntry:
         """Record a release described by a dp-accounting ``DpEvent`` (:class:`DpEventRelease`) as accounted."""
-        return self.record(DpEventRelease(event, relation=relation, unit=unit), note=_check_description(description),
+        return self.record(DpEventRelease(event, relation=relation, unit=unit), note=check_description(description),
                            observers=observers)
 
     def record_opacus(self, accountant: Any, *, description: str, unit: str = "example",
                       observers: tuple[str, ...] = OBSERVERS) -> LedgerEntry:
         """Record an Opacus accountant's history (σ, q, steps) as DP-SGD (:func:`~.interop.opacus_mechanism`)."""
-        return self.record(opacus_mechanism(accountant, unit=unit), note=_check_description(description),
+        return self.record(opacus_mechanism(accountant, unit=unit), note=check_description(description),
                            observers=observers)
 
     def record_flower(self, state_or_accountant: Any, *, description: str, unit: str = "party",
                       observers: tuple[str, ...] = OBSERVERS) -> LedgerEntry:
         """Record Flower's DP-FedAvg ``RdpAccountant`` (or its ``state_dict()``) at client level
         (:func:`~accounting.interop.flower_mechanism`)."""
-        return self.record(flower_mechanism(state_or_accountant, unit=unit), note=_check_description(description),
+        return self.record(flower_mechanism(state_or_accountant, unit=unit), note=check_description(description),
                            observers=observers)
-
-
-
-def _mechanisms_per_unit(mechanism: Mechanism | Mapping[str, Mechanism], unit: str | None) -> dict[str, Mechanism]:
-    if isinstance(mechanism, Mapping):
-        if unit is not None:
-            raise ValueError(f"unit must be None when mechanism is a mapping unit → mechanism, got unit={unit!r}")
-        if not mechanism:
-            raise ValueError("mechanism must map at least one unit to a mechanism, got an empty mapping")
-        for key, member in mechanism.items():
-            check_choice("mechanism's unit key", key, UNITS)
-            if not isinstance(member, Mechanism):
-                raise TypeError(f"mechanism[{key!r}] must be a privfed Mechanism, got {type(member).__name__}")
-            if member.unit != key:
-                raise ValueError(f"mechanism[{key!r}] protects unit {member.unit!r}, not {key!r}")
-        return {key: mechanism[key] for key in UNITS if key in mechanism}
-    if not isinstance(mechanism, Mechanism):
-        raise TypeError(
-            f"mechanism must be a privfed Mechanism or a mapping unit → Mechanism, got {type(mechanism).__name__}"
-        )
-    if unit is not None and check_choice("unit", unit, UNITS) != mechanism.unit:
-        raise ValueError(f"unit is {unit!r} but the mechanism protects unit {mechanism.unit!r}")
-    return {mechanism.unit: mechanism}
-
-
-def _check_bool(name: str, value: object) -> bool:
-    if not isinstance(value, bool):
-        raise TypeError(f"{name} must be True or False, got {value!r}")
-    return value
-
-
-def _check_description(description: object) -> str:
-    if not _check_str("description", description).strip():
-        raise ValueError("description must say what the release was, got an empty string")
-    return description  # type: ignore[return-value]
-
-
-def _check_str(name: str, value: object) -> str:
-    if not isinstance(value, str):
-        raise TypeError(f"{name} must be a string, got {type(value).__name__}")
-    return value
-
-
-def _check_seeds(seeds: Mapping[str, int]) -> dict[str, int]:
-    if not isinstance(seeds, Mapping):
-        raise TypeError(f"seeds must be a mapping name → integer, got {type(seeds).__name__}")
-    for name, value in seeds.items():
-        if not isinstance(name, str) or isinstance(value, bool) or not isinstance(value, numbers.Integral):
-            raise TypeError(f"seeds must map names to integers, got {name!r}: {value!r}")
-    return {name: int(value) for name, value in seeds.items()}

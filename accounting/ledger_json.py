@@ -5,13 +5,16 @@
 version, required keys), :func:`constructor_arguments`, :func:`read_provenance`, :func:`read_entries` (the
 chain of entries, its length and head) and :func:`check_totals` (the recorded totals against the ones the
 entries give). A malformed document raises :class:`~accounting.ledger_entry.LedgerFormatError`, an
-inconsistent one :class:`~accounting.ledger_entry.LedgerIntegrityError`, each naming the key.
+inconsistent one :class:`~accounting.ledger_entry.LedgerIntegrityError`, each naming the key. Where the ledger
+comes from, as the document records it: :func:`software_versions`, :func:`installed_privfed_version`.
 """
 
 from __future__ import annotations
 
 import math
+import platform
 from collections.abc import Mapping, Sequence
+from importlib import metadata
 from typing import Any, NamedTuple
 
 from .ledger_entry import (
@@ -34,9 +37,11 @@ __all__ = [
     "check_header",
     "check_totals",
     "constructor_arguments",
+    "installed_privfed_version",
     "ledger_document",
     "read_entries",
     "read_provenance",
+    "software_versions",
 ]
 
 LEDGER_TYPE = "privfed.ledger"
@@ -44,6 +49,29 @@ LEDGER_TYPE = "privfed.ledger"
 #: release no mechanism covers (version 1 recorded the accounted releases' ε there). 3: ``noise``, where the noise
 #: came from (:mod:`~privfed.accounting.noise_source`). Versions 1 and 2 are still read (their noise: not recorded).
 SCHEMA_VERSION = 3
+
+#: Distributions whose versions a ledger records (read from package metadata, never by importing them).
+_TRACKED_DISTRIBUTIONS = ("numpy", "scipy", "dp-accounting", "torch", "scikit-learn", "xgboost", "skops", "safetensors")
+
+
+def software_versions() -> dict[str, str | None]:
+    """Python's version and the installed versions of the libraries a ledger depends on (None if absent)."""
+    versions: dict[str, str | None] = {"python": platform.python_version()}
+    for name in _TRACKED_DISTRIBUTIONS:
+        try:
+            versions[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            versions[name] = None
+    return versions
+
+
+def installed_privfed_version() -> str | None:
+    """The installed privfed's version (None when it is not installed as a distribution)."""
+    try:
+        return metadata.version("privfed")
+    except metadata.PackageNotFoundError:
+        return None
+
 
 #: Relative tolerance when a recorded total or curve is compared with its recomputation.
 _RTOL = 1e-9
