@@ -13,10 +13,10 @@ charge: study, pipeline, the mechanism's kind, unit and public parameters, the o
 release, the time, its RDP at the filter's orders and its pure ε, the running totals after it, the
 ``sha256`` of the previous line (first, at a fixed place) and its own ``sha256`` (last). A first check
 checks both hashes of every line without parsing JSON and reads the totals from the last line; later
-checks by the same object read only what was appended; :meth:`SiloBudget.verify` also re-adds every
-charge. Editing, dropping, inserting or reordering lines breaks the chain; the ledger then refuses every
-charge (:class:`TamperedLedgerError`) until a person archives it and starts over
-(:meth:`SiloBudget.reset`). A chain cannot show that its *last* lines were dropped: compare
+checks by the same object read only what was appended (:mod:`~accounting.silo_file`);
+:meth:`SiloBudget.verify` also re-adds every charge. Editing, dropping, inserting or reordering lines breaks
+the chain; the ledger then refuses every charge (:class:`TamperedLedgerError`) until a person archives it
+and starts over (:meth:`SiloBudget.reset`). A chain cannot show that its *last* lines were dropped: compare
 :attr:`LedgerCheck.head_sha256` with a head noted elsewhere (``verify(head=...)``).
 
 **Concurrency and faults.** Check and append happen under an exclusive ``fcntl.flock`` of the file,
@@ -34,14 +34,12 @@ privacy: :mod:`~accounting.silo_cost` prices a release for each unit.
 
 from __future__ import annotations
 
-import fcntl
 import os
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 import numpy as np
 
@@ -51,6 +49,7 @@ from .observers import OBSERVERS, check_observers
 from .privacy_filter import FILTER_ORDERS, RenyiFilter
 from .registry import public_mechanism_from_record
 from .silo_cost import release_cost
+from .silo_file import CheckedFile, append_line, locked
 from .silo_ledger import (
     BUDGET_UNITS,
     BudgetRefusedError,
@@ -66,12 +65,9 @@ from .silo_ledger import (
     now,
     parse_header,
     public_key_hex,
-    read_checked_state,
-    scan_appended,
     scan_file,
     signature_problem,
     total_member,
-    write_checked_state,
 )
 
 __all__ = [
@@ -181,11 +177,10 @@ class SiloBudget:
                                 f"Ed25519PrivateKey), got {type(signing_key).__name__}")
             policy = replace(policy, public_key=public_key_hex(signing_key))
         self._signer = signing_key
-        self._scan: Scan | None = None
-        with self._locked(exclusive=True, create=True) as stream:
+        with locked(self.path, exclusive=True, create=True) as stream:
             if os.fstat(stream.fileno()).st_size == 0:
                 line, _ = encode_line(policy.header(restarted_from=None), GENESIS_SHA256, signing_key)
-                self._append(stream, line)
+                append_line(stream, line)
                 found = policy
             else:
                 found, _ = parse_header(stream.readline().rstrip(b"\n"), self.path)
@@ -195,6 +190,7 @@ class SiloBudget:
             raise ValueError(f"{self.path} holds a budget with a different policy ({_describe(found)}) than the one "
                              f"given ({_describe(policy)}); open it with SiloBudget.open(path)")
         self._policy = policy
+        self._file = CheckedFile(self.path, policy)
 
     @classmethod
     def open(cls, path: str | os.PathLike[str], *, signing_key: Any = None) -> SiloBudget:
@@ -276,7 +272,7 @@ class SiloBudget:
         """
         cost = self.cost(release)
         observers = check_observers(observers)
-        scan = self._read()
+        scan = self._file.read()
         return all(self.filter.admits(scan.spent[observer], cost) for observer in observers)
 
     def charge(self, release: object, *, study: str, pipeline: str,
@@ -310,8 +306,8 @@ class SiloBudget:
         self._check_signer()
         described = {"kind": mechanism.kind, "unit": mechanism.unit,
                      "parameters": to_json_value(mechanism.parameters(), f"{type(mechanism).__name__}.parameters()")}
-        with self._locked(exclusive=True) as stream:
-            scan = self._read(stream, full=False)
+        with locked(self.path, exclusive=True) as stream:
+            scan = self._file.read(stream, full=False)
             rule = self.filter
             for observer in observers:
                 if not rule.admits(scan.spent[observer], cost):
@@ -330,21 +326,12 @@ class SiloBudget:
                       "rdp": encoded_values(cost[:-1]), "pure_epsilon": encoded_values(cost[-1:])[0],
                       "total": total_member(index + 1, spent)}
             line, digest = encode_line(record, head, self._signer)
-            self._append(stream, prefix + line)
-            self._remember(scan, stream, start=scan.size + len(scan.torn_tail) + len(prefix), line=line,
+            append_line(stream, prefix + line)
+            self._file.remember(scan, stream, start=scan.size + len(scan.torn_tail) + len(prefix), line=line,
                            head=digest, spent=spent, added=prefix.count(b"\n") + 1)
         return SiloCharge(index=index, study=study, pipeline=pipeline, mechanism=described, unit=self.unit,
                           observers=observers, time=time, rdp=tuple(float(v) for v in cost[:-1]),
                           pure_epsilon=float(cost[-1]), sha256=digest)
-
-    def _remember(self, scan: Scan, stream: IO[bytes], *, start: int, line: bytes, head: str,
-                  spent: dict[str, np.ndarray], added: int) -> None:
-        """Keep, as the scan of the file, ``scan`` followed by the line this process just wrote at ``start``."""
-        status = os.fstat(stream.fileno())
-        self._scan = Scan(scan.policy, start + len(line) + 1, start, scan.lines + added, head, scan.count + 1,
-                           spent, None, stamp=(status.st_dev, status.st_ino, status.st_size, status.st_mtime_ns,
-                                               status.st_ctime_ns))
-        write_checked_state(self.path, self._scan)
 
     def _sealed(self, scan: Scan) -> tuple[bytes, str]:
         """The bytes that terminate a torn tail and the torn record after it, and the new chain head."""
@@ -371,7 +358,7 @@ class SiloBudget:
         alone under the same rule.
         """
         observer = check_observers((observer,))[0]
-        scan = self._read(full=study is not None)
+        scan = self._file.read(full=study is not None)
         if study is None:
             return self.filter.epsilon_of(scan.spent[observer])
         total = np.zeros(len(self._policy.orders) + 1)
@@ -414,7 +401,7 @@ class SiloBudget:
             problem = self._signature_problems(expected)  # first: it names the first line edited after signing
             if problem is not None:
                 return LedgerCheck(False, 0, "", problem, 0)
-            scan = self._read(fresh=True, full=True)
+            scan = self._file.read(fresh=True, full=True)
         except TamperedLedgerError as error:
             return LedgerCheck(False, 0, "", str(error), 0)
         if problem is None and head is not None and head != scan.head:
@@ -432,7 +419,7 @@ class SiloBudget:
                     f"{key or 'none'}): it was re-keyed or replaced")
         if key is None:
             return None
-        with self._locked(exclusive=False) as stream:
+        with locked(self.path, exclusive=False) as stream:
             data = stream.read()
         for number, line in enumerate(data.split(b"\n"), start=1):
             if line and line_links(line) is not None:
@@ -456,7 +443,7 @@ class SiloBudget:
         if not isinstance(reason, str) or not reason.strip():
             raise ValueError(f"reason must be a non-empty string saying what was checked, got {reason!r}")
         self._check_signer()
-        with self._locked(exclusive=True) as stream:
+        with locked(self.path, exclusive=True) as stream:
             data = stream.read()
             try:
                 scan_file(data, self.path, full=True)
@@ -487,81 +474,11 @@ class SiloBudget:
                 out.flush()
                 os.fsync(out.fileno())
             os.replace(replacement, self.path)
-            self._scan = None
+            self._file.forget()
         return archive
 
-    # --- the file -------------------------------------------------------------------------------------------
-    @contextmanager
-    def _locked(self, *, exclusive: bool, create: bool = False) -> Iterator[IO[bytes]]:
-        if not create and not self.path.is_file():
-            raise TamperedLedgerError(f"{self.path}: the budget file is missing; a silo budget is never recreated "
-                                      "silently (privfed budget init writes a new one)")
-        with open(self.path, "a+b") as stream:
-            fcntl.flock(stream.fileno(), fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
-            try:
-                stream.seek(0)
-                yield stream
-            finally:
-                fcntl.flock(stream.fileno(), fcntl.LOCK_UN)
-
-    @staticmethod
-    def _append(stream: IO[bytes], data: bytes) -> None:
-        stream.write(data + b"\n")
-        stream.flush()
-        os.fsync(stream.fileno())
-
-    def _read(self, stream: IO[bytes] | None = None, *, full: bool = False, fresh: bool = False) -> Scan:
-        """The verified scan of the file (``full``: with every charge parsed and its total checked); the caller
-        holds the lock when it passes ``stream``."""
-        if stream is None:
-            with self._locked(exclusive=False) as locked:
-                return self._read(locked, full=full, fresh=fresh)
-        status = os.fstat(stream.fileno())
-        stamp = (status.st_dev, status.st_ino, status.st_size, status.st_mtime_ns, status.st_ctime_ns)
-        previous = None if full or fresh else self._scan
-        if previous is None and not (full or fresh):  # a new object: start where the last check left the file
-            previous = read_checked_state(self.path, self._policy, stamp, lambda start, size: _read_at(stream, start,
-                                                                                                       size))
-            if previous is not None:
-                self._check_last_signature(previous, stream)
-                self._scan = previous
-        if previous is not None and previous.stamp == stamp:  # nobody wrote since: nothing to check again
-            return previous
-        scan = None
-        if previous is not None and previous.stamp[:2] == stamp[:2] and status.st_size > previous.size:
-            stream.seek(previous.last_start)  # only appended? then check what follows the last line we checked
-            scan = scan_appended(stream.read(), self.path, previous)
-            stream.seek(0)
-        if scan is None:
-            scan = scan_file(stream.read(), self.path, full=full)
-        if scan.policy != self._policy:
-            raise TamperedLedgerError(f"{self.path}: the header's policy changed since the budget was opened")
-        self._check_last_signature(scan, stream)
-        scan.stamp = stamp
-        self._scan = None if scan.torn_tail else scan  # a torn tail is re-read whole until a charge seals it
-        if self._scan is not None:
-            write_checked_state(self.path, scan)
-        return scan
-
-    def _check_last_signature(self, scan: Scan, stream: IO[bytes]) -> None:
-        """On a signed ledger, the last record's signature (it covers the chain before it)."""
-        if self._policy.public_key is None:
-            return
-        last = scan.torn_tail if scan.tail_is_record else _read_at(stream, scan.last_start,
-                                                                    scan.size - scan.last_start - 1)
-        problem = signature_problem(last, self._policy.public_key)
-        if problem is not None:
-            raise TamperedLedgerError(f"{self.path}: the last record: {problem} (the ledger was edited)")
-
     def _charges(self) -> list[SiloCharge]:
-        return self._read(full=True).charges or []
-
-
-def _read_at(stream: IO[bytes], start: int, size: int) -> bytes:
-    stream.seek(start)
-    data = stream.read(size)
-    stream.seek(0)
-    return data
+        return self._file.read(full=True).charges or []
 
 
 def _describe(policy: Policy) -> str:
