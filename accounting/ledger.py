@@ -71,6 +71,8 @@ from .recompute import recompute_analysis
 from .registry import mechanism_from_record, public_mechanism_from_record
 from .report import PrivacyReport
 
+#: The ledger's names, as users import them; all but Ledger are defined beside it (ledger_budget, ledger_entry,
+#: ledger_json) and kept importable from here.
 __all__ = [
     "BUDGET_BASES",
     "LEDGER_TYPE",
@@ -82,7 +84,9 @@ __all__ = [
     "software_versions",
 ]
 
+
 def _now() -> str:
+    """The current UTC time, to the second, as a ledger records it."""
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 
