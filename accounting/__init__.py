@@ -24,8 +24,9 @@ if TYPE_CHECKING:
     from .gaussian_noisy_max import GaussianNoisyMax, gaussian_log_failure_bounds, gaussian_noisy_max_rdp
     from .interop import data_independent_event, flower_mechanism, opacus_mechanism
     from .laplace_noisy_max import LaplaceNoisyMax, laplace_failure_bounds
-    from .ledger import BudgetExceededError, Ledger, LedgerFormatError, LedgerIntegrityError
-    from .ledger_entry import LedgerEntry
+    from .ledger import Ledger
+    from .ledger_budget import BudgetExceededError
+    from .ledger_entry import LedgerEntry, LedgerFormatError, LedgerIntegrityError
     from .mechanism import Mechanism
     from .noise_source import NoiseSource
     from .observers import OBSERVERS
@@ -53,15 +54,15 @@ _MODULES = {
     "CLASSIC_ORDERS": "orders",
     "DPSGD": "dpsgd",
     "TIGHT_ORDERS": "orders",
-    "BudgetExceededError": "ledger",
+    "BudgetExceededError": "ledger_budget",
     "ConfidentGNMax": "confident_gnmax",
     "DpEventRelease": "dp_event_release",
     "GaussianNoisyMax": "gaussian_noisy_max",
     "LaplaceNoisyMax": "laplace_noisy_max",
     "Ledger": "ledger",
     "LedgerEntry": "ledger_entry",
-    "LedgerFormatError": "ledger",
-    "LedgerIntegrityError": "ledger",
+    "LedgerFormatError": "ledger_entry",
+    "LedgerIntegrityError": "ledger_entry",
     "Mechanism": "mechanism",
     "NoiseSource": "noise_source",
     "MechanismReport": "report",

@@ -13,10 +13,10 @@ charge: study, pipeline, the mechanism's kind, unit and public parameters, the o
 release, the time, its RDP at the filter's orders and its pure ε, the running totals after it, the
 ``sha256`` of the previous line (first, at a fixed place) and its own ``sha256`` (last). A first check
 checks both hashes of every line without parsing JSON and reads the totals from the last line; later
-checks by the same object read only what was appended; :meth:`SiloBudget.verify` also re-adds every
-charge. Editing, dropping, inserting or reordering lines breaks the chain; the ledger then refuses every
-charge (:class:`TamperedLedgerError`) until a person archives it and starts over
-(:meth:`SiloBudget.reset`). A chain cannot show that its *last* lines were dropped: compare
+checks by the same object read only what was appended (:mod:`~accounting.silo_file`);
+:meth:`SiloBudget.verify` also re-adds every charge. Editing, dropping, inserting or reordering lines breaks
+the chain; the ledger then refuses every charge (:class:`TamperedLedgerError`) until a person archives it
+and starts over (:meth:`SiloBudget.reset`). A chain cannot show that its *last* lines were dropped: compare
 :attr:`LedgerCheck.head_sha256` with a head noted elsewhere (``verify(head=...)``).
 
 **Concurrency and faults.** Check and append happen under an exclusive ``fcntl.flock`` of the file,
@@ -27,35 +27,29 @@ line: a line that still parses as a complete, chained record counts in full; any
 to a charge that never returned (so to a release that never happened): it counts nothing, is reported,
 and the next charge seals it with a ``torn`` line naming its sha256, the file staying append-only.
 
-**Units.** ``"example"`` accepts example- and party-level releases (a party-level guarantee covers any
-change of its examples); ``"party"`` accepts party-level releases only; ``"person"`` (rows carrying a
-person id, at most ``max_records_per_person = k`` rows each) accepts party-level releases as they are and
-example-level ones through RDP group privacy (Mironov 2017, "Rényi differential privacy", Prop. 11 in
-arXiv:1702.07476): a mechanism (α, ρ(α))-RDP for neighbours at distance 1 is (β, 3^c·ρ(2^c·β))-RDP for
-data sets at distance ≤ 2^c, c = ⌈log₂ k⌉, for β ≥ 2; below order 2 the cost is ∞. A pure ε becomes kε.
+**Units.** ``"example"`` accepts example- and party-level releases, ``"party"`` party-level ones only,
+``"person"`` (at most ``max_records_per_person`` rows per person) both, example-level ones through RDP group
+privacy: :mod:`~accounting.silo_cost` prices a release for each unit.
 """
 
 from __future__ import annotations
 
-import fcntl
-import math
 import os
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 import numpy as np
 
-from ._checks import check_choice
 from .fingerprint import sha256_hex
 from .ledger_entry import GENESIS_SHA256, to_json_value
-from .mechanism import Mechanism
 from .observers import OBSERVERS, check_observers
 from .privacy_filter import FILTER_ORDERS, RenyiFilter
 from .registry import public_mechanism_from_record
+from .silo_cost import release_cost
+from .silo_file import CheckedFile, append_line, locked
 from .silo_ledger import (
     BUDGET_UNITS,
     BudgetRefusedError,
@@ -71,12 +65,9 @@ from .silo_ledger import (
     now,
     parse_header,
     public_key_hex,
-    read_checked_state,
-    scan_appended,
     scan_file,
     signature_problem,
     total_member,
-    write_checked_state,
 )
 
 __all__ = [
@@ -90,10 +81,6 @@ __all__ = [
     "load_key",
     "release_cost",
 ]
-
-#: The mechanism units each budget unit accepts (see the module docstring).
-_ACCEPTED = {"example": ("example", "party"), "party": ("party",), "person": ("example", "party")}
-
 
 class SiloBudgetExceededError(BudgetRefusedError):
     """The release would take an observer's spent ε past the silo's policy.
@@ -122,50 +109,6 @@ class LedgerCheck:
     head_sha256: str
     problem: str | None
     torn_tail_bytes: int
-
-
-# --- the cost of a release ----------------------------------------------------------------------------
-def _as_mechanism(release: object) -> Mechanism:
-    if isinstance(release, Mechanism):
-        return release
-    if isinstance(release, Mapping):
-        mechanism, _ = public_mechanism_from_record(release)
-        return mechanism
-    raise TypeError(f"release must be a privfed Mechanism or its {{'kind', 'unit', 'parameters'}} record, got "
-                    f"{type(release).__name__}")
-
-
-def release_cost(release: object, orders: Sequence[float], *, unit: str,
-                 max_records_per_person: int | None = None) -> tuple[Mechanism, np.ndarray]:
-    """The release as a mechanism, and its cost for a budget of ``unit``: its data-independent RDP at each of
-    ``orders``, then its pure ε (``inf`` when it has none), the curve :class:`~accounting.privacy_filter.RenyiFilter`
-    takes.
-
-    Raises a one-line ``ValueError`` when the release has no data-independent bound (its cost would need the
-    private data) or protects a unit the budget cannot use.
-    """
-    mechanism = _as_mechanism(release)
-    unit = check_choice("unit", unit, BUDGET_UNITS)
-    if mechanism.unit not in _ACCEPTED[unit]:
-        raise ValueError(f"release protects unit {mechanism.unit!r}; a {unit}-level budget accepts "
-                         f"{' or '.join(_ACCEPTED[unit])}-level releases only (no bound on a whole party's influence "
-                         "follows from an example-level one)")
-    points = np.asarray(orders, dtype=float)
-    group = 1 if unit != "person" or mechanism.unit == "party" else int(max_records_per_person or 1)
-    pure = mechanism.pure_epsilon()
-    pure_cost = math.inf if pure is None else group * float(pure)  # pure ε-DP gives kε for k rows, exactly
-    if group == 1:
-        cost = np.asarray(mechanism.rdp_data_independent(points, analysis="tight"), dtype=float)
-    else:  # Mironov 2017, Prop. 11: (β, 3^c·ρ(2^c·β)) for groups of up to 2^c rows, β >= 2
-        doublings = math.ceil(math.log2(group))
-        inner = np.asarray(mechanism.rdp_data_independent(points * 2**doublings, analysis="tight"), dtype=float)
-        cost = np.where(points >= 2.0, 3.0**doublings * inner, np.inf)
-    if cost.shape != points.shape or np.isnan(cost).any():
-        raise ValueError(f"{type(mechanism).__name__} gave no usable data-independent RDP curve at the filter's orders")
-    if np.isinf(cost).all() and math.isinf(pure_cost):
-        raise ValueError(f"release {mechanism.kind!r} has no data-independent privacy bound (its cost depends on the "
-                         "private data), so a silo cannot charge it before touching its data")
-    return mechanism, np.append(cost, pure_cost)
 
 
 def load_key(path: str | os.PathLike[str], *, private: bool) -> Any:
@@ -200,7 +143,7 @@ class SiloBudget:
         What the policy protects: ``"example"`` (one row), ``"party"`` (the silo's whole data set) or
         ``"person"`` (all rows of one person; needs ``max_records_per_person``).
     max_records_per_person:
-        With ``unit="person"``: the most rows any one person has (group privacy, see the module docstring).
+        With ``unit="person"``: the most rows any one person has (group privacy, :mod:`~accounting.silo_cost`).
     orders:
         The filter's Rényi orders, fixed for the file's life (default :data:`~accounting.privacy_filter.FILTER_ORDERS`).
     signing_key:
@@ -234,11 +177,10 @@ class SiloBudget:
                                 f"Ed25519PrivateKey), got {type(signing_key).__name__}")
             policy = replace(policy, public_key=public_key_hex(signing_key))
         self._signer = signing_key
-        self._scan: Scan | None = None
-        with self._locked(exclusive=True, create=True) as stream:
+        with locked(self.path, exclusive=True, create=True) as stream:
             if os.fstat(stream.fileno()).st_size == 0:
                 line, _ = encode_line(policy.header(restarted_from=None), GENESIS_SHA256, signing_key)
-                self._append(stream, line)
+                append_line(stream, line)
                 found = policy
             else:
                 found, _ = parse_header(stream.readline().rstrip(b"\n"), self.path)
@@ -248,6 +190,7 @@ class SiloBudget:
             raise ValueError(f"{self.path} holds a budget with a different policy ({_describe(found)}) than the one "
                              f"given ({_describe(policy)}); open it with SiloBudget.open(path)")
         self._policy = policy
+        self._file = CheckedFile(self.path, policy)
 
     @classmethod
     def open(cls, path: str | os.PathLike[str], *, signing_key: Any = None) -> SiloBudget:
@@ -329,7 +272,7 @@ class SiloBudget:
         """
         cost = self.cost(release)
         observers = check_observers(observers)
-        scan = self._read()
+        scan = self._file.read()
         return all(self.filter.admits(scan.spent[observer], cost) for observer in observers)
 
     def charge(self, release: object, *, study: str, pipeline: str,
@@ -363,8 +306,8 @@ class SiloBudget:
         self._check_signer()
         described = {"kind": mechanism.kind, "unit": mechanism.unit,
                      "parameters": to_json_value(mechanism.parameters(), f"{type(mechanism).__name__}.parameters()")}
-        with self._locked(exclusive=True) as stream:
-            scan = self._read(stream, full=False)
+        with locked(self.path, exclusive=True) as stream:
+            scan = self._file.read(stream, full=False)
             rule = self.filter
             for observer in observers:
                 if not rule.admits(scan.spent[observer], cost):
@@ -383,21 +326,12 @@ class SiloBudget:
                       "rdp": encoded_values(cost[:-1]), "pure_epsilon": encoded_values(cost[-1:])[0],
                       "total": total_member(index + 1, spent)}
             line, digest = encode_line(record, head, self._signer)
-            self._append(stream, prefix + line)
-            self._remember(scan, stream, start=scan.size + len(scan.torn_tail) + len(prefix), line=line,
+            append_line(stream, prefix + line)
+            self._file.remember(scan, stream, start=scan.size + len(scan.torn_tail) + len(prefix), line=line,
                            head=digest, spent=spent, added=prefix.count(b"\n") + 1)
         return SiloCharge(index=index, study=study, pipeline=pipeline, mechanism=described, unit=self.unit,
                           observers=observers, time=time, rdp=tuple(float(v) for v in cost[:-1]),
                           pure_epsilon=float(cost[-1]), sha256=digest)
-
-    def _remember(self, scan: Scan, stream: IO[bytes], *, start: int, line: bytes, head: str,
-                  spent: dict[str, np.ndarray], added: int) -> None:
-        """Keep, as the scan of the file, ``scan`` followed by the line this process just wrote at ``start``."""
-        status = os.fstat(stream.fileno())
-        self._scan = Scan(scan.policy, start + len(line) + 1, start, scan.lines + added, head, scan.count + 1,
-                           spent, None, stamp=(status.st_dev, status.st_ino, status.st_size, status.st_mtime_ns,
-                                               status.st_ctime_ns))
-        write_checked_state(self.path, self._scan)
 
     def _sealed(self, scan: Scan) -> tuple[bytes, str]:
         """The bytes that terminate a torn tail and the torn record after it, and the new chain head."""
@@ -424,7 +358,7 @@ class SiloBudget:
         alone under the same rule.
         """
         observer = check_observers((observer,))[0]
-        scan = self._read(full=study is not None)
+        scan = self._file.read(full=study is not None)
         if study is None:
             return self.filter.epsilon_of(scan.spent[observer])
         total = np.zeros(len(self._policy.orders) + 1)
@@ -467,7 +401,7 @@ class SiloBudget:
             problem = self._signature_problems(expected)  # first: it names the first line edited after signing
             if problem is not None:
                 return LedgerCheck(False, 0, "", problem, 0)
-            scan = self._read(fresh=True, full=True)
+            scan = self._file.read(fresh=True, full=True)
         except TamperedLedgerError as error:
             return LedgerCheck(False, 0, "", str(error), 0)
         if problem is None and head is not None and head != scan.head:
@@ -485,7 +419,7 @@ class SiloBudget:
                     f"{key or 'none'}): it was re-keyed or replaced")
         if key is None:
             return None
-        with self._locked(exclusive=False) as stream:
+        with locked(self.path, exclusive=False) as stream:
             data = stream.read()
         for number, line in enumerate(data.split(b"\n"), start=1):
             if line and line_links(line) is not None:
@@ -509,7 +443,7 @@ class SiloBudget:
         if not isinstance(reason, str) or not reason.strip():
             raise ValueError(f"reason must be a non-empty string saying what was checked, got {reason!r}")
         self._check_signer()
-        with self._locked(exclusive=True) as stream:
+        with locked(self.path, exclusive=True) as stream:
             data = stream.read()
             try:
                 scan_file(data, self.path, full=True)
@@ -540,81 +474,11 @@ class SiloBudget:
                 out.flush()
                 os.fsync(out.fileno())
             os.replace(replacement, self.path)
-            self._scan = None
+            self._file.forget()
         return archive
 
-    # --- the file -------------------------------------------------------------------------------------------
-    @contextmanager
-    def _locked(self, *, exclusive: bool, create: bool = False) -> Iterator[IO[bytes]]:
-        if not create and not self.path.is_file():
-            raise TamperedLedgerError(f"{self.path}: the budget file is missing; a silo budget is never recreated "
-                                      "silently (privfed budget init writes a new one)")
-        with open(self.path, "a+b") as stream:
-            fcntl.flock(stream.fileno(), fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
-            try:
-                stream.seek(0)
-                yield stream
-            finally:
-                fcntl.flock(stream.fileno(), fcntl.LOCK_UN)
-
-    @staticmethod
-    def _append(stream: IO[bytes], data: bytes) -> None:
-        stream.write(data + b"\n")
-        stream.flush()
-        os.fsync(stream.fileno())
-
-    def _read(self, stream: IO[bytes] | None = None, *, full: bool = False, fresh: bool = False) -> Scan:
-        """The verified scan of the file (``full``: with every charge parsed and its total checked); the caller
-        holds the lock when it passes ``stream``."""
-        if stream is None:
-            with self._locked(exclusive=False) as locked:
-                return self._read(locked, full=full, fresh=fresh)
-        status = os.fstat(stream.fileno())
-        stamp = (status.st_dev, status.st_ino, status.st_size, status.st_mtime_ns, status.st_ctime_ns)
-        previous = None if full or fresh else self._scan
-        if previous is None and not (full or fresh):  # a new object: start where the last check left the file
-            previous = read_checked_state(self.path, self._policy, stamp, lambda start, size: _read_at(stream, start,
-                                                                                                       size))
-            if previous is not None:
-                self._check_last_signature(previous, stream)
-                self._scan = previous
-        if previous is not None and previous.stamp == stamp:  # nobody wrote since: nothing to check again
-            return previous
-        scan = None
-        if previous is not None and previous.stamp[:2] == stamp[:2] and status.st_size > previous.size:
-            stream.seek(previous.last_start)  # only appended? then check what follows the last line we checked
-            scan = scan_appended(stream.read(), self.path, previous)
-            stream.seek(0)
-        if scan is None:
-            scan = scan_file(stream.read(), self.path, full=full)
-        if scan.policy != self._policy:
-            raise TamperedLedgerError(f"{self.path}: the header's policy changed since the budget was opened")
-        self._check_last_signature(scan, stream)
-        scan.stamp = stamp
-        self._scan = None if scan.torn_tail else scan  # a torn tail is re-read whole until a charge seals it
-        if self._scan is not None:
-            write_checked_state(self.path, scan)
-        return scan
-
-    def _check_last_signature(self, scan: Scan, stream: IO[bytes]) -> None:
-        """On a signed ledger, the last record's signature (it covers the chain before it)."""
-        if self._policy.public_key is None:
-            return
-        last = scan.torn_tail if scan.tail_is_record else _read_at(stream, scan.last_start,
-                                                                    scan.size - scan.last_start - 1)
-        problem = signature_problem(last, self._policy.public_key)
-        if problem is not None:
-            raise TamperedLedgerError(f"{self.path}: the last record: {problem} (the ledger was edited)")
-
     def _charges(self) -> list[SiloCharge]:
-        return self._read(full=True).charges or []
-
-
-def _read_at(stream: IO[bytes], start: int, size: int) -> bytes:
-    stream.seek(start)
-    data = stream.read(size)
-    stream.seek(0)
-    return data
+        return self._file.read(full=True).charges or []
 
 
 def _describe(policy: Policy) -> str:

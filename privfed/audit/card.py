@@ -9,8 +9,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from privfed.accounting.ledger import Ledger, _privfed_version
+from privfed.accounting.ledger import Ledger
 from privfed.accounting.ledger_entry import load_json
+from privfed.accounting.ledger_json import installed_privfed_version
 from privfed.audit.report import Check
 from privfed.bundle.folder import LEDGER_FILE, MODEL_CARD_FILE
 from privfed.bundle.model_card import CARD_DATA_FILE, render_model_card
@@ -41,7 +42,7 @@ def card_check(files: Mapping[str, bytes]) -> Check:
                      "the ledger or card data failed their own checks above.", "card")
     if files[MODEL_CARD_FILE] == expected.encode():
         return Check(name, "pass", f"{MODEL_CARD_FILE} is exactly the rendering of the ledger and {CARD_DATA_FILE}")
-    if ledger.privfed_version != _privfed_version():
+    if ledger.privfed_version != installed_privfed_version():
         return Check(name, "warn", f"{MODEL_CARD_FILE} differs from this privfed's rendering of the ledger (written by "
                      f"privfed {ledger.privfed_version})", "the card may have been edited, or rendered by another "
                      "version: trust the ledger's numbers, not the card's.", "card")
@@ -68,7 +69,7 @@ def statement_check(files: Mapping[str, bytes]) -> Check | None:
     if stated.rstrip() == expected.rstrip():
         return Check(name, "pass", "the card's privacy statement (How to DP-fy ML checklist) matches the ledger: "
                      "unit, relation, ε and δ, accounting, what is not covered")
-    if ledger.privfed_version != _privfed_version():
+    if ledger.privfed_version != installed_privfed_version():
         return Check(name, "warn", f"the privacy statement in {MODEL_CARD_FILE} differs from this privfed's (the "
                      f"ledger was written by privfed {ledger.privfed_version})", meaning, "card")
     return Check(name, "fail", f"the privacy statement in {MODEL_CARD_FILE} differs from the one the ledger gives",

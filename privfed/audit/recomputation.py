@@ -17,8 +17,9 @@ from typing import Any
 import numpy as np
 
 from privfed.accounting.conversion import rdp_to_epsilon
-from privfed.accounting.ledger import SCHEMA_VERSION, Ledger, decode_epsilon
+from privfed.accounting.ledger import SCHEMA_VERSION, Ledger
 from privfed.accounting.ledger_entry import UnitAnalysis
+from privfed.accounting.ledger_totals import decode_epsilon
 from privfed.accounting.observers import OBSERVERS
 from privfed.accounting.recompute import recompute_analysis
 from privfed.audit.hygiene import Release, Statement, resolve_protected_units
