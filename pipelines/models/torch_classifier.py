@@ -530,13 +530,14 @@ class TorchClassifier(ClassifierMixin, BaseEstimator):
         ----------
         spec : mapping
             The JSON-able description; ``spec["class"]`` picks the class (it must be
-            ``cls`` or a subclass of it).
+            ``cls`` or a registered subclass of it: ``TorchMLP``, ``TorchCNN``).
         tensors : mapping of str to numpy.ndarray
             The network's state dict; names, shapes and dtypes must match exactly.
         module_fn : callable, optional
             Required for a plain :class:`TorchClassifier` (its network is user code and
-            is not stored); must be None for :class:`TorchMLP` and :class:`TorchCNN`,
-            which rebuild their networks from ``spec``.
+            is not stored); must be None for :class:`~pipelines.models.torch_models.TorchMLP`
+            and :class:`~pipelines.models.torch_models.TorchCNN`, which rebuild their
+            networks from ``spec``.
 
         Returns
         -------
