@@ -27,7 +27,8 @@ from .protocol.executor import Executor, JoblibExecutor, PartyTask, SerialExecut
 from .protocol.seeds import spawn_seeds
 
 # Estimators (and the table reader) load lazily, so that `import pipelines` imports neither torch, scikit-learn
-# nor pandas.
+# nor pandas. TorchClassifier (defined in models.torch_classifier) loads through models.torch_models, which
+# registers the TorchMLP and TorchCNN that its from_safe_state may rebuild.
 _LAZY = {
     "KerasInitialised": "models.torch_models",
     "TorchCNN": "models.torch_models",

@@ -129,7 +129,7 @@ def test_a_party_dropping_within_the_threshold_is_accounted_at_the_realised_vari
     """Party 2 never answers: the two others' noisy histograms are summed; the ledger records variance σ²·2/3."""
     import privfed.pipelines.fedkt.estimator as fedkt_module
     from privfed.pipelines.fedkt.secure import FedKTVoteSum
-    from privfed.pipelines.fedkt.steps import fedkt_server_step
+    from privfed.pipelines.fedkt.server import fedkt_server_step
 
     from privfed.federation.server_app import ServerJob, run_server
 

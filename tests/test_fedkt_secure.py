@@ -10,7 +10,8 @@ from privfed.pipelines.fedkt.secure import (
     secure_party_outcome,
     secure_value_bound,
 )
-from privfed.pipelines.fedkt.steps import FedKTTask, FedKTVotes, fedkt_server_step
+from privfed.pipelines.fedkt.server import fedkt_server_step
+from privfed.pipelines.fedkt.steps import FedKTTask, FedKTVotes
 from privfed.pipelines.protocol.voting import consistent_votes
 from sklearn.datasets import load_digits
 from sklearn.tree import DecisionTreeClassifier

@@ -48,7 +48,8 @@ def _walkthrough_digits():
 def test_the_walkthrough_numbers_draw_no_warning_and_a_hopeless_gamma_does():
     """docs/federation.md's settings: 60 answered queries (a fifth of 300) over 10 classes, at most 6 votes per query
     under Laplace noise of scale 1 — the criteria alone (the run below does the whole fit, slowly)."""
-    from privfed.pipelines.fedkt.steps import preflight_fedkt, warn_if_too_little_to_learn
+    from privfed.pipelines.fedkt.server import warn_if_too_little_to_learn
+    from privfed.pipelines.fedkt.steps import preflight_fedkt
 
     documented = privfed.FedKT(DecisionTreeClassifier(), privacy="L1", gamma=1.0, query_fraction=0.2)
     labels = np.arange(60) % 10  # 6 per class: the old "10 per class" rule called this close to guessing

@@ -7,7 +7,8 @@ import pytest
 from conftest import digits_federation
 from privfed.pipelines.data.party_schema import PartySchema, describe_party, federation_classes
 from privfed.pipelines.fedkt.estimator import FedKT
-from privfed.pipelines.fedkt.steps import WITHHELD, FedKTTask, FedKTVotes, receive_fedkt_replies
+from privfed.pipelines.fedkt.server import receive_fedkt_replies
+from privfed.pipelines.fedkt.steps import WITHHELD, FedKTTask, FedKTVotes
 from privfed.pipelines.protocol.messages import MessageError, Record
 from sklearn.tree import DecisionTreeClassifier
 

@@ -1,4 +1,4 @@
-"""Tests for the torch adapters in pipelines.models.torch_models (CPU, a few seconds in all)."""
+"""Tests for the torch adapters in pipelines.models.torch_classifier and torch_models (CPU, a few seconds in all)."""
 
 from __future__ import annotations
 

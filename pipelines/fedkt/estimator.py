@@ -57,17 +57,15 @@ from ..protocol.run_parameters import records_run_parameters
 from ..protocol.seeds import as_seed_sequence
 from ..protocol.silo_gate import BudgetRefusal, RefusedRunError, admit, check_budgets, refusals_in, study_name
 from .secure import SECURE_AGGREGATOR, FedKTSecureOutcome, FedKTVoteSum, secure_sum
+from .server import FedKTFit, fedkt_server_step, receive_fedkt_replies
 from .steps import (
-    FedKTFit,
     FedKTPartyOutcome,
     FedKTVotes,
     fedkt_noise,
     fedkt_party_step,
     fedkt_planned_release,
-    fedkt_server_step,
     fedkt_tasks,
     query_count,
-    receive_fedkt_replies,
 )
 
 __all__ = ["CentralizedPATE", "FedKT", "Solo", "query_count"]
@@ -364,8 +362,9 @@ class FedKT(ClassifierMixin, BaseEstimator):
         ``"FedKT fit"``) before touching its data, or refuses (listed in ``refused_``); the others go on, and a
         run that every party refused raises :class:`~privfed.pipelines.protocol.silo_gate.RefusedRunError`.
 
-        A driver over the party and server steps of :mod:`privfed.pipelines.fedkt.steps`: every message
-        goes through its wire form, exactly as in a Flower run (``privfed.federation``).
+        A driver over the party steps of :mod:`privfed.pipelines.fedkt.steps` and the server step of
+        :mod:`privfed.pipelines.fedkt.server`: every message goes through its wire form, exactly as in a
+        Flower run (``privfed.federation``).
 
         Warns (``UserWarning``) when the voted labels hold so few classes that the final model is near chance
         on a balanced test set whatever it learns, or when 95 % or more of them are one class.

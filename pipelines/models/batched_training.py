@@ -51,7 +51,7 @@ from torch.nn import functional
 from torch.optim.adam import adam
 from torch.optim.sgd import sgd
 
-from .torch_models import TorchClassifier
+from .torch_classifier import TorchClassifier
 from .torch_training import INFERENCE_BATCH, new_network, resolve_device, seeded_torch, torch_seed
 
 __all__ = ["StackedNetworks", "batching_pays", "train_copies"]

@@ -14,7 +14,7 @@ __all__ = ["DPConfig"]
 
 @dataclass(frozen=True)
 class DPConfig:
-    """DP-SGD settings for :class:`~privfed.pipelines.models.torch_models.TorchClassifier` (``dp=``).
+    """DP-SGD settings for :class:`~privfed.pipelines.models.torch_classifier.TorchClassifier` (``dp=``).
 
     Each training call (``fit``, ``fit_soft``, ``partial_fit``, ``partial_fit_soft``)
     runs DP-SGD through Opacus's ``PrivacyEngine`` (Abadi et al. 2016): every step

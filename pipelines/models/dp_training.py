@@ -5,7 +5,9 @@ One training call (:func:`run_dp_epochs`) refuses layers DP-SGD cannot train
 (:func:`plan_release`: σ, q and the steps, as a :class:`~privfed.accounting.DPSGD`)
 and runs exactly that release with Opacus's per-example gradients and ``DPOptimizer``
 (:func:`train_dp_sgd`), its Poisson sampling and Gaussian noise drawn from a
-:class:`~privfed.accounting.NoiseSource` (secret unless ``noise_seed=`` asks otherwise).
+:class:`~privfed.accounting.NoiseSource` (:func:`dpsgd_noise_source`: secret unless ``noise_seed=`` asks
+otherwise). A torch estimator keeps the releases of its training calls (:func:`record_dp_release`,
+:func:`forget_dp_releases`).
 
 Opacus is imported here, inside the functions, so that neither ``import privfed``
 nor a non-private torch model loads it.
@@ -15,17 +17,31 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Callable, Iterator
+from typing import Any, cast
 
 import numpy as np
 import torch
-from privfed.accounting.dpsgd import DPSGD, dpsgd_noise_multiplier
+from privfed.accounting.dpsgd import DPSGD, compose_dpsgd, dpsgd_noise_multiplier
 from privfed.accounting.noise_source import NoiseSource
 from torch import nn
 
 from ..protocol.run_parameters import record_draw
 from .dp_config import DPConfig
 
-__all__ = ["check_dp_module", "plan_release", "poisson_batches", "run_dp_epochs", "train_dp_sgd"]
+__all__ = [
+    "DP_RELEASE_ATTRIBUTES",
+    "check_dp_module",
+    "dpsgd_noise_source",
+    "forget_dp_releases",
+    "plan_release",
+    "poisson_batches",
+    "record_dp_release",
+    "run_dp_epochs",
+    "train_dp_sgd",
+]
+
+#: A torch estimator's fitted attributes that describe its network's DP-SGD training.
+DP_RELEASE_ATTRIBUTES = ("dp_releases_", "dp_mechanism_", "dp_noise_")
 
 
 def check_dp_module(module: nn.Module, owner: str) -> None:
@@ -205,3 +221,31 @@ def run_dp_epochs(
                           max_grad_norm=config.max_grad_norm, epochs=epochs, noise=noise,
                           expected_batch_size=config.resolve_expected_batch_size(batch_size))
     return release, losses
+
+
+def dpsgd_noise_source(noise_seed: int | None, *, calls_done: int) -> NoiseSource:
+    """The source of one DP-SGD training call's sampling and noise: secret (``noise_seed=None``), or derived from
+    ``noise_seed`` and the number of DP-SGD calls the network has run so far (so that the calls of one network
+    never repeat a draw)."""
+    if noise_seed is None:
+        return NoiseSource.secret()
+    return NoiseSource.seeded(cast(int, NoiseSource.seeded(noise_seed).child_seeds(calls_done + 1)[-1]))
+
+
+def record_dp_release(estimator: Any, release: DPSGD, noise: NoiseSource) -> None:
+    """Append a training call's ``release`` and where its noise came from to ``estimator``'s DP-SGD record.
+
+    ``dp_releases_`` gains ``release``, ``dp_noise_`` the ``noise`` source's provenance, and ``dp_mechanism_``
+    becomes the composition of all the releases.
+    """
+    estimator.dp_releases_ = (*getattr(estimator, "dp_releases_", ()), release)
+    estimator.dp_mechanism_ = compose_dpsgd(estimator.dp_releases_)
+    estimator.dp_noise_ = (*getattr(estimator, "dp_noise_", ()), noise.provenance())
+
+
+def forget_dp_releases(estimator: Any) -> None:
+    """Drop ``estimator``'s DP-SGD record (:data:`DP_RELEASE_ATTRIBUTES`): a new network, or one trained without
+    DP-SGD."""
+    for name in DP_RELEASE_ATTRIBUTES:
+        if hasattr(estimator, name):
+            delattr(estimator, name)

@@ -1,6 +1,6 @@
 """The pickle-free saved form of the torch estimators: JSON-able specs and named numpy arrays.
 
-A fitted :class:`~pipelines.models.torch_models.TorchClassifier` (or subclass) saves
+A fitted :class:`~pipelines.models.torch_classifier.TorchClassifier` (or subclass) saves
 itself as ``(spec, tensors)`` (:func:`safe_state`): ``spec`` is a JSON-able
 ``dict`` (format name and version, class name, hyper-parameters, classes with
 their dtype, input shape, loss curve, DP-SGD releases and where their noise came
@@ -10,13 +10,14 @@ both (keys, class, dtypes, shapes) before rebuilding the network from the
 estimator's own architecture; nothing executable is read. The optimizer's state
 travels the same way (:func:`optimizer_state_arrays`,
 :func:`optimizer_state_from_arrays`), for clients that keep no object between
-rounds.
+rounds. The classes a spec may name register themselves (:func:`register_safe_state_class`); this
+module knows none of them.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import torch
@@ -36,6 +37,7 @@ __all__ = [
     "load_safe_state",
     "optimizer_state_arrays",
     "optimizer_state_from_arrays",
+    "register_safe_state_class",
     "safe_state",
 ]
 
@@ -44,6 +46,22 @@ SAFE_STATE_VERSION = 1
 
 _SPEC_KEYS = ("format", "format_version", "class", "params", "classes", "classes_dtype", "input_shape",
               "n_features_in", "loss_curve")
+
+#: The estimator classes :func:`load_safe_state` rebuilds by the name a spec records (``spec["class"]``).
+_SAFE_STATE_CLASSES: dict[str, type[BaseEstimator]] = {}
+
+EstimatorClass = TypeVar("EstimatorClass", bound=type[BaseEstimator])
+
+
+def register_safe_state_class(cls: EstimatorClass) -> EstimatorClass:
+    """Let ``from_safe_state`` rebuild ``cls`` from a spec that names it (``cls.__name__``); returns ``cls``.
+
+    The torch estimators register themselves where they are defined (a class decorator), so that
+    ``TorchClassifier.from_safe_state`` loads a ``TorchMLP`` or ``TorchCNN`` spec without this module or
+    the base class importing their module.
+    """
+    _SAFE_STATE_CLASSES[cls.__name__] = cls
+    return cls
 
 
 def safe_state(estimator: Any) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
@@ -81,16 +99,15 @@ def load_safe_state(
     tensors: Mapping[str, np.ndarray],
     *,
     module_fn: Callable[..., nn.Module] | None,
-    loadable: Mapping[str, type[BaseEstimator]],
 ) -> Any:
     """The fitted estimator that :func:`safe_state` described (the body of ``TorchClassifier.from_safe_state``).
 
-    ``spec["class"]`` names ``cls`` or one of the ``loadable`` classes (by name), which must
-    be a subclass of ``cls``. The estimator's ``_check_architecture`` validates the stored
+    ``spec["class"]`` names ``cls`` or one of the registered classes (:func:`register_safe_state_class`),
+    which must be a subclass of ``cls``. The estimator's ``_check_architecture`` validates the stored
     hyper-parameters and its ``_build_module`` rebuilds the network, whose state dict must
     match ``tensors`` exactly.
     """
-    target = _class_for_spec(cls, spec, loadable)
+    target = _class_for_spec(cls, spec)
     params: dict[str, Any] = {
         name: tuple(value) if isinstance(value, list) else value for name, value in spec["params"].items()
     }
@@ -214,9 +231,7 @@ def _int_list(name: str, values: object) -> tuple[int, ...]:
     return tuple(check_int_at_least(f"spec[{name!r}]", value, 1) for value in values)
 
 
-def _class_for_spec(
-    cls: type[BaseEstimator], spec: Mapping[str, Any], loadable: Mapping[str, type[BaseEstimator]]
-) -> type[BaseEstimator]:
+def _class_for_spec(cls: type[BaseEstimator], spec: Mapping[str, Any]) -> type[BaseEstimator]:
     if not isinstance(spec, Mapping):
         raise TypeError(f"spec must be a mapping, got {type(spec).__name__}")
     missing = [key for key in _SPEC_KEYS if key not in spec]
@@ -230,7 +245,7 @@ def _class_for_spec(
             f"version {SAFE_STATE_VERSION})"
         )
     name = spec["class"]
-    target = cls if name == cls.__name__ else loadable.get(name)
+    target = cls if name == cls.__name__ else _SAFE_STATE_CLASSES.get(name)
     if target is None or not issubclass(target, cls):
         raise ValueError(f"spec['class'] is {name!r}, which {cls.__name__}.from_safe_state cannot load")
     if not isinstance(spec["params"], Mapping):

@@ -1,4 +1,5 @@
-"""Training a torch network in mini-batches: the trainer behind :class:`~pipelines.models.torch_models.TorchClassifier`.
+"""Training a torch network in mini-batches: the trainer behind
+:class:`~pipelines.models.torch_classifier.TorchClassifier`.
 
 The estimator validates its inputs and keeps the fitted state; everything that
 touches the network while it learns or predicts lives here:

@@ -8,7 +8,7 @@ quantity the ledger accounts; :func:`privfed.audit_release` seals the coins, gue
 * **FedKT L1, party level** — m canary *parties*. Canary i's s students predict, on its own block of
   server queries, the runner-up class of the real parties' consistent votes there, and disagree with each
   other on every other query (so consistent voting gives it no vote elsewhere). The real server step
-  (:func:`~privfed.pipelines.fedkt.steps.fedkt_server_step`) aggregates the real parties' students' and the
+  (:func:`~privfed.pipelines.fedkt.server.fedkt_server_step`) aggregates the real parties' students' and the
   included canaries' predictions and draws the noisy labels; a canary's score is how many of its block's
   noisy labels are its class. Claim: the ledger's party-level ε of the noisy answers one canary can change
   (its block; each query accounted with k = s as the ledger does), beside the whole ledger's ε.
@@ -61,7 +61,8 @@ from privfed.pipelines.fedkt.secure import (
     skellam_releases,
     skellam_share_variance,
 )
-from privfed.pipelines.fedkt.steps import FedKTVotes, fedkt_noise, fedkt_server_step, query_count
+from privfed.pipelines.fedkt.server import fedkt_server_step
+from privfed.pipelines.fedkt.steps import FedKTVotes, fedkt_noise, query_count
 from privfed.pipelines.privatekt.steps import (
     PrivateKTReport,
     batched_party_steps,

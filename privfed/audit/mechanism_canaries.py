@@ -11,7 +11,7 @@ thousands) go through the pipeline's own noise code in one call:
   vote b_i when in and a_i when out (b_i winning is then evidence of *in*), the other half the reverse (b_i
   winning is evidence of *out*). Only the rare b_i wins are informative, and there the likelihood ratio of
   the Laplace noisy max approaches e^{2sγ}, the ledger's ε per answer. The queries run through
-  :func:`~privfed.pipelines.fedkt.steps.fedkt_server_step` (consistent voting, the server's noise source,
+  :func:`~privfed.pipelines.fedkt.server.fedkt_server_step` (consistent voting, the server's noise source,
   the noisy max); score = ±1 when b_i wins, else 0.
 * **PrivateKT's randomized response** (:func:`privatekt_rr_design`): canary i is one client whose model
   labels all K queries c_i when in and c'_i when out (the replace-one relation of local DP); its report is
@@ -37,7 +37,8 @@ import numpy as np
 
 from privfed.accounting import NoiseSource, RandomizedResponse, account, randomized_response_keep_probability
 from privfed.accounting.auditing import epsilon_lower_bound, max_lower_bound
-from privfed.pipelines.fedkt.steps import FedKTVotes, fedkt_noise, fedkt_server_step
+from privfed.pipelines.fedkt.server import fedkt_server_step
+from privfed.pipelines.fedkt.steps import FedKTVotes, fedkt_noise
 from privfed.pipelines.privatekt.steps import perturb_labels
 
 __all__ = ["CanaryDesign", "choose_guesses", "fedkt_noisy_max_design", "privatekt_rr_design"]

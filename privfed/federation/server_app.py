@@ -48,7 +48,8 @@ from privfed.federation.task import (
 from privfed.pipelines.data.party_schema import PartySchema, federation_classes
 from privfed.pipelines.fedkd.server import fedkd_server_step
 from privfed.pipelines.fedkd.steps import fedkd_tasks, local_models, party_noise_seeds, receive_fedkd_replies
-from privfed.pipelines.fedkt.steps import FedKTTask, fedkt_server_step, fedkt_tasks, receive_fedkt_replies
+from privfed.pipelines.fedkt.server import fedkt_server_step, receive_fedkt_replies
+from privfed.pipelines.fedkt.steps import FedKTTask, fedkt_tasks
 from privfed.pipelines.protocol.dp_ledger import DPTrainingReport, effective_noise_seed, receive_trainings
 from privfed.pipelines.protocol.messages import DEFAULT_MAX_BYTES, MessageError, Record, record_sizes
 from privfed.pipelines.protocol.seeds import as_seed_sequence
