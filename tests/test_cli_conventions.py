@@ -107,12 +107,12 @@ def test_examples_refuses_to_replace_files_and_to_write_into_a_file(tmp_path: Pa
 @pytest.fixture
 def no_training(monkeypatch):
     """Fail the test if the demo starts training."""
-    import privfed.demo
+    import privfed.cli.demo_command
 
     def trained(*args, **kwargs):
         raise AssertionError("the demo trained before checking its arguments")
 
-    monkeypatch.setattr(privfed.demo, "run_demo", trained)
+    monkeypatch.setattr(privfed.cli.demo_command, "run_demo", trained)
 
 
 @pytest.mark.parametrize(
