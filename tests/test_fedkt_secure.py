@@ -146,7 +146,8 @@ def test_the_coordinators_epsilon_assumes_collusion_with_c_parties(digits, collu
     assert to_public.observers == ("public",) and to_coordinator.observers == ("coordinator",)
     entries = {e["note"]: e for e in model.ledger_.to_dict()["entries"]}
     assert entries[to_public.note]["analyses"]["party"]["parameters"]["variance"] == pytest.approx(9.0)
-    assert entries[to_coordinator.note]["analyses"]["party"]["parameters"]["variance"] == pytest.approx(9.0 * honest / 4)
+    coordinator_variance = entries[to_coordinator.note]["analyses"]["party"]["parameters"]["variance"]
+    assert coordinator_variance == pytest.approx(9.0 * honest / 4)
     colluders = 3 if collusion is None else collusion
     assert (f"assumes the coordinator colludes with at most {colluders} of the 4 parties" in to_coordinator.note
             and "secure aggregation by Flower's SecAgg+" in to_coordinator.note)

@@ -110,15 +110,15 @@ def _describe(component: list[str]) -> str:
 
 def test_the_graph_sees_module_and_function_level_imports(tmp_path):
     """The reader itself: relative, absolute, package and function-level imports are all edges."""
-    assert {"privfed.accounting.registry", "privfed.pipelines.fedkt.estimator", "privfed.reports.sweep", "privfed.cli.command_line",
-            "privfed.federation.server_app"} <= set(MODULES)
+    assert {"privfed.accounting.registry", "privfed.pipelines.fedkt.estimator", "privfed.reports.sweep",
+            "privfed.cli.command_line", "privfed.federation.server_app"} <= set(MODULES)
     source = tmp_path / "probe.py"
     source.write_text("import numpy\nfrom .mechanism import Mechanism\nfrom .. import pipelines\n"
-                      "def late():\n    from privfed.reports.sweep import run_sweep\n    import privfed.cli.command_line\n"
-                      "    from . import spec\n    from .. import account\n")
+                      "def late():\n    from privfed.reports.sweep import run_sweep\n"
+                      "    import privfed.cli.command_line\n    from . import spec\n    from .. import account\n")
     found = {target for target, _ in _imports("privfed.accounting.probe", source)}
-    assert found == {"privfed.accounting.mechanism", "privfed.pipelines", "privfed.reports.sweep", "privfed.cli.command_line",
-                     "privfed.accounting.spec", "privfed"}
+    assert found == {"privfed.accounting.mechanism", "privfed.pipelines", "privfed.reports.sweep",
+                     "privfed.cli.command_line", "privfed.accounting.spec", "privfed"}
     assert any(target == "privfed.audit" for target, _ in GRAPH["privfed.bundle.model_signature"])  # inside a function
 
 
