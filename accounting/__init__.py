@@ -1,5 +1,6 @@
 """privfed's accounting core: mechanisms, accountants, the ledger's data model and the secret noise source.
 
+The bottom layer: it imports nothing else of privfed (``tests/test_import_graph.py``; ``docs/architecture.md``).
 Depends on numpy, scipy and dp-accounting only, plus randomgen (the secure random source). Every public name
 loads its module on first use, so that what needs no ε curve (reading a ledger, a silo budget's check) imports
 neither dp-accounting nor scipy.stats.

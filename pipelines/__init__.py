@@ -1,4 +1,12 @@
-"""Federated knowledge-transfer pipelines: partitioning, model adapters, FedKT, FedKD, PrivateKT, Selective-FD."""
+"""Federated knowledge-transfer pipelines: partitioning, model adapters, FedKT, FedKD, PrivateKT, Selective-FD.
+
+The sub-packages, each importing only those listed before it (``tests/test_import_graph.py``): ``protocol`` (wire
+messages, the party-task executor, checkpoints, voting, the secure sum, the silo gate); ``data`` (datasets,
+partitions, party tables, the schema exchange); ``models`` (model adapters and DP-SGD); then one folder per
+pipeline, ``fedkt``, ``fedkd``, ``privatekt`` and ``selective_fd``, which never import one another. Above
+``privfed.accounting``, below ``privfed.reports`` and the face: nothing here imports either. Every public name is
+importable from here; the estimators and torch adapters load on first use (``_LAZY``).
+"""
 
 from __future__ import annotations
 

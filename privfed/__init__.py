@@ -1,6 +1,10 @@
 """privfed: differential-privacy accounting for federated knowledge-transfer pipelines.
 
-The public face of the project: everything a user needs is importable from here.
+The public face of the project: everything a user needs is importable from here. The top layer
+(``docs/architecture.md``): it may import ``privfed.accounting``, ``privfed.pipelines`` and ``privfed.reports``
+(root folders of a checkout, found through ``__path__`` below), and holds ``cli`` (the command line, imported only
+by ``__main__``), ``bundle``, ``evidence``, ``audit``, ``federation`` (the Flower app), ``evaluation`` (accuracy
+against the majority class) and ``output_folder`` (output folders, checked before any work).
 """
 
 import sys

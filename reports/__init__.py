@@ -4,7 +4,8 @@
 * :func:`run_sweep` — run or resume a sweep, one row per run in ``results.csv`` (:mod:`privfed.reports.sweep`);
 * :func:`render_report` — the ε-versus-accuracy plot, Markdown and self-contained HTML (:mod:`privfed.reports.render`).
 
-See ``docs/reports.md``. pandas and matplotlib load on first use of the sweep or the renderer.
+See ``docs/reports.md``. pandas and matplotlib load on first use of the sweep or the renderer. Imports
+``privfed.accounting`` and ``privfed.pipelines`` only, never the face above it (``privfed``'s CLI, bundles, audits).
 """
 
 from __future__ import annotations

@@ -384,5 +384,6 @@ def test_a_signed_bundle_has_no_unsigned_headline(tmp_path, forest):
 # --- 11. keys are not committed -----------------------------------------------------------------------------------
 @pytest.mark.skipif(shutil.which("git") is None or not (ROOT / ".git").exists(), reason="not a git checkout")
 def test_keygen_output_is_ignored_by_git():
-    done = subprocess.run([shutil.which("git"), "check-ignore", "me.pem", "me.pem.pub"], cwd=ROOT, capture_output=True, text=True)
+    done = subprocess.run([shutil.which("git"), "check-ignore", "me.pem", "me.pem.pub"], cwd=ROOT, capture_output=True,
+                          text=True)
     assert done.stdout.split() == ["me.pem"], done.stdout  # the public key may be committed; the private one not

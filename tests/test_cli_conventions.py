@@ -107,12 +107,12 @@ def test_examples_refuses_to_replace_files_and_to_write_into_a_file(tmp_path: Pa
 @pytest.fixture
 def no_training(monkeypatch):
     """Fail the test if the demo starts training."""
-    import privfed.demo
+    import privfed.cli.demo_command
 
     def trained(*args, **kwargs):
         raise AssertionError("the demo trained before checking its arguments")
 
-    monkeypatch.setattr(privfed.demo, "run_demo", trained)
+    monkeypatch.setattr(privfed.cli.demo_command, "run_demo", trained)
 
 
 @pytest.mark.parametrize(
@@ -180,12 +180,13 @@ def test_npy_only_flags_are_refused_with_a_mechanism_file(capsys) -> None:
 
 # --- Ctrl-C ----------------------------------------------------------------------------------------------------
 def test_ctrl_c_is_one_line_and_exit_130(monkeypatch, capsys) -> None:
-    import privfed.accounting
+    import importlib
 
     def interrupted(*args, **kwargs):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(privfed.accounting, "account", interrupted)
+    # privfed.accounting.account stays the function (it cannot be rebound): patch it in its own module.
+    monkeypatch.setattr(importlib.import_module("privfed.accounting.account"), "account", interrupted)
     assert main(["account", str(ROOT / "examples" / "votes.npy"), "--gamma", "0.1", "--delta", "1e-5"]) == 130
     _one_error_line(capsys, "privfed account: interrupted")
 

@@ -4,8 +4,8 @@ SuperLink, three SuperNodes and ``flwr run`` started and stopped by :mod:`flower
 ``test_federation_deployment.py``. Party 2's
 SuperNode is killed once round 1 has started (so after it answered the schema step); with
 ``random-state=6`` the server samples party 2 in round 2 only (rounds: {0, 1}, {0, 2}, {0, 1},
-{0, 1}: the clients follow ``random_state`` alone), so it is dropped there and the run completes with a bundle whose ledger and model card
-name the dropout.
+{0, 1}: the clients follow ``random_state`` alone), so it is dropped there and the run completes with a bundle
+whose ledger and model card name the dropout.
 """
 
 from __future__ import annotations

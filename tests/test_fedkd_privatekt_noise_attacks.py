@@ -23,12 +23,12 @@ import math
 import numpy as np
 import pytest
 from privfed.accounting import NoiseSource
-from privfed.pipelines.fedkd.estimator import FedKD, party_logits, party_message
 from privfed.pipelines.fedkd import estimator as fedkd_module
+from privfed.pipelines.fedkd.estimator import FedKD, party_logits, party_message
 from privfed.pipelines.fedkd.steps import FedKDTask
 from privfed.pipelines.models.fitting import fit_classifier
-from privfed.pipelines.privatekt.estimator import PrivateKT
 from privfed.pipelines.privatekt import estimator as privatekt_module
+from privfed.pipelines.privatekt.estimator import PrivateKT
 from privfed.pipelines.privatekt.steps import PrivateKTReport, PrivateKTTask
 from privfed.pipelines.protocol.messages import MessageError
 from sklearn.linear_model import LogisticRegression

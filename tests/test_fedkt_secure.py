@@ -97,7 +97,8 @@ def test_each_party_adds_its_share_of_the_variance():
     outcome = secure_party_outcome(task, _Plain(predictions), party="party 0")
     noise = outcome.noisy_votes.noisy_votes - consistent_votes(predictions[None], 3)
     assert noise.dtype.kind == "i"
-    assert abs(noise.mean()) < 0.25 and noise.var() == pytest.approx(5.0, rel=0.1)
+    # 1,200 draws: the sample variance's relative sd is about 0.043, so rel=0.2 is 4.6 sd (rel=0.1 failed ~2 %).
+    assert abs(noise.mean()) < 0.25 and noise.var() == pytest.approx(5.0, rel=0.2)
     assert [m.KIND for m in outcome.sent()] == [FedKTNoisyVotes.KIND]  # no predictions, no gap counts
     assert np.abs(outcome.noisy_votes.noisy_votes).max() <= secure_value_bound(2, 5.0)
 
@@ -147,7 +148,8 @@ def test_the_coordinators_epsilon_assumes_collusion_with_c_parties(digits, collu
     assert to_public.observers == ("public",) and to_coordinator.observers == ("coordinator",)
     entries = {e["note"]: e for e in model.ledger_.to_dict()["entries"]}
     assert entries[to_public.note]["analyses"]["party"]["parameters"]["variance"] == pytest.approx(9.0)
-    assert entries[to_coordinator.note]["analyses"]["party"]["parameters"]["variance"] == pytest.approx(9.0 * honest / 4)
+    coordinator_variance = entries[to_coordinator.note]["analyses"]["party"]["parameters"]["variance"]
+    assert coordinator_variance == pytest.approx(9.0 * honest / 4)
     colluders = 3 if collusion is None else collusion
     assert (f"assumes the coordinator colludes with at most {colluders} of the 4 parties" in to_coordinator.note
             and "secure aggregation by Flower's SecAgg+" in to_coordinator.note)

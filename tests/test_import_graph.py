@@ -110,15 +110,15 @@ def _describe(component: list[str]) -> str:
 
 def test_the_graph_sees_module_and_function_level_imports(tmp_path):
     """The reader itself: relative, absolute, package and function-level imports are all edges."""
-    assert {"privfed.accounting.registry", "privfed.pipelines.fedkt.estimator", "privfed.reports.sweep", "privfed.cli.command_line",
-            "privfed.federation.server_app"} <= set(MODULES)
+    assert {"privfed.accounting.registry", "privfed.pipelines.fedkt.estimator", "privfed.reports.sweep",
+            "privfed.cli.command_line", "privfed.federation.server_app"} <= set(MODULES)
     source = tmp_path / "probe.py"
     source.write_text("import numpy\nfrom .mechanism import Mechanism\nfrom .. import pipelines\n"
-                      "def late():\n    from privfed.reports.sweep import run_sweep\n    import privfed.cli.command_line\n"
-                      "    from . import spec\n    from .. import account\n")
+                      "def late():\n    from privfed.reports.sweep import run_sweep\n"
+                      "    import privfed.cli.command_line\n    from . import spec\n    from .. import account\n")
     found = {target for target, _ in _imports("privfed.accounting.probe", source)}
-    assert found == {"privfed.accounting.mechanism", "privfed.pipelines", "privfed.reports.sweep", "privfed.cli.command_line",
-                     "privfed.accounting.spec", "privfed"}
+    assert found == {"privfed.accounting.mechanism", "privfed.pipelines", "privfed.reports.sweep",
+                     "privfed.cli.command_line", "privfed.accounting.spec", "privfed"}
     assert any(target == "privfed.audit" for target, _ in GRAPH["privfed.bundle.model_signature"])  # inside a function
 
 
@@ -134,3 +134,38 @@ def test_layers_import_only_downwards():
     upward = [f"{module} -> {target} (line {line})" for module, edges in GRAPH.items() for target, line in edges
               if rank[MODULES[target][0]] > rank[MODULES[module][0]]]
     assert not upward, upward
+
+
+#: Inside pipelines: which sub-packages each may import (besides itself and the accounting layer). The shared pieces
+#: stack protocol ← data ← models, and each pipeline builds on those three, never on another pipeline.
+PIPELINE_PARTS = {"protocol": set(), "data": {"protocol"}, "models": {"protocol", "data"}}
+PIPELINE_PARTS |= {pipeline: {"protocol", "data", "models"}
+                   for pipeline in ("fedkt", "fedkd", "privatekt", "selective_fd")}
+
+
+def _part(module: str, package: str) -> str | None:
+    """The sub-package of ``package`` that ``module`` belongs to; None for ``package`` itself or outside it."""
+    prefix = package + "."
+    return module[len(prefix):].split(".")[0] if module.startswith(prefix) else None
+
+
+def test_pipelines_sub_packages_import_only_what_they_build_on():
+    """protocol imports no other sub-package; data only protocol; models only protocol and data; a pipeline
+    (fedkt, fedkd, privatekt, selective_fd) only protocol, data and models."""
+    parts = {_part(module, "privfed.pipelines") for module in MODULES} - {None}
+    assert parts == set(PIPELINE_PARTS), "a new sub-package of pipelines: give it its allowed imports here"
+    wrong = [f"{module} -> {target} (line {line})" for module, edges in GRAPH.items() for target, line in edges
+             if (part := _part(module, "privfed.pipelines")) is not None
+             and (imported := _part(target, "privfed.pipelines")) not in (None, part)
+             and imported not in PIPELINE_PARTS[part]]
+    assert not wrong, wrong
+
+
+def test_the_command_line_is_the_top_and_bundles_never_import_it():
+    """privfed.cli is imported by nothing outside it except ``python -m privfed`` (privfed/__main__.py);
+    privfed.bundle does not import the command line."""
+    importers = {module for module, edges in GRAPH.items() for target, _ in edges
+                 if _part(target, "privfed") == "cli" and _part(module, "privfed") != "cli"}
+    assert importers == {"privfed.__main__"}, importers
+    assert not [(module, target) for module, edges in GRAPH.items() for target, _ in edges
+                if _part(module, "privfed") == "bundle" and _part(target, "privfed") == "cli"]

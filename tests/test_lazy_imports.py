@@ -139,7 +139,8 @@ def test_a_silo_budgets_reading_loads_neither_dp_accounting_nor_scipy(tmp_path):
     path = tmp_path / "silo.jsonl"
     budget = SiloBudget(path, epsilon=10.0, delta=1e-5)
     budget.charge(RandomizedResponse(10, epsilon=0.5, reports=1, unit="example"), study="s", pipeline="p")
-    prelude = ("import contextlib, io\nfrom privfed.accounting.silo_budget import SiloBudget\nfrom privfed.cli import main\n"
+    prelude = ("import contextlib, io\nfrom privfed.accounting.silo_budget import SiloBudget\n"
+               "from privfed.cli import main\n"
                f"assert SiloBudget.open({str(path)!r}).spent() == 0.5\n"
                "with contextlib.redirect_stdout(io.StringIO()):\n"
                f"    assert main(['budget', 'show', {str(path)!r}]) == 0\n"

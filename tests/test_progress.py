@@ -112,7 +112,7 @@ def test_the_demo_shows_its_bar_and_passes_progress_to_every_training(tmp_path, 
     import privfed.pipelines.fedkt.estimator as fedkt
 
     import privfed.bundle.folder
-    from privfed.demo import run_demo
+    from privfed.cli.demo_command import run_demo
 
     seen = []
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from privfed.pipelines.fedkt.estimator import FedKT
 from privfed.pipelines.fedkt import estimator as fedkt_module
-from privfed.pipelines.privatekt.estimator import PrivateKT
+from privfed.pipelines.fedkt.estimator import FedKT
 from privfed.pipelines.privatekt import estimator as privatekt_module
+from privfed.pipelines.privatekt.estimator import PrivateKT
 from privfed.pipelines.protocol.silo_gate import BudgetRefusal, RefusedRunError
 from sklearn.datasets import load_digits
 from sklearn.tree import DecisionTreeClassifier

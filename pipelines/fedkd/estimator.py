@@ -330,7 +330,8 @@ class FedKD(ClassifierMixin, BaseEstimator):
         reply's release (:func:`~privfed.pipelines.fedkd.steps.fedkd_planned_release`: its local model's DP-SGD;
         under secure aggregation its own Skellam share)
         under ``study`` (default ``"FedKD fit"``) before touching its data, or refuses (listed in ``refused_``);
-        the others go on, and a run every party refused raises :class:`~privfed.pipelines.protocol.silo_gate.RefusedRunError`.
+        the others go on, and a run every party refused raises
+        :class:`~privfed.pipelines.protocol.silo_gate.RefusedRunError`.
         """
         self._validate()
         budgets = check_budgets(budgets, len(parties), public_classes=self.classes)

@@ -47,7 +47,6 @@ from ..protocol.preflight import warn_if_noise_drowns_votes
 from ..protocol.run_parameters import record_draw
 from ..protocol.secure_sum import add_skellam_share, check_collusion, skellam_share_variance
 from ..protocol.seeds import spawn_seeds
-from ..protocol.silo_gate import planned_dp_training
 from .secure import FedKDNoisyLevels, own_share_release
 
 __all__ = [
@@ -240,11 +239,14 @@ def fedkd_planned_release(task: FedKDTask, *, local_model: Any) -> Mechanism | s
         return own_share_release(task)
     if task.send_class_counts:
         return "FedKD with class-count weights sends the coordinator the party's class counts in clear: no bound"
-    training = planned_dp_training(local_model)
-    if training is None:
+    config = getattr(local_model, "dp", None)
+    if config is None or not config.public_sample_rate:
         return ("FedKD sends the coordinator the local model's logits before any noise, and the local model is not "
                 "DP-trained with a public sample_rate: no bound for the coordinator")
-    return training
+    from ..models.dp_training import plan_release  # torch: imported only for a DP-trained (torch) model
+
+    # With a configured q the training-set size only checks δ < 1/n (the party's own fit checks its real n).
+    return plan_release(config, n=1, batch_size=local_model.batch_size, epochs=local_model.epochs)
 
 
 def fedkd_party_step(

@@ -97,8 +97,9 @@ def fit_classifier(prototype: Any, X: np.ndarray, y: np.ndarray, *, n_classes: i
                    seed: int | np.integer) -> FittedClassifier:
     """Fit a clone of ``prototype`` on global class codes ``y`` (integers in 0..n_classes−1).
 
-    A DP-trained prototype must have a public sampling rate (:func:`~pipelines.protocol.dp_ledger.require_public_sample_rate`):
-    checked before training, since its q reaches the coordinator.
+    A DP-trained prototype must have a public sampling rate
+    (:func:`~privfed.pipelines.protocol.dp_ledger.require_public_sample_rate`): checked before training, since its q
+    reaches the coordinator.
     """
     if is_dp_trained(prototype):
         require_public_sample_rate(prototype, "a pipeline's DP-trained model")

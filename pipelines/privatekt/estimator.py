@@ -280,7 +280,8 @@ class PrivateKT(ClassifierMixin, BaseEstimator):
         charges its round's randomized response (:func:`~privfed.pipelines.privatekt.steps.privatekt_planned_release`)
         under ``study`` (default ``"PrivateKT fit"``) before touching its data; at the first round that would not
         fit it refuses and stops taking part (listed in ``refused_`` with that round, counted in this call's
-        rounds). When every client has stopped the run raises :class:`~privfed.pipelines.protocol.silo_gate.RefusedRunError`.
+        rounds). When every client has stopped the run raises
+        :class:`~privfed.pipelines.protocol.silo_gate.RefusedRunError`.
         """
         parties, public = check_parties(parties, public)
         self._validate(len(public))

@@ -17,7 +17,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from privfed.accounting.dpsgd import DPSGD
 from privfed.accounting.mechanism import Mechanism
 from privfed.accounting.observers import OBSERVERS
 from privfed.accounting.silo_budget import BudgetRefusedError, SiloBudget
@@ -26,7 +25,7 @@ from .messages import MessageError, Record, WireMessage
 
 __all__ = [
     "SCHEMA_NOT_WITHHELD", "BudgetRefusal", "Refusal", "RefusalLog", "RefusedRunError", "admit", "check_budgets",
-    "is_refusal", "planned_dp_training", "refusals_in", "study_name",
+    "is_refusal", "refusals_in", "study_name",
 ]
 
 
@@ -92,18 +91,6 @@ def study_name(study: str | None, pipeline: str) -> str:
     if not isinstance(study, str) or not study.strip():
         raise ValueError(f"study must be a non-empty string or None, got {study!r}")
     return study
-
-
-def planned_dp_training(model: Any) -> DPSGD | None:
-    """The DP-SGD release of one ``fit`` of ``model`` from its public configuration (its ``dp=`` with a configured
-    ``sample_rate``), or None when it is not DP-trained with public parameters."""
-    config = getattr(model, "dp", None)
-    if config is None or not config.public_sample_rate:
-        return None
-    from ..models.dp_training import plan_release  # torch: imported only for a DP-trained (torch) model
-
-    # With a configured q the training-set size only checks δ < 1/n (the party's own fit checks its real n).
-    return plan_release(config, n=1, batch_size=model.batch_size, epochs=model.epochs)
 
 
 def admit(budget: SiloBudget | None, release: Mechanism | str | None, *, study: str, pipeline: str,

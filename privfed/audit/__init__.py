@@ -38,6 +38,23 @@ One module per kind of check, and a driver:
 * :mod:`~privfed.audit.membership` — the empirical (membership-inference) check;
 * :mod:`~privfed.audit.report` — :class:`~privfed.audit.report.Check` and
   :class:`~privfed.audit.report.AuditReport`, the verdict table.
+
+Empirical audits and the selftest live here too:
+
+* :mod:`~privfed.audit.empirical` — empirical lower bounds on ε: membership inference with confidence intervals
+  and one-run canary audits (:func:`privfed.audit_release`);
+* :mod:`~privfed.audit.empirical_pipelines` — :func:`privfed.empirical_audit`: canaries through a pipeline's own
+  code, its ε lower bound beside the ledger's claim (``privfed audit --empirical``);
+* the canary designs: :mod:`~privfed.audit.mechanism_canaries` (many one-query canaries through a pipeline's
+  noise step) and :mod:`~privfed.audit.gradient_canaries` (white-box Dirac-gradient canaries in privfed's
+  DP-SGD); :mod:`~privfed.audit.released_labels` records the labels a pipeline released;
+* :mod:`~privfed.audit.config` — the TOML file of ``privfed audit --empirical``;
+* the selftest, :func:`privfed.selftest` (``privfed selftest``): conformance tests of privfed's own noise code
+  against the laws and parameters the ledger accounts.
+
+Imports ``privfed.accounting``, ``privfed.pipelines`` (the empirical audits and the selftest run the pipelines'
+own steps), ``privfed.reports`` (the sweep configuration an empirical audit reads) and ``privfed.bundle`` (what a
+bundle audit opens); never the CLI.
 """
 
 from privfed.audit.claims import CLAIMS_TYPE, load_claims

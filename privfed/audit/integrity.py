@@ -2,8 +2,8 @@
 
 ``bundle manifest``, ``signature``, ``ledger schema``, ``ledger chain``, ``model file`` and ``evidence``
 (``docs/audit.md#integrity``): every file against ``MANIFEST.json``, the publisher's signature (Ed25519,
-:mod:`privfed.bundle.signing`, or OpenSSF model signing, :mod:`privfed.bundle.model_signature_verify`), the ledger read by its own
-verification (schema, then the chain of entries; its recorded totals are left to
+:mod:`privfed.bundle.signing`, or OpenSSF model signing, :mod:`privfed.bundle.model_signature_verify`), the
+ledger read by its own verification (schema, then the chain of entries; its recorded totals are left to
 :mod:`privfed.audit.recomputation`), the model file's sha256 against the ledger or the claims file, and the
 evidence against the ledger's salted commitments.
 """

@@ -120,7 +120,8 @@ def _skellam_mismatch(draws: Sequence[Mapping[str, Any]], mechanisms: list[tuple
 
 
 def parameters_check(ledger_document: Mapping[str, Any], run_parameters: Sequence[Mapping[str, Any]]) -> Check:
-    """Compare a run record (:mod:`privfed.pipelines.protocol.run_parameters`) with a ledger document (``Ledger.to_dict()``).
+    """Compare a run record (:mod:`privfed.pipelines.protocol.run_parameters`) with a ledger document
+    (``Ledger.to_dict()``).
 
     Parameters
     ----------

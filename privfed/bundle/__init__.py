@@ -1,5 +1,6 @@
 """The bundle a fitted pipeline is published as: the folder (``folder``: save and load, the model families), its
 manifest and signatures (``manifest``, ``signing``, ``model_signature``, ``model_signature_verify``), the model card
-and privacy statement, and ``publish``. Imports ``privfed.accounting``, ``privfed.pipelines`` and
-``privfed.reports``, never the CLI.
+and privacy statement, and ``publish``. Imports ``privfed.accounting``, ``privfed.evaluation`` and, to check a
+signature, ``privfed.audit``; a pipeline only through the fitted estimator it is given (and the model classes a
+load looks up by name); never the CLI.
 """

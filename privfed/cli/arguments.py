@@ -1,4 +1,4 @@
-"""The command line's conventions: exit codes, argument types and output-folder checks.
+"""The command line's conventions: exit codes and argument types (output folders: :mod:`privfed.output_folder`).
 
 Every ``privfed`` subcommand checks all its arguments and output paths before it
 starts any work, and answers a mistake with one line on stderr and exit code 2.
@@ -19,9 +19,6 @@ from __future__ import annotations
 
 import argparse
 import math
-import os
-import tempfile
-from pathlib import Path
 
 __all__ = [
     "EXIT_BAD_INPUT",
@@ -32,7 +29,6 @@ __all__ = [
     "MAX_EPSILON_PER_ANSWER",
     "Parser",
     "check_gamma",
-    "check_output_folder",
     "integer_at_least",
     "max_gamma",
     "number_in",
@@ -127,38 +123,3 @@ def check_gamma(gamma: float, votes_per_unit: int, *, argument: str = "--gamma")
             f"the ε of one answer, 2·k·γ, must be at most {MAX_EPSILON_PER_ANSWER:g} (exp(ε) overflows a float "
             f"beyond it); got {gamma:g}"
         )
-
-
-def _nearest_existing(path: Path) -> Path:
-    path = path.absolute()
-    while not path.exists() and path != path.parent:
-        path = path.parent
-    return path
-
-
-def check_output_folder(path: str | os.PathLike[str], argument: str, *, overwrite: bool | None = None,
-                        how_to_overwrite: str = "pass --overwrite") -> Path:
-    """Check, before any work, that ``path`` can become an output folder; nothing is created.
-
-    ``path`` must not be a file; with ``overwrite=False`` an existing folder must be
-    empty (``overwrite=None``: an existing folder is reused, as a resumed sweep does;
-    ``how_to_overwrite`` is what the refusal tells the user to do);
-    the folder, or its nearest existing ancestor, must be writable (a file is created
-    and removed there to find out).
-    """
-    path = Path(path)
-    if path.exists() and not path.is_dir():
-        raise ValueError(f"{argument} {str(path)!r} is a file; it must name a folder")
-    if overwrite is False and path.is_dir() and any(path.iterdir()):
-        raise ValueError(f"{argument} {str(path)!r} exists and is not empty; {how_to_overwrite} to replace its "
-                         "contents")
-    ancestor = _nearest_existing(path)
-    if not ancestor.is_dir():
-        raise ValueError(f"{argument} {str(path)!r} cannot be created: {str(ancestor)!r} is a file")
-    try:
-        with tempfile.TemporaryFile(dir=ancestor):
-            pass
-    except OSError as error:
-        raise ValueError(f"{argument} {str(path)!r} is not writable: {str(ancestor)!r}: "
-                         f"{error.strerror or error}") from None
-    return path

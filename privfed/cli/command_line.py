@@ -33,13 +33,13 @@ from privfed.cli.arguments import (
 )
 from privfed.cli.audit_command import add_audit_command
 from privfed.cli.budget_command import add_budget_command
+from privfed.cli.demo_command import add_demo_command
 from privfed.cli.evidence_command import add_evidence_command
 from privfed.cli.examples_command import add_examples_command
 from privfed.cli.federation_command import add_federation_command
 from privfed.cli.report_command import add_report_command
 from privfed.cli.selftest_command import add_selftest_command
 from privfed.cli.sign_command import add_sign_commands
-from privfed.demo import add_demo_command
 
 __all__ = ["main"]
 

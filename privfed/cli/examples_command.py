@@ -18,7 +18,8 @@ from importlib import resources
 from importlib.resources.abc import Traversable
 from pathlib import Path, PurePosixPath
 
-from privfed.cli.arguments import EXIT_OK, check_output_folder
+from privfed.cli.arguments import EXIT_OK
+from privfed.output_folder import check_output_folder
 
 __all__ = ["add_examples_command", "example_files", "write_examples"]
 

@@ -38,7 +38,7 @@ from privfed.cli.arguments import EXIT_CHECK_FAILED, EXIT_INTERRUPTED, EXIT_OK, 
 
 __all__ = ["add_federation_command"]
 
-APP = Path(__file__).resolve().parent / "federation" / "app"
+APP = Path(__file__).resolve().parent.parent / "federation" / "app"
 _RUN_ID = re.compile(r"run (\d{3,})")
 _WARNING = re.compile(r"\b\w*Warning: ")
 
@@ -123,7 +123,7 @@ def check_bundle_folder(config_path: str, config: dict[str, Any], *, overwrite: 
     (the server's working folder, known for ``privfed federation local``). Elsewhere the server checks it itself
     before asking any SuperNode (:func:`privfed.federation.server_app.run_server`).
     """
-    from privfed.cli.arguments import check_output_folder
+    from privfed.output_folder import check_output_folder
 
     bundle = Path(str(config.get("output-bundle", app_config_keys()["output-bundle"])))
     if not bundle.is_absolute():

@@ -21,7 +21,8 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-from privfed.cli.arguments import EXIT_INTERRUPTED, EXIT_OK, EXIT_RUNS_FAILED, check_output_folder
+from privfed.cli.arguments import EXIT_INTERRUPTED, EXIT_OK, EXIT_RUNS_FAILED
+from privfed.output_folder import check_output_folder
 
 __all__ = ["add_report_command", "failure_lines", "save_final_model_bundle"]
 

@@ -4,7 +4,8 @@ The Flower app follows Flower's layout: :mod:`.server_app` (the ServerApp), :mod
 ClientApp, one per party), :mod:`.task` (the shared code: run configuration, party data, message
 transport). The algorithms' party and server steps live in :mod:`privfed.pipelines`; this package only
 moves their messages. Flower (``pip install 'privfed[federation]'``) is imported on first use, so
-``import privfed.federation`` works without it.
+``import privfed.federation`` works without it. Imports ``privfed.accounting``, ``privfed.pipelines``,
+``privfed.bundle`` (the output bundle), ``privfed.evaluation`` and ``privfed.output_folder``; never the CLI.
 """
 
 from __future__ import annotations

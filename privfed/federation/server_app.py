@@ -181,7 +181,7 @@ def run_server(grid: Any, job: ServerJob) -> Any:
     if public.ndim < 2 or len(public) == 0:
         raise ValueError(f"public must be a non-empty array of shape (n, features...), got shape {public.shape}")
     if job.output_bundle:  # a bundle that could not be written stops the run now, before any SuperNode is asked
-        from privfed.cli.arguments import check_output_folder
+        from privfed.output_folder import check_output_folder
 
         check_output_folder(job.output_bundle, "output-bundle", overwrite=job.overwrite, how_to_overwrite=(
             "set overwrite = true in the run configuration (privfed federation run --overwrite)"))

@@ -15,7 +15,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from privfed.cli.arguments import EXIT_OK, check_gamma, check_output_folder, integer_at_least, number_in
+from privfed.cli.arguments import EXIT_OK, check_gamma, integer_at_least, number_in
+from privfed.output_folder import check_output_folder
 
 __all__ = ["add_demo_command", "run_demo"]
 
