@@ -11,7 +11,9 @@ import json
 import warnings
 
 import pytest
-from privfed.pipelines import dp_training, fedkt_steps, privatekt_steps
+from privfed.pipelines.fedkt import steps as fedkt_steps
+from privfed.pipelines.models import dp_training
+from privfed.pipelines.privatekt import steps as privatekt_steps
 from privfed.pipelines.protocol.run_parameters import record_draw, recording
 from privfed.pipelines.protocol.voting import noisy_labels
 

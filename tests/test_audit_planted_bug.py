@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from privfed.pipelines.fedkt.estimator import steps as fedkt_steps
+from privfed.pipelines.fedkt import steps as fedkt_steps
 from privfed.pipelines.protocol.voting import noisy_labels
 from sklearn.datasets import make_classification
 from sklearn.tree import DecisionTreeClassifier

@@ -4,7 +4,8 @@ import json
 
 import numpy as np
 import pytest
-from privfed.pipelines import privatekt_steps, secure_sum, voting
+from privfed.pipelines.privatekt import steps as privatekt_steps
+from privfed.pipelines.protocol import secure_sum, voting
 
 import privfed
 from privfed.audit.selftest import CHECK_NAMES, selftest
@@ -111,7 +112,7 @@ def test_the_mutation_tables_are_the_rendering_of_the_committed_raw_results():
 
 def test_fedkt_l2_party_labels_sees_a_tenth_of_clean_labels(monkeypatch):
     """bench/mutations/16: a tenth of the L2 student's labels are the clean teacher vote: the party-step check fails."""
-    from privfed.pipelines.fedkt.estimator import steps as fedkt_steps
+    from privfed.pipelines.fedkt import steps as fedkt_steps
 
     honest = fedkt_steps.NoisyArgmax.labels
 
