@@ -5,7 +5,7 @@ what), none of which touches the accounting: the ledger's ε is unchanged. For t
 this script copies the tracked files of the checkout into a temporary folder (never the real tree), applies the
 patch there with ``git apply``, and runs, in that copy,
 
-* ``privfed.audit.selftest()`` ``--repeats`` times (every conformance check, in one process; the copy's own code is
+* ``privfed.selftest()`` ``--repeats`` times (every conformance check, in one process; the copy's own code is
   imported: the copy is first on the path), for each check's catch rate; ``--correct-repeats`` times on the
   unpatched tree, for the suite's false-alarm rate (with a 95 % Clopper–Pearson upper bound);
 * with ``--parameter-check``, ``python -m bench.parameter_fits``: every pipeline's noised configurations fitted

@@ -21,7 +21,7 @@ def test_the_cheap_checks_pass_on_privfeds_code_and_state_alpha_and_power():
     assert [check.name for check in report.checks] == [name for name in CHECK_NAMES if name in CHEAP]
     assert report.n_p_values == 43 and all(check.alpha == pytest.approx(0.01 / 43) for check in report.checks)
     assert all(check.power and min(check.p_values) >= check.alpha for check in report.checks)
-    assert privfed.audit.selftest is selftest
+    assert privfed.selftest is selftest
 
 
 def test_a_skellam_share_of_the_wrong_variance_fails(monkeypatch):

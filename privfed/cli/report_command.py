@@ -33,7 +33,7 @@ def save_final_model_bundle(model: Any, directory: Path) -> None:
     final model). Private evidence is not written. ``overwrite=True``: a run interrupted
     after saving is recomputed identically and saved again.
     """
-    from privfed.bundle.folder import save_bundle
+    from privfed.bundle.save import save_bundle
 
     save_bundle(getattr(model, "final_model_", model), directory, model.ledger_, overwrite=True)
 
