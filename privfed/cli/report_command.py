@@ -101,7 +101,8 @@ def _report_command(args: argparse.Namespace) -> int:
         return EXIT_OK
     from privfed.reports.config import load_config
     from privfed.reports.render import render_report
-    from privfed.reports.sweep import RESULTS_FILE, SweepInterrupted, run_sweep, save_ledger
+    from privfed.reports.results import RESULTS_FILE
+    from privfed.reports.sweep import SweepInterrupted, run_sweep, save_ledger
 
     config = load_config(args.config, data_folder=args.data_folder)
     save = save_final_model_bundle if args.save == "bundle" else save_ledger
