@@ -63,6 +63,7 @@ def varied_keys(config: SweepConfig) -> tuple[str, ...]:
 
 
 def canonical(value: Any) -> str:
+    """``value`` as canonical JSON (sorted keys, no spaces; ``repr`` for what JSON cannot hold): a run's identity."""
     return json.dumps(value, sort_keys=True, separators=(",", ":"), default=repr)
 
 
@@ -139,6 +140,7 @@ def expand_points(config: SweepConfig, *, data_fingerprint: str) -> list[SweepPo
 
 
 def build_estimator(estimator: str, params: Mapping[str, Any], seed: int) -> Any:
+    """The unfitted estimator of one run: its models built from their specifications, ``random_state=seed``."""
     kwargs = {}
     for key, value in params.items():
         is_model = isinstance(value, Mapping) and set(value) == {"class", "params"}

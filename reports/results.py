@@ -109,6 +109,8 @@ def _sources(ledger: Ledger) -> dict[str, list[dict[str, Any]]]:
 
 
 def privacy_columns(ledger: Ledger, delta: float | None) -> dict[str, Any]:
+    """A run's privacy columns from its own ledger: ε per unit and analysis at ``delta`` (ε = ∞ at a unit the
+    ledger records no release for), the primary unit's columns, its releases and what is not accounted."""
     row: dict[str, Any] = {}
     delta = ledger.delta if delta is None else delta
     if delta is None:
@@ -151,6 +153,7 @@ def load_results(path: str | Path) -> pd.DataFrame:
 
 
 def parquet_available() -> bool:
+    """Whether pandas can write Parquet here (pyarrow or fastparquet is installed)."""
     return any(importlib.util.find_spec(engine) is not None for engine in ("pyarrow", "fastparquet"))
 
 
