@@ -89,7 +89,7 @@ def test_privatekt_with_a_torch_model_trains_the_canary_clients_together(federat
 def test_privatekt_audit_catches_a_report_randomized_with_too_little_noise(federation, monkeypatch):
     # A copy of the randomizer that keeps each label with the probability meant for a 3× larger ε.
     from privfed.accounting import randomized_response_keep_probability
-    from privfed.pipelines.privatekt.estimator import steps as privatekt_steps
+    from privfed.pipelines.privatekt import steps as privatekt_steps
 
     original = privatekt_steps.perturb_labels
 
@@ -116,7 +116,7 @@ def test_dpsgd_black_box_canaries_stay_below_the_training_epsilon(federation):
 
 
 def test_public_name():
-    assert privfed.audit.empirical_pipelines is empirical_audit
+    assert privfed.empirical_audit is empirical_audit
 
 
 @pytest.mark.parametrize(("estimator", "kwargs", "error", "match"), [
