@@ -150,7 +150,7 @@ def _claims_probe(name: str) -> Callable[[Path], str]:
 
 
 def _ledger_events(folder: Path) -> str:
-    from privfed.bundle.folder import ledger_document
+    from privfed.bundle.load import ledger_document
 
     ledger_document((folder / "ledger-events.json").read_bytes())
     return "accepted"
@@ -185,7 +185,7 @@ def _flower(name: str) -> Callable[[Path], str]:
 
 def _npz(name: str) -> Callable[[Path], str]:
     def probe(folder: Path) -> str:
-        from privfed.bundle.folder import read_evidence
+        from privfed.bundle.load import read_evidence
 
         read_evidence((folder / name).read_bytes())
         return "accepted"

@@ -69,8 +69,8 @@ _FROM_ACCOUNTING = (
 )
 _FROM_AUDIT = ("audit", "audit_parameters", "load_claims")
 _FROM_AUDIT_REPORT = ("AuditInputError", "AuditReport", "Check")
-_FROM_BUNDLE = ("BundleError", "BundleIntegrityError", "LegacyBundleWarning", "bundle_digest", "load_bundle",
-                "save_bundle")
+_FROM_BUNDLE_MANIFEST = ("BundleError", "BundleIntegrityError")
+_FROM_BUNDLE_LOAD = ("LegacyBundleWarning", "bundle_digest", "load_bundle")
 _FROM_EMPIRICAL_AUDIT = ("empirical_audit",)
 _FROM_SELFTEST = ("selftest",)
 _FROM_SIGNING = ("generate_signing_key", "sign_bundle")
@@ -119,7 +119,9 @@ _LAZY = {
     **dict.fromkeys(_FROM_ACCOUNTING, "privfed.accounting"),
     **dict.fromkeys(_FROM_AUDIT, "privfed.audit"),
     **dict.fromkeys(_FROM_AUDIT_REPORT, "privfed.audit.report"),
-    **dict.fromkeys(_FROM_BUNDLE, "privfed.bundle.folder"),
+    **dict.fromkeys(_FROM_BUNDLE_MANIFEST, "privfed.bundle.manifest"),
+    **dict.fromkeys(_FROM_BUNDLE_LOAD, "privfed.bundle.load"),
+    "save_bundle": "privfed.bundle.save",
     **dict.fromkeys(_FROM_SIGNING, "privfed.bundle.signing"),
     **dict.fromkeys(_FROM_SILO_BUDGET, "privfed.accounting.silo_budget"),
     **dict.fromkeys(_FROM_MODEL_SIGNATURE, "privfed.bundle.model_signature"),

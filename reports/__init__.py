@@ -1,7 +1,8 @@
 """Epsilon-versus-accuracy sweeps and reports (needs the ``reports`` extra: pandas, matplotlib).
 
 * :func:`load_config` / :func:`parse_config` — TOML sweep configurations (:mod:`privfed.reports.config`);
-* :func:`run_sweep` — run or resume a sweep, one row per run in ``results.csv`` (:mod:`privfed.reports.sweep`);
+* :func:`run_sweep` — run or resume a sweep, one row per run in ``results.csv`` (:mod:`privfed.reports.sweep`; its
+  runs: :mod:`privfed.reports.grid`; the table: :mod:`privfed.reports.results`);
 * :func:`render_report` — the ε-versus-accuracy plot, Markdown and self-contained HTML (:mod:`privfed.reports.render`).
 
 See ``docs/reports.md``. pandas and matplotlib load on first use of the sweep or the renderer. Imports
@@ -16,9 +17,9 @@ from typing import Any
 from .config import ConfigError, SweepConfig, load_config, parse_config
 
 _LAZY = {
-    "BASE_COLUMNS": "sweep",
-    "load_results": "sweep",
-    "result_columns": "sweep",
+    "BASE_COLUMNS": "results",
+    "load_results": "results",
+    "result_columns": "results",
     "run_sweep": "sweep",
     "save_ledger": "sweep",
     "ReportFiles": "render",

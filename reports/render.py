@@ -33,7 +33,8 @@ import pandas as pd
 from ..accounting.documents import parse_json
 from ..accounting.mechanism import UNITS
 from ..accounting.report import round_up
-from .sweep import SWEEP_FILE, load_results
+from .results import load_results
+from .sweep import SWEEP_FILE
 
 __all__ = ["PLOT_NAME", "ReportFiles", "plot_epsilon_accuracy", "render_report", "summarize", "varying_along_lines"]
 

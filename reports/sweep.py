@@ -1,29 +1,18 @@
 """ε-versus-accuracy sweeps: every grid point trains a pipeline, is evaluated and accounted from its own ledger.
 
-:func:`run_sweep` expands a :class:`~reports.config.SweepConfig` into runs (grid
-point × setting × seed, plus each setting's non-private reference), runs them
-through the pipelines' executor, and appends one row per run to
-``OUT/results.csv`` as results arrive. Each run is keyed by the sha256 of its
-exact configuration (estimator, parameters, models, split, data fingerprint,
-seed, δ), so a sweep that is interrupted and started again skips the runs its
-CSV already holds. The columns are listed in :data:`BASE_COLUMNS` and
-``docs/reports.md``.
+:func:`run_sweep` expands a :class:`~reports.config.SweepConfig` into runs (:mod:`privfed.reports.grid`), runs them
+through the pipelines' executor, and appends one row per run to ``OUT/results.csv`` (:mod:`privfed.reports.results`)
+as results arrive. A sweep that is interrupted and started again skips the runs its CSV already holds (each run is
+keyed by its exact configuration).
 
-Every ε in the table comes from the trained model's own
-:class:`~accounting.Ledger` (``ledger.account(delta, analysis=..., unit=...)``);
-the ledger is saved under ``OUT/runs/<key>/ledger.json`` by the ``save_model``
-callback (:func:`save_ledger` by default; ``privfed report`` passes one that
-writes a full model bundle), so every number can be checked against the saved
-ledger. A unit the ledger records no release for has ε = ∞: no guarantee.
+Every ε in the table comes from the trained model's own :class:`~accounting.Ledger`; the ledger is saved under
+``OUT/runs/<key>/ledger.json`` by the ``save_model`` callback (:func:`save_ledger` by default; ``privfed report``
+passes one that writes a full model bundle), so every number can be checked against the saved ledger.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import functools
-import hashlib
-import importlib.util
-import itertools
 import json
 import math
 import os
@@ -31,7 +20,7 @@ import platform
 import subprocess
 import time
 import warnings
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from importlib import metadata
@@ -45,127 +34,29 @@ from privfed.pipelines.protocol.executor import JoblibExecutor, SerialExecutor
 from privfed.pipelines.protocol.progress import check_progress, progress_bar
 
 from ..accounting.fingerprint import data_fingerprint
-from ..accounting.ledger import Ledger, software_versions
-from ..accounting.mechanism import UNITS
-from .config import (
-    SPLIT_KEYS,
-    ConfigError,
-    DataSpec,
-    ModelSpec,
-    Setting,
-    SweepConfig,
-    estimator_class,
-    init_parameters,
+from ..accounting.ledger import software_versions
+from .config import ConfigError, DataSpec, SweepConfig
+from .grid import SweepPoint, build_estimator, canonical, check_points, expand_points, varied_keys
+from .results import (
+    PARQUET_FILE,
+    RESULTS_FILE,
+    load_results,
+    parquet_available,
+    previous_rows,
+    privacy_columns,
+    result_columns,
 )
 
-__all__ = [
-    "ANALYSES",
-    "BASE_COLUMNS",
-    "LEDGER_FILE",
-    "RESULTS_FILE",
-    "SWEEP_FILE",
-    "SaveModel",
-    "SweepInterrupted",
-    "SweepPoint",
-    "environment",
-    "expand_points",
-    "load_results",
-    "result_columns",
-    "run_sweep",
-    "save_ledger",
-    "varied_keys",
-]
+__all__ = ["LEDGER_FILE", "SWEEP_FILE", "SaveModel", "SweepInterrupted", "environment", "run_sweep", "save_ledger"]
 
-RESULTS_FILE = "results.csv"
-PARQUET_FILE = "results.parquet"
 SWEEP_FILE = "sweep.json"
 CONFIG_FILE = "config.toml"
 RUNS_DIR = "runs"
 #: The file every ``save_model`` callback must write in a run's folder: the model's ledger as JSON.
 LEDGER_FILE = "ledger.json"
-ANALYSES = ("tight", "classic")
 
 #: A callback ``save_model(model, directory)`` that writes the fitted model (at least ``ledger.json``).
 SaveModel = Callable[[Any, Path], None]
-
-#: Columns of every results table, in order; ``param_<key>`` columns (one per varied key) follow ``line``,
-#: and the per-unit ε columns (:func:`result_columns`) follow ``data_dependent``.
-BASE_COLUMNS: tuple[str, ...] = (
-    "key",  # sha256 (first 16 hex digits) of the run's exact configuration
-    "sweep",  # the sweep's name
-    "role",  # "private" (a grid point) or "reference" (a setting's non-private run)
-    "setting",  # the setting's label
-    "line",  # the plot line the run belongs to (setting and every grid axis but the last)
-    "seed",  # random_state of the split and of the estimator
-    "reference_key",  # key of the reference run with this run's setting and seed ("" if none)
-    "status",  # "ok", or "error" when fit refused the run (ValueError); see "error"
-    "error",  # the error message ("" when ok)
-    "estimator",  # the estimator class
-    "params",  # JSON: every estimator parameter, models as {"class", "params"}
-    "split",  # JSON: the federated_split parameters
-    "n_parties",  # parties in the split
-    "n_public",  # public (unlabeled) examples
-    "n_test",  # test examples
-    "n_classes",  # classes in the data set
-    "accuracy",  # model.score on the test set
-    "auc",  # ROC AUC on the test set for binary tasks (NaN otherwise)
-    "n_queries",  # model.n_queries_answered_ (server queries answered), NaN if the estimator has none
-    "n_local_queries",  # mean of model.n_local_queries_answered_ (party-side queries), NaN if none
-    "wall_time_s",  # seconds spent in fit
-    "delta",  # δ of every ε in the row
-    "unit",  # the ledger's primary unit
-    "epsilon",  # primary unit, tight analysis (= epsilon_<unit>_tight)
-    "epsilon_classic",  # primary unit, classic analysis
-    "epsilon_data_independent",  # primary unit, tight analysis, data-independent bound
-    "data_dependent",  # whether the primary unit's ε was computed from private statistics
-    "sources",  # JSON: per unit, each ledger release (mechanism, queries, parameters, data dependence, note)
-    "unaccounted",  # JSON: releases the ledger records as not covered by ε
-    "ledger",  # path of the saved ledger, relative to the results file's folder
-)
-
-
-def result_columns(varied_keys: tuple[str, ...] = ()) -> tuple[str, ...]:
-    """All columns of a results table whose varied keys are ``varied_keys``, in order."""
-    per_unit = []
-    for unit in UNITS:
-        for analysis in ANALYSES:
-            per_unit += [f"epsilon_{unit}_{analysis}", f"epsilon_{unit}_{analysis}_data_independent"]
-        per_unit += [f"data_dependent_{unit}", f"method_{unit}"]
-    position = BASE_COLUMNS.index("line") + 1
-    after = BASE_COLUMNS.index("data_dependent") + 1
-    params = tuple(f"param_{key}" for key in varied_keys)
-    return (*BASE_COLUMNS[:position], *params, *BASE_COLUMNS[position:after], *per_unit, *BASE_COLUMNS[after:])
-
-
-@dataclass(frozen=True)
-class SweepPoint:
-    """One run: a grid point (or a setting's reference) with one seed.
-
-    Attributes
-    ----------
-    key : str
-        sha256 (16 hex digits) of the run's configuration: equal keys mean identical runs.
-    role : {"private", "reference"}
-    setting, line : str
-    seed : int
-    values : mapping
-        The run's value of every varied key (``param_<key>`` columns).
-    estimator_params : mapping
-        Every estimator parameter (models as ``{"class", "params"}`` specifications).
-    split_params : mapping
-        :func:`privfed.pipelines.federated_split` keyword arguments.
-    reference_key : str
-    """
-
-    key: str
-    role: str
-    setting: str
-    line: str
-    seed: int
-    values: Mapping[str, Any]
-    estimator_params: Mapping[str, Any]
-    split_params: Mapping[str, Any]
-    reference_key: str = ""
 
 
 @dataclass(frozen=True)
@@ -190,7 +81,6 @@ class _Data:
     fingerprint: str = field(default="")
 
 
-# --- data ---------------------------------------------------------------------------------------------------
 @functools.lru_cache(maxsize=2)
 def _load_data(spec: DataSpec) -> _Data:
     """The data set of ``spec`` (cached per process)."""
@@ -218,130 +108,10 @@ def _split(data: _Data, split_params: Mapping[str, Any], seed: int) -> Any:
     return federated_split(data.X, data.y, random_state=seed, **kwargs)
 
 
-# --- expansion ----------------------------------------------------------------------------------------------
-def varied_keys(config: SweepConfig) -> tuple[str, ...]:
-    """The keys that differ between runs: grid axes, then the settings' keys and links, in order of appearance."""
-    keys = list(config.grid)
-    for setting in config.settings:
-        for key in (*setting.values, *setting.links):
-            if key not in keys:
-                keys.append(key)
-    return tuple(keys)
-
-
-def _canonical(value: Any) -> str:
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), default=repr)
-
-
-def _resolve(config: SweepConfig, setting: Setting, combo: Mapping[str, Any], *, reference: bool) -> dict[str, Any]:
-    """Every key's value for one run: split, fixed parameters, setting, grid, then reference changes and links."""
-    values = {**config.split, **config.params, **setting.values, **combo}
-    if reference and config.reference is not None:
-        for key in config.reference.reset:
-            values.pop(key, None)
-        values.update(config.reference.set)
-    for target, source in setting.links.items():
-        if source in values:
-            values[target] = values[source]
-        else:
-            values.pop(target, None)
-    return values
-
-
-def _point(
-    config: SweepConfig, values: Mapping[str, Any], *, role: str, setting: str, line: str, seed: int,
-    fingerprint: str, varied: tuple[str, ...], defaults: Mapping[str, Any],
-) -> SweepPoint:
-    split = {key: values[key] for key in SPLIT_KEYS if key in values}
-    models = {name: {"class": spec.class_path, "params": dict(spec.params)} for name, spec in config.models.items()}
-    estimator_params = {key: value for key, value in defaults.items() if key not in ("random_state", "progress")}
-    for key, value in values.items():
-        model, dot, parameter = key.partition(".")
-        if dot:
-            models[model]["params"][parameter] = value
-        elif key not in SPLIT_KEYS:
-            estimator_params[key] = value
-    estimator_params.update(models)
-    identity = {
-        "estimator": config.estimator,
-        "params": {key: value for key, value in estimator_params.items() if key != "n_jobs"},
-        "split": split,
-        "data": fingerprint,
-        "seed": seed,
-        "delta": config.delta,
-    }
-    key = hashlib.sha256(_canonical(identity).encode()).hexdigest()[:16]
-    shown = {name: values.get(name, defaults.get(name)) for name in varied}
-    return SweepPoint(key=key, role=role, setting=setting, line=line, seed=seed, values=shown,
-                      estimator_params=estimator_params, split_params=split)
-
-
-def expand_points(config: SweepConfig, *, data_fingerprint: str) -> list[SweepPoint]:
-    """Every run of the sweep, seeds outermost; each setting's reference run precedes its grid points.
-
-    Runs with equal configurations (equal keys) appear once.
-    """
-    defaults = config.estimator_defaults()
-    varied = varied_keys(config)
-    axes = list(config.grid)
-    line_axes = axes[:-1]
-    points: dict[str, SweepPoint] = {}
-    for seed in config.seeds:
-        for setting in config.settings:
-            common = dict(config=config, setting=setting.label, seed=seed, fingerprint=data_fingerprint,
-                          varied=varied, defaults=defaults)
-            reference_key = ""
-            if config.reference is not None:
-                reference = _point(values=_resolve(config, setting, {}, reference=True), role="reference",
-                                   line=setting.label, **common)
-                points.setdefault(reference.key, reference)
-                reference_key = reference.key
-            for combo_values in itertools.product(*config.grid.values()):
-                combo = dict(zip(axes, combo_values))
-                line = ", ".join([setting.label, *(f"{axis} = {combo[axis]}" for axis in line_axes)])
-                point = _point(values=_resolve(config, setting, combo, reference=False), role="private",
-                               line=line, **common)
-                points.setdefault(point.key, dataclasses.replace(point, reference_key=reference_key))
-    return list(points.values())
-
-
-# --- one run --------------------------------------------------------------------------------------------------
 def save_ledger(model: Any, directory: Path) -> None:
     """Default ``save_model``: write only the model's ledger (``ledger.json``), no model and no private evidence."""
     directory.mkdir(parents=True, exist_ok=True)
     (directory / LEDGER_FILE).write_text(model.ledger_.to_json(), encoding="utf-8")
-
-
-def _build_estimator(estimator: str, params: Mapping[str, Any], seed: int) -> Any:
-    kwargs = {}
-    for key, value in params.items():
-        is_model = isinstance(value, Mapping) and set(value) == {"class", "params"}
-        kwargs[key] = ModelSpec(value["class"], value["params"]).build() if is_model else value
-    cls = estimator_class(estimator)
-    if "progress" in init_parameters(cls):
-        kwargs["progress"] = False
-    return cls(**kwargs, random_state=seed)
-
-
-def check_points(estimator: str, points: Sequence[SweepPoint]) -> None:
-    """Every run's parameters, before the first run: each distinct parameter set is built and checked by the
-    estimator's own validation (``_validate``), so that a bad grid or setting value stops the sweep at once —
-    a ``ValueError`` naming the run's varied values — instead of failing run after run."""
-    seen = set()
-    for point in points:
-        params = _canonical(point.estimator_params)
-        if params in seen:
-            continue
-        seen.add(params)
-        try:
-            model = _build_estimator(estimator, point.estimator_params, point.seed)
-            validate = getattr(model, "_validate", None)
-            if validate is not None:
-                validate()
-        except (ValueError, TypeError) as error:
-            values = ", ".join(f"{key} = {value!r}" for key, value in point.values.items())
-            raise ValueError(f"the {point.setting or point.role} run with {values or 'its settings'} is invalid, "
-                             f"checked before any run: {error}") from None
 
 
 def _auc(model: Any, X: np.ndarray, y: np.ndarray, n_classes: int) -> float:
@@ -359,65 +129,6 @@ def _auc(model: Any, X: np.ndarray, y: np.ndarray, n_classes: int) -> float:
     if hasattr(model, "decision_function"):
         return float(roc_auc_score(y, np.asarray(model.decision_function(X))))
     return math.nan
-
-
-def _describe(parameters: Mapping[str, Any]) -> dict[str, Any]:
-    """The scalar parameters of a release; a composition's members summarised by kind and value sets."""
-    scalars = {k: v for k, v in parameters.items() if isinstance(v, (int, float, str, bool)) or v is None}
-    members = parameters.get("members")
-    if isinstance(members, list) and members:
-        kinds = sorted({member.get("kind", "?") for member in members})
-        summary: dict[str, set] = {}
-        for member in members:
-            for name, value in member.get("parameters", {}).items():
-                if isinstance(value, (int, float, str, bool)):
-                    summary.setdefault(name, set()).add(value)
-        scalars["members"] = {"count": len(members), "kinds": kinds,
-                              **{name: sorted(values) for name, values in summary.items()}}
-    return scalars
-
-
-def _sources(ledger: Ledger) -> dict[str, list[dict[str, Any]]]:
-    sources: dict[str, list[dict[str, Any]]] = {}
-    for entry in ledger.entries:
-        for unit, analysis in entry.analyses.items():
-            sources.setdefault(unit, []).append({
-                "entry": entry.index,
-                "mechanism": analysis.kind,
-                "queries": analysis.num_queries,
-                "data_dependent": analysis.data_dependent,
-                "parameters": _describe(analysis.parameters),
-                "note": entry.note,
-            })
-    return sources
-
-
-def _privacy_columns(ledger: Ledger, delta: float | None) -> dict[str, Any]:
-    row: dict[str, Any] = {}
-    delta = ledger.delta if delta is None else delta
-    if delta is None:
-        raise ValueError("the model's ledger has no δ; set delta = ... in the sweep configuration")
-    for unit in UNITS:
-        if unit not in ledger.units:  # no release recorded at this unit: no guarantee
-            for analysis in ANALYSES:
-                row[f"epsilon_{unit}_{analysis}"] = row[f"epsilon_{unit}_{analysis}_data_independent"] = math.inf
-            row[f"data_dependent_{unit}"], row[f"method_{unit}"] = False, "none"
-            continue
-        for analysis in ANALYSES:
-            report = ledger.account(delta, analysis=analysis, unit=unit)
-            row[f"epsilon_{unit}_{analysis}"] = report.epsilon
-            row[f"epsilon_{unit}_{analysis}_data_independent"] = report.epsilon_data_independent
-            if analysis == "tight":
-                row[f"data_dependent_{unit}"], row[f"method_{unit}"] = report.data_dependent, report.method
-    unit = ledger.primary_unit
-    row.update(
-        delta=delta, unit=unit, epsilon=row[f"epsilon_{unit}_tight"], epsilon_classic=row[f"epsilon_{unit}_classic"],
-        epsilon_data_independent=row[f"epsilon_{unit}_tight_data_independent"],
-        data_dependent=row[f"data_dependent_{unit}"],
-        sources=json.dumps(_sources(ledger), ensure_ascii=False),
-        unaccounted=json.dumps(list(ledger.unaccounted), ensure_ascii=False),
-    )
-    return row
 
 
 #: A computed row's key (not a results column) holding the (category, message) of each warning its fit raised.
@@ -440,12 +151,12 @@ def _run_point(task: _Task) -> dict[str, Any]:
     row.update(
         key=point.key, sweep=context.sweep, role=point.role, setting=point.setting, line=point.line, seed=point.seed,
         reference_key=point.reference_key, estimator=context.estimator, status="ok", error="",
-        params=_canonical(point.estimator_params), split=_canonical(point.split_params),
+        params=canonical(point.estimator_params), split=canonical(point.split_params),
         n_parties=len(split.parties), n_public=len(split.X_public), n_test=len(split.y_test), n_classes=n_classes,
         sources="{}", unaccounted="[]", ledger="", unit="", method_party="", method_example="",
         **{f"param_{name}": value for name, value in point.values.items()},
     )
-    model = _build_estimator(context.estimator, point.estimator_params, point.seed)
+    model = build_estimator(context.estimator, point.estimator_params, point.seed)
     start = time.perf_counter()
     try:
         with warnings.catch_warnings(record=True) as caught:  # said once per sweep, after its progress bar
@@ -461,7 +172,7 @@ def _run_point(task: _Task) -> dict[str, Any]:
     row["n_queries"] = float(getattr(model, "n_queries_answered_", math.nan))
     local = getattr(model, "n_local_queries_answered_", None)
     row["n_local_queries"] = float(np.mean(local)) if local else math.nan
-    row.update(_privacy_columns(model.ledger_, context.delta))
+    row.update(privacy_columns(model.ledger_, context.delta))
     directory = context.out_dir / RUNS_DIR / point.key
     context.save_model(model, directory)
     if not (directory / LEDGER_FILE).is_file():
@@ -470,7 +181,6 @@ def _run_point(task: _Task) -> dict[str, Any]:
     return row
 
 
-# --- the sweep ------------------------------------------------------------------------------------------------
 def environment() -> dict[str, Any]:
     """Where the sweep ran: Python, platform, CPUs, library versions and the source's git commit (if any)."""
     versions = software_versions()
@@ -494,24 +204,6 @@ def environment() -> dict[str, Any]:
         "git_commit": commit,
         "software": versions,
     }
-
-
-_TEXT_COLUMNS = ("key", "sweep", "role", "setting", "line", "reference_key", "status", "error", "estimator", "params",
-                 "split", "unit", "method_party", "method_example", "sources", "unaccounted", "ledger")
-
-
-def load_results(path: str | Path) -> pd.DataFrame:
-    """Read a results CSV written by :func:`run_sweep` (``inf`` ε kept as infinity, text columns as strings)."""
-    header = pd.read_csv(path, nrows=0).columns
-    text = {column: str for column in _TEXT_COLUMNS if column in header}
-    frame = pd.read_csv(path, keep_default_na=False, na_values=["", "nan", "NaN"], dtype=text)
-    for column in text:
-        frame[column] = frame[column].fillna("")
-    return frame
-
-
-def _parquet_available() -> bool:
-    return any(importlib.util.find_spec(engine) is not None for engine in ("pyarrow", "fastparquet"))
 
 
 class SweepInterrupted(KeyboardInterrupt):
@@ -581,7 +273,7 @@ def run_sweep(
 
     csv_path = out_dir / RESULTS_FILE
     keys = {point.key for point in points}
-    done = _previous_rows(csv_path, keys, columns)
+    done = previous_rows(csv_path, keys, columns)
     pending = [point for point in points if point.key not in set(done["key"])]
     if len(done) and log is not None:
         log(f"resuming: reusing {len(done)} of {len(points)} runs already in {csv_path}")
@@ -614,7 +306,7 @@ def run_sweep(
     results = load_results(csv_path)
     order = {point.key: index for index, point in enumerate(points)}
     results = results.sort_values("key", key=lambda keys: keys.map(order)).reset_index(drop=True)
-    if _parquet_available():
+    if parquet_available():
         results.to_parquet(out_dir / PARQUET_FILE, index=False)
     return results
 
@@ -625,22 +317,3 @@ def _runs_named(points: list[SweepPoint], n_runs: int) -> str:
                        f"seed={point.seed}"]) for point in points[:3]]
     more = ", ..." if len(points) > 3 else ""
     return f"{len(points)} of {n_runs} runs: {', '.join(named)}{more}"
-
-
-def _previous_rows(csv_path: Path, keys: set[str], columns: tuple[str, ...]) -> pd.DataFrame:
-    """Rows of an earlier (interrupted) run of this sweep; the CSV is rewritten with exactly those rows."""
-    if csv_path.is_file():
-        previous = load_results(csv_path)
-        if "key" not in previous:
-            raise ValueError(f"{csv_path} has no 'key' column: it is not a results file of a sweep")
-        stale = ~previous["key"].isin(keys)
-        if stale.any():
-            warnings.warn(
-                f"{csv_path}: dropping {int(stale.sum())} row(s) of runs that are not in this configuration",
-                UserWarning, stacklevel=3,
-            )
-        previous = previous[~stale].drop_duplicates("key", keep="last").reindex(columns=list(columns))
-    else:
-        previous = pd.DataFrame(columns=list(columns))
-    previous.to_csv(csv_path, index=False)
-    return previous

@@ -28,8 +28,8 @@ from privfed import audit, load_bundle, save_bundle
 from privfed.audit.claims import MAX_CLAIMS_MECHANISMS, MAX_MOMENT, load_claims
 from privfed.audit.integrity import read_ledger
 from privfed.audit.report import AuditInputError
-from privfed.bundle.folder import BundleError, BundleIntegrityError, ledger_document, read_evidence
-from privfed.bundle.manifest import read_bundle_files
+from privfed.bundle.load import ledger_document, read_evidence
+from privfed.bundle.manifest import BundleError, BundleIntegrityError, read_bundle_files
 from privfed.cli import main
 from privfed.federation.secure_aggregation import vote_sum_from_average
 

@@ -50,7 +50,7 @@ def test_privatekt_reports_reach_most_of_a_correct_claim(digits):
 
 
 def test_privatekt_reports_refute_a_keep_probability_bug(digits, monkeypatch):
-    import privfed.audit.mechanism_canaries as canaries
+    from privfed.audit import mechanism_canaries as canaries
 
     original = canaries.perturb_labels
 

@@ -20,7 +20,7 @@ from privfed.pipelines.protocol.voting import noisy_labels
 from bench.parameter_fits import _digits, configurations
 from privfed import audit, audit_parameters, save_bundle
 from privfed.audit.parameters import parameters_check
-from privfed.bundle.folder import RUN_PARAMETERS_FILE
+from privfed.bundle.layout import RUN_PARAMETERS_FILE
 
 pytest.importorskip("sklearn")
 pytest.importorskip("skops.io")

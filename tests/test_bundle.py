@@ -156,6 +156,37 @@ def test_loading_never_unpickles(tmp_path, monkeypatch, data, forest, ledger):
     load_bundle(paths[2], module=_net())
 
 
+@pytest.mark.parametrize("old_module", ["privfed.pipelines.torch_models", "pipelines.torch_models"])
+def test_a_bundle_naming_a_module_that_has_moved_loads_the_exported_class(tmp_path, data, ledger, old_module):
+    """A bundle saved before privfed's modules moved names its class by a module path that no longer exists."""
+    X, y = data
+    original = privfed.TorchMLP(hidden=(8,), epochs=2, random_state=0).fit(X, y)
+    path = save_bundle(original, tmp_path / "bundle", ledger)
+    _record_model_class(path, f"{old_module}.TorchMLP")
+    model, _ = load_bundle(path)
+    assert type(model) is privfed.TorchMLP
+    assert np.array_equal(model.predict_proba(X), original.predict_proba(X))
+
+
+@pytest.mark.parametrize("recorded", ["privfed.pipelines.torch_models.FedKT", "pipelines.torch_models.KerasInitialised",
+                                      "privfed.pipelines.torch_models.import_module", "pipelines.os.system"])
+def test_a_moved_class_resolves_only_to_an_exported_safe_state_class(tmp_path, data, ledger, recorded):
+    X, y = data
+    path = save_bundle(privfed.TorchMLP(hidden=(8,), epochs=1, random_state=0).fit(X, y), tmp_path / "b", ledger)
+    _record_model_class(path, recorded)
+    with pytest.raises(BundleError, match="model class .* is not a class with get_safe_state"):
+        load_bundle(path)
+
+
+def _record_model_class(path, recorded):
+    """Rewrite the class a safe-state bundle records (architecture.json and the ledger), as an old bundle names it."""
+    architecture = json.loads((path / "architecture.json").read_text())
+    (path / "architecture.json").write_text(json.dumps({**architecture, "class": recorded}))
+    sha256 = file_sha256(path / "architecture.json")
+    _edit_ledger(path, lambda document: document["model"].update(
+        {"class": recorded, "files": {**document["model"]["files"], "architecture.json": sha256}}))
+
+
 # --- tampering ------------------------------------------------------------------------------------------
 @pytest.fixture
 def bundle(tmp_path, forest, ledger):

@@ -168,7 +168,7 @@ def test_cli_keygen_sign_and_audit(tmp_path, forest, capsys):
 
 def test_model_is_loaded_from_the_verified_bytes(bundle, tmp_path, data, monkeypatch):
     """TOCTOU: the probe swapped model.skops between the check and the load (31 of 60 loads got another model)."""
-    import privfed.bundle.folder as bundle_module
+    import privfed.bundle.load as bundle_module
 
     other = save_bundle(sklearn_ensemble.RandomForestClassifier(n_estimators=2, random_state=5).fit(*data),
                         tmp_path / "other", _ledger())
@@ -297,7 +297,7 @@ def test_overwrite_never_deletes_foreign_files(tmp_path, forest):
 
 
 def test_concurrent_writers_without_overwrite_one_wins(tmp_path, forest, monkeypatch):
-    import privfed.bundle.folder as bundle_module
+    import privfed.bundle.save as bundle_module
 
     barrier = threading.Barrier(4)
     real = bundle_module.publish_folder
@@ -375,7 +375,7 @@ def test_killed_saves_leave_the_old_or_the_new_bundle(tmp_path):
             killed_mid_save += stream.read().endswith(b"s")
         files = read_bundle_files(path)  # always there, complete, and verified: the old bundle or the new one
         privfed.bundle.manifest.verify_manifest(files)
-        model, _ = privfed.bundle.folder.open_bundle_files(files, model_class=_Linear)
+        model, _ = privfed.bundle.load.open_bundle_files(files, model_class=_Linear)
         assert np.all(model.weight == model.weight[0, 0])
     assert killed_mid_save >= 3  # the kills did land inside saves
 

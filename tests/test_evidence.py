@@ -13,7 +13,7 @@ from privfed.accounting import LaplaceNoisyMax, Ledger
 from privfed.accounting.auditing import audit_scores
 from sklearn.ensemble import RandomForestClassifier
 
-from privfed.bundle.folder import save_bundle
+from privfed.bundle.save import save_bundle
 from privfed.cli import main
 
 DELTA = 1e-5
@@ -234,8 +234,8 @@ def test_verify_recomputes_every_accounted_entry_of_the_pipelines_default_and_pr
     import warnings
 
     from bench.observers import _configurations, _digits
+    from privfed.evidence import verify_script as evidence_verify
     from privfed.evidence.pack import ledger_entry_epsilons
-    from privfed.evidence.pack import verify_script as evidence_verify
 
     logging.getLogger("absl").setLevel(logging.ERROR)
     parties, public = _digits()

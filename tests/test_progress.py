@@ -111,7 +111,7 @@ def test_a_sweep_shows_its_bar_as_progress_says(tmp_path, capsys):
 def test_the_demo_shows_its_bar_and_passes_progress_to_every_training(tmp_path, capsys, monkeypatch):
     import privfed.pipelines.fedkt.estimator as fedkt
 
-    import privfed.bundle.folder
+    import privfed.bundle.save
     from privfed.cli.demo_command import run_demo
 
     seen = []
@@ -127,7 +127,7 @@ def test_the_demo_shows_its_bar_and_passes_progress_to_every_training(tmp_path, 
 
     monkeypatch.setattr(fedkt, "FedKT", Recorded)
     monkeypatch.setattr(fedkt, "Solo", Recorded)
-    monkeypatch.setattr(privfed.bundle.folder, "save_bundle", lambda *args, **kwargs: None)
+    monkeypatch.setattr(privfed.bundle.save, "save_bundle", lambda *args, **kwargs: None)
     with pytest.raises(AttributeError):  # the stand-ins have no score: the run stops after training
         run_demo(tmp_path / "bundle", progress=True)
     assert seen == [True, True, True]

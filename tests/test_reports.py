@@ -20,14 +20,10 @@ import privfed.reports.sweep as sweep_module  # noqa: E402
 from privfed.accounting import Ledger  # noqa: E402
 from privfed.accounting.report import round_up  # noqa: E402
 from privfed.reports.config import ConfigError, parse_config  # noqa: E402
+from privfed.reports.grid import varied_keys  # noqa: E402
 from privfed.reports.render import plot_epsilon_accuracy, render_report, summarize, varying_along_lines  # noqa: E402
-from privfed.reports.sweep import (  # noqa: E402
-    RESULTS_FILE,
-    load_results,
-    result_columns,
-    run_sweep,
-    varied_keys,
-)
+from privfed.reports.results import RESULTS_FILE, load_results, result_columns  # noqa: E402
+from privfed.reports.sweep import run_sweep  # noqa: E402
 
 from privfed import load_bundle  # noqa: E402
 from privfed.cli import main  # noqa: E402

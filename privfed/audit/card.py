@@ -13,7 +13,7 @@ from privfed.accounting.ledger import Ledger
 from privfed.accounting.ledger_entry import load_json
 from privfed.accounting.ledger_json import installed_privfed_version
 from privfed.audit.report import Check
-from privfed.bundle.folder import LEDGER_FILE, MODEL_CARD_FILE
+from privfed.bundle.layout import LEDGER_FILE, MODEL_CARD_FILE
 from privfed.bundle.model_card import CARD_DATA_FILE, render_model_card
 from privfed.bundle.privacy_statement import card_statement, render_privacy_statement
 

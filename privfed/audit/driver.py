@@ -44,8 +44,8 @@ from privfed.audit.report import (
     unsigned_headline,
 )
 from privfed.audit.sizes import size_check
-from privfed.bundle.folder import LEDGER_FILE, RUN_PARAMETERS_FILE, BundleError
-from privfed.bundle.manifest import read_bundle_files
+from privfed.bundle.layout import LEDGER_FILE, RUN_PARAMETERS_FILE
+from privfed.bundle.manifest import BundleError, read_bundle_files
 
 __all__ = ["audit"]
 

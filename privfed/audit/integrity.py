@@ -22,8 +22,9 @@ from privfed.accounting.documents import check_declared_work, not_a_file
 from privfed.accounting.fingerprint import commit_evidence, file_sha256, sha256_hex
 from privfed.accounting.ledger import Ledger, LedgerFormatError, LedgerIntegrityError
 from privfed.audit.report import INTEGRITY_MEANING, UNSAFE_MEANING, AuditInputError, Check
-from privfed.bundle.folder import EVIDENCE_FILE, BundleError, read_evidence
-from privfed.bundle.manifest import verify_manifest
+from privfed.bundle.layout import EVIDENCE_FILE
+from privfed.bundle.load import read_evidence
+from privfed.bundle.manifest import BundleError, verify_manifest
 from privfed.bundle.model_signature_verify import is_elliptic_curve_key, model_signing_verdict
 from privfed.bundle.signing import signature_verdict
 

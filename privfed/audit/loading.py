@@ -1,6 +1,6 @@
 """Safe loading: the model opened only through formats that cannot run code (``docs/audit.md#safe-loading``).
 
-A bundle's model through :func:`~privfed.bundle.folder.open_bundle_files`; a foreign model by its suffix's safe reader
+A bundle's model through :func:`~privfed.bundle.load.open_bundle_files`; a foreign model by its suffix's safe reader
 (skops with a trusted-type list, xgboost's own format, safetensors). Anything read by unpickling is refused,
 never opened.
 """
@@ -14,7 +14,9 @@ from typing import Any
 
 from privfed.accounting.ledger import Ledger, LedgerFormatError, LedgerIntegrityError
 from privfed.audit.report import INTEGRITY_MEANING, UNSAFE_MEANING, Check
-from privfed.bundle.folder import SKOPS_TRUSTED_TYPES, BundleError, open_bundle_files
+from privfed.bundle.families import SKOPS_TRUSTED_TYPES
+from privfed.bundle.load import open_bundle_files
+from privfed.bundle.manifest import BundleError
 from privfed.bundle.skops_import import import_skops_io
 
 __all__ = ["load_bundle_model", "load_foreign_model"]

@@ -54,7 +54,7 @@ MODEL_SIGNING_FORMAT = "model-signing"
 def _privfed_predicate(directory: Path, files: dict[str, bytes]) -> dict[str, Any]:
     """Bundle digest, ledger digest and the audit verdict of ``files`` (held in ``directory``), for the statement."""
     from privfed.audit import audit
-    from privfed.bundle.folder import bundle_ledger
+    from privfed.bundle.load import bundle_ledger
     from privfed.bundle.manifest import verify_manifest
 
     digest = verify_manifest(files, where=str(directory))

@@ -34,7 +34,7 @@ def run_demo(out: Path, *, gamma: float = 0.5, query_fraction: float = 0.2, seed
     from sklearn.ensemble import RandomForestClassifier
     from sklearn.tree import DecisionTreeClassifier
 
-    from privfed.bundle.folder import save_bundle
+    from privfed.bundle.save import save_bundle
     from privfed.pipelines import federated_split
     from privfed.pipelines.fedkt.estimator import FedKT, Solo
     from privfed.pipelines.protocol.progress import progress_bar

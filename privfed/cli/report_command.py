@@ -34,7 +34,7 @@ def save_final_model_bundle(model: Any, directory: Path) -> None:
     final model). Private evidence is not written. ``overwrite=True``: a run interrupted
     after saving is recomputed identically and saved again.
     """
-    from privfed.bundle.folder import save_bundle
+    from privfed.bundle.save import save_bundle
 
     save_bundle(getattr(model, "final_model_", model), directory, model.ledger_, overwrite=True)
 
@@ -102,7 +102,8 @@ def _report_command(args: argparse.Namespace) -> int:
         return EXIT_OK
     from privfed.reports.config import load_config
     from privfed.reports.render import render_report
-    from privfed.reports.sweep import RESULTS_FILE, SweepInterrupted, run_sweep, save_ledger
+    from privfed.reports.results import RESULTS_FILE
+    from privfed.reports.sweep import SweepInterrupted, run_sweep, save_ledger
 
     config = load_config(args.config, data_folder=args.data_folder)
     save = save_final_model_bundle if args.save == "bundle" else save_ledger

@@ -474,7 +474,7 @@ def write_evidence_pack(bundle: str | os.PathLike[str], out: str | os.PathLike[s
         The pack folder.
     """
     from privfed.audit import audit
-    from privfed.bundle.folder import bundle_ledger
+    from privfed.bundle.load import bundle_ledger
     from privfed.bundle.manifest import read_bundle_files, verify_manifest
 
     rates = check_false_positive_rates(false_positive_rates)
@@ -528,7 +528,7 @@ def write_evidence_pack(bundle: str | os.PathLike[str], out: str | os.PathLike[s
         markdown = _markdown(rows, entries, facts, empirical, two_sided, plotted, rates, signed=key_path is not None)
         (staging / "README.md").write_text(markdown, encoding="utf-8")
         (staging / "report.html").write_text(_html(markdown), encoding="utf-8")
-        shutil.copyfile(Path(__file__).with_name("evidence_verify.py"), staging / "verify.py")
+        shutil.copyfile(Path(__file__).with_name("verify_script.py"), staging / "verify.py")
         if key_path is not None:
             _sign(staging, key_path)
         if target.exists():

@@ -213,7 +213,7 @@ def run_server(grid: Any, job: ServerJob) -> Any:
         metrics = evaluate_accuracy(model, *job.test)
         print(f"privfed: {accuracy_line(metrics)}", flush=True)
     if job.output_bundle:
-        from privfed.bundle.folder import save_bundle
+        from privfed.bundle.save import save_bundle
 
         if job.ship_evidence:  # save_bundle's default keeps private evidence at home; shipping it is explicit
             warnings.warn(SHIP_EVIDENCE_WARNING, UserWarning, stacklevel=2)

@@ -277,7 +277,7 @@ def model_to_record(model: Any) -> Record:
     A :class:`~privfed.pipelines.models.fitting.FittedClassifier` (a refitted client model over class codes)
     travels as its estimator plus its class codes (``fitted-classes``, JSON) and class count.
     """
-    from privfed.bundle.folder import _model_family, _write_model
+    from privfed.bundle.families import model_family, write_model
     from privfed.pipelines.models.fitting import FittedClassifier
 
     scalars: dict[str, Any] = {"family": "", "class": "", "fitted-classes": "", "n-classes": 0}
@@ -287,9 +287,9 @@ def model_to_record(model: Any) -> Record:
         estimator = model.estimator
     arrays: dict[str, np.ndarray] = {}
     if estimator is not None:
-        family = _model_family(estimator)
+        family = model_family(estimator)
         with tempfile.TemporaryDirectory(prefix="privfed-model-") as folder:
-            entry = _write_model(estimator, family, Path(folder))
+            entry = write_model(estimator, family, Path(folder))
             arrays = {name: np.frombuffer((Path(folder) / name).read_bytes(), dtype=np.uint8)
                       for name in entry["files"]}
         scalars.update({"family": family, "class": entry["class"]})
@@ -298,7 +298,8 @@ def model_to_record(model: Any) -> Record:
 
 def model_from_record(record: Record, *, sender: str, max_bytes: int) -> Any:
     """The model of :func:`model_to_record`, loaded as ``load_bundle`` loads one (MessageError names ``sender``)."""
-    from privfed.bundle.folder import _FAMILY_FILES, BundleError, _read_model
+    from privfed.bundle.families import FAMILY_FILES, read_model
+    from privfed.bundle.manifest import BundleError
     from privfed.pipelines.models.fitting import FittedClassifier
 
     where = f"{sender} sent a malformed {PUBLISHED_MODEL!r} message"
@@ -313,12 +314,12 @@ def model_from_record(record: Record, *, sender: str, max_bytes: int) -> Any:
     family = str(scalars["family"])
     estimator = None
     if family:
-        files = _FAMILY_FILES.get(family) if family != "torch-module" else None
+        files = FAMILY_FILES.get(family) if family != "torch-module" else None
         if files is None or set(record.arrays) != set(files) or any(
                 not isinstance(a, np.ndarray) or a.dtype != np.uint8 or a.ndim != 1 for a in record.arrays.values()):
             raise MessageError(f"{where}: family {family!r} with files {sorted(record.arrays)}")
         try:
-            estimator = _read_model({"family": family, "class": str(scalars["class"])},
+            estimator = read_model({"family": family, "class": str(scalars["class"])},
                                     {name: array.tobytes() for name, array in record.arrays.items()},
                                     module=None, model_class=None, module_fn=None)
         except BundleError as error:
