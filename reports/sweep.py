@@ -29,12 +29,12 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from privfed.pipelines.data.datasets import federated_split, load_dataset
-from privfed.pipelines.protocol.executor import JoblibExecutor, SerialExecutor
-from privfed.pipelines.protocol.progress import check_progress, progress_bar
 
 from ..accounting.fingerprint import data_fingerprint
 from ..accounting.ledger import software_versions
+from ..pipelines.data.datasets import federated_split, load_dataset
+from ..pipelines.protocol.executor import JoblibExecutor, SerialExecutor
+from ..pipelines.protocol.progress import check_progress, progress_bar
 from .config import ConfigError, DataSpec, SweepConfig
 from .grid import SweepPoint, build_estimator, canonical, check_points, expand_points, varied_keys
 from .results import (

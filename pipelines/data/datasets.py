@@ -44,9 +44,9 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from privfed.accounting._checks import check_choice, check_int_at_least, check_positive_finite
-from privfed.accounting.documents import read_npz
 
+from ...accounting._checks import check_choice, check_int_at_least, check_positive_finite
+from ...accounting.documents import read_npz
 from ..protocol.seeds import RandomState, as_generator
 from .partition import dirichlet_partition, homogeneous_partition
 

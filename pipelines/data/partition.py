@@ -36,8 +36,8 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-from privfed.accounting._checks import check_int_at_least, check_positive_finite
 
+from ...accounting._checks import check_int_at_least, check_positive_finite
 from ..protocol.seeds import RandomState, as_generator
 
 __all__ = [

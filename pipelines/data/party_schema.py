@@ -21,8 +21,8 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 import numpy as np
-from privfed.accounting import Ledger
 
+from ...accounting import Ledger
 from ..protocol.messages import ArraySpec, MessageError, WireMessage
 
 __all__ = [

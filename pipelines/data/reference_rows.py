@@ -28,9 +28,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-from privfed.accounting._checks import check_choice, check_int_at_least
-from privfed.accounting.documents import parse_json
 
+from ...accounting._checks import check_choice, check_int_at_least
+from ...accounting.documents import parse_json
 from .datasets import FederatedSplit, _check_features_labels
 
 __all__ = ["REFERENCE_ROWS_DATASETS", "ReferenceRows", "load_reference_rows", "reference_rows_split"]

@@ -64,13 +64,13 @@ from collections.abc import Sequence
 from typing import Any, cast
 
 import numpy as np
-from privfed.accounting import NoiseSource
-from privfed.accounting.noise_source import check_noise_seed
-from privfed.accounting.silo_budget import SiloBudget
 from scipy.special import expit
 from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.utils.validation import check_is_fitted
 
+from ...accounting import NoiseSource
+from ...accounting.noise_source import check_noise_seed
+from ...accounting.silo_budget import SiloBudget
 from ..data.party_data import check_multilabel_parties, check_parties
 from ..data.party_schema import local_schema_exchange
 from ..protocol.dp_ledger import effective_noise_seed, receive_trainings

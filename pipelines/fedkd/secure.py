@@ -37,8 +37,8 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import numpy as np
-from privfed.accounting.skellam import SkellamMechanism
 
+from ...accounting.skellam import SkellamMechanism
 from ..protocol.dp_ledger import DPTrainingReport
 from ..protocol.messages import ArraySpec, MessageError, Record, WireMessage
 from ..protocol.secure_sum import secure_value_bound

@@ -23,12 +23,12 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from privfed.accounting import Ledger, Mechanism, NoiseSource, QuantizedLaplaceEnsemble, class_count_weights
-from privfed.accounting._checks import check_choice, check_delta, check_int_at_least, check_positive_finite
-from privfed.accounting.fingerprint import data_fingerprint
 from scipy.special import softmax
 from sklearn.base import clone
 
+from ...accounting import Ledger, Mechanism, NoiseSource, QuantizedLaplaceEnsemble, class_count_weights
+from ...accounting._checks import check_choice, check_delta, check_int_at_least, check_positive_finite
+from ...accounting.fingerprint import data_fingerprint
 from ..data.party_schema import PartySchema, check_public_classes, record_schema_exchange
 from ..models.fitting import fit_classifier, is_torch_classifier, with_seed
 from ..protocol.dp_ledger import record_local_training

@@ -30,8 +30,8 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import numpy as np
-from privfed.accounting import Mechanism, NoiseSource, quantize_logits
 
+from ...accounting import Mechanism, NoiseSource, quantize_logits
 from ..data.party_data import class_codes
 from ..models.fitting import (
     FittedClassifier,

@@ -33,19 +33,19 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-from privfed.accounting._checks import (
+from sklearn.base import BaseEstimator, ClassifierMixin, clone
+from sklearn.utils.validation import check_is_fitted
+
+from ...accounting._checks import (
     check_choice,
     check_delta,
     check_int_at_least,
     check_positive_finite,
     check_probability,
 )
-from privfed.accounting.ledger import Ledger
-from privfed.accounting.noise_source import NoiseSource, check_noise_seed
-from privfed.accounting.silo_budget import SiloBudget
-from sklearn.base import BaseEstimator, ClassifierMixin, clone
-from sklearn.utils.validation import check_is_fitted
-
+from ...accounting.ledger import Ledger
+from ...accounting.noise_source import NoiseSource, check_noise_seed
+from ...accounting.silo_budget import SiloBudget
 from ..data.party_data import check_parties, check_party_data, party_classes
 from ..data.party_schema import PartySchema, describe_party, federation_classes
 from ..models.fitting import fit_classifier, with_noise_seed

@@ -51,10 +51,10 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import numpy as np
-from privfed.accounting import Ledger, Mechanism
-from privfed.accounting.noise_source import NoiseSource
-from privfed.accounting.skellam import SkellamMechanism
 
+from ...accounting import Ledger, Mechanism
+from ...accounting.noise_source import NoiseSource
+from ...accounting.skellam import SkellamMechanism
 from ..protocol.dp_ledger import DPTrainingReport, training_report
 from ..protocol.messages import ArraySpec, MessageError, WireMessage
 from ..protocol.run_parameters import record_draw

@@ -19,12 +19,12 @@ from dataclasses import dataclass
 from typing import Any, cast
 
 import numpy as np
-from privfed.accounting import Ledger, Mechanism, WithheldVotesNoisyMax, account, compose_parallel
-from privfed.accounting.fingerprint import data_fingerprint
-from privfed.accounting.mechanism import ALL_RELATIONS
-from privfed.accounting.noise_source import NoiseSource
-from privfed.accounting.noisy_max import VoteMechanism
 
+from ...accounting import Ledger, Mechanism, WithheldVotesNoisyMax, account, compose_parallel
+from ...accounting.fingerprint import data_fingerprint
+from ...accounting.mechanism import ALL_RELATIONS
+from ...accounting.noise_source import NoiseSource
+from ...accounting.noisy_max import VoteMechanism
 from ..data.party_schema import PartySchema, record_schema_exchange
 from ..models.fitting import with_seed
 from ..protocol.dp_ledger import record_local_training, without_trainings

@@ -37,7 +37,8 @@ from dataclasses import dataclass
 from typing import Any, ClassVar, cast
 
 import numpy as np
-from privfed.accounting import (
+
+from ...accounting import (
     ConfidentGNMax,
     GaussianNoisyMax,
     LaplaceNoisyMax,
@@ -47,10 +48,9 @@ from privfed.accounting import (
     compose_parallel,
     compose_sequential,
 )
-from privfed.accounting.mechanism import ALL_RELATIONS
-from privfed.accounting.noise_source import NoiseSource
-from privfed.accounting.noisy_max import VoteMechanism
-
+from ...accounting.mechanism import ALL_RELATIONS
+from ...accounting.noise_source import NoiseSource
+from ...accounting.noisy_max import VoteMechanism
 from ..data.partition import keyed_teacher_subsets
 from ..data.party_schema import WITHHELD_SIZE, PartySchema
 from ..models.fitting import FittedClassifier, dp_release, fit_classifier, with_noise_seed

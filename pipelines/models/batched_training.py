@@ -44,13 +44,13 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
-from privfed.accounting._checks import check_choice
 from torch import nn
 from torch.func import functional_call, grad, vmap
 from torch.nn import functional
 from torch.optim.adam import adam
 from torch.optim.sgd import sgd
 
+from ...accounting._checks import check_choice
 from .torch_classifier import TorchClassifier
 from .torch_training import INFERENCE_BATCH, new_network, resolve_device, seeded_torch, torch_seed
 

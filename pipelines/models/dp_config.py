@@ -7,7 +7,7 @@ import numbers
 from dataclasses import KW_ONLY, asdict, dataclass
 from typing import Any
 
-from privfed.accounting._checks import check_delta, check_int_at_least, check_positive_finite, check_probability
+from ...accounting._checks import check_delta, check_int_at_least, check_positive_finite, check_probability
 
 __all__ = ["DPConfig"]
 

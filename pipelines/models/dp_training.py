@@ -21,10 +21,10 @@ from typing import Any, cast
 
 import numpy as np
 import torch
-from privfed.accounting.dpsgd import DPSGD, compose_dpsgd, dpsgd_noise_multiplier
-from privfed.accounting.noise_source import NoiseSource
 from torch import nn
 
+from ...accounting.dpsgd import DPSGD, compose_dpsgd, dpsgd_noise_multiplier
+from ...accounting.noise_source import NoiseSource
 from ..protocol.run_parameters import record_draw
 from .dp_config import DPConfig
 

@@ -27,8 +27,6 @@ from typing import Any, Literal
 
 import numpy as np
 import torch
-from privfed.accounting._checks import check_choice, check_int_at_least, check_positive_finite, check_probability
-from privfed.accounting.noise_source import NoiseSource, check_noise_seed
 from scipy.special import log_softmax, softmax
 from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.utils import check_random_state
@@ -37,6 +35,8 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 from torch import nn
 from torch.nn import functional
 
+from ...accounting._checks import check_choice, check_int_at_least, check_positive_finite, check_probability
+from ...accounting.noise_source import NoiseSource, check_noise_seed
 from .dp_config import DPConfig
 from .dp_training import dpsgd_noise_source, forget_dp_releases, record_dp_release
 from .torch_inputs import (

@@ -23,9 +23,9 @@ from typing import Literal
 
 import numpy as np
 import torch
-from privfed.accounting._checks import check_int_at_least
 from torch import nn
 
+from ...accounting._checks import check_int_at_least
 from .dp_config import DPConfig
 from .torch_classifier import InputSize, TorchClassifier
 from .torch_serialisation import register_safe_state_class

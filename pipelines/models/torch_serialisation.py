@@ -21,13 +21,13 @@ from typing import Any, TypeVar
 
 import numpy as np
 import torch
-from privfed.accounting._checks import check_int_at_least
-from privfed.accounting.dpsgd import DPSGD, compose_dpsgd
-from privfed.accounting.noise_source import NOISE_SECRET, NOISE_SEEDED
 from sklearn.base import BaseEstimator
 from sklearn.utils.validation import check_is_fitted
 from torch import nn
 
+from ...accounting._checks import check_int_at_least
+from ...accounting.dpsgd import DPSGD, compose_dpsgd
+from ...accounting.noise_source import NOISE_SECRET, NOISE_SEEDED
 from .dp_config import DPConfig
 from .torch_training import resolve_device
 

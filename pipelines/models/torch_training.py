@@ -26,13 +26,13 @@ from typing import Any, Literal
 
 import numpy as np
 import torch
-from privfed.accounting._checks import check_choice, check_positive_finite
-from privfed.accounting.dpsgd import DPSGD
-from privfed.accounting.noise_source import NoiseSource
 from sklearn.utils import check_random_state
 from torch import nn
 from torch.nn import functional
 
+from ...accounting._checks import check_choice, check_positive_finite
+from ...accounting.dpsgd import DPSGD
+from ...accounting.noise_source import NoiseSource
 from .dp_config import DPConfig
 from .dp_training import run_dp_epochs
 

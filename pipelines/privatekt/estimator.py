@@ -60,12 +60,12 @@ from collections.abc import Sequence
 from typing import Any, Literal
 
 import numpy as np
-from privfed.accounting import RandomizedResponse
-from privfed.accounting.noise_source import check_noise_seed
-from privfed.accounting.silo_budget import SiloBudget
 from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.utils.validation import check_is_fitted
 
+from ...accounting import RandomizedResponse
+from ...accounting.noise_source import check_noise_seed
+from ...accounting.silo_budget import SiloBudget
 from ..data.party_data import check_parties
 from ..data.party_schema import PartySchema, check_public_classes, local_schema_exchange
 from ..models.fitting import FittedClassifier, is_torch_classifier

@@ -30,7 +30,10 @@ from dataclasses import dataclass
 from typing import Any, cast
 
 import numpy as np
-from privfed.accounting import (
+from scipy.special import softmax
+from sklearn.base import clone
+
+from ...accounting import (
     DPSGD,
     Ledger,
     NoiseSource,
@@ -40,11 +43,8 @@ from privfed.accounting import (
     compose_parallel,
     randomized_response_keep_probability,
 )
-from privfed.accounting._checks import check_delta, check_int_at_least, check_positive_finite, check_probability
-from privfed.accounting.fingerprint import data_fingerprint
-from scipy.special import softmax
-from sklearn.base import clone
-
+from ...accounting._checks import check_delta, check_int_at_least, check_positive_finite, check_probability
+from ...accounting.fingerprint import data_fingerprint
 from ..data.party_schema import PartySchema, record_schema_exchange
 from ..models.fitting import FittedClassifier, fit_classifier, is_torch_classifier
 from ..protocol.dp_ledger import effective_noise_seed, record_local_training

@@ -31,10 +31,10 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import numpy as np
-from privfed.accounting import DPSGD, NoiseSource, RandomizedResponse, randomized_response_estimate
-from privfed.accounting._checks import check_probability
 from sklearn.base import clone
 
+from ...accounting import DPSGD, NoiseSource, RandomizedResponse, randomized_response_estimate
+from ...accounting._checks import check_probability
 from ..data.party_data import class_codes
 from ..models.fitting import fit_classifier, is_torch_classifier, with_noise_seed
 from ..protocol.dp_ledger import DPTrainingReport, receive_trainings, training_report, without_trainings

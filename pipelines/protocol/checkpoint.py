@@ -25,7 +25,8 @@ from pathlib import Path
 from typing import Any, cast
 
 import numpy as np
-from privfed.accounting.documents import parse_json, read_npz
+
+from ...accounting.documents import parse_json, read_npz
 
 FORMAT = "privfed-round-checkpoint"
 VERSION = 1

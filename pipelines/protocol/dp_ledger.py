@@ -29,11 +29,11 @@ from dataclasses import dataclass
 from typing import Any, ClassVar, cast
 
 import numpy as np
-from privfed.accounting import DPSGD, Ledger, Mechanism, compose_parallel, compose_sequential
-from privfed.accounting.noise_source import NoiseSource, check_noise_seed
-from privfed.accounting.parallel import ParallelComposition
-from privfed.accounting.sequential import SequentialComposition
 
+from ...accounting import DPSGD, Ledger, Mechanism, compose_parallel, compose_sequential
+from ...accounting.noise_source import NoiseSource, check_noise_seed
+from ...accounting.parallel import ParallelComposition
+from ...accounting.sequential import SequentialComposition
 from .messages import ArraySpec, MessageError, Record, WireMessage
 
 __all__ = ["DPTrainingReport", "pipeline_noise_source", "receive_trainings", "record_local_training",

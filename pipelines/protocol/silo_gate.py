@@ -17,10 +17,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from privfed.accounting.mechanism import Mechanism
-from privfed.accounting.observers import OBSERVERS
-from privfed.accounting.silo_budget import BudgetRefusedError, SiloBudget
-
+from ...accounting.mechanism import Mechanism
+from ...accounting.observers import OBSERVERS
+from ...accounting.silo_budget import BudgetRefusedError, SiloBudget
 from .messages import MessageError, Record, WireMessage
 
 __all__ = [

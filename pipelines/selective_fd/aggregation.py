@@ -14,9 +14,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from privfed.accounting import randomized_response_estimate
-from privfed.accounting.noise_source import NoiseSource
 
+from ...accounting import randomized_response_estimate
+from ...accounting.noise_source import NoiseSource
 from ..protocol.messages import MessageError, Record
 from ..protocol.run_parameters import record_draw
 from ..protocol.voting import break_ties_at_random

@@ -9,8 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from privfed.accounting._checks import check_delta
-
+from ...accounting._checks import check_delta
 from .driver import _check_distillation, _FederatedDistillation
 from .steps import FDProtocol
 

@@ -52,13 +52,13 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 
 import numpy as np
-from privfed.accounting import DPSGD, dpsgd_noise_multiplier
-from privfed.accounting._checks import check_delta, check_int_at_least, check_positive_finite, check_probability
-from privfed.accounting.noise_source import NoiseSource, check_noise_seed
 from scipy import linalg
 from sklearn.base import BaseEstimator
 from sklearn.utils.validation import check_is_fitted
 
+from ...accounting import DPSGD, dpsgd_noise_multiplier
+from ...accounting._checks import check_delta, check_int_at_least, check_positive_finite, check_probability
+from ...accounting.noise_source import NoiseSource, check_noise_seed
 from ..protocol.seeds import RandomState, as_generator
 from .kulsif import _as_matrix, _check_kernel_width, median_distance
 

@@ -16,12 +16,12 @@ from collections.abc import Sequence
 from typing import Any, ClassVar
 
 import numpy as np
-from privfed.accounting._checks import check_choice, check_delta, check_int_at_least, check_positive_finite
-from privfed.accounting.noise_source import check_noise_seed
-from privfed.accounting.silo_budget import SiloBudget
 from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.utils.validation import check_is_fitted
 
+from ...accounting._checks import check_choice, check_delta, check_int_at_least, check_positive_finite
+from ...accounting.noise_source import check_noise_seed
+from ...accounting.silo_budget import SiloBudget
 from ..data.party_data import check_parties, check_party_data
 from ..data.party_schema import PartySchema, check_public_classes, local_schema_exchange
 from ..protocol.checkpoint import RoundCheckpoint, estimator_checkpoint

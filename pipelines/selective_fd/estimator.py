@@ -78,8 +78,8 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
-from privfed.accounting._checks import check_int_at_least, check_positive_finite, check_probability
 
+from ...accounting._checks import check_int_at_least, check_positive_finite, check_probability
 from ..models.fitting import is_dp_trained
 from .aggregation import confident_examples
 from .dp_selector import DPDensityRatioSelector, selector_noise_multiplier

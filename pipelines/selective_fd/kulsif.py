@@ -32,11 +32,11 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
-from privfed.accounting._checks import check_int_at_least, check_positive_finite, check_probability
 from scipy import linalg
 from sklearn.base import BaseEstimator
 from sklearn.utils.validation import check_is_fitted
 
+from ...accounting._checks import check_int_at_least, check_positive_finite, check_probability
 from ..protocol.seeds import RandomState, as_generator
 
 __all__ = ["DensityRatioSelector", "KuLSIF", "gaussian_kernel_sums", "median_distance"]

@@ -11,8 +11,8 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
-from privfed.accounting.mechanism import Mechanism
 
+from ...accounting.mechanism import Mechanism
 from ..protocol.executor import PartyTask, run_party_tasks
 from ..protocol.messages import Record
 from ..protocol.silo_gate import BudgetRefusal, Refusal, RefusedRunError, admit

@@ -14,9 +14,8 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from privfed.accounting import DPSGD, RandomizedResponse, compose_dpsgd
-from privfed.accounting.mechanism import Mechanism
-
+from ...accounting import DPSGD, RandomizedResponse, compose_dpsgd
+from ...accounting.mechanism import Mechanism
 from .dp_selector import selector_mechanism
 from .steps import SelectiveFDRound, SelectiveFDSetup, continues_training
 

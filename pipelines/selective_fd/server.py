@@ -29,17 +29,17 @@ from dataclasses import dataclass
 from typing import Any, cast
 
 import numpy as np
-from privfed.accounting import (
+
+from ...accounting import (
     ConfidentGNMax,
     GaussianNoisyMax,
     Ledger,
     RandomizedResponse,
     WithheldVotesNoisyMax,
 )
-from privfed.accounting.fingerprint import data_fingerprint
-from privfed.accounting.mechanism import Mechanism
-from privfed.accounting.noise_source import NoiseSource
-
+from ...accounting.fingerprint import data_fingerprint
+from ...accounting.mechanism import Mechanism
+from ...accounting.noise_source import NoiseSource
 from ..data.party_schema import PartySchema, record_schema_exchange
 from ..models.fitting import is_dp_trained
 from ..protocol.checkpoint import RoundCheckpoint

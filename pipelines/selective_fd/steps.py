@@ -53,10 +53,10 @@ from dataclasses import dataclass, replace
 from typing import Any, ClassVar
 
 import numpy as np
-from privfed.accounting import DPSGD, compose_dpsgd
-from privfed.accounting.documents import parse_json
-from privfed.accounting.noise_source import NoiseSource
 
+from ...accounting import DPSGD, compose_dpsgd
+from ...accounting.documents import parse_json
+from ...accounting.noise_source import NoiseSource
 from ..data.party_data import class_codes
 from ..models.fitting import fit_classifier, is_dp_trained, with_noise_seed, with_seed
 from ..protocol.dp_ledger import training_report
