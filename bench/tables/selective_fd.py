@@ -24,7 +24,8 @@ NEW_SEEDS = [path for path in (f"bench/results/selective_fd_100_rounds_strong{la
              if (ROOT / path).is_file()]
 # issue 44, second session: independent learning in strong non-IID data and the weak non-IID / IID runs (every
 # method but the hard-label and RR ones), seeds 2-4, one file per seed (and data set for weak/IID) as each finished
-MORE_SEEDS = [f"bench/results/selective_fd_100_rounds_strong_independent_seed{seed}.json" for seed in (2, 3, 4)]
+MORE_SEEDS = [*(f"bench/results/selective_fd_100_rounds_strong_independent_seed{seed}.json" for seed in (2, 3, 4)),
+              "bench/results/selective_fd_100_rounds_weak_iid_seed2_mnist.json"]
 RR = ["docs/results-selective-fd-100-rounds-rr.json", "docs/results-selective-fd-100-rounds-rr-seed1.json"]
 
 
