@@ -108,7 +108,7 @@ table("fedkd-grid-alpha-0.1", raw=GRID)(lambda documents: grid_markdown(document
 #: Fig. 2 (left) on MNIST: ``bench/fedkd.py --grid noise --alphas 1 --publics in-domain --public-size N`` per size
 #: and seed; the 10,000 column is the default grid's (α = 1, in-domain public set)
 #: the seeds run per public-set size (10,000: seeds beyond the grid's 0-2)
-PUBLIC_SIZE_SEEDS = {1000: (0, 1, 2, 3, 4), 3000: (0, 1, 2, 3), 10000: (3,)}
+PUBLIC_SIZE_SEEDS = {1000: (0, 1, 2, 3, 4), 3000: (0, 1, 2, 3, 4), 10000: (3, 4)}
 PUBLIC_SIZE = [f"bench/results/fedkd_public_size_{size}_seed{seed}.json"
                for size, seeds in PUBLIC_SIZE_SEEDS.items() for seed in seeds]
 NOISE = [(None, None), (200, 10.0), (200, 1.0), (200, 0.1)]
