@@ -20,6 +20,9 @@ rendered from the ``--json`` files by ``python -m bench.tables fedkd-...`` (:mod
 ``--grid s-sweep --quantizers public paper`` re-runs the S sweep (γ = 1, S ∈ {2, 10, 50, 200, 400})
 under privfed's quantizer (step Z/S on the public range) and the paper's Eq. 4 (step 2·z_max/S,
 rounded up, z_max from the logits; ``FedKD(quantizer="paper")``), on the same logits and noise seed.
+
+``--grid noise --alphas 1 --publics in-domain --public-size N`` is one column of the paper's Fig. 2 (left):
+the noise axis (noiseless, then S = 200 with γ ∈ {0.1, 1, 10}) at one public-set size.
 """
 
 from __future__ import annotations
@@ -53,6 +56,7 @@ DELTA = 1e-5
 GRIDS = {
     "default": [(None, None)] + [(s, 1.0) for s in (10, 50, 200)] + [(200, g) for g in (0.1, 10.0)],
     "s-sweep": [(None, None)] + [(s, 1.0) for s in (2, 10, 50, 200, 400)],
+    "noise": [(None, None)] + [(200, g) for g in (0.1, 1.0, 10.0)],
 }
 PUBLICS = ("in-domain", "cross-domain")
 

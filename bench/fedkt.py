@@ -32,6 +32,9 @@ Usage::
     python bench/fedkt.py --settings adult-l0,adult-l1 --trials 5 --markdown out/fedkt.md
     python bench/fedkt.py --protocol reference-code --settings adult-l0 --seeds 0 1 2 --json OUT.json
 
+``--public-portion P`` (FedKT's Table 3) trains on the first ⌈P·n⌉ rows of a seeded permutation of the public
+set; the parties and the test set stay the seed's, so portions on one seed differ by the public set only.
+
 ``--json OUT`` writes one record per (setting, seed) — accuracy, ε classic and tight
 (where private), fit seconds, whether the official rows were used — after every
 seed, and a rerun with the same OUT skips the records already there (resumable). ``python -m bench.tables
@@ -47,7 +50,7 @@ import math
 import os
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, is_dataclass, replace
 from decimal import ROUND_CEILING, Decimal
 from pathlib import Path
 from types import SimpleNamespace
@@ -254,6 +257,39 @@ def prepare(name: str, folder: Path, protocol: str, parties: int, seed: int, row
     return split, "standard protocol (privfed's draw, official test file)"
 
 
+def public_portion(split: Any, portion: float, seed: int) -> Any:
+    """``split`` with its public set cut to ``portion`` of its rows (FedKT's Table 3: 20 % to 100 %).
+
+    The kept rows are the first ⌈portion · n⌉ of a permutation drawn from ``seed`` (no guarantee relies on it),
+    in public-set order; the parties and the test set are unchanged. On one seed a smaller portion's rows are
+    a subset of a larger one's, so portions differ by the public set's size only.
+
+    Parameters
+    ----------
+    split : FederatedSplit or SimpleNamespace
+        One seed's split (from :func:`prepare`).
+    portion : float
+        The share of the public set kept, in (0, 1]; 1 returns ``split`` itself.
+    seed : int
+        The split's seed.
+
+    Returns
+    -------
+    FederatedSplit or SimpleNamespace
+        The split with the smaller public set (``public_indices`` cut too where the split has them).
+    """
+    if not 0 < portion <= 1:
+        raise ValueError(f"public_portion must be in (0, 1], got {portion!r}")
+    if portion == 1:
+        return split
+    n = len(split.X_public)
+    keep = np.sort(np.random.default_rng(seed).permutation(n)[: math.ceil(portion * n)])
+    cut: dict[str, Any] = {"X_public": split.X_public[keep], "y_public": split.y_public[keep]}
+    if getattr(split, "public_indices", None) is not None:
+        cut["public_indices"] = split.public_indices[keep]
+    return replace(split, **cut) if is_dataclass(split) else SimpleNamespace(**{**vars(split), **cut})
+
+
 def fedkt_for(setting: Setting, split, seed: int, n_jobs: int) -> FedKT:
     public = len(split.X_public)
     kwargs: dict[str, Any] = dict(
@@ -318,8 +354,10 @@ def fit_and_score(model: FedKT, split, record: dict[str, Any]) -> dict[str, Any]
 def run_setting(key: str, setting: Setting, folder: Path, protocol: str, seeds: list[int], n_jobs: int,
                 rows_file: Path | None = None, baselines: bool = True, done: dict | None = None,
                 record: Callable[[dict], None] | None = None, model_seeds: list[int] | None = None,
-                official_labels: bool = False, tie_rule: str = "privfed") -> list[dict]:
-    """Every (seed, model seed) run of one setting: the records (failed runs included), new or from ``done``."""
+                official_labels: bool = False, tie_rule: str = "privfed", portion: float = 1.0) -> list[dict]:
+    """Every (seed, model seed) run of one setting: the records (failed runs included), new or from ``done``.
+
+    ``portion``: the share of the public set trained on (:func:`public_portion`)."""
     unit = "example" if setting.privacy == "L2" else "party"
     results = []
     runs = [(trial, model_seed) for trial in seeds for model_seed in (model_seeds or [trial])]
@@ -329,7 +367,7 @@ def run_setting(key: str, setting: Setting, folder: Path, protocol: str, seeds: 
             print(f"  {key} seed {trial} (model seed {model_seed}): already in the JSON file, skipped", flush=True)
         else:
             result = run_seed(key, setting, folder, protocol, trial, n_jobs, rows_file, baselines, unit, model_seed,
-                              official_labels, tie_rule)
+                              official_labels, tie_rule, portion)
             if record is not None:
                 record(result)
         results.append(result)
@@ -338,13 +376,17 @@ def run_setting(key: str, setting: Setting, folder: Path, protocol: str, seeds: 
 
 def run_seed(key: str, setting: Setting, folder: Path, protocol: str, trial: int, n_jobs: int,
              rows_file: Path | None, baselines: bool, unit: str, model_seed: int,
-             official_labels: bool = False, tie_rule: str = "privfed") -> dict:
+             official_labels: bool = False, tie_rule: str = "privfed", portion: float = 1.0) -> dict:
     """One run; ``tie_rule="official"`` (official rows only): the official code's label coding, and for L0 the
-    accuracy of the final model fitted on the server votes with the code's tie rule (see :func:`official_tie_rule`)."""
+    accuracy of the final model fitted on the server votes with the code's tie rule (see :func:`official_tie_rule`);
+    ``portion``: the share of the public set trained on (:func:`public_portion`)."""
     official_labels = official_labels or tie_rule == "official"
     split, rows_from = prepare(setting.data, folder, protocol, setting.parties, seed=trial, rows_file=rows_file,
                                official_labels=official_labels)
-    print(f"  {key} seed {trial}: {rows_from}", flush=True)
+    full_public = len(split.X_public)
+    split = public_portion(split, portion, seed=trial)
+    print(f"  {key} seed {trial}: {rows_from}"
+          + (f"; public set {len(split.X_public)} of {full_public} rows" if portion < 1 else ""), flush=True)
     model = fedkt_for(setting, split, model_seed, n_jobs)
     result: dict[str, Any] = {
         "setting": key, "seed": trial, "model_seed": model_seed, "protocol": protocol,
@@ -354,6 +396,7 @@ def run_seed(key: str, setting: Setting, folder: Path, protocol: str, trial: int
         "teacher_assignment": teacher_assignment(),
         "rows": rows_from, "rows_source": split.rows_source,
         "majority_class_accuracy": 100 * float(np.mean(split.y_test == np.bincount(split.y_test).argmax())),
+        "public_portion": portion, "public_size": len(split.X_public),
         "delta": DELTA, "epsilon_unit": None if setting.privacy == "L0" else unit,
     }
     start = time.perf_counter()
@@ -525,7 +568,7 @@ class JsonRecords:
     load at the start and at the last checkpoint); a resumed run appends its own record to ``resumed``.
     """
 
-    def __init__(self, path: Path, protocol: str, run: dict[str, Any] | None = None) -> None:
+    def __init__(self, path: Path, protocol: str, run: dict[str, Any] | None = None, portion: float = 1.0) -> None:
         self.path = path
         command = "python " + " ".join(sys.argv)
         self.document: dict[str, Any] = {"command": command, "records": []}
@@ -535,7 +578,8 @@ class JsonRecords:
             self.document.setdefault("resumed_with", []).append(command)
             provenance.earlier_records(self.document["records"])
         self.done = {(r["setting"], r["seed"], r.get("model_seed", r["seed"])): r
-                     for r in self.document["records"] if r["protocol"] == protocol}
+                     for r in self.document["records"]
+                     if r["protocol"] == protocol and r.get("public_portion", 1.0) == portion}
 
     def add(self, record: dict) -> None:
         self.document["records"].append(record)
@@ -578,6 +622,9 @@ def main() -> None:
     parser.add_argument("--teacher-assignment", choices=("keyed", "permutation"), default="keyed",
                         help="privfed's keyed hash (default), or equal shares of a permutation as the official code "
                              "(an ablation: runs the parties in this process; write it to its own --json)")
+    parser.add_argument("--public-portion", type=float, default=1.0,
+                        help="the share of the public set trained on, in (0, 1] (FedKT's Table 3: 0.2 to 1); the "
+                             "first rows of a seeded permutation, the parties and test set unchanged (default 1)")
     parser.add_argument("--json", default=None, help="per-seed records, written after every seed; resumable")
     parser.add_argument("--device", choices=("cpu", "cuda", "auto"), default="cpu",
                         help="where the MNIST MLPs train (auto: CUDA when available); recorded in the provenance")
@@ -594,13 +641,15 @@ def main() -> None:
     if args.teacher_assignment == "permutation":
         use_permutation_teachers()
         args.n_jobs = 1  # the replacement lives in this process only
+    if not 0 < args.public_portion <= 1:
+        parser.exit(2, f"bench/fedkt.py: error: --public-portion must be in (0, 1], got {args.public_portion}\n")
     DEVICE["name"] = args.device
     if args.device == "cuda" and resolved_device("auto") != "cuda":
         parser.exit(2, "bench/fedkt.py: error: --device cuda but CUDA is not available on this machine\n")
     run = provenance.start(command="python " + " ".join(sys.argv), seeds=args.seeds,
                            settings={key: value for key, value in vars(args).items() if key not in ("from_json",)},
                            device=resolved_device(args.device))
-    records = JsonRecords(Path(args.json), args.protocol, run) if args.json else None
+    records = JsonRecords(Path(args.json), args.protocol, run, portion=args.public_portion) if args.json else None
     rows_file = Path(args.reference_rows) if args.protocol == "reference-code" else None
     lines = []
     for key in keys:
@@ -609,7 +658,8 @@ def main() -> None:
         results = run_setting(key, setting, folder, args.protocol, seeds, args.n_jobs, rows_file,
                               baselines=not args.no_baselines, done=records.done if records else None,
                               record=records.add if records else None, model_seeds=args.model_seeds,
-                              official_labels=args.official_labels, tie_rule=args.tie_rule)
+                              official_labels=args.official_labels, tie_rule=args.tie_rule,
+                              portion=args.public_portion)
         lines.append(markdown_row(key, results))
         print(HEADER.splitlines()[0])
         print(lines[-1], flush=True)

@@ -1,5 +1,5 @@
 """bench/fedkt.py and fedkt_tables.py: the official tie rule (``--tie-rule official``), the MNIST MLPs'
-``--device``, and failed runs counted in Tables 8 and 9.
+``--device``, failed runs counted in Tables 8 and 9, and ``--public-portion`` (Table 3).
 
 The row-for-row reproduction refits the final model on the same consistent votes with the official code's
 rule and the final model's own parameters, so the two accuracies differ by the tie rule only.
@@ -122,3 +122,43 @@ def test_fit_and_score_records_accuracy_or_the_failure():
     assert record["seed"] == 3 and record["accuracy"] == 75.0 and record["seconds"] >= 0 and "failed" not in record
     failed = bench_fedkt.fit_and_score(_Model("one class"), split, {"seed": 3})
     assert failed["failed"] == "one class" and "accuracy" not in failed
+
+
+def test_a_public_portion_keeps_the_parties_and_test_set_and_nests():
+    from privfed.pipelines import federated_split
+
+    rng = np.random.default_rng(0)
+    X, y = rng.normal(size=(400, 3)), rng.integers(0, 2, size=400)
+    split = federated_split(X, y, n_parties=4, beta=0.5, public_size=100, X_test=X[:50], y_test=y[:50],
+                            random_state=0)
+    fifth, three_fifths = (bench_fedkt.public_portion(split, p, seed=3) for p in (0.2, 0.6))
+    assert (len(fifth.X_public), len(three_fifths.X_public)) == (20, 60)
+    assert set(fifth.public_indices) < set(three_fifths.public_indices) < set(split.public_indices)
+    for cut in (fifth, three_fifths):
+        assert np.array_equal(cut.X_public, X[cut.public_indices])
+        assert np.array_equal(cut.y_public, y[cut.public_indices])
+        assert cut.parties is split.parties and cut.X_test is split.X_test
+    assert bench_fedkt.public_portion(split, 1.0, seed=3) is split
+    odd = bench_fedkt.public_portion(SimpleNamespace(X_public=X[:7], y_public=y[:7], parties=[]), 0.5, seed=1)
+    assert len(odd.X_public) == 4  # ⌈0.5 · 7⌉
+    for bad in (0.0, 1.5, -0.2):
+        try:
+            bench_fedkt.public_portion(split, bad, seed=0)
+        except ValueError as error:
+            assert "public_portion must be in (0, 1]" in str(error) and repr(bad) in str(error)
+        else:
+            raise AssertionError(f"portion {bad} was accepted")
+
+
+def test_the_public_portion_option_refuses_values_outside_0_1(capsys):
+    argv = sys.argv
+    sys.argv = ["bench/fedkt.py", "--public-portion", "0", "--settings", "adult-l0"]
+    try:
+        bench_fedkt.main()
+    except SystemExit as stop:
+        assert stop.code == 2
+    else:
+        raise AssertionError("--public-portion 0 ran")
+    finally:
+        sys.argv = argv
+    assert "--public-portion must be in (0, 1], got 0.0" in capsys.readouterr().err

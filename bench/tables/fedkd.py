@@ -104,3 +104,42 @@ def s_sweep_markdown(documents: list[dict[str, Any]]) -> str:
 table("fedkd-s-sweep", raw=S_SWEEP)(s_sweep_markdown)
 table("fedkd-grid-alpha-1", raw=GRID)(lambda documents: grid_markdown(documents, alpha=1.0))
 table("fedkd-grid-alpha-0.1", raw=GRID)(lambda documents: grid_markdown(documents, alpha=0.1))
+
+#: Fig. 2 (left) on MNIST: ``bench/fedkd.py --grid noise --alphas 1 --publics in-domain --public-size N`` per size
+#: and seed; the 10,000 column is the default grid's (α = 1, in-domain public set)
+#: the seeds run per public-set size (10,000: seeds beyond the grid's 0-2)
+PUBLIC_SIZE_SEEDS = {1000: (0, 1, 2, 3, 4), 3000: (0, 1, 2, 3, 4), 10000: (3, 4)}
+PUBLIC_SIZE = [f"bench/results/fedkd_public_size_{size}_seed{seed}.json"
+               for size, seeds in PUBLIC_SIZE_SEEDS.items() for seed in seeds]
+NOISE = [(None, None), (200, 10.0), (200, 1.0), (200, 0.1)]
+
+
+def public_size_markdown(documents: list[dict[str, Any]]) -> str:
+    """Per public-set size (rows) and noise level (columns): test accuracy over seeds, the drop from the noiseless
+    run at γ = 0.1 on the same seeds, and the party-level ε (which grows with the number of public examples)."""
+    rows = [dict(row, seed=document["settings"]["seed"], size=document["settings"]["public_size"])
+            for document in documents for row in document["rows"]
+            if row["alpha"] == 1.0 and row["public"].startswith("in-domain") and (row["S"], row["gamma"]) in NOISE
+            and row["quantizer"] == "public"]
+    lines = ["| public-set size | seeds | noiseless, unquantized | S = 200, γ = 10 | S = 200, γ = 1 | S = 200, γ = 0.1 "
+             "(most noise) | γ = 0.1 − noiseless, same seeds | ε party level, tight, at γ = 10 / 1 / 0.1 |",
+             "|---|---|---|---|---|---|---|---|"]
+    for size in sorted({row["size"] for row in rows}):
+        at = {point: {row["seed"]: row for row in rows if row["size"] == size and (row["S"], row["gamma"]) == point}
+              for point in NOISE}
+        seeds = sorted(set().union(*at.values()))
+        cells = [_summary([row["test_accuracy"] for row in at[point].values()]) if at[point] else "not run"
+                 for point in NOISE]
+        paired = sorted(set(at[NOISE[0]]) & set(at[NOISE[-1]]))
+        drops = [at[NOISE[-1]][seed]["test_accuracy"] - at[NOISE[0]][seed]["test_accuracy"] for seed in paired]
+        epsilons = " / ".join(f"{math.ceil(max(row['epsilon_party_tight'] for row in at[point].values())):,}"
+                              if at[point] else "–" for point in NOISE[1:])
+        lines.append(f"| {size:,} | {', '.join(map(str, seeds))} | " + " | ".join(cells) + " | "
+                     + (_summary(drops) if drops else "–") + f" | {epsilons} |")
+    lines += ["", "MNIST, 20 parties, Dirichlet α = 1, in-domain public set (drawn from MNIST's training file, so a "
+              "smaller public set leaves the parties more images). Test accuracy: one seed's value, or mean ± sd "
+              "[95 % t-interval for the mean]."]
+    return "\n".join(lines)
+
+
+table("fedkd-public-size", raw=[*GRID, *PUBLIC_SIZE])(public_size_markdown)

@@ -359,3 +359,62 @@ def official_tie_rule(documents: list) -> str:
     lines.append("| tied server votes (of 4,070 queries), `--tie-rule official` | "
                  + " | ".join(str(official[s]["tied_queries"]) if s in official else "–" for s in seeds) + " | – |")
     return "\n".join(lines)
+
+
+# --- Table 3: the size of the public set (bench/fedkt.py --public-portion) --------------------------------------
+#: the paper's Table 3 (single numbers, no spread or trial count given) and the public rows its text names at 20 %
+PAPER_TABLE_3 = {"adult-l0": ("Adult", {0.2: 82.1, 0.4: 82.1, 0.6: 82.1, 0.8: 82.3, 1.0: 82.2}, None),
+                 "codrna-l0": ("cod-rna", {0.2: 87.3, 0.4: 87.6, 0.6: 87.8, 0.8: 87.8, 1.0: 88.3}, 1807)}
+TABLE_3 = [RESULTS + f"fedkt_table3_portion{portion}.json" for portion in ("0.2", "0.4", "0.6", "0.8", "1.0")]
+
+
+def _paired(values: dict[int, float], baseline: dict[int, float]) -> str:
+    """mean ± sd [95 % interval] of ``values − baseline`` over the seeds both hold."""
+    seeds = sorted(set(values) & set(baseline))
+    return _summary([values[seed] - baseline[seed] for seed in seeds], digits=2) if len(seeds) > 1 else "–"
+
+
+@table("fedkt-table-3", raw=TABLE_3)
+def table_3(documents: list) -> str:
+    """Per data set and public-set portion: the paper's accuracy, ours over seeds, ours minus ours at 100 % on the
+    same seeds (same parties and test rows), balanced accuracy and the share of test rows predicted minority."""
+    records = [r for document in documents for r in document["records"] if "failed" not in r]
+    portions = sorted({r["public_portion"] for r in records})
+    header = "| data set | row | " + " | ".join(f"{100 * p:.0f} %" for p in portions) + " |"
+    lines = [header, "|---|---|" + "---|" * len(portions)]
+    for key, (name, paper, paper_rows) in PAPER_TABLE_3.items():
+        at = {p: {r["seed"]: r for r in records if r["setting"] == key and r["public_portion"] == p} for p in portions}
+        if not any(at.values()):
+            continue
+        full = {seed: r["accuracy"] for seed, r in at.get(1.0, {}).items()}
+
+        def cells(make) -> str:
+            return " | ".join(make(p, at[p]) if at[p] else "not run" for p in portions)
+
+        def balanced(runs: dict) -> list[float]:
+            rates = [confusion_rates(r["accuracy"], r["minority_share_test_true"], r["minority_share_test_predicted"])
+                     for r in runs.values()]
+            return [(minority + majority) / 2 for minority, majority in rates]
+
+        lines += [
+            f"| {name} | public rows, ours" + (f" (paper at 20 %: {paper_rows:,})" if paper_rows else "") + " | "
+            + cells(lambda p, runs: "/".join(f"{size:,}" for size in sorted({r['public_size'] for r in runs.values()})))
+            + " |",
+            f"| {name} | paper % (Table 3: one number, no spread) | " + cells(lambda p, runs: f"{paper[p]}") + " |",
+            f"| {name} | ours % | " + cells(lambda p, runs: _summary([r["accuracy"] for r in runs.values()])) + " |",
+            f"| {name} | ours − paper | "
+            + cells(lambda p, runs: f"{np.mean([r['accuracy'] for r in runs.values()]) - paper[p]:+.1f}") + " |",
+            f"| {name} | ours − ours at 100 %, same seeds | "
+            + cells(lambda p, runs: _paired({s: r["accuracy"] for s, r in runs.items()}, full) if p != 1.0 else "–")
+            + " |",
+            f"| {name} | balanced accuracy % | " + cells(lambda p, runs: _summary(balanced(runs))) + " |",
+            f"| {name} | test rows predicted minority %, mean (true share) | "
+            + cells(lambda p, runs: f"{np.mean([r['minority_share_test_predicted'] for r in runs.values()]):.1f} "
+                                    f"({np.mean([r['minority_share_test_true'] for r in runs.values()]):.1f})")
+            + " |",
+        ]
+    seeds = sorted({r["seed"] for r in records})
+    lines += ["", f"FedKT-L0 on the official code's rows (seeds {', '.join(map(str, seeds))}, the reference-code "
+              "protocol, privfed's random server ties); a portion keeps the first rows of a seeded permutation of the "
+              "public set, the parties and test rows staying the seed's. Cells: mean ± sd [95 % t-interval] (runs)."]
+    return "\n".join(lines)
