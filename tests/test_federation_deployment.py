@@ -156,8 +156,8 @@ def test_secaggplus_on_localhost_with_a_supernode_dropping_inside_it(tmp_path, d
                     sigma=4.0, random_state=7, noise_seed=11)
     original = fedkt_module.secure_sum
 
-    def without_party_2(tasks, sent, names, *, max_bytes):
-        total = original(tasks[:2], sent[:2], names[:2], max_bytes=max_bytes)
+    def without_party_2(tasks, sent, names, *, max_bytes, n_parties=None):
+        total = original(tasks[:2], sent[:2], names[:2], max_bytes=max_bytes, n_parties=n_parties)
         return FedKTVoteSum(total.vote_sum, n_parties=3, n_contributors=2)
 
     fedkt_module.secure_sum = without_party_2
