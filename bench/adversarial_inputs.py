@@ -195,8 +195,8 @@ def _npz(name: str) -> Callable[[Path], str]:
 
 def _party_schema(folder: Path) -> str:
     import numpy as np
-    from privfed.pipelines.protocol.messages import MessageError, Record
     from privfed.pipelines.data.party_schema import PartySchema, describe_party, federation_classes
+    from privfed.pipelines.protocol.messages import MessageError, Record
 
     with np.load(folder / "schema.npz", allow_pickle=False) as arrays:  # the probe's own input, written above
         record = Record("party-schema", dict(arrays), {"n_examples": 10**6})

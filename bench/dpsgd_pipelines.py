@@ -48,9 +48,9 @@ from privfed.accounting.report import round_up  # noqa: E402
 from privfed.pipelines import DPConfig  # noqa: E402
 from privfed.pipelines.data.datasets import federated_split, load_dataset  # noqa: E402
 from privfed.pipelines.fedkd.estimator import FedKD  # noqa: E402
+from privfed.pipelines.models.torch_models import TorchCNN  # noqa: E402
 from privfed.pipelines.privatekt.estimator import PrivateKT  # noqa: E402
 from privfed.pipelines.selective_fd.estimator import SelectiveFD  # noqa: E402
-from privfed.pipelines.models.torch_models import TorchCNN  # noqa: E402
 
 from bench import provenance  # noqa: E402
 

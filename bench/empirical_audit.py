@@ -37,6 +37,7 @@ from sklearn.tree import DecisionTreeClassifier  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the checkout's privfed
 
+from bench import provenance  # noqa: E402
 from privfed import (  # noqa: E402
     DPConfig,
     FedKT,
@@ -48,8 +49,6 @@ from privfed import (  # noqa: E402
     membership_epsilon_lower_bound,
     true_label_scores,
 )
-
-from bench import provenance  # noqa: E402
 
 DELTA = 1e-5
 

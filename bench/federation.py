@@ -157,8 +157,8 @@ def main() -> None:
           f"{report['bytes_per_party']['median_by_message']}); its students in skops: median "
           f"{int(np.median(models)):,} (×{np.median(models) / np.median(sent):.0f})", flush=True)
 
-    from privfed.pipelines.fedkt.steps import fedkt_tasks
     from privfed.pipelines.data.party_schema import describe_party
+    from privfed.pipelines.fedkt.steps import fedkt_tasks
 
     X, y = split.parties[0]
     classes = np.unique(np.concatenate([party[1] for party in split.parties]))

@@ -31,8 +31,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 
 def estimator(rounds: int):
-    from privfed.pipelines.privatekt.estimator import PrivateKT
     from privfed.pipelines.models.torch_models import TorchMLP
+    from privfed.pipelines.privatekt.estimator import PrivateKT
 
     return PrivateKT(TorchMLP(hidden=(64,), lr=1e-2, batch_size=32, random_state=0), epsilon_per_round=5.0,
                      queries_per_round=2, buffer_rounds=25, self_training_size=200, rounds=rounds, client_fraction=0.5,

@@ -32,8 +32,8 @@ def main() -> None:
     args = parser.parse_args()
 
     import torch
-    from privfed.pipelines.selective_fd.estimator import SelectiveFD
     from privfed.pipelines.models.torch_models import TorchMLP
+    from privfed.pipelines.selective_fd.estimator import SelectiveFD
     from sklearn.datasets import load_digits
 
     from privfed.federation import simulate

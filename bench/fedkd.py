@@ -43,12 +43,12 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 from privfed.accounting import QuantizedLaplaceEnsemble  # noqa: E402
 from privfed.accounting.report import round_up  # noqa: E402
-from privfed.pipelines.models.fitting import fit_classifier  # noqa: E402
 from privfed.pipelines.data.datasets import federated_split, load_dataset  # noqa: E402
 from privfed.pipelines.fedkd.estimator import FedKD, party_logits  # noqa: E402
 from privfed.pipelines.fedkd.steps import parameter_count  # noqa: E402
-from privfed.pipelines.protocol.progress import progress_bar  # noqa: E402
+from privfed.pipelines.models.fitting import fit_classifier  # noqa: E402
 from privfed.pipelines.models.torch_models import TorchCNN  # noqa: E402
+from privfed.pipelines.protocol.progress import progress_bar  # noqa: E402
 
 from bench import provenance  # noqa: E402
 

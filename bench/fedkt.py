@@ -63,15 +63,15 @@ import numpy as np  # noqa: E402
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from privfed.pipelines import federated_split, load_dataset, teacher_subsets  # noqa: E402
-from privfed.pipelines.fedkt import steps as fedkt_steps  # noqa: E402
 from privfed.pipelines.data.datasets import reference_class_order  # noqa: E402
-from privfed.pipelines.fedkt.estimator import CentralizedPATE, FedKT, Solo  # noqa: E402
-from privfed.pipelines.protocol.progress import progress_bar  # noqa: E402
 from privfed.pipelines.data.reference_rows import (  # noqa: E402
     REFERENCE_ROWS_DATASETS,
     load_reference_rows,
     reference_rows_split,
 )
+from privfed.pipelines.fedkt import steps as fedkt_steps  # noqa: E402
+from privfed.pipelines.fedkt.estimator import CentralizedPATE, FedKT, Solo  # noqa: E402
+from privfed.pipelines.protocol.progress import progress_bar  # noqa: E402
 from privfed.pipelines.protocol.voting import consistent_votes  # noqa: E402
 from sklearn.base import clone  # noqa: E402
 

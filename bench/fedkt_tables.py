@@ -63,8 +63,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import fedkt as bench_fedkt  # noqa: E402  (bench/fedkt.py: a script's own folder is on sys.path)
 from privfed.pipelines import federated_split, load_dataset  # noqa: E402
-from privfed.pipelines.fedkt.estimator import FedKT  # noqa: E402
 from privfed.pipelines.data.reference_rows import load_reference_rows, reference_rows_split  # noqa: E402
+from privfed.pipelines.fedkt.estimator import FedKT  # noqa: E402
 
 from bench import provenance  # noqa: E402
 

@@ -28,11 +28,11 @@ import numpy as np  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from privfed.pipelines import dirichlet_partition  # noqa: E402
 from sklearn.linear_model import LogisticRegression  # noqa: E402
 from sklearn.tree import DecisionTreeClassifier  # noqa: E402
 
 from bench import provenance  # noqa: E402
-from privfed.pipelines import dirichlet_partition  # noqa: E402
 
 DELTA = 1e-5
 OBSERVERS = ("coordinator", "public")
@@ -80,12 +80,12 @@ def _digits() -> tuple[list[tuple[np.ndarray, np.ndarray]], np.ndarray]:
 
 def _configurations() -> list[tuple[str, str, Any]]:
     """(pipeline, configuration, unfitted estimator), the default first, then the private one."""
-    from privfed.pipelines.models.dp_config import DPConfig
     from privfed.pipelines.fedkd.estimator import FedKD
     from privfed.pipelines.fedkt.estimator import FedKT
+    from privfed.pipelines.models.dp_config import DPConfig
+    from privfed.pipelines.models.torch_models import TorchMLP
     from privfed.pipelines.privatekt.estimator import PrivateKT
     from privfed.pipelines.selective_fd.estimator import SelectiveFD
-    from privfed.pipelines.models.torch_models import TorchMLP
 
     tree = DecisionTreeClassifier(max_depth=5)
     dp = DPConfig(noise_multiplier=1.0, max_grad_norm=1.0, delta=DELTA, sample_rate=0.2)

@@ -80,8 +80,8 @@ from privfed.accounting import RandomizedResponse, account  # noqa: E402
 from privfed.accounting.report import round_up  # noqa: E402
 from privfed.pipelines.data.datasets import load_dataset  # noqa: E402
 from privfed.pipelines.data.partition import dirichlet_partition, label_mixture_partition  # noqa: E402
-from privfed.pipelines.privatekt.estimator import PrivateKT  # noqa: E402
 from privfed.pipelines.models.torch_models import KerasInitialised, TorchClassifier, TorchCNN  # noqa: E402
+from privfed.pipelines.privatekt.estimator import PrivateKT  # noqa: E402
 from torch import nn  # noqa: E402
 
 from bench import provenance  # noqa: E402
@@ -200,9 +200,9 @@ ROUND_MODES = {
 
 def clients_step(mode: str, data, tasks, model) -> np.ndarray:
     """The labels the round's clients report, computed as ``PrivateKT.fit`` does in ``mode`` (one row per client)."""
-    from privfed.pipelines.protocol.executor import run_party_tasks
     from privfed.pipelines.privatekt.estimator import _party_step
     from privfed.pipelines.privatekt.steps import batched_party_steps
+    from privfed.pipelines.protocol.executor import run_party_tasks
 
     batched, n_jobs = ROUND_MODES[mode]
     if batched:

@@ -36,7 +36,6 @@ from privfed.accounting.smooth_sensitivity import (  # noqa: E402
 )
 
 import privfed  # noqa: E402
-
 from bench import provenance  # noqa: E402
 
 OUTPUT = ROOT / "bench" / "results" / "rederivation_issue33.json"

@@ -25,12 +25,12 @@ sys.path[:] = [str(Path(__file__).resolve().parents[1])] + [
     p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
 
 import numpy as np  # noqa: E402
+from privfed.accounting import NoiseSource  # noqa: E402
+from privfed.pipelines.fedkt.estimator import FedKT  # noqa: E402
 from sklearn.datasets import load_digits  # noqa: E402
 from sklearn.tree import DecisionTreeClassifier  # noqa: E402
 
 from bench import provenance  # noqa: E402
-from privfed.accounting import NoiseSource  # noqa: E402
-from privfed.pipelines.fedkt.estimator import FedKT  # noqa: E402
 
 SETTINGS = {
     "L1": dict(privacy="L1", gamma=0.5),

@@ -40,7 +40,6 @@ from privfed.pipelines import dirichlet_partition  # noqa: E402
 from sklearn.tree import DecisionTreeClassifier  # noqa: E402
 
 import privfed  # noqa: E402
-
 from bench import provenance  # noqa: E402
 
 DELTA = 1e-5

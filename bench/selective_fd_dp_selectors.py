@@ -48,8 +48,8 @@ import logging  # noqa: E402
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 from privfed.pipelines.models.dp_config import DPConfig  # noqa: E402
-from privfed.pipelines.selective_fd.estimator import SelectiveFD  # noqa: E402
 from privfed.pipelines.models.torch_models import TorchMLP  # noqa: E402
+from privfed.pipelines.selective_fd.estimator import SelectiveFD  # noqa: E402
 from sklearn.datasets import load_digits  # noqa: E402
 from sklearn.metrics import roc_auc_score  # noqa: E402
 

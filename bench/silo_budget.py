@@ -136,7 +136,6 @@ def timing(checkpoints: list[int], repeats: int) -> list[dict[str, Any]]:
 def _examples() -> list[tuple[str, list[Any]]]:
     """(name, the releases of one study) for each documented example."""
     import dp_accounting
-
     from privfed.accounting import DPSGD, DpEventRelease, RandomizedResponse
 
     gaussian_answers = DpEventRelease(dp_accounting.SelfComposedDpEvent(dp_accounting.GaussianDpEvent(40.0), 1000),

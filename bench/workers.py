@@ -24,8 +24,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import numpy as np  # noqa: E402
 from privfed.pipelines import federated_split  # noqa: E402
-from privfed.pipelines.protocol.executor import idle_workers  # noqa: E402
 from privfed.pipelines.fedkt.estimator import FedKT  # noqa: E402
+from privfed.pipelines.protocol.executor import idle_workers  # noqa: E402
 from sklearn.datasets import load_digits  # noqa: E402
 from sklearn.ensemble import RandomForestClassifier  # noqa: E402
 
