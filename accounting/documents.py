@@ -92,10 +92,8 @@ def load_npy(path: str | Path, name: str) -> np.ndarray:
         or corrupt, or holds Python objects.
     """
     path = Path(path)
-    if not path.exists():
-        raise ValueError(f"{name} {str(path)!r} does not exist")
     if not path.is_file():
-        raise ValueError(f"{name} {str(path)!r} is not a file")
+        raise ValueError(f"{name} {str(path)!r} {not_a_file(path)}")
     try:
         with path.open("rb") as handle:
             if handle.read(len(NPY_MAGIC)) != NPY_MAGIC:

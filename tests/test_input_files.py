@@ -353,3 +353,21 @@ def test_too_deep_claims_are_one_line_not_a_recursion_error(tmp_path: Path, caps
         assert main(["audit", "--claims", str(path)]) == 2
         error = capsys.readouterr().err
         assert "nested more than 64 levels deep" in error and error.count("\n") == 1
+
+
+@pytest.mark.parametrize("argv", [
+    ["account", "{path}", "--gamma", "0.04", "--votes-per-unit", "2", "--unit", "party", "--delta", "1e-5"],
+    ["account", "{path}.json", "--delta", "1e-5"],
+    ["report", "--render", "{path}", "--out", "{path}-out"],
+])
+def test_a_named_pipe_is_called_a_named_pipe_not_a_missing_file(tmp_path, capsys, argv):
+    """A FIFO where a file belongs exists: the one-line error names what it is (it used to say "does not exist")."""
+    import os
+
+    path = tmp_path / "votes"
+    os.mkfifo(path)
+    if argv[1].endswith(".json"):
+        os.rename(path, tmp_path / "votes.json")
+    assert main([arg.format(path=path) for arg in argv]) == 2
+    error = capsys.readouterr().err
+    assert "named pipe (FIFO), not a regular file" in error and "does not exist" not in error

@@ -59,7 +59,8 @@ def _mechanisms(args: argparse.Namespace) -> list:
             raise ValueError(f"{given[0]} applies to a .npy vote file; a mechanism file states each mechanism's "
                              "parameters")
         if not path.is_file():
-            raise ValueError(f"mechanism file {str(path)!r} does not exist")
+            from privfed.accounting.documents import not_a_file
+            raise ValueError(f"mechanism file {str(path)!r} {not_a_file(path)}")
         import json
         import tomllib
 
@@ -70,7 +71,8 @@ def _mechanisms(args: argparse.Namespace) -> list:
         except OSError as error:
             raise ValueError(f"mechanism file {str(path)!r} could not be read: {error.strerror or error}") from None
     if not path.is_file():
-        raise ValueError(f"VOTES file {str(path)!r} does not exist")
+        from privfed.accounting.documents import not_a_file
+        raise ValueError(f"VOTES file {str(path)!r} {not_a_file(path)}")
     if args.gamma is None:
         raise ValueError("--gamma is required with a .npy vote file")
     votes_per_unit = 1 if args.votes_per_unit is None else args.votes_per_unit

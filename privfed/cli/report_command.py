@@ -94,7 +94,8 @@ def _report_command(args: argparse.Namespace) -> int:
             raise ValueError("--n-jobs and --data-folder apply to a sweep, not to --render")
         results = Path(args.render)
         if not results.is_file():
-            raise ValueError(f"--render: results file {str(results)!r} does not exist")
+            from privfed.accounting.documents import not_a_file
+            raise ValueError(f"--render: results file {str(results)!r} {not_a_file(results)}")
         from privfed.reports.render import render_report
 
         files = render_report(results, out)

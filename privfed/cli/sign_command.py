@@ -42,7 +42,8 @@ def _sign_command(args: argparse.Namespace) -> int:
     from privfed.bundle.signing import key_fingerprint, load_private_key, sign_bundle
 
     if not Path(args.key).is_file():
-        raise ValueError(f"--key {args.key!r} does not exist (a private key written by privfed keygen)")
+        from privfed.accounting.documents import not_a_file
+        raise ValueError(f"--key {args.key!r} {not_a_file(Path(args.key))} (a private key written by privfed keygen)")
     key = load_private_key(args.key)
     digest = sign_bundle(args.bundle, key)
     print(f"signed {args.bundle}\nbundle digest: {digest}\nkey fingerprint: {key_fingerprint(key)}")
