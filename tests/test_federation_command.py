@@ -288,3 +288,34 @@ def test_the_summary_reports_epsilon_per_unit_and_per_observer_where_the_ledger_
     assert "epsilon (party-level, observer public, delta = 1e-05): 1.235" in lines  # rounded up
     assert "epsilon (party-level, observer coordinator, delta = 1e-05): inf" in lines
     assert lines[-2].startswith("test accuracy 0.900 on 10 test examples") and lines[-1] == "bundle: /srv/b"
+
+
+def test_ctrl_c_when_flwr_stop_does_not_answer_says_to_stop_the_run_by_hand(tmp_path, monkeypatch, capsys) -> None:
+    """Ctrl-C after submission runs ``flwr stop``; one that hangs past its timeout gives the one line, not a
+    traceback (exit 130)."""
+    import privfed.cli.federation_command as federation_command
+
+    class Interrupted:
+        returncode = None
+
+        def __init__(self, *args, **kwargs):
+            self.stdout = self._lines()
+
+        @staticmethod
+        def _lines():
+            yield "🎊 Successfully started run 1234567\n"
+            raise KeyboardInterrupt
+
+        def terminate(self):
+            pass
+
+    def hanging_stop(command, **kwargs):
+        raise subprocess.TimeoutExpired(command, kwargs["timeout"])
+
+    monkeypatch.setattr(federation_command.subprocess, "Popen", Interrupted)
+    monkeypatch.setattr(federation_command.subprocess, "run", hanging_stop)
+    monkeypatch.setattr(federation_command.shutil, "which", lambda *args, **kwargs: "/usr/bin/flwr")
+    code = federation_command.follow_run("app.toml", "local", {}, tmp_path / "run.log", name="privfed federation run")
+    error = capsys.readouterr().err
+    assert code == 130 and "Traceback" not in error
+    assert "interrupted; flwr stop 1234567 local did not answer in 120 s: stop it by hand" in error, error

@@ -202,11 +202,15 @@ def follow_run(config_path: str, connection: str, env: dict[str, str], log: Path
             process.terminate()
             stopped = "no run had been submitted yet"
             if run_id is not None:
-                done = subprocess.run([flwr, "stop", run_id, connection], env=env, capture_output=True, text=True,
-                                      timeout=120)
-                out.write(done.stdout + done.stderr)
-                stopped = f"run {run_id} stopped" if done.returncode == 0 else \
-                    f"flwr stop {run_id} {connection} failed (exit {done.returncode}; see {log}): stop it by hand"
+                try:
+                    done = subprocess.run([flwr, "stop", run_id, connection], env=env, capture_output=True,
+                                          text=True, timeout=120)
+                except subprocess.TimeoutExpired:
+                    stopped = f"flwr stop {run_id} {connection} did not answer in 120 s: stop it by hand"
+                else:
+                    out.write(done.stdout + done.stderr)
+                    stopped = f"run {run_id} stopped" if done.returncode == 0 else \
+                        f"flwr stop {run_id} {connection} failed (exit {done.returncode}; see {log}): stop it by hand"
             print(f"{name}: interrupted; {stopped}", file=sys.stderr)
             return EXIT_INTERRUPTED
     if summary is not None and summary.get("bundle"):
