@@ -66,6 +66,12 @@ def test_bad_input_of_local_and_a_missing_config(tmp_path, flwr_home, capsys) ->
     assert "num-supernodes = 3, but --sites is 1" in capsys.readouterr().err
 
 
+def _interruptible() -> None:
+    """In the child: Ctrl-C raises KeyboardInterrupt even when the suite runs in the background (a shell starts
+    background jobs with SIGINT ignored, and Python installs its handler only where SIGINT is not ignored)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 @pytest.fixture
 def fake_flwr(tmp_path, monkeypatch):
     """A ``flwr`` on PATH that records its arguments and the run configuration it was given, then fails."""
@@ -206,7 +212,7 @@ def test_a_killed_supernode_fails_the_run_in_one_line_and_ctrl_c_stops_it(tmp_pa
         process = subprocess.Popen(privfed_command("run", str(config), "--connection", "localhost", "--log",
                                                    str(tmp_path / "interrupted.log")),
                                    cwd=tmp_path, env=federation.env, stderr=subprocess.PIPE, text=True,
-                                   start_new_session=True)
+                                   start_new_session=True, preexec_fn=_interruptible)
         assert process.stderr is not None
         submitted = process.stderr.readline()
         assert "submitted" in submitted, submitted
