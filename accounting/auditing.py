@@ -14,6 +14,10 @@ The right-hand side grows with ε; :func:`epsilon_lower_bound` returns the large
 v still rejects at level 1 − confidence, so the claim "(ε, δ)-DP" is refuted for every smaller ε with
 that confidence, over the audit's own coins only.
 
+Beside it, every :class:`AuditResult` carries the f-DP one-run estimate of Mahloujifar, Melis and Chaudhuri
+(ICML 2025; :mod:`accounting.fdp_auditing`) on the same guesses: the largest Gaussian-DP μ refuted, and the ε at
+the audit's δ that μ implies, which holds as a lower bound only if the mechanism's trade-off curve is Gaussian.
+
 :func:`audit_release` runs the whole protocol against any mechanism given as a function of the coin
 flips; privfed's pipeline audits (``privfed.empirical_audit``) are such functions. Nothing here knows
 a pipeline: numpy and scipy only.
@@ -30,6 +34,7 @@ import numpy as np
 from scipy import optimize, stats
 
 from ._checks import check_choice, check_int_at_least, check_probability
+from .fdp_auditing import gdp_epsilon, gdp_mu_lower_bound
 
 __all__ = [
     "AuditResult",
@@ -170,6 +175,14 @@ class AuditResult:
     ``expected_lower_bound`` (± ``expected_lower_bound_sd``): the mean (and standard deviation) of the bound that the
     *stated* mechanism gives on the same canary design, over a few simulated runs; an observed bound well above it
     shows a shift even below the claim (NaN: the design has no simulator).
+
+    The f-DP estimate (Mahloujifar, Melis and Chaudhuri 2025; :func:`accounting.fdp_auditing.gdp_mu_lower_bound`),
+    on the same guesses, guess counts and confidence split: ``gdp_mu_lower``, the largest μ whose μ-Gaussian-DP claim
+    the guesses refute (``gdp_num_correct`` of ``gdp_num_guesses`` right, the guess count that gave it), and
+    ``gdp_epsilon_lower``, the ε at ``delta`` of a μ-GDP mechanism (:func:`accounting.fdp_auditing.gdp_epsilon`).
+    That ε is a lower bound on the mechanism's ε only if its trade-off curve is Gaussian (a Gaussian mechanism,
+    DP-SGD); ``epsilon_lower`` assumes nothing, and ``violation`` is decided by it alone. ``gdp_epsilon_lower`` is
+    NaN for a pure claim (δ = 0: a Gaussian curve has no finite ε there) and where the estimate was not computed.
     """
 
     epsilon_lower: float
@@ -189,6 +202,10 @@ class AuditResult:
     max_lower_bound: float = math.nan
     expected_lower_bound: float = math.nan
     expected_lower_bound_sd: float = math.nan
+    gdp_mu_lower: float = math.nan
+    gdp_epsilon_lower: float = math.nan
+    gdp_num_guesses: int = 0
+    gdp_num_correct: int = 0
 
     @property
     def can_refute(self) -> bool:
@@ -274,19 +291,25 @@ def audit_scores(scores: np.ndarray, included: np.ndarray, *, claimed_epsilon: f
     counts = _guess_counts(m, num_guesses)
     each = 1.0 - (1.0 - confidence) / len(counts)
     rng = np.random.default_rng(random_state)
-    best = (-1.0, 0, 0)
+    best, best_gdp = (-1.0, 0, 0), (-1.0, 0, 0)
     for r in counts:
         v = count_correct_guesses(scores, included, guesses_in=r if guess_in_only else (r + 1) // 2,
                                   guesses_out=0 if guess_in_only else r // 2, rng=rng)
         bound = epsilon_lower_bound(v, r, m, delta=delta, confidence=each)
         if bound > best[0]:
             best = (bound, r, v)
+        mu = gdp_mu_lower_bound(v, r, m, confidence=each)
+        if mu > best_gdp[0]:
+            best_gdp = (mu, r, v)
     bound, r, v = best
+    mu, gdp_r, gdp_v = best_gdp
     return AuditResult(
         epsilon_lower=bound, claimed_epsilon=claimed_epsilon, violation=bound > claimed_epsilon, num_guesses=r,
         num_correct=v, num_canaries=m, num_included=int(included.sum()), delta=delta, confidence=confidence,
         unit=unit, guess_counts_tried=counts, threat_model=threat_model, runs=runs,
         max_lower_bound=max_lower_bound(m, delta=delta, confidence=confidence, num_guesses=num_guesses),
+        gdp_mu_lower=mu, gdp_epsilon_lower=math.nan if delta == 0.0 else gdp_epsilon(mu, delta=delta),
+        gdp_num_guesses=gdp_r, gdp_num_correct=gdp_v,
     )
 
 
