@@ -22,6 +22,9 @@ def test_the_example_config_prints_claim_bound_confidence_and_verdict(capsys):
     bound = float(re.search(r"lower bound\s+([0-9.]+) at 95% confidence", fields["lower"]).group(1))
     assert 0 <= bound <= 1.0
     assert fields["verdict"].startswith("verdict       PASS: no violation found")
+    assert "(Steinke, Nasr and Jagielski: any mechanism;" in fields["lower"]  # which bound is which
+    assert re.match(r"f-DP bound    μ ≥ [0-9.]+ at 95% confidence \(Mahloujifar, Melis and Chaudhuri", fields["f-DP"])
+    assert fields["f-DP"].endswith("no ε at δ = 0 (a Gaussian trade-off curve is never pure DP)")  # a pure claim
 
 
 def test_json_output(capsys):

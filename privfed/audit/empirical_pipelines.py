@@ -399,7 +399,9 @@ def empirical_audit(estimator: Any, parties: Sequence[tuple[np.ndarray, np.ndarr
         estimator's δ). ``max_lower_bound``/``can_refute``: whether this design could refute the claim at all.
         ``violation`` refutes the claim at ``confidence``; no violation is not a pass (docs/audit.md says how
         loose each design is). FedKT with ``aggregator="skellam"`` is audited through the parties' Skellam shares
-        and their secure sum, against the Skellam release's claim.
+        and their secure sum, against the Skellam release's claim. ``gdp_mu_lower``/``gdp_epsilon_lower``: the f-DP
+        one-run estimate on the same guesses (:class:`~privfed.accounting.auditing.AuditResult`; its ε assumes a
+        Gaussian trade-off curve and decides no violation).
     """
     design = _chosen_design(estimator, design)
     num_canaries = check_int_at_least("num_canaries", num_canaries, 2)

@@ -86,6 +86,17 @@ def _floor(value: float, digits: int = 3) -> str:
     return f"{math.floor(value * 10**digits) / 10**digits:.{digits}f}"
 
 
+def _gaussian_dp_text(result: Any) -> str:
+    """The f-DP (Gaussian DP) estimate of an audit, with the assumption its ε rests on."""
+    mu = (f"μ ≥ {_floor(result.gdp_mu_lower)} at {result.confidence:.0%} confidence (Mahloujifar, Melis and "
+          f"Chaudhuri: μ-Gaussian DP refuted below it; {result.gdp_num_correct} of {result.gdp_num_guesses} guesses "
+          "right)")
+    if math.isnan(result.gdp_epsilon_lower):
+        return f"{mu}; no ε at δ = 0 (a Gaussian trade-off curve is never pure DP)"
+    return (f"{mu}; ε ≥ {_floor(result.gdp_epsilon_lower)} at δ = {result.delta:g} only if the mechanism's "
+            "trade-off curve is Gaussian")
+
+
 def _empirical_command(args: argparse.Namespace) -> int:
     """``--empirical CONFIG.toml``: the one-run audit of the configured pipeline, then the verdict."""
     from privfed.accounting.report import round_up
@@ -118,8 +129,9 @@ def _empirical_command(args: argparse.Namespace) -> int:
         ("claimed ε", f"{round_up(result.claimed_epsilon)} at δ = {result.delta:g} (the ledger's ε for what one "
                       f"canary can change; the whole run: {round_up(result.details['ledger_epsilon'])})"),
         ("lower bound", f"{_floor(result.epsilon_lower)} at {result.confidence:.0%} confidence "
-                        f"({result.num_correct} of {result.num_guesses} guesses right; at most "
-                        f"{_floor(result.max_lower_bound)} with every guess right)"),
+                        f"(Steinke, Nasr and Jagielski: any mechanism; {result.num_correct} of {result.num_guesses} "
+                        f"guesses right; at most {_floor(result.max_lower_bound)} with every guess right)"),
+        ("f-DP bound", _gaussian_dp_text(result)),
         ("expected", "no simulator for this design (design = \"mechanism\" or \"gradient\" has one)"
                      if math.isnan(result.expected_lower_bound) else
                      f"{_floor(result.expected_lower_bound)} ± {_floor(result.expected_lower_bound_sd)} from the "
