@@ -6,8 +6,6 @@ import math
 
 import numpy as np
 import pytest
-from scipy import stats
-
 from privfed.accounting.auditing import audit_scores, one_run_p_value
 from privfed.accounting.fdp_auditing import (
     gdp_epsilon,
@@ -15,6 +13,7 @@ from privfed.accounting.fdp_auditing import (
     gdp_mu_lower_bound,
     gdp_tail_bound,
 )
+from scipy import stats
 
 
 # --- (a) the probability bound against exact and brute-force tails ----------------------------------------------
@@ -112,7 +111,7 @@ def test_twice_the_claimed_mu_is_refuted():
         result = audit_scores(2.0 * included + rng.standard_normal(1000), included, claimed_epsilon=10.0,
                               delta=1e-5, num_guesses=250, random_state=rng)
         refuted += result.gdp_mu_lower > 1.0
-    assert refuted >= 36
+    assert refuted >= 36  # measured: 40 of 40
 
 
 # --- (c) against Steinke et al. on the same guesses --------------------------------------------------------------
