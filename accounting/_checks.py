@@ -23,6 +23,7 @@ __all__ = [
     "check_at_most",
     "check_choice",
     "check_delta",
+    "check_guess_counts",
     "check_int_at_least",
     "check_nonnegative_int_array",
     "check_orders",
@@ -66,6 +67,18 @@ def check_delta(value: object, name: str = "delta") -> float:
     if not (0.0 < value < 1.0):
         raise ValueError(f"{name} must be in the open interval (0, 1), got {value!r}")
     return value
+
+
+def check_guess_counts(num_correct: object, num_guesses: object, num_canaries: object) -> tuple[int, int, int]:
+    """A one-run audit's counts (v correct of r guesses among m canaries) as ints, 0 ≤ v ≤ r ≤ m and r ≥ 1."""
+    num_canaries = check_int_at_least("num_canaries", num_canaries, 1)
+    num_guesses = check_int_at_least("num_guesses", num_guesses, 1)
+    if num_guesses > num_canaries:
+        raise ValueError(f"num_guesses must be in [1, num_canaries={num_canaries}], got {num_guesses}")
+    num_correct = check_int_at_least("num_correct", num_correct, 0)
+    if num_correct > num_guesses:
+        raise ValueError(f"num_correct must be in [0, num_guesses={num_guesses}], got {num_correct}")
+    return num_correct, num_guesses, num_canaries
 
 
 def check_probability(name: str, value: object, *, open_low: bool = True, open_high: bool = True) -> float:

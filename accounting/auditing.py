@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 from scipy import optimize, stats
 
-from ._checks import check_choice, check_int_at_least, check_probability
+from ._checks import check_choice, check_guess_counts, check_int_at_least, check_probability
 from .fdp_auditing import gdp_epsilon, gdp_mu_lower_bound
 
 __all__ = [
@@ -53,17 +53,6 @@ GUESS_FRACTIONS: tuple[float, ...] = (1 / 32, 1 / 16, 1 / 8, 1 / 4, 1 / 2, 1.0)
 #: Above this ε every p-value is 1 to double precision: the search stops there.
 _EPSILON_CAP = 1e3
 _UNITS = ("example", "party")
-
-
-def _check_counts(num_correct: object, num_guesses: object, num_canaries: object) -> tuple[int, int, int]:
-    num_canaries = check_int_at_least("num_canaries", num_canaries, 1)
-    num_guesses = check_int_at_least("num_guesses", num_guesses, 1)
-    if num_guesses > num_canaries:
-        raise ValueError(f"num_guesses must be in [1, num_canaries={num_canaries}], got {num_guesses}")
-    num_correct = check_int_at_least("num_correct", num_correct, 0)
-    if num_correct > num_guesses:
-        raise ValueError(f"num_correct must be in [0, num_guesses={num_guesses}], got {num_correct}")
-    return num_correct, num_guesses, num_canaries
 
 
 def _check_delta(delta: object) -> float:
@@ -129,7 +118,7 @@ def epsilon_lower_bound(num_correct: int, num_guesses: int, num_canaries: int, *
     >>> round(epsilon_lower_bound(100, 100, 1000), 3)  # every guess right: logit(0.05^(1/100))
     3.493
     """
-    v, r, m = _check_counts(num_correct, num_guesses, num_canaries)
+    v, r, m = check_guess_counts(num_correct, num_guesses, num_canaries)
     delta = _check_delta(delta)
     significance = 1.0 - check_probability("confidence", confidence)
 

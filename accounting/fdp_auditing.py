@@ -30,11 +30,12 @@ numpy and scipy only; nothing here knows a pipeline.
 from __future__ import annotations
 
 import math
+import numbers
 from typing import NamedTuple
 
 from scipy import optimize, special
 
-from ._checks import check_int_at_least, check_probability
+from ._checks import check_guess_counts, check_probability
 from .tradeoff import gaussian_delta
 
 __all__ = ["GaussianDPLowerBound", "gdp_epsilon", "gdp_lower_bound", "gdp_mu_lower_bound", "gdp_tail_bound"]
@@ -53,28 +54,10 @@ class GaussianDPLowerBound(NamedTuple):
     delta: float
 
 
-def _check_counts(num_correct: object, num_guesses: object, num_canaries: object) -> tuple[int, int, int]:
-    num_canaries = check_int_at_least("num_canaries", num_canaries, 1)
-    num_guesses = check_int_at_least("num_guesses", num_guesses, 1)
-    if num_guesses > num_canaries:
-        raise ValueError(f"num_guesses must be in [1, num_canaries={num_canaries}], got {num_guesses}")
-    num_correct = check_int_at_least("num_correct", num_correct, 0)
-    if num_correct > num_guesses:
-        raise ValueError(f"num_correct must be in [0, num_guesses={num_guesses}], got {num_correct}")
-    return num_correct, num_guesses, num_canaries
-
-
 def _check_mu(mu: object) -> float:
-    if isinstance(mu, bool) or not isinstance(mu, (int, float)) and not hasattr(mu, "__float__") \
-            or math.isnan(float(mu)) or float(mu) < 0.0:
+    if not isinstance(mu, numbers.Real) or isinstance(mu, bool) or math.isnan(mu) or mu < 0.0:
         raise ValueError(f"mu must be a number >= 0 (math.inf: no privacy), got {mu!r}")
     return float(mu)
-
-
-def _check_delta(delta: object) -> float:
-    if isinstance(delta, bool) or not hasattr(delta, "__float__") or not 0.0 <= float(delta) < 1.0:
-        raise ValueError(f"delta must be a number in [0, 1), got {delta!r}")
-    return float(delta)
 
 
 def _refutes(correct: int, guesses: int, canaries: int, mu: float, significance: float) -> bool:
@@ -114,7 +97,7 @@ def gdp_tail_bound(num_correct: int, num_guesses: int, num_canaries: int, *, mu:
     >>> round(gdp_tail_bound(10, 10, 10, mu=0.0), 6)  # μ = 0 is perfect privacy: all 10 right with probability 2⁻¹⁰
     0.000977
     """
-    c, k, m = _check_counts(num_correct, num_guesses, num_canaries)
+    c, k, m = check_guess_counts(num_correct, num_guesses, num_canaries)
     mu = _check_mu(mu)
     if math.isinf(mu) or not _refutes(c, k, m, mu, 1.0):
         return 1.0
@@ -146,7 +129,7 @@ def gdp_mu_lower_bound(num_correct: int, num_guesses: int, num_canaries: int, *,
     >>> round(gdp_mu_lower_bound(100, 100, 1000), 3)  # every one of 100 guesses right, 1,000 canaries
     1.226
     """
-    c, k, m = _check_counts(num_correct, num_guesses, num_canaries)
+    c, k, m = check_guess_counts(num_correct, num_guesses, num_canaries)
     significance = 1.0 - check_probability("confidence", confidence)
     if not _refutes(c, k, m, 0.0, significance):
         return 0.0
@@ -176,7 +159,7 @@ def gdp_epsilon(mu: float, *, delta: float) -> float:
     >>> round(gdp_epsilon(1.0, delta=1e-5), 4)
     4.3772
     """
-    mu, delta = _check_mu(mu), _check_delta(delta)
+    mu, delta = _check_mu(mu), check_probability("delta", delta, open_low=False)
     if mu == 0.0:
         return 0.0
     if math.isinf(mu) or delta == 0.0:
@@ -206,6 +189,6 @@ def gdp_lower_bound(num_correct: int, num_guesses: int, num_canaries: int, *, de
     >>> round(bound.mu, 3), round(bound.epsilon, 3)
     (1.226, 5.549)
     """
-    delta = _check_delta(delta)
+    delta = check_probability("delta", delta, open_low=False)
     mu = gdp_mu_lower_bound(num_correct, num_guesses, num_canaries, confidence=confidence)
     return GaussianDPLowerBound(mu=mu, epsilon=gdp_epsilon(mu, delta=delta), delta=delta)

@@ -177,9 +177,9 @@ def test_audit_scores_fills_the_fdp_fields_beside_steinkes():
     (lambda: gdp_tail_bound(1, 2, 10, mu="1"), "mu must be a number >= 0"),
     (lambda: gdp_mu_lower_bound(1, 2, 10, confidence=1.0), "confidence"),
     (lambda: gdp_mu_lower_bound(1, 2, 10, confidence=0.0), "confidence"),
-    (lambda: gdp_epsilon(1.0, delta=1.0), r"delta must be a number in \[0, 1\), got 1.0"),
-    (lambda: gdp_epsilon(1.0, delta=-1e-5), "delta must be a number in"),
-    (lambda: gdp_lower_bound(1, 2, 10, delta=True), "delta must be a number in"),
+    (lambda: gdp_epsilon(1.0, delta=1.0), r"delta must be in \[0, 1\), got 1.0"),
+    (lambda: gdp_epsilon(1.0, delta=-1e-5), r"delta must be in \[0, 1\), got -1e-05"),
+    (lambda: gdp_lower_bound(1, 2, 10, delta=True), "delta must be a real number, got True"),
 ])
 def test_bad_input_is_refused_in_one_line_naming_argument_value_and_range(call, message):
     with pytest.raises((ValueError, TypeError), match=message) as caught:
