@@ -99,8 +99,8 @@ def test_a_correct_gaussian_mechanism_is_refuted_at_most_at_the_confidences_rate
         bounds.append(result.gdp_mu_lower)
     bounds = np.array(bounds)
     allowed = stats.binom.ppf(0.999, audits, 1 - confidence)  # the rate the theorem allows, with sampling slack
-    assert (bounds > mu).sum() <= allowed  # measured: 0 of 150 at both confidences
-    assert bounds.mean() > (0.5 if confidence == 0.95 else 0.7) * mu  # not vacuous: measured 0.59 and 0.78
+    assert (bounds > mu).sum() <= allowed  # measured: 0 of 150 at 95 %, 8 of 150 at 50 %
+    assert bounds.mean() > (0.5 if confidence == 0.95 else 0.7) * mu  # not vacuous: measured 0.60 and 0.86
 
 
 def test_twice_the_claimed_mu_is_refuted():
