@@ -89,8 +89,9 @@ def gdp_tail_bound(num_correct: int, num_guesses: int, num_canaries: int, *, mu:
     Returns
     -------
     float
-        τ* in (0, 1]: the sequences of the module docstring overshoot k/m for every τ above it, so
-        P[T ≥ c] ≤ τ* (to 10⁻⁹ relative). 1 when no τ ≤ 1 is refuted (c = 0, or μ = ∞).
+        τ* in (0, 1]: the sequences of the module docstring overshoot k/m at τ*, so P[T ≥ c] < τ* (bisection to
+        10⁻⁹ relative; τ* is always a refuted τ, so the bound holds even where the refuted τ are not an interval).
+        1 when τ = 1 is not refuted (c = 0, or μ = ∞).
 
     Examples
     --------
@@ -121,8 +122,8 @@ def gdp_mu_lower_bound(num_correct: int, num_guesses: int, num_canaries: int, *,
     Returns
     -------
     float
-        μ* ≥ 0 (to 10⁻⁹ relative, rounded down): every μ < μ* is refuted at level 1 − confidence; 0 when even
-        μ = 0 (the coins' own guessing odds) is not.
+        μ* ≥ 0 (bisection to 10⁻⁹ relative, rounded down): μ*-GDP is refuted at level 1 − confidence, and with it
+        every μ < μ* (μ-GDP implies μ*-GDP); 0 when even μ = 0 (the coins' own guessing odds) is not.
 
     Examples
     --------
