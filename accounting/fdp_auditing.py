@@ -16,8 +16,8 @@ T ≥ i, at their smallest; the f-DP constraint ties each right mass to the wron
 the two add up to every guess, k/m.) So an observed c whose sequences overshoot k/m at τ = 1 − confidence refutes
 f at that confidence, over the audit's coins only.
 
-For μ-Gaussian DP, f = G_μ(α) = Φ(Φ⁻¹(1 − α) − μ) and f̄⁻¹(y) = Φ(Φ⁻¹(y) − μ); the sequences grow as μ falls,
-so the refuted claims are exactly the μ below a threshold: :func:`gdp_mu_lower_bound` finds it.
+For μ-Gaussian DP, f = G_μ(α) = Φ(Φ⁻¹(1 − α) − μ) and f̄⁻¹(y) = Φ(Φ⁻¹(y) − μ). A μ'-GDP mechanism is μ-GDP for
+every μ ≥ μ', so refuting μ refutes every smaller μ: :func:`gdp_mu_lower_bound` finds the largest μ refuted.
 :func:`gdp_epsilon` converts a μ to the ε it gives at a δ (Dong, Roth & Su, Cor. 2.13). That ε is an empirical
 ε *under the assumption that the mechanism's trade-off curve is Gaussian* (the Gaussian mechanism, DP-SGD's
 composition in the limit): an (ε, δ)-DP mechanism of another shape is not refuted by it. Steinke et al.'s bound
