@@ -2,7 +2,9 @@
 
 * **Laplace classic** ≤ 5× the estimated ideal per query (≈ 7 ns: issue 46's estimate; one read of the votes is
   measured beside it);
-* **GNMax classic** ≥ 10 M queries per second (its failure bounds use a per-gap table already);
+* **GNMax classic** ≥ 10 M queries per second (its failure bounds gather tabulated tail ratios; the per-vote
+  computation they replaced is timed beside them, alternated);
+* the **stages** of both classic curves (``bench/accounting_speed.py``'s ``stages``): what stands in the way;
 * **GNMax tight** on repeated parameters: a second ``account()`` with other votes and the same σ, count and δ
   (the PLD memo);
 * **1,000 distinct mechanisms** in a ledger accounted in ≤ 5 s: a ledger of E GNMax releases, each with its own σ
@@ -45,7 +47,9 @@ from privfed.accounting.orders import default_orders  # noqa: E402
 
 from bench import provenance  # noqa: E402
 from bench.accounting import GAMMA, simulate_votes  # noqa: E402
-from bench.accounting_speed import SIGMA, cpu_timed, repeated_parameters  # noqa: E402
+from bench.accounting_speed import SIGMA, cpu_timed, repeated_parameters, stages  # noqa: E402
+from privfed.accounting.gaussian_noisy_max import gaussian_log_failure_bounds  # noqa: E402
+from tests.test_gnmax_paired_tail_table import reference_log_failure_bounds  # noqa: E402
 from tests.test_merged_gaussian_pld import exact_gaussian_epsilon  # noqa: E402
 
 DELTA = 1e-5
@@ -61,6 +65,13 @@ def per_query(votes: np.ndarray, repeats: int) -> dict:
     for name, run in runs.items():
         cpu = min(cpu_timed(run)[1] for _ in range(repeats))
         row[name + "_cpu_ns_per_query"] = 1e9 * cpu / len(votes)
+    # GNMax's failure bounds from the table of tail ratios against the per-vote computation it replaced, alternated.
+    previous, table = [], []
+    for _ in range(repeats):
+        previous.append(cpu_timed(lambda: reference_log_failure_bounds(votes, SIGMA))[1])
+        table.append(cpu_timed(lambda: gaussian_log_failure_bounds(votes, SIGMA))[1])
+    row["gnmax_log_q_previous_cpu_ns_per_query"] = 1e9 * min(previous) / len(votes)
+    row["gnmax_log_q_cpu_ns_per_query"] = 1e9 * min(table) / len(votes)
     row["laplace_classic_over_ideal"] = row["laplace_classic_cpu_ns_per_query"] / IDEAL_NS
     row["gnmax_classic_queries_per_cpu_second"] = 1e9 / row["gnmax_classic_cpu_ns_per_query"]
     return row
@@ -117,6 +128,10 @@ def ledger_row(entries: int, *, per_entry_plds: bool) -> dict:
     row["composition_epsilon"] = float(event_pld(event, value_discretization_interval=interval)
                                        .get_epsilon_for_delta(DELTA))
     row["composition_cpu_s"] = time.process_time() - cpu
+    # What the entries' own rows would cost from the closed form instead of one PLD each (not what privfed does).
+    cpu = time.process_time()
+    row["exact_rows_largest_epsilon"] = max(exact_epsilon([member]) for member in members)
+    row["exact_rows_cpu_s"] = time.process_time() - cpu
     computations = {"rdp_only": rdp_only_epsilon, "exact": exact_epsilon}
     if per_entry_plds:
         computations["per_entry_plds"] = lambda chosen: per_entry_plds_epsilon(chosen, interval)
@@ -143,6 +158,7 @@ def main() -> None:
     account(LaplaceNoisyMax(votes[:1000], GAMMA), delta=DELTA)  # imports and tables, untimed
     rows = {"per_query": per_query(votes, args.repeats)}
     print(rows["per_query"], flush=True)
+    rows["stages"] = stages(votes, args.repeats)
     rows["gnmax_tight_repeated_parameters"] = repeated_parameters(100_000)
     print(rows["gnmax_tight_repeated_parameters"], flush=True)
     rows["ledgers"] = [ledger_row(e, per_entry_plds=True) for e in args.entries_compared]
