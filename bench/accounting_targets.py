@@ -43,12 +43,12 @@ from privfed.accounting import GaussianNoisyMax, LaplaceNoisyMax, Ledger, NoiseS
 from privfed.accounting._dp_accounting import event_pld, pld_interval  # noqa: E402
 from privfed.accounting.account import composed_dp_event  # noqa: E402
 from privfed.accounting.conversion import rdp_to_epsilon  # noqa: E402
+from privfed.accounting.gaussian_noisy_max import gaussian_log_failure_bounds  # noqa: E402
 from privfed.accounting.orders import default_orders  # noqa: E402
 
 from bench import provenance  # noqa: E402
 from bench.accounting import GAMMA, simulate_votes  # noqa: E402
 from bench.accounting_speed import SIGMA, cpu_timed, repeated_parameters, stages  # noqa: E402
-from privfed.accounting.gaussian_noisy_max import gaussian_log_failure_bounds  # noqa: E402
 from tests.test_gnmax_paired_tail_table import reference_log_failure_bounds  # noqa: E402
 from tests.test_merged_gaussian_pld import exact_gaussian_epsilon  # noqa: E402
 

@@ -11,12 +11,12 @@ import math
 
 import numpy as np
 import pytest
-from scipy import stats
-
-from bench.accounting import simulate_votes
 from privfed.accounting import GaussianNoisyMax, account
 from privfed.accounting import gaussian_noisy_max as module
 from privfed.accounting.orders import default_orders
+from scipy import stats
+
+from bench.accounting import simulate_votes
 
 
 def reference_log_failure_bounds(votes: np.ndarray, sigma: float) -> np.ndarray:

@@ -14,10 +14,9 @@ import dp_accounting
 import numpy as np
 import pytest
 from dp_accounting.pld import privacy_loss_distribution
-from scipy import optimize, special
-
 from privfed.accounting import ConfidentGNMax, GaussianNoisyMax, Ledger, NoiseSource, account
 from privfed.accounting._dp_accounting import event_pld, merged_gaussians, pld_interval
+from scipy import optimize, special
 
 DELTA = 1e-5
 
@@ -100,7 +99,8 @@ def test_a_single_gnmax_entry_keeps_its_epsilon():
     interval = pld_interval(event, epsilon_hint=ledger.account().epsilon_data_independent)
     expected = event_pld(event, value_discretization_interval=interval).get_epsilon_for_delta(DELTA)
     alone = privacy_loss_distribution.from_gaussian_mechanism(
-        standard_deviation=event.event.noise_multiplier / math.sqrt(event.count), value_discretization_interval=interval)
+        standard_deviation=event.event.noise_multiplier / math.sqrt(event.count),
+        value_discretization_interval=interval)
     assert ledger.account().epsilon == expected == alone.get_epsilon_for_delta(DELTA)
 
 
