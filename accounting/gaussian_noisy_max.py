@@ -69,7 +69,7 @@ def gaussian_log_failure_bounds(votes: np.ndarray, sigma: float) -> np.ndarray:
     # Gaps are integers: the tail is computed once per possible gap and gathered (one normal tail per vote before).
     table = (stats.norm.logsf(np.arange(largest + 1, dtype=float), scale=scale)
              if largest <= _MAX_TABULATED_GAP else None)
-    ratios = _tail_ratios(table) if largest <= _MAX_PAIRED_GAP else None
+    paired = (table, _tail_ratios(table)) if table is not None and largest <= _MAX_PAIRED_GAP else None
     rows = min(_CHUNK_ROWS, num_queries)
     # Classes along the first axis: reductions over classes become element-wise passes over contiguous rows.
     gap_buffer = np.empty((num_classes, rows), dtype=np.intp)
@@ -80,12 +80,13 @@ def gaussian_log_failure_bounds(votes: np.ndarray, sigma: float) -> np.ndarray:
         gaps[...] = chunk.T
         np.subtract(np.maximum.reduce(gaps, axis=0), gaps, out=gaps)
         winners = (chunk.argmax(axis=1), np.arange(len(chunk)))
-        if ratios is not None:
+        if paired is not None:
+            tails, ratios = paired
             gaps[winners] = largest + 1  # the winner's column of the table: its term is 0
             nearest = np.minimum.reduce(gaps, axis=0)  # m: the smallest gap behind the winner
             gaps += nearest * (largest + 2)  # the flat index of the pair (m, Δ_j)
             np.take(ratios, gaps, out=log_tails, mode="clip")  # every pair is in the table: no bounds check
-            peak = table[nearest]
+            peak = tails[nearest]
         else:
             if table is None:
                 log_tails[...] = stats.norm.logsf(gaps, scale=scale)
