@@ -112,3 +112,24 @@ def test_confident_gnmax_has_no_event_so_a_ledger_holding_one_builds_no_pld():
     report = account([confident, GaussianNoisyMax(votes, 10.0, unit="party"),
                       GaussianNoisyMax(votes, 12.0, unit="party")], delta=DELTA)
     assert report.method == "rdp"
+
+
+def test_a_laplace_release_between_gnmax_releases_is_still_composed_with_their_merged_gaussian():
+    votes = np.random.default_rng(1).multinomial(50, [0.7, 0.2, 0.1], size=20)
+    laplace = dp_accounting.SelfComposedDpEvent(dp_accounting.LaplaceDpEvent(20.0), 10)  # a recorded DpEvent
+    members = [GaussianNoisyMax(votes, 40.0), laplace, GaussianNoisyMax(votes, 30.0)]
+    report = account(members, delta=DELTA)
+    assert report.method == "pld"
+    event = report.dp_event
+    assert [type(member) for member in merged_gaussians(event.events)] == [dp_accounting.GaussianDpEvent,
+                                                                            dp_accounting.SelfComposedDpEvent]
+    interval = pld_interval(event, epsilon_hint=report.epsilon_data_independent)
+    ours = event_pld(event, value_discretization_interval=interval).get_epsilon_for_delta(DELTA)
+    theirs = privacy_loss_distribution.identity(value_discretization_interval=interval)
+    for member in event.events:  # dp-accounting's composition of each member's own PLD
+        theirs = theirs.compose(event_pld(member, value_discretization_interval=interval))
+    theirs_epsilon = theirs.get_epsilon_for_delta(DELTA)
+    assert report.epsilon == ours
+    assert theirs_epsilon - len(members) * interval <= ours <= theirs_epsilon + 1e-12
+    gaussians = dp_accounting.ComposedDpEvent([event.events[0], event.events[2]])
+    assert ours > event_pld(gaussians, value_discretization_interval=interval).get_epsilon_for_delta(DELTA)
