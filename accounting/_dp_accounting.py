@@ -19,6 +19,7 @@ from __future__ import annotations
 import logging
 import math
 from collections import OrderedDict
+from collections.abc import Sequence
 
 import dp_accounting
 import numpy as np
@@ -32,6 +33,7 @@ __all__ = [
     "event_pld",
     "event_pld_epsilon",
     "event_rdp",
+    "merged_gaussians",
     "pld_compositions",
     "pld_interval",
 ]
@@ -145,10 +147,44 @@ def pld_interval(event: dp_accounting.DpEvent, *, epsilon_hint: float | None = N
     return DEFAULT_PLD_INTERVAL * 2.0 ** math.floor(math.log2(interval / DEFAULT_PLD_INTERVAL) + 1e-12)
 
 
+def _gaussian_uses(event: dp_accounting.DpEvent) -> tuple[float, int] | None:
+    """(noise multiplier, uses) of a Gaussian event used once or self-composed; ``None`` for any other event."""
+    if isinstance(event, dp_accounting.GaussianDpEvent):
+        return float(event.noise_multiplier), 1
+    if isinstance(event, dp_accounting.SelfComposedDpEvent) and isinstance(event.event, dp_accounting.GaussianDpEvent):
+        return float(event.event.noise_multiplier), int(event.count)
+    return None
+
+
+def merged_gaussians(events: Sequence[dp_accounting.DpEvent]) -> list[dp_accounting.DpEvent]:
+    """``events`` with every Gaussian member (used once or self-composed) replaced by their exact composition: one
+    ``GaussianDpEvent`` of noise multiplier (Σ countᵢ / zᵢ²)^(−1/2), where the first Gaussian member stood.
+
+    A ``GaussianDpEvent(z)`` is the Gaussian mechanism of ℓ2 sensitivity 1 and noise N(0, z²) (the events privfed
+    builds state that sensitivity: GNMax's histogram is ``GaussianDpEvent(σ/(√2k))``, its ℓ2 sensitivity √2k
+    divided out). Independent Gaussian outputs on neighbouring inputs are N(0, I) against N(m, I) with
+    mᵢ = 1/zᵢ per use, whose privacy loss is exactly that of one Gaussian of shift ‖m‖ = (Σ countᵢ / zᵢ²)^(1/2):
+    μᵢ-GDP mechanisms compose into one √(Σ μᵢ²)-GDP mechanism with no loss (Dong, Roth, Su, "Gaussian
+    differential privacy", JRSS-B 2022, Cor. 3.3). One pessimistic PLD of that Gaussian is therefore a valid upper
+    bound, and tighter than composing each member's pessimistically rounded PLD (which rounds every member's losses
+    up before composing). Members are merged only when there are at least two, every multiplier is positive and
+    finite and every count at least 1; otherwise ``events`` is returned as it is.
+    """
+    uses = [_gaussian_uses(event) for event in events]
+    gaussian = [found for found in uses if found is not None]
+    if len(gaussian) < 2 or not all(0.0 < z < math.inf and count >= 1 for z, count in gaussian):
+        return list(events)
+    merged = dp_accounting.GaussianDpEvent(noise_multiplier=math.fsum(count / (z * z) for z, count in gaussian) ** -0.5)
+    first = next(index for index, found in enumerate(uses) if found is not None)
+    return [merged if index == first else event for index, (event, found) in enumerate(zip(events, uses))
+            if found is None or index == first]
+
+
 def event_pld(
     event: dp_accounting.DpEvent, *, value_discretization_interval: float = DEFAULT_PLD_INTERVAL
 ) -> privacy_loss_distribution.PrivacyLossDistribution:
-    """The pessimistic PLD of ``event``, every self-composition applied explicitly.
+    """The pessimistic PLD of ``event``, every self-composition applied explicitly, and the Gaussian members of a
+    composition composed exactly into one Gaussian first (:func:`merged_gaussians`).
 
     Supported leaves: Gaussian and Laplace (sensitivity 1, the event's noise
     multiplier as scale), randomized response (replace-one: the true value
@@ -167,7 +203,7 @@ def event_pld(
         return event_pld(event.event, value_discretization_interval=interval).self_compose(event.count)
     if isinstance(event, dp_accounting.ComposedDpEvent):
         composed = privacy_loss_distribution.identity(value_discretization_interval=interval)
-        for member in event.events:
+        for member in merged_gaussians(event.events):
             composed = composed.compose(event_pld(member, value_discretization_interval=interval))
         return composed
     if isinstance(event, PldDpEvent):

@@ -35,6 +35,9 @@ __all__ = ["GaussianNoisyMax", "gaussian_log_failure_bounds", "gaussian_noisy_ma
 _CHUNK_ROWS = 8_192
 #: Largest vote count for which the normal tails are tabulated per gap instead of computed per vote.
 _MAX_TABULATED_GAP = 1_000_000
+#: Largest vote count for which the ratios of two tails are tabulated per pair of gaps ((n + 1)·(n + 2) floats: 8.4 MB
+#: at this bound) instead of exponentiated per vote.
+_MAX_PAIRED_GAP = 1_023
 #: (unique q values) × (orders) evaluated at once.
 _CHUNK_CELLS = 1_048_576
 
@@ -48,7 +51,13 @@ def gaussian_log_failure_bounds(votes: np.ndarray, sigma: float) -> np.ndarray:
         q ≤ Σ_{j ≠ i*} Pr[N(0, 2σ²) ≥ Δ_j] = Σ_{j ≠ i*} Φ̄(Δ_j / (√2 σ)),
 
     capped at 1 − 1/C. Computed in log space (``scipy.stats.norm.logsf``, once per
-    integer gap up to the largest vote count, then gathered), in chunks of rows.
+    integer gap up to the largest vote count), in chunks of rows, as
+    log q = t_m + log Σ_{j ≠ i*} e^{t_j − t_m} with t_j the log tail of gap Δ_j and
+    t_m the largest of them (that of the smallest gap m behind the winner): every
+    exponent ≤ 0 and the sum in [1, C). Up to :data:`_MAX_PAIRED_GAP` votes the
+    terms e^{t_j − t_m} are tabulated per pair (m, Δ_j) and gathered (the same
+    floating-point operations on the same values, once per pair instead of once
+    per vote); above it they are computed per vote.
     """
     votes = check_votes(votes)
     sigma = check_positive_finite("sigma", sigma)
@@ -60,6 +69,7 @@ def gaussian_log_failure_bounds(votes: np.ndarray, sigma: float) -> np.ndarray:
     # Gaps are integers: the tail is computed once per possible gap and gathered (one normal tail per vote before).
     table = (stats.norm.logsf(np.arange(largest + 1, dtype=float), scale=scale)
              if largest <= _MAX_TABULATED_GAP else None)
+    paired = (table, _tail_ratios(table)) if table is not None and largest <= _MAX_PAIRED_GAP else None
     rows = min(_CHUNK_ROWS, num_queries)
     # Classes along the first axis: reductions over classes become element-wise passes over contiguous rows.
     gap_buffer = np.empty((num_classes, rows), dtype=np.intp)
@@ -69,19 +79,37 @@ def gaussian_log_failure_bounds(votes: np.ndarray, sigma: float) -> np.ndarray:
         gaps, log_tails = gap_buffer[:, : len(chunk)], tail_buffer[:, : len(chunk)]
         gaps[...] = chunk.T
         np.subtract(np.maximum.reduce(gaps, axis=0), gaps, out=gaps)
-        if table is None:
-            log_tails[...] = stats.norm.logsf(gaps, scale=scale)
+        winners = (chunk.argmax(axis=1), np.arange(len(chunk)))
+        if paired is not None:
+            tails, ratios = paired
+            gaps[winners] = largest + 1  # the winner's column of the table: its term is 0
+            nearest = np.minimum.reduce(gaps, axis=0)  # m: the smallest gap behind the winner
+            gaps += nearest * (largest + 2)  # the flat index of the pair (m, Δ_j)
+            np.take(ratios, gaps, out=log_tails, mode="clip")  # every pair is in the table: no bounds check
+            peak = tails[nearest]
         else:
-            np.take(table, gaps, out=log_tails, mode="clip")  # every gap is in the table: no bounds check
-        log_tails[chunk.argmax(axis=1), np.arange(len(chunk))] = -np.inf  # the winner is left out of its own sum
-        # log Σ_j e^{t_j} = t_max + log Σ_j e^{t_j − t_max}: every exponent ≤ 0, the sum in [1, C).
-        peak = np.maximum.reduce(log_tails, axis=0)
-        np.subtract(log_tails, peak, out=log_tails)
-        np.exp(log_tails, out=log_tails)
+            if table is None:
+                log_tails[...] = stats.norm.logsf(gaps, scale=scale)
+            else:
+                np.take(table, gaps, out=log_tails, mode="clip")  # every gap is in the table: no bounds check
+            log_tails[winners] = -np.inf  # the winner is left out of its own sum
+            peak = np.maximum.reduce(log_tails, axis=0)
+            np.subtract(log_tails, peak, out=log_tails)
+            np.exp(log_tails, out=log_tails)
         log_q = np.log(np.add.reduce(log_tails, axis=0))
         log_q += peak
         np.minimum(log_q, cap, out=log_bounds[start : start + len(chunk)])
     return log_bounds
+
+
+def _tail_ratios(log_tails: np.ndarray) -> np.ndarray:
+    """e^{t_g − t_m} for every pair of gaps (m, g), flat, row m of length n + 2 (n the largest gap): column n + 1 is
+    the winner's, e^{−∞} = 0."""
+    columns = np.append(log_tails, -np.inf)
+    # Pairs with g < m are never gathered (m is the smallest gap), and their ratios may overflow; −∞ − (−∞) where a
+    # tail underflows gives nan, as it does computed per vote.
+    with np.errstate(invalid="ignore", over="ignore"):
+        return np.exp(columns[None, :] - log_tails[:, None]).ravel()
 
 
 def _data_dependent_applies(log_q: np.ndarray, sigma: float) -> np.ndarray:

@@ -14,7 +14,8 @@ classes of ``bench/accounting.py``'s simulated votes, one core):
 The previous computation is ``tests/accounting_reference.py`` (what commit 9d6f49b ran); every pair is checked
 equal (1e-12 relative) before its timings count. Then, new code only: ``account()`` of GNMax under the tight
 analysis twice with other votes and the same public parameters (the PLD memo), and a ledger of ``--entries``
-distinct GNMax releases accounted (one PLD per entry plus their composition).
+distinct GNMax releases accounted (one PLD per entry for the entries' own rows, and one PLD of their exactly composed
+Gaussian for the composition).
 
 Run: ``python bench/accounting_speed.py [--queries N] [--repeats R] [--entries E ...] [--json PATH]``.
 """

@@ -2,19 +2,21 @@
 
 * **Laplace classic** ≤ 5× the estimated ideal per query (≈ 7 ns: issue 46's estimate; one read of the votes is
   measured beside it);
-* **GNMax classic** ≥ 10 M queries per second (its failure bounds use a per-gap table already);
+* **GNMax classic** ≥ 10 M queries per second (its failure bounds gather tabulated tail ratios; the per-vote
+  computation they replaced is timed beside them, alternated);
+* the **stages** of both classic curves (``bench/accounting_speed.py``'s ``stages``): what stands in the way;
 * **GNMax tight** on repeated parameters: a second ``account()`` with other votes and the same σ, count and δ
   (the PLD memo);
 * **1,000 distinct mechanisms** in a ledger accounted in ≤ 5 s: a ledger of E GNMax releases, each with its own σ
-  and query count, accounted by ``Ledger.account()`` (today: one PLD per entry, composed); beside it two
-  alternatives computed here and nowhere in privfed, with their ε, so that the choice between them can be made:
+  and query count, accounted by ``Ledger.account()``: the composition is one pessimistic PLD of the exactly
+  composed Gaussian (``merged_gaussians`` in ``accounting/_dp_accounting.py``), and each entry's own row is one PLD
+  of that entry. Beside it, timed alone: that composition's PLD, and three other ε of the same composition:
 
-  - ``rdp_only``: the ledger's RDP bound alone (no PLD). ε never below today's (today takes the minimum of RDP and
-    PLD), so it is a valid, never-lower bound, but a looser one;
-  - ``merged_gaussian``: every entry is a Gaussian mechanism self-composed, and Gaussians compose exactly into one
-    Gaussian of noise multiplier (Σ count_i / z_i²)^(−1/2); one pessimistic PLD of that Gaussian on today's grid.
-    A valid upper bound (pessimistic discretization of the exact composition), but **lower** than today's ε (today
-    rounds every entry's losses up before composing), so not the never-lower choice.
+  - ``per_entry_plds``: dp-accounting's composition of the entries' own PLDs on the same grid (privfed's path
+    before the exact composition; not run for large E);
+  - ``rdp_only``: the ledger's RDP bound alone (no PLD), never below the reported ε;
+  - ``exact``: the exact ε of the composed Gaussian from the closed form δ(ε) of a μ-GDP mechanism
+    (``tests/test_merged_gaussian_pld.py``), which every valid bound is at or above.
 
 Usage::
 
@@ -24,6 +26,7 @@ Usage::
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import sys
 import time
@@ -37,14 +40,17 @@ sys.path[:] = [str(_ROOT)] + [p for p in sys.path if Path(p or ".").resolve() no
 import numpy as np  # noqa: E402
 from dp_accounting.pld import privacy_loss_distribution  # noqa: E402
 from privfed.accounting import GaussianNoisyMax, LaplaceNoisyMax, Ledger, NoiseSource, account  # noqa: E402
-from privfed.accounting._dp_accounting import pld_interval  # noqa: E402
-from privfed.accounting.account import composed_dp_event, pld_event  # noqa: E402
+from privfed.accounting._dp_accounting import event_pld, pld_interval  # noqa: E402
+from privfed.accounting.account import composed_dp_event  # noqa: E402
 from privfed.accounting.conversion import rdp_to_epsilon  # noqa: E402
+from privfed.accounting.gaussian_noisy_max import gaussian_log_failure_bounds  # noqa: E402
 from privfed.accounting.orders import default_orders  # noqa: E402
 
 from bench import provenance  # noqa: E402
 from bench.accounting import GAMMA, simulate_votes  # noqa: E402
-from bench.accounting_speed import SIGMA, cpu_timed, repeated_parameters  # noqa: E402
+from bench.accounting_speed import SIGMA, cpu_timed, repeated_parameters, stages  # noqa: E402
+from tests.test_gnmax_paired_tail_table import reference_log_failure_bounds  # noqa: E402
+from tests.test_merged_gaussian_pld import exact_gaussian_epsilon  # noqa: E402
 
 DELTA = 1e-5
 IDEAL_NS = 7.0  # issue 46's estimate of the ideal classic Laplace cost per query
@@ -59,6 +65,13 @@ def per_query(votes: np.ndarray, repeats: int) -> dict:
     for name, run in runs.items():
         cpu = min(cpu_timed(run)[1] for _ in range(repeats))
         row[name + "_cpu_ns_per_query"] = 1e9 * cpu / len(votes)
+    # GNMax's failure bounds from the table of tail ratios against the per-vote computation it replaced, alternated.
+    previous, table = [], []
+    for _ in range(repeats):
+        previous.append(cpu_timed(lambda: reference_log_failure_bounds(votes, SIGMA))[1])
+        table.append(cpu_timed(lambda: gaussian_log_failure_bounds(votes, SIGMA))[1])
+    row["gnmax_log_q_previous_cpu_ns_per_query"] = 1e9 * min(previous) / len(votes)
+    row["gnmax_log_q_cpu_ns_per_query"] = 1e9 * min(table) / len(votes)
     row["laplace_classic_over_ideal"] = row["laplace_classic_cpu_ns_per_query"] / IDEAL_NS
     row["gnmax_classic_queries_per_cpu_second"] = 1e9 / row["gnmax_classic_cpu_ns_per_query"]
     return row
@@ -84,29 +97,48 @@ def rdp_only_epsilon(members: list) -> float:
     return rdp_to_epsilon(orders, curve, DELTA, "tight")[0]
 
 
-def merged_gaussian_epsilon(members: list) -> float:
-    """One pessimistic PLD of the exact composition of the members' self-composed Gaussians, on today's grid."""
-    events = [member.dp_event() for member in members]
-    inverse_variance = sum(event.count / event.event.noise_multiplier ** 2 for event in events)
-    independent = rdp_only_epsilon(members)
-    _, hint = pld_event(members, DELTA, epsilon_hint=independent)
-    interval = pld_interval(composed_dp_event(members), epsilon_hint=hint)
-    pld = privacy_loss_distribution.from_gaussian_mechanism(standard_deviation=inverse_variance ** -0.5,
-                                                           value_discretization_interval=interval)
+def per_entry_plds_epsilon(members: list, interval: float) -> float:
+    """dp-accounting's composition of the members' own pessimistic PLDs on the grid ``interval`` (each entry's
+    self-composed Gaussian, then composed one entry at a time): what the ledger computed before the exact
+    composition."""
+    pld = privacy_loss_distribution.identity(value_discretization_interval=interval)
+    for member in members:
+        pld = pld.compose(event_pld(member.dp_event(), value_discretization_interval=interval))
     return float(pld.get_epsilon_for_delta(DELTA))
 
 
-def ledger_row(entries: int, *, today: bool) -> dict:
+def exact_epsilon(members: list) -> float:
+    """The exact ε of the members' events composed: one Gaussian of shift μ = (Σ countᵢ / zᵢ²)^(1/2)."""
+    events = [member.dp_event() for member in members]
+    return exact_gaussian_epsilon(math.fsum(event.count / event.event.noise_multiplier ** 2 for event in events)
+                                  ** 0.5, DELTA)
+
+
+def ledger_row(entries: int, *, per_entry_plds: bool) -> dict:
     ledger, members = distinct_ledger(entries)
-    row = {"entries": entries}
-    if today:
-        start = time.perf_counter()
-        report = ledger.account()
-        row.update(today_s=time.perf_counter() - start, today_epsilon=report.epsilon, today_method=report.method)
-    for name, compute in (("rdp_only", rdp_only_epsilon), ("merged_gaussian", merged_gaussian_epsilon)):
-        start = time.perf_counter()
+    row: dict = {"entries": entries}
+    wall, cpu = time.perf_counter(), time.process_time()
+    report = ledger.account()
+    row.update(account_s=time.perf_counter() - wall, account_cpu_s=time.process_time() - cpu,
+               epsilon=report.epsilon, method=report.method)
+    event = composed_dp_event(members)
+    interval = pld_interval(event, epsilon_hint=report.epsilon_data_independent)
+    row["interval"] = interval
+    cpu = time.process_time()
+    row["composition_epsilon"] = float(event_pld(event, value_discretization_interval=interval)
+                                       .get_epsilon_for_delta(DELTA))
+    row["composition_cpu_s"] = time.process_time() - cpu
+    # What the entries' own rows would cost from the closed form instead of one PLD each (not what privfed does).
+    cpu = time.process_time()
+    row["exact_rows_largest_epsilon"] = max(exact_epsilon([member]) for member in members)
+    row["exact_rows_cpu_s"] = time.process_time() - cpu
+    computations = {"rdp_only": rdp_only_epsilon, "exact": exact_epsilon}
+    if per_entry_plds:
+        computations["per_entry_plds"] = lambda chosen: per_entry_plds_epsilon(chosen, interval)
+    for name, compute in computations.items():
+        cpu = time.process_time()
         row[name + "_epsilon"] = compute(members)
-        row[name + "_s"] = time.perf_counter() - start
+        row[name + "_cpu_s"] = time.process_time() - cpu
     print(row, flush=True)
     return row
 
@@ -115,7 +147,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--queries", type=int, default=1_000_000)
     parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument("--entries-today", type=int, nargs="*", default=[10, 30, 100])
+    parser.add_argument("--entries-compared", type=int, nargs="*", default=[10, 30, 100],
+                        help="ledger sizes also composed entry by entry as before (dp-accounting's per-entry PLDs)")
     parser.add_argument("--entries", type=int, nargs="*", default=[1000])
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
@@ -125,10 +158,11 @@ def main() -> None:
     account(LaplaceNoisyMax(votes[:1000], GAMMA), delta=DELTA)  # imports and tables, untimed
     rows = {"per_query": per_query(votes, args.repeats)}
     print(rows["per_query"], flush=True)
+    rows["stages"] = stages(votes, args.repeats)
     rows["gnmax_tight_repeated_parameters"] = repeated_parameters(100_000)
     print(rows["gnmax_tight_repeated_parameters"], flush=True)
-    rows["ledgers"] = [ledger_row(e, today=True) for e in args.entries_today]
-    rows["ledgers"] += [ledger_row(e, today=False) for e in args.entries]
+    rows["ledgers"] = [ledger_row(e, per_entry_plds=True) for e in args.entries_compared]
+    rows["ledgers"] += [ledger_row(e, per_entry_plds=False) for e in args.entries]
     if args.json:
         provenance.write_json(args.json, {"provenance": provenance.finish(run), **rows})
 

@@ -163,6 +163,26 @@ def event_from_document(document: object) -> dp_accounting.DpEvent:
     return getattr(dp_accounting.dp_event, document["class_name"])(**fields)
 
 
+def merged_gaussians(events: list) -> list:
+    """Two or more Gaussian members (once or self-composed) as one Gaussian of multiplier (Σ countᵢ/zᵢ²)^(−1/2), where
+    the first stood: their exact composition (privfed/accounting/_dp_accounting.py, merged_gaussians)."""
+    def uses(event):
+        if isinstance(event, dp_accounting.GaussianDpEvent):
+            return float(event.noise_multiplier), 1
+        if isinstance(event, dp_accounting.SelfComposedDpEvent) and isinstance(event.event,
+                                                                              dp_accounting.GaussianDpEvent):
+            return float(event.event.noise_multiplier), int(event.count)
+        return None
+    found = [uses(event) for event in events]
+    gaussian = [item for item in found if item is not None]
+    if len(gaussian) < 2 or not all(0.0 < z < math.inf and count >= 1 for z, count in gaussian):
+        return list(events)
+    merged = dp_accounting.GaussianDpEvent(noise_multiplier=math.fsum(count / (z * z) for z, count in gaussian) ** -0.5)
+    first = next(index for index, item in enumerate(found) if item is not None)
+    return [merged if index == first else event for index, (event, item) in enumerate(zip(events, found))
+            if item is None or index == first]
+
+
 def event_pld(event: dp_accounting.DpEvent, interval: float) -> privacy_loss_distribution.PrivacyLossDistribution:
     """The pessimistic PLD of ``event`` as privfed builds it (privfed/accounting/_dp_accounting.py, event_pld)."""
     if isinstance(event, SkellamDpEvent):
@@ -175,7 +195,7 @@ def event_pld(event: dp_accounting.DpEvent, interval: float) -> privacy_loss_dis
         return event_pld(event.event, interval).self_compose(event.count)
     if isinstance(event, dp_accounting.ComposedDpEvent):
         composed = privacy_loss_distribution.identity(value_discretization_interval=interval)
-        for member in event.events:
+        for member in merged_gaussians(event.events):
             composed = composed.compose(event_pld(member, interval))
         return composed
     if isinstance(event, dp_accounting.RandomizedResponseDpEvent):
