@@ -37,8 +37,9 @@ Measurements beside the accuracies (both codes, computed here from each code's n
   with their true labels, with the noiseless vote's labels (ties to class 0, numpy's argmax, the official rule),
   and with the labels of ``--noise-draws`` independent Laplace draws on the noiseless counts (mean, sd and range
   of the test accuracy over the draws), each with today's xgboost (base score fitted to the labels, since
-  xgboost 2.0) and with xgboost 1.x's fixed ``base_score=0.5``. The draws are a measurement's simulation (seeded,
-  the same draws for both codes), not noise any guarantee relies on.
+  xgboost 2.0), with xgboost 1.x's fixed ``base_score=0.5`` and with the paper's Table 5 learning rate 0.05
+  (the code's flag is ``--lr 0.1``); ``server_votes``: the noiseless counts themselves (L1). The draws are a
+  measurement's simulation (seeded, the same draws for both codes), not noise any guarantee relies on.
 
 Usage::
 
@@ -166,13 +167,15 @@ def refits(key: str, votes: np.ndarray, X_queries: np.ndarray, truth: np.ndarray
 
     ``true``, ``noiseless`` (argmax, ties to class 0) and, over ``draws`` seeded Laplace draws of ``scale`` on the
     noiseless counts, ``noisy_mean``/``noisy_sd``/``noisy_min``/``noisy_max``; every one with the model as the bench
-    builds it (today's xgboost) and, for XGBoost, again with xgboost 1.x's fixed ``base_score=0.5`` (``_base0.5``).
+    builds it (today's xgboost) and, for XGBoost, again with xgboost 1.x's fixed ``base_score=0.5`` (``_base0.5``)
+    and with the paper's Table 5 learning rate 0.05 instead of the code's ``--lr 0.1`` (``_lr0.05``).
     A label set of one class gives the constant model's accuracy (the official patch's and privfed's rule).
     """
     prototype = bench_fedkt.SETTINGS[key].student()
     variants = {"": prototype}
-    if "base_score" in prototype.get_params():
+    if "base_score" in prototype.get_params():  # XGBoost: 1.x's fixed base score, and Table 5's learning rate
         variants["_base0.5"] = clone(prototype).set_params(base_score=0.5)
+        variants["_lr0.05"] = clone(prototype).set_params(learning_rate=0.05)
 
     def accuracy(model: Any, labels: np.ndarray) -> float:
         if len(np.unique(labels)) == 1:
@@ -236,6 +239,7 @@ def run_official(code: Path, data: Path, key: str, seed: int, model_seed: int, y
             record["noisy_label_accuracy"] = labelling[-1]
             record["party_label_accuracy"] = float(np.mean(labelling[:-1]))  # noiseless teacher votes (γ = 0 there)
             record.update(noise_effect(votes, truth, 1 / gamma))
+            record["server_votes"] = votes.astype(int).tolist()
             if draws:
                 record["refit"] = refits(key, votes, X_train[rows.public_rows[: len(votes)]], truth,
                                          X_train[rows.test_rows], y_official[rows.test_rows], 1 / gamma, draws)
@@ -274,6 +278,7 @@ def run_privfed(key: str, folder: Path, rows_file: Path, seed: int, model_seed: 
         record["student_accuracy"] = float(np.mean(
             [100 * np.mean(party[0].predict(split.X_test) == test_codes) for party in model.students_ if party]))
         record.update(noise_effect(votes, truth, 1 / setting.gamma))
+        record["server_votes"] = votes.tolist()
         if draws:
             record["refit"] = refits(key, votes, queries, truth, split.X_test, test_codes, 1 / setting.gamma, draws)
     else:
@@ -376,7 +381,8 @@ def main() -> None:
                                 provenance.finish(run)]
                         document["provenance"]["seeds"] = sorted({r["seed"] for r in document["records"]})
                         provenance.write_json(path, document)
-                        print({k: v for k, v in record.items() if k not in ("command", "refit")}, flush=True)
+                        shown = {k: v for k, v in record.items() if k not in ("command", "refit", "server_votes")}
+                        print(shown, flush=True)
 
 
 if __name__ == "__main__":
