@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from scipy import stats
 
 from bench.tables import table
 from bench.tables._stats import mean_sd, t_interval, welch_difference
@@ -86,8 +87,10 @@ def stages_codrna(documents: list[Any]) -> str:
         for side in SIDES:
             ok = [r for r in _runs(records, key, side) if "failed" not in r]
             logged = _mean(ok, "noisy_label_accuracy")
+            # under L2 the noised stage is the parties' teacher vote itself
+            party = "(the next column)" if key.endswith("-l2") else _mean(ok, "party_label_accuracy")
             lines.append(
-                f"| {bench_fedkt.LABELS[key]} | {side} | {len(ok)} | {_mean(ok, 'party_label_accuracy')} "
+                f"| {bench_fedkt.LABELS[key]} | {side} | {len(ok)} | {party} "
                 f"| {_mean(ok, 'noiseless_vote_accuracy')} | {_mean(ok, 'margin_mean')} "
                 f"({_mean(ok, 'margin_at_most_scale')}) | {_mean(ok, 'expected_flipped_share')} "
                 f"| {_mean(ok, 'expected_noisy_label_accuracy')}" + (f" ({logged})" if logged != "–" else "")
@@ -134,7 +137,9 @@ def refits_codrna(documents: list[Any]) -> str:
         f"seed 0). Simulated noise: {'/'.join(map(str, draws))} seeded draws of Laplace noise of the run's scale on "
         "the noiseless counts, the same draws for both codes. The learning-rate row comes from a second privfed "
         "pass over the same seeds (`fedkt_official_side_by_side_codrna_refit_lr.json`), whose noiseless votes are "
-        "the first pass's (checked: the same noiseless-vote and refit accuracies to the digit on every seed).")
+        "the first pass's (checked: the same noiseless-vote and refit accuracies to the digit on every seed); its "
+        "own runs, with fresh noise, reached " + ", ".join(f"{r['accuracy']:.2f}" for r in documents[-1]["records"])
+        + " (seeds " + ", ".join(str(r["seed"]) for r in documents[-1]["records"]) + ").")
 
 
 MODEL_SEEDS = [*CODRNA, "bench/results/fedkt_official_side_by_side_codrna_model_seeds.json"]
@@ -167,4 +172,12 @@ def model_seeds_codrna(documents: list[Any]) -> str:
                      f"p = {p:.2f}. A model seed changes the teachers' row assignment, the models' seeds and (the "
                      "official code's, seeded by `--fedkt_seed`) the noise; privfed's noise is secret and fresh in "
                      "every run.")
+    logged = [(r["noisy_label_accuracy"], r["accuracy"]) for document in documents for r in document["records"]
+              if r["setting"] == "codrna-l1" and r["side"] == "official" and "noisy_label_accuracy" in r]
+    if len(logged) > 2:
+        rho = stats.spearmanr(*zip(*logged)).statistic
+        lines.append(f"\nEvery official cod-rna L1 run here ({len(logged)}: seeds 0–4, and seed 0 with model seeds "
+                     f"1–4), labels after the noise right % (logged) → final accuracy %: "
+                     + ", ".join(f"{label:.1f} → {accuracy:.2f}" for label, accuracy in sorted(logged))
+                     + f"; Spearman ρ = {rho:.2f}.")
     return "\n".join(lines)
