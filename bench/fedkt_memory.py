@@ -10,12 +10,17 @@ workers' own peaks added to the parent's):
   of each fitted attribute);
 * ``fit-2``: the same fit with ``n_jobs=2``: the tree (parent + worker processes).
 
-Sides alternate ``--repeats`` times. The official code's peak is not measured here (it needs its checkout and
-torch); issue 46 measured 422–430 MiB for it.
+* ``official`` (with ``--official-code``, a checkout of github QinbinLi/FedKT @ 0bb9a89): the official code's
+  process on the same setting and rows (``bench/fedkt_official_side_by_side.py``'s ``adult-l1`` command, seed 0,
+  ``--fedkt_seed`` = ``--seed``), started from a small process that reads the child's peak resident memory
+  (``ru_maxrss`` of its waited-for children: the child's VmHWM); the code imports torch and, after FedKT, trains
+  one 100-tree forest per party as its baseline, all in that peak. Its tree peak is its process peak (no workers).
+
+Sides alternate ``--repeats`` times, so that both codes' peaks come from one run on one machine.
 
 Usage::
 
-    python bench/fedkt_memory.py --json bench/results/fedkt_memory.json
+    python bench/fedkt_memory.py --official-code /tmp/FedKT --json bench/results/fedkt_memory.json
 """
 
 from __future__ import annotations
@@ -24,8 +29,12 @@ import argparse
 import json
 import os
 import pickle
+import re
+import resource
+import shutil
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -100,14 +109,43 @@ def run_side(side: str, data: Path, seed: int) -> dict:
     return record
 
 
+def run_official(code: Path, data: Path, seed: int) -> dict:
+    """The official code's FedKT-L1 on Adult in a child process; its peak resident memory (this process: none)."""
+    sys.path.insert(0, str(ROOT / "bench"))
+    sys.path.insert(0, str(ROOT))
+    import fedkt_official_side_by_side as side_by_side  # bench/fedkt_official_side_by_side.py
+
+    with tempfile.TemporaryDirectory(prefix="fedkt-memory-official-") as scratch:
+        copy = Path(scratch) / "FedKT"
+        shutil.copytree(code, copy, ignore=shutil.ignore_patterns(".git"))
+        side_by_side.write_libsvm(Path(scratch), data, "adult_a9a")
+        command = [sys.executable, "-c", side_by_side.LAUNCHER, "--dataset", "a9a", "--datadir", scratch + "/",
+                   "--logdir", scratch, "--log_file_name", "run", *side_by_side.COMMON,
+                   *side_by_side.MODEL["adult_a9a"], *side_by_side.OFFICIAL_FLAGS["adult-l1"], "--init_seed",
+                   str(seed), "--fedkt_seed", str(seed)]
+        start = time.perf_counter()
+        subprocess.run(command, cwd=copy, capture_output=True, text=True, check=True,
+                       env={**os.environ, "OMP_NUM_THREADS": "1"})
+        seconds = time.perf_counter() - start
+        log = (Path(scratch) / "run.log").read_text(encoding="utf-8")
+    peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024  # KiB on Linux
+    accuracy = [float(value) for value in re.findall(r"global test acc ([0-9.]+)", log)]
+    return {"side": "official", "process_peak_mib": peak, "tree_peak_mib": peak, "process_s": seconds,
+            "accuracy": 100 * accuracy[-1]}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", default=str(ROOT.parent / "shared" / "datasets"))
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--repeats", type=int, default=2)
-    parser.add_argument("--side", choices=SIDES, help="run one side in this process and print its record")
+    parser.add_argument("--official-code", default=None, help="a checkout of QinbinLi/FedKT @ 0bb9a89: adds its side")
+    parser.add_argument("--side", choices=(*SIDES, "official"), help="one side in this process; prints its record")
     parser.add_argument("--json", default=None)
     args = parser.parse_args()
+    if args.side == "official":
+        print(json.dumps(run_official(Path(args.official_code), Path(args.data), args.seed)))
+        return
     if args.side:
         print(json.dumps(run_side(args.side, Path(args.data), args.seed)))
         return
@@ -117,9 +155,11 @@ def main() -> None:
     run = provenance.start(command="python " + " ".join(sys.argv), seeds=[args.seed], settings=vars(args))
     records = []
     for _ in range(args.repeats):
-        for side in SIDES:
+        for side in SIDES + (("official",) if args.official_code else ()):
             output = subprocess.run([sys.executable, __file__, "--side", side, "--data", args.data, "--seed",
-                                     str(args.seed)], capture_output=True, text=True, check=True, cwd=ROOT).stdout
+                                     str(args.seed)] + (["--official-code", args.official_code] if side == "official"
+                                                        else []),
+                                    capture_output=True, text=True, check=True, cwd=ROOT).stdout
             records.append(json.loads(output.strip().splitlines()[-1]))
             print({k: (round(v, 1) if isinstance(v, float) else v) for k, v in records[-1].items()
                    if k != "kept_mib"}, flush=True)
