@@ -6,12 +6,14 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from .mechanism import describe_relations
-from .tradeoff import PrivacyProfile, check_false_positive_rates, pld_profile, rdp_profile
+
+if TYPE_CHECKING:
+    from .tradeoff import PrivacyProfile
 
 __all__ = ["MechanismReport", "PrivacyReport", "round_up"]
 
@@ -211,6 +213,8 @@ class PrivacyReport:
 
     @cached_property
     def _profile(self) -> PrivacyProfile | None:
+        from .tradeoff import pld_profile, rdp_profile  # dp-accounting and SciPy: only where a profile is asked for
+
         if not math.isfinite(self.epsilon) or self.uncovered:
             return None
         profile = None if self.dp_event is None else pld_profile(
@@ -251,6 +255,8 @@ class PrivacyReport:
         >>> report.tradeoff([0.01]).round(3).tolist(), round(report.gdp_mu, 3)
         ([0.034], 0.505)
         """
+        from .tradeoff import check_false_positive_rates
+
         rates = check_false_positive_rates(false_positive_rates)
         profile = self._profile
         if profile is None:
