@@ -150,5 +150,5 @@ def rdp_epsilon(orders: Sequence[float], rdp: Sequence[float], delta: float) -> 
             epsilons.append(r + math.log1p(-1 / a) - math.log(delta * a) / (a - 1))
         else:
             epsilons.append(np.inf)
-    best = np.argmin(epsilons)
+    best = int(np.argmin(epsilons))
     return max(0, epsilons[best]), orders[best]

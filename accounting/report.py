@@ -247,7 +247,7 @@ class PrivacyReport:
     observer: str | None = None
     relations: tuple[str, ...] | None = None
     assumptions: tuple[str, ...] = ()
-    dp_event: Any = field(default=_EventField(), compare=False)  # type: ignore[assignment]
+    dp_event: Any = field(default=_EventField(), compare=False)
     rdp_data_independent: tuple[float, ...] = field(default=(), compare=False)
 
     @cached_property
