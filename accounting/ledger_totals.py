@@ -112,8 +112,8 @@ def unit_report(entries: Sequence[LedgerEntry], unit: str, delta: float, analysi
     notes += [f"NOT COVERED by this {unit}-level ε: {text}" for text in other_unit.values()]
     uncovering = [entry for entry in seen if entry.leaves_uncovered(unit)]
     aggregation = replace_report(aggregation, notes=aggregation.notes + tuple(notes), observer=observer,
-                                      uncovered=(*unaccounted, *other_unit.values()),
-                                      assumptions=_assumptions_of(aggregation.assumptions, uncovering))
+                                 uncovered=(*unaccounted, *other_unit.values()),
+                                 assumptions=_assumptions_of(aggregation.assumptions, uncovering))
     training_members = training_composition(entries, unit, observer)
     if not any(entry.kind == "training" for entry, _ in training_members):
         return _infinite_if_uncovered(aggregation, uncovered_is_infinite)
@@ -128,8 +128,8 @@ def unit_report(entries: Sequence[LedgerEntry], unit: str, delta: float, analysi
     coverage += [f"not derived from the DP-trained models, so composed into the DP-SGD bound with its own "
                  f"mechanism: {text}" for text in composed]
     training = replace_report(training, source="dpsgd", uncovered=tuple(uncovered), observer=observer,
-                                   assumptions=_assumptions_of(training.assumptions, uncovering),
-                                   notes=training.notes + (
+                              assumptions=_assumptions_of(training.assumptions, uncovering),
+                              notes=training.notes + (
         "DP-SGD bound: the DP training of the models (training entries) composed with the accounted releases not "
         "derived from them; every release derived from the models is post-processing of their training",
         *coverage,
