@@ -8,13 +8,12 @@ seconds and peak resident memory) from two trees, alternately:
 * after: this tree.
 
 Entry points: ``import privfed``, ``privfed --help``, ``privfed audit --help``, ``import privfed.accounting``,
-``privfed audit BUNDLE`` on a small scikit-learn tree bundle (written by this tree's ``save_bundle``),
-``privfed budget show SILO`` on a silo budget of three charges (written by this tree's ``SiloBudget``), a new
+``privfed audit BUNDLE`` on a small scikit-learn tree bundle (written by this tree's ``save_bundle``) and
+``privfed audit --no-model-load BUNDLE`` (every check but opening the model), ``privfed budget show SILO`` on a silo budget of three charges (written by this tree's ``SiloBudget``), a new
 process's check of a release against it (as ``bench/silo_budget.py``'s), the
 modules of the Flower ClientApp and ServerApp, and a black-box empirical audit of one DP-SGD fit (60 canaries: one
-fit, and its ε as the claim); from this tree only, ``privfed audit --no-model-load BUNDLE``
-(every check but opening the model). What stands below them is measured the same way, from this tree
-only (the *floor*): the bare interpreter, numpy, ``scipy.stats``, dp-accounting, ``sklearn.ensemble``, skops
+fit, and its ε as the claim). What stands below them is measured the same way, from this tree only (the
+*floor*): the bare interpreter, numpy, ``scipy.stats``, dp-accounting, ``sklearn.ensemble``, skops
 (through privfed's torch-free import) and model-signing's verifier. CPU seconds do not grow when other
 processes share the cores; wall seconds do (the load is recorded). Usage::
 
@@ -62,15 +61,12 @@ ENTRY_POINTS = {
     "privfed audit --help": ["-m", "privfed", "audit", "--help"],
     "import privfed.accounting": ["-c", "import privfed.accounting"],
     "privfed audit BUNDLE (trees)": ["-m", "privfed", "audit", "{bundle}"],
+    "privfed audit --no-model-load BUNDLE (trees)": ["-m", "privfed", "audit", "--no-model-load", "{bundle}"],
     "privfed budget show SILO": ["-m", "privfed", "budget", "show", "{silo}"],
     "silo budget check of a release (bench/silo_budget.py's new process)": ["-c", _CHECK_SILO, "{silo}"],
     "Flower ClientApp module": ["-c", "import privfed.federation.client_app"],
     "Flower ServerApp module": ["-c", "import privfed.federation.server_app"],
     "empirical audit of a DP-SGD fit (black-box, 60 canaries)": ["-c", _DPSGD_AUDIT],
-}
-#: Entry points only this tree has, measured from it alone.
-NEW_ENTRY_POINTS = {
-    "privfed audit --no-model-load BUNDLE (trees)": ["-m", "privfed", "audit", "--no-model-load", "{bundle}"],
 }
 #: What the entry points stand on, each imported alone from this tree.
 FLOOR = {
@@ -157,11 +153,6 @@ def main(argv: list[str] | None = None) -> int:
                     record = {"side": side, "entry": name, "repeat": repeat, **_timed(trees[side], command)}
                     print(record, flush=True)
                     records.append(record)
-            for name, command in NEW_ENTRY_POINTS.items():
-                command = [part.format(bundle=bundle, silo=silo) for part in command]
-                record = {"side": "after", "entry": name, "repeat": repeat, **_timed(ROOT, command)}
-                print(record, flush=True)
-                records.append(record)
             for name, code in FLOOR.items():
                 record = {"side": "floor", "entry": name, "repeat": repeat, **_timed(ROOT, ["-c", code])}
                 print(record, flush=True)
@@ -170,7 +161,7 @@ def main(argv: list[str] | None = None) -> int:
         _git("worktree", "remove", "--force", str(old_tree))
         shutil.rmtree(scratch, ignore_errors=True)
     summary = {}
-    for side, names in (("before", ENTRY_POINTS), ("after", {**ENTRY_POINTS, **NEW_ENTRY_POINTS}), ("floor", FLOOR)):
+    for side, names in (("before", ENTRY_POINTS), ("after", ENTRY_POINTS), ("floor", FLOOR)):
         for name in names:
             rows = [r for r in records if r["side"] == side and r["entry"] == name]
             summary.setdefault(name, {})[side] = {"cpu_s_median": _median(rows, "cpu_s"),
