@@ -9,11 +9,11 @@ seconds and peak resident memory) from two trees, alternately:
 
 Entry points: ``import privfed``, ``privfed --help``, ``privfed audit --help``, ``import privfed.accounting``,
 ``privfed audit BUNDLE`` on a small scikit-learn tree bundle (written by this tree's ``save_bundle``) and
-``privfed audit --no-model-load BUNDLE`` (every check but opening the model), ``privfed budget show SILO`` on a silo budget of three charges (written by this tree's ``SiloBudget``), a new
-process's check of a release against it (as ``bench/silo_budget.py``'s), the
-modules of the Flower ClientApp and ServerApp, and a black-box empirical audit of one DP-SGD fit (60 canaries: one
-fit, and its ε as the claim). What stands below them is measured the same way, from this tree only (the
-*floor*): the bare interpreter, numpy, ``scipy.stats``, dp-accounting, ``sklearn.ensemble``, skops
+``privfed audit --no-model-load BUNDLE`` (every check but opening the model), ``privfed budget show SILO`` on a
+silo budget of three charges (written by this tree's ``SiloBudget``), a new process's check of a release against
+it (as ``bench/silo_budget.py``'s), the modules of the Flower ClientApp and ServerApp, and a black-box empirical
+audit of one DP-SGD fit (60 canaries: one fit, and its ε as the claim). What stands below them is measured the
+same way, from this tree only (the *floor*): the bare interpreter, numpy, ``scipy.stats``, dp-accounting, ``sklearn.ensemble``, skops
 (through privfed's torch-free import) and model-signing's verifier. CPU seconds do not grow when other
 processes share the cores; wall seconds do (the load is recorded). Usage::
 
