@@ -122,7 +122,7 @@ class _EventField:
     def __get__(self, report: Any, owner: type | None = None) -> Any:
         if report is None:
             return self
-        value = report.__dict__[self._key]
+        value = report.__dict__.get(self._key)
         if isinstance(value, DeferredEvent):
             value = report.__dict__[self._key] = value.build(*value.arguments)
         return value
@@ -134,7 +134,7 @@ class _EventField:
 def replace_report(report: PrivacyReport, **changes: Any) -> PrivacyReport:
     """``dataclasses.replace(report, **changes)`` that carries an event not built yet (:class:`DeferredEvent`)
     without building it (``dataclasses.replace`` reads every field)."""
-    changes.setdefault("dp_event", report.__dict__["_dp_event"])
+    changes.setdefault("dp_event", report.__dict__.get("_dp_event"))
     return dataclasses.replace(report, **changes)
 
 
