@@ -153,18 +153,26 @@ __all__ = [
 ]
 
 
-#: The modules whose classes register a mechanism kind (:mod:`.registry`), each imported before a record is rebuilt.
-_KIND_MODULES = ("confident_gnmax", "dp_event_release", "dpsgd", "gaussian_noisy_max", "laplace_noisy_max", "parallel",
-                 "quantized_laplace", "randomized_response", "release", "sequential", "shuffling", "skellam",
-                 "withheld_votes")
+#: mechanism kind → the module whose class registers it (:mod:`.registry`), imported before a record of it is rebuilt.
+_KIND_MODULES = {
+    "confident_gnmax": "confident_gnmax", "dp_event": "dp_event_release", "dpsgd": "dpsgd",
+    "gaussian_noisy_max": "gaussian_noisy_max", "laplace_noisy_max": "laplace_noisy_max",
+    "parallel_composition": "parallel", "quantized_laplace_ensemble": "quantized_laplace",
+    "randomized_response": "randomized_response", "smooth_sensitivity_release": "release",
+    "sequential_composition": "sequential", "shuffled_randomized_response": "shuffling", "skellam": "skellam",
+    "withheld_votes_noisy_max": "withheld_votes",
+}
 
 
-def _import_every_kind() -> None:
-    for module in _KIND_MODULES:
+def _import_kinds(kind: str | None) -> None:
+    """Import the module of ``kind``, or every kind's module for ``None`` or a kind no module registers (a record
+    of a Laplace noisy max then loads neither dp-accounting nor SciPy, which other kinds' modules import)."""
+    modules = [_KIND_MODULES[kind]] if isinstance(kind, str) and kind in _KIND_MODULES else list(_KIND_MODULES.values())
+    for module in modules:
         importlib.import_module(f".{module}", __name__)
 
 
-set_kind_importer(_import_every_kind)
+set_kind_importer(_import_kinds)
 
 
 def __getattr__(name: str) -> Any:

@@ -3,7 +3,10 @@
 privfed never re-derives a mechanism that dp-accounting already implements;
 it asks an :class:`~dp_accounting.rdp.RdpAccountant` built on the caller's
 orders and reads its curve, or builds the event's privacy loss distribution
-(PLD) from dp-accounting's constructors.
+(PLD) from dp-accounting's constructors. The one exception,
+:mod:`~privfed.accounting.rdp_closed_forms` (the Laplace and randomized-response
+RDP and the tight conversion), repeats dp-accounting's arithmetic bit for bit
+so that curves needing no PLD do not import dp-accounting.
 
 The PLD is built here rather than with :class:`~dp_accounting.pld.PLDAccountant`
 because dp-accounting 0.6.0's accountant ignores ``count`` for

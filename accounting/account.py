@@ -3,20 +3,22 @@
 from __future__ import annotations
 
 import math
+import sys
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-import dp_accounting
 import numpy as np
 
 from ._checks import check_choice, check_delta, check_orders
-from ._dp_accounting import MAX_PLD_COMPOSITIONS, event_pld_epsilon, pld_compositions
 from .conversion import rdp_to_epsilon
-from .dp_event_release import DpEventRelease
 from .mechanism import ANALYSES, Mechanism, common_relations, relation_for_unit
 from .observers import check_observer
 from .orders import default_orders
 from .report import MechanismReport, PrivacyReport
+
+if TYPE_CHECKING:
+    import dp_accounting
 
 __all__ = ["METHODS", "Bound", "account", "as_mechanisms", "best_bound", "composed_dp_event", "conversion_description",
            "pld_event", "pure_composition"]
@@ -55,6 +57,13 @@ PLD_INDEPENDENT_NOTE = (
 PURE_INDEPENDENT_NOTE = "epsilon_data_independent comes from basic composition of the mechanisms' pure ε-DP guarantees"
 
 
+def _is_dp_event(value: object) -> bool:
+    """Whether ``value`` is a dp-accounting ``DpEvent`` (none exists before dp-accounting is imported, so a process
+    that accounts privfed mechanisms alone never imports it)."""
+    dp_accounting = sys.modules.get("dp_accounting")
+    return dp_accounting is not None and isinstance(value, dp_accounting.DpEvent)
+
+
 def as_mechanisms(
     mechanisms: Mechanism | dp_accounting.DpEvent | Iterable[Mechanism | dp_accounting.DpEvent],
 ) -> tuple[Mechanism, ...]:
@@ -63,7 +72,7 @@ def as_mechanisms(
     A dp-accounting ``DpEvent`` stands for :class:`~accounting.dp_event_release.DpEventRelease`
     of it at example level; wrap it in ``DpEventRelease(event, unit="party")`` for a party-level event.
     """
-    if isinstance(mechanisms, (Mechanism, dp_accounting.DpEvent)):
+    if isinstance(mechanisms, Mechanism) or _is_dp_event(mechanisms):
         mechanisms = (mechanisms,)
     try:
         members = tuple(mechanisms)
@@ -73,10 +82,14 @@ def as_mechanisms(
             f"{type(mechanisms).__name__}"
         ) from error
     for member in members:
-        if not isinstance(member, (Mechanism, dp_accounting.DpEvent)):
+        if not (isinstance(member, Mechanism) or _is_dp_event(member)):
             raise TypeError("mechanisms must hold privfed mechanisms or dp-accounting DpEvents, got an element of "
                             f"type {type(member).__name__}")
-    return tuple(DpEventRelease(m) if isinstance(m, dp_accounting.DpEvent) else m for m in members)
+    if not any(_is_dp_event(m) for m in members):
+        return members
+    from .dp_event_release import DpEventRelease
+
+    return tuple(DpEventRelease(m) if _is_dp_event(m) else m for m in members)
 
 
 def composed_dp_event(members: Sequence[Mechanism]) -> dp_accounting.DpEvent | None:
@@ -85,7 +98,11 @@ def composed_dp_event(members: Sequence[Mechanism]) -> dp_accounting.DpEvent | N
     events = [member.dp_event() for member in members]
     if not events or any(event is None for event in events):
         return None
-    return events[0] if len(events) == 1 else dp_accounting.ComposedDpEvent(events)
+    if len(events) == 1:
+        return events[0]
+    import dp_accounting  # already imported: the members' events are its
+
+    return dp_accounting.ComposedDpEvent(events)
 
 
 def pld_event(members: Sequence[Mechanism], delta: float, *,
@@ -100,6 +117,8 @@ def pld_event(members: Sequence[Mechanism], delta: float, *,
     event = composed_dp_event(members)
     if event is None or not math.isfinite(epsilon_hint):
         return None
+    from ._dp_accounting import MAX_PLD_COMPOSITIONS, pld_compositions
+
     if pld_compositions(event) > MAX_PLD_COMPOSITIONS:
         return None  # bounded work: beyond the cap the RDP and pure bounds, closed form in the count, stand alone
     # The grid must suit the events themselves: a hint computed elsewhere (a ledger's recorded curves, which an
@@ -119,6 +138,8 @@ def _pld_epsilon(members: Sequence[Mechanism], delta: float, *, epsilon_hint: fl
     if found is None:
         return None
     event, hint = found
+    from ._dp_accounting import event_pld_epsilon
+
     return event_pld_epsilon(event, delta, epsilon_hint=hint)
 
 

@@ -6,9 +6,10 @@ Two conversions, one per analysis:
   (Papernot et al., Thm 2) and FedKT's ``privacy_analysis.py``:
   ε = min_λ (α(λ) + ln(1/δ)) / λ with λ = α − 1 and α(λ) = λ · RDP(α), i.e.
   ε = min_α RDP(α) + ln(1/δ)/(α − 1) (Mironov 2017, Prop. 3).
-* ``tight`` — dp-accounting's :func:`compute_epsilon` (the improved conversion of
-  Balle et al. 2020 / Canonne et al. 2020): never larger than the classic one at
-  any order. privfed does not re-derive it.
+* ``tight`` — the improved conversion of Balle et al. 2020 / Canonne et al. 2020,
+  dp-accounting's :func:`compute_epsilon` bit for bit
+  (:func:`~privfed.accounting.rdp_closed_forms.rdp_epsilon`, which needs no
+  dp-accounting import): never larger than the classic one at any order.
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ from __future__ import annotations
 import math
 
 import numpy as np
+
+from .rdp_closed_forms import rdp_epsilon
 
 __all__ = ["classic_epsilon", "rdp_to_epsilon", "tight_epsilon"]
 
@@ -32,12 +35,9 @@ def classic_epsilon(orders: np.ndarray, rdp: np.ndarray, delta: float) -> tuple[
 
 
 def tight_epsilon(orders: np.ndarray, rdp: np.ndarray, delta: float) -> tuple[float, float]:
-    """dp-accounting's RDP → (ε, δ) conversion, and the minimising order."""
-    from dp_accounting.rdp import rdp_privacy_accountant
-
-    epsilon, order = rdp_privacy_accountant.compute_epsilon(
-        [float(a) for a in orders], [float(r) for r in rdp], delta
-    )
+    """dp-accounting's RDP → (ε, δ) conversion (:func:`~privfed.accounting.rdp_closed_forms.rdp_epsilon`), and the
+    minimising order."""
+    epsilon, order = rdp_epsilon([float(a) for a in orders], [float(r) for r in rdp], delta)
     return float(epsilon), float(order)
 
 

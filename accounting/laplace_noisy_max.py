@@ -15,7 +15,6 @@ from collections.abc import Hashable
 from dataclasses import KW_ONLY, dataclass, field
 from typing import Any, ClassVar
 
-import dp_accounting
 import numpy as np
 
 from ._checks import (
@@ -26,9 +25,9 @@ from ._checks import (
     check_positive_finite,
     check_votes,
 )
-from ._dp_accounting import event_rdp
 from .mechanism import ALL_RELATIONS, ANALYSES
 from .noisy_max import VoteMechanism, distinct_counts
+from .rdp_closed_forms import laplace_rdp
 from .registry import register
 
 __all__ = ["LaplaceNoisyMax", "laplace_failure_bounds"]
@@ -216,7 +215,7 @@ class LaplaceNoisyMax(VoteMechanism):
         """Per-query RDP bound that ignores the votes, for a unit moving ``votes_per_unit`` votes."""
         bound = _pure_bounds(2.0 * votes_per_unit * self.gamma, orders)
         if analysis == "tight":
-            histogram = event_rdp(dp_accounting.LaplaceDpEvent(1.0 / (votes_per_unit * self.gamma)), orders, count=2)
+            histogram = laplace_rdp(1.0 / (votes_per_unit * self.gamma), orders, count=2)
             bound = np.minimum(bound, histogram)
         return bound
 

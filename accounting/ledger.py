@@ -27,15 +27,12 @@ import json
 import warnings
 from collections.abc import Mapping
 from datetime import datetime, timezone
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import dp_accounting
 import numpy as np
 
 from ._checks import check_choice, check_delta
-from .dp_event_release import DpEventRelease
 from .fingerprint import canonical_json, sha256_hex
-from .interop import flower_mechanism, ledger_dp_event, opacus_mechanism
 from .ledger_arguments import check_bool, check_description, check_seeds, check_str, mechanisms_per_unit
 from .ledger_budget import BUDGET_BASES, BudgetExceededError, check_budget, target_per_unit
 from .ledger_entry import (
@@ -69,7 +66,10 @@ from .noise_source import NoiseSource, noise_provenance_problem
 from .observers import OBSERVERS, check_observer, check_observers
 from .recompute import recompute_analysis
 from .registry import mechanism_from_record, public_mechanism_from_record
-from .report import PrivacyReport
+from .report import PrivacyReport, replace_report
+
+if TYPE_CHECKING:
+    import dp_accounting
 
 #: The ledger's names, as users import them; all but Ledger are defined beside it (ledger_budget, ledger_entry,
 #: ledger_json) and kept importable from here.
@@ -410,7 +410,7 @@ class Ledger:
         observer = check_observer(observer)
         others = {other: unit_report(self._entries, other, delta, analysis, observer)
                   for other in self.units if other != unit}
-        return dataclasses.replace(unit_report(self._entries, unit, delta, analysis, observer), other_units=others)
+        return replace_report(unit_report(self._entries, unit, delta, analysis, observer), other_units=others)
 
     def observer_table(self, delta: float | None = None, *, analysis: str = "tight") -> list[PrivacyReport]:
         """One report per observer and unit (observers, then units, in their canonical order).
@@ -564,17 +564,23 @@ class Ledger:
         release not analysed at ``unit`` level and a mechanism dp-accounting has no
         event for become ``NonPrivateDpEvent`` (ε = ∞). An empty ledger is ``NoOpDpEvent``.
         """
+        from .interop import ledger_dp_event  # dp-accounting: only where its events are asked for
+
         return ledger_dp_event(self, unit=self.primary_unit if unit is None else unit, bound=bound, observer=observer)
 
     def record_dp_event(self, event: dp_accounting.DpEvent, *, description: str, unit: str = "example",
                         relation: str | None = None, observers: tuple[str, ...] = OBSERVERS) -> LedgerEntry:
         """Record a release described by a dp-accounting ``DpEvent`` (:class:`DpEventRelease`) as accounted."""
+        from .dp_event_release import DpEventRelease
+
         return self.record(DpEventRelease(event, relation=relation, unit=unit), note=check_description(description),
                            observers=observers)
 
     def record_opacus(self, accountant: Any, *, description: str, unit: str = "example",
                       observers: tuple[str, ...] = OBSERVERS) -> LedgerEntry:
         """Record an Opacus accountant's history (σ, q, steps) as DP-SGD (:func:`~.interop.opacus_mechanism`)."""
+        from .interop import opacus_mechanism
+
         return self.record(opacus_mechanism(accountant, unit=unit), note=check_description(description),
                            observers=observers)
 
@@ -582,5 +588,7 @@ class Ledger:
                       observers: tuple[str, ...] = OBSERVERS) -> LedgerEntry:
         """Record Flower's DP-FedAvg ``RdpAccountant`` (or its ``state_dict()``) at client level
         (:func:`~accounting.interop.flower_mechanism`)."""
+        from .interop import flower_mechanism
+
         return self.record(flower_mechanism(state_or_accountant, unit=unit), note=check_description(description),
                            observers=observers)

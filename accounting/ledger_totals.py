@@ -10,7 +10,6 @@ the per-unit totals as the ledger's JSON records them. :class:`~accounting.ledge
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import numbers
 from collections.abc import Iterable, Sequence
@@ -19,12 +18,11 @@ from typing import Any
 import numpy as np
 
 from .account import Bound, best_bound, conversion_description, pure_composition
-from .interop import tradeoff_event
 from .ledger_entry import Curve, LedgerEntry, UnitAnalysis
 from .mechanism import UNITS, common_relations, relation_for_unit
 from .orders import default_orders
 from .registry import public_mechanism_from_record
-from .report import MechanismReport, PrivacyReport, round_up
+from .report import DeferredEvent, MechanismReport, PrivacyReport, replace_report, round_up
 
 __all__ = [
     "Member",
@@ -113,9 +111,9 @@ def unit_report(entries: Sequence[LedgerEntry], unit: str, delta: float, analysi
     notes = [f"UNACCOUNTED release seen by the {observer}, not covered by this ε: {text}" for text in unaccounted]
     notes += [f"NOT COVERED by this {unit}-level ε: {text}" for text in other_unit.values()]
     uncovering = [entry for entry in seen if entry.leaves_uncovered(unit)]
-    aggregation = dataclasses.replace(aggregation, notes=aggregation.notes + tuple(notes), observer=observer,
-                                      uncovered=(*unaccounted, *other_unit.values()),
-                                      assumptions=_assumptions_of(aggregation.assumptions, uncovering))
+    aggregation = replace_report(aggregation, notes=aggregation.notes + tuple(notes), observer=observer,
+                                 uncovered=(*unaccounted, *other_unit.values()),
+                                 assumptions=_assumptions_of(aggregation.assumptions, uncovering))
     training_members = training_composition(entries, unit, observer)
     if not any(entry.kind == "training" for entry, _ in training_members):
         return _infinite_if_uncovered(aggregation, uncovered_is_infinite)
@@ -129,14 +127,14 @@ def unit_report(entries: Sequence[LedgerEntry], unit: str, delta: float, analysi
                 f"{unit}-level mechanism): {description}" for description in uncovered]
     coverage += [f"not derived from the DP-trained models, so composed into the DP-SGD bound with its own "
                  f"mechanism: {text}" for text in composed]
-    training = dataclasses.replace(training, source="dpsgd", uncovered=tuple(uncovered), observer=observer,
-                                   assumptions=_assumptions_of(training.assumptions, uncovering),
-                                   notes=training.notes + (
+    training = replace_report(training, source="dpsgd", uncovered=tuple(uncovered), observer=observer,
+                              assumptions=_assumptions_of(training.assumptions, uncovering),
+                              notes=training.notes + (
         "DP-SGD bound: the DP training of the models (training entries) composed with the accounted releases not "
         "derived from them; every release derived from the models is post-processing of their training",
         *coverage,
     ))
-    aggregation = dataclasses.replace(aggregation, notes=aggregation.notes + tuple(coverage))
+    aggregation = replace_report(aggregation, notes=aggregation.notes + tuple(coverage))
     training_valid, aggregation_valid = not uncovered, not aggregation.uncovered
     if training_valid and (not aggregation_valid
                            or training.epsilon_data_independent <= aggregation.epsilon_data_independent):
@@ -149,8 +147,16 @@ def unit_report(entries: Sequence[LedgerEntry], unit: str, delta: float, analysi
            f"gives ε = {round_up(other.epsilon, 6)}"
            + ("" if (training_valid if other is training else aggregation_valid)
               else " but leaves releases uncovered"))
-    chosen = dataclasses.replace(chosen, notes=(why, *chosen.notes), alternatives={other.source: other})
+    chosen = replace_report(chosen, notes=(why, *chosen.notes), alternatives={other.source: other})
     return _infinite_if_uncovered(chosen, uncovered_is_infinite)
+
+
+def _tradeoff_event(mechanisms: list) -> Any:
+    """:func:`~accounting.interop.tradeoff_event` of ``mechanisms``, imported when a report's event is first read
+    (its events are dp-accounting's)."""
+    from .interop import tradeoff_event
+
+    return tradeoff_event(mechanisms)
 
 
 def composed_report(unit: str, delta: float, analysis: str, members: Sequence[Member]) -> PrivacyReport:
@@ -206,7 +212,7 @@ def composed_report(unit: str, delta: float, analysis: str, members: Sequence[Me
         notes=tuple(notes),
         method=bound.method,
         assumptions=_assumptions_of(entry for entry, _ in members),
-        dp_event=tradeoff_event(rebuilt),
+        dp_event=DeferredEvent(_tradeoff_event, (rebuilt,)),
         rdp_data_independent=tuple(float(r) for r in total_independent),
     )
 
@@ -264,7 +270,7 @@ def _infinite_if_uncovered(report: PrivacyReport, uncovered_is_infinite: bool) -
     """ε = inf when a release the observer sees is covered by no mechanism (never a finite number, never 0)."""
     if not report.uncovered or not uncovered_is_infinite:
         return report
-    return dataclasses.replace(report, epsilon=math.inf, epsilon_data_independent=math.inf, notes=(
+    return replace_report(report, epsilon=math.inf, epsilon_data_independent=math.inf, notes=(
         f"ε = inf against the {report.observer}: {len(report.uncovered)} release(s) it sees are covered by no "
         f"mechanism (listed below and in report.uncovered); the accounted releases alone give ε = "
         f"{round_up(report.epsilon, 6)}, which is not a guarantee for what was released",

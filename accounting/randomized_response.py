@@ -11,9 +11,8 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
-import dp_accounting
 import numpy as np
 
 from ._checks import (
@@ -26,9 +25,12 @@ from ._checks import (
     check_positive_finite,
     check_probability,
 )
-from ._dp_accounting import event_rdp
 from .mechanism import ALL_RELATIONS, ANALYSES, UNITS, Mechanism
+from .rdp_closed_forms import randomized_response_rdp
 from .registry import register
+
+if TYPE_CHECKING:
+    import dp_accounting
 
 __all__ = [
     "RandomizedResponse",
@@ -37,8 +39,6 @@ __all__ = [
     "randomized_response_keep_probability",
     "randomized_response_variance",
 ]
-
-_REPLACE_ONE = dp_accounting.NeighboringRelation.REPLACE_ONE
 
 
 def randomized_response_keep_probability(epsilon: float, *, num_classes: int, labels_per_report: int = 1) -> float:
@@ -212,6 +212,8 @@ class RandomizedResponse(Mechanism):
 
     def dp_event(self) -> dp_accounting.DpEvent:
         """``RandomizedResponseDpEvent(1 − β, C)`` self-composed K·T times (REPLACE_ONE)."""
+        import dp_accounting
+
         return dp_accounting.SelfComposedDpEvent(
             dp_accounting.RandomizedResponseDpEvent(noise_parameter=self.noise_parameter, num_buckets=self.num_classes),
             self.num_queries,
@@ -223,7 +225,7 @@ class RandomizedResponse(Mechanism):
         if analysis == "classic":
             per_label = self.epsilon_per_label
             return self.num_queries * np.minimum(0.5 * per_label * per_label * orders, per_label)
-        return event_rdp(self.dp_event(), orders, relation=_REPLACE_ONE)
+        return randomized_response_rdp(self.noise_parameter, self.num_classes, orders, count=self.num_queries)
 
     def rdp_data_independent(self, orders: np.ndarray, *, analysis: str = "tight") -> np.ndarray:
         return self.rdp(orders, analysis=analysis)

@@ -46,10 +46,10 @@ __all__ = [
 ]
 
 _REGISTRY: dict[str, type[Mechanism]] = {}
-#: What imports every module whose classes register a kind (set by the package, which knows its modules): the
-#: package imports its modules on first use, so the first lookup runs it, and a record rebuilds whichever modules
-#: the process happened to import before.
-_IMPORT_EVERY_KIND: list[Callable[[], None]] = []
+#: What imports the module that registers a kind, or every such module for ``None`` (set by the package, which knows
+#: its modules): the package imports its modules on first use, so a lookup runs it, and a record rebuilds whichever
+#: modules the process happened to import before.
+_IMPORT_KINDS: list[Callable[[str | None], None]] = []
 
 M = TypeVar("M", bound=type[Mechanism])
 
@@ -62,17 +62,20 @@ def register(cls: M) -> M:
     return cls
 
 
-def set_kind_importer(import_every_kind: Callable[[], None]) -> None:
-    """Make the first lookup call ``import_every_kind`` (the package's import of its mechanism modules)."""
-    _IMPORT_EVERY_KIND[:] = [import_every_kind]
+def set_kind_importer(import_kinds: Callable[[str | None], None]) -> None:
+    """Make lookups call ``import_kinds(kind)`` (the package's import of the module that registers ``kind``, or of
+    every mechanism module for ``None``)."""
+    _IMPORT_KINDS[:] = [import_kinds]
 
 
-def _registry() -> dict[str, type[Mechanism]]:
-    """Every kind's class, once the package's mechanism modules are imported (:func:`set_kind_importer`; once per
-    process: a lookup that fails to import them leaves the importer for the next)."""
-    if _IMPORT_EVERY_KIND:
-        _IMPORT_EVERY_KIND[0]()
-        _IMPORT_EVERY_KIND.clear()
+def _registry(kind: str | None = None) -> dict[str, type[Mechanism]]:
+    """The registered classes, once the module of ``kind`` is imported, or every mechanism module for ``None``
+    (:func:`set_kind_importer`; every module once per process: a lookup that fails to import them leaves the
+    importer for the next)."""
+    if _IMPORT_KINDS and (kind is None or kind not in _REGISTRY):
+        _IMPORT_KINDS[0](kind)
+        if kind is None or kind not in _REGISTRY:  # every module is imported now
+            _IMPORT_KINDS.clear()
     return _REGISTRY
 
 
@@ -84,7 +87,7 @@ def mechanism_kinds() -> tuple[str, ...]:
 def mechanism_class(kind: str) -> type[Mechanism]:
     """The class registered for ``kind``."""
     try:
-        return _registry()[kind]
+        return _registry(kind)[kind]
     except KeyError:
         raise ValueError(f"kind must be one of {', '.join(mechanism_kinds())}; got {kind!r}") from None
 
@@ -155,11 +158,11 @@ class PublicVoteView(Mechanism):
         return None if value is None else self.count * value
 
     def dp_event(self) -> dp_accounting.DpEvent | None:
-        import dp_accounting
-
         event = self.one_query.dp_event()
         if event is None:
             return None
+        import dp_accounting  # already imported: the event is its
+
         if isinstance(event, dp_accounting.SelfComposedDpEvent) and event.count == 1:
             event = event.event
         return dp_accounting.SelfComposedDpEvent(event, self.count)
@@ -250,7 +253,7 @@ RECORD_KEYS = ("kind", "parameters", "unit")
 
 
 def _constructor_names(kind: str) -> set[str]:
-    return set(inspect.signature(_registry()[kind]).parameters) - {"self", "unit"}
+    return set(inspect.signature(_registry(kind)[kind]).parameters) - {"self", "unit"}
 
 
 def _check_record(record: _ReadRecorder, rebuilt: Mapping[str, Any], where: str) -> None:
@@ -322,7 +325,7 @@ def checked_public_mechanism_from_record(record: Mapping[str, Any], *, where: st
     if not isinstance(record, Mapping):
         raise ValueError(f"{where} must be an object with kind, unit and parameters, got {record!r}")
     kind = record.get("kind")
-    if kind not in _registry():
+    if kind not in _registry(kind if isinstance(kind, str) else None):
         close = difflib.get_close_matches(str(kind), mechanism_kinds(), n=1)
         raise ValueError(f"{where}.kind must be one of {list(mechanism_kinds())}, got {kind!r}"
                          + (f"; did you mean {close[0]!r}?" if close else ""))

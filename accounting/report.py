@@ -2,18 +2,21 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from .mechanism import describe_relations
-from .tradeoff import PrivacyProfile, check_false_positive_rates, pld_profile, rdp_profile
 
-__all__ = ["MechanismReport", "PrivacyReport", "round_up"]
+if TYPE_CHECKING:
+    from .tradeoff import PrivacyProfile
+
+__all__ = ["DeferredEvent", "MechanismReport", "PrivacyReport", "replace_report", "round_up"]
 
 _ANALYSIS_TEXT = {
     "classic": "classic analysis (the papers' moments accountant, conversion ε = min_λ (α(λ) + ln(1/δ))/λ)",
@@ -99,6 +102,43 @@ class MechanismReport:
 
 
 @dataclass(frozen=True)
+class DeferredEvent:
+    """A report's dp-accounting event given as ``build(*arguments)``, built the first time
+    :attr:`PrivacyReport.dp_event` is read: a report whose event nobody reads (an audit's totals, a ledger's ε)
+    never imports dp-accounting, whose event classes the event is made of (its package import loads
+    ``scipy.signal`` and ``scipy.stats``: over a CPU second in a fresh process)."""
+
+    build: Callable[..., Any]
+    arguments: tuple[Any, ...] = ()
+
+
+class _EventField:
+    """The descriptor behind :attr:`PrivacyReport.dp_event` (a dataclass field): a :class:`DeferredEvent` given
+    for it is built on the first read, then kept; any other value is kept as given."""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self._key = f"_{name}"
+
+    def __get__(self, report: Any, owner: type | None = None) -> Any:
+        if report is None:
+            return self
+        value = report.__dict__.get(self._key)
+        if isinstance(value, DeferredEvent):
+            value = report.__dict__[self._key] = value.build(*value.arguments)
+        return value
+
+    def __set__(self, report: Any, value: Any) -> None:
+        report.__dict__[self._key] = None if value is self else value  # the field's default (this descriptor): None
+
+
+def replace_report(report: PrivacyReport, **changes: Any) -> PrivacyReport:
+    """``dataclasses.replace(report, **changes)`` that carries an event not built yet (:class:`DeferredEvent`)
+    without building it (``dataclasses.replace`` reads every field)."""
+    changes.setdefault("dp_event", report.__dict__.get("_dp_event"))
+    return dataclasses.replace(report, **changes)
+
+
+@dataclass(frozen=True)
 class PrivacyReport:
     """An (ε, δ) guarantee with everything needed to read it correctly.
 
@@ -137,7 +177,8 @@ class PrivacyReport:
         A dp-accounting event whose privacy loss distribution bounds every composed mechanism's
         data-independent loss (for :func:`~privfed.account`, the one the PLD bound is computed from; a ledger
         falls back to :func:`~privfed.accounting.interop.data_independent_event` for a mechanism without its
-        own), or ``None`` where some mechanism has none. :meth:`tradeoff` and :attr:`gdp_mu` use it.
+        own), or ``None`` where some mechanism has none. :meth:`tradeoff` and :attr:`gdp_mu` use it. May be given
+        as a :class:`DeferredEvent`, built when first read (a ledger's reports are).
     rdp_data_independent:
         The composed data-independent RDP curve (on ``orders``); :meth:`tradeoff` uses it where there is no
         ``dp_event``. Empty for reports built before it was recorded (``rdp`` then stands in).
@@ -206,11 +247,13 @@ class PrivacyReport:
     observer: str | None = None
     relations: tuple[str, ...] | None = None
     assumptions: tuple[str, ...] = ()
-    dp_event: Any = field(default=None, compare=False)
+    dp_event: Any = field(default=_EventField(), compare=False)
     rdp_data_independent: tuple[float, ...] = field(default=(), compare=False)
 
     @cached_property
     def _profile(self) -> PrivacyProfile | None:
+        from .tradeoff import pld_profile, rdp_profile  # dp-accounting and SciPy: only where a profile is asked for
+
         if not math.isfinite(self.epsilon) or self.uncovered:
             return None
         profile = None if self.dp_event is None else pld_profile(
@@ -251,6 +294,8 @@ class PrivacyReport:
         >>> report.tradeoff([0.01]).round(3).tolist(), round(report.gdp_mu, 3)
         ([0.034], 0.505)
         """
+        from .tradeoff import check_false_positive_rates
+
         rates = check_false_positive_rates(false_positive_rates)
         profile = self._profile
         if profile is None:

@@ -92,7 +92,32 @@ def test_an_audit_that_does_not_open_the_model_runs_every_other_check_without_it
     prelude = ("import contextlib, io\nfrom privfed.cli import main\n"
                "with contextlib.redirect_stdout(io.StringIO()):\n"
                f"    assert main(['audit', '--no-model-load', {str(bundle)!r}]) == 0")
-    assert not {"sklearn", "skops", "torch", "xgboost", "pandas"} & set(_loaded(prelude))
+    assert _loaded(prelude) == []  # ε recomputed from closed forms: neither dp-accounting nor SciPy either
+    opened = ("import contextlib, io\nfrom privfed.cli import main\n"
+              "with contextlib.redirect_stdout(io.StringIO()):\n"
+              f"    assert main(['audit', {str(bundle)!r}]) == 0")
+    # The model's own library and serialiser (skops' list of scikit-learn's estimators imports pandas), no more.
+    assert _loaded(opened) == ["pandas", "scipy", "sklearn", "skops"]
+
+
+def test_a_laplace_ledgers_epsilon_loads_no_dp_accounting_and_its_event_is_built_when_read():
+    """A ledger of Laplace noisy max accounts with the closed forms and imports only that kind's module; its
+    report's dp-accounting event (the trade-off curve's) is built the first time it is read, the same event as
+    before."""
+    seen = _fresh("import json, sys\nimport numpy as np\nfrom privfed import LaplaceNoisyMax, Ledger\n"
+                  "ledger = Ledger(delta=1e-5, description='closed forms')\n"
+                  "ledger.record({'party': LaplaceNoisyMax(np.array([[9, 1], [5, 5]]), 0.05, 1, unit='party')})\n"
+                  "rebuilt = Ledger.from_dict(ledger.to_dict())\n"
+                  "report = rebuilt.account(unit='party')\n"
+                  "before = sorted(m for m in ('dp_accounting', 'scipy') if m in sys.modules)\n"
+                  "kinds = sorted(n.rsplit('.', 1)[1] for n in sys.modules if n.startswith('privfed.accounting.') and\n"
+                  "               n.rsplit('.', 1)[1] in ('dpsgd', 'skellam', 'gaussian_noisy_max', 'shuffling'))\n"
+                  "event = report.dp_event\n"
+                  "print(json.dumps({'before': before, 'kinds': kinds, 'epsilon': report.epsilon,\n"
+                  "                  'event': repr(event), 'after': 'dp_accounting' in sys.modules}))")
+    assert seen["before"] == [] and seen["kinds"] == [] and seen["after"]
+    # two queries, each two Laplace(1/(kγ)) releases of the noisy histogram (interop.data_independent_event)
+    assert seen["event"] == "SelfComposedDpEvent(event=LaplaceDpEvent(noise_multiplier=20.0), count=4)"
 
 
 def test_import_privfed_accounting_loads_neither_dp_accounting_nor_scipy():

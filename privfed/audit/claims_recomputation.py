@@ -15,13 +15,10 @@ from typing import Any
 
 import numpy as np
 
-from privfed.accounting._dp_accounting import MAX_PLD_COMPOSITIONS
 from privfed.accounting.account import account
 from privfed.accounting.mechanism import Mechanism
 from privfed.accounting.registry import public_mechanism_from_record
 from privfed.accounting.report import PrivacyReport
-from privfed.accounting.sequential import compose_repeated
-from privfed.accounting.shuffling import ShuffledRandomizedResponse
 from privfed.audit.hygiene import Release, Statement, parse_protected_units, resolve_protected_units
 from privfed.audit.recomputation import RTOL
 from privfed.audit.report import RECOMPUTE_MEANING, AuditInputError, Check, format_epsilon
@@ -61,6 +58,8 @@ def claims_statement(
             repeated = record if rounds is None else _over_rounds(record, rounds)
             over_rounds = [public_mechanism_from_record(repeated)[0]]
             if rounds is not None and repeated is record:  # no count of its own: composed in closed form
+                from privfed.accounting.sequential import compose_repeated  # dp-accounting: only for rounds
+
                 over_rounds = [compose_repeated(over_rounds[0], rounds)]
         except (ValueError, TypeError, KeyError) as error:
             raise AuditInputError(f"claims file: mechanisms[{index}] cannot be rebuilt: {error}") from None
@@ -194,6 +193,9 @@ def _shuffling_check(document: Mapping[str, Any], rounds: int | None, composed: 
     responses = [r for r in document.get("mechanisms", []) if r.get("kind") == "randomized_response"]
     if clients is None or rounds is None or len(responses) != 1 or composed is None:
         return []
+    from privfed.accounting._dp_accounting import MAX_PLD_COMPOSITIONS  # dp-accounting: only for PrivateKT's claims
+    from privfed.accounting.shuffling import ShuffledRandomizedResponse
+
     local, _ = public_mechanism_from_record(responses[0])
     delta = float(claim["delta"])
     one_round = ShuffledRandomizedResponse(local.epsilon_per_report, num_users=int(clients),

@@ -16,7 +16,6 @@ from typing import Any
 import numpy as np
 
 from privfed.accounting.documents import read_npz
-from privfed.audit.empirical import membership_epsilon_lower_bound, true_label_scores
 from privfed.audit.hygiene import Statement
 from privfed.audit.report import AuditInputError, Check, format_epsilon
 
@@ -70,6 +69,8 @@ def empirical_check(model: Any, samples: tuple[tuple[np.ndarray, np.ndarray], ..
     if model is None:
         return Check(name, "warn", "not run: the model could not be loaded safely",
                      "no empirical evidence either way.", "empirical"), None
+    from privfed.audit.empirical import membership_epsilon_lower_bound, true_label_scores  # SciPy: only with samples
+
     (X_in, y_in), (X_out, y_out) = samples
     bound = membership_epsilon_lower_bound(
         true_label_scores(model, X_in, y_in), true_label_scores(model, X_out, y_out),
