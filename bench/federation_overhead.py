@@ -9,7 +9,10 @@ fresh process, alternating, ``--repeats`` times:
   ClientApp per party in this one process on an in-process grid (no Ray);
 * ``simulate, ray``: ``simulate`` on Flower's Ray simulation engine (the default);
 * ``local``: ``privfed federation local --sites N --data ... --run CONFIG``: a SuperLink, N SuperNodes and the run's
-  ServerApp and ClientApp processes on 127.0.0.1.
+  ServerApp and ClientApp processes on 127.0.0.1;
+* ``simulate, ray (before)`` and ``local (before)``: the same two from the code at ``--before`` (default: the merge
+  base with ``main``), checked out with ``git worktree add --detach`` at a temporary path (removed at the end) and
+  put first on ``PYTHONPATH``, which every process of the side inherits.
 
 For each side: wall seconds, CPU seconds of every process it started, at least (the larger of two lower bounds:
 the process tree read from /proc every 0.2 s, which counts processes nobody waits for but may miss a process's
@@ -21,11 +24,13 @@ and ServerApp modules, and Ray's start (``ray.init`` and ``ray.shutdown``). CPU 
 processes share the cores; wall seconds do (the 1-minute load is recorded with every measurement). Usage::
 
     nice -n 19 python -m bench.federation_overhead --repeats 2 --json bench/results/federation_overhead.json
+    python -m bench.federation_overhead --repeats 1 --sides "fit;simulate, in-process"    # the quick sides only
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import resource
@@ -70,6 +75,8 @@ cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
 print("RESULT " + json.dumps({"import_cpu_s": imported, "fit_cpu_s": cpu, "fit_wall_s": wall,
                               "epsilon": estimator.ledger_.account(delta=1e-5).epsilon}), flush=True)
 """
+#: The sides, in the order each repeat runs them.
+SIDES = ("fit", "simulate, in-process", "simulate, ray", "simulate, ray (before)", "local", "local (before)")
 #: name → what a fresh interpreter runs (the floors).
 FLOORS = {
     "bare interpreter": "pass",
@@ -181,6 +188,10 @@ def measured(command: list[str], *, cwd: Path, env: dict[str, str]) -> dict:
     return result
 
 
+def _git(*arguments: str) -> str:
+    return subprocess.run(["git", *arguments], cwd=ROOT, capture_output=True, text=True, check=True).stdout.strip()
+
+
 def write_example(folder: Path, sites: int) -> tuple[list[str], Path, Path]:
     """The documented example's files: ``sites`` sites of 400 digits rows, the public and the test set."""
     from sklearn.datasets import load_digits
@@ -201,10 +212,10 @@ def write_example(folder: Path, sites: int) -> tuple[list[str], Path, Path]:
     return paths, public, test
 
 
-def floors(env: dict[str, str], cwd: Path) -> dict:
+def floors(env: dict[str, str], cwd: Path, codes: dict[str, str]) -> dict:
     """Each floor in a fresh interpreter: CPU s of it and its children, and its peak memory."""
     out = {}
-    for name, code in FLOORS.items():
+    for name, code in codes.items():
         result = measured([sys.executable, "-c", code], cwd=cwd, env=env)
         out[name] = {"cpu_s": result["cpu_s_all_processes"], "wall_s": result["wall_s"],
                      "peak_mib_summed": result["peak_mib_summed"], "load_1min": result["load_1min_after"]}
@@ -216,25 +227,35 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sites", type=int, default=5)
     parser.add_argument("--repeats", type=int, default=2)
-    parser.add_argument("--sides", default="fit,simulate, in-process,simulate, ray,local",
-                        help="comma-separated; 'simulate, in-process' and 'simulate, ray' keep their comma")
+    parser.add_argument("--sides", default=";".join(SIDES), help=f"';'-separated, among {SIDES}")
+    parser.add_argument("--before", default=None, help="commit of the before sides (default: merge base with main)")
     parser.add_argument("--json", default=None)
     args = parser.parse_args()
-    known = ["fit", "simulate, in-process", "simulate, ray", "local"]
-    sides = [side for side in known if side in args.sides]
+    sides = [side for side in SIDES if side in args.sides.split(";")]
     run = provenance.start(command="python -m bench.federation_overhead " + " ".join(sys.argv[1:]), seeds=[0],
                            settings=vars(args))
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
-           "OMP_NUM_THREADS": "1"}
     report: dict = {"sites": args.sites, "config": CONFIG, "sides": {side: [] for side in sides}}
-    with tempfile.TemporaryDirectory(prefix="privfed-overhead-") as name:
+    with tempfile.TemporaryDirectory(prefix="privfed-overhead-") as name, contextlib.ExitStack() as cleanup:
         folder = Path(name)
+        roots = {False: ROOT}
+        if any(side.endswith("(before)") for side in sides):
+            before = args.before or _git("merge-base", "HEAD", "main")
+            roots[True] = folder / "before"
+            _git("worktree", "add", "--detach", str(roots[True]), before)
+            cleanup.callback(_git, "worktree", "remove", "--force", str(roots[True]))
+            report["before"] = _git("rev-parse", before)
+        envs = {old: {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": os.pathsep.join(
+            filter(None, [str(root), os.environ.get("PYTHONPATH")]))} for old, root in roots.items()}
+        env = envs[False]
         paths, public, test = write_example(folder, args.sites)
         config = {**CONFIG, "num-supernodes": args.sites, "public-path": str(public), "test-path": str(test)}
-        report["floors"] = floors(env, folder)
+        report["floors"] = floors(env, folder, FLOORS)
+        if True in envs:
+            report["floors_before"] = floors(envs[True], folder, {name: code for name, code in FLOORS.items()
+                                                                  if name.startswith("privfed")})
         for repeat in range(args.repeats):
             for side in sides:
-                if side == "local":
+                if side.startswith("local"):
                     bundle = folder / f"bundle-{repeat}"
                     toml = folder / f"run-{repeat}.toml"
                     toml.write_text("\n".join(f"{key} = {json.dumps(value)}" for key, value in
@@ -243,9 +264,12 @@ def main() -> None:
                                "--data", *paths, "--run", str(toml), "--workdir", str(folder / f"local-{repeat}"),
                                "--log", str(folder / f"local-{repeat}.log")]
                 else:
-                    command = [sys.executable, "-c", _FRESH, json.dumps([config, paths, str(public), side])]
-                result = measured(command, cwd=folder, env=env)
+                    command = [sys.executable, "-c", _FRESH,
+                               json.dumps([config, paths, str(public), side.removesuffix(" (before)")])]
+                result = measured(command, cwd=folder, env=envs[side.endswith("(before)")])
                 report["sides"][side].append(result)
+                if args.json:  # after every side: a run cut short keeps what it measured
+                    provenance.write_json(args.json, {**report, "provenance": provenance.finish(run)})
                 extra = (f", import {result['import_cpu_s']:.2f} CPU s, fit call {result['fit_cpu_s']:.2f} CPU s / "
                          f"{result['fit_wall_s']:.2f} s" if "fit_cpu_s" in result else "")
                 print(f"repeat {repeat} {side}: {result['wall_s']:.1f} s wall, {result['cpu_s_all_processes']:.1f} "
