@@ -170,3 +170,16 @@ def test_a_client_apps_schema_step_loads_neither_scikit_learn_nor_dp_accounting(
                "assert [record.kind for record in from_recorddict(reply.content, sender='test')[0]] == "
                "['party-schema']")
     assert _loaded(prelude) == ["flwr"]
+
+
+def test_the_client_apps_lazy_task_table_names_the_message_classes_kinds():
+    """The ClientApp dispatches on a message's kind before importing its pipeline: the kinds it lists are the
+    classes' own."""
+    from privfed.pipelines.selective_fd.steps import SelectiveFDRound, SelectiveFDSetup
+
+    from privfed.federation import client_app
+
+    assert {kind: entry()[0].KIND for kind, entry in client_app._TASKS.items()} == {
+        kind: kind for kind in client_app._TASKS}
+    assert (client_app._SELECTIVE_FD_SETUP, client_app._SELECTIVE_FD_ROUND) == (SelectiveFDSetup.KIND,
+                                                                                 SelectiveFDRound.KIND)
