@@ -10,14 +10,15 @@ fresh process, alternating, ``--repeats`` times:
 * ``simulate, ray``: ``simulate`` on Flower's Ray simulation engine (the default);
 * ``local``: ``privfed federation local --sites N --data ... --run CONFIG``: a SuperLink, N SuperNodes and the run's
   ServerApp and ClientApp processes on 127.0.0.1;
-* ``simulate, ray (before)`` and ``local (before)``: the same two from the code at ``--before`` (default: the merge
+* ``local (before)`` and ``simulate, ray (before)``: the same two from the code at ``--before`` (default: the merge
   base with ``main``), checked out with ``git worktree add --detach`` at a temporary path (removed at the end) and
   put first on ``PYTHONPATH``, which every process of the side inherits.
 
 For each side: wall seconds, CPU seconds of every process it started, at least (the larger of two lower bounds:
 the process tree read from /proc every 0.2 s, which counts processes nobody waits for but may miss a process's
 last 0.2 s, and the CPU of the descendants that were waited for, from ``getrusage``), the sum of their peak
-resident memories, each process named by its command line; the fresh-process sides also
+resident memories, and whether it failed (a side that fails is recorded with its output's tail; the run goes on),
+each process named by its command line; the fresh-process sides also
 report their own import CPU and the CPU of the fit call (``simulate`` included). Beside them, the *floors*: what a
 fresh interpreter pays to import numpy, Flower, scikit-learn's tree and linear models, dp-accounting, the ClientApp
 and ServerApp modules, and Ray's start (``ray.init`` and ``ray.shutdown``). CPU seconds do not grow when other
@@ -69,14 +70,14 @@ cpu, wall = time.process_time(), time.perf_counter()
 if side == "fit":
     estimator.fit(parties, public)
 else:
-    estimator = simulate(estimator, paths, public, timeout=600, **({"backend": "in-process"}
+    estimator = simulate(estimator, paths, public, timeout=300, **({"backend": "in-process"}
                          if side == "simulate, in-process" else {}))
 cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
 print("RESULT " + json.dumps({"import_cpu_s": imported, "fit_cpu_s": cpu, "fit_wall_s": wall,
                               "epsilon": estimator.ledger_.account(delta=1e-5).epsilon}), flush=True)
 """
 #: The sides, in the order each repeat runs them.
-SIDES = ("fit", "simulate, in-process", "simulate, ray", "simulate, ray (before)", "local", "local (before)")
+SIDES = ("fit", "simulate, in-process", "simulate, ray", "local", "local (before)", "simulate, ray (before)")
 #: name → what a fresh interpreter runs (the floors).
 FLOORS = {
     "bare interpreter": "pass",
@@ -176,9 +177,8 @@ def measured(command: list[str], *, cwd: Path, env: dict[str, str]) -> dict:
     processes = sampler.stop()
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     reaped = after.ru_utime + after.ru_stime - waited.ru_utime - waited.ru_stime
-    if process.returncode != 0:
-        raise RuntimeError(f"{command[:4]} exited with {process.returncode}:\n{output[-3000:]}")
-    result = {"wall_s": wall, "load_1min_before": load, "load_1min_after": os.getloadavg()[0],
+    result = {"failed": process.returncode != 0, "output_tail": output[-1500:]} if process.returncode else {}
+    result |= {"wall_s": wall, "load_1min_before": load, "load_1min_after": os.getloadavg()[0],
               "cpu_s_sampled": sum(p["cpu_s"] for p in processes), "cpu_s_reaped": reaped,
               "cpu_s_all_processes": max(reaped, sum(p["cpu_s"] for p in processes)),
               "peak_mib_summed": sum(p["peak_mib"] for p in processes), "processes": processes}
@@ -272,8 +272,10 @@ def main() -> None:
                     provenance.write_json(args.json, {**report, "provenance": provenance.finish(run)})
                 extra = (f", import {result['import_cpu_s']:.2f} CPU s, fit call {result['fit_cpu_s']:.2f} CPU s / "
                          f"{result['fit_wall_s']:.2f} s" if "fit_cpu_s" in result else "")
-                print(f"repeat {repeat} {side}: {result['wall_s']:.1f} s wall, {result['cpu_s_all_processes']:.1f} "
-                      f"CPU s in {len(result['processes'])} processes, {result['peak_mib_summed']:.0f} MiB summed"
+                failed = "FAILED, " if result.get("failed") else ""
+                print(f"repeat {repeat} {side}: {failed}{result['wall_s']:.1f} s wall, "
+                      f"{result['cpu_s_all_processes']:.1f} CPU s in {len(result['processes'])} processes, "
+                      f"{result['peak_mib_summed']:.0f} MiB summed"
                       f"{extra}; load {result['load_1min_after']:.1f}", flush=True)
     if args.json:
         provenance.write_json(args.json, {**report, "provenance": provenance.finish(run)})
