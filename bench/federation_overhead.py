@@ -21,7 +21,8 @@ resident memories, and whether it failed (a side that fails is recorded with its
 each process named by its command line; the fresh-process sides also
 report their own import CPU and the CPU of the fit call (``simulate`` included). Beside them, the *floors*: what a
 fresh interpreter pays to import numpy, Flower, scikit-learn's tree and linear models, dp-accounting, the ClientApp
-and ServerApp modules, and Ray's start (``ray.init`` and ``ray.shutdown``). CPU seconds do not grow when other
+and ServerApp modules, Ray's start (``ray.init`` and ``ray.shutdown``), and the start of each of Flower's
+executables (``--help``). CPU seconds do not grow when other
 processes share the cores; wall seconds do (the 1-minute load is recorded with every measurement). Usage::
 
     nice -n 19 python -m bench.federation_overhead --repeats 2 --json bench/results/federation_overhead.json
@@ -78,17 +79,26 @@ print("RESULT " + json.dumps({"import_cpu_s": imported, "fit_cpu_s": cpu, "fit_w
 """
 #: The sides, in the order each repeat runs them.
 SIDES = ("fit", "simulate, in-process", "simulate, ray", "local", "local (before)", "simulate, ray (before)")
-#: name → what a fresh interpreter runs (the floors).
+#: name → the command a floor runs: what a fresh interpreter pays for an import, or one of Flower's executables to
+#: print its help (the process's start alone: every SuperLink, SuperNode, SuperExec, ServerApp, ClientApp and
+#: ``flwr`` process of a run pays at least this much).
 FLOORS = {
-    "bare interpreter": "pass",
-    "numpy": "import numpy",
-    "flwr (flwr.app, flwr.clientapp, flwr.serverapp)": "import flwr.app, flwr.clientapp, flwr.serverapp",
-    "sklearn.tree": "import sklearn.tree",
-    "sklearn.linear_model": "import sklearn.linear_model",
-    "dp_accounting": "import dp_accounting",
-    "privfed ClientApp module": "import privfed.federation.client_app",
-    "privfed ServerApp module": "import privfed.federation.server_app",
-    "ray.init + ray.shutdown (2 CPUs)": "import ray; ray.init(num_cpus=2, include_dashboard=False); ray.shutdown()",
+    "bare interpreter": ["python", "-c", "pass"],
+    "numpy": ["python", "-c", "import numpy"],
+    "flwr (flwr.app, flwr.clientapp, flwr.serverapp)": ["python", "-c",
+                                                        "import flwr.app, flwr.clientapp, flwr.serverapp"],
+    "sklearn.tree": ["python", "-c", "import sklearn.tree"],
+    "sklearn.linear_model": ["python", "-c", "import sklearn.linear_model"],
+    "dp_accounting": ["python", "-c", "import dp_accounting"],
+    "privfed ClientApp module": ["python", "-c", "import privfed.federation.client_app"],
+    "privfed ServerApp module": ["python", "-c", "import privfed.federation.server_app"],
+    "ray.init + ray.shutdown (2 CPUs)": ["python", "-c", "import ray; ray.init(num_cpus=2, include_dashboard=False); "
+                                                         "ray.shutdown()"],
+    "flwr-clientapp --help": ["flwr-clientapp", "--help"],
+    "flower-superexec --help": ["flower-superexec", "--help"],
+    "flower-supernode --help": ["flower-supernode", "--help"],
+    "flower-superlink --help": ["flower-superlink", "--help"],
+    "flwr --help": ["flwr", "--help"],
 }
 
 
@@ -212,11 +222,11 @@ def write_example(folder: Path, sites: int) -> tuple[list[str], Path, Path]:
     return paths, public, test
 
 
-def floors(env: dict[str, str], cwd: Path, codes: dict[str, str]) -> dict:
-    """Each floor in a fresh interpreter: CPU s of it and its children, and its peak memory."""
+def floors(env: dict[str, str], cwd: Path, commands: dict[str, list[str]]) -> dict:
+    """Each floor in a fresh process: CPU s of it and its children, and its peak memory."""
     out = {}
-    for name, code in codes.items():
-        result = measured([sys.executable, "-c", code], cwd=cwd, env=env)
+    for name, command in commands.items():
+        result = measured([sys.executable if word == "python" else word for word in command], cwd=cwd, env=env)
         out[name] = {"cpu_s": result["cpu_s_all_processes"], "wall_s": result["wall_s"],
                      "peak_mib_summed": result["peak_mib_summed"], "load_1min": result["load_1min_after"]}
         print(f"floor {name}: {out[name]['cpu_s']:.2f} CPU s, {out[name]['peak_mib_summed']:.0f} MiB", flush=True)
@@ -251,18 +261,19 @@ def main() -> None:
         config = {**CONFIG, "num-supernodes": args.sites, "public-path": str(public), "test-path": str(test)}
         report["floors"] = floors(env, folder, FLOORS)
         if True in envs:
-            report["floors_before"] = floors(envs[True], folder, {name: code for name, code in FLOORS.items()
+            report["floors_before"] = floors(envs[True], folder, {name: command for name, command in FLOORS.items()
                                                                   if name.startswith("privfed")})
         for repeat in range(args.repeats):
             for side in sides:
                 if side.startswith("local"):
-                    bundle = folder / f"bundle-{repeat}"
-                    toml = folder / f"run-{repeat}.toml"
+                    tag = f"{repeat}{'-before' if side.endswith('(before)') else ''}"
+                    bundle = folder / f"bundle-{tag}"
+                    toml = folder / f"run-{tag}.toml"
                     toml.write_text("\n".join(f"{key} = {json.dumps(value)}" for key, value in
                                               {**config, "output-bundle": str(bundle)}.items()) + "\n")
                     command = [sys.executable, "-m", "privfed", "federation", "local", "--sites", str(args.sites),
-                               "--data", *paths, "--run", str(toml), "--workdir", str(folder / f"local-{repeat}"),
-                               "--log", str(folder / f"local-{repeat}.log")]
+                               "--data", *paths, "--run", str(toml), "--workdir", str(folder / f"local-{tag}"),
+                               "--log", str(folder / f"local-{tag}.log")]
                 else:
                     command = [sys.executable, "-c", _FRESH,
                                json.dumps([config, paths, str(public), side.removesuffix(" (before)")])]
