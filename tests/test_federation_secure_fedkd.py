@@ -90,7 +90,6 @@ def test_the_coordinator_receives_only_the_sum(federation, task_identity, monkey
     from flwr.common.secure_aggregation.secaggplus_constants import RECORD_KEY_CONFIGS, Key
     from privfed.pipelines.protocol.secure_sum import secure_value_bound
 
-    import privfed.federation.client_app as client_app
     from privfed.federation import secure_aggregation
 
     _, paths, public, _ = federation
@@ -101,7 +100,7 @@ def test_the_coordinator_receives_only_the_sum(federation, task_identity, monkey
         stored.extend(np.asarray(m.noisy_levels) for m in sent if hasattr(m, "noisy_levels"))
         return original_store(sent, state)
 
-    monkeypatch.setattr(client_app, "store_noisy_votes", keep)
+    monkeypatch.setattr(secure_aggregation, "store_noisy_votes", keep)  # the ClientApp imports it per message
     grid, received = CopyingGrid(paths), []
     original = grid.send_and_receive
 

@@ -171,3 +171,40 @@ def test_a_silo_budgets_reading_loads_neither_dp_accounting_nor_scipy(tmp_path):
                f"    assert main(['budget', 'show', {str(path)!r}]) == 0\n"
                f"    assert main(['budget', 'verify', {str(path)!r}]) == 0")
     assert _loaded(prelude) == []
+
+
+def test_the_client_app_module_loads_only_flower_until_a_message_needs_more():
+    """Flower starts a fresh ``flwr-clientapp`` process per message, each importing the ClientApp module: it loads
+    a pipeline's party side only when a message of that pipeline arrives."""
+    assert _loaded("import privfed.federation.client_app as module\nmodule.app") == ["flwr"]
+
+
+def test_a_client_apps_schema_step_loads_neither_scikit_learn_nor_dp_accounting(tmp_path):
+    """The schema step, in the process Flower starts for it: numpy, the message layer and Flower, nothing heavier."""
+    import numpy as np
+
+    np.savez(tmp_path / "site.npz", X=np.zeros((4, 3)), y=np.array([0, 1, 0, 1]))
+    prelude = ("from flwr.app import Context, Message, RecordDict\n"
+               "from flwr.supercore.task_identity import TaskIdentity\n"
+               "from privfed.federation.client_app import app\n"
+               "from privfed.federation.task import from_recorddict, to_recorddict\n"
+               "TaskIdentity.run_id, TaskIdentity.node_id, TaskIdentity.task_id = 1, 1, 1\n"
+               f"context = Context(1, 7, {{'data-path': {str(tmp_path / 'site.npz')!r}, 'party-index': 0}}, "
+               "RecordDict(), {})\n"
+               "reply = app(Message(to_recorddict([], {}), 7, 'query.schema'), context)\n"
+               "assert [record.kind for record in from_recorddict(reply.content, sender='test')[0]] == "
+               "['party-schema']")
+    assert _loaded(prelude) == ["flwr"]
+
+
+def test_the_client_apps_lazy_task_table_names_the_message_classes_kinds():
+    """The ClientApp dispatches on a message's kind before importing its pipeline: the kinds it lists are the
+    classes' own."""
+    from privfed.pipelines.selective_fd.steps import SelectiveFDRound, SelectiveFDSetup
+
+    from privfed.federation import client_app
+
+    assert {kind: entry()[0].KIND for kind, entry in client_app._TASKS.items()} == {
+        kind: kind for kind in client_app._TASKS}
+    assert (client_app._SELECTIVE_FD_SETUP, client_app._SELECTIVE_FD_ROUND) == (SelectiveFDSetup.KIND,
+                                                                                 SelectiveFDRound.KIND)

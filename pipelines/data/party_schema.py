@@ -18,12 +18,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 import numpy as np
 
-from ...accounting import Ledger
 from ..protocol.messages import ArraySpec, MessageError, WireMessage
+
+if TYPE_CHECKING:  # a Flower party's schema step imports this module: it needs no accounting
+    from ...accounting import Ledger
 
 __all__ = [
     "MAX_CLASSES", "WITHHELD_SIZE", "PartySchema", "check_public_classes", "describe_party", "federation_classes",

@@ -2,7 +2,9 @@
 
 The Flower app follows Flower's layout: :mod:`.server_app` (the ServerApp), :mod:`.client_app` (the
 ClientApp, one per party), :mod:`.task` (the shared code: run configuration, party data, message
-transport). The algorithms' party and server steps live in :mod:`privfed.pipelines`; this package only
+transport); :mod:`.simulation` fits an estimator over Flower's simulation engine, or with
+``backend="in-process"`` over :mod:`.in_process` (the ServerApp and ClientApps in one process). The algorithms'
+party and server steps live in :mod:`privfed.pipelines`; this package only
 moves their messages. Flower (``pip install 'privfed[federation]'``) is imported on first use, so
 ``import privfed.federation`` works without it. Imports ``privfed.accounting``, ``privfed.pipelines``,
 ``privfed.bundle`` (the output bundle), ``privfed.evaluation`` and ``privfed.output_folder``; never the CLI.

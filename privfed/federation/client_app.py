@@ -11,6 +11,11 @@ train step sends what the pipeline's party step releases (FedKT: the students' p
 
 Every received message passes :meth:`~privfed.pipelines.protocol.messages.WireMessage.from_record` first; the
 model classes a party trains are built from JSON specs of trusted packages only (nothing is unpickled).
+
+Imports: Flower runs each message in a fresh ``flwr-clientapp`` process that imports this module, so it loads a
+pipeline's party side (its steps, their accounting, scikit-learn or torch through the models) only when a message
+of that pipeline arrives: the schema step imports numpy and the message layer, a FedKT party's train step neither
+torch, pandas nor skops.
 """
 
 from __future__ import annotations
@@ -20,14 +25,6 @@ from collections.abc import Sequence
 from typing import Any
 
 from privfed.accounting.documents import parse_json
-from privfed.accounting.dpsgd import DPSGD
-from privfed.federation.secure_aggregation import (
-    is_vote_request,
-    noisy_votes_reply,
-    secure_aggregation_mod,
-    sends_through_secure_sum,
-    store_noisy_votes,
-)
 from privfed.federation.task import (
     DP_TRAINING_REQUEST,
     PUBLISH_REQUEST,
@@ -38,28 +35,8 @@ from privfed.federation.task import (
     to_recorddict,
 )
 from privfed.pipelines.data.party_schema import describe_party
-from privfed.pipelines.fedkd.steps import FedKDTask, fedkd_party_step, fedkd_planned_release
-from privfed.pipelines.fedkt.steps import FedKTTask, fedkt_party_step, fedkt_planned_release
-from privfed.pipelines.privatekt.steps import PrivateKTTask, privatekt_party_step, privatekt_planned_release
 from privfed.pipelines.protocol.messages import DEFAULT_MAX_BYTES, MessageError
 from privfed.pipelines.protocol.silo_gate import SCHEMA_NOT_WITHHELD, admit
-from privfed.pipelines.selective_fd.planned_releases import (
-    planned_publish_release,
-    planned_round_release,
-    planned_setup_release,
-)
-from privfed.pipelines.selective_fd.steps import (
-    STATE_KIND,
-    SelectiveFDEnsemble,
-    SelectiveFDRound,
-    SelectiveFDSetup,
-    client_state,
-    distill_step,
-    restore_client,
-    setup_client,
-    share_step,
-    training_step,
-)
 
 # `app` (built on first access, see __getattr__) is listed: Flower checks the component statically, in __all__.
 __all__ = ["app", "make_client_app", "party_data_path", "silo_budget"]  # noqa: F822
@@ -87,41 +64,70 @@ def _party_index(context: Any) -> int:
     return int(node.get("party-index", node.get("partition-id", -1)))
 
 
-def _fedkt_step(task: FedKTTask, X: Any, y: Any, config: dict, party: str) -> list:
+def _fedkt_step(task: Any, X: Any, y: Any, config: dict, party: str) -> list:
+    from privfed.pipelines.fedkt.steps import fedkt_party_step
+
     teacher = build_model(str(config.get("teacher", "")), name="teacher")
     student = build_model(str(config.get("student", "")), name="student")
     return fedkt_party_step(task, X, y, teacher=teacher, student=student, party=party).sent()
 
 
-def _fedkd_step(task: FedKDTask, X: Any, y: Any, config: dict, party: str) -> list:
+def _fedkd_step(task: Any, X: Any, y: Any, config: dict, party: str) -> list:
+    from privfed.pipelines.fedkd.steps import fedkd_party_step
+
     local_model = build_model(str(config.get("local-model", "")), name="local_model")
     return fedkd_party_step(task, X, y, local_model=local_model, party=party).sent()
 
 
-def _privatekt_step(task: PrivateKTTask, X: Any, y: Any, config: dict, party: str) -> list:
+def _privatekt_step(task: Any, X: Any, y: Any, config: dict, party: str) -> list:
+    from privfed.pipelines.privatekt.steps import privatekt_party_step
+
     model = build_model(str(config.get("model", "")), name="model")
     return privatekt_party_step(task, X, y, model=model, party=party)
 
 
-def _fedkt_release(task: FedKTTask, config: dict, budget: Any) -> Any:
+def _fedkt_release(task: Any, config: dict, budget: Any) -> Any:
+    from privfed.pipelines.fedkt.steps import fedkt_planned_release
+
     return fedkt_planned_release(task, budget_unit=budget.unit)
 
 
-def _fedkd_release(task: FedKDTask, config: dict, budget: Any) -> Any:
+def _fedkd_release(task: Any, config: dict, budget: Any) -> Any:
+    from privfed.pipelines.fedkd.steps import fedkd_planned_release
+
     return fedkd_planned_release(task, local_model=build_model(str(config.get("local-model", "")),
                                                                name="local_model"))
 
 
-def _privatekt_release(task: PrivateKTTask, config: dict, budget: Any) -> Any:
+def _privatekt_release(task: Any, config: dict, budget: Any) -> Any:
+    from privfed.pipelines.privatekt.steps import privatekt_planned_release
+
     return privatekt_planned_release(task)
 
 
-#: Task message kind → (message class, its field of feature rows, party step, its planned release, pipeline).
-_TASKS = {
-    FedKTTask.KIND: (FedKTTask, "queries", _fedkt_step, _fedkt_release, "fedkt"),
-    FedKDTask.KIND: (FedKDTask, "public", _fedkd_step, _fedkd_release, "fedkd"),
-    PrivateKTTask.KIND: (PrivateKTTask, "queries", _privatekt_step, _privatekt_release, "privatekt"),
-}
+def _fedkt_task() -> tuple:
+    from privfed.pipelines.fedkt.steps import FedKTTask
+
+    return FedKTTask, "queries", _fedkt_step, _fedkt_release, "fedkt"
+
+
+def _fedkd_task() -> tuple:
+    from privfed.pipelines.fedkd.steps import FedKDTask
+
+    return FedKDTask, "public", _fedkd_step, _fedkd_release, "fedkd"
+
+
+def _privatekt_task() -> tuple:
+    from privfed.pipelines.privatekt.steps import PrivateKTTask
+
+    return PrivateKTTask, "queries", _privatekt_step, _privatekt_release, "privatekt"
+
+
+#: Task message kind → what handles it, imported when a task of that kind arrives: (message class, its field of
+#: feature rows, party step, its planned release, pipeline). The kinds are the classes' ``KIND`` (tested).
+_TASKS = {"fedkt-task": _fedkt_task, "fedkd-task": _fedkd_task, "privatekt-task": _privatekt_task}
+#: The Selective-FD messages a party's ``train.selective_fd`` function takes (the classes' ``KIND``, tested).
+_SELECTIVE_FD_SETUP, _SELECTIVE_FD_ROUND = "selective-fd-setup", "selective-fd-round"
 
 
 def silo_budget(context: Any) -> tuple[Any, str]:
@@ -142,8 +148,16 @@ def _selective_fd_release(records: list, config: dict, state: Any, party: str) -
     """What this party's reply to a Selective-FD message releases (the ``planned_*_release`` functions of
     :mod:`~privfed.pipelines.selective_fd.planned_releases`), from the message, the setup it stored and its model's
     configuration — never its data. None for the distillation and DP-training-report steps (nothing new leaves)."""
-    if len(records) != 1 or records[0].kind not in (SelectiveFDSetup.KIND, SelectiveFDRound.KIND, PUBLISH_REQUEST):
+    if len(records) != 1 or records[0].kind not in (_SELECTIVE_FD_SETUP, _SELECTIVE_FD_ROUND, PUBLISH_REQUEST):
         return None
+    from privfed.accounting.dpsgd import DPSGD
+    from privfed.pipelines.selective_fd.planned_releases import (
+        planned_publish_release,
+        planned_round_release,
+        planned_setup_release,
+    )
+    from privfed.pipelines.selective_fd.steps import STATE_KIND, SelectiveFDRound, SelectiveFDSetup
+
     max_bytes = int(config.get("max-message-bytes", DEFAULT_MAX_BYTES))
     if records[0].kind == SelectiveFDSetup.KIND:
         return planned_setup_release(SelectiveFDSetup.from_record(records[0], sender="the server", max_bytes=max_bytes))
@@ -165,6 +179,19 @@ def _selective_fd_step(records: list, config: dict, X: Any, y: Any, state: Any, 
     ``state`` is the SuperNode's ``context.state``: the party's model, selector and scores as arrays
     (:func:`~privfed.pipelines.selective_fd.steps.client_state`), rebuilt for every message.
     """
+    from privfed.pipelines.selective_fd.steps import (
+        STATE_KIND,
+        SelectiveFDEnsemble,
+        SelectiveFDRound,
+        SelectiveFDSetup,
+        client_state,
+        distill_step,
+        restore_client,
+        setup_client,
+        share_step,
+        training_step,
+    )
+
     kinds = (SelectiveFDSetup, SelectiveFDRound, SelectiveFDEnsemble)
     by_kind = {kind.KIND: kind for kind in kinds}
     requests = {PUBLISH_REQUEST, DP_TRAINING_REQUEST}
@@ -203,6 +230,13 @@ def _selective_fd_step(records: list, config: dict, X: Any, y: Any, state: Any, 
     return [message.to_record() for message in sent]
 
 
+def _secure_aggregation_mod(message: Any, context: Any, call_next: Any) -> Any:
+    """:func:`~privfed.federation.secure_aggregation.secure_aggregation_mod`, imported when a train message arrives."""
+    from privfed.federation.secure_aggregation import secure_aggregation_mod
+
+    return secure_aggregation_mod(message, context, call_next)
+
+
 def make_client_app(data_paths: Sequence[str] | None = None) -> Any:
     """A Flower ``ClientApp`` running the party steps (``data_paths``: the simulation's files, by partition-id)."""
     from flwr.app import Message
@@ -232,8 +266,15 @@ def make_client_app(data_paths: Sequence[str] | None = None) -> Any:
         content = to_recorddict([described.to_record()], {"party-index": _party_index(context)})
         return Message(content, reply_to=message)
 
-    @client.train(mods=[secure_aggregation_mod])
+    @client.train(mods=[_secure_aggregation_mod])
     def train(message: Any, context: Any) -> Any:
+        from privfed.federation.secure_aggregation import (
+            is_vote_request,
+            noisy_votes_reply,
+            sends_through_secure_sum,
+            store_noisy_votes,
+        )
+
         if is_vote_request(message.content):  # SecAgg+ (secure_aggregation=True) asks for the noisy vector
             return noisy_votes_reply(message, context.state)
         records, config = from_recorddict(message.content, sender="the server")
@@ -241,7 +282,7 @@ def make_client_app(data_paths: Sequence[str] | None = None) -> Any:
             raise MessageError(
                 f"the server sent {[r.kind for r in records]} to the train step, expected one of {sorted(_TASKS)}"
             )
-        kind, features, run_step, planned_release, pipeline = _TASKS[records[0].kind]
+        kind, features, run_step, planned_release, pipeline = _TASKS[records[0].kind]()
         max_bytes = int(config.get("max-message-bytes", DEFAULT_MAX_BYTES))
         budget, study = silo_budget(context)
         if budget is not None:  # charged from the task's public parameters, before the data is read

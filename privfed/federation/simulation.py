@@ -1,12 +1,13 @@
 """``simulate``: a pipeline estimator fitted over Flower's simulation engine, one virtual SuperNode per party.
 
 It runs the very ServerApp and ClientApp that ``flwr run`` starts (:mod:`.server_app`,
-:mod:`.client_app`) through ``flwr.simulation.run_simulation``: the ServerApp runs in this process,
+:mod:`.client_app`), by default through ``flwr.simulation.run_simulation``: the ServerApp runs in this process,
 so the fitted estimator comes back as an object, and each party's ClientApp runs in a Ray worker
-process that reads only that party's data file. ``run_simulation`` is deprecated upstream in favour
-of ``flwr run <app> local-simulation``, which runs the ServerApp in a process of its own (its result
-would have to come back through the output bundle); privfed keeps it for this in-process entry point
-and documents ``flwr run`` for everything else (``docs/federation.md``).
+process that reads only that party's data file. With ``backend="in-process"`` the ClientApps run in this
+process too, on an in-process grid (:mod:`.in_process`): no Ray to start, for small runs on one machine.
+``run_simulation`` is deprecated upstream in favour of ``flwr run <app> local-simulation``, which runs the
+ServerApp in a process of its own (its result would have to come back through the output bundle); privfed keeps
+it for this in-process entry point and documents ``flwr run`` for everything else (``docs/federation.md``).
 """
 
 from __future__ import annotations
@@ -25,7 +26,10 @@ from privfed.federation.client_app import make_client_app
 from privfed.federation.server_app import FederationError, ServerJob, make_server_app, selective_fd_configs
 from privfed.federation.task import DATA_FORMATS
 
-__all__ = ["simulate"]
+__all__ = ["BACKENDS", "simulate"]
+
+#: Where ``simulate`` runs the ClientApps: Flower's Ray simulation engine, or this process (:mod:`.in_process`).
+BACKENDS = ("ray", "in-process")
 
 
 @contextlib.contextmanager
@@ -95,6 +99,7 @@ def simulate(
     num_supernodes: int | None = None,
     timeout: float | None = None,
     random_state: int | None = None,
+    backend: str = "ray",
 ) -> Any:
     """Fit ``estimator`` over Flower's simulation engine, one virtual SuperNode per party; return it fitted.
 
@@ -120,6 +125,13 @@ def simulate(
         (FedKT, FedKD), or is dropped from that round and listed in ``dropouts_`` (PrivateKT).
     random_state : int, default=None
         Overrides ``estimator.random_state`` when given.
+    backend : {"ray", "in-process"}, default="ray"
+        Where the ClientApps run. ``"ray"``: Flower's simulation engine, each virtual SuperNode's ClientApp in a Ray
+        worker process. ``"in-process"``: every ClientApp in this process, one after another, on an in-process grid
+        (:func:`~privfed.federation.in_process.run_in_process`; each virtual SuperNode keeps its own ``Context``,
+        and every message crosses as a copy): no Ray start, no worker imports — for small runs on one machine;
+        ``timeout`` then has nothing to wait for. The messages, the parties' secret noise (each drawn inside its
+        own ClientApp call) and the ledger are those of the Ray run.
 
     Returns
     -------
@@ -147,8 +159,10 @@ def simulate(
         selective_fd_configs(estimator, len(parties) if isinstance(parties, Sequence) else 0)
     if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0):
         raise ValueError(f"timeout must be a positive number of seconds or None, got {timeout!r}")
+    if backend not in BACKENDS:
+        raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
     try:
-        from flwr.simulation import run_simulation
+        import flwr  # noqa: F401
     except ImportError as error:
         raise ImportError("privfed.federation.simulate needs Flower: pip install 'privfed[federation]'") from error
 
@@ -162,13 +176,23 @@ def simulate(
         if num_supernodes is not None and num_supernodes != len(paths):
             raise ValueError(f"num_supernodes must be None or len(parties) = {len(paths)}, got {num_supernodes!r}")
         job = ServerJob(estimator=estimator, public=np.asarray(public), num_supernodes=len(paths), timeout=timeout)
-        with _without_run_simulation_deprecation():
-            run_simulation(
-                server_app=make_server_app(job, on_fitted=fitted.append),
-                client_app=make_client_app(paths),
-                num_supernodes=len(paths),
-                backend_config={"client_resources": {"num_cpus": 1, "num_gpus": 0.0}},
-            )
+        server_app, client_app = make_server_app(job, on_fitted=fitted.append), make_client_app(paths)
+        if backend == "in-process":
+            from privfed.federation.in_process import run_in_process
+
+            # the node configs Flower's simulation engine gives its virtual SuperNodes
+            run_in_process(server_app, client_app,
+                           [{"partition-id": index, "num-partitions": len(paths)} for index in range(len(paths))])
+        else:
+            from flwr.simulation import run_simulation
+
+            with _without_run_simulation_deprecation():
+                run_simulation(
+                    server_app=server_app,
+                    client_app=client_app,
+                    num_supernodes=len(paths),
+                    backend_config={"client_resources": {"num_cpus": 1, "num_gpus": 0.0}},
+                )
     if not fitted:
         raise FederationError("the Flower simulation ended without a fitted model; nothing was written")
     return fitted[0]
