@@ -7,7 +7,8 @@ claim, violation (a false alarm: the code is correct, so the claim holds), the m
 ``bench/results/audit_false_alarms_AUDIT.json`` as soon as it finishes, so a stopped run resumes where it
 stopped. The first ``--fit-runs`` runs also time one ordinary fit of the same estimator on the same data, in the
 same process (the pipeline on its parties; the DP-SGD model on the first party), and for DP-SGD the accounting
-both make (``plan_release``: σ calibrated to the target ε), which the issue-41 target counts separately::
+both make (``plan_release``: σ calibrated to the target ε), which the issue-41 target counts separately. Every
+timed call starts with privfed's ``functools`` caches empty (:func:`clear_caches`), as in a fresh process::
 
     nice -n 19 python -m bench.audit_false_alarms --audit privatekt-eps5-mechanism --runs 60
     nice -n 19 python -m bench.audit_false_alarms --audit privatekt-eps5-mechanism --runs 100 --confidence 0.99
@@ -141,7 +142,19 @@ def _is_dpsgd(estimator: Any) -> bool:
     return getattr(estimator, "dp", None) is not None and hasattr(estimator, "fit_soft")
 
 
+def clear_caches() -> None:
+    """Empty every ``functools`` cache of privfed's code (DP-SGD's σ calibration, Skellam's accounting, ...), so
+    that each timed audit or fit pays what it pays in a fresh process, not what an earlier run left cached."""
+    for name, module in list(sys.modules.items()):
+        if module is None or not name.startswith(("privfed", "accounting", "pipelines")):
+            continue
+        for value in list(vars(module).values()):
+            if callable(getattr(value, "cache_clear", None)) and hasattr(value, "cache_info"):
+                value.cache_clear()
+
+
 def _cpu(call: Callable[[], Any]) -> float:
+    clear_caches()
     start = time.process_time()
     call()
     return time.process_time() - start
@@ -162,6 +175,7 @@ def fit_cpu_seconds(audit: Audit) -> dict[str, float]:
 def one_run(audit: Audit, seed: int, confidence: float, *, time_fit: bool) -> dict[str, Any]:
     """One audit of correct code with audit seed ``seed``: its bound, claim, verdict and CPU seconds."""
     estimator, parties, public = audit.build()
+    clear_caches()
     wall, cpu = time.perf_counter(), time.process_time()
     result = empirical_audit(estimator, parties, public, num_canaries=audit.num_canaries, confidence=confidence,
                              random_state=seed, design=audit.design)
