@@ -199,14 +199,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--fit-runs", type=int, default=3, help="the first runs that also time one fit")
     parser.add_argument("--results", default=str(RESULTS), help="the folder of the raw-results files")
     args = parser.parse_args(argv)
-    warnings.simplefilter("ignore")
-    logging.disable(logging.WARNING)
-    try:
-        import torch
-
-        torch.set_num_threads(1)
-    except ImportError:  # the scikit-learn audits run without torch
-        pass
     audit, out = AUDITS[args.audit], results_path(args.audit, args.confidence, Path(args.results))
     document = json.loads(out.read_text(encoding="utf-8")) if out.exists() else None
     done = set() if document is None else {record["seed"] for record in document["records"]}
@@ -237,8 +229,6 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-if __name__ == "__main__":
-    raise SystemExit(main())
 
 
 def _median(values: list[float]) -> float:
@@ -287,3 +277,19 @@ def table(documents: list[dict[str, Any]]) -> str:
 def raw_files() -> list[str]:
     """The committed raw-results files, repository-relative."""
     return [str(path.relative_to(RESULTS.parents[1])) for path in sorted(RESULTS.glob("audit_false_alarms_*.json"))]
+
+
+def _quiet_one_thread() -> None:
+    """The script's process: no warnings or log lines between the records, one torch thread (CPU s per run)."""
+    warnings.simplefilter("ignore")
+    logging.disable(logging.WARNING)
+    try:
+        import torch
+    except ImportError:  # the scikit-learn audits run without torch
+        return
+    torch.set_num_threads(1)
+
+
+if __name__ == "__main__":
+    _quiet_one_thread()
+    raise SystemExit(main())
