@@ -191,6 +191,31 @@ def one_run(audit: Audit, seed: int, confidence: float, *, time_fit: bool) -> di
     return record
 
 
+def stated_false_alarms(audit: Audit, runs: int, confidence: float, *, seed: int = 2**31) -> dict[str, Any]:
+    """False alarms of the *stated* mechanism on a mechanism design's canaries: numpy's noise in place of privfed's
+    noise code, the same claim, guess count and bound (one design built with ``seed``, ``runs`` simulated audits).
+    The rate a perfectly correct implementation shows, beside which privfed's own count is read."""
+    from privfed.accounting.auditing import audit_scores
+
+    from privfed.audit.mechanism_canaries import fedkt_noisy_max_design, privatekt_rr_design
+
+    estimator, parties, _ = audit.build()
+    classes = np.unique(np.concatenate([np.asarray(y) for _, y in parties]))
+    build = fedkt_noisy_max_design if isinstance(estimator, FedKT) else privatekt_rr_design
+    rng, m = np.random.default_rng(seed), audit.num_canaries
+    design = build(estimator, classes, m, delta=estimator.delta, confidence=confidence, rng=rng)
+    pure = design.details["ledger"]["pure_epsilon"]
+    claim, delta = (pure, 0.0) if pure is not None and np.isfinite(pure) else (design.claim, estimator.delta)
+    bounds = []
+    for _ in range(runs):
+        included = rng.random(m) < 0.5
+        bounds.append(audit_scores(design.stated(included, rng), included, claimed_epsilon=claim, delta=delta,
+                                   confidence=confidence, num_guesses=design.num_guesses, random_state=rng,
+                                   guess_in_only=design.guess_in_only).epsilon_lower)
+    return {"runs": runs, "violations": int(np.sum(np.array(bounds) > claim)), "claimed_epsilon": claim,
+            "delta": delta, "num_guesses": design.num_guesses, "mean_lower": float(np.mean(bounds)), "seed": seed}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--audit", choices=sorted(AUDITS), required=True)
@@ -198,15 +223,27 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--confidence", type=float, default=0.95)
     parser.add_argument("--fit-runs", type=int, default=3, help="the first runs that also time one fit")
     parser.add_argument("--results", default=str(RESULTS), help="the folder of the raw-results files")
+    parser.add_argument("--stated-runs", type=int, default=0,
+                        help="then simulate this many audits of the stated mechanism (design 'mechanism' only)")
     args = parser.parse_args(argv)
     audit, out = AUDITS[args.audit], results_path(args.audit, args.confidence, Path(args.results))
     document = json.loads(out.read_text(encoding="utf-8")) if out.exists() else None
     done = set() if document is None else {record["seed"] for record in document["records"]}
     seeds = [seed for seed in range(args.runs) if seed not in done]
-    if not seeds:
-        return 0
-    run = provenance.start(command=" ".join(["python -m bench.audit_false_alarms", *(argv or sys.argv[1:])]),
-                           seeds=seeds, settings=vars(args))
+    if seeds:
+        command = " ".join(["python -m bench.audit_false_alarms", *(argv or sys.argv[1:])])
+        document = _run_seeds(args, command, audit, out, document, seeds)
+    if args.stated_runs and "stated_mechanism" not in document:  # after the runs: the stated mechanism's rate
+        document["stated_mechanism"] = stated_false_alarms(audit, args.stated_runs, args.confidence)
+        provenance.write_json(out, document)
+        print(json.dumps(document["stated_mechanism"]), flush=True)
+    return 0
+
+
+def _run_seeds(args: argparse.Namespace, command: str, audit: Audit, out: Path, document: dict[str, Any] | None,
+               seeds: list[int]) -> dict[str, Any]:
+    """Run the audit once per seed, appending each record to ``out`` as it finishes; the updated document."""
+    run = provenance.start(command=command, seeds=seeds, settings=vars(args))
     if document is None:
         document = {"provenance": run, "audit": args.audit, "setting": audit.setting, "design": audit.design,
                     "num_canaries": audit.num_canaries, "confidence": args.confidence, "records": []}
@@ -226,9 +263,7 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps({key: record[key] for key in ("seed", "epsilon_lower", "claimed_epsilon", "violation",
                                                        "audit_cpu_s")} | {"fit_cpu_s": record.get("fit_cpu_s")}),
               flush=True)
-    return 0
-
-
+    return document
 
 
 def _median(values: list[float]) -> float:
@@ -241,9 +276,9 @@ def table(documents: list[dict[str, Any]]) -> str:
 
     order = {name: index for index, name in enumerate(AUDITS)}
     lines = ["| audit (design) | setting | canaries | confidence | runs | violations | false-alarm rate, 95 % upper "
-             "| median bound / claim | claim (δ) | max bound (can refute) | audit CPU s | one fit CPU s | audit ÷ fit "
-             "| load (1 min) |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "| stated mechanism: violations | median bound / claim | claim (δ) | max bound (can refute) | audit CPU s "
+             "| one fit CPU s | audit ÷ fit | load (1 min) |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for document in sorted(documents, key=lambda document: (order[document["audit"]], document["confidence"])):
         records = document["records"]
         runs, violations = len(records), sum(record["violation"] for record in records)
@@ -263,9 +298,11 @@ def table(documents: list[dict[str, Any]]) -> str:
                 ratio += f" ({(audit_cpu - accounting) / (fit_cpu - accounting):.1f}× without {accounting:.1f} s " \
                          "of σ calibration)"
         loads = [record["load_1min"] for record in records]
+        stated = document.get("stated_mechanism")
+        simulated = "–" if stated is None else f"{stated['violations']}/{stated['runs']}"
         lines.append(
             f"| `{document['audit']}` ({document['design']}) | {document['setting']} | {document['num_canaries']} "
-            f"| {document['confidence']:g} | {runs} | {violations} | {upper:.1%} "
+            f"| {document['confidence']:g} | {runs} | {violations} | {upper:.1%} | {simulated} "
             f"| {_median([record['epsilon_lower'] / record['claimed_epsilon'] for record in records]):.2f} "
             f"| {claim} ({records[0]['delta']:g}) | {_median([record['max_lower_bound'] for record in records]):.2f} "
             f"({'yes' if refute == runs else 'no' if refute == 0 else f'{refute} of {runs} runs'}) "

@@ -23,6 +23,12 @@ def test_runs_are_appended_resumed_and_tabulated(tmp_path):
     assert row.startswith("| `privatekt-eps5-mechanism` (mechanism) |") and "| 0.95 | 2 |" in row
 
 
+def test_the_stated_mechanism_false_alarms_are_simulated_on_the_same_design():
+    stated = audit_false_alarms.stated_false_alarms(audit_false_alarms.AUDITS["privatekt-eps5-mechanism"], 20, 0.95)
+    assert stated["claimed_epsilon"] == 5.0 and stated["delta"] == 0.0 and stated["runs"] == 20
+    assert 0 <= stated["violations"] <= 5 and 0.8 * 5.0 < stated["mean_lower"] < 5.5
+
+
 def test_a_finished_file_is_not_run_again(tmp_path):
     path = audit_false_alarms.results_path("privatekt-eps1-mechanism", 0.99, tmp_path)
     assert path.name == "audit_false_alarms_privatekt-eps1-mechanism_c99.json"
