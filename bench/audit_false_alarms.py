@@ -219,7 +219,9 @@ def stated_false_alarms(audit: Audit, runs: int, confidence: float, *, seed: int
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--audit", choices=sorted(AUDITS), required=True)
-    parser.add_argument("--runs", type=int, default=60, help="audit seeds 0 … runs − 1 (those done are skipped)")
+    parser.add_argument("--runs", type=int, default=60,
+                        help="audit seeds first-seed … first-seed + runs − 1 (those done are skipped)")
+    parser.add_argument("--first-seed", type=int, default=0)
     parser.add_argument("--confidence", type=float, default=0.95)
     parser.add_argument("--fit-runs", type=int, default=3, help="the first runs that also time one fit")
     parser.add_argument("--results", default=str(RESULTS), help="the folder of the raw-results files")
@@ -229,7 +231,7 @@ def main(argv: list[str] | None = None) -> int:
     audit, out = AUDITS[args.audit], results_path(args.audit, args.confidence, Path(args.results))
     document = json.loads(out.read_text(encoding="utf-8")) if out.exists() else None
     done = set() if document is None else {record["seed"] for record in document["records"]}
-    seeds = [seed for seed in range(args.runs) if seed not in done]
+    seeds = [seed for seed in range(args.first_seed, args.first_seed + args.runs) if seed not in done]
     if seeds:
         command = " ".join(["python -m bench.audit_false_alarms", *(argv or sys.argv[1:])])
         document = _run_seeds(args, command, audit, out, document, seeds)
