@@ -12,6 +12,8 @@ timed call starts with privfed's ``functools`` caches empty (:func:`clear_caches
 
     nice -n 19 python -m bench.audit_false_alarms --audit privatekt-eps5-mechanism --runs 60
     nice -n 19 python -m bench.audit_false_alarms --audit privatekt-eps5-mechanism --runs 100 --confidence 0.99
+    nice -n 19 python -m bench.audit_false_alarms --audit dpsgd-gradient --first-seed 30 --runs 30 --results /tmp/b &
+    python -m bench.audit_false_alarms --audit dpsgd-gradient --merge /tmp/b/audit_false_alarms_dpsgd-gradient.json
     python -m bench.tables audit-false-alarms
 
 The audits (data: scikit-learn's digits, 4 parties × 300 rows, the other 597 rows public, as
@@ -225,6 +227,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--confidence", type=float, default=0.95)
     parser.add_argument("--fit-runs", type=int, default=3, help="the first runs that also time one fit")
     parser.add_argument("--results", default=str(RESULTS), help="the folder of the raw-results files")
+    parser.add_argument("--merge", metavar="FILE",
+                        help="add another process's raw file of this audit and confidence (its seeds not here yet)")
     parser.add_argument("--stated-runs", type=int, default=0,
                         help="then simulate this many audits of the stated mechanism (design 'mechanism' only)")
     args = parser.parse_args(argv)
@@ -232,7 +236,9 @@ def main(argv: list[str] | None = None) -> int:
     document = json.loads(out.read_text(encoding="utf-8")) if out.exists() else None
     done = set() if document is None else {record["seed"] for record in document["records"]}
     seeds = [seed for seed in range(args.first_seed, args.first_seed + args.runs) if seed not in done]
-    if seeds:
+    if args.merge:
+        document = merge(out, Path(args.merge))
+    if seeds and not args.merge:
         command = " ".join(["python -m bench.audit_false_alarms", *(argv or sys.argv[1:])])
         document = _run_seeds(args, command, audit, out, document, seeds)
     if args.stated_runs and "stated_mechanism" not in document:  # after the runs: the stated mechanism's rate
@@ -240,6 +246,23 @@ def main(argv: list[str] | None = None) -> int:
         provenance.write_json(out, document)
         print(json.dumps(document["stated_mechanism"]), flush=True)
     return 0
+
+
+def merge(out: Path, other: Path) -> dict[str, Any]:
+    """Add to ``out`` the records of ``other`` (a second process's raw file, ``--first-seed``/``--results``) whose
+    seeds ``out`` lacks, with ``other``'s provenance as a resumed run; the merged document."""
+    document, extra = (json.loads(path.read_text(encoding="utf-8")) for path in (out, other))
+    if (extra["audit"], extra["confidence"]) != (document["audit"], document["confidence"]):
+        raise ValueError(f"--merge: {other} holds {extra['audit']} at {extra['confidence']}, not "
+                         f"{document['audit']} at {document['confidence']}")
+    have = {record["seed"] for record in document["records"]}
+    new = [record for record in extra["records"] if record["seed"] not in have]
+    document["records"] = sorted(document["records"] + new, key=lambda record: record["seed"])
+    document.setdefault("resumed", []).append({**extra["provenance"], "seeds": [record["seed"] for record in new],
+                                               "note": "a second process beside the first (--first-seed 30 "
+                                                       "--results ...), its records merged here"})
+    provenance.write_json(out, document)
+    return document
 
 
 def _run_seeds(args: argparse.Namespace, command: str, audit: Audit, out: Path, document: dict[str, Any] | None,

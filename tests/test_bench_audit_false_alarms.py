@@ -36,3 +36,14 @@ def test_a_finished_file_is_not_run_again(tmp_path):
     assert audit_false_alarms.main(["--audit", "privatekt-eps1-mechanism", "--confidence", "0.99", "--runs", "1",
                                     "--results", str(tmp_path)]) == 0
     assert json.loads(path.read_text(encoding="utf-8")) == {"records": [{"seed": 0}]}
+
+
+def test_a_second_process_s_seeds_are_merged_with_its_provenance(tmp_path):
+    first, second = tmp_path / "first", tmp_path / "second"
+    arguments = ["--audit", "privatekt-eps1-mechanism", "--runs", "1", "--fit-runs", "0"]
+    assert audit_false_alarms.main([*arguments, "--results", str(first)]) == 0
+    assert audit_false_alarms.main([*arguments, "--first-seed", "5", "--results", str(second)]) == 0
+    other = audit_false_alarms.results_path("privatekt-eps1-mechanism", 0.95, second)
+    assert audit_false_alarms.main([*arguments, "--results", str(first), "--merge", str(other)]) == 0
+    merged = json.loads(audit_false_alarms.results_path("privatekt-eps1-mechanism", 0.95, first).read_text())
+    assert [record["seed"] for record in merged["records"]] == [0, 5] and merged["resumed"][0]["seeds"] == [5]
