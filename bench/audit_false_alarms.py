@@ -130,7 +130,7 @@ AUDITS: dict[str, Audit] = {
     "dpsgd-black-box-pipeline": Audit("DP-SGD MLP(32), target ε = 4, q = 0.07, 2 epochs, C = 1 (black box)",
                                       "pipeline", 400, _on_digits(_dpsgd_black_box)),
 }
-__doc__ += "\n".join(f"* ``{name}``: {audit.setting}, design {audit.design!r}, {audit.num_canaries} canaries"
+__doc__ += "\n" + "\n".join(f"* ``{name}``: {audit.setting}, design {audit.design!r}, {audit.num_canaries} canaries"
                      for name, audit in AUDITS.items()) + "\n"
 
 
