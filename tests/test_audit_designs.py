@@ -70,6 +70,14 @@ def test_fedkt_server_noisy_max_reaches_half_a_correct_claim(digits):
     assert 0.5 * 4.0 < result.epsilon_lower <= 4.0 and not result.violation
 
 
+def test_fedkt_server_gaussian_noisy_max_is_audited_at_the_claims_delta(digits):
+    model = FedKT(DecisionTreeClassifier(), n_partitions=2, n_teachers=3, privacy="L1", aggregator="gaussian",
+                  sigma=4.0, random_state=0)
+    result = empirical_audit(model, *digits, num_canaries=4000, random_state=0, design="mechanism")
+    assert result.details["design"] == "fedkt-l1-queries" and result.delta == 1e-5  # no pure ε: (ε, δ) claim
+    assert 0 < result.epsilon_lower < result.claimed_epsilon and result.can_refute and not result.violation
+
+
 @pytest.mark.slow  # two DP-SGD runs and their PLD accounting (imports dp-accounting, Opacus): ~40 s
 def test_gradient_canaries_refute_noise_divided_by_the_batch_size(digits, monkeypatch):
     import privfed.pipelines.models.dp_training as dp_training

@@ -108,7 +108,8 @@ def choose_guesses(stated, num_canaries: int, *, delta: float, confidence: float
 
 def _audit_delta(mechanism: Any, delta: float) -> float:
     """The δ the audit will use: 0 for a pure ε-DP release (audited against its pure ε), else the claim's δ."""
-    return 0.0 if np.isfinite(mechanism.pure_epsilon()) else delta
+    pure = mechanism.pure_epsilon()  # None: no pure ε (the Gaussian noisy max)
+    return 0.0 if pure is not None and np.isfinite(pure) else delta
 
 
 # --- FedKT-L1: the server's noisy max on constructed vote histograms ------------------------------------------
