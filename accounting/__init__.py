@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from .confident_gnmax import ConfidentGNMax
     from .dp_event_release import DpEventRelease
     from .dpsgd import DPSGD, compose_dpsgd, dpsgd_noise_multiplier
+    from .fdp_auditing import gdp_lower_bound
     from .fingerprint import data_fingerprint
     from .gaussian_noisy_max import GaussianNoisyMax, gaussian_log_failure_bounds, gaussian_noisy_max_rdp
     from .interop import data_independent_event, flower_mechanism, opacus_mechanism
@@ -88,6 +89,7 @@ _MODULES = {
     "dpsgd_noise_multiplier": "dpsgd",
     "epsilon_lower_bound": "auditing",
     "flower_mechanism": "interop",
+    "gdp_lower_bound": "fdp_auditing",
     "gaussian_log_failure_bounds": "gaussian_noisy_max",
     "gaussian_noisy_max_rdp": "gaussian_noisy_max",
     "laplace_failure_bounds": "laplace_noisy_max",
@@ -141,6 +143,7 @@ __all__ = [
     "flower_mechanism",
     "gaussian_log_failure_bounds",
     "gaussian_noisy_max_rdp",
+    "gdp_lower_bound",
     "laplace_failure_bounds",
     "load_mechanisms",
     "opacus_mechanism",

@@ -58,6 +58,7 @@ _FROM_ACCOUNTING = (
     "dpsgd_noise_multiplier",
     "epsilon_lower_bound",
     "flower_mechanism",
+    "gdp_lower_bound",
     "load_mechanisms",
     "opacus_mechanism",
     "quantize_logits",

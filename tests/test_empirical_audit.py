@@ -168,6 +168,9 @@ def test_the_model_card_records_an_audit_and_the_bundle_still_audits(federation,
 
     # the Laplace noisy max is pure ε-DP: audited at δ = 0 against its pure ε
     assert f"claimed ε it was judged against: {round_up(result.claimed_epsilon)} at δ = 0" in card
+    # the f-DP estimate on the same guesses: μ recorded, and no ε at δ = 0 (a Gaussian curve has none there)
+    assert recorded["gdp_mu_lower"] == result.gdp_mu_lower and recorded["gdp_epsilon_lower"] is None
+    assert f"Gaussian-DP μ ≥ {math.floor(result.gdp_mu_lower * 1000) / 1000:.3f}; no ε at this δ" in card
     report = audit(bundle)
     assert report.passed and not report.failed  # the card is still exactly the rendering of its covered files
     plain = (save_bundle(fitted, tmp_path / "plain") / "MODEL_CARD.md").read_text(encoding="utf-8")

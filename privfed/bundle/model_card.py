@@ -62,7 +62,11 @@ def _audit_record(result: object) -> dict[str, Any] | None:
     record["design"] = str(result.details.get("design", "custom"))
     ledger_epsilon = result.details.get("ledger_epsilon")
     record["ledger_epsilon"] = None if ledger_epsilon is None else float(ledger_epsilon)
-    for name in ("epsilon_lower", "claimed_epsilon", "ledger_epsilon"):  # JSON has no infinity
+    # The f-DP estimate on the same guesses (Mahloujifar, Melis, Chaudhuri): μ, and the ε at the audit's δ that a
+    # Gaussian trade-off curve of that μ has (NaN where there is none, e.g. δ = 0: recorded as None).
+    record["gdp_mu_lower"] = float(result.gdp_mu_lower)
+    record["gdp_epsilon_lower"] = None if math.isnan(result.gdp_epsilon_lower) else float(result.gdp_epsilon_lower)
+    for name in ("epsilon_lower", "claimed_epsilon", "ledger_epsilon", "gdp_epsilon_lower"):  # JSON has no infinity
         if record[name] is not None and math.isinf(record[name]):
             record[name] = "inf"
     return record
@@ -241,9 +245,22 @@ def _audit_lines(audit: Mapping[str, Any] | None) -> list[str]:
               + ("" if audit.get("ledger_epsilon") is None else
                  f" (the audited run's whole ε: {number(audit['ledger_epsilon'], lower=False)})"),
               f"- verdict: {verdict}",
+              *_gdp_line(audit, number),
               f"- threat model: {audit['threat_model'] or 'not stated'}",
               "- docs/audit.md#empirical-audits says why such a bound can sit far below the claim.", ""]
     return lines
+
+
+def _gdp_line(audit: Mapping[str, Any], number: Any) -> list[str]:
+    """The card's line for the f-DP estimate, when the audit recorded one (cards written before it have none)."""
+    if "gdp_mu_lower" not in audit:
+        return []
+    epsilon = audit["gdp_epsilon_lower"]
+    at_delta = ("no ε at this δ" if epsilon is None else
+                f"ε ≥ {number(epsilon, lower=True)} at δ = {audit['delta']:g} only if the mechanism's trade-off "
+                "curve is Gaussian")
+    return [f"- f-DP estimate on the same guesses (Mahloujifar, Melis, Chaudhuri 2025): Gaussian-DP "
+            f"μ ≥ {number(audit['gdp_mu_lower'], lower=True)}; {at_delta}; it decides no verdict"]
 
 
 def noise_notice(noise: Mapping[str, Any] | None) -> str | None:
