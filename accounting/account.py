@@ -10,7 +10,7 @@ import dp_accounting
 import numpy as np
 
 from ._checks import check_choice, check_delta, check_orders
-from ._dp_accounting import MAX_PLD_COMPOSITIONS, event_pld_epsilon, pld_compositions
+from ._dp_accounting import MAX_PLD_COMPOSITIONS, event_pld_epsilon, gaussian_mu, pld_compositions
 from .conversion import rdp_to_epsilon
 from .dp_event_release import DpEventRelease
 from .mechanism import ANALYSES, Mechanism, common_relations, relation_for_unit
@@ -95,13 +95,17 @@ def pld_event(members: Sequence[Mechanism], delta: float, *,
     (see :func:`best_bound`).
 
     ``epsilon_hint`` is a valid upper bound (the data-independent RDP ε); it sizes
-    the PLD grid, and no PLD is built when it is infinite.
+    the PLD grid, and no PLD is built when it is infinite. A plain Gaussian event
+    (:func:`~accounting._dp_accounting.gaussian_mu`) gets the closed form of its privacy profile instead of a
+    PLD, so its hint is returned as given.
     """
     event = composed_dp_event(members)
     if event is None or not math.isfinite(epsilon_hint):
         return None
     if pld_compositions(event) > MAX_PLD_COMPOSITIONS:
         return None  # bounded work: beyond the cap the RDP and pure bounds, closed form in the count, stand alone
+    if gaussian_mu(event) is not None:
+        return event, epsilon_hint  # a plain Gaussian's ε is its closed form: no grid to size
     # The grid must suit the events themselves: a hint computed elsewhere (a ledger's recorded curves, which an
     # edit can make inconsistent with the recorded parameters) could otherwise ask for a fine grid over a huge
     # privacy-loss range and take unbounded time.
