@@ -58,6 +58,11 @@ def _log_delta_upper(mu: float, epsilon: float) -> float:
     return min(first_up + math.log(-math.expm1(second_down - first_up)), 0.0)
 
 
+def _delta_upper(mu: float, epsilon: float) -> float:
+    """:func:`gaussian_delta` for 0 < μ < ∞ and 0 ≤ ε < ∞, the exponential rounded up by one ulp."""
+    return min(float(np.nextafter(math.exp(_log_delta_upper(mu, epsilon)), math.inf)), 1.0)
+
+
 def gaussian_delta(mu: float, epsilon: float) -> float:
     """δ at ``epsilon`` of a ``mu``-GDP mechanism (the Gaussian mechanism of sensitivity over noise μ), rounded up.
 
@@ -88,7 +93,7 @@ def gaussian_delta(mu: float, epsilon: float) -> float:
         return 0.0
     if mu == math.inf:
         return 1.0
-    return min(float(np.nextafter(math.exp(_log_delta_upper(mu, epsilon)), math.inf)), 1.0)
+    return _delta_upper(mu, epsilon)
 
 
 def gaussian_epsilon(mu: float, delta: float) -> float:
@@ -96,8 +101,8 @@ def gaussian_epsilon(mu: float, delta: float) -> float:
 
     The root of log δ(ε) = log δ, with δ(ε) rounded up as :func:`gaussian_delta` rounds it, is bracketed between
     0 and μ²/2 + μ·Φ⁻¹(1 − δ) (where the first term of δ(ε) alone is δ), located by Brent's method, and the
-    returned ε is checked to satisfy the rounded-up δ(ε) ≤ δ, stepping up by relative 10⁻¹² until it does. It is
-    therefore a valid ε for the mechanism, never below the exact one.
+    returned ε is checked to satisfy :func:`gaussian_delta` of it ≤ δ, stepping up by relative 10⁻¹² until it does.
+    It is therefore a valid ε for the mechanism, never below the exact one.
 
     Parameters
     ----------
@@ -129,14 +134,16 @@ def gaussian_epsilon(mu: float, delta: float) -> float:
     def excess(epsilon: float) -> float:
         return _log_delta_upper(mu, epsilon) - target
 
-    if excess(0.0) <= 0.0:
+    if _delta_upper(mu, 0.0) <= delta:
         return 0.0
     high = mu * mu / 2.0 + mu * max(-float(special.ndtri(delta)), 0.0)
     step = max(high, 1e-300)
-    while excess(high) > 0.0:
+    while _delta_upper(mu, high) > delta:
         high, step = high + step, 2.0 * step
-    epsilon = float(optimize.brentq(excess, 0.0, high, xtol=1e-300, rtol=4.0 * np.finfo(float).eps))
-    step = max(epsilon * 1e-12, 1e-300)
-    while excess(epsilon) > 0.0:
+    epsilon = 0.0  # where the logarithms alone do not change sign (within an ulp of an end), stepped up below
+    if excess(0.0) > 0.0 >= excess(high):
+        epsilon = float(optimize.brentq(excess, 0.0, high, xtol=1e-300, rtol=4.0 * np.finfo(float).eps))
+    step = 1e-12 * (epsilon if epsilon > 0.0 else high)
+    while _delta_upper(mu, epsilon) > delta:  # the check gaussian_delta would make
         epsilon, step = min(epsilon + step, high), 2.0 * step
     return epsilon

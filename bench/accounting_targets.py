@@ -160,7 +160,7 @@ def main() -> None:
     parser.add_argument("--queries", type=int, default=1_000_000)
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--entries-compared", type=int, nargs="*", default=[10, 30, 100],
-                        help="ledger sizes also accounted as before (the entries' PLDs composed; one PLD per entry's row)")
+                        help="ledger sizes also accounted as before (the entries' PLDs composed, one PLD per row)")
     parser.add_argument("--entries", type=int, nargs="*", default=[1000])
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
