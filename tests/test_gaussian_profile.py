@@ -141,3 +141,15 @@ def test_a_gaussian_composed_with_laplace_keeps_the_pld(counted_plds):
     votes = np.random.default_rng(1).multinomial(50, [0.7, 0.2, 0.1], size=20)
     report = account([GaussianNoisyMax(votes, 40.0), dp_accounting.LaplaceDpEvent(20.0)], delta=1e-5)
     assert report.method == "pld" and counted_plds  # the mixed composition's ε is a PLD's
+
+
+def test_the_evidence_packs_verify_script_computes_the_same_closed_form():
+    from privfed.evidence import verify_script
+
+    for mu in MUS[:-1]:
+        for delta in DELTAS:
+            assert verify_script.gaussian_epsilon(float(mu), float(delta)) == gaussian_epsilon(mu, delta)
+    composed = dp_accounting.ComposedDpEvent([dp_accounting.SelfComposedDpEvent(dp_accounting.GaussianDpEvent(4.0), 8),
+                                              dp_accounting.GaussianDpEvent(2.0)])
+    assert verify_script.gaussian_mu(composed) == gaussian_mu(composed)
+    assert verify_script.gaussian_mu(dp_accounting.LaplaceDpEvent(1.0)) is None
