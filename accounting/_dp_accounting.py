@@ -171,7 +171,8 @@ def merged_gaussians(events: Sequence[dp_accounting.DpEvent]) -> list[dp_account
     differential privacy", JRSS-B 2022, Cor. 3.3). One pessimistic PLD of that Gaussian is therefore a valid upper
     bound, and tighter than composing each member's pessimistically rounded PLD (which rounds every member's losses
     up before composing). Members are merged only when there are at least two, every multiplier is positive and
-    finite and every count at least 1; otherwise ``events`` is returned as it is.
+    finite and every count at least 1; otherwise ``events`` is returned as it is. (A composition of Gaussians only
+    gets no PLD at all where its ε is asked for: :func:`event_pld_epsilon` takes the closed form.)
     """
     uses = [_gaussian_uses(event) for event in events]
     gaussian = [found for found in uses if found is not None]

@@ -29,7 +29,8 @@ _CONVERSIONS = {
 }
 _PLD_CONVERSION = (
     "dp-accounting privacy loss distribution of the mechanisms' DpEvents (pessimistic discretization, "
-    "self-compositions applied by privfed), tighter than the RDP conversion here"
+    "self-compositions applied by privfed; a plain Gaussian's exact privacy profile in closed form instead), "
+    "tighter than the RDP conversion here"
 )
 _PURE_CONVERSION = (
     "basic composition of the mechanisms' pure ε-DP guarantees (Σ ε_i, valid for every δ), "
