@@ -113,7 +113,13 @@ def counted_plds(monkeypatch):
         built.append(repr(event))
         return original(event, **options)
 
+    def from_gaussian_mechanism(*arguments, **options):
+        built.append("from_gaussian_mechanism")
+        return original_gaussian(*arguments, **options)
+
+    original_gaussian = privacy_loss_distribution.from_gaussian_mechanism
     monkeypatch.setattr(_dp_accounting, "event_pld", event_pld)
+    monkeypatch.setattr(privacy_loss_distribution, "from_gaussian_mechanism", from_gaussian_mechanism)
     monkeypatch.setattr(_dp_accounting, "PLD_MEMO", _dp_accounting.PLDMemo(256))
     return built
 
