@@ -159,3 +159,13 @@ def test_the_evidence_packs_verify_script_computes_the_same_closed_form():
                                               dp_accounting.GaussianDpEvent(2.0)])
     assert verify_script.gaussian_mu(composed) == gaussian_mu(composed)
     assert verify_script.gaussian_mu(dp_accounting.LaplaceDpEvent(1.0)) is None
+
+
+def test_a_gaussian_reports_privacy_profile_is_the_closed_form_rounded_up_with_no_pld(counted_plds):
+    report = account(dp_accounting.SelfComposedDpEvent(dp_accounting.GaussianDpEvent(4.0), 4), delta=1e-5)
+    profile = report.privacy_profile()
+    assert counted_plds == [] and profile.basis == "pld"
+    for epsilon, delta in list(zip(profile.epsilons, profile.deltas))[::97]:
+        exact = reference_delta(0.5, epsilon)
+        assert exact <= delta <= exact * (1 + 1e-9) + 1e-300
+    assert 0.5 <= report.gdp_mu <= 0.51
