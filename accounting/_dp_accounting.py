@@ -29,6 +29,8 @@ import numpy as np
 from dp_accounting.pld import privacy_loss_distribution
 from dp_accounting.rdp import rdp_privacy_accountant
 
+from .gaussian_profile import gaussian_epsilon
+
 __all__ = [
     "DEFAULT_PLD_INTERVAL",
     "MAX_PLD_COMPOSITIONS",
@@ -36,6 +38,7 @@ __all__ = [
     "event_pld",
     "event_pld_epsilon",
     "event_rdp",
+    "gaussian_mu",
     "merged_gaussians",
     "pld_compositions",
     "pld_interval",
@@ -171,7 +174,8 @@ def merged_gaussians(events: Sequence[dp_accounting.DpEvent]) -> list[dp_account
     differential privacy", JRSS-B 2022, Cor. 3.3). One pessimistic PLD of that Gaussian is therefore a valid upper
     bound, and tighter than composing each member's pessimistically rounded PLD (which rounds every member's losses
     up before composing). Members are merged only when there are at least two, every multiplier is positive and
-    finite and every count at least 1; otherwise ``events`` is returned as it is.
+    finite and every count at least 1; otherwise ``events`` is returned as it is. (A composition of Gaussians only
+    gets no PLD at all where its ε is asked for: :func:`event_pld_epsilon` takes the closed form.)
     """
     uses = [_gaussian_uses(event) for event in events]
     gaussian = [found for found in uses if found is not None]
@@ -181,6 +185,32 @@ def merged_gaussians(events: Sequence[dp_accounting.DpEvent]) -> list[dp_account
     first = next(index for index, found in enumerate(uses) if found is not None)
     return [merged if index == first else event for index, (event, found) in enumerate(zip(events, uses))
             if found is None or index == first]
+
+
+def gaussian_mu(event: dp_accounting.DpEvent) -> float | None:
+    """μ of ``event`` where it is a plain Gaussian mechanism: a ``GaussianDpEvent`` of noise multiplier z (μ = 1/z),
+    self-compositions (μ√count) and compositions (√(Σ μᵢ²)) of them; ``None`` for any other event, and where some
+    multiplier is not positive and finite or some count is below 1 (those keep the PLD path).
+
+    The composition is exact (μ-GDP mechanisms compose into one √(Σ μᵢ²)-GDP mechanism, Dong, Roth, Su 2022,
+    Cor. 3.3; the reasoning of :func:`merged_gaussians`), so the event's exact ε is
+    :func:`~accounting.gaussian_profile.gaussian_epsilon` of this μ.
+    """
+    squared = _gaussian_mu_squared(event)
+    return None if squared is None else math.sqrt(squared)
+
+
+def _gaussian_mu_squared(event: dp_accounting.DpEvent) -> float | None:
+    if isinstance(event, dp_accounting.GaussianDpEvent):
+        z = float(event.noise_multiplier)
+        return 1.0 / (z * z) if 0.0 < z < math.inf else None
+    if isinstance(event, dp_accounting.SelfComposedDpEvent):
+        inner = _gaussian_mu_squared(event.event)
+        return None if inner is None or int(event.count) < 1 else int(event.count) * inner
+    if isinstance(event, dp_accounting.ComposedDpEvent) and event.events:
+        members = [_gaussian_mu_squared(member) for member in event.events]
+        return None if any(member is None for member in members) else math.fsum(members)  # type: ignore[arg-type]
+    return None
 
 
 def event_pld(
@@ -271,6 +301,11 @@ PLD_MEMO = PLDMemo(256)
 def event_pld_epsilon(
     event: dp_accounting.DpEvent, delta: float, *, epsilon_hint: float | None = None
 ) -> float:
-    """ε at ``delta`` of ``event``'s PLD (a valid upper bound: pessimistic discretization), memoised
-    (:class:`PLDMemo`)."""
+    """ε at ``delta`` of ``event``'s privacy loss distribution: for a plain Gaussian mechanism (:func:`gaussian_mu`,
+    compositions of Gaussians included) the exact ε of its privacy profile, a certified upper bound
+    (:func:`~accounting.gaussian_profile.gaussian_epsilon`: no grid, microseconds); otherwise ε of the event's
+    pessimistic PLD (a valid upper bound: pessimistic discretization), memoised (:class:`PLDMemo`)."""
+    mu = gaussian_mu(event)
+    if mu is not None:
+        return gaussian_epsilon(mu, delta)
     return PLD_MEMO.epsilon(event, delta, epsilon_hint)

@@ -31,7 +31,8 @@ _CONVERSIONS = {
 }
 _PLD_CONVERSION = (
     "dp-accounting privacy loss distribution of the mechanisms' DpEvents (pessimistic discretization, "
-    "self-compositions applied by privfed), tighter than the RDP conversion here"
+    "self-compositions applied by privfed; a plain Gaussian's exact privacy profile in closed form instead), "
+    "tighter than the RDP conversion here"
 )
 _PURE_CONVERSION = (
     "basic composition of the mechanisms' pure ε-DP guarantees (Σ ε_i, valid for every δ), "
@@ -112,15 +113,19 @@ def pld_event(members: Sequence[Mechanism], delta: float, *,
     (see :func:`best_bound`).
 
     ``epsilon_hint`` is a valid upper bound (the data-independent RDP ε); it sizes
-    the PLD grid, and no PLD is built when it is infinite.
+    the PLD grid, and no PLD is built when it is infinite. A plain Gaussian event
+    (:func:`~accounting._dp_accounting.gaussian_mu`) gets the closed form of its privacy profile instead of a
+    PLD, so its hint is returned as given.
     """
     event = composed_dp_event(members)
     if event is None or not math.isfinite(epsilon_hint):
         return None
-    from ._dp_accounting import MAX_PLD_COMPOSITIONS, pld_compositions
+    from ._dp_accounting import MAX_PLD_COMPOSITIONS, gaussian_mu, pld_compositions
 
     if pld_compositions(event) > MAX_PLD_COMPOSITIONS:
         return None  # bounded work: beyond the cap the RDP and pure bounds, closed form in the count, stand alone
+    if gaussian_mu(event) is not None:
+        return event, epsilon_hint  # a plain Gaussian's ε is its closed form: no grid to size
     # The grid must suit the events themselves: a hint computed elsewhere (a ledger's recorded curves, which an
     # edit can make inconsistent with the recorded parameters) could otherwise ask for a fine grid over a huge
     # privacy-loss range and take unbounded time.

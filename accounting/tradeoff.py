@@ -15,8 +15,9 @@ conservative.
 
 The profile comes from the privacy loss distribution (PLD) privfed already builds for the
 mechanisms' dp-accounting events (:func:`~accounting._dp_accounting.event_pld`, pessimistic
-discretization: its δ(ε) is an upper bound) where every mechanism has one, otherwise from the RDP
-curve (dp-accounting's ``compute_delta``: valid, looser). :attr:`PrivacyProfile.basis` says which.
+discretization: its δ(ε) is an upper bound) where every mechanism has one — for Gaussians only, the
+Gaussian's exact profile in closed form, rounded up (:mod:`~accounting.gaussian_profile`) — otherwise
+from the RDP curve (dp-accounting's ``compute_delta``: valid, looser). :attr:`PrivacyProfile.basis` says which.
 
 μ-Gaussian DP (ibid., Cor. 2.13) holds exactly when δ(ε) ≤ δ_μ(ε) = Φ(−ε/μ + μ/2) − e^ε Φ(−ε/μ − μ/2)
 for every ε ≥ 0. :meth:`PrivacyProfile.gdp_mu` finds the smallest μ for which it holds between every two grid
@@ -36,7 +37,8 @@ import numpy as np
 from dp_accounting.rdp import rdp_privacy_accountant
 from scipy import special
 
-from ._dp_accounting import MAX_PLD_COMPOSITIONS, event_pld, pld_compositions, pld_interval
+from . import gaussian_profile
+from ._dp_accounting import MAX_PLD_COMPOSITIONS, event_pld, gaussian_mu, pld_compositions, pld_interval
 
 __all__ = [
     "GDP_DELTA_SLACK",
@@ -143,11 +145,20 @@ def _grid_end(delta_at: Callable[[float], float], start: float) -> float:
 
 
 def pld_profile(event: dp_accounting.DpEvent, *, epsilon_hint: float | None = None) -> PrivacyProfile | None:
-    """δ(ε) of ``event``'s pessimistic PLD, or ``None`` where privfed builds no PLD for it.
+    """δ(ε) of ``event``'s pessimistic PLD, or ``None`` where privfed builds no PLD for it; for a plain Gaussian
+    event (:func:`~accounting._dp_accounting.gaussian_mu`) its exact profile in closed form, rounded up
+    (:func:`~accounting.gaussian_profile.gaussian_delta`), and no PLD.
 
     ``epsilon_hint`` (a valid upper bound on ε) sizes the PLD grid as :func:`~accounting._dp_accounting.pld_interval`
     does for the reports' ε.
     """
+    mu = gaussian_mu(event)
+    if mu is not None:
+        end = _grid_end(lambda eps: gaussian_profile.gaussian_delta(mu, eps),
+                        gaussian_profile.gaussian_epsilon(mu, 1e-6))
+        epsilons = np.linspace(0.0, end, PROFILE_POINTS)
+        return PrivacyProfile(epsilons, np.array([gaussian_profile.gaussian_delta(mu, eps) for eps in epsilons]),
+                              "pld")
     if pld_compositions(event) > MAX_PLD_COMPOSITIONS:
         return None
     try:

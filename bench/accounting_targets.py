@@ -8,15 +8,19 @@
 * **GNMax tight** on repeated parameters: a second ``account()`` with other votes and the same σ, count and δ
   (the PLD memo);
 * **1,000 distinct mechanisms** in a ledger accounted in ≤ 5 s: a ledger of E GNMax releases, each with its own σ
-  and query count, accounted by ``Ledger.account()``: the composition is one pessimistic PLD of the exactly
-  composed Gaussian (``merged_gaussians`` in ``accounting/_dp_accounting.py``), and each entry's own row is one PLD
-  of that entry. Beside it, timed alone: that composition's PLD, and three other ε of the same composition:
+  and query count, accounted by ``Ledger.account()``. Each entry is a plain Gaussian mechanism, and so is their
+  composition (``gaussian_mu`` in ``accounting/_dp_accounting.py``): the composition's ε and each entry's own row
+  come from the exact privacy profile of the Gaussian mechanism (``accounting/gaussian_profile.py``, a certified
+  upper bound). Beside it, timed alone, the paths it replaced and two references:
 
-  - ``per_entry_plds``: dp-accounting's composition of the entries' own PLDs on the same grid (privfed's path
-    before the exact composition; not run for large E);
+  - ``merged_pld``: one pessimistic PLD of the exactly composed Gaussian on the ledger's former grid (the
+    composition's path before the closed form);
+  - ``rows_pld``: one PLD per entry for the entries' own rows (their path before; not run for large E);
+  - ``per_entry_plds``: dp-accounting's composition of the entries' own PLDs (the composition's path before the
+    exact composition; not run for large E);
   - ``rdp_only``: the ledger's RDP bound alone (no PLD), never below the reported ε;
-  - ``exact``: the exact ε of the composed Gaussian from the closed form δ(ε) of a μ-GDP mechanism
-    (``tests/test_merged_gaussian_pld.py``), which every valid bound is at or above.
+  - ``exact``: the exact ε of the composed Gaussian solved independently of privfed (``brentq`` on δ(ε) in
+    ``tests/test_merged_gaussian_pld.py``).
 
 Usage::
 
@@ -114,27 +118,35 @@ def exact_epsilon(members: list) -> float:
                                   ** 0.5, DELTA)
 
 
-def ledger_row(entries: int, *, per_entry_plds: bool) -> dict:
+def rows_pld_cpu_s(members: list) -> float:
+    """CPU seconds of the entries' own rows as they were computed before the closed form: one PLD per entry on the
+    fine 10⁻⁴ grid (coarsened as ``pld_interval`` says), its ε at δ."""
+    cpu = time.process_time()
+    for member in members:
+        event = member.dp_event()
+        event_pld(event, value_discretization_interval=pld_interval(event)).get_epsilon_for_delta(DELTA)
+    return time.process_time() - cpu
+
+
+def ledger_row(entries: int, *, compared: bool) -> dict:
     ledger, members = distinct_ledger(entries)
     row: dict = {"entries": entries}
     wall, cpu = time.perf_counter(), time.process_time()
     report = ledger.account()
     row.update(account_s=time.perf_counter() - wall, account_cpu_s=time.process_time() - cpu,
-               epsilon=report.epsilon, method=report.method)
+               epsilon=report.epsilon, method=report.method,
+               rows_largest_epsilon=max(entry.epsilon for entry in report.mechanisms))
     event = composed_dp_event(members)
     interval = pld_interval(event, epsilon_hint=report.epsilon_data_independent)
     row["interval"] = interval
     cpu = time.process_time()
-    row["composition_epsilon"] = float(event_pld(event, value_discretization_interval=interval)
-                                       .get_epsilon_for_delta(DELTA))
-    row["composition_cpu_s"] = time.process_time() - cpu
-    # What the entries' own rows would cost from the closed form instead of one PLD each (not what privfed does).
-    cpu = time.process_time()
-    row["exact_rows_largest_epsilon"] = max(exact_epsilon([member]) for member in members)
-    row["exact_rows_cpu_s"] = time.process_time() - cpu
+    row["merged_pld_epsilon"] = float(event_pld(event, value_discretization_interval=interval)
+                                      .get_epsilon_for_delta(DELTA))
+    row["merged_pld_cpu_s"] = time.process_time() - cpu
     computations = {"rdp_only": rdp_only_epsilon, "exact": exact_epsilon}
-    if per_entry_plds:
+    if compared:
         computations["per_entry_plds"] = lambda chosen: per_entry_plds_epsilon(chosen, interval)
+        row["rows_pld_cpu_s"] = rows_pld_cpu_s(members)
     for name, compute in computations.items():
         cpu = time.process_time()
         row[name + "_epsilon"] = compute(members)
@@ -148,7 +160,7 @@ def main() -> None:
     parser.add_argument("--queries", type=int, default=1_000_000)
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--entries-compared", type=int, nargs="*", default=[10, 30, 100],
-                        help="ledger sizes also composed entry by entry as before (dp-accounting's per-entry PLDs)")
+                        help="ledger sizes also accounted as before (the entries' PLDs composed, one PLD per row)")
     parser.add_argument("--entries", type=int, nargs="*", default=[1000])
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
@@ -161,8 +173,8 @@ def main() -> None:
     rows["stages"] = stages(votes, args.repeats)
     rows["gnmax_tight_repeated_parameters"] = repeated_parameters(100_000)
     print(rows["gnmax_tight_repeated_parameters"], flush=True)
-    rows["ledgers"] = [ledger_row(e, per_entry_plds=True) for e in args.entries_compared]
-    rows["ledgers"] += [ledger_row(e, per_entry_plds=False) for e in args.entries]
+    rows["ledgers"] = [ledger_row(e, compared=True) for e in args.entries_compared]
+    rows["ledgers"] += [ledger_row(e, compared=False) for e in args.entries]
     if args.json:
         provenance.write_json(args.json, {"provenance": provenance.finish(run), **rows})
 

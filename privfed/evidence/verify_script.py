@@ -1,6 +1,6 @@
 """Check a privfed evidence pack without privfed: ``python verify.py [--public-key KEY.pub]`` inside the pack.
 
-Needs only the Python standard library, numpy, dp-accounting and (for a signed pack) model-signing::
+Needs only the Python standard library, numpy, scipy, dp-accounting and (for a signed pack) model-signing::
 
     pip install dp-accounting model-signing
 
@@ -10,7 +10,9 @@ Needs only the Python standard library, numpy, dp-accounting and (for a signed p
 2. ``ledger.json`` is the ledger ``deployment_facts.json`` names (sha256).
 3. Every data-independent ε of the ledger, per entry and unit, is recomputed with dp-accounting from the event
    ``events.json`` exports for it (dp-accounting's own ``to_named_tuple`` form), by the accountant that gave it:
-   the privacy loss distribution (``pld``: built exactly as privfed builds it, on the recorded grid), the RDP
+   the privacy loss distribution (``pld``: built exactly as privfed builds it, on the recorded grid; for a plain
+   Gaussian mechanism or a composition of them, the exact closed form of its privacy profile, as privfed
+   computes it: :func:`gaussian_epsilon`), the RDP
    accountant on the recorded orders (``rdp``), or basic composition of pure ε-DP (``pure``). One line per
    entry: MATCH (within 1e-9), MISMATCH, or NOT RECOMPUTED with the reason the pack gives.
 4. Skellam releases (secure aggregation with distributed Skellam noise: FedKT's vote histograms, FedKD's logit
@@ -43,6 +45,7 @@ import dp_accounting
 import numpy as np
 from dp_accounting.pld import privacy_loss_distribution
 from dp_accounting.rdp import rdp_privacy_accountant
+from scipy import optimize, special
 
 #: Largest |recomputed − recorded| / max(1, |recorded|) that counts as a match.
 TOLERANCE = 1e-9
@@ -183,6 +186,63 @@ def merged_gaussians(events: list) -> list:
             if item is None or index == first]
 
 
+def gaussian_mu(event: dp_accounting.DpEvent) -> float | None:
+    """μ of a plain Gaussian event (Gaussians, self-composed and composed: √(Σ countᵢ/zᵢ²)), ``None`` otherwise
+    (privfed/accounting/_dp_accounting.py, gaussian_mu)."""
+    def squared(leaf: dp_accounting.DpEvent) -> float | None:
+        if isinstance(leaf, dp_accounting.GaussianDpEvent):
+            z = float(leaf.noise_multiplier)
+            return 1.0 / (z * z) if 0.0 < z < math.inf else None
+        if isinstance(leaf, dp_accounting.SelfComposedDpEvent):
+            inner = squared(leaf.event)
+            return None if inner is None or int(leaf.count) < 1 else int(leaf.count) * inner
+        if isinstance(leaf, dp_accounting.ComposedDpEvent) and leaf.events:
+            members = [squared(member) for member in leaf.events]
+            return None if any(member is None for member in members) else math.fsum(members)  # type: ignore
+        return None
+    total = squared(event)
+    return None if total is None else math.sqrt(total)
+
+
+def _gaussian_log_delta_upper(mu: float, epsilon: float) -> float:
+    """log of δ(ε) = Φ(−ε/μ + μ/2) − e^ε·Φ(−ε/μ − μ/2) rounded up, each term's log moved 8 ulps towards a larger
+    δ (privfed/accounting/gaussian_profile.py, _log_delta_upper)."""
+    first = float(special.log_ndtr(-epsilon / mu + mu / 2.0))
+    second = epsilon + float(special.log_ndtr(-epsilon / mu - mu / 2.0))
+    first_up = first + 8.0 * 2.0 ** -53 * abs(first)
+    second_down = second - 8.0 * 2.0 ** -53 * (abs(second) + 2.0 * epsilon)
+    if second_down >= first_up:
+        return min(first_up, 0.0)
+    return min(first_up + math.log(-math.expm1(second_down - first_up)), 0.0)
+
+
+def _gaussian_delta_upper(mu: float, epsilon: float) -> float:
+    return min(float(np.nextafter(math.exp(_gaussian_log_delta_upper(mu, epsilon)), math.inf)), 1.0)
+
+
+def gaussian_epsilon(mu: float, delta: float) -> float:
+    """The certified ε at ``delta`` of a μ-GDP mechanism, 0 < μ < ∞ (privfed/accounting/gaussian_profile.py,
+    gaussian_epsilon): Brent's root of the rounded-up log δ(ε) = log δ, stepped up until δ(ε) ≤ δ holds."""
+    target = math.log(delta)
+
+    def excess(epsilon: float) -> float:
+        return _gaussian_log_delta_upper(mu, epsilon) - target
+
+    if _gaussian_delta_upper(mu, 0.0) <= delta:
+        return 0.0
+    high = mu * mu / 2.0 + mu * max(-float(special.ndtri(delta)), 0.0)
+    step = max(high, 1e-300)
+    while _gaussian_delta_upper(mu, high) > delta:
+        high, step = high + step, 2.0 * step
+    epsilon = 0.0
+    if excess(0.0) > 0.0 >= excess(high):
+        epsilon = float(optimize.brentq(excess, 0.0, high, xtol=1e-300, rtol=4.0 * np.finfo(float).eps))
+    step = 1e-12 * (epsilon if epsilon > 0.0 else high)
+    while _gaussian_delta_upper(mu, epsilon) > delta:
+        epsilon, step = min(epsilon + step, high), 2.0 * step
+    return epsilon
+
+
 def event_pld(event: dp_accounting.DpEvent, interval: float) -> privacy_loss_distribution.PrivacyLossDistribution:
     """The pessimistic PLD of ``event`` as privfed builds it (privfed/accounting/_dp_accounting.py, event_pld)."""
     if isinstance(event, SkellamDpEvent):
@@ -239,6 +299,9 @@ def recompute(row: dict) -> float:
         return skellam_rdp_epsilon(row["skellam_rdp"], delta)
     event = event_from_document(row["event"])
     if row["method"] == "pld":
+        mu = gaussian_mu(event)
+        if mu is not None:
+            return gaussian_epsilon(mu, delta)
         return float(event_pld(event, float(row["pld_interval"])).get_epsilon_for_delta(delta))
     if row["method"] == "pure":
         return pure_epsilon(event)
