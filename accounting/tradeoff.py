@@ -95,7 +95,7 @@ def gaussian_true_positive_rate(mu: float, false_positive_rates: object) -> np.n
     return special.ndtr(special.ndtri(alpha) + mu)
 
 
-def gaussian_delta(mu: float, epsilons: np.ndarray) -> np.ndarray:
+def gaussian_delta(mu: float, epsilons: float | np.ndarray) -> np.ndarray:
     """δ_μ(ε) = Φ(−ε/μ + μ/2) − e^ε Φ(−ε/μ − μ/2), computed in logs (ibid., Cor. 2.13)."""
     eps = np.asarray(epsilons, dtype=float)
     log_first = special.log_ndtr(-eps / mu + mu / 2.0)
