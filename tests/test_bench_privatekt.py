@@ -82,3 +82,45 @@ def test_client_epsilons_are_the_accountants_and_carry_their_provenance(tmp_path
     assert record["command"].endswith("--client-epsilons 3 1 --json " + str(tmp_path / "eps.json"))
     assert record["device"] in ("cpu", "cuda") and record["settings"]["device"] == "auto"
     assert "load_end" in record and len(record["commit"]) == 40
+
+
+def _tiny_image_set(path: Path, seed: int) -> None:
+    """An .npz in the layout of ../shared/datasets' MNIST copies: 10 classes of 28×28 uint8 images, a bright
+    row per class (learnable), 300 training and 100 test images."""
+    rng = np.random.default_rng(seed)
+
+    def draw(count: int) -> tuple[np.ndarray, np.ndarray]:
+        y = np.arange(count) % 10
+        X = rng.integers(0, 60, size=(count, 28, 28), dtype=np.uint8)
+        X[np.arange(count), 2 * y + 4, :] = 250
+        return X, y.astype(np.int64)
+
+    X, y = draw(300)
+    X_test, y_test = draw(100)
+    np.savez(path, X=X, y=y, X_test=X_test, y_test=y_test, class_names=np.array(list("0123456789")))
+
+
+def test_fedkd_noise_grid_runs_figure_2_lefts_column_with_each_points_accountants_epsilon(tmp_path):
+    """``bench/fedkd.py --grid noise`` (the paper's Fig. 2 left, one public-set size): the noiseless point, then
+    S = 200 with γ = 0.1, 1 and 10, each row's ε the accountant's for its γ on that public set."""
+    from privfed.accounting import QuantizedLaplaceEnsemble
+
+    _tiny_image_set(tmp_path / "mnist.npz", 0)
+    _tiny_image_set(tmp_path / "fashion_mnist.npz", 1)
+    out = tmp_path / "noise.json"
+    run = _script("fedkd.py", "--data", str(tmp_path), "--parties", "3", "--alphas", "1", "--public-size", "40",
+                  "--local-epochs", "1", "--distill-epochs", "1", "--grid", "noise", "--publics", "in-domain",
+                  "--device", "cpu", "--json", str(out), cwd=tmp_path)
+    assert run.returncode == 0, run.stderr
+    document = json.loads(out.read_text(encoding="utf-8"))
+    rows = document["rows"]
+    assert [(row["S"], row["gamma"]) for row in rows] == [(None, None), (200, 0.1), (200, 1.0), (200, 10.0)]
+    assert all(row["public"] == "in-domain (MNIST)" and row["alpha"] == 1.0 for row in rows)
+    assert rows[0]["epsilon_party_pure"] == float("inf")  # nobody noised the noiseless point: ε = ∞, never 0
+    for row in rows[1:]:
+        pure = QuantizedLaplaceEnsemble(10, 10.0, row["gamma"], 40, quantization_scale=200).pure_epsilon()
+        assert row["epsilon_party_pure"] == pure
+        assert 0 < row["epsilon_party_tight"] <= pure
+    tight = [row["epsilon_party_tight"] for row in rows[1:]]
+    assert tight == sorted(tight) and tight[0] < tight[-1]  # less noise (larger γ), larger ε
+    assert document["settings"]["grid"] == "noise" and len(document["provenance"]["commit"]) == 40
