@@ -13,10 +13,16 @@ patch there with ``git apply``, and runs, in that copy,
 * with ``--audits``, the cheap audits: ``privfed audit`` of a freshly saved FedKT-L1 bundle (integrity and
   arithmetic) and ``privfed audit --empirical examples/audit_fedkt_l1.toml`` (the one-run canary audit).
 
-It records which checks failed for each mutation, and raw JSON with provenance in
-bench/results/mutation_testing.json::
+It records which checks failed for each mutation, and raw JSON with provenance in ``--out`` (written after every
+selftest run, so a run cut short keeps what it measured). Runs add up across invocations: the table pools the
+selftest runs of every file of :data:`RAW_FILES` per mutation, so the work can be split over several runners and
+resumed by a further one with its own ``--out``::
 
-    nice -n 10 python -m bench.mutation_testing --parameter-check --repeats 10 --correct-repeats 20
+    nice -n 19 python -m bench.mutation_testing --only correct --correct-repeats 30 \\
+        --out bench/results/mutation_testing_runs_correct.json
+    nice -n 19 python -m bench.mutation_testing --only 01-fedkt-laplace-scale-halved --repeats 10 --out ...
+    nice -n 19 python -m bench.mutation_testing --only 19-privatekt-client-keep-probability-plus-uniform-hit \\
+        --repeats 0 --parameter-check --out ...
 """
 
 from __future__ import annotations
@@ -37,13 +43,12 @@ from bench import provenance
 ROOT = Path(__file__).resolve().parents[1]
 MUTATIONS = ROOT / "bench" / "mutations"
 OUT = ROOT / "bench" / "results" / "mutation_testing.json"
-#: The raw results the table renders (repository-relative): the correct code's parameter check and its selftest
-#: runs (merged by mutation: a later file's checks replace an earlier one's), then the planted bugs' (run in parts:
-#: one runner per file, each file its own provenance).
-RAW_FILES = ("bench/results/mutation_testing_correct_parameters.json", "bench/results/mutation_testing_correct.json",
-             "bench/results/mutation_testing.json",
-             "bench/results/mutation_testing_02.json", "bench/results/mutation_testing_10.json",
-             "bench/results/mutation_testing_16.json")
+#: The raw results the table renders (repository-relative): the correct code's parameter check and audits, its
+#: selftest runs (three runners), each planted bug's selftest runs (several runners, pooled), then the planted bugs'
+#: parameter checks and audits (``--repeats 0``). Each file has its own provenance.
+RAW_FILES = tuple(f"bench/results/mutation_testing_{part}.json" for part in (
+    "correct_parameters", "runs_correct", "runs_correct_2", "runs_correct_3", "runs_01_06", "runs_04_06",
+    "runs_07_12", "runs_10_12", "runs_13_19", "runs_15_16", "runs_17_19", "parameters", "audits"))
 
 
 def _copy_tree(destination: Path) -> None:
@@ -289,7 +294,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--parameter-check", action="store_true",
                         help="also fit every pipeline's noised configurations and run the parameter check (once: it "
                              "is deterministic)")
-    parser.add_argument("--out", default=str(OUT))
+    parser.add_argument("--out", default=str(OUT),
+                        help="raw JSON written after every selftest run (the table pools the runs of RAW_FILES)")
     args = parser.parse_args(argv)
     patches = sorted(MUTATIONS.glob("*.patch"))
     if args.only:
