@@ -44,11 +44,12 @@ ROOT = Path(__file__).resolve().parents[1]
 MUTATIONS = ROOT / "bench" / "mutations"
 OUT = ROOT / "bench" / "results" / "mutation_testing.json"
 #: The raw results the table renders (repository-relative): the correct code's parameter check and audits, its
-#: selftest runs (three runners), each planted bug's selftest runs (several runners, pooled), then the planted bugs'
+#: selftest runs (five runners), each planted bug's selftest runs (several runners, pooled), then the planted bugs'
 #: parameter checks and audits (``--repeats 0``). Each file has its own provenance.
 RAW_FILES = tuple(f"bench/results/mutation_testing_{part}.json" for part in (
-    "correct_parameters", "runs_correct", "runs_correct_2", "runs_correct_3", "runs_01_06", "runs_04_06",
-    "runs_07_12", "runs_10_12", "runs_13_19", "runs_15_16", "runs_17_19", "parameters", "audits"))
+    "correct_parameters", "runs_correct", "runs_correct_2", "runs_correct_3", "runs_correct_4", "runs_correct_5",
+    "runs_01_06", "runs_04_06", "runs_07_12", "runs_10_12", "runs_13_19", "runs_15_16", "runs_17_19", "parameters",
+    "audits"))
 
 
 def _copy_tree(destination: Path) -> None:
