@@ -49,7 +49,7 @@ OUT = ROOT / "bench" / "results" / "mutation_testing.json"
 RAW_FILES = tuple(f"bench/results/mutation_testing_{part}.json" for part in (
     "correct_parameters", "runs_correct", "runs_correct_2", "runs_correct_3", "runs_correct_4", "runs_correct_5",
     "runs_01_06", "runs_03", "runs_04_06", "runs_06", "runs_07_12", "runs_09", "runs_10_12", "runs_12", "runs_13_19",
-    "runs_15_16", "runs_16_18", "runs_17_19", "parameters", "audits"))
+    "runs_15", "runs_15_16", "runs_16_18", "runs_17_19", "runs_18", "runs_19", "parameters", "audits"))
 
 
 def _copy_tree(destination: Path) -> None:
