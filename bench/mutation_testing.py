@@ -44,12 +44,13 @@ ROOT = Path(__file__).resolve().parents[1]
 MUTATIONS = ROOT / "bench" / "mutations"
 OUT = ROOT / "bench" / "results" / "mutation_testing.json"
 #: The raw results the table renders (repository-relative): the correct code's parameter check and audits, its
-#: selftest runs (five runners), each planted bug's selftest runs (several runners, pooled), then the planted bugs'
-#: parameter checks and audits (``--repeats 0``). Each file has its own provenance.
-RAW_FILES = tuple(f"bench/results/mutation_testing_{part}.json" for part in (
-    "correct_parameters", "runs_correct", "runs_correct_2", "runs_correct_3", "runs_correct_4", "runs_correct_5",
-    "runs_01_06", "runs_03", "runs_04_06", "runs_06", "runs_07_12", "runs_09", "runs_10_12", "runs_12", "runs_13_19",
-    "runs_15", "runs_15_16", "runs_16_18", "runs_17_19", "runs_18", "runs_19", "parameters", "audits"))
+#: selftest runs, every planted bug's selftest runs (any number of runners, each its own ``runs_*`` file: a further
+#: runner's file joins the table as it is), then the planted bugs' parameter checks and audits (``--repeats 0``).
+_RUNS = sorted(f"bench/results/{path.name}" for path in (ROOT / "bench/results").glob("mutation_testing_runs_*.json"))
+RAW_FILES = ("bench/results/mutation_testing_correct_parameters.json",
+             *[path for path in _RUNS if "_runs_correct" in path],
+             *[path for path in _RUNS if "_runs_correct" not in path],
+             "bench/results/mutation_testing_parameters.json", "bench/results/mutation_testing_audits.json")
 
 
 def _copy_tree(destination: Path) -> None:
@@ -203,11 +204,11 @@ def _empirical_cell(audit: dict[str, Any] | None) -> str:
     return f"{verdict} ({audit['epsilon_lower']:.2f} of claim {audit['claimed_epsilon']:g})"
 
 
-def _spread(values: list[float]) -> str:
+def _spread(values: list[float], digits: int = 0) -> str:
     """Median and range of ``values``, in seconds."""
     from statistics import median
 
-    return f"median {median(values):.0f} s ({min(values):.0f}–{max(values):.0f} s)"
+    return f"median {median(values):.{digits}f} s ({min(values):.{digits}f}–{max(values):.{digits}f} s)"
 
 
 def table(documents: list[dict[str, Any]]) -> str:
@@ -245,13 +246,13 @@ def table(documents: list[dict[str, Any]]) -> str:
     if records and records[0]["mutation"] == CORRECT:
         selftest = records[0]["selftest"]
         lines.append(f"Correct code: `privfed selftest` failed {selftest['failing_runs']} of {selftest['repeats']} "
-                     f"runs, false-alarm rate ≤ {upper_bound(selftest['failing_runs'], selftest['repeats']):.1%} "
+                     f"runs, false-alarm rate ≤ {upper_bound(selftest['failing_runs'], selftest['repeats']):.2%} "
                      f"(95 % one-sided Clopper–Pearson upper bound; the suite's design: ≤ 1 %).")
     runs = [run for record in records for run in record["selftest"]["runs"]]
     timed = [run for run in runs if run.get("cpu_seconds") is not None]
     if timed:
         lines.append(f"One `privfed selftest` run ({len(timed)} runs above): "
-                     f"CPU {_spread([run['cpu_seconds'] for run in timed])}, "
+                     f"CPU {_spread([run['cpu_seconds'] for run in timed], 1)}, "
                      f"wall {_spread([run['seconds'] for run in timed])}.")
     return "\n".join(lines)
 
