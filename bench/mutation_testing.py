@@ -13,10 +13,16 @@ patch there with ``git apply``, and runs, in that copy,
 * with ``--audits``, the cheap audits: ``privfed audit`` of a freshly saved FedKT-L1 bundle (integrity and
   arithmetic) and ``privfed audit --empirical examples/audit_fedkt_l1.toml`` (the one-run canary audit).
 
-It records which checks failed for each mutation, and raw JSON with provenance in
-bench/results/mutation_testing.json::
+It records which checks failed for each mutation, and raw JSON with provenance in ``--out`` (written after every
+selftest run, so a run cut short keeps what it measured). Runs add up across invocations: the table pools the
+selftest runs of every file of :data:`RAW_FILES` per mutation, so the work can be split over several runners and
+resumed by a further one with its own ``--out``::
 
-    nice -n 10 python -m bench.mutation_testing --parameter-check --repeats 10 --correct-repeats 20
+    nice -n 19 python -m bench.mutation_testing --only correct --correct-repeats 30 \\
+        --out bench/results/mutation_testing_runs_correct.json
+    nice -n 19 python -m bench.mutation_testing --only 01-fedkt-laplace-scale-halved --repeats 10 --out ...
+    nice -n 19 python -m bench.mutation_testing --only 19-privatekt-client-keep-probability-plus-uniform-hit \\
+        --repeats 0 --parameter-check --out ...
 """
 
 from __future__ import annotations
@@ -37,13 +43,14 @@ from bench import provenance
 ROOT = Path(__file__).resolve().parents[1]
 MUTATIONS = ROOT / "bench" / "mutations"
 OUT = ROOT / "bench" / "results" / "mutation_testing.json"
-#: The raw results the table renders (repository-relative): the correct code's parameter check and its selftest
-#: runs (merged by mutation: a later file's checks replace an earlier one's), then the planted bugs' (run in parts:
-#: one runner per file, each file its own provenance).
-RAW_FILES = ("bench/results/mutation_testing_correct_parameters.json", "bench/results/mutation_testing_correct.json",
-             "bench/results/mutation_testing.json",
-             "bench/results/mutation_testing_02.json", "bench/results/mutation_testing_10.json",
-             "bench/results/mutation_testing_16.json")
+#: The raw results the table renders (repository-relative): the correct code's parameter check and audits, its
+#: selftest runs, every planted bug's selftest runs (any number of runners, each its own ``runs_*`` file: a further
+#: runner's file joins the table as it is), then the planted bugs' parameter checks and audits (``--repeats 0``).
+_RUNS = sorted(f"bench/results/{path.name}" for path in (ROOT / "bench/results").glob("mutation_testing_runs_*.json"))
+RAW_FILES = ("bench/results/mutation_testing_correct_parameters.json",
+             *[path for path in _RUNS if "_runs_correct" in path],
+             *[path for path in _RUNS if "_runs_correct" not in path],
+             "bench/results/mutation_testing_parameters.json", "bench/results/mutation_testing_audits.json")
 
 
 def _copy_tree(destination: Path) -> None:
@@ -68,9 +75,12 @@ def _run(command: list[str], cwd: Path, timeout: float) -> tuple[int, str, str, 
     return done.returncode, done.stdout, done.stderr, time.perf_counter() - start
 
 
-#: One process runs the suite ``repeats`` times (the import is paid once) and prints one JSON report per line.
-_REPEATED_SELFTEST = ("import json, sys\nfrom privfed.audit.selftest import selftest\n"
-                      "for _ in range(int(sys.argv[1])):\n    print(json.dumps(selftest().to_dict()), flush=True)\n")
+#: One process runs the suite ``repeats`` times (the import is paid once) and prints one JSON report per line, with
+#: the CPU seconds the run took (the suite runs in that one process: no workers).
+_REPEATED_SELFTEST = ("import json, sys, time\nfrom privfed.audit.selftest import selftest\n"
+                      "for _ in range(int(sys.argv[1])):\n    cpu = time.process_time()\n"
+                      "    report = selftest().to_dict()\n"
+                      "    print(json.dumps({**report, 'cpu_seconds': time.process_time() - cpu}), flush=True)\n")
 
 
 def _summary(runs: list[dict[str, Any]], seconds: float, code: int | None) -> dict[str, Any]:
@@ -95,7 +105,7 @@ def _selftest(tree: Path, repeats: int, progress: Any = None) -> dict[str, Any]:
             runs.append({"failed": [c["name"] for c in report["checks"] if c["status"] == "fail"],
                          "skipped": [c["name"] for c in report["checks"] if c["status"] == "skipped"],
                          "details": {c["name"]: c["detail"] for c in report["checks"] if c["status"] == "fail"},
-                         "seconds": report["seconds"]})
+                         "seconds": report["seconds"], "cpu_seconds": report["cpu_seconds"]})
             if progress is not None:
                 progress(_summary(runs, time.perf_counter() - start, None))
         err = process.stderr.read()
@@ -155,12 +165,24 @@ def upper_bound(failures: int, runs: int, confidence: float = 0.95) -> float:
     return 1.0 if failures >= runs else float(stats.beta.ppf(confidence, failures + 1, runs - failures))
 
 
+def _pooled(first: dict[str, Any], second: dict[str, Any]) -> dict[str, Any]:
+    """Two selftest summaries of one mutation (separate invocations, e.g. several runners) as one: all their runs."""
+    exits = [summary["exit"] for summary in (first, second) if summary["exit"] is not None]
+    return _summary(first["runs"] + second["runs"], first["seconds"] + second["seconds"],
+                    next((code for code in exits if code), exits[0] if exits else None))
+
+
 def _merged(documents: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The records of every raw file, merged by mutation (a later file adds the checks an earlier one lacks)."""
+    """The records of every raw file, merged by mutation: the selftest runs of every file pooled (so runs add up
+    across invocations), the other checks of a later file replacing an earlier one's."""
     merged: dict[str, dict[str, Any]] = {}
     for document in documents:
         for record in document["records"]:
-            merged.setdefault(record["mutation"], {}).update(record)
+            known = merged.setdefault(record["mutation"], {})
+            pooled = _pooled(known["selftest"], record["selftest"]) if "selftest" in known else record["selftest"]
+            known.update(record, selftest=pooled)
+    for record in merged.values():
+        record["caught_by"] = _caught_by(record)
     correct = [merged.pop(CORRECT)] if CORRECT in merged else []
     return correct + [merged[name] for name in sorted(merged)]
 
@@ -173,39 +195,65 @@ def _parameters_cell(parameters: dict[str, Any] | None) -> str:
     return f"FAIL: {', '.join(parameters['failed'])}"
 
 
-def _rate(caught: int, runs: int) -> str:
-    return f"{caught}/{runs}"
+def _empirical_cell(audit: dict[str, Any] | None) -> str:
+    if audit is None:
+        return "—"
+    if audit["violation"] is None:
+        return "crashed"
+    verdict = "FAIL" if audit["violation"] else "pass"
+    return f"{verdict} ({audit['epsilon_lower']:.2f} of claim {audit['claimed_epsilon']:g})"
+
+
+def _spread(values: list[float], digits: int = 0) -> str:
+    """Median and range of ``values``, in seconds."""
+    from statistics import median
+
+    return f"median {median(values):.{digits}f} s ({min(values):.{digits}f}–{max(values):.{digits}f} s)"
 
 
 def table(documents: list[dict[str, Any]]) -> str:
-    """The Markdown table of docs/audit.md and docs/results.md: each planted bug, how often each check catches it."""
+    """The Markdown table of docs/audit.md and docs/results.md: each planted bug, how often each check catches it.
+
+    The selftest runs of every raw file are pooled per mutation; each row says how many runs it has."""
     records = _merged(documents)
     audited = any("bundle_audit" in record or "empirical_audit" in record for record in records)
     header = ["planted bug (bench/mutations/)", "`privfed selftest`: runs failing", "checks that failed (runs)",
-              "parameter check", *(["`audit BUNDLE`", "`audit --empirical` (FedKT-L1)"] if audited else [])]
+              "parameter check",
+              *(["`audit BUNDLE`", "`audit --empirical` (FedKT-L1: lower bound)"] if audited else [])]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for record in records:
         selftest = record["selftest"]
         checks = ", ".join(f"{name} ({count})" for name, count in sorted(selftest["per_check"].items())) or "—"
-        bundle, empirical = record.get("bundle_audit"), record.get("empirical_audit")
+        bundle = record.get("bundle_audit")
         what = record.get("what", "none: privfed's code as committed")
-        cells = [f"`{record['mutation']}`: {what}", _rate(selftest["failing_runs"], selftest["repeats"]), checks,
+        cells = [f"`{record['mutation']}`: {what}", f"{selftest['failing_runs']}/{selftest['repeats']}", checks,
                  _parameters_cell(record.get("parameter_check"))]
         if audited:
             cells += ["—" if bundle is None else "FAIL" if not bundle["passed"] else "pass",
-                      "—" if empirical is None else "FAIL" if empirical["violation"] else "pass"]
+                      _empirical_cell(record.get("empirical_audit"))]
         lines.append("| " + " | ".join(cells) + " |")
     mutants = [record for record in records if record["mutation"] != CORRECT]
-    nine_in_ten = [record for record in mutants if bool(record.get("parameter_check", {}).get("failed"))
-                   or record["selftest"]["failing_runs"] >= 0.9 * record["selftest"]["repeats"]]
+    by_selftest = {record["mutation"] for record in mutants if record["selftest"]["repeats"]
+                   and record["selftest"]["failing_runs"] >= 0.9 * record["selftest"]["repeats"]}
+    by_parameters = {record["mutation"] for record in mutants if record.get("parameter_check", {}).get("failed")}
+    repeats = [record["selftest"]["repeats"] for record in mutants]
     lines.append("")
-    lines.append(f"{len(nine_in_ten)} of {len(mutants)} planted bugs caught in ≥ 90 % of runs by `privfed selftest` "
-                 f"or the parameter check (a parameter check is deterministic: one run).")
+    if mutants:
+        lines.append(f"`privfed selftest` runs per planted bug: {min(repeats)}–{max(repeats)}. Caught in ≥ 90 % of "
+                     f"its runs: {len(by_selftest)} of {len(mutants)} planted bugs by `privfed selftest`, "
+                     f"{len(by_parameters)} by the parameter check (deterministic: one run), "
+                     f"{len(by_selftest | by_parameters)} of {len(mutants)} by one or the other.")
     if records and records[0]["mutation"] == CORRECT:
         selftest = records[0]["selftest"]
         lines.append(f"Correct code: `privfed selftest` failed {selftest['failing_runs']} of {selftest['repeats']} "
-                     f"runs, false-alarm rate ≤ {upper_bound(selftest['failing_runs'], selftest['repeats']):.1%} "
+                     f"runs, false-alarm rate ≤ {upper_bound(selftest['failing_runs'], selftest['repeats']):.2%} "
                      f"(95 % one-sided Clopper–Pearson upper bound; the suite's design: ≤ 1 %).")
+    runs = [run for record in records for run in record["selftest"]["runs"]]
+    timed = [run for run in runs if run.get("cpu_seconds") is not None]
+    if timed:
+        lines.append(f"One `privfed selftest` run ({len(timed)} runs above): "
+                     f"CPU {_spread([run['cpu_seconds'] for run in timed], 1)}, "
+                     f"wall {_spread([run['seconds'] for run in timed])}.")
     return "\n".join(lines)
 
 
@@ -248,7 +296,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--parameter-check", action="store_true",
                         help="also fit every pipeline's noised configurations and run the parameter check (once: it "
                              "is deterministic)")
-    parser.add_argument("--out", default=str(OUT))
+    parser.add_argument("--out", default=str(OUT),
+                        help="raw JSON written after every selftest run (the table pools the runs of RAW_FILES)")
     args = parser.parse_args(argv)
     patches = sorted(MUTATIONS.glob("*.patch"))
     if args.only:
