@@ -197,8 +197,7 @@ def stated_false_alarms(audit: Audit, runs: int, confidence: float, *, seed: int
     """False alarms of the *stated* mechanism on a mechanism design's canaries: numpy's noise in place of privfed's
     noise code, the same claim, guess count and bound (one design built with ``seed``, ``runs`` simulated audits).
     The rate a perfectly correct implementation shows, beside which privfed's own count is read."""
-    from privfed.accounting.auditing import audit_scores
-
+    from privfed.audit.empirical_pipelines import stated_mechanism_bounds
     from privfed.audit.mechanism_canaries import fedkt_noisy_max_design, privatekt_rr_design
 
     estimator, parties, _ = audit.build()
@@ -208,12 +207,8 @@ def stated_false_alarms(audit: Audit, runs: int, confidence: float, *, seed: int
     design = build(estimator, classes, m, delta=estimator.delta, confidence=confidence, rng=rng)
     pure = design.details["ledger"]["pure_epsilon"]
     claim, delta = (pure, 0.0) if pure is not None and np.isfinite(pure) else (design.claim, estimator.delta)
-    bounds = []
-    for _ in range(runs):
-        included = rng.random(m) < 0.5
-        bounds.append(audit_scores(design.stated(included, rng), included, claimed_epsilon=claim, delta=delta,
-                                   confidence=confidence, num_guesses=design.num_guesses, random_state=rng,
-                                   guess_in_only=design.guess_in_only).epsilon_lower)
+    bounds = stated_mechanism_bounds(design, m, claim=claim, delta=delta, confidence=confidence, rng=rng,
+                                     repeats=runs)
     return {"runs": runs, "violations": int(np.sum(np.array(bounds) > claim)), "claimed_epsilon": claim,
             "delta": delta, "num_guesses": design.num_guesses, "mean_lower": float(np.mean(bounds)), "seed": seed}
 

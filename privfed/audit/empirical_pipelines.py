@@ -323,18 +323,27 @@ def _chosen_design(estimator: Any, design: str) -> str:
     return chosen
 
 
-def _expected_bounds(canaries: CanaryDesign, num_canaries: int, *, claim: float, delta: float, confidence: float,
-                     seed: int, repeats: int) -> tuple[float, float]:
-    """Mean and standard deviation of the bound of the stated mechanism on the same design (NaN without one)."""
-    if canaries.stated is None or repeats < 1:
-        return math.nan, math.nan
-    rng = np.random.default_rng(seed)
+def stated_mechanism_bounds(canaries: CanaryDesign, num_canaries: int, *, claim: float, delta: float,
+                            confidence: float, rng: np.random.Generator, repeats: int) -> list[float]:
+    """The audit's lower bound on ``repeats`` simulated runs of the *stated* mechanism (numpy's noise in place of
+    privfed's noise code) on the same canary design, claim, guess count and confidence: what a correct
+    implementation shows. Needs a design with a ``stated`` simulation."""
     bounds = []
     for _ in range(repeats):
         included = rng.random(num_canaries) < 0.5
         bounds.append(audit_scores(canaries.stated(included, rng), included, claimed_epsilon=claim, delta=delta,
                                    confidence=confidence, num_guesses=canaries.num_guesses, random_state=rng,
                                    guess_in_only=canaries.guess_in_only).epsilon_lower)
+    return bounds
+
+
+def _expected_bounds(canaries: CanaryDesign, num_canaries: int, *, claim: float, delta: float, confidence: float,
+                     seed: int, repeats: int) -> tuple[float, float]:
+    """Mean and standard deviation of the bound of the stated mechanism on the same design (NaN without one)."""
+    if canaries.stated is None or repeats < 1:
+        return math.nan, math.nan
+    bounds = stated_mechanism_bounds(canaries, num_canaries, claim=claim, delta=delta, confidence=confidence,
+                                     rng=np.random.default_rng(seed), repeats=repeats)
     return float(np.mean(bounds)), float(np.std(bounds, ddof=1)) if repeats > 1 else math.nan
 
 
