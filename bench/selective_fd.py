@@ -13,7 +13,8 @@ proxy set (the paper's Fig. 5), with independent learning's local models.
 
 ``--ablation`` adds the paper's selector ablation: Selective-FD (soft and hard labels) with
 the client-side selector only (``tau_server=2``) and with the server-side selector only
-(``tau_client=None``); "both" is Selective-FD and "none" FedMD with the same labels.
+(``tau_client=None``); "both" is Selective-FD and "none" FedMD with the same labels. ``--tau-client`` and
+``--tau-server`` set the two thresholds (the paper's Fig. 6 sweeps them, one run per value).
 
 Torch and BLAS use one CPU thread; ``--device cuda`` (or ``auto``: CUDA where available) trains the
 client models on the GPU, and the device is recorded in the raw results' provenance. ``--json`` is
@@ -88,8 +89,10 @@ def methods(args: argparse.Namespace, setting: str) -> dict[str, object]:
     distil = dict(shared, distill_steps=args.distill_steps, proxy_batch=args.proxy_batch)
     selective = dict(distil, kernel_width=args.kernel_width, tau_server=args.tau_server)
     chosen = {
-        "Selective-FD soft": SelectiveFD(cnn(args.seed, args.device), labels="soft", **selective),
-        "Selective-FD hard": SelectiveFD(cnn(args.seed, args.device), labels="hard", **selective),
+        "Selective-FD soft": SelectiveFD(cnn(args.seed, args.device), labels="soft", tau_client=args.tau_client,
+                                         **selective),
+        "Selective-FD hard": SelectiveFD(cnn(args.seed, args.device), labels="hard", tau_client=args.tau_client,
+                                         **selective),
         "FedMD soft": FedMD(cnn(args.seed, args.device), labels="soft", **distil),
         "FedMD hard": FedMD(cnn(args.seed, args.device), labels="hard", **distil),
         "Independent": IndependentLearning(cnn(args.seed, args.device), **shared),
@@ -97,13 +100,13 @@ def methods(args: argparse.Namespace, setting: str) -> dict[str, object]:
     for labels in ("soft", "hard") if args.ablation else ():  # the paper's selector ablation: "both" is
         # Selective-FD, "none" FedMD, with the same labels
         chosen[f"Selective-FD {labels}, client selector only"] = SelectiveFD(
-            cnn(args.seed, args.device), labels=labels, **dict(selective, tau_server=2.0))
+            cnn(args.seed, args.device), labels=labels, tau_client=args.tau_client, **dict(selective, tau_server=2.0))
         chosen[f"Selective-FD {labels}, server selector only"] = SelectiveFD(
             cnn(args.seed, args.device), labels=labels, tau_client=None, **selective)
     for per_label in args.rr_epsilon_per_label if setting in args.rr_settings else ():
         chosen[f"Selective-FD hard, RR ε/label={per_label:g}"] = SelectiveFD(
             cnn(args.seed, args.device), labels="hard", privacy="rr", epsilon_per_round=per_label * args.proxy_batch,
-            **selective)
+            tau_client=args.tau_client, **selective)
     return chosen
 
 
@@ -201,6 +204,8 @@ def main() -> None:
     parser.add_argument("--proxy-batch", type=int, default=256)
     parser.add_argument("--kernel-width", type=float, default=2.0)
     parser.add_argument("--tau-server", type=float, default=1.5)
+    parser.add_argument("--tau-client", type=float, default=0.25,
+                        help="the client-side selector's quantile (the paper's τ_client; Fig. 6 sweeps it)")
     parser.add_argument("--rr-settings", nargs="+", default=["strong"], help="settings that also run the RR variants")
     parser.add_argument("--rr-epsilon-per-label", type=float, nargs="*", default=[1.0, 4.0])
     parser.add_argument("--eval-every", type=int, default=2)
@@ -224,13 +229,14 @@ def main() -> None:
         parser.error(f"--checkpoints: {str(args.checkpoints)!r} is not a folder")
     torch.set_num_threads(1)
     settings = {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()}
-    protocol = ("rounds", "local_steps", "distill_steps", "proxy_batch", "kernel_width", "tau_server", "seed",
-                "curve_test_size", "eval_every")
+    protocol = ("rounds", "local_steps", "distill_steps", "proxy_batch", "kernel_width", "tau_server", "tau_client",
+                "seed", "curve_test_size", "eval_every")
+    defaults = {"tau_client": 0.25}  # files written before the option hold no value for it
     results: list[dict] = []
     earlier: list[dict] = []
     if args.resume and args.json and args.json.exists():
         saved = json.loads(args.json.read_text())
-        if any(saved["settings"].get(key) != settings[key] for key in protocol):
+        if any(saved["settings"].get(key, defaults.get(key)) != settings[key] for key in protocol):
             sys.exit(f"--resume: {args.json} was run with other settings ({', '.join(protocol)} must match)")
         results = provenance.earlier_records(saved["results"])
         earlier = saved.get("earlier_runs", []) + ([saved["provenance"]] if "provenance" in saved else [])
