@@ -10,6 +10,14 @@ final model as the official code's flags (``bench/fedkt.py``): random forests (1
 trees, depth 6) for Adult, XGBoost (100 trees, depth 6, lr 0.1, gamma = 1,
 reg_lambda = 1) for cod-rna.
 
+MNIST (``--datasets MNIST``; not in the default ``Adult cod-rna``): FedKT-L0 at ``bench/fedkt.py``'s
+``mnist-l0-paper`` setting with the cell's s and t — 10 parties, the paper's 784-100-100-10 MLP as teachers,
+students and final model (100 epochs, batch 32, Adam 1e-3 with L2 1e-6), ``--device`` where they train — on the
+official code's image protocol (the test file's first half public, its second half for evaluation, privfed's
+Dirichlet draw of the parties). Its eight distinct cells (Table 7's t = 5 is Table 6's s = 2) cost about
+10.6 times one ``mnist-l0-paper`` seed (623–760 s on one quiet core) per seed: ``bench/gpu_runs.py
+fedkt-mnist-tables-6-7`` runs them one cell and seed at a time (``--cells S,T``).
+
 Protocol: the official code's (``--protocol reference-code``): a quarter of the
 training file held out, its first half public, its second half for evaluation; the
 official code's exact rows for each seed where ``../shared/peer_splits`` has them
@@ -33,6 +41,8 @@ records already there. ``python -m bench.tables fedkt-table-6 fedkt-table-7 fedk
 Usage::
 
     python bench/fedkt_sweeps.py --json bench/results/fedkt_tables_6_7.json --seeds 0 1 2 3 4
+    python bench/fedkt_sweeps.py --datasets MNIST --cells 2,5 2,10 --seeds 0 --device cuda \
+        --json bench/results/fedkt_tables_6_7_mnist.json
     python -m bench.tables fedkt-table-6 fedkt-table-7 fedkt-table-1-codrna
 """
 
@@ -43,7 +53,7 @@ import json
 import os
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -58,8 +68,12 @@ from privfed.pipelines.fedkt.estimator import CentralizedPATE, FedKT  # noqa: E4
 
 from bench import provenance  # noqa: E402
 
-DATA = {"Adult": "adult_a9a", "cod-rna": "cod_rna"}
+DATA = {"Adult": "adult_a9a", "cod-rna": "cod_rna", "MNIST": "mnist"}
+#: the data sets run when ``--datasets`` is not given (MNIST's cells take hours on a CPU)
+DEFAULT_DATASETS = ("Adult", "cod-rna")
 PARTIES = 50
+#: MNIST's cells: this ``bench/fedkt.py`` setting (its parties, MLPs and epochs) with the cell's s and t
+MNIST_SETTING = "mnist-l0-paper"
 
 
 @dataclass(frozen=True)
@@ -81,11 +95,14 @@ class Cell:
 TABLE_6 = [Cell(6, "Adult", s, 5, m, sd) for s, (m, sd) in
            zip(range(1, 6), [(80.8, 1.4), (82.2, 0.6), (81.5, 0.6), (81.2, 0.5), (81.1, 0.1)])] + \
           [Cell(6, "cod-rna", s, 5, m, sd) for s, (m, sd) in
-           zip(range(1, 6), [(87.7, 0.6), (88.3, 0.6), (88.3, 0.5), (88.1, 0.5), (88.2, 0.5)])]
+           zip(range(1, 6), [(87.7, 0.6), (88.3, 0.6), (88.3, 0.5), (88.1, 0.5), (88.2, 0.5)])] + \
+          [Cell(6, "MNIST", s, 5, m, sd) for s, (m, sd) in
+           zip(range(1, 6), [(89.2, 0.4), (90.5, 0.3), (89.9, 0.2), (90.1, 0.2), (90.2, 0.2)])]
 # t = 5 is Table 6's s = 2 cell (the same runs); the paper prints Adult 82.0 ± 0.6 there and 82.2 ± 0.6 in Table 6.
 TABLE_7 = [Cell(7, "Adult", 2, 10, 81.1, 0.7), Cell(7, "cod-rna", 2, 10, 87.4, 0.6),
-           Cell(7, "cod-rna", 2, 15, 83.1, 0.6)]
-TABLE_7_PAPER_T5 = {"Adult": (82.0, 0.6), "cod-rna": (88.3, 0.6)}
+           Cell(7, "cod-rna", 2, 15, 83.1, 0.6), Cell(7, "MNIST", 2, 10, 89.4, 0.2), Cell(7, "MNIST", 2, 15, 89.0, 0.4),
+           Cell(7, "MNIST", 2, 20, 88.4, 0.3)]
+TABLE_7_PAPER_T5 = {"Adult": (82.0, 0.6), "cod-rna": (88.3, 0.6), "MNIST": (90.5, 0.3)}
 #: Table 1's cod-rna row as printed: FedKT, PATE, XGBoost.
 TABLE_1_CODRNA = {"FedKT": (88.3, 0.6), "PATE": (91.1, None), "XGBoost": (91.2, None)}
 
@@ -95,16 +112,32 @@ def student_for(data: str):
 
 
 def split_for(data: str, seed: int, folder: Path, rows_file: Path):
-    return bench_fedkt.prepare(DATA[data], folder, "reference-code", PARTIES, seed, rows_file=rows_file)
+    parties = bench_fedkt.SETTINGS[MNIST_SETTING].parties if data == "MNIST" else PARTIES
+    return bench_fedkt.prepare(DATA[data], folder, "reference-code", parties, seed, rows_file=rows_file)
+
+
+def model_for(cell: Cell, split, seed: int, n_jobs: int) -> FedKT:
+    """FedKT-L0 for one cell: on MNIST ``bench/fedkt.py``'s :data:`MNIST_SETTING` with the cell's s and t (its
+    ``fedkt_for``, as that setting's own runs), else decision-tree teachers and the data set's student."""
+    if cell.data == "MNIST":
+        setting = replace(bench_fedkt.SETTINGS[MNIST_SETTING], partitions=cell.partitions, teachers=cell.teachers)
+        return bench_fedkt.fedkt_for(setting, split, seed, n_jobs)
+    return FedKT(bench_fedkt.tree(), student_for(cell.data)(), n_partitions=cell.partitions,
+                 n_teachers=cell.teachers, privacy="L0", random_state=seed, n_jobs=n_jobs)
+
+
+def majority_rate(y: np.ndarray) -> float:
+    """The accuracy (%) of always predicting the most frequent class of ``y``."""
+    return 100 * float(np.max(np.unique(y, return_counts=True)[1]) / len(y))
 
 
 def run_cell(cell: Cell, seed: int, folder: Path, rows_file: Path, n_jobs: int) -> dict:
     split, rows_from = split_for(cell.data, seed, folder, rows_file)
-    record: dict[str, Any] = {"cell": cell.key, "seed": seed, "rows": rows_from,
-                              "official_rows": split.rows_source is not None}
-    model = FedKT(bench_fedkt.tree(), student_for(cell.data)(), n_partitions=cell.partitions,
-                  n_teachers=cell.teachers, privacy="L0", random_state=seed, n_jobs=n_jobs)
-    return bench_fedkt.fit_and_score(model, split, record)
+    record: dict[str, Any] = {"cell": cell.key, "seed": seed, "partitions": cell.partitions,
+                              "teachers": cell.teachers, "rows": rows_from,
+                              "official_rows": split.rows_source is not None,
+                              "majority_class_accuracy": majority_rate(split.y_test)}
+    return bench_fedkt.fit_and_score(model_for(cell, split, seed, n_jobs), split, record)
 
 
 def run_baselines(seed: int, folder: Path, rows_file: Path, n_jobs: int) -> dict:
@@ -166,10 +199,16 @@ def accuracies(records: list[dict], key: str, field: str = "accuracy") -> tuple[
     return [r[field] for r in runs if field in r], sum("failed" in r for r in runs)
 
 
+def datasets_run(records: list[dict]) -> list[str]:
+    """The data sets of :data:`DATA` with a record of a Table 6 or 7 cell (the tables show only those)."""
+    keys = {r["cell"] for r in records}
+    return [data for data in DATA if any(c.data == data and c.key in keys for c in TABLE_6 + TABLE_7)]
+
+
 def table_6(records: list[dict]) -> str:
-    """Table 6 (partitions s, t = 5): the paper's mean ± sd beside ours, per data set."""
+    """Table 6 (partitions s, t = 5): the paper's mean ± sd beside ours, per data set with records."""
     lines = ["| data | " + " | ".join(f"s = {s}: paper | ours" for s in range(1, 6)) + " |", "|---|" + "---|---|" * 5]
-    for data in DATA:
+    for data in datasets_run(records):
         cells = []
         for cell in (c for c in TABLE_6 if c.data == data):
             values, failed = accuracies(records, cell.key)
@@ -180,10 +219,11 @@ def table_6(records: list[dict]) -> str:
 
 
 def table_7(records: list[dict]) -> str:
-    """Table 7 (subsets t, s = 2): the paper's mean ± sd beside ours; "—" cells are not run."""
+    """Table 7 (subsets t, s = 2): the paper's mean ± sd beside ours, per data set with records; "—" cells are
+    not run."""
     lines = ["| data | " + " | ".join(f"t = {t}: paper | ours" for t in (5, 10, 15, 20)) + " |",
              "|---|" + "---|---|" * 4]
-    for data in DATA:
+    for data in datasets_run(records):
         t5 = next(c for c in TABLE_6 if c.data == data and c.partitions == 2)
         paper_mean, paper_sd = TABLE_7_PAPER_T5[data]
         cells = [f"{paper_mean} ± {paper_sd} | {mean_sd(accuracies(records, t5.key)[0])}"]
@@ -212,22 +252,58 @@ def table_1_codrna(records: list[dict]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def cell_choice(text: str) -> tuple[int, int]:
+    """``--cells`` value ``S,T``: partitions per party and subsets per partition."""
+    try:
+        partitions, teachers = (int(part) for part in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"a cell is S,T (two integers: partitions, subsets), got {text!r}") from None
+    return partitions, teachers
+
+
+def selected_cells(tables: list[int], datasets: list[str], wanted: list[tuple[int, int]] | None) -> list[Cell]:
+    """The Table 6 and 7 cells of ``datasets``, only the (s, t) pairs ``wanted`` where given. Table 7's t = 5 is
+    Table 6's s = 2 cell (the same runs), so Table 7 alone does not run it."""
+    cells = [c for table in tables if table != 1 for c in (TABLE_6 if table == 6 else TABLE_7) if c.data in datasets]
+    if wanted is None:
+        return cells
+    unknown = sorted(set(wanted) - {(c.partitions, c.teachers) for c in cells})
+    if unknown:
+        pairs = " ".join(dict.fromkeys(f"{c.partitions},{c.teachers}" for c in cells))
+        raise ValueError(f"--cells: no cell {' '.join(f'{s},{t}' for s, t in unknown)} in tables {tables} of "
+                         f"{datasets}; choose from: {pairs}")
+    return [c for c in cells if (c.partitions, c.teachers) in wanted]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     root = Path(__file__).resolve().parents[2] / "shared"
     parser.add_argument("--data", default=str(root / "datasets"))
     parser.add_argument("--reference-rows", default=str(root / "peer_splits" / "fedkt_reference_splits.json.gz"))
     parser.add_argument("--tables", type=int, nargs="+", default=[6, 7, 1], choices=(1, 6, 7))
-    parser.add_argument("--datasets", nargs="+", default=list(DATA), choices=tuple(DATA))
+    parser.add_argument("--datasets", nargs="+", default=list(DEFAULT_DATASETS), choices=tuple(DATA),
+                        help="default: Adult cod-rna (MNIST's cells take hours on a CPU: bench/gpu_runs.py)")
+    parser.add_argument("--cells", type=cell_choice, nargs="+", default=None, metavar="S,T",
+                        help="only these cells (partitions s, subsets t) of the chosen tables and data sets")
+    parser.add_argument("--device", choices=("cpu", "cuda", "auto"), default="cpu",
+                        help="where MNIST's MLPs train (auto: CUDA when available); recorded in the provenance")
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4])
     parser.add_argument("--n-jobs", type=int, default=1)
     parser.add_argument("--json", required=True, help="records, written after every run; resumable")
     parser.add_argument("--xgboost-variants", action="store_true",
                         help="only the centralized cod-rna models (XGBoost lr 0.1, 0.05 and 0.001, forest) per seed")
     args = parser.parse_args()
+    try:
+        cells = selected_cells(args.tables, args.datasets, args.cells)
+    except ValueError as error:
+        parser.error(str(error))
+    bench_fedkt.DEVICE["name"] = args.device
+    device = bench_fedkt.resolved_device(args.device) if "MNIST" in args.datasets else "cpu"
+    if args.device == "cuda" and device != "cuda":
+        parser.error("--device cuda but CUDA is not available on this machine")
     path = Path(args.json)
     command = "python " + " ".join(sys.argv)
-    run = provenance.start(command=command, seeds=args.seeds, settings=vars(args))
+    run = provenance.start(command=command, seeds=args.seeds, settings=vars(args), device=device)
     if args.xgboost_variants:
         records = [xgboost_variants(seed, Path(args.data), Path(args.reference_rows)) for seed in args.seeds]
         provenance.write_json(path, {"command": command, "provenance": provenance.finish(run),
@@ -243,10 +319,9 @@ def main() -> None:
     provenance.earlier_records(document["records"])
     first = "provenance" not in document and not document["records"]
     done = {(r["cell"], r["seed"]) for r in document["records"]}
-    cells = [c for table in args.tables if table != 1 for c in (TABLE_6 if table == 6 else TABLE_7)
-             if c.data in args.datasets]
-    # seed by seed, so that an interrupted run leaves whole seeds
-    plan = [(cell, seed) for seed in args.seeds for cell in cells + (["baselines"] if 1 in args.tables else [])]
+    # Table 1's baselines are cod-rna's; seed by seed, so that an interrupted run leaves whole seeds
+    baselines = ["baselines"] if 1 in args.tables and "cod-rna" in args.datasets and args.cells is None else []
+    plan = [(cell, seed) for seed in args.seeds for cell in cells + baselines]
     folder, rows_file = Path(args.data), Path(args.reference_rows)
     for cell, seed in plan:
         key = "T1/cod-rna/baselines" if cell == "baselines" else cell.key

@@ -18,6 +18,23 @@ Each plan is a list of steps; a step is one resumable bench command and the raw 
   machine's cores): a chunk too short for one seed makes no progress (the status file shows every chunk of a
   step stopped at the deadline). Writes
   ``bench/results/fedkt_mnist_l0_paper_today{,_official_protocol}.json``.
+* ``fedkt-mnist-tables-6-7`` (FedKT Tables 6 and 7, MNIST): ``bench/fedkt_sweeps.py --datasets MNIST`` — FedKT-L0 at
+  the ``mnist-l0-paper`` setting on the official code's image protocol — one step per (cell, seed): Table 6's
+  s = 1…5 with t = 5 and Table 7's t = 10, 15, 20 with s = 2 (Table 7's t = 5 is Table 6's s = 2: run once),
+  8 cells × seeds 0–4 = 40 steps, seed by seed. Writes ``bench/results/fedkt_tables_6_7_mnist.json``, which
+  ``python -m bench.tables fedkt-table-6 fedkt-table-7 fedkt-tables-6-7-welch`` reads beside the Adult and cod-rna
+  runs once it exists. Cost, in units of one ``mnist-l0-paper`` seed with s = 2, t = 5 (623–760 s on one quiet
+  CPU core, 100 epochs of batch-32 Adam steps): a party's teachers see its rows s times whatever t is, and its
+  s students and the final model train on the 5,000 public images, so a run costs about s/2 of it; a larger t
+  adds only the smaller teachers' fixed costs (measured: the same rows in 20 teachers of 120 rows cost ×1.5, in
+  10 of 240 ×1.2, in 5 of 480 ×1.05). Per seed: s = 1 0.5, s = 2 1, s = 3 1.5, s = 4 2, s = 5 2.5, t = 10 1.03,
+  t = 15 1.04, t = 20 1.06, about 10.6 in all; the plan ≈ 53 units ≈ 33,000–40,000 CPU core-seconds
+  (9–11 h on one core; an s·t scaling would give 16.5 per seed, 14–17 h, an upper bound). The 10 parties train
+  in parallel with ``--n-jobs 10``: on the device machine's 16 cores about a tenth of that, 1–1.5 h of wall
+  time with the largest party's lead (about 10 chunks of 8 minutes; unmeasured there). ``--device cuda`` moves
+  the MLPs to the GPU, where a batch-32 step of this small network is bound by kernel launches: whether it
+  beats ``--device cpu`` is unmeasured; the status file's seconds per step tell after one chunk. The largest
+  step (s = 5, one seed) is about 2.5 units: a chunk shorter than it makes no progress.
 
 Every call runs the plan's unfinished steps in order until ``--chunk-minutes`` have passed; a step still running
 then is stopped (SIGTERM to its process group). The checkpoints are written atomically after every round (or seed),
@@ -33,6 +50,7 @@ status file's last chunk); 2 bad arguments.
 On the device machine (``run`` tool, at most 10 minutes a command)::
 
     python bench/gpu_runs.py privatekt-round-500 --chunk-minutes 8 --device cuda --copy-to "$OUT"
+    python bench/gpu_runs.py fedkt-mnist-tables-6-7 --chunk-minutes 8 --device cuda --n-jobs 10 --copy-to "$OUT"
 
 ``--copy-to`` copies the plan's JSON files, the status file and the checkpoint folder there after the chunk: a fresh
 machine resumes from them when they are put back (``bench/results/checkpoints/`` is git-ignored; carry it). A
@@ -150,10 +168,28 @@ def fedkt_plan(args: argparse.Namespace) -> list[Step]:
     return steps
 
 
+def fedkt_tables_6_7_plan(args: argparse.Namespace) -> list[Step]:
+    sys.path.insert(0, str(ROOT / "bench"))  # bench/fedkt_sweeps.py imports bench/fedkt.py by name, as a script
+    import fedkt_sweeps
+
+    json_path = RESULTS / "fedkt_tables_6_7_mnist.json"
+    steps = []
+    for seed in args.seeds or (0, 1, 2, 3, 4):
+        for cell in fedkt_sweeps.selected_cells([6, 7], ["MNIST"], None):
+            steps.append(Step(
+                f"fedkt tables 6-7 MNIST s={cell.partitions} t={cell.teachers} seed {seed}",
+                python("fedkt_sweeps.py", "--datasets", "MNIST", "--tables", 6, 7, "--cells",
+                       f"{cell.partitions},{cell.teachers}", "--seeds", seed, "--n-jobs", args.n_jobs,
+                       "--device", args.device, "--json", json_path),
+                json_path, rows_done([(cell.key, str(seed))], records="records", keys=("cell", "seed"))))
+    return steps
+
+
 PLANS: dict[str, Callable[[argparse.Namespace], list[Step]]] = {
     "privatekt-round-500": privatekt_plan,
     "selective-fd-authors-rounds": selective_fd_plan,
     "fedkt-mnist-paper": fedkt_plan,
+    "fedkt-mnist-tables-6-7": fedkt_tables_6_7_plan,
 }
 
 

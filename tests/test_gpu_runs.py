@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 from pathlib import Path
@@ -67,7 +68,8 @@ def test_done_steps_are_skipped_a_stopped_step_writes_its_partial_result_and_a_f
 
 
 def test_every_plan_names_existing_scripts_and_the_chunk_fits_a_device_command(capsys):
-    for plan, count in (("privatekt-round-500", 6), ("selective-fd-authors-rounds", 9), ("fedkt-mnist-paper", 10)):
+    for plan, count in (("privatekt-round-500", 6), ("selective-fd-authors-rounds", 9), ("fedkt-mnist-paper", 10),
+                        ("fedkt-mnist-tables-6-7", 40)):
         assert gpu_runs.main([plan, "--dry-run"]) == 0
         commands = capsys.readouterr().out.splitlines()
         assert len(commands) == count
@@ -75,3 +77,22 @@ def test_every_plan_names_existing_scripts_and_the_chunk_fits_a_device_command(c
     with pytest.raises(SystemExit) as error:
         gpu_runs.main(["fedkt-mnist-paper", "--chunk-minutes", "12"])
     assert error.value.code == 2 and "--chunk-minutes must be in (0, 10]" in capsys.readouterr().err
+
+
+def test_the_fedkt_tables_6_7_plan_runs_each_mnist_cell_and_seed_once_and_knows_a_finished_one(tmp_path, monkeypatch,
+                                                                                               capsys):
+    monkeypatch.setattr(gpu_runs, "RESULTS", tmp_path)
+    steps = gpu_runs.fedkt_tables_6_7_plan(argparse.Namespace(seeds=None, n_jobs=10, device="cuda"))
+    runs = [(step.command[step.command.index("--cells") + 1], step.command[step.command.index("--seeds") + 1])
+            for step in steps]
+    cells = ["1,5", "2,5", "3,5", "4,5", "5,5", "2,10", "2,15", "2,20"]  # Table 7's t = 5 is Table 6's s = 2
+    assert runs == [(cell, str(seed)) for seed in range(5) for cell in cells]  # seed by seed
+    assert all(step.json_path == tmp_path / "fedkt_tables_6_7_mnist.json" for step in steps)
+    assert all(("--datasets", "MNIST", "--tables", "6", "7") == step.command[2:7] for step in steps)
+    assert all(step.command[-6:-1] == ("--n-jobs", "10", "--device", "cuda", "--json") for step in steps)
+    (tmp_path / "fedkt_tables_6_7_mnist.json").write_text(json.dumps({"records": [
+        {"cell": "T6/MNIST/s=1/t=5", "seed": 0, "accuracy": 89.0},
+        {"cell": "T7/MNIST/s=2/t=20", "seed": 0, "failed": "every voted label in one class"}]}))
+    assert [step.done(step.json_path) for step in steps[:8]] == [True] + [False] * 6 + [True]
+    assert gpu_runs.main(["fedkt-mnist-tables-6-7", "--seeds", "0", "--dry-run"]) == 0
+    assert [line[:6] for line in capsys.readouterr().out.splitlines()] == ["done  "] + ["to do "] * 6 + ["done  "]

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
-from bench.tables import table
+from bench.tables import ROOT, table
 from bench.tables._stats import mean_sd, t_interval, welch_difference
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the bench scripts import each other by name
@@ -272,38 +272,53 @@ def official_rows_majority(documents: list) -> str:
 
 
 # --- Tables 6, 7 and Table 1's cod-rna column ---------------------------------------------------------------------
-SWEEPS = [RESULTS + "fedkt_tables_6_7.json"]
+#: MNIST's cells (``bench/gpu_runs.py fedkt-mnist-tables-6-7``): read once the plan has written its file
+MNIST_SWEEPS = RESULTS + "fedkt_tables_6_7_mnist.json"
+SWEEPS = [RESULTS + "fedkt_tables_6_7.json"] + ([MNIST_SWEEPS] if (ROOT / MNIST_SWEEPS).is_file() else [])
+
+
+def _sweep_records(documents: list) -> list[dict]:
+    """The records of every ``SWEEPS`` document (each cell's runs lie in one of them)."""
+    return [record for document in documents for record in document["records"]]
 
 
 @table("fedkt-table-6", raw=SWEEPS)
 def table_6(documents: list) -> str:
-    return fedkt_sweeps.table_6(documents[0]["records"])
+    return fedkt_sweeps.table_6(_sweep_records(documents))
 
 
 @table("fedkt-table-7", raw=SWEEPS)
 def table_7(documents: list) -> str:
-    return fedkt_sweeps.table_7(documents[0]["records"])
+    return fedkt_sweeps.table_7(_sweep_records(documents))
 
 
 @table("fedkt-tables-6-7-welch", raw=[*SWEEPS, SUMMARY[2]])
 def tables_6_7_welch(documents: list) -> str:
     """Every run cell of Tables 6 and 7: ours minus the paper's mean, its Welch 95 % interval and p-value (the
     paper's sd over its 5 trials against ours over the seeds), on how many seeds a run lies below the paper, and
-    the majority-class rate of the seeds' evaluation rows (the reference-code L0 records hold it: same rows)."""
-    records, reference = documents[0]["records"], documents[1]["records"]
+    the majority-class rate of the seeds' evaluation rows (the record's own, else the reference-code L0 records':
+    same rows). Only the data sets with records; a cell with fewer than two runs gets no interval."""
+    records, reference = _sweep_records(documents[:-1]), documents[-1]["records"]
     majority = {record["rows"]: record["majority_class_accuracy"] for record in reference
                 if record["setting"] in ("adult-l0", "codrna-l0")}
-    t5 = {cell.data: cell for cell in fedkt_sweeps.TABLE_6 if cell.partitions == 2}
+    run = fedkt_sweeps.datasets_run(records)
+    t5 = {cell.data: cell for cell in fedkt_sweeps.TABLE_6 if cell.partitions == 2 and cell.data in run}
     cells = [(f"Table 6, s = {cell.partitions}", cell.key, cell.data, cell.paper_mean, cell.paper_sd)
-             for cell in fedkt_sweeps.TABLE_6]
+             for cell in fedkt_sweeps.TABLE_6 if cell.data in run]
     cells += [("Table 7, t = 5", t5[data].key, data, *fedkt_sweeps.TABLE_7_PAPER_T5[data]) for data in t5]
     cells += [(f"Table 7, t = {cell.teachers}", cell.key, cell.data, cell.paper_mean, cell.paper_sd)
-              for cell in fedkt_sweeps.TABLE_7]
+              for cell in fedkt_sweeps.TABLE_7 if cell.data in run]
     lines = ["| cell | data | paper (5 trials) | ours (seeds) | ours − paper | Welch 95 % interval | Welch p "
-             "| seeds below the paper's mean | majority-class rate % (same rows) |", "|---|---|---|---|---|---|---|---|---|"]
+             "| seeds below the paper's mean | majority-class rate % (same rows) |",
+             "|---|---|---|---|---|---|---|---|---|"]
     for name, key, data, paper_mean, paper_sd in cells:
         values, failed = fedkt_sweeps.accuracies(records, key)
-        rates = [majority[record["rows"]] for record in records if record["cell"] == key and "failed" not in record]
+        rates = [record["majority_class_accuracy"] if "majority_class_accuracy" in record else majority[record["rows"]]
+                 for record in records if record["cell"] == key and "failed" not in record]
+        if len(values) < 2:
+            lines.append(f"| {name} | {data} | {paper_mean} ± {paper_sd} | {fedkt_sweeps.mean_sd(values)}"
+                         + (f"; {failed} failed" if failed else "") + " | – | – | – | – | – |")
+            continue
         mean, sd = mean_sd(values)
         difference, (low, high), p_value = welch_difference(values, paper_mean, paper_sd, PAPER_TRIALS)
         below = sum(value < paper_mean for value in values)
@@ -313,7 +328,7 @@ def tables_6_7_welch(documents: list) -> str:
     return "\n".join(lines)
 
 
-@table("fedkt-table-1-codrna", raw=SWEEPS)
+@table("fedkt-table-1-codrna", raw=SWEEPS[:1])
 def table_1_codrna(documents: list) -> str:
     return fedkt_sweeps.table_1_codrna(documents[0]["records"])
 
