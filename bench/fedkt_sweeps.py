@@ -284,7 +284,8 @@ def main() -> None:
     parser.add_argument("--datasets", nargs="+", default=list(DEFAULT_DATASETS), choices=tuple(DATA),
                         help="default: Adult cod-rna (MNIST's cells take hours on a CPU: bench/gpu_runs.py)")
     parser.add_argument("--cells", type=cell_choice, nargs="+", default=None, metavar="S,T",
-                        help="only these cells (partitions s, subsets t) of the chosen tables and data sets")
+                        help="only these cells (partitions s, subsets t) of the chosen tables and data sets "
+                             "(Table 1's baselines are then not run)")
     parser.add_argument("--device", choices=("cpu", "cuda", "auto"), default="cpu",
                         help="where MNIST's MLPs train (auto: CUDA when available); recorded in the provenance")
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4])

@@ -26,15 +26,17 @@ Each plan is a list of steps; a step is one resumable bench command and the raw 
   runs once it exists. Cost, in units of one ``mnist-l0-paper`` seed with s = 2, t = 5 (623–760 s on one quiet
   CPU core, 100 epochs of batch-32 Adam steps): a party's teachers see its rows s times whatever t is, and its
   s students and the final model train on the 5,000 public images, so a run costs about s/2 of it; a larger t
-  adds only the smaller teachers' fixed costs (measured: the same rows in 20 teachers of 120 rows cost ×1.5, in
-  10 of 240 ×1.2, in 5 of 480 ×1.05). Per seed: s = 1 0.5, s = 2 1, s = 3 1.5, s = 4 2, s = 5 2.5, t = 10 1.03,
-  t = 15 1.04, t = 20 1.06, about 10.6 in all; the plan ≈ 53 units ≈ 33,000–40,000 CPU core-seconds
-  (9–11 h on one core; an s·t scaling would give 16.5 per seed, 14–17 h, an upper bound). The 10 parties train
-  in parallel with ``--n-jobs 10``: on the device machine's 16 cores about a tenth of that, 1–1.5 h of wall
-  time with the largest party's lead (about 10 chunks of 8 minutes; unmeasured there). ``--device cuda`` moves
-  the MLPs to the GPU, where a batch-32 step of this small network is bound by kernel launches: whether it
-  beats ``--device cpu`` is unmeasured; the status file's seconds per step tell after one chunk. The largest
-  step (s = 5, one seed) is about 2.5 units: a chunk shorter than it makes no progress.
+  adds only the smaller teachers' fixed costs (measured on one core, 3 epochs: 2,400 rows in one teacher 0.20 CPU
+  s, in 5 teachers of 480 rows ×1.05, in 10 of 240 ×1.2, in 20 of 120 ×1.5; load 2.2). Per seed: s = 1 0.5,
+  s = 2 1, s = 3 1.5, s = 4 2, s = 5 2.5, t = 10 1.03, t = 15 1.04, t = 20 1.06, about 10.6 in all; the plan
+  ≈ 53 units ≈ 33,000–40,000 CPU core-seconds (9–11 h on one core; scaling with s·t instead would give 16.5
+  per seed, 14–17 h: an upper bound). With ``--n-jobs 10`` the 10 parties train in parallel: on the device
+  machine's 16 cores about a tenth of that, times about 1.5 for the largest Dirichlet party's rows, plus each
+  step's start (loading MNIST): about 1.5–2 h of wall time, 12–15 chunks of 8 minutes (unmeasured there).
+  ``--device cuda`` moves the MLPs to the GPU, where a batch-32 step of this small network is bound by kernel
+  launches: whether it beats ``--device cpu`` is unmeasured; the status file's seconds per step tell after one
+  chunk. The largest step (s = 5, one seed) is about 2.5 units, about 5 minutes with ``--n-jobs 10``: a chunk
+  shorter than a step makes no progress.
 
 Every call runs the plan's unfinished steps in order until ``--chunk-minutes`` have passed; a step still running
 then is stopped (SIGTERM to its process group). The checkpoints are written atomically after every round (or seed),
