@@ -26,7 +26,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 @pytest.fixture
 def tiny_mnist(monkeypatch):
-    """MNIST's split: the official image protocol on 600 synthetic rows (4 parties, MLPs of one epoch)."""
+    """MNIST's split: the official image protocol on 600 synthetic rows (2 parties, MLPs of one epoch)."""
     X, y = make_classification(n_samples=600, n_features=12, n_informative=6, n_classes=3, random_state=0)
     X = X.astype("float32")
     calls = []
@@ -38,7 +38,7 @@ def tiny_mnist(monkeypatch):
     setting = bench_fedkt.SETTINGS[fedkt_sweeps.MNIST_SETTING]
     tiny = bench_fedkt.mlp(1, 32, 1e-6)
     monkeypatch.setitem(bench_fedkt.SETTINGS, fedkt_sweeps.MNIST_SETTING,
-                        replace(setting, parties=4, teacher=tiny, student=tiny))
+                        replace(setting, parties=2, teacher=tiny, student=tiny))
     monkeypatch.setattr(bench_fedkt, "prepare", prepare)
     return calls
 
@@ -68,7 +68,7 @@ def test_each_cell_and_seed_reaches_the_json_once_with_its_s_and_t(tiny_mnist, m
     assert [(r["cell"], r["seed"], r["partitions"], r["teachers"]) for r in first] == [
         ("T6/MNIST/s=1/t=5", 0, 1, 5), ("T7/MNIST/s=2/t=10", 0, 2, 10)]
     assert all(0 <= r["accuracy"] <= 100 and 0 < r["majority_class_accuracy"] < 100 for r in first)
-    assert tiny_mnist == [("mnist", "reference-code", 4, 0)] * 2  # the official code's protocol, the setting's parties
+    assert tiny_mnist == [("mnist", "reference-code", 2, 0)] * 2  # the official code's protocol, the setting's parties
     run(monkeypatch, *arguments, "--seeds", "0", "1")
     document = json.loads(out.read_text())
     assert [(r["cell"], r["seed"]) for r in document["records"]] == [
