@@ -1,13 +1,17 @@
 """FedKT's Table 1 baselines alone: SOLO and centralized PATE on the split ``bench/fedkt.py`` draws.
 
 ``bench/fedkt.py`` runs SOLO and centralized PATE beside FedKT only for the settings that ask for them (Adult and
-cod-rna): on MNIST at the paper's settings (100 epochs per MLP) they would add about three quarters of a FedKT run
-to every seed. This script runs the two baselines without FedKT, on exactly the split ``bench/fedkt.py`` draws for
-the same setting, protocol and seed (its ``prepare``), with the setting's teacher and student models:
+cod-rna): on MNIST at the paper's settings (100 epochs per MLP) they would add about half a FedKT run to every
+seed. This script runs the two baselines without FedKT, on exactly the split ``bench/fedkt.py`` draws for the
+same setting, protocol and seed (its ``prepare``), with the setting's teacher and student models:
 
 * SOLO: each party trains the student model on its own data; the accuracy is the parties' mean on the test set.
-* centralized PATE: the parties' data pooled, ``partitions × teachers`` teachers vote on the public set, and the
-  student is trained on the noiseless votes (the paper's PATE column is L0, like FedKT's).
+* PATE as the paper defines it (§5 and Appendix B.1: "a single party with the whole dataset", "the number of
+  teacher models is set to be same as the number of parties of FedKT", no noise): the parties' data pooled into
+  one party with one partition of as many teachers as there are parties, ``CentralizedPATE(n_partitions=1,
+  n_teachers=parties)``, as ``bench/fedkt_sweeps.py`` does for cod-rna. privfed's FedKT with one party keeps its
+  two tiers, so the votes label the public set for the party's student, whose votes label it for the final model.
+  (``bench/fedkt.py``'s PATE column for Adult and cod-rna keeps FedKT's own s and t instead.)
 
 Usage::
 
@@ -34,7 +38,7 @@ from bench.fedkt import DEVICE, SETTINGS, JsonRecords, prepare, resolved_device 
 
 
 def run_baselines(key: str, folder: Path, protocol: str, seed: int, rows_file: Path | None) -> dict:
-    """SOLO's and centralized PATE's test accuracy (%) on one seed's split, with their fit seconds."""
+    """SOLO's and PATE's test accuracy (%) on one seed's split, with their fit seconds."""
     setting = SETTINGS[key]
     split, rows_from = prepare(setting.data, folder, protocol, setting.parties, seed=seed, rows_file=rows_file)
     print(f"  {key} seed {seed}: {rows_from}", flush=True)
@@ -43,14 +47,15 @@ def run_baselines(key: str, folder: Path, protocol: str, seed: int, rows_file: P
         "official_rows": split.rows_source is not None,
         "majority_class_accuracy": 100 * float(np.mean(split.y_test == np.bincount(split.y_test).argmax())),
         "public_size": len(split.X_public), "parties": setting.parties,
+        "pate_partitions": 1, "pate_teachers": setting.parties,
     }
     start = time.perf_counter()
     solo = Solo(setting.student(), random_state=seed).fit(split.parties)
     record["solo_accuracy"] = 100 * float(solo.score(split.X_test, split.y_test))
     record["solo_seconds"] = time.perf_counter() - start
     start = time.perf_counter()
-    central = CentralizedPATE(setting.teacher(), setting.student(), n_partitions=setting.partitions,
-                              n_teachers=setting.teachers, random_state=seed).fit(split.parties, split.X_public)
+    central = CentralizedPATE(setting.teacher(), setting.student(), n_partitions=1, n_teachers=setting.parties,
+                              random_state=seed).fit(split.parties, split.X_public)
     record["centralized_pate_accuracy"] = 100 * float(central.score(split.X_test, split.y_test))
     record["centralized_pate_seconds"] = time.perf_counter() - start
     print(f"  {key} seed {seed}: SOLO {record['solo_accuracy']:.2f} % ({record['solo_seconds']:.0f} s), "

@@ -1,5 +1,6 @@
-"""bench/fedkt_baselines.py: SOLO and centralized PATE alone give exactly what bench/fedkt.py records beside FedKT
-(same split, same models, same seeds), and a rerun with the same --json skips the seeds it holds."""
+"""bench/fedkt_baselines.py: SOLO alone gives exactly what bench/fedkt.py records beside FedKT (same split, same
+models, same seed), PATE is the paper's (one party, one partition of as many teachers as parties, no noise) on that
+split, and a rerun with the same --json skips the seeds it holds."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from privfed.pipelines import federated_split
+from privfed.pipelines.fedkt.estimator import CentralizedPATE
 from sklearn.datasets import make_classification
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -36,14 +38,18 @@ def synthetic(monkeypatch):
 
 
 @pytest.mark.parametrize("seed", [0, 3])
-def test_the_baselines_alone_equal_those_recorded_beside_fedkt(synthetic, seed):
+def test_solo_equals_the_run_beside_fedkt_and_pate_is_the_papers_on_the_same_split(synthetic, seed):
     alone = fedkt_baselines.run_baselines("synthetic", Path("."), "standard", seed, rows_file=None)
     beside = bench_fedkt.run_seed("synthetic", SETTING, Path("."), "standard", seed, n_jobs=1, rows_file=None,
                                   baselines=True, unit="party", model_seed=seed)
     assert alone["solo_accuracy"] == beside["solo_accuracy"]
-    assert alone["centralized_pate_accuracy"] == beside["centralized_pate_accuracy"]
     assert alone["majority_class_accuracy"] == beside["majority_class_accuracy"]
     assert 0 < alone["solo_accuracy"] < 100 and alone["solo_seconds"] > 0
+    split, _ = bench_fedkt.prepare("synthetic", Path("."), "standard", SETTING.parties, seed=seed)
+    papers = CentralizedPATE(SETTING.teacher(), SETTING.student(), n_partitions=1, n_teachers=SETTING.parties,
+                             random_state=seed).fit(split.parties, split.X_public)
+    assert alone["centralized_pate_accuracy"] == 100 * papers.score(split.X_test, split.y_test)
+    assert (alone["pate_partitions"], alone["pate_teachers"]) == (1, SETTING.parties)
 
 
 def test_a_rerun_with_the_same_json_skips_the_seeds_it_holds(synthetic, tmp_path, monkeypatch, capsys):
