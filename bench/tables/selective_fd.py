@@ -26,9 +26,35 @@ NEW_SEEDS = [path for path in (f"bench/results/selective_fd_100_rounds_strong{la
 # method but the hard-label and RR ones), seeds 2-4, one file per seed (and data set for weak/IID) as each finished
 MORE_SEEDS = [*(f"bench/results/selective_fd_100_rounds_strong_independent_seed{seed}.json" for seed in (2, 3, 4)),
               "bench/results/selective_fd_100_rounds_weak_iid_seed2_mnist.json"]
-# issue 44, second session: MNIST seed 2 on today's code (its ε is the ledger's: ∞, see docs/results.md)
+# issue 44, later sessions: weak non-IID / IID on MNIST seeds 3-4 and Fashion-MNIST seeds 2-4, one file per seed
+# and data set
+WEAK_IID_SEEDS = [path for path in (f"bench/results/selective_fd_100_rounds_weak_iid_seed{seed}_{dataset}.json"
+                                    for dataset, seeds in (("mnist", (3, 4)), ("fashion_mnist", (2, 3, 4)))
+                                    for seed in seeds)
+                  if (ROOT / path).is_file()]
+# issue 44, second session: MNIST seed 2 on today's code (its ε is the ledger's: ∞, see docs/results.md); later
+# sessions: MNIST seeds 3-4, Fashion-MNIST seeds 2-4
 RR_SEED_2 = "bench/results/selective_fd_100_rounds_rr_seed2_mnist.json"
+RR_MORE_SEEDS = [path for path in (f"bench/results/selective_fd_100_rounds_rr_seed{seed}_{dataset}.json"
+                                   for dataset, seeds in (("mnist", (3, 4)), ("fashion_mnist", (2, 3, 4)))
+                                   for seed in seeds)
+                 if (ROOT / path).is_file()]
 RR = ["docs/results-selective-fd-100-rounds-rr.json", "docs/results-selective-fd-100-rounds-rr-seed1.json"]
+# the selector ablation (strong non-IID): seed 0 is in HUNDRED_ROUNDS[0], seed 1 in its own files, seeds 2-4 of
+# issue 44's later sessions one file per seed and data set
+ABLATION = [*(f"docs/results-selective-fd-100-rounds-ablation-seed1-{dataset}.json"
+              for dataset in ("mnist", "fashion_mnist")),
+            *(path for path in (f"bench/results/selective_fd_100_rounds_ablation_seed{seed}_{dataset}.json"
+                                for seed in (2, 3, 4) for dataset in ("mnist", "fashion_mnist"))
+              if (ROOT / path).is_file())]
+# the paper's Fig. 6: Selective-FD soft in strong non-IID data, τ_client swept with τ_server = 2 (no server-side
+# selection) and τ_server swept with τ_client = 0.25; seed 0, one run (and file) per point
+THRESHOLD_GRID = [*((tau_client, 2.0) for tau_client in (0.05, 0.25, 0.5, 0.75, 0.95)),
+                  *((0.25, tau_server) for tau_server in (0.5, 1.0, 1.5))]
+THRESHOLDS = [path for path in (f"bench/results/selective_fd_thresholds_{dataset}_seed0_tc{tau_client:g}_ts"
+                                f"{tau_server:g}.json" for dataset in ("mnist", "fashion_mnist")
+                                for tau_client, tau_server in THRESHOLD_GRID)
+              if (ROOT / path).is_file()]
 
 
 def accuracy_markdown(results: list[dict]) -> str:
@@ -249,6 +275,58 @@ def rr_markdown(documents: list[Any]) -> str:
         lines.append(f"| {dataset} | {seed} | {100 * plain[(dataset, 'strong', 'Selective-FD hard')][seed]:.2f} | "
                      f"{cells[0]} | {cells[1]} | {100 * plain[(dataset, 'strong', 'FedMD hard')][seed]:.2f} | "
                      f"{' / '.join(epsilons)} |")
+    lines += ["", "| data set | seeds | no noise | RR ε/label = 4 | RR ε/label = 1 | ε/label = 4 − no noise, per seed "
+              "| ε/label = 1 − no noise, per seed |", "|---|---|---|---|---|---|---|"]
+    for dataset in order:
+        seeds = sorted(seed for name, seed, method in by_method if name == dataset and method.endswith("=4"))
+        plain_runs = [plain[(dataset, "strong", "Selective-FD hard")][seed] for seed in seeds]
+        noisy = {per_label: [by_method[(dataset, seed, f"Selective-FD hard, RR ε/label={per_label}")]["accuracy_mean"]
+                             for seed in seeds] for per_label in (4, 1)}
+        lines.append(f"| {dataset} | {_seeds(seeds)} | {_summary(plain_runs)} | {_summary(noisy[4])} | "
+                     f"{_summary(noisy[1])} | {_summary([a - b for a, b in zip(noisy[4], plain_runs)])} | "
+                     f"{_summary([a - b for a, b in zip(noisy[1], plain_runs)])} |")
+    return "\n".join(lines)
+
+
+def ablation_seeds_markdown(documents: list[Any]) -> str:
+    """The selector ablation at round 100 over seeds (strong non-IID): both selectors (Selective-FD), the client
+    side only, the server side only and none (FedMD), each mean ± sd [95 % t-interval] with its seeds."""
+    accuracies = _by_seed(documents, rounds=100)
+    lines = ["| data set | labels | both (Selective-FD) | client side only | server side only | none (FedMD) |",
+             "|---|---|---|---|---|---|"]
+    for dataset in dict.fromkeys(dataset for dataset, _, _ in accuracies):
+        for labels in ("soft", "hard"):
+            cells = []
+            for method in (f"Selective-FD {labels}", f"Selective-FD {labels}, client selector only",
+                           f"Selective-FD {labels}, server selector only", f"FedMD {labels}"):
+                values = accuracies.get((dataset, "strong", method), {})
+                cells.append(f"{_summary([values[s] for s in sorted(values)])} (seeds {_seeds(list(values))})"
+                             if values else "–")
+            lines.append(f"| {dataset} | {labels} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def thresholds_markdown(documents: list[Any]) -> str:
+    """The threshold sweep (the paper's Fig. 6): per point, the final mean client accuracy (client min–max) and
+    p_proxy, the share of each round's proxy batch the server kept for distillation, averaged over the rounds."""
+    runs = {}
+    for document in documents:
+        settings = document["settings"]
+        for row in document["results"]:
+            runs[(row["dataset"], settings["tau_client"], settings["tau_server"])] = (row, settings)
+    lines = ["| data set | swept | τ_client | τ_server | final mean client accuracy % (min–max) | p_proxy % "
+             "| shared (client, example) pairs | seed | s / round |", "|---|---|---|---|---|---|---|---|---|"]
+    for dataset in dict.fromkeys(dataset for dataset, _, _ in runs):
+        for tau_client, tau_server in THRESHOLD_GRID:
+            swept = "τ_server (τ_client = 0.25)" if tau_server < 2 else "τ_client (τ_server = 2)"
+            if (dataset, tau_client, tau_server) not in runs:
+                lines.append(f"| {dataset} | {swept} | {tau_client:g} | {tau_server:g} | not run | – | – | – | – |")
+                continue
+            row, settings = runs[(dataset, tau_client, tau_server)]
+            lines.append(f"| {dataset} | {swept} | {tau_client:g} | {tau_server:g} | {100 * row['accuracy_mean']:.2f} "
+                         f"({100 * row['accuracy_min']:.1f}–{100 * row['accuracy_max']:.1f}) | "
+                         f"{100 * row['kept_per_round'] / settings['proxy_batch']:.1f} | "
+                         f"{row['shared_fraction']:.3f} | {settings['seed']} | {row['seconds_per_round']:.1f} |")
     return "\n".join(lines)
 
 
@@ -280,8 +358,13 @@ table("selective-fd-100-rounds", raw=HUNDRED_ROUNDS)(
     lambda documents: summary_markdown(_rows(documents)) + "\n\n" + markdown(_rows(documents)))
 figure("selective-fd-100-rounds-curves", raw=HUNDRED_ROUNDS, image="docs/selective-fd-100-rounds-curves.png",
        alt="Selective-FD, 100 rounds")(lambda documents, path: plot(_rows(documents), path))
-table("selective-fd-100-rounds-seeds", raw=[*HUNDRED_ROUNDS, *SEED_1, *NEW_SEEDS, *MORE_SEEDS])(seeds_markdown)
-table("selective-fd-100-rounds-rr", raw=[FOURTEEN_ROUNDS, *RR, RR_SEED_2, HUNDRED_ROUNDS[0], *SEED_1[:2],
-                                        "bench/results/selective_fd_100_rounds_strong_hard_seed2.json"])(rr_markdown)
+table("selective-fd-100-rounds-seeds", raw=[*HUNDRED_ROUNDS, *SEED_1, *NEW_SEEDS, *MORE_SEEDS, *WEAK_IID_SEEDS])(
+    seeds_markdown)
+HARD_SEEDS = [f"bench/results/selective_fd_100_rounds_strong_hard_seed{seed}.json" for seed in (2, 3, 4)]
+table("selective-fd-100-rounds-rr", raw=[FOURTEEN_ROUNDS, *RR, RR_SEED_2, *RR_MORE_SEEDS, HUNDRED_ROUNDS[0],
+                                        *SEED_1[:2], *HARD_SEEDS])(rr_markdown)
+table("selective-fd-ablation-seeds", raw=[HUNDRED_ROUNDS[0], *SEED_1[:2], *ABLATION, *NEW_SEEDS])(
+    ablation_seeds_markdown)
+table("selective-fd-thresholds", raw=THRESHOLDS)(thresholds_markdown)
 table("selective-fd-dp-selectors", raw=["bench/results/selective_fd_dp_selectors.json"])(
     lambda documents: dp_selectors_markdown(documents[0]["rows"]))
