@@ -213,6 +213,44 @@ def mnist_l0_today(documents: list) -> str:
     return "\n".join(lines + ["", "Paper: 90.5 ± 0.3 (5 trials). " + " ".join(summaries)])
 
 
+# --- MNIST SOLO and centralized PATE at the paper's MLP settings (bench/fedkt_baselines.py; issue 44) -----------
+MNIST_BASELINES = RESULTS + "fedkt_mnist_l0_paper_baselines.json"
+#: Table 1's MNIST baselines: single numbers, no spread printed
+PAPER_MNIST_BASELINES = {"solo_accuracy": ("SOLO", 69.0),
+                         "centralized_pate_accuracy": ("PATE (one party, 10 teachers)", 92.7)}
+
+
+@table("fedkt-mnist-baselines", raw=[MNIST_BASELINES, MNIST_TODAY[0]])
+def mnist_baselines(documents: list) -> str:
+    """SOLO and centralized PATE per seed on the standard protocol's splits, beside FedKT-L0 on the same seeds
+    (``fedkt-mnist-l0-today``) and the paper's single numbers; the interval is the one-sample t-interval of ours
+    minus the paper's value, which has no spread."""
+    baselines, fedkt = ({r["seed"]: r for r in document["records"]} for document in documents)
+    seeds = sorted(baselines)
+    lines = ["| method | paper | " + " | ".join(f"seed {seed}" for seed in seeds)
+             + " | ours, mean ± sd [95 % interval] (seeds) | ours − paper [95 % interval] | fit s per seed (wall) |",
+             "|---|---|" + "---|" * len(seeds) + "---|---|---|"]
+    for field, (name, paper) in PAPER_MNIST_BASELINES.items():
+        values = [baselines[seed][field] for seed in seeds]
+        seconds = [baselines[seed][field.replace("accuracy", "seconds")] for seed in seeds]
+        difference = "–"
+        if len(values) >= 2:
+            low, high = t_interval(values)
+            difference = f"{np.mean(values) - paper:+.2f} [{low - paper:+.2f}, {high - paper:+.2f}]"
+        lines.append(f"| {name} | {paper:.1f} (no spread printed) | "
+                     + " | ".join(f"{value:.2f}" for value in values)
+                     + f" | {_summary(values, 2)} | {difference} | {min(seconds):.0f}–{max(seconds):.0f} |")
+    ours = [fedkt[seed]["accuracy"] for seed in seeds if seed in fedkt]
+    lines.append("| FedKT-L0 (`fedkt-mnist-l0-today`, same splits) | 90.5 ± 0.3 | "
+                 + " | ".join(f"{fedkt[seed]['accuracy']:.2f}" if seed in fedkt else "–" for seed in seeds)
+                 + f" | {_summary(ours, 2)} | – | – |")
+    commits = sorted({baselines[seed]["commit"][:10] for seed in seeds})
+    teachers = sorted({(baselines[seed]["pate_partitions"], baselines[seed]["pate_teachers"]) for seed in seeds})
+    pate = " / ".join(f"{s} partition(s) of {t} teachers" for s, t in teachers)
+    return "\n".join(lines + ["", f"Standard protocol (test file, 10,000 images); PATE: the parties' data pooled in "
+                               f"one party, {pate}, no noise; code commit {', '.join(commits)}."])
+
+
 # --- Tables 8 and 9 (final code; Table 9's ε from today's rerun) and the earlier code's --------------------------
 TABLE_8 = [RESULTS + "fedkt_table8_final_code.json", RESULTS + "fedkt_tables_8_9_budget_final_code.json",
            RESULTS + "fedkt_tables_8_9_budget_final_code_seed1.json",

@@ -37,8 +37,9 @@ def secret_noise_cost(documents: list[Any]) -> str:
                  f"{draws['seeded'] * 1e3:.1f} ms) |")
     settings = dpsgd["settings"]
     for name, model in dpsgd["models"].items():
-        lines.append(f"| DP-SGD epoch, Torch{name.upper()} ({model['n_parameters']:,} parameters; {dpsgd['n_examples']:,} "
-                     f"MNIST images, q = {dpsgd['release']['sample_rate']:.4f}) | {settings['repeats']} | "
+        lines.append(f"| DP-SGD epoch, Torch{name.upper()} ({model['n_parameters']:,} parameters; "
+                     f"{dpsgd['n_examples']:,} MNIST images, q = {dpsgd['release']['sample_rate']:.4f}) | "
+                     f"{settings['repeats']} | "
                      f"{_spread(model['cpu_ratio_now_over_before'])} CPU, "
                      f"{_spread(model['ratio_now_over_before'])} wall |")
     return "\n".join(lines)
