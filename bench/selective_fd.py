@@ -193,7 +193,8 @@ def selector_auroc(selectors, models, X_proxy: np.ndarray, y_proxy: np.ndarray) 
             "local_accuracy_on_withheld": right_if_not, "shared_fraction": shared_fraction}
 
 
-def main() -> None:
+def arguments(argv: list[str] | None = None) -> argparse.Namespace:
+    """The command line (``argv``, default ``sys.argv[1:]``), checked before any work: exit 2 on a bad one."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--datasets", nargs="+", default=["mnist", "fashion_mnist"])
     parser.add_argument("--settings", nargs="+", choices=("strong", "weak", "iid"), default=["strong", "weak"])
@@ -222,11 +223,16 @@ def main() -> None:
                         help="a folder: save each method's run after every round and resume it from there")
     parser.add_argument("--resume", action="store_true",
                         help="keep the rows --json already holds (same settings) and run only the missing ones")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     if args.device == "cuda" and not torch.cuda.is_available():
         parser.error("--device: 'cuda' but CUDA is not available on this machine; use cpu or auto")
     if args.checkpoints and not args.checkpoints.is_dir():
         parser.error(f"--checkpoints: {str(args.checkpoints)!r} is not a folder")
+    return args
+
+
+def main() -> None:
+    args = arguments()
     torch.set_num_threads(1)
     settings = {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()}
     protocol = ("rounds", "local_steps", "distill_steps", "proxy_batch", "kernel_width", "tau_server", "tau_client",

@@ -17,45 +17,49 @@ FOURTEEN_ROUNDS = "docs/results-selective-fd.json"
 HUNDRED_ROUNDS = ["docs/results-selective-fd-100-rounds.json", "docs/results-selective-fd-100-rounds-weak-iid.json"]
 SEED_1 = [f"docs/results-selective-fd-100-rounds{part}-seed1-{dataset}.json"
           for part in ("", "-weak-iid") for dataset in ("mnist", "fashion_mnist")]
+
+def _committed(paths) -> list[str]:
+    """The raw-result files among ``paths`` that are in the repository, in order (runs still to come are left out)."""
+    return [path for path in paths if (ROOT / path).is_file()]
+
+
+#: the seeds of issue 44's later sessions per data set, one file per seed and data set
+LATER_SEEDS = (("mnist", (3, 4)), ("fashion_mnist", (2, 3, 4)))
+
+
+def _later_seeds(kind: str) -> list[str]:
+    """The files of one kind of 100-round run (``weak_iid``, ``rr``) for :data:`LATER_SEEDS`."""
+    return _committed(f"bench/results/selective_fd_100_rounds_{kind}_seed{seed}_{dataset}.json"
+                      for dataset, seeds in LATER_SEEDS for seed in seeds)
+
+
 # strong non-IID, seeds 2-4 on the code of issue 36 (bench/selective_fd.py --seed S --json ...): soft labels, then
 # the hard-label runs of issue 44 (a file of their own per seed)
-NEW_SEEDS = [path for path in (f"bench/results/selective_fd_100_rounds_strong{labels}_seed{seed}.json"
-                               for labels in ("", "_hard") for seed in (2, 3, 4))
-             if (ROOT / path).is_file()]
+NEW_SEEDS = _committed(f"bench/results/selective_fd_100_rounds_strong{labels}_seed{seed}.json"
+                       for labels in ("", "_hard") for seed in (2, 3, 4))
 # issue 44, second session: independent learning in strong non-IID data and the weak non-IID / IID runs (every
 # method but the hard-label and RR ones), seeds 2-4, one file per seed (and data set for weak/IID) as each finished
 MORE_SEEDS = [*(f"bench/results/selective_fd_100_rounds_strong_independent_seed{seed}.json" for seed in (2, 3, 4)),
               "bench/results/selective_fd_100_rounds_weak_iid_seed2_mnist.json"]
-# issue 44, later sessions: weak non-IID / IID on MNIST seeds 3-4 and Fashion-MNIST seeds 2-4, one file per seed
-# and data set
-WEAK_IID_SEEDS = [path for path in (f"bench/results/selective_fd_100_rounds_weak_iid_seed{seed}_{dataset}.json"
-                                    for dataset, seeds in (("mnist", (3, 4)), ("fashion_mnist", (2, 3, 4)))
-                                    for seed in seeds)
-                  if (ROOT / path).is_file()]
+# issue 44, later sessions: weak non-IID / IID on MNIST seeds 3-4 and Fashion-MNIST seeds 2-4
+WEAK_IID_SEEDS = _later_seeds("weak_iid")
 # issue 44, second session: MNIST seed 2 on today's code (its ε is the ledger's: ∞, see docs/results.md); later
 # sessions: MNIST seeds 3-4, Fashion-MNIST seeds 2-4
 RR_SEED_2 = "bench/results/selective_fd_100_rounds_rr_seed2_mnist.json"
-RR_MORE_SEEDS = [path for path in (f"bench/results/selective_fd_100_rounds_rr_seed{seed}_{dataset}.json"
-                                   for dataset, seeds in (("mnist", (3, 4)), ("fashion_mnist", (2, 3, 4)))
-                                   for seed in seeds)
-                 if (ROOT / path).is_file()]
+RR_MORE_SEEDS = _later_seeds("rr")
 RR = ["docs/results-selective-fd-100-rounds-rr.json", "docs/results-selective-fd-100-rounds-rr-seed1.json"]
 # the selector ablation (strong non-IID): seed 0 is in HUNDRED_ROUNDS[0], seed 1 in its own files, seeds 2-4 of
 # issue 44's later sessions one file per seed and data set
 ABLATION = [*(f"docs/results-selective-fd-100-rounds-ablation-seed1-{dataset}.json"
               for dataset in ("mnist", "fashion_mnist")),
-            *(path for path in (f"bench/results/selective_fd_100_rounds_ablation_seed{seed}_{dataset}.json"
-                                for seed in (2, 3, 4) for dataset in ("mnist", "fashion_mnist"))
-              if (ROOT / path).is_file())]
+            *_committed(f"bench/results/selective_fd_100_rounds_ablation_seed{seed}_{dataset}.json"
+                        for seed in (2, 3, 4) for dataset in ("mnist", "fashion_mnist"))]
 # the paper's Fig. 6: Selective-FD soft in strong non-IID data, τ_client swept with τ_server = 2 (no server-side
 # selection) and τ_server swept with τ_client = 0.25; seed 0, one run (and file) per point
 THRESHOLD_GRID = [*((tau_client, 2.0) for tau_client in (0.05, 0.25, 0.5, 0.75, 0.95)),
                   *((0.25, tau_server) for tau_server in (0.5, 1.0, 1.5))]
-THRESHOLDS = [path for path in (f"bench/results/selective_fd_thresholds_{dataset}_seed0_tc{tau_client:g}_ts"
-                                f"{tau_server:g}.json" for dataset in ("mnist", "fashion_mnist")
-                                for tau_client, tau_server in THRESHOLD_GRID)
-              if (ROOT / path).is_file()]
-
+THRESHOLDS = _committed(f"bench/results/selective_fd_thresholds_{dataset}_seed0_tc{tau_client:g}_ts{tau_server:g}.json"
+                        for dataset in ("mnist", "fashion_mnist") for tau_client, tau_server in THRESHOLD_GRID)
 
 def accuracy_markdown(results: list[dict]) -> str:
     """Every run: final mean client accuracy (client spread), ε, shared pairs, kept examples, seconds per round."""
